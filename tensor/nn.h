@@ -1,0 +1,73 @@
+/* nn-style modules built from ops.h: Linear, MLP and an RL policy with a
+ * categorical or Gaussian head and an optional value head. Every module is
+ * reached through `struct nn_module` so layers above (RemoteModule, the
+ * agent) can drive any of them the same way. Initialisation follows
+ * PyTorch's defaults (Linear: U(-1/sqrt(in), 1/sqrt(in)) for weight and
+ * bias) from a caller-owned RNG state. */
+#ifndef TRIB_TENSOR_NN_H
+#define TRIB_TENSOR_NN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+#define NN_MAX_IO 4
+
+struct nn_module;
+
+struct nn_module_ops {
+    const char *kind;    /* "linear", "mlp", "policy", ... */
+    /* n_in inputs -> *n_out new references in out[NN_MAX_IO]. Returns 0 or
+     * -1 with tensor_last_error() naming the module and the problem. */
+    int (*forward)(struct nn_module *m, int n_in, struct tensor **in,
+                   int *n_out, struct tensor **out);
+    void (*free)(struct nn_module *m);
+};
+
+struct nn_module {
+    const struct nn_module_ops *ops;
+    int n_params;
+    struct tensor **params;  /* owned; requires_grad leaves */
+    bool training;           /* dropout on/off */
+    uint64_t rng;            /* state for dropout */
+};
+
+/* Runs m->ops->forward. */
+int nn_forward(struct nn_module *m, int n_in, struct tensor **in, int *n_out, struct tensor **out);
+/* Single input, single output convenience; NULL with error. */
+struct tensor *nn_forward1(struct nn_module *m, struct tensor *x);
+/* Frees the module and its parameters' references. Accepts NULL. */
+void nn_module_free(struct nn_module *m);
+/* Moves every parameter to dev (in place in params[]); -1 with error. */
+int nn_module_to(struct nn_module *m, enum device dev);
+
+enum nn_activation { NN_RELU, NN_TANH };
+
+/* y = x w^T + b, w [out,in], b [out] (no bias if !bias). */
+struct nn_module *nn_linear_new(int in, int out, bool bias, uint64_t *rng);
+/* sizes[0] -> sizes[1] -> ... -> sizes[n-1]; activation between layers,
+ * none after the last; dropout p (0 = none) after each activation. */
+struct nn_module *nn_mlp_new(int n, const int *sizes, enum nn_activation act,
+                             float dropout, uint64_t *rng);
+
+enum nn_head { NN_HEAD_CATEGORICAL, NN_HEAD_GAUSSIAN };
+
+struct nn_policy_config {
+    int obs_dim;
+    int act_dim;             /* number of actions (categorical) or action dims */
+    int n_hidden;            /* hidden layers */
+    int hidden[4];
+    enum nn_activation act;
+    float dropout;
+    enum nn_head head;
+    bool value_head;
+    float init_log_std;      /* Gaussian head only */
+};
+
+/* forward(obs [B,obs_dim]) -> out[0] = logits [B,act_dim] (categorical) or
+ * mean [B,act_dim] (Gaussian), out[1] = log_std [act_dim] (Gaussian only),
+ * then value [B] if value_head. */
+struct nn_module *nn_policy_new(const struct nn_policy_config *cfg, uint64_t *rng);
+
+#endif

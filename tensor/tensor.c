@@ -1,0 +1,252 @@
+/* Tensor core: construction, reference counting, copy-on-write storage and
+ * the thread-local error message. Device memory goes through backend.h. */
+#include "tensor/tensor.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "tensor/autograd.h"
+#include "tensor/backend.h"
+
+/* ---- errors ------------------------------------------------------------ */
+
+static _Thread_local char last_error[512];
+
+const char *tensor_last_error(void) { return last_error; }
+
+void *tensor_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return NULL;
+}
+
+void tensor_clear_error(void) { last_error[0] = '\0'; }
+
+/* ---- dtypes and shapes ------------------------------------------------- */
+
+size_t dtype_size(enum dtype dt)
+{
+    static const size_t sizes[DTYPE_COUNT] = {4, 8, 4, 8, 1};
+    return (unsigned)dt < DTYPE_COUNT ? sizes[dt] : 0;
+}
+
+const char *dtype_name(enum dtype dt)
+{
+    static const char *names[DTYPE_COUNT] = {"f32", "f64", "i32", "i64", "u8"};
+    return (unsigned)dt < DTYPE_COUNT ? names[dt] : "?";
+}
+
+const char *device_name(enum device d)
+{
+    return d == DEVICE_CPU ? "cpu" : d == DEVICE_CUDA ? "cuda" : "?";
+}
+
+char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
+{
+    size_t used = 0;
+    if (cap == 0) return buf;
+    buf[0] = '\0';
+    used += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, i ? ",%lld" : "%lld", (long long)shape[i]);
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+    return buf;
+}
+
+/* ---- storage ------------------------------------------------------------ */
+
+static const struct tensor_backend *usable_backend(enum device dev, const char *who)
+{
+    const struct tensor_backend *be = tensor_backend_for(dev);
+    if (!be) return tensor_error("%s: the %s backend is not built", who, device_name(dev));
+    if (!be->available()) return tensor_error("%s: no %s device is available", who, device_name(dev));
+    return be;
+}
+
+static struct tensor_storage *storage_new(const struct tensor_backend *be, enum device dev, size_t nbytes)
+{
+    struct tensor_storage *s = trib_xmalloc(sizeof *s);
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
+    s->device = dev;
+    s->nbytes = nbytes;
+    s->data = be->alloc(nbytes);
+    CHECK_ALLOC(s->data);
+    return s;
+}
+
+static void storage_release(struct tensor_storage *s)
+{
+    if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
+    tensor_backend_for(s->device)->free(s->data);
+    free(s);
+}
+
+/* Striped locks guard each tensor's storage pointer (snapshot vs COW swap). */
+#define N_STRIPES 64
+static pthread_mutex_t stripes[N_STRIPES] = {[0 ... N_STRIPES - 1] = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_mutex_t *lock_for(const struct tensor *t)
+{
+    uintptr_t h = (uintptr_t)t;
+    return &stripes[(h >> 6 ^ h >> 12) % N_STRIPES];
+}
+
+/* ---- construction ------------------------------------------------------- */
+
+static atomic_uint_fast64_t next_id = 1;
+
+static struct tensor *tensor_alloc_struct(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
+{
+    struct tensor *t = trib_xcalloc(1, sizeof *t);
+    atomic_init(&t->refcount, 1);
+    t->dtype = dt;
+    t->device = dev;
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        t->shape[i] = shape[i];
+        t->numel *= shape[i];
+    }
+    t->id = atomic_fetch_add(&next_id, 1);
+    return t;
+}
+
+struct tensor *tensor_new(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
+{
+    if ((unsigned)dt >= DTYPE_COUNT) return tensor_error("tensor_new: invalid dtype %d", (int)dt);
+    if (ndim < 0 || ndim > TENSOR_MAX_DIMS)
+        return tensor_error("tensor_new: ndim %d is outside 0..%d", ndim, TENSOR_MAX_DIMS);
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return tensor_error("tensor_new: negative dim %lld at %d", (long long)shape[i], i);
+        if (shape[i] && numel > INT64_MAX / 16 / shape[i])
+            return tensor_error("tensor_new: shape is too large");
+        numel *= shape[i];
+    }
+    const struct tensor_backend *be = usable_backend(dev, "tensor_new");
+    if (!be) return NULL;
+    struct tensor *t = tensor_alloc_struct(dt, dev, ndim, shape);
+    t->storage = storage_new(be, dev, (size_t)numel * dtype_size(dt));
+    be->zero(t->storage->data, t->storage->nbytes);
+    return t;
+}
+
+struct tensor *tensor_from_data(enum dtype dt, int ndim, const int64_t *shape, const void *data)
+{
+    struct tensor *t = tensor_new(dt, DEVICE_CPU, ndim, shape);
+    if (t && t->numel) memcpy(t->storage->data, data, tensor_nbytes(t));
+    return t;
+}
+
+struct tensor *tensor_from_f32(int ndim, const int64_t *shape, const float *data)
+{
+    return tensor_from_data(DTYPE_F32, ndim, shape, data);
+}
+
+struct tensor *tensor_scalar_f32(float v) { return tensor_from_f32(0, NULL, &v); }
+
+struct tensor *tensor_retain(struct tensor *t)
+{
+    if (t) atomic_fetch_add(&t->refcount, 1);
+    return t;
+}
+
+void tensor_free(struct tensor *t)
+{
+    if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+    ag_node_free(t->grad_fn);
+    tensor_free(t->grad);
+    storage_release(t->storage);
+    free(t);
+}
+
+struct tensor *tensor_snapshot(struct tensor *t)
+{
+    struct tensor *s = tensor_alloc_struct(t->dtype, t->device, t->ndim, t->shape);
+    pthread_mutex_t *mu = lock_for(t);
+    pthread_mutex_lock(mu);
+    s->storage = t->storage;
+    atomic_fetch_add(&s->storage->refcount, 1);
+    s->saved_version = atomic_load(&s->storage->version);
+    pthread_mutex_unlock(mu);
+    return s;
+}
+
+void *tensor_mutable_data(struct tensor *t)
+{
+    pthread_mutex_t *mu = lock_for(t);
+    pthread_mutex_lock(mu);
+    struct tensor_storage *old = t->storage;
+    if (atomic_load(&old->refcount) > 1) {
+        const struct tensor_backend *be = tensor_backend_for(old->device);
+        struct tensor_storage *s = storage_new(be, old->device, old->nbytes);
+        be->copy(s->data, old->data, old->nbytes);
+        atomic_store(&s->version, atomic_load(&old->version));
+        t->storage = s;
+        storage_release(old);
+    }
+    atomic_fetch_add(&t->storage->version, 1);
+    void *data = t->storage->data;
+    pthread_mutex_unlock(mu);
+    return data;
+}
+
+void tensor_copy_to_host(const struct tensor *t, void *dst)
+{
+    if (!tensor_nbytes(t)) return;
+    tensor_backend_for(t->device)->copy_to_host(dst, t->storage->data, tensor_nbytes(t));
+}
+
+struct tensor *tensor_clone_to(const struct tensor *t, enum device dev)
+{
+    struct tensor *c = tensor_new(t->dtype, dev, t->ndim, t->shape);
+    if (!c || !tensor_nbytes(t)) return c;
+    const void *src = t->storage->data;
+    if (t->device == dev)
+        tensor_backend_for(dev)->copy(c->storage->data, src, tensor_nbytes(t));
+    else if (t->device == DEVICE_CPU)
+        tensor_backend_for(dev)->copy_from_host(c->storage->data, src, tensor_nbytes(t));
+    else if (dev == DEVICE_CPU)
+        tensor_backend_for(t->device)->copy_to_host(c->storage->data, src, tensor_nbytes(t));
+    else
+        CHECK(!"device-to-device copy between two accelerator kinds");
+    return c;
+}
+
+bool tensor_same_shape(const struct tensor *a, const struct tensor *b)
+{
+    if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i]) return false;
+    return true;
+}
+
+void tensor_set_requires_grad(struct tensor *t, bool on) { t->requires_grad = on; }
+
+void tensor_zero_grad(struct tensor *t)
+{
+    tensor_free(t->grad);
+    t->grad = NULL;
+}
+
+bool tensor_cuda_available(void)
+{
+    const struct tensor_backend *be = tensor_backend_for(DEVICE_CUDA);
+    return be && be->available();
+}
+
+const struct tensor_backend *tensor_backend_for(enum device dev)
+{
+    if (dev == DEVICE_CPU) return tensor_cpu_backend();
+#ifdef TRIB_WITH_CUDA
+    if (dev == DEVICE_CUDA) return tensor_cuda_backend();
+#endif
+    return NULL;
+}
