@@ -1,0 +1,42 @@
+/* DistributedOptimizer (DESIGN.md §5): one local optimizer per owner of the
+ * given parameter RRefs; a step asks every owner to apply the gradients a
+ * distributed-autograd context accumulated there, and waits. */
+#ifndef TRIB_OPTIM_DIST_OPTIM_H
+#define TRIB_OPTIM_DIST_OPTIM_H
+
+#include <stdint.h>
+
+#include "optim/optim.h"
+#include "rpc/rpc.h"
+
+struct dist_optim;
+
+/* Registers the owner-side functions. Call in every process, before
+ * rpc_init (after dist_autograd_init). Returns 0. */
+int dist_optim_init(void);
+
+/* Builds a local optimizer of `kind` with hyper on each owner of params
+ * (RRefs holding f32 parameter tensors). Blocks. NULL with rpc_last_error()
+ * (an owner's optim_new error, a dead owner, an RRef that holds no tensor). */
+struct dist_optim *dist_optim_new(enum optim_kind kind, const struct optim_hyper *hyper,
+                                  int n, struct rref **params);
+/* Applies the gradients of context ctx on every owner (a parameter with no
+ * gradient in ctx is skipped, like a None grad) and waits. Steps on one
+ * owner are serialised; each bumps that owner's version. Returns 0 or -1
+ * with rpc_last_error() naming the owner. */
+int dist_optim_step(struct dist_optim *o, int64_t ctx);
+/* Sets the learning rate on every owner (blocks). */
+int dist_optim_set_lr(struct dist_optim *o, double lr);
+/* Frees the handle and, through the RRefs, the owners' optimizers. */
+void dist_optim_free(struct dist_optim *o);
+
+/* Owners of o: count, and the version each reported at the last step. */
+int dist_optim_num_owners(const struct dist_optim *o);
+int64_t dist_optim_last_version(const struct dist_optim *o, int owner_index);
+
+/* This process's version: optimizer steps applied here as an owner. */
+int64_t dist_optim_local_version(void);
+/* The version of worker `worker` (an RPC; blocks). 0 or -1 with error. */
+int dist_optim_get_version(const char *worker, int64_t *out);
+
+#endif

@@ -1,0 +1,483 @@
+/* Distributed autograd over the RPC hooks of rpc_internal.h: per-process
+ * context registry, send/recv functions as autograd nodes, and the FAST-mode
+ * backward (a recv function's backward ships its gradients to the sender,
+ * whose matching send function is run as a root of the local engine). */
+#include "rpc/dist_autograd.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "rpc/rpc.h"
+#include "rpc/rpc_internal.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+
+#define MAX_WORKERS 4096
+
+struct send_entry { int64_t msg_id; struct ag_node *node; };
+struct grad_entry { struct tensor *leaf; struct tensor *grad; };
+
+struct dist_ctx {
+    int64_t id;
+    atomic_int refcount;
+    pthread_mutex_t mu;
+    struct send_entry *sends; int n_sends, cap_sends;
+    struct grad_entry *grads; int n_grads, cap_grads;
+    int *workers; int n_workers, cap_workers;   /* peers this context touched */
+};
+
+/* ---- registry ------------------------------------------------------------ */
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dist_ctx **reg;
+static int n_reg, cap_reg;
+static atomic_int_fast64_t next_ctx = 1, next_msg = 1;
+static _Thread_local int64_t current_ctx;
+
+static void ctx_free(struct dist_ctx *c)
+{
+    if (!c || atomic_fetch_sub(&c->refcount, 1) != 1) return;
+    for (int i = 0; i < c->n_sends; i++) ag_node_free(c->sends[i].node);
+    for (int i = 0; i < c->n_grads; i++) {
+        tensor_free(c->grads[i].leaf);
+        tensor_free(c->grads[i].grad);
+    }
+    free(c->sends);
+    free(c->grads);
+    free(c->workers);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+/* Retained context or NULL; with create, makes it if missing. */
+static struct dist_ctx *ctx_get(int64_t id, bool create)
+{
+    struct dist_ctx *c = NULL;
+    pthread_mutex_lock(&reg_mu);
+    for (int i = 0; i < n_reg; i++)
+        if (reg[i]->id == id) { c = reg[i]; break; }
+    if (!c && create) {
+        c = trib_xcalloc(1, sizeof *c);
+        c->id = id;
+        atomic_init(&c->refcount, 1);           /* the registry's */
+        pthread_mutex_init(&c->mu, NULL);
+        if (n_reg == cap_reg) {
+            cap_reg = cap_reg ? 2 * cap_reg : 16;
+            reg = trib_xrealloc(reg, (size_t)cap_reg * sizeof *reg);
+        }
+        reg[n_reg++] = c;
+    }
+    if (c) atomic_fetch_add(&c->refcount, 1);
+    pthread_mutex_unlock(&reg_mu);
+    return c;
+}
+
+/* Removes id from the registry; returns the registry's reference or NULL. */
+static struct dist_ctx *ctx_remove(int64_t id)
+{
+    struct dist_ctx *c = NULL;
+    pthread_mutex_lock(&reg_mu);
+    for (int i = 0; i < n_reg; i++)
+        if (reg[i]->id == id) {
+            c = reg[i];
+            reg[i] = reg[--n_reg];
+            break;
+        }
+    pthread_mutex_unlock(&reg_mu);
+    return c;
+}
+
+static void ctx_add_worker(struct dist_ctx *c, int w)
+{
+    if (w < 0 || w == rpc_self_id()) return;
+    pthread_mutex_lock(&c->mu);
+    bool seen = false;
+    for (int i = 0; i < c->n_workers; i++) seen |= c->workers[i] == w;
+    if (!seen) {
+        if (c->n_workers == c->cap_workers) {
+            c->cap_workers = c->cap_workers ? 2 * c->cap_workers : 4;
+            c->workers = trib_xrealloc(c->workers, (size_t)c->cap_workers * sizeof *c->workers);
+        }
+        c->workers[c->n_workers++] = w;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+int dist_autograd_num_contexts(void)
+{
+    pthread_mutex_lock(&reg_mu);
+    int n = n_reg;
+    pthread_mutex_unlock(&reg_mu);
+    return n;
+}
+
+int64_t dist_autograd_current(void) { return current_ctx; }
+void dist_autograd_set_current(int64_t ctx) { current_ctx = ctx; }
+
+static int64_t make_id(atomic_int_fast64_t *counter)
+{
+    return ((int64_t)(rpc_self_id() & 0xffff) << 48) | (atomic_fetch_add(counter, 1) & 0xffffffffffffLL);
+}
+
+int64_t dist_autograd_context_new(void)
+{
+    if (rpc_self_id() < 0) {
+        rpc_set_error("dist_autograd_context_new: RPC is not initialised");
+        return -1;
+    }
+    int64_t id = make_id(&next_ctx);
+    ctx_free(ctx_get(id, true));
+    current_ctx = id;
+    return id;
+}
+
+/* ---- gradients sink ------------------------------------------------------- */
+
+static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad)
+{
+    struct dist_ctx *c = user;
+    pthread_mutex_lock(&c->mu);
+    int i = 0;
+    while (i < c->n_grads && c->grads[i].leaf != leaf) i++;
+    if (i == c->n_grads) {
+        if (c->n_grads == c->cap_grads) {
+            c->cap_grads = c->cap_grads ? 2 * c->cap_grads : 8;
+            c->grads = trib_xrealloc(c->grads, (size_t)c->cap_grads * sizeof *c->grads);
+        }
+        c->grads[i].leaf = tensor_retain(leaf);
+        c->grads[i].grad = tensor_detach(grad);
+        c->n_grads++;
+    } else {
+        bool was = autograd_set_enabled(false);
+        struct tensor *sum = tensor_add(c->grads[i].grad, grad);
+        autograd_set_enabled(was);
+        CHECK(sum != NULL);
+        tensor_free(c->grads[i].grad);
+        c->grads[i].grad = sum;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t)
+{
+    struct dist_ctx *c = ctx_get(ctx, false);
+    if (!c) return NULL;
+    struct tensor *g = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->n_grads; i++)
+        if (c->grads[i].leaf == t) g = tensor_retain(c->grads[i].grad);
+    pthread_mutex_unlock(&c->mu);
+    ctx_free(c);
+    return g;
+}
+
+int dist_autograd_get_gradients(int64_t ctx, int cap, struct tensor **leaves, struct tensor **grads)
+{
+    struct dist_ctx *c = ctx_get(ctx, false);
+    if (!c) {
+        rpc_set_error("dist_autograd_get_gradients: unknown context %lld", (long long)ctx);
+        return -1;
+    }
+    pthread_mutex_lock(&c->mu);
+    int n = c->n_grads < cap ? c->n_grads : cap;
+    for (int i = 0; i < n; i++) {
+        leaves[i] = tensor_retain(c->grads[i].leaf);
+        grads[i] = tensor_retain(c->grads[i].grad);
+    }
+    pthread_mutex_unlock(&c->mu);
+    ctx_free(c);
+    return n;
+}
+
+/* ---- send and recv functions --------------------------------------------- */
+
+/* A send function passes each gradient straight to the tensor it sent,
+ * moved back to that tensor's device (the wire carries host copies). */
+static int send_backward(struct ag_node *self, struct tensor **grad_out, struct tensor **grad_in)
+{
+    const enum device *dev = self->ctx;
+    for (int i = 0; i < self->n_next; i++) {
+        struct tensor *g = grad_out[i];
+        if (!g || g->device == dev[i]) {
+            grad_in[i] = tensor_retain(g);
+        } else if (!(grad_in[i] = tensor_clone_to(g, dev[i]))) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void send_release(struct ag_node *self)
+{
+    free(self->ctx);
+    self->ctx = NULL;
+}
+
+struct recv_info { int from; int64_t ctx_id, msg_id; };
+
+/* Futures of the backward pass running on this thread, waited for before the
+ * pass returns (a backward is driven by one thread: the engine's caller). */
+struct pending { struct rpc_future **f; int n, cap; };
+static _Thread_local struct pending *pending_here;
+
+static int recv_backward(struct ag_node *self, struct tensor **grad_out, struct tensor **grad_in)
+{
+    const struct recv_info *ri = self->ctx;
+    if (!pending_here) {
+        tensor_error("dist_autograd: a recv function ran outside dist_autograd_backward");
+        return -1;
+    }
+    struct rpc_value args = rpc_list(3);
+    args.list.items[0] = rpc_int(ri->ctx_id);
+    args.list.items[1] = rpc_int(ri->msg_id);
+    args.list.items[2] = rpc_list((size_t)self->n_out);
+    for (int i = 0; i < self->n_out; i++)
+        if (grad_out[i]) args.list.items[2].list.items[i] = rpc_tensor(grad_out[i]);
+    struct rpc_future *f = rpc_async_id(ri->from, "dist_autograd._backprop", &args, -1);
+    rpc_value_clear(&args);
+    struct pending *p = pending_here;
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 8;
+        p->f = trib_xrealloc(p->f, (size_t)p->cap * sizeof *p->f);
+    }
+    p->f[p->n++] = f;
+    return 0;
+}
+
+static void recv_release(struct ag_node *self)
+{
+    free(self->ctx);
+    self->ctx = NULL;
+}
+
+static void hook_send(int to, bool is_response, struct tensor **tensors, int n,
+                      int64_t *ctx_id, int64_t *msg_id, void *user)
+{
+    int64_t id = is_response ? *ctx_id : current_ctx;
+    *ctx_id = id;
+    *msg_id = 0;
+    if (!id) return;
+    struct dist_ctx *c = ctx_get(id, false);
+    if (!c) {           /* released while in use: send without autograd */
+        *ctx_id = 0;
+        return;
+    }
+    ctx_add_worker(c, to);
+    int k = 0;
+    for (int i = 0; i < n; i++) k += tensors[i]->requires_grad;
+    if (k) {
+        enum device *dev = trib_xcalloc((size_t)k, sizeof *dev);
+        struct ag_node *node = ag_node_new("SendRpcBackward", k, k, send_backward, send_release, dev);
+        for (int i = 0, j = 0; i < n; i++)
+            if (tensors[i]->requires_grad) {
+                dev[j] = tensors[i]->device;
+                node->next[j++] = tensor_grad_edge(tensors[i]);
+            }
+        *msg_id = make_id(&next_msg);
+        pthread_mutex_lock(&c->mu);
+        if (c->n_sends == c->cap_sends) {
+            c->cap_sends = c->cap_sends ? 2 * c->cap_sends : 8;
+            c->sends = trib_xrealloc(c->sends, (size_t)c->cap_sends * sizeof *c->sends);
+        }
+        c->sends[c->n_sends++] = (struct send_entry){*msg_id, node};
+        pthread_mutex_unlock(&c->mu);
+    }
+    ctx_free(c);
+}
+
+static void hook_recv(int from, bool is_response, struct tensor **tensors, int n,
+                      int64_t ctx_id, int64_t msg_id, void *user)
+{
+    if (!ctx_id) return;
+    struct dist_ctx *c = ctx_get(ctx_id, !is_response);
+    if (!c) return;     /* a response for a context released meanwhile */
+    ctx_add_worker(c, from);
+    ctx_free(c);
+    int k = 0;
+    for (int i = 0; i < n; i++) k += tensors[i]->requires_grad;
+    if (!k || !msg_id) return;
+    struct recv_info *ri = trib_xmalloc(sizeof *ri);
+    *ri = (struct recv_info){from, ctx_id, msg_id};
+    struct ag_node *node = ag_node_new("RecvRpcBackward", k, 0, recv_backward, recv_release, ri);
+    for (int i = 0, j = 0; i < n; i++)
+        if (tensors[i]->requires_grad) tensor_set_grad_fn(tensors[i], node, j++);
+    ag_node_free(node);
+}
+
+static void hook_handler(int64_t ctx_id, bool enter, void *user)
+{
+    current_ctx = enter ? ctx_id : 0;
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+/* Runs the local engine from the given roots within c, then waits for every
+ * gradient it sent to other workers to be fully processed there. */
+static int run_local(struct dist_ctx *c, int n, const struct ag_edge *roots, struct tensor **grads)
+{
+    struct pending p = {0};
+    struct pending *outer = pending_here;
+    pending_here = &p;
+    struct ag_sink sink = {sink_accumulate, c};
+    int rc = autograd_run(n, roots, grads, &sink, true);
+    pending_here = outer;
+    if (rc != 0) rpc_set_error("dist_autograd_backward: %s", tensor_last_error());
+    for (int i = 0; i < p.n; i++) {
+        if (rpc_future_wait(p.f[i], NULL) != 0 && rc == 0) {
+            rc = -1;
+            rpc_set_error("dist_autograd_backward: %s", rpc_future_error(p.f[i]));
+        }
+        rpc_future_free(p.f[i]);
+    }
+    free(p.f);
+    return rc;
+}
+
+int dist_autograd_backward(int64_t ctx, int n, struct tensor **roots, bool retain_graph)
+{
+    (void)retain_graph;
+    struct dist_ctx *c = ctx_get(ctx, false);
+    if (!c) {
+        rpc_set_error("dist_autograd_backward: unknown context %lld", (long long)ctx);
+        return -1;
+    }
+    struct ag_edge *edges = trib_xcalloc((size_t)n, sizeof *edges);
+    struct tensor **ones = trib_xcalloc((size_t)n, sizeof *ones);
+    int rc = 0, m = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (roots[i]->numel != 1) {
+            rpc_set_error("dist_autograd_backward: root %d has %lld elements, expected a scalar",
+                          i, (long long)roots[i]->numel);
+            rc = -1;
+            break;
+        }
+        struct ag_edge e = tensor_grad_edge(roots[i]);
+        if (!e.node) continue;
+        edges[m] = e;
+        float one = 1.0f;
+        struct tensor *o = tensor_from_f32(roots[i]->ndim, roots[i]->shape, &one);
+        ones[m] = roots[i]->device == DEVICE_CPU ? o : tensor_clone_to(o, roots[i]->device);
+        if (ones[m] != o) tensor_free(o);
+        m++;
+    }
+    if (rc == 0) rc = run_local(c, m, edges, ones);
+    for (int i = 0; i < m; i++) {
+        ag_node_free(edges[i].node);
+        tensor_free(ones[i]);
+    }
+    free(edges);
+    free(ones);
+    ctx_free(c);
+    return rc;
+}
+
+/* dist_autograd._backprop(ctx_id, msg_id, [grads]): runs the send function
+ * msg_id of the context as a root, and answers when all it caused is done. */
+static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
+                       struct rpc_value *result, void *user)
+{
+    if (args->kind != RPC_LIST || args->list.len != 3 || args->list.items[0].kind != RPC_INT ||
+        args->list.items[1].kind != RPC_INT || args->list.items[2].kind != RPC_LIST)
+        return rpc_request_fail(req, "expected (ctx_id, msg_id, [grads])");
+    int64_t ctx_id = args->list.items[0].i, msg_id = args->list.items[1].i;
+    const struct rpc_value *gl = &args->list.items[2];
+    struct dist_ctx *c = ctx_get(ctx_id, false);
+    if (!c) return rpc_request_fail(req, "unknown context %lld", (long long)ctx_id);
+    struct ag_node *node = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->n_sends; i++)
+        if (c->sends[i].msg_id == msg_id) node = ag_node_retain(c->sends[i].node);
+    pthread_mutex_unlock(&c->mu);
+    int rc;
+    if (!node) {
+        rc = rpc_request_fail(req, "unknown send function %lld in context %lld",
+                              (long long)msg_id, (long long)ctx_id);
+    } else if ((int)gl->list.len != node->n_out) {
+        rc = rpc_request_fail(req, "%zu gradients for a send function of %d tensors",
+                              gl->list.len, node->n_out);
+    } else {
+        int n = node->n_out, m = 0;
+        struct ag_edge *edges = trib_xcalloc((size_t)n, sizeof *edges);
+        struct tensor **grads = trib_xcalloc((size_t)n, sizeof *grads);
+        rc = 0;
+        for (int i = 0; i < n; i++) {
+            const struct rpc_value *g = &gl->list.items[i];
+            if (g->kind == RPC_NIL) continue;
+            if (g->kind != RPC_TENSOR) { rc = rpc_request_fail(req, "gradient %d is not a tensor", i); break; }
+            edges[m] = (struct ag_edge){node, i};
+            grads[m++] = g->tensor;
+        }
+        if (rc == 0 && run_local(c, m, edges, grads) != 0)
+            rc = rpc_request_fail(req, "%s", rpc_last_error());
+        free(edges);
+        free(grads);
+        ag_node_free(node);
+    }
+    ctx_free(c);
+    if (rc == 0) *result = rpc_nil();
+    return rc;
+}
+
+/* ---- release ------------------------------------------------------------- */
+
+/* Frees ctx here, then tells the workers it touched (except `skip`). */
+static int release_here(int64_t ctx, int skip)
+{
+    struct dist_ctx *c = ctx_remove(ctx);
+    if (!c) return -1;
+    if (current_ctx == ctx) current_ctx = 0;
+    pthread_mutex_lock(&c->mu);
+    int n = c->n_workers;
+    int *ws = trib_xcalloc((size_t)n + 1, sizeof *ws);
+    memcpy(ws, c->workers, (size_t)n * sizeof *ws);
+    pthread_mutex_unlock(&c->mu);
+    ctx_free(c);
+    struct rpc_future **fs = trib_xcalloc((size_t)n + 1, sizeof *fs);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (ws[i] == skip || !rpc_worker_alive(ws[i])) continue;
+        struct rpc_value args = rpc_list(1);
+        args.list.items[0] = rpc_int(ctx);
+        fs[m++] = rpc_async_id(ws[i], "dist_autograd._release", &args, -1);
+        rpc_value_clear(&args);
+    }
+    for (int i = 0; i < m; i++) {
+        rpc_future_wait(fs[i], NULL);     /* best effort: a dead peer has nothing to free */
+        rpc_future_free(fs[i]);
+    }
+    free(fs);
+    free(ws);
+    return 0;
+}
+
+static int fn_release(struct rpc_request *req, const struct rpc_value *args,
+                      struct rpc_value *result, void *user)
+{
+    if (args->kind != RPC_LIST || args->list.len != 1 || args->list.items[0].kind != RPC_INT)
+        return rpc_request_fail(req, "expected (ctx_id)");
+    release_here(args->list.items[0].i, rpc_request_caller_id(req));
+    *result = rpc_nil();
+    return 0;
+}
+
+int dist_autograd_release(int64_t ctx)
+{
+    if (release_here(ctx, -1) != 0) {
+        rpc_set_error("dist_autograd_release: unknown context %lld", (long long)ctx);
+        return -1;
+    }
+    return 0;
+}
+
+int dist_autograd_init(void)
+{
+    static const struct rpc_autograd_hooks hooks = {
+        .on_send = hook_send, .on_recv = hook_recv, .on_handler = hook_handler,
+    };
+    rpc_set_autograd_hooks(&hooks);
+    rpc_register("dist_autograd._backprop", fn_backprop, NULL);
+    rpc_register("dist_autograd._release", fn_release, NULL);
+    return 0;
+}

@@ -1,0 +1,53 @@
+/* Distributed autograd (DESIGN.md §4.4): contexts that span workers, send and
+ * recv functions recorded on every RPC that carries tensors requiring grad,
+ * and PyTorch's FAST-mode backward across workers. Gradients accumulate in
+ * the context (dist_autograd_get_gradient), never in ->grad. */
+#ifndef TRIB_RPC_DIST_AUTOGRAD_H
+#define TRIB_RPC_DIST_AUTOGRAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+/* Installs the RPC hooks and registers the internal functions. Call once in
+ * every process, before rpc_init. Returns 0. */
+int dist_autograd_init(void);
+
+/* A new context, made current on this thread. The id is unique across
+ * workers (this worker's id in the top 16 bits). Returns the id (> 0), or
+ * -1 with rpc_last_error() when RPC is not initialised. */
+int64_t dist_autograd_context_new(void);
+/* The thread's current context (0: none). RPCs made while a context is
+ * current carry it: the callee runs its handler inside the same context,
+ * and tensors requiring grad that cross record send/recv functions. */
+int64_t dist_autograd_current(void);
+/* Makes ctx current on this thread (0 clears). No check that it exists. */
+void dist_autograd_set_current(int64_t ctx);
+
+/* FAST-mode backward from n scalar roots (each seeded with 1) within ctx:
+ * runs the local graph, sends gradients back over every recv function it
+ * reaches, and waits until every worker involved has finished. Leaf
+ * gradients accumulate in each worker's copy of the context (summed over
+ * repeated backwards). Graphs are kept until the context is released, so
+ * several backwards may run in one context (retain_graph is accepted for
+ * PyTorch parity; graphs are always retained). Blocks. Returns 0, or -1 with
+ * rpc_last_error(): unknown context, a non-scalar root, a local autograd
+ * failure, or a peer's failure or death (naming the peer). */
+int dist_autograd_backward(int64_t ctx, int n, struct tensor **roots, bool retain_graph);
+
+/* The gradient accumulated for leaf t in ctx on this worker: a new
+ * reference, or NULL (none yet, or unknown context). */
+struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t);
+/* Up to cap (leaf, gradient) pairs of ctx on this worker, as new references
+ * the caller frees. Returns the count, or -1 for an unknown context. */
+int dist_autograd_get_gradients(int64_t ctx, int cap, struct tensor **leaves, struct tensor **grads);
+
+/* Releases ctx here and on every worker it touched (waits for them).
+ * Clears it as the thread's current context. Returns 0, or -1 if unknown. */
+int dist_autograd_release(int64_t ctx);
+
+/* Contexts alive in this process (for tests and leak checks). */
+int dist_autograd_num_contexts(void);
+
+#endif
