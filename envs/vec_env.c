@@ -44,26 +44,37 @@ struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t 
         env_set_error("vec_env_new: num_envs must be >= 1 (got %d)", num_envs);
         return NULL;
     }
+    size_t n = (size_t)num_envs;
+    env_batch_step_fn batch = (flags & VEC_ENV_GENERIC) ? NULL : env_builtin_batch_step(spec);
+    /* Built-in states are arrays of their struct; others get max_align_t slots. */
+    size_t stride = batch ? spec->state_size : round_up(spec->state_size, 16);
+    if (stride < spec->state_size || stride > (SIZE_MAX - 64) / n) {
+        env_set_error("vec_env_new: %d envs of state_size %zu overflow the address space",
+                      num_envs, spec->state_size);
+        return NULL;
+    }
     struct vec_env *v = calloc(1, sizeof *v);
     if (!v)
         abort();
     v->spec = spec;
-    v->batch_step = (flags & VEC_ENV_GENERIC) ? NULL : env_builtin_batch_step(spec);
+    v->batch_step = batch;
     v->n = num_envs;
     v->obs_dim = spec->obs.dim;
-    /* Built-in states are arrays of their struct; others get max_align_t slots. */
-    v->stride = v->batch_step ? spec->state_size : round_up(spec->state_size, 16);
+    v->stride = stride;
     v->act_stride = spec->act.kind == SPACE_DISCRETE ? sizeof(int)
                                                      : (size_t)spec->act.dim * sizeof(float);
-    size_t n = (size_t)num_envs;
     v->states = aligned_alloc(64, round_up(v->stride * n, 64));
     v->rng = malloc(n * sizeof *v->rng);
     v->elapsed = calloc(n, sizeof *v->elapsed);
     v->ret = calloc(n, sizeof *v->ret);
     v->last_ret = calloc(n, sizeof *v->last_ret);
     v->last_len = malloc(n * sizeof *v->last_len);
-    if (!v->states || !v->rng || !v->elapsed || !v->ret || !v->last_ret || !v->last_len)
-        abort();
+    if (!v->states || !v->rng || !v->elapsed || !v->ret || !v->last_ret || !v->last_len) {
+        env_set_error("vec_env_new: out of memory for %d envs of state_size %zu", num_envs,
+                      spec->state_size);
+        vec_env_free(v);
+        return NULL;
+    }
     memset(v->states, 0, v->stride * n);
     for (size_t i = 0; i < n; i++) {
         v->rng[i] = env_rng_seed(seed, i);

@@ -302,6 +302,10 @@ START_TEST(errors)
     bad.step = NULL;
     ck_assert_ptr_null(vec_env_new(&bad, 4, 1, 0));
     ck_assert_str_eq(env_last_error(), "vec_env_new: step function is NULL");
+    bad = *s;
+    bad.state_size = SIZE_MAX / 2;
+    ck_assert_ptr_null(vec_env_new(&bad, 4, 1, 0));
+    ck_assert(strstr(env_last_error(), "overflow the address space") != NULL);
     struct vec_env *v = vec_env_new(s, 4, 1, 0);
     ck_assert_ptr_nonnull(v);
     ck_assert_ptr_eq(vec_env_spec(v), s);
