@@ -15,9 +15,10 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: trib-env [options] ENV\n"
+            "usage: trib-env [options] ENV      (or --env ENV)\n"
             "Run ENV (a built-in id or a path to a plug-in .so exporting tributary_env)\n"
             "and print episode statistics and steps/s.\n\n"
+            "      --env ENV          the env, instead of the positional argument\n"
             "  -e, --episodes N       stop after N finished episodes (default 10)\n"
             "  -t, --steps N          stop after N env steps in all (default: no limit)\n"
             "  -n, --num-envs B       step B envs together in a vec_env (default 1)\n"
@@ -103,14 +104,15 @@ static double now_s(void)
 int main(int argc, char **argv)
 {
     long episodes = 10, max_steps = -1, num_envs = 1, seed = 0;
-    const char *actions_arg = NULL, *actions_file = NULL;
+    const char *actions_arg = NULL, *actions_file = NULL, *env_name = NULL;
     bool json = false;
     static const struct option opts[] = {
         {"episodes", required_argument, 0, 'e'}, {"steps", required_argument, 0, 't'},
         {"num-envs", required_argument, 0, 'n'}, {"seed", required_argument, 0, 's'},
         {"actions", required_argument, 0, 'a'},  {"actions-file", required_argument, 0, 'f'},
         {"json", no_argument, 0, 'j'},           {"list", no_argument, 0, 'l'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+        {"help", no_argument, 0, 'h'},           {"env", required_argument, 0, 'E'},
+        {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "e:t:n:s:a:f:jlh", opts, NULL)) != -1) {
         switch (c) {
@@ -119,6 +121,7 @@ int main(int argc, char **argv)
         case 'n': if (parse_long(optarg, "--num-envs", 1, &num_envs) < 0) return 2; break;
         case 's': if (parse_long(optarg, "--seed", 0, &seed) < 0) return 2; break;
         case 'a': actions_arg = optarg; break;
+        case 'E': env_name = optarg; break;
         case 'f': actions_file = optarg; break;
         case 'j': json = true; break;
         case 'l':
@@ -129,8 +132,10 @@ int main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (optind != argc - 1) {
-        fprintf(stderr, "trib-env: expected exactly one ENV argument (see --help)\n");
+    if (!env_name && optind == argc - 1)
+        env_name = argv[optind++];
+    if (!env_name || optind != argc) {
+        fprintf(stderr, "trib-env: expected exactly one ENV (see --help)\n");
         return 2;
     }
     if (actions_arg && actions_file) {
@@ -143,7 +148,7 @@ int main(int argc, char **argv)
     }
 
     struct env_plugin *plugin = NULL;
-    const struct env_spec *spec = env_open(argv[optind], &plugin);
+    const struct env_spec *spec = env_open(env_name, &plugin);
     if (!spec) {
         fprintf(stderr, "trib-env: %s\n", env_last_error());
         return 1;

@@ -156,6 +156,16 @@ START_TEST(tool)
     char *sps = strstr(out, "\"steps_per_s\"");
     ck_assert_ptr_nonnull(sps);
     ck_assert(strncmp(out, again, (size_t)(sps - out)) == 0);
+    free(again);
+    char file[] = "/tmp/trib-env-actions-XXXXXX";
+    int fd = mkstemp(file);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "1\n1, 1\n", 8), 8);
+    close(fd);
+    ck_assert_int_eq(run(&again, "'%s' --json --seed 3 --episodes 5 --actions-file '%s' CartPole-v1",
+                         TRIB_ENV_TOOL, file), 0);
+    unlink(file);
+    ck_assert(strncmp(out, again, (size_t)(sps - out)) == 0);
     ck_assert_ptr_nonnull(strstr(out, "{\"env\":\"CartPole-v1\",\"num_envs\":1,\"seed\":3,"
                                       "\"episodes\":5,"));
     int lmax = -1;
@@ -166,7 +176,10 @@ START_TEST(tool)
     free(out);
     free(again);
     /* Pendulum with random actions over 4 envs: every episode is 200 steps. */
-    ck_assert_int_eq(run(&out, "'%s' -n 4 -e 8 Pendulum-v1", TRIB_ENV_TOOL), 0);
+    ck_assert_int_eq(run(&out, "'%s' CartPole-v1 Pendulum-v1", TRIB_ENV_TOOL), 2);
+    ck_assert_str_eq(out, "trib-env: expected exactly one ENV (see --help)\n");
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' -n 4 -e 8 --env Pendulum-v1", TRIB_ENV_TOOL), 0);
     ck_assert_ptr_nonnull(strstr(out, "episodes: 8   steps: 1600   envs: 4"));
     ck_assert_ptr_nonnull(strstr(out, "length: mean 200.00   min 200   max 200"));
     free(out);
