@@ -70,6 +70,14 @@ static inline void acrobot_dsdt(const double *y, double a, double *dy)
 static inline double wrap(double x, double m, double M)
 {
     double diff = M - m;
+    /* Gymnasium loops forever on an infinite angle and for ages on a huge one
+     * (only reachable through set_state): answer NaN / a modulo instead. */
+    if (__builtin_expect(!(fabs(x) <= 1e6), 0)) {
+        if (isnan(x) || isinf(x))
+            return NAN;
+        x = m + fmod(x - m, diff);
+        return x < m ? x + diff : x;
+    }
     while (x > M)
         x = x - diff;
     while (x < m)

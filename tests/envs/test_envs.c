@@ -272,6 +272,59 @@ START_TEST(reset_ranges)
 }
 END_TEST
 
+/* Gymnasium's CartPole gives reward 1 on the step that terminates and 0 on
+ * steps taken after it; set_state starts afresh. */
+START_TEST(cartpole_beyond_terminated)
+{
+    const struct env_spec *s = env_lookup("CartPole-v1");
+    void *st = new_state(s);
+    const double fallen[4] = {0.0, 0.0, 0.2, 1.0};
+    ck_assert_int_eq(s->set_state(st, fallen, 4), 0);
+    float obs[4], r;
+    bool term;
+    int a = 1;
+    s->step(st, &a, obs, &r, &term);
+    ck_assert(term && r == 1.0f);
+    s->step(st, &a, obs, &r, &term);
+    ck_assert(term && r == 0.0f);
+    s->step(st, &a, obs, &r, &term);
+    ck_assert(term && r == 0.0f);
+    ck_assert_int_eq(s->set_state(st, fallen, 4), 0);
+    s->step(st, &a, obs, &r, &term);
+    ck_assert(term && r == 1.0f);
+    free(st);
+}
+END_TEST
+
+/* States no dynamics reach (set by hand) neither hang nor crash Acrobot's wrap. */
+START_TEST(acrobot_extreme_states)
+{
+    const struct env_spec *s = env_lookup("Acrobot-v1");
+    void *st = new_state(s);
+    const double cases[3][4] = {{INFINITY, 0, 0, 0}, {1e300, -1e300, 0, 0}, {NAN, 0, 0, 0}};
+    for (int c = 0; c < 3; c++) {
+        ck_assert_int_eq(s->set_state(st, cases[c], 4), 0);
+        float obs[6], r;
+        bool term;
+        int a = 2;
+        s->step(st, &a, obs, &r, &term);
+        double d[4];
+        s->get_state(st, d, 4);
+        ck_assert(isnan(d[0]) || (d[0] >= -M_PI && d[0] <= M_PI));
+    }
+    const double big[4] = {1e7, 0, 0, 0};
+    ck_assert_int_eq(s->set_state(st, big, 4), 0);
+    float obs[6], r;
+    bool term;
+    int a = 1;
+    s->step(st, &a, obs, &r, &term);
+    double d[4];
+    s->get_state(st, d, 4);
+    ck_assert(d[0] >= -M_PI && d[0] <= M_PI);
+    free(st);
+}
+END_TEST
+
 static Suite *envs_suite(void)
 {
     Suite *s = suite_create("envs");
@@ -283,6 +336,8 @@ static Suite *envs_suite(void)
     tcase_add_test(tc, specs);
     tcase_add_test(tc, lookup_errors);
     tcase_add_test(tc, reset_ranges);
+    tcase_add_test(tc, cartpole_beyond_terminated);
+    tcase_add_test(tc, acrobot_extreme_states);
     suite_add_tcase(s, tc);
     return s;
 }
