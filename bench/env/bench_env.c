@@ -3,7 +3,8 @@
  * INSIDE the timed loop with a cheap LCG (one multiply-add per env), so the
  * figure includes action generation. Best of several repeats is reported,
  * since the machine is shared.
- *   bench_env [--B N] [--seconds S] [--repeats R] [ENV...] */
+ * --generic times the per-env function-pointer path instead of the batched one.
+ *   bench_env [--B N] [--seconds S] [--repeats R] [--generic] [ENV...] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,7 @@ static double run_once(struct vec_env *v, const struct env_spec *s, int B, doubl
 int main(int argc, char **argv)
 {
     int B = 1024, repeats = 5;
+    unsigned flags = 0;
     double seconds = 0.4;
     const char *only[8];
     int nonly = 0;
@@ -64,8 +66,10 @@ int main(int argc, char **argv)
             seconds = atof(argv[++i]);
         else if (!strcmp(argv[i], "--repeats") && i + 1 < argc)
             repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--generic"))
+            flags = VEC_ENV_GENERIC;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: bench_env [--B N] [--seconds S] [--repeats R] [ENV...]\n");
+            printf("usage: bench_env [--B N] [--seconds S] [--repeats R] [--generic] [ENV...]\n");
             return 0;
         } else if (nonly < 8)
             only[nonly++] = argv[i];
@@ -81,7 +85,7 @@ int main(int argc, char **argv)
             wanted |= !strcmp(only[k], s->id);
         if (!wanted)
             continue;
-        struct vec_env *v = vec_env_new(s, B, 1, 0);
+        struct vec_env *v = vec_env_new(s, B, 1, flags);
         float *obs = malloc(sizeof(float) * (size_t)B * s->obs.dim);
         float *reward = malloc(sizeof(float) * (size_t)B);
         float *fact = malloc(sizeof(float) * (size_t)B);
@@ -98,8 +102,9 @@ int main(int argc, char **argv)
         struct vec_env_stats st;
         vec_env_get_stats(v, &st);
         printf("{\"bench\":\"env\",\"env\":\"%s\",\"B\":%d,\"steps_per_s_per_core\":%.0f,"
-               "\"repeats\":%d,\"episodes\":%llu,\"actions\":\"random, in timed loop\"}\n",
-               s->id, B, best, repeats, (unsigned long long)st.episodes);
+               "\"path\":\"%s\",\"repeats\":%d,\"episodes\":%llu,"
+               "\"actions\":\"random, in timed loop\"}\n",
+               s->id, B, best, flags ? "generic" : "batched", repeats, (unsigned long long)st.episodes);
         fflush(stdout);
         vec_env_free(v);
         free(obs), free(reward), free(fact), free(iact), free(term), free(trunc);
