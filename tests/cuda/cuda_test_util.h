@@ -20,4 +20,9 @@ void *dev_copy(const void *host, size_t nbytes);   /* new device buffer */
 void *host_copy_free(void *dev, size_t nbytes);    /* to a malloc'ed host copy; frees dev */
 void assert_close(const char *what, const float *got, const float *ref, size_t n, double atol, double rtol);
 
+/* test_cuda_ops.c: the op-level CPU-vs-CUDA TCase; test_cuda_optim.c: the
+ * optimizers on CUDA against the same steps on the CPU. */
+void add_op_tests(Suite *s);
+void add_optim_tests(Suite *s);
+
 #endif

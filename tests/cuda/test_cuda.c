@@ -486,6 +486,8 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, test_rand);
     tcase_add_test(tc, test_categorical);
     suite_add_tcase(s, tc);
+    add_op_tests(s);
+    add_optim_tests(s);
     return s;
 }
 
