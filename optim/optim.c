@@ -134,6 +134,8 @@ struct optim *optim_new(enum optim_kind kind, const struct optim_hyper *hyper,
         if (p->device != params[0]->device)
             return fail("optim_new: params[%d] is on %s but params[0] is on %s", i,
                         device_name(p->device), device_name(params[0]->device)), NULL;
+        for (int j = 0; j < i; j++)
+            if (params[j] == p) return fail("optim_new: params[%d] is the same tensor as params[%d]", i, j), NULL;
         if (p->numel > max_numel) max_numel = p->numel;
     }
     const struct tensor_backend *be = tensor_backend_for(params[0]->device);

@@ -13,8 +13,8 @@
 
 enum optim_kind { OPTIM_SGD, OPTIM_ADAM, OPTIM_ADAMW, OPTIM_RMSPROP, OPTIM_KIND_COUNT };
 
-/* Hyper-parameters; the fields a kind does not use are ignored (and must be
- * left at their defaults only in the sense that they are never read).
+/* Hyper-parameters (start from optim_defaults); a kind ignores the fields it
+ * does not list:
  *   SGD:     lr, momentum, dampening, nesterov, weight_decay
  *   Adam:    lr, beta1, beta2, eps, weight_decay (L2, added to the gradient), amsgrad
  *   AdamW:   lr, beta1, beta2, eps, weight_decay (decoupled: p *= 1 - lr*wd), amsgrad
@@ -49,10 +49,10 @@ const char *optim_last_error(void);
  * each param (the optimizer holds a reference until optim_free). Allocates
  * its state (moments, zeroed) and scratch buffers once, here, on the
  * params' device. Returns NULL with optim_last_error() set for an invalid
- * kind, n < 1, a NULL/non-f32 param, params on different devices, or a
- * hyper-parameter PyTorch rejects (negative lr, eps, momentum, weight
- * decay, betas outside [0,1), nesterov without momentum or with
- * dampening). Any thread. */
+ * kind, n < 1, a NULL/non-f32 param, a param listed twice, params on
+ * different devices, or a hyper-parameter PyTorch rejects (negative lr,
+ * eps, momentum, weight decay or alpha, betas outside [0,1), nesterov
+ * without momentum or with dampening). Any thread. */
 struct optim *optim_new(enum optim_kind kind, const struct optim_hyper *hyper,
                         int n, struct tensor **params);
 /* Releases the state and the param references. Accepts NULL. */
@@ -67,7 +67,10 @@ void optim_free(struct optim *opt);
  * Composed of backend kernels: runs on the params' device; no allocation
  * unless copy-on-write needs a fresh storage. Grads are only read.
  * Threads: one step at a time per optimizer (callers serialise steps,
- * optim_set_lr, optim_load); nothing else may write the params meanwhile. */
+ * optim_set_lr, optim_load); nothing else may write the params meanwhile.
+ * Graphs recorded before the step keep the old values; a forward that
+ * snapshots a param while the step is writing it may read a mix, so
+ * callers order forwards and steps (the distributed optimizer does). */
 int optim_step(struct optim *opt, struct tensor **grads);
 
 /* The learning rate used by the next step; set it from a schedule. */

@@ -499,6 +499,9 @@ START_TEST(test_new_rejects_bad_config)
     ck_assert_str_eq(optim_last_error(), "optim_new: params[1] is f64, expected f32");
     ck_assert_ptr_null(optim_new(OPTIM_RMSPROP, &h, 0, ps));
     ck_assert_str_eq(optim_last_error(), "optim_new: need at least one parameter (n = 0)");
+    struct tensor *twice[2] = {p, p};
+    ck_assert_ptr_null(optim_new(OPTIM_RMSPROP, &h, 2, twice));
+    ck_assert_str_eq(optim_last_error(), "optim_new: params[1] is the same tensor as params[0]");
     ck_assert_ptr_null(optim_new((enum optim_kind)9, &h, 1, ps));
     ck_assert_str_eq(optim_last_error(), "optim_new: invalid optimizer kind 9");
     optim_free(NULL);
