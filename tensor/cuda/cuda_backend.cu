@@ -22,7 +22,10 @@ static int cuda_available(void)
 static void *cuda_alloc(size_t nbytes)
 {
     void *p = NULL;
-    if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) return NULL;
+    if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();   /* clear it, or the next launch check reports it */
+        return NULL;
+    }
     return p;
 }
 

@@ -292,7 +292,8 @@ static void check_row_forward(const char *name, row_fwd cpu_fn, row_fwd gpu_fn)
         float *got = host_copy_free(dy, n * sizeof(float));
         char what[64];
         snprintf(what, sizeof what, "%s %lldx%lld", name, (long long)rows, (long long)cols);
-        assert_close(what, got, ref, n, 1e-6, 1e-5);
+        /* block reductions sum in another order than the CPU loop */
+        assert_close(what, got, ref, n, 1e-5, 1e-5);
         gpu->free(dx);
         free(x);
         free(ref);
