@@ -406,11 +406,7 @@ int optim_clip_grad_norm(int n, struct tensor **grads, double max_norm, double *
     be->copy_to_host(sq, dev_sq, (size_t)n * sizeof(float));
     be->free(dev_sq);
     double sum = 0;
-    for (int i = 0; i < n; i++) {
-        if (!grads[i]) continue;
-        double norm_i = sqrt((double)sq[i]);
-        sum += norm_i * norm_i;
-    }
+    for (int i = 0; i < n; i++) sum += sq[i];   /* NULL grads left 0 */
     free(sq);
     double total = sqrt(sum);
     /* torch: clip_coef = max_norm / (total + 1e-6), clamped to 1, applied always */

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "optim/optim.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 #ifndef OPTIM_FIXTURE
@@ -444,6 +446,34 @@ START_TEST(test_cow_snapshot_keeps_old_values)
 }
 END_TEST
 
+/* A graph recorded before a step differentiates through the old weights:
+ * d sum(x w) / dx = w^T as it was at forward time. */
+START_TEST(test_cow_live_graph_uses_old_weights)
+{
+    int64_t xs[2] = {1, 3}, ws[2] = {3, 1};
+    float xv[3] = {1, 2, 3}, wv[3] = {0.5f, -1.0f, 2.0f}, ones[3] = {1, 1, 1};
+    struct tensor *x = tensor_from_f32(2, xs, xv), *w = tensor_from_f32(2, ws, wv);
+    tensor_set_requires_grad(x, true);
+    tensor_set_requires_grad(w, true);
+    struct tensor *y = tensor_matmul(x, w), *loss = tensor_sum(y);
+    ck_assert_ptr_nonnull(loss);
+    struct optim_hyper h = optim_defaults(OPTIM_SGD);
+    h.lr = 1.0;
+    struct optim *o = optim_new(OPTIM_SGD, &h, 1, &w);
+    struct tensor *g = tensor_from_f32(2, ws, ones);
+    ck_assert_int_eq(optim_step(o, &g), 0);
+    ck_assert_float_eq(tensor_f32(w)[0], -0.5f);   /* the param moved ... */
+    ck_assert_msg(tensor_backward(loss, NULL, false) == 0, "%s", tensor_last_error());
+    for (int i = 0; i < 3; i++) ck_assert_float_eq(tensor_f32(x->grad)[i], wv[i]);   /* ... the graph did not */
+    tensor_free(g);
+    optim_free(o);
+    tensor_free(loss);
+    tensor_free(y);
+    tensor_free(x);
+    tensor_free(w);
+}
+END_TEST
+
 /* ---- bad input ---------------------------------------------------------- */
 
 START_TEST(test_step_rejects_bad_grads)
@@ -541,6 +571,7 @@ static Suite *optim_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("cow_and_errors");
     tcase_add_test(tc, test_cow_snapshot_keeps_old_values);
+    tcase_add_test(tc, test_cow_live_graph_uses_old_weights);
     tcase_add_test(tc, test_step_rejects_bad_grads);
     tcase_add_test(tc, test_new_rejects_bad_config);
     suite_add_tcase(s, tc);
