@@ -5,7 +5,9 @@
  *
  * Kernels take raw pointers on their own device and plain sizes; they never
  * see struct tensor. All compute is float32 unless named otherwise. Kernels
- * validate nothing: callers (ops.c) check shapes first. CUDA kernels run on
+ * validate nothing: callers (ops.c) check shapes first. Element-wise kernels
+ * (fill, unary, binary) may write in place: out may equal an input of the
+ * same shape. CUDA kernels run on
  * the default stream; memory calls are synchronous. */
 #ifndef TRIB_TENSOR_BACKEND_H
 #define TRIB_TENSOR_BACKEND_H

@@ -1,5 +1,8 @@
 /* The CPU backend: host memory (64-byte aligned) and the float32 reference
- * kernels of backend.h, with OpenBLAS cblas_sgemm for matmul. */
+ * kernels of backend.h, with OpenBLAS cblas_sgemm for matmul. These are the
+ * slow obvious versions the CUDA kernels are tested against. */
+#include <cblas.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +29,255 @@ static void cpu_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch,
 
 static void cpu_synchronize(void) {}
 
+/* ---- element-wise -------------------------------------------------------- */
+
+static void cpu_fill(float *out, float v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) out[i] = v;
+}
+
+static float unary1(enum kunary op, float x, float a, float b)
+{
+    switch (op) {
+    case KU_NEG: return -x;
+    case KU_RELU: return x > 0.0f ? x : 0.0f;
+    case KU_TANH: return tanhf(x);
+    case KU_EXP: return expf(x);
+    case KU_LOG: return logf(x);
+    case KU_SQRT: return sqrtf(x);
+    case KU_SQUARE: return x * x;
+    case KU_RECIP: return 1.0f / x;
+    case KU_STEP: return x > 0.0f ? 1.0f : 0.0f;
+    case KU_SCALE: return a * x;
+    case KU_ADD_SCALAR: return x + a;
+    case KU_CLAMP: return fminf(fmaxf(x, a), b);
+    case KU_INSIDE: return (a <= x && x <= b) ? 1.0f : 0.0f;
+    case KU_KEEP: return x >= a ? 1.0f / (1.0f - a) : 0.0f;
+    case KU_COUNT: break;
+    }
+    CHECK(!"bad unary op");
+    return 0.0f;
+}
+
+/* The switch is outside the loop for the common ops so they vectorise. */
+static void cpu_unary(enum kunary op, float *out, const float *x, size_t n, float a, float b)
+{
+    switch (op) {
+    case KU_RELU: for (size_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? x[i] : 0.0f; return;
+    case KU_STEP: for (size_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? 1.0f : 0.0f; return;
+    case KU_SCALE: for (size_t i = 0; i < n; i++) out[i] = a * x[i]; return;
+    case KU_NEG: for (size_t i = 0; i < n; i++) out[i] = -x[i]; return;
+    default: for (size_t i = 0; i < n; i++) out[i] = unary1(op, x[i], a, b); return;
+    }
+}
+
+#define BINARY_LOOP(EXPR)                                                          \
+    for (int64_t i0 = 0; i0 < bc->n[0]; i0++)                                      \
+        for (int64_t i1 = 0; i1 < bc->n[1]; i1++)                                  \
+            for (int64_t i2 = 0; i2 < bc->n[2]; i2++) {                            \
+                const float *pa = a + i0 * bc->sa[0] + i1 * bc->sa[1] + i2 * bc->sa[2]; \
+                const float *pb = b + i0 * bc->sb[0] + i1 * bc->sb[1] + i2 * bc->sb[2]; \
+                float *po = out + ((i0 * bc->n[1] + i1) * bc->n[2] + i2) * bc->n[3]; \
+                int64_t s3a = bc->sa[3], s3b = bc->sb[3];                          \
+                for (int64_t i3 = 0; i3 < bc->n[3]; i3++) {                        \
+                    float x = pa[i3 * s3a], y = pb[i3 * s3b];                      \
+                    po[i3] = (EXPR);                                               \
+                }                                                                  \
+            }
+
+static void cpu_binary(enum kbinary op, float *out, const float *a, const float *b, const struct kbcast *bc)
+{
+    switch (op) {
+    case KB_ADD: BINARY_LOOP(x + y); return;
+    case KB_SUB: BINARY_LOOP(x - y); return;
+    case KB_MUL: BINARY_LOOP(x * y); return;
+    case KB_DIV: BINARY_LOOP(x / y); return;
+    case KB_MIN: BINARY_LOOP(x < y ? x : y); return;
+    case KB_MAX: BINARY_LOOP(x > y ? x : y); return;
+    case KB_GE: BINARY_LOOP(x >= y ? 1.0f : 0.0f); return;
+    case KB_COUNT: break;
+    }
+    CHECK(!"bad binary op");
+}
+
+static void cpu_sum_to(float *out, const int64_t m[4], const float *in, const int64_t n[4])
+{
+    int64_t mn = m[0] * m[1] * m[2] * m[3];
+    for (int64_t j = 0; j < mn; j++) out[j] = 0.0f;
+    /* output strides, 0 along summed dims */
+    int64_t so[4], s = 1;
+    for (int k = 3; k >= 0; k--) {
+        so[k] = m[k] == 1 ? 0 : s;
+        s *= m[k];
+    }
+    const float *p = in;
+    for (int64_t i0 = 0; i0 < n[0]; i0++)
+        for (int64_t i1 = 0; i1 < n[1]; i1++)
+            for (int64_t i2 = 0; i2 < n[2]; i2++) {
+                float *po = out + i0 * so[0] + i1 * so[1] + i2 * so[2];
+                if (so[3])
+                    for (int64_t i3 = 0; i3 < n[3]; i3++) po[i3] += p[i3];
+                else
+                    for (int64_t i3 = 0; i3 < n[3]; i3++) po[0] += p[i3];
+                p += n[3];
+            }
+}
+
+static double load_as_double(const void *p, enum dtype dt, size_t i)
+{
+    switch (dt) {
+    case DTYPE_F32: return ((const float *)p)[i];
+    case DTYPE_F64: return ((const double *)p)[i];
+    case DTYPE_I32: return ((const int32_t *)p)[i];
+    case DTYPE_I64: return (double)((const int64_t *)p)[i];
+    case DTYPE_U8: return ((const uint8_t *)p)[i];
+    case DTYPE_COUNT: break;
+    }
+    CHECK(!"bad dtype");
+    return 0.0;
+}
+
+static void cpu_cast(void *out, enum dtype out_dt, const void *in, enum dtype in_dt, size_t n)
+{
+    if (out_dt == in_dt) {
+        static const size_t sz[DTYPE_COUNT] = {4, 8, 4, 8, 1};
+        memmove(out, in, n * sz[in_dt]);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (out_dt == DTYPE_I64 && in_dt == DTYPE_I32) {
+            ((int64_t *)out)[i] = ((const int32_t *)in)[i];
+            continue;
+        }
+        if (in_dt == DTYPE_I64 && out_dt == DTYPE_I32) {
+            ((int32_t *)out)[i] = (int32_t)((const int64_t *)in)[i];
+            continue;
+        }
+        double v = load_as_double(in, in_dt, i);
+        switch (out_dt) {
+        case DTYPE_F32: ((float *)out)[i] = (float)v; break;
+        case DTYPE_F64: ((double *)out)[i] = v; break;
+        case DTYPE_I32: ((int32_t *)out)[i] = (int32_t)v; break;
+        case DTYPE_I64: ((int64_t *)out)[i] = (int64_t)v; break;
+        case DTYPE_U8: ((uint8_t *)out)[i] = (uint8_t)v; break;
+        case DTYPE_COUNT: CHECK(!"bad dtype");
+        }
+    }
+}
+
+/* ---- rows ---------------------------------------------------------------- */
+
+static void cpu_softmax(float *y, const float *x, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int64_t j = 0; j < cols; j++) mx = fmaxf(mx, xr[j]);
+        for (int64_t j = 0; j < cols; j++) {
+            yr[j] = expf(xr[j] - mx);
+            sum += yr[j];
+        }
+        for (int64_t j = 0; j < cols; j++) yr[j] /= sum;
+    }
+}
+
+static void cpu_log_softmax(float *y, const float *x, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        float mx = -INFINITY, sum = 0.0f;
+        for (int64_t j = 0; j < cols; j++) mx = fmaxf(mx, xr[j]);
+        for (int64_t j = 0; j < cols; j++) sum += expf(xr[j] - mx);
+        float lse = mx + logf(sum);
+        for (int64_t j = 0; j < cols; j++) yr[j] = xr[j] - lse;
+    }
+}
+
+static void cpu_softmax_backward(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *gr = gy + r * cols, *yr = y + r * cols;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < cols; j++) dot += gr[j] * yr[j];
+        for (int64_t j = 0; j < cols; j++) gx[r * cols + j] = yr[j] * (gr[j] - dot);
+    }
+}
+
+static void cpu_log_softmax_backward(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *gr = gy + r * cols, *yr = y + r * cols;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < cols; j++) sum += gr[j];
+        for (int64_t j = 0; j < cols; j++) gx[r * cols + j] = gr[j] - expf(yr[j]) * sum;
+    }
+}
+
+static void cpu_gather(float *out, const float *x, const int64_t *idx, int64_t rows, int64_t cols, int64_t k)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < k; j++) out[r * k + j] = x[r * cols + idx[r * k + j]];
+}
+
+static void cpu_gather_backward(float *gx, const float *gout, const int64_t *idx, int64_t rows, int64_t cols, int64_t k)
+{
+    memset(gx, 0, (size_t)(rows * cols) * sizeof *gx);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < k; j++) gx[r * cols + idx[r * k + j]] += gout[r * k + j];
+}
+
+static void cpu_sgemm(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                      const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float beta, float *C, int64_t ldc)
+{
+    if (M == 0 || N == 0) return;
+    if (K == 0) {   /* BLAS may not touch C when K is 0: C = beta*C by hand */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (blasint)M, (blasint)N, (blasint)K, alpha, A, (blasint)lda, B, (blasint)ldb,
+                beta, C, (blasint)ldc);
+}
+
+/* ---- random -------------------------------------------------------------- */
+
+static void cpu_rand_uniform(float *out, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) out[i] = rng_uniform_at(seed, i);
+}
+
+static void cpu_rand_normal(float *out, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        float u1 = rng_uniform_at(seed, 2 * (uint64_t)i);
+        float u2 = rng_uniform_at(seed, 2 * (uint64_t)i + 1);
+        out[i] = sqrtf(-2.0f * logf(1.0f - u1)) * cosf(6.28318530717958647692f * u2);
+    }
+}
+
+static void cpu_categorical(int64_t *out, const float *probs, const float *u, int64_t rows, int64_t cols)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const float *p = probs + r * cols;
+        float total = 0.0f;
+        for (int64_t j = 0; j < cols; j++) total += p[j];
+        float target = u[r] * total, c = 0.0f;
+        int64_t pick = cols - 1;
+        for (int64_t j = 0; j < cols; j++) {
+            c += p[j];
+            if (c > target) {
+                pick = j;
+                break;
+            }
+        }
+        out[r] = pick;
+    }
+}
+
 static const struct tensor_backend cpu_backend = {
     .name = "cpu",
     .available = cpu_available,
@@ -37,6 +289,21 @@ static const struct tensor_backend cpu_backend = {
     .copy_to_host = cpu_copy,
     .copy2d = cpu_copy2d,
     .synchronize = cpu_synchronize,
+    .fill = cpu_fill,
+    .unary = cpu_unary,
+    .binary = cpu_binary,
+    .sum_to = cpu_sum_to,
+    .cast = cpu_cast,
+    .softmax = cpu_softmax,
+    .log_softmax = cpu_log_softmax,
+    .softmax_backward = cpu_softmax_backward,
+    .log_softmax_backward = cpu_log_softmax_backward,
+    .gather = cpu_gather,
+    .gather_backward = cpu_gather_backward,
+    .sgemm = cpu_sgemm,
+    .rand_uniform = cpu_rand_uniform,
+    .rand_normal = cpu_rand_normal,
+    .categorical = cpu_categorical,
 };
 
 const struct tensor_backend *tensor_cpu_backend(void) { return &cpu_backend; }

@@ -1,22 +1,31 @@
-/* The CUDA backend: device memory and the kernels of backend.h, with cuBLAS
- * for sgemm. Each kernel mirrors its CPU reference in cpu_backend.c. */
+/* The CUDA backend: device memory and the table of backend.h. The kernels
+ * live in cuda_elementwise.cu, cuda_rows.cu and cuda_blas_rand.cu (cuBLAS
+ * sgemm); each mirrors its CPU reference in cpu_backend.c. */
+#include <mutex>
+
 #include "tensor/backend.h"
 #include "tensor/cuda/cuda_check.h"
+#include "tensor/cuda/cuda_kernels.h"
 
 static int cuda_available(void)
 {
-    static int state = -1;   /* -1 unknown, 0 no, 1 yes */
-    if (state < 0) {
+    static int state;
+    static std::once_flag once;
+    std::call_once(once, [] {
         int n = 0;
         state = (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) ? 1 : 0;
-    }
+        if (!state) (void)cudaGetLastError();   /* do not leave the probe's error pending */
+    });
     return state;
 }
 
 static void *cuda_alloc(size_t nbytes)
 {
     void *p = NULL;
-    if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) return NULL;
+    if (cudaMalloc(&p, nbytes ? nbytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();   /* clear it, or the next launch check reports it */
+        return NULL;
+    }
     return p;
 }
 
@@ -44,6 +53,21 @@ static struct tensor_backend make_backend(void)
     b.copy_to_host = cuda_copy_d2h;
     b.copy2d = cuda_copy2d;
     b.synchronize = cuda_synchronize;
+    b.fill = cuda_fill;
+    b.unary = cuda_unary;
+    b.binary = cuda_binary;
+    b.sum_to = cuda_sum_to;
+    b.cast = cuda_cast;
+    b.softmax = cuda_softmax;
+    b.log_softmax = cuda_log_softmax;
+    b.softmax_backward = cuda_softmax_backward;
+    b.log_softmax_backward = cuda_log_softmax_backward;
+    b.gather = cuda_gather;
+    b.gather_backward = cuda_gather_backward;
+    b.sgemm = cuda_sgemm;
+    b.rand_uniform = cuda_rand_uniform;
+    b.rand_normal = cuda_rand_normal;
+    b.categorical = cuda_categorical;
     return b;
 }
 

@@ -1,0 +1,113 @@
+/* bench_env: steps/s of a single-thread vec_env (B = 1024, float32
+ * observations out, autoreset on) for each built-in. Random actions are drawn
+ * INSIDE the timed loop with a cheap LCG (one multiply-add per env), so the
+ * figure includes action generation. Best of several repeats is reported,
+ * since the machine is shared.
+ * --generic times the per-env function-pointer path instead of the batched one.
+ *   bench_env [--B N] [--seconds S] [--repeats R] [--generic] [ENV...] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "envs/vec_env.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double run_once(struct vec_env *v, const struct env_spec *s, int B, double seconds,
+                       uint64_t *lcg, float *obs, float *reward, bool *term, bool *trunc,
+                       int *iact, float *fact)
+{
+    const bool discrete = s->act.kind == SPACE_DISCRETE;
+    const uint32_t n = discrete ? (uint32_t)s->act.n : 0;
+    const float lo = discrete ? 0.0f : (float)s->act.low[0];
+    const float span = discrete ? 0.0f : (float)(s->act.high[0] - s->act.low[0]);
+    uint64_t x = *lcg, steps = 0;
+    double t0 = now_s(), t;
+    do {
+        for (int k = 0; k < 64; k++) {
+            if (discrete) {
+                for (int i = 0; i < B; i++) {
+                    x = x * 6364136223846793005ull + 1442695040888963407ull;
+                    iact[i] = (int)(((x >> 32) * n) >> 32);
+                }
+            } else {
+                for (int i = 0; i < B; i++) {
+                    x = x * 6364136223846793005ull + 1442695040888963407ull;
+                    fact[i] = lo + span * (float)(x >> 40) * 0x1.0p-24f;
+                }
+            }
+            vec_env_step(v, discrete ? (const void *)iact : (const void *)fact, obs, reward, term,
+                         trunc, NULL);
+            steps += (uint64_t)B;
+        }
+        t = now_s() - t0;
+    } while (t < seconds);
+    *lcg = x;
+    return (double)steps / t;
+}
+
+int main(int argc, char **argv)
+{
+    int B = 1024, repeats = 5;
+    unsigned flags = 0;
+    double seconds = 0.4;
+    const char *only[8];
+    int nonly = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--B") && i + 1 < argc)
+            B = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--repeats") && i + 1 < argc)
+            repeats = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--generic"))
+            flags = VEC_ENV_GENERIC;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: bench_env [--B N] [--seconds S] [--repeats R] [--generic] [ENV...]\n");
+            return 0;
+        } else if (nonly < 8)
+            only[nonly++] = argv[i];
+    }
+    if (B < 1 || repeats < 1 || seconds <= 0) {
+        fprintf(stderr, "bench_env: bad --B/--seconds/--repeats\n");
+        return 2;
+    }
+    for (int e = 0; e < env_builtin_count(); e++) {
+        const struct env_spec *s = env_builtin(e);
+        bool wanted = nonly == 0;
+        for (int k = 0; k < nonly; k++)
+            wanted |= !strcmp(only[k], s->id);
+        if (!wanted)
+            continue;
+        struct vec_env *v = vec_env_new(s, B, 1, flags);
+        float *obs = malloc(sizeof(float) * (size_t)B * s->obs.dim);
+        float *reward = malloc(sizeof(float) * (size_t)B);
+        float *fact = malloc(sizeof(float) * (size_t)B);
+        int *iact = malloc(sizeof(int) * (size_t)B);
+        bool *term = malloc((size_t)B), *trunc = malloc((size_t)B);
+        uint64_t lcg = 12345;
+        vec_env_reset(v, obs);
+        run_once(v, s, B, 0.1, &lcg, obs, reward, term, trunc, iact, fact); /* warm up */
+        double best = 0;
+        for (int r = 0; r < repeats; r++) {
+            double sps = run_once(v, s, B, seconds, &lcg, obs, reward, term, trunc, iact, fact);
+            best = sps > best ? sps : best;
+        }
+        struct vec_env_stats st;
+        vec_env_get_stats(v, &st);
+        printf("{\"bench\":\"env\",\"env\":\"%s\",\"B\":%d,\"steps_per_s_per_core\":%.0f,"
+               "\"path\":\"%s\",\"repeats\":%d,\"episodes\":%llu,"
+               "\"actions\":\"random, in timed loop\"}\n",
+               s->id, B, best, flags ? "generic" : "batched", repeats, (unsigned long long)st.episodes);
+        fflush(stdout);
+        vec_env_free(v);
+        free(obs), free(reward), free(fact), free(iact), free(term), free(trunc);
+    }
+    return 0;
+}

@@ -1,0 +1,226 @@
+/* vec_env: one allocation holds every env's state, RNG and episode counters;
+ * a step runs the env dynamics (batched for built-ins) then the bookkeeping
+ * pass that truncates, records statistics and autoresets. */
+#include "envs/vec_env.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envs/builtin.h"
+
+struct vec_env {
+    const struct env_spec *spec;
+    env_batch_step_fn batch_step; /* NULL: generic path */
+    int n;
+    int obs_dim;
+    size_t stride;                /* bytes between env states */
+    size_t act_stride;            /* bytes between env actions */
+    bool was_reset;
+    unsigned char *states;
+    uint64_t *rng;
+    int *elapsed;
+    double *ret;
+    double *last_ret;
+    int *last_len;
+    struct vec_env_stats stats;
+};
+
+static size_t round_up(size_t x, size_t a)
+{
+    return (x + a - 1) / a * a;
+}
+
+struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t seed,
+                            unsigned flags)
+{
+    if (env_spec_check(spec) < 0) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", env_last_error());
+        env_set_error("vec_env_new: %s", why);
+        return NULL;
+    }
+    if (num_envs < 1) {
+        env_set_error("vec_env_new: num_envs must be >= 1 (got %d)", num_envs);
+        return NULL;
+    }
+    size_t n = (size_t)num_envs;
+    env_batch_step_fn batch = (flags & VEC_ENV_GENERIC) ? NULL : env_builtin_batch_step(spec);
+    /* Built-in states are arrays of their struct; others get max_align_t slots. */
+    size_t stride = batch ? spec->state_size : round_up(spec->state_size, 16);
+    if (stride < spec->state_size || stride > (SIZE_MAX - 64) / n) {
+        env_set_error("vec_env_new: %d envs of state_size %zu overflow the address space",
+                      num_envs, spec->state_size);
+        return NULL;
+    }
+    struct vec_env *v = calloc(1, sizeof *v);
+    if (!v)
+        abort();
+    v->spec = spec;
+    v->batch_step = batch;
+    v->n = num_envs;
+    v->obs_dim = spec->obs.dim;
+    v->stride = stride;
+    v->act_stride = spec->act.kind == SPACE_DISCRETE ? sizeof(int)
+                                                     : (size_t)spec->act.dim * sizeof(float);
+    v->states = aligned_alloc(64, round_up(v->stride * n, 64));
+    v->rng = malloc(n * sizeof *v->rng);
+    v->elapsed = calloc(n, sizeof *v->elapsed);
+    v->ret = calloc(n, sizeof *v->ret);
+    v->last_ret = calloc(n, sizeof *v->last_ret);
+    v->last_len = malloc(n * sizeof *v->last_len);
+    if (!v->states || !v->rng || !v->elapsed || !v->ret || !v->last_ret || !v->last_len) {
+        env_set_error("vec_env_new: out of memory for %d envs of state_size %zu", num_envs,
+                      spec->state_size);
+        vec_env_free(v);
+        return NULL;
+    }
+    memset(v->states, 0, v->stride * n);
+    for (size_t i = 0; i < n; i++) {
+        v->rng[i] = env_rng_seed(seed, i);
+        v->last_len[i] = -1;
+    }
+    vec_env_clear_stats(v);
+    return v;
+}
+
+void vec_env_free(struct vec_env *v)
+{
+    if (!v)
+        return;
+    free(v->states);
+    free(v->rng);
+    free(v->elapsed);
+    free(v->ret);
+    free(v->last_ret);
+    free(v->last_len);
+    free(v);
+}
+
+const struct env_spec *vec_env_spec(const struct vec_env *v)
+{
+    return v->spec;
+}
+
+int vec_env_num_envs(const struct vec_env *v)
+{
+    return v->n;
+}
+
+void *vec_env_state(struct vec_env *v, int i)
+{
+    return v->states + (size_t)i * v->stride;
+}
+
+void vec_env_reset(struct vec_env *v, float *obs)
+{
+    for (int i = 0; i < v->n; i++) {
+        v->spec->reset(vec_env_state(v, i), &v->rng[i], obs + (size_t)i * v->obs_dim);
+        v->elapsed[i] = 0;
+        v->ret[i] = 0.0;
+    }
+    v->was_reset = true;
+}
+
+static void finish_episode(struct vec_env *v, int i)
+{
+    struct vec_env_stats *s = &v->stats;
+    double r = v->ret[i];
+    int len = v->elapsed[i];
+    if (s->episodes == 0) {
+        s->return_min = s->return_max = r;
+        s->length_min = s->length_max = len;
+    } else {
+        s->return_min = r < s->return_min ? r : s->return_min;
+        s->return_max = r > s->return_max ? r : s->return_max;
+        s->length_min = len < s->length_min ? len : s->length_min;
+        s->length_max = len > s->length_max ? len : s->length_max;
+    }
+    s->episodes++;
+    s->return_sum += r;
+    s->length_sum += (uint64_t)len;
+    v->last_ret[i] = r;
+    v->last_len[i] = len;
+    v->ret[i] = 0.0;
+    v->elapsed[i] = 0;
+}
+
+int vec_env_step(struct vec_env *v, const void *actions, float *obs, float *reward,
+                 bool *terminated, bool *truncated, float *final_obs)
+{
+    if (!v->was_reset) {
+        env_set_error("vec_env_step: called before vec_env_reset");
+        return -1;
+    }
+    const struct env_spec *spec = v->spec;
+    const int n = v->n, d = v->obs_dim;
+    if (spec->act.kind == SPACE_DISCRETE) {
+        const int *a = actions;
+        const unsigned na = (unsigned)spec->act.n;
+        unsigned bad = 0;
+        for (int i = 0; i < n; i++)
+            bad |= (unsigned)a[i] >= na;
+        if (bad)
+            for (int i = 0; i < n; i++)
+                if ((unsigned)a[i] >= na) {
+                    env_set_error("vec_env_step: action %d of env %d is out of range [0, %d)",
+                                  a[i], i, spec->act.n);
+                    return -1;
+                }
+    }
+    if (v->batch_step) {
+        v->batch_step(v->states, actions, obs, reward, terminated, n);
+    } else {
+        const unsigned char *a = actions;
+        for (int i = 0; i < n; i++)
+            spec->step(vec_env_state(v, i), a + (size_t)i * v->act_stride,
+                       obs + (size_t)i * d, &reward[i], &terminated[i]);
+    }
+    const int max_steps = spec->max_episode_steps > 0 ? spec->max_episode_steps : INT32_MAX;
+    for (int i = 0; i < n; i++) {
+        v->ret[i] += reward[i];
+        int e = ++v->elapsed[i];
+        bool trunc = e >= max_steps;
+        truncated[i] = trunc;
+        if (__builtin_expect(terminated[i] | trunc, 0)) {
+            float *o = obs + (size_t)i * d;
+            if (final_obs)
+                memcpy(final_obs + (size_t)i * d, o, (size_t)d * sizeof(float));
+            finish_episode(v, i);
+            spec->reset(vec_env_state(v, i), &v->rng[i], o);
+        }
+    }
+    v->stats.steps += (uint64_t)n;
+    return 0;
+}
+
+void vec_env_get_stats(const struct vec_env *v, struct vec_env_stats *out)
+{
+    *out = v->stats;
+}
+
+void vec_env_clear_stats(struct vec_env *v)
+{
+    memset(&v->stats, 0, sizeof v->stats);
+}
+
+double vec_env_episode_return(const struct vec_env *v, int i)
+{
+    return v->ret[i];
+}
+
+int vec_env_episode_length(const struct vec_env *v, int i)
+{
+    return v->elapsed[i];
+}
+
+int vec_env_last_episode(const struct vec_env *v, int i, double *ret, int *len)
+{
+    if (v->last_len[i] < 0)
+        return -1;
+    if (ret)
+        *ret = v->last_ret[i];
+    if (len)
+        *len = v->last_len[i];
+    return 0;
+}

@@ -1,0 +1,82 @@
+/* vec_env: B environments of one spec stepped together into caller-owned
+ * batched buffers, with same-step autoreset and episode statistics. Built-in
+ * specs take a specialised batched step; any other spec is stepped per env. */
+#ifndef TRIB_ENVS_VEC_ENV_H
+#define TRIB_ENVS_VEC_ENV_H
+
+#include "envs/env.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct vec_env;
+
+/* Totals over the episodes finished since creation (or the last clear). */
+struct vec_env_stats {
+    uint64_t steps;      /* env steps taken: num_envs per vec_env_step */
+    uint64_t episodes;   /* episodes finished (terminated or truncated) */
+    double return_sum, return_min, return_max;  /* 0 when episodes == 0 */
+    uint64_t length_sum;
+    int length_min, length_max;
+};
+
+/* Force the generic per-env path (spec->step through its pointer) even for a
+ * built-in: the reference the batched fast path is tested against. */
+#define VEC_ENV_GENERIC 1u
+
+/* B = num_envs copies of spec; env i draws from its own RNG seeded with
+ * env_rng_seed(seed, i). The spec is borrowed and must outlive the vec_env.
+ * Returns NULL with env_last_error() set on a bad spec or num_envs < 1.
+ * Call vec_env_reset before the first vec_env_step. */
+struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t seed,
+                            unsigned flags);
+/* Accepts NULL. */
+void vec_env_free(struct vec_env *v);
+
+const struct env_spec *vec_env_spec(const struct vec_env *v);
+int vec_env_num_envs(const struct vec_env *v);
+
+/* Reset every env (continuing its RNG stream) and write the B x obs.dim
+ * initial observations into obs. Running episode returns/lengths restart;
+ * the statistics are kept. */
+void vec_env_reset(struct vec_env *v, float *obs);
+
+/* Step all B envs. actions: B ints (discrete) or B x act.dim floats (box).
+ * Writes obs (B x obs.dim float32), reward, terminated and truncated (B each).
+ * truncated[i] is true when env i has now taken max_episode_steps steps in
+ * this episode (as Gymnasium's TimeLimit: it may be true together with
+ * terminated).
+ *
+ * Autoreset, same step: when env i finishes (terminated or truncated), its
+ * reward/terminated/truncated are those of the finishing step, the final
+ * observation of the episode goes to row i of final_obs (if final_obs is not
+ * NULL; rows of envs that did not finish are left untouched), the env is reset
+ * at once, and row i of obs holds the FIRST observation of the next episode.
+ * So obs can always be fed straight to the policy for the next step.
+ *
+ * Returns 0, or -1 with env_last_error() set (nothing stepped) when called
+ * before vec_env_reset or when a discrete action is out of [0, n).
+ * Never allocates. One thread at a time per vec_env. */
+int vec_env_step(struct vec_env *v, const void *actions, float *obs, float *reward,
+                 bool *terminated, bool *truncated, float *final_obs);
+
+/* Statistics of the finished episodes; clear starts them again. */
+void vec_env_get_stats(const struct vec_env *v, struct vec_env_stats *out);
+void vec_env_clear_stats(struct vec_env *v);
+
+/* Return and length of env i's episode in progress. */
+double vec_env_episode_return(const struct vec_env *v, int i);
+int vec_env_episode_length(const struct vec_env *v, int i);
+
+/* Return and length of env i's last finished episode: 0, or -1 if env i has
+ * not finished one yet. */
+int vec_env_last_episode(const struct vec_env *v, int i, double *ret, int *len);
+
+/* Env i's state block (spec->state_size bytes), e.g. for get/set_state. */
+void *vec_env_state(struct vec_env *v, int i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,285 @@
+/* nn modules (nn.h): Linear, MLP and an RL policy (categorical or Gaussian
+ * head, optional value head), built from ops.h with PyTorch's default
+ * initialisation drawn from the caller's RNG state. */
+#include "tensor/nn.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+
+#define NN_MAX_LAYERS 8
+
+/* One linear layer: indices of its weight and bias (-1: none) in params[]. */
+struct layer { int w, b; };
+
+struct nn_impl {
+    struct nn_module m;                 /* first: nn_module * <-> nn_impl * */
+    const char *who;                    /* "nn_linear", ... for messages */
+    int n_trunk;                        /* layers with activation after all but (mlp) the last */
+    struct layer trunk[NN_MAX_LAYERS];
+    enum nn_activation act;
+    float dropout;
+    bool mlp;                           /* no activation after the last trunk layer */
+    /* policy only */
+    bool policy;
+    int in_dim;
+    struct nn_policy_config cfg;
+    struct layer head, value;
+    int log_std;
+};
+
+/* ---- init ------------------------------------------------------------------------ */
+
+static void fill_uniform(struct tensor *t, float bound, uint64_t *rng)
+{
+    float *p = tensor_f32(t);
+    for (int64_t i = 0; i < t->numel; i++) {
+        float u = (float)(rng_next(rng) >> 40) * (1.0f / 16777216.0f);
+        p[i] = bound * (2.0f * u - 1.0f);
+    }
+}
+
+static int add_param(struct nn_impl *m, struct tensor *t)
+{
+    tensor_set_requires_grad(t, true);
+    m->m.params = trib_xrealloc(m->m.params, (size_t)(m->m.n_params + 1) * sizeof *m->m.params);
+    m->m.params[m->m.n_params] = t;
+    return m->m.n_params++;
+}
+
+/* PyTorch's Linear init: weight and bias U(-1/sqrt(in), 1/sqrt(in)). */
+static struct layer add_linear(struct nn_impl *m, int in, int out, bool bias, uint64_t *rng)
+{
+    float bound = in > 0 ? 1.0f / sqrtf((float)in) : 0.0f;
+    struct tensor *w = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){out, in});
+    CHECK(w);
+    fill_uniform(w, bound, rng);
+    struct layer l = {add_param(m, w), -1};
+    if (bias) {
+        struct tensor *b = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){out});
+        CHECK(b);
+        fill_uniform(b, bound, rng);
+        l.b = add_param(m, b);
+    }
+    return l;
+}
+
+/* ---- forward ----------------------------------------------------------------------- */
+
+static struct tensor *apply_linear(struct nn_impl *m, struct layer l, struct tensor *x)
+{
+    return tensor_linear(x, m->m.params[l.w], l.b >= 0 ? m->m.params[l.b] : NULL);
+}
+
+/* Re-labels the current error with the module's name. */
+static int module_fail(struct nn_impl *m)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", tensor_last_error());
+    tensor_error("%s: %s", m->who, msg);
+    return -1;
+}
+
+/* Runs the trunk on x (borrowed); returns a new reference or NULL. */
+static struct tensor *run_trunk(struct nn_impl *m, struct tensor *x)
+{
+    struct tensor *h = tensor_retain(x);
+    for (int i = 0; i < m->n_trunk && h; i++) {
+        struct tensor *y = apply_linear(m, m->trunk[i], h);
+        tensor_free(h);
+        h = y;
+        if (!h || (m->mlp && i == m->n_trunk - 1)) break;
+        y = m->act == NN_RELU ? tensor_relu(h) : tensor_tanh(h);
+        tensor_free(h);
+        h = y;
+        if (h && m->dropout > 0.0f) {
+            y = tensor_dropout(h, m->dropout, m->m.training, &m->m.rng);
+            tensor_free(h);
+            h = y;
+        }
+    }
+    return h;
+}
+
+static int check_inputs(struct nn_impl *m, int n_in, struct tensor **in, int dim)
+{
+    if (n_in != 1) {
+        tensor_error("%s: expected 1 input, got %d", m->who, n_in);
+        return -1;
+    }
+    struct tensor *x = in[0];
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != dim) {
+        char s[96];
+        tensor_error("%s: expected input [...,%d], got %s", m->who, dim, shape_str(x->ndim, x->shape, s, sizeof s));
+        return -1;
+    }
+    return 0;
+}
+
+static int seq_forward(struct nn_module *mod, int n_in, struct tensor **in, int *n_out, struct tensor **out)
+{
+    struct nn_impl *m = (struct nn_impl *)mod;
+    *n_out = 0;
+    if (check_inputs(m, n_in, in, m->in_dim) < 0) return -1;
+    struct tensor *y = run_trunk(m, in[0]);
+    if (!y) return module_fail(m);
+    out[0] = y;
+    *n_out = 1;
+    return 0;
+}
+
+static int policy_forward(struct nn_module *mod, int n_in, struct tensor **in, int *n_out, struct tensor **out)
+{
+    struct nn_impl *m = (struct nn_impl *)mod;
+    *n_out = 0;
+    if (check_inputs(m, n_in, in, m->in_dim) < 0) return -1;
+    struct tensor *h = run_trunk(m, in[0]);
+    if (!h) return module_fail(m);
+    int k = 0;
+    out[k] = apply_linear(m, m->head, h);
+    if (!out[k++]) goto fail;
+    if (m->cfg.head == NN_HEAD_GAUSSIAN) out[k++] = tensor_retain(m->m.params[m->log_std]);
+    if (m->cfg.value_head) {
+        struct tensor *v = apply_linear(m, m->value, h);
+        if (!v) goto fail;
+        out[k] = tensor_reshape(v, v->ndim - 1, v->shape);
+        tensor_free(v);
+        if (!out[k++]) goto fail;
+    }
+    tensor_free(h);
+    *n_out = k;
+    return 0;
+fail:
+    for (int i = 0; i < k; i++) tensor_free(out[i]);
+    tensor_free(h);
+    return module_fail(m);
+}
+
+static void impl_free(struct nn_module *mod)
+{
+    for (int i = 0; i < mod->n_params; i++) tensor_free(mod->params[i]);
+    free(mod->params);
+    free(mod);
+}
+
+static const struct nn_module_ops linear_ops = {"linear", seq_forward, impl_free};
+static const struct nn_module_ops mlp_ops = {"mlp", seq_forward, impl_free};
+static const struct nn_module_ops policy_ops = {"policy", policy_forward, impl_free};
+
+static struct nn_impl *impl_new(const struct nn_module_ops *ops, const char *who, uint64_t *rng)
+{
+    struct nn_impl *m = trib_xcalloc(1, sizeof *m);
+    m->m.ops = ops;
+    m->m.training = true;
+    m->m.rng = rng_next(rng);
+    m->who = who;
+    return m;
+}
+
+/* ---- public ------------------------------------------------------------------------ */
+
+int nn_forward(struct nn_module *m, int n_in, struct tensor **in, int *n_out, struct tensor **out)
+{
+    return m->ops->forward(m, n_in, in, n_out, out);
+}
+
+struct tensor *nn_forward1(struct nn_module *m, struct tensor *x)
+{
+    struct tensor *out[NN_MAX_IO];
+    int n = 0;
+    if (nn_forward(m, 1, &x, &n, out) < 0) return NULL;
+    for (int i = 1; i < n; i++) tensor_free(out[i]);
+    return out[0];
+}
+
+void nn_module_free(struct nn_module *m)
+{
+    if (m) m->ops->free(m);
+}
+
+int nn_module_to(struct nn_module *m, enum device dev)
+{
+    const struct tensor_backend *be = tensor_backend_for(dev);
+    if (!be) return tensor_error("nn_module_to: the %s backend is not built", device_name(dev)), -1;
+    if (!be->available()) return tensor_error("nn_module_to: no %s device is available", device_name(dev)), -1;
+    for (int i = 0; i < m->n_params; i++) {
+        struct tensor *p = m->params[i];
+        if (p->device == dev) continue;
+        struct tensor *snap = tensor_snapshot(p);
+        struct tensor *q = tensor_clone_to(snap, dev);
+        tensor_free(snap);
+        if (!q) return -1;
+        tensor_set_requires_grad(q, true);
+        tensor_free(p);
+        m->params[i] = q;
+    }
+    return 0;
+}
+
+struct nn_module *nn_linear_new(int in, int out, bool bias, uint64_t *rng)
+{
+    if (in < 1 || out < 1) return tensor_error("nn_linear_new: sizes must be positive, got %d -> %d", in, out);
+    struct nn_impl *m = impl_new(&linear_ops, "nn_linear", rng);
+    m->in_dim = in;
+    m->mlp = true;
+    m->n_trunk = 1;
+    m->trunk[0] = add_linear(m, in, out, bias, rng);
+    return &m->m;
+}
+
+struct nn_module *nn_mlp_new(int n, const int *sizes, enum nn_activation act, float dropout, uint64_t *rng)
+{
+    if (n < 2 || n > NN_MAX_LAYERS + 1)
+        return tensor_error("nn_mlp_new: need 2..%d sizes, got %d", NN_MAX_LAYERS + 1, n);
+    for (int i = 0; i < n; i++)
+        if (sizes[i] < 1) return tensor_error("nn_mlp_new: size %d at %d must be positive", sizes[i], i);
+    if (!(dropout >= 0.0f && dropout < 1.0f)) return tensor_error("nn_mlp_new: dropout %g is outside [0,1)", (double)dropout);
+    struct nn_impl *m = impl_new(&mlp_ops, "nn_mlp", rng);
+    m->in_dim = sizes[0];
+    m->mlp = true;
+    m->act = act;
+    m->dropout = dropout;
+    m->n_trunk = n - 1;
+    for (int i = 0; i < n - 1; i++) m->trunk[i] = add_linear(m, sizes[i], sizes[i + 1], true, rng);
+    return &m->m;
+}
+
+struct nn_module *nn_policy_new(const struct nn_policy_config *cfg, uint64_t *rng)
+{
+    const char *who = "nn_policy_new";
+    if (cfg->obs_dim < 1 || cfg->act_dim < 1)
+        return tensor_error("%s: obs_dim and act_dim must be positive, got %d and %d", who, cfg->obs_dim, cfg->act_dim);
+    if (cfg->n_hidden < 0 || cfg->n_hidden > 4) return tensor_error("%s: n_hidden %d is outside 0..4", who, cfg->n_hidden);
+    for (int i = 0; i < cfg->n_hidden; i++)
+        if (cfg->hidden[i] < 1) return tensor_error("%s: hidden[%d] = %d must be positive", who, i, cfg->hidden[i]);
+    if (!(cfg->dropout >= 0.0f && cfg->dropout < 1.0f))
+        return tensor_error("%s: dropout %g is outside [0,1)", who, (double)cfg->dropout);
+    if (cfg->head != NN_HEAD_CATEGORICAL && cfg->head != NN_HEAD_GAUSSIAN)
+        return tensor_error("%s: unknown head %d", who, (int)cfg->head);
+    struct nn_impl *m = impl_new(&policy_ops, "nn_policy", rng);
+    m->policy = true;
+    m->cfg = *cfg;
+    m->in_dim = cfg->obs_dim;
+    m->act = cfg->act;
+    m->dropout = cfg->dropout;
+    m->n_trunk = cfg->n_hidden;
+    int prev = cfg->obs_dim;
+    for (int i = 0; i < cfg->n_hidden; i++) {
+        m->trunk[i] = add_linear(m, prev, cfg->hidden[i], true, rng);
+        prev = cfg->hidden[i];
+    }
+    m->head = add_linear(m, prev, cfg->act_dim, true, rng);
+    if (cfg->head == NN_HEAD_GAUSSIAN) {
+        struct tensor *ls = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){cfg->act_dim});
+        CHECK(ls);
+        for (int i = 0; i < cfg->act_dim; i++) tensor_f32(ls)[i] = cfg->init_log_std;
+        m->log_std = add_param(m, ls);
+    }
+    if (cfg->value_head) m->value = add_linear(m, prev, 1, true, rng);
+    return &m->m;
+}

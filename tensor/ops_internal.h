@@ -1,0 +1,69 @@
+/* Private to tensor/: helpers shared by the ops_*.c files (validation,
+ * graph-free kernels over whole tensors, the generic saved-state context of
+ * op nodes). Not part of the public contract; other layers use ops.h. */
+#ifndef TRIB_TENSOR_OPS_INTERNAL_H
+#define TRIB_TENSOR_OPS_INTERNAL_H
+
+#include "tensor/autograd.h"
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+
+/* Saved state of an op node: snapshots (owned), the inputs' shapes (for
+ * broadcast backward) and a few op parameters. */
+struct op_ctx {
+    int n_saved;
+    struct tensor *saved[4];
+    int ndim[4];
+    int64_t shape[4][TENSOR_MAX_DIMS];
+    enum device dev[4];
+    float a, b;
+    int64_t iv[4];
+    int n_sizes;
+    int64_t *sizes;          /* split/cat piece sizes (owned) */
+};
+
+static inline const struct tensor_backend *op_be(const struct tensor *t) { return tensor_backend_for(t->device); }
+static inline float *op_f32(const struct tensor *t) { return (float *)t->storage->data; }
+
+/* Validation; each returns 0 or -1 with tensor_error naming `who`. */
+int op_check_f32(const char *who, const struct tensor *x);
+int op_check_pair(const char *who, const struct tensor *a, const struct tensor *b);
+/* NumPy broadcast of a and b's shapes into (ndim, out); -1 with
+ * "who: shape mismatch: [..] and [..]". */
+int op_broadcast_shape(const char *who, const struct tensor *a, const struct tensor *b,
+                       int *ndim, int64_t out[TENSOR_MAX_DIMS]);
+/* Right-aligns a shape into 4 dims (leading 1s). */
+void op_pad4(int ndim, const int64_t *shape, int64_t out[4]);
+/* Whether an op with these inputs records a node. */
+bool op_needs_grad(int n, struct tensor *const *xs);
+
+/* A fresh f32 tensor on dev (aborts only on out-of-memory). */
+struct tensor *op_empty(enum device dev, int ndim, const int64_t *shape);
+struct tensor *op_empty_like(const struct tensor *x);
+/* Graph-free kernels over whole f32 tensors of one device. */
+struct tensor *k_unary(enum kunary op, const struct tensor *x, float a, float b);
+struct tensor *k_binary(enum kbinary op, const struct tensor *a, const struct tensor *b);
+/* x summed down to (ndim, shape), which x broadcasts from; a new reference
+ * to x itself when the shapes are equal. */
+struct tensor *k_sum_to(struct tensor *x, int ndim, const int64_t *shape);
+/* scale * g broadcast up to (ndim, shape). */
+struct tensor *k_expand(const struct tensor *g, int ndim, const int64_t *shape, float scale);
+/* Same storage, another shape (numel must match). */
+struct tensor *k_view(struct tensor *x, int ndim, const int64_t *shape);
+
+/* Contexts and nodes. op_ctx_save takes ownership of the snapshot. */
+struct op_ctx *op_ctx_new(void);
+void op_ctx_save(struct op_ctx *c, struct tensor *snapshot);
+void op_ctx_shape(struct op_ctx *c, int i, const struct tensor *x);
+void op_ctx_free(struct op_ctx *c);
+void op_release(struct ag_node *n);
+/* Makes a node (1 output, n_in edges to the inputs' grad edges, ctx owned by
+ * it) and sets it as out's grad_fn. */
+void op_record(const char *name, struct tensor *out, int n_in, struct tensor *const *in,
+               struct op_ctx *ctx, ag_backward_fn backward);
+/* Checks every saved snapshot's version; -1 with error. */
+int op_check_saved(const struct ag_node *n);
+/* Whether a gradient is wanted for input i (its edge leads somewhere). */
+static inline bool op_wants(const struct ag_node *n, int i) { return n->next[i].node != NULL; }
+
+#endif

@@ -1,0 +1,40 @@
+/* Deliberately broken plug-ins for test_env_plugin, one per BAD_* macro:
+ * no tributary_env symbol, a zero-size observation space, a NULL step
+ * function, and tributary_env() returning NULL. */
+#include <stddef.h>
+
+#include "envs/env.h"
+
+static const double lo[2] = {-1, -1}, hi[2] = {1, 1};
+static void reset(void *s, uint64_t *rng, float *obs) { obs[0] = obs[1] = 0; }
+__attribute__((unused)) static void step(void *s, const void *a, float *obs, float *r, bool *t)
+{
+    obs[0] = obs[1] = 0;
+    *r = 0;
+    *t = false;
+}
+
+__attribute__((unused)) static const struct env_spec spec = {
+    .id = "Bad-v0",
+    .obs = {.kind = SPACE_BOX, .low = lo, .high = hi,
+#ifdef BAD_ZERO_OBS
+            .dim = 0},
+#else
+            .dim = 2},
+#endif
+    .act = {.kind = SPACE_DISCRETE, .n = 2},
+    .max_episode_steps = 10,
+    .state_size = 8,
+    .reset = reset,
+#ifndef BAD_NULL_STEP
+    .step = step,
+#endif
+};
+
+#ifdef BAD_NO_SYMBOL
+const struct env_spec *tributary_env_typo(void) { return &spec; }
+#elif defined(BAD_RETURNS_NULL)
+const struct env_spec *tributary_env(void) { return NULL; }
+#else
+const struct env_spec *tributary_env(void) { return &spec; }
+#endif

@@ -1,0 +1,298 @@
+/* Plug-ins: broken .so files get specific errors; the worked example in
+ * envs/examples builds out of tree against a real `cmake --install` prefix
+ * (CMake package and pkg-config) and runs; trib-env reports on any env. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <ftw.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "envs/plugin.h"
+#include "envs/vec_env.h"
+
+static const char *src_dir(void)
+{
+    const char *s = getenv("TRIB_SOURCE_DIR");
+    return s ? s : TRIB_SOURCE_DIR_DEF;
+}
+static const char *bin_dir(void)
+{
+    const char *s = getenv("TRIB_BINARY_DIR");
+    return s ? s : TRIB_BINARY_DIR_DEF;
+}
+
+/* Run a shell command, its stdout+stderr into *out (caller frees); returns
+ * the exit status, or -1 if it did not exit normally. */
+static int run(char **out, const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[8300];
+    snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t cap = 1 << 16, n = 0, r;
+    char *buf = malloc(cap);
+    while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+        n += r;
+        if (n + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = 0;
+    int st = pclose(p);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+static void rm_rf(const char *dir)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void expect_error(const char *path, const char *why)
+{
+    ck_assert_ptr_null(env_plugin_open(path));
+    char want[4096];
+    snprintf(want, sizeof want, "plugin %s: %s", path, why);
+    ck_assert_str_eq(env_last_error(), want);
+}
+
+START_TEST(bad_plugins)
+{
+    expect_error(BAD_NO_SYMBOL_SO, "missing symbol tributary_env");
+    expect_error(BAD_ZERO_OBS_SO, "observation space has zero size (dim = 0)");
+    expect_error(BAD_NULL_STEP_SO, "step function is NULL");
+    expect_error(BAD_RETURNS_NULL_SO, "tributary_env() returned NULL");
+    expect_error("/nonexistent/libnope.so",
+                 "cannot load: /nonexistent/libnope.so: cannot open shared object file: No such "
+                 "file or directory");
+    struct env_plugin *pl = (struct env_plugin *)1;
+    ck_assert_ptr_null(env_open("libnope.so", &pl));
+    ck_assert_ptr_null(pl);
+    ck_assert_str_eq(env_last_error(), "plugin libnope.so: cannot load: ./libnope.so: cannot open "
+                                       "shared object file: No such file or directory");
+    ck_assert_ptr_eq(env_open("Pendulum-v1", &pl), env_lookup("Pendulum-v1"));
+    ck_assert_ptr_null(pl);
+    ck_assert_ptr_null(env_open("Pendulum-v9", &pl));
+    ck_assert(strncmp(env_last_error(), "unknown env id 'Pendulum-v9'", 28) == 0);
+}
+END_TEST
+
+/* The spec checks behind the loader, one defect at a time. */
+START_TEST(spec_checks)
+{
+    static const double lo[1] = {1}, hi[1] = {0};
+    struct env_spec base = *env_lookup("CartPole-v1"), s;
+#define CASE(stmt, msg)                                                                        \
+    do {                                                                                       \
+        s = base;                                                                              \
+        stmt;                                                                                  \
+        ck_assert_int_eq(env_spec_check(&s), -1);                                              \
+        ck_assert_str_eq(env_last_error(), msg);                                               \
+    } while (0)
+    CASE(s.id = "", "id is empty");
+    CASE(s.id = NULL, "id is empty");
+    CASE(s.state_size = 0, "state_size is 0");
+    CASE(s.obs.kind = SPACE_DISCRETE, "observation space must be a box (a float32 vector)");
+    CASE(s.obs.dim = 0, "observation space has zero size (dim = 0)");
+    CASE(s.obs.low = NULL, "observation space has no low/high bounds");
+    CASE((s.obs.dim = 1, s.obs.low = lo, s.obs.high = hi),
+         "observation space: low[0] = 1 is not <= high[0] = 0");
+    CASE(s.act.n = 0, "action space is discrete with n = 0 (need n > 0)");
+    CASE((s.act.kind = SPACE_BOX, s.act.dim = 0), "action space has zero size (dim = 0)");
+    CASE((s.act.kind = SPACE_BOX, s.act.dim = 1), "action space has no low/high bounds");
+    CASE(s.reset = NULL, "reset function is NULL");
+    CASE(s.step = NULL, "step function is NULL");
+    CASE(s.max_episode_steps = -3, "max_episode_steps is negative (-3)");
+    ck_assert_int_eq(env_spec_check(NULL), -1);
+    ck_assert_str_eq(env_last_error(), "spec is NULL");
+    ck_assert_int_eq(env_spec_check(&base), 0);
+#undef CASE
+}
+END_TEST
+
+START_TEST(tool)
+{
+    char *out;
+    ck_assert_int_eq(run(&out, "'%s' --help", TRIB_ENV_TOOL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "usage: trib-env [options] ENV"));
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' NoSuchEnv-v0", TRIB_ENV_TOOL), 1);
+    ck_assert_str_eq(out, "trib-env: unknown env id 'NoSuchEnv-v0' (built-ins: CartPole-v1, "
+                          "Acrobot-v1, MountainCar-v0, Pendulum-v1)\n");
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' '%s'", TRIB_ENV_TOOL, BAD_NULL_STEP_SO), 1);
+    char want[4096];
+    snprintf(want, sizeof want, "trib-env: plugin %s: step function is NULL\n", BAD_NULL_STEP_SO);
+    ck_assert_str_eq(out, want);
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' --episodes 0 CartPole-v1", TRIB_ENV_TOOL), 2);
+    ck_assert_str_eq(out, "trib-env: --episodes must be an integer >= 1 (got '0')\n");
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' --actions 0,2 CartPole-v1", TRIB_ENV_TOOL), 1);
+    ck_assert_str_eq(out, "trib-env: scripted action 2 is not an integer in [0, 2)\n");
+    free(out);
+    /* Always pushing right ends every CartPole episode within a few dozen
+     * steps, and the same seed gives the same episodes. */
+    char *again;
+    ck_assert_int_eq(run(&out, "'%s' --json --seed 3 --episodes 5 --actions 1 CartPole-v1",
+                         TRIB_ENV_TOOL), 0);
+    ck_assert_int_eq(run(&again, "'%s' --json --seed 3 --episodes 5 -a 1 CartPole-v1",
+                         TRIB_ENV_TOOL), 0);
+    char *sps = strstr(out, "\"steps_per_s\"");
+    ck_assert_ptr_nonnull(sps);
+    ck_assert(strncmp(out, again, (size_t)(sps - out)) == 0);
+    free(again);
+    char file[] = "/tmp/trib-env-actions-XXXXXX";
+    int fd = mkstemp(file);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "1\n1, 1\n", 8), 8);
+    close(fd);
+    ck_assert_int_eq(run(&again, "'%s' --json --seed 3 --episodes 5 --actions-file '%s' CartPole-v1",
+                         TRIB_ENV_TOOL, file), 0);
+    unlink(file);
+    ck_assert(strncmp(out, again, (size_t)(sps - out)) == 0);
+    ck_assert_ptr_nonnull(strstr(out, "{\"env\":\"CartPole-v1\",\"num_envs\":1,\"seed\":3,"
+                                      "\"episodes\":5,"));
+    int lmax = -1;
+    const char *p = strstr(out, "\"length_max\":");
+    ck_assert_ptr_nonnull(p);
+    sscanf(p, "\"length_max\":%d", &lmax);
+    ck_assert(lmax > 5 && lmax < 60);
+    free(out);
+    free(again);
+    /* Pendulum with random actions over 4 envs: every episode is 200 steps. */
+    ck_assert_int_eq(run(&out, "'%s' CartPole-v1 Pendulum-v1", TRIB_ENV_TOOL), 2);
+    ck_assert_str_eq(out, "trib-env: expected exactly one ENV (see --help)\n");
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' -n 4 -e 8 --env Pendulum-v1", TRIB_ENV_TOOL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "episodes: 8   steps: 1600   envs: 4"));
+    ck_assert_ptr_nonnull(strstr(out, "length: mean 200.00   min 200   max 200"));
+    free(out);
+}
+END_TEST
+
+START_TEST(example_out_of_tree)
+{
+    char tmp[] = "/tmp/trib-env-install-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmp));
+    char *out;
+    int rc = run(&out, "'%s' --install '%s' --prefix '%s/prefix'", CMAKE_COMMAND_PATH, bin_dir(),
+                 tmp);
+    ck_assert_msg(rc == 0, "cmake --install failed:\n%s", out);
+    free(out);
+    const char *installed[] = {"include/tributary/envs/env.h", "include/tributary/envs/vec_env.h",
+                               "include/tributary/envs/plugin.h", "lib/libtrib_envs.a",
+                               "lib/pkgconfig/tributary.pc", "lib/cmake/tributary/tributaryConfig.cmake",
+                               "bin/trib-env"};
+    for (size_t i = 0; i < sizeof installed / sizeof *installed; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/prefix/%s", tmp, installed[i]);
+        ck_assert_msg(access(path, R_OK) == 0, "not installed: %s", installed[i]);
+    }
+    rc = run(&out, "'%s' -S '%s/envs/examples' -B '%s/build' -DCMAKE_PREFIX_PATH='%s/prefix' "
+                   "-DCMAKE_C_COMPILER='%s' -DCMAKE_BUILD_TYPE=Release && '%s' --build '%s/build'",
+             CMAKE_COMMAND_PATH, src_dir(), tmp, tmp, C_COMPILER_PATH, CMAKE_COMMAND_PATH, tmp);
+    ck_assert_msg(rc == 0, "out-of-tree build of envs/examples failed:\n%s", out);
+    free(out);
+
+    char so[4096];
+    snprintf(so, sizeof so, "%s/build/libpoint_reach.so", tmp);
+    struct env_plugin *p = env_plugin_open(so);
+    ck_assert_msg(p != NULL, "%s", env_last_error());
+    const struct env_spec *spec = env_plugin_spec(p);
+    ck_assert_str_eq(spec->id, "PointReach-v0");
+    ck_assert_int_eq(spec->obs.dim, 3);
+    ck_assert_int_eq(spec->act.kind, SPACE_BOX);
+    struct vec_env *v = vec_env_new(spec, 8, 5, 0);
+    float obs[24], act[8], reward[8];
+    bool term[8], trunc[8];
+    vec_env_reset(v, obs);
+    uint64_t rng = 3;
+    for (int t = 0; t < 450; t++) {
+        for (int i = 0; i < 8; i++)
+            act[i] = (float)env_rng_uniform(&rng, -1, 1);
+        ck_assert_int_eq(vec_env_step(v, act, obs, reward, term, trunc, NULL), 0);
+        for (int i = 0; i < 8; i++)
+            ck_assert(obs[3 * i] >= -2.0f && obs[3 * i] <= 2.0f && reward[i] <= 10.0f);
+    }
+    struct vec_env_stats st;
+    vec_env_get_stats(v, &st);
+    ck_assert_uint_ge(st.episodes, 16);   /* random pushing rarely settles: truncations */
+    vec_env_free(v);
+    env_plugin_close(p);
+
+    /* the host program linked against the installed archive, a controller that reaches */
+    rc = run(&out, "'%s/build/point_reach_run' '%s'", tmp, so);
+    ck_assert_msg(rc == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "{\"env\":\"PointReach-v0\",\"episodes\":"));
+    double len_mean = 0;
+    sscanf(strstr(out, "\"length_mean\":"), "\"length_mean\":%lf", &len_mean);
+    ck_assert_msg(len_mean > 0 && len_mean < 200, "controller never reached: %s", out);
+    free(out);
+
+    /* the installed trib-env on the plug-in */
+    rc = run(&out, "'%s/prefix/bin/trib-env' --json -e 4 '%s'", tmp, so);
+    ck_assert_msg(rc == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "{\"env\":\"PointReach-v0\",\"num_envs\":1,\"seed\":0,"
+                                      "\"episodes\":4,"));
+    free(out);
+
+    /* pkg-config: build the same plug-in with plain cc and load it */
+    rc = run(&out, "PKG_CONFIG_PATH='%s/prefix/lib/pkgconfig' && export PKG_CONFIG_PATH && "
+                   "'%s' -shared -fPIC -std=gnu11 $(pkg-config --cflags tributary) "
+                   "'%s/envs/examples/point_reach.c' -o '%s/libpc.so' -lm && "
+                   "pkg-config --libs tributary",
+             tmp, C_COMPILER_PATH, src_dir(), tmp);
+    ck_assert_msg(rc == 0, "pkg-config build failed:\n%s", out);
+    ck_assert_msg(strstr(out, "-ltrib_envs -lm -ldl") != NULL, "pkg-config --libs: %s", out);
+    free(out);
+    snprintf(so, sizeof so, "%s/libpc.so", tmp);
+    p = env_plugin_open(so);
+    ck_assert_msg(p != NULL, "%s", env_last_error());
+    ck_assert_str_eq(env_plugin_spec(p)->id, "PointReach-v0");
+    env_plugin_close(p);
+    rm_rf(tmp);
+    ck_assert_int_ne(access(tmp, F_OK), 0);
+}
+END_TEST
+
+static Suite *env_plugin_suite(void)
+{
+    Suite *s = suite_create("env_plugin");
+    TCase *tc = tcase_create("loader");
+    tcase_add_test(tc, bad_plugins);
+    tcase_add_test(tc, spec_checks);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tool");
+    tcase_add_test(tc, tool);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("install");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, example_out_of_tree);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(env_plugin_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

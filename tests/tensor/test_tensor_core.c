@@ -1,0 +1,435 @@
+/* Tensor core and the CPU kernels: construction errors, device errors
+ * without a GPU, the counter RNG, every backend kernel against a plain loop,
+ * explicit broadcasting/reduction/split/cat cases and the exact messages of
+ * shape, dtype and device mismatches. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/autograd.h"
+#include "tensor/backend.h"
+#include "tensor/ops.h"
+
+static const struct tensor_backend *cpu;
+
+static void setup(void) { cpu = tensor_cpu_backend(); }
+
+static struct tensor *mk(int ndim, const int64_t *shape, const float *v) { return tensor_from_f32(ndim, shape, v); }
+
+static void assert_values(const struct tensor *t, int ndim, const int64_t *shape, const float *want)
+{
+    ck_assert_int_eq(t->ndim, ndim);
+    for (int k = 0; k < ndim; k++) ck_assert_int_eq(t->shape[k], shape[k]);
+    for (int64_t i = 0; i < t->numel; i++)
+        ck_assert_msg(fabsf(tensor_f32(t)[i] - want[i]) <= 1e-5f + 1e-5f * fabsf(want[i]), "[%lld] = %g, want %g",
+                      (long long)i, tensor_f32(t)[i], want[i]);
+}
+
+/* ---- construction and devices ------------------------------------------------------ */
+
+START_TEST(test_new_errors)
+{
+    ck_assert_ptr_null(tensor_new(DTYPE_F32, DEVICE_CPU, 5, (int64_t[]){1, 1, 1, 1, 1}));
+    ck_assert_str_eq(tensor_last_error(), "tensor_new: ndim 5 is outside 0..4");
+    ck_assert_ptr_null(tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){2, -1}));
+    ck_assert_str_eq(tensor_last_error(), "tensor_new: negative dim -1 at 1");
+    struct tensor *s = tensor_scalar_f32(2.5f);
+    ck_assert_int_eq(s->ndim, 0);
+    ck_assert_int_eq(s->numel, 1);
+    ck_assert_float_eq(tensor_f32(s)[0], 2.5f);
+    tensor_free(s);
+}
+END_TEST
+
+START_TEST(test_cuda_unavailable_messages)
+{
+    if (tensor_cuda_available()) {
+        fprintf(stderr, "a CUDA device is present: the no-device messages cannot be tested\n");
+        return;
+    }
+#ifdef TRIB_WITH_CUDA
+    const char *why = "no cuda device is available";
+#else
+    const char *why = "the cuda backend is not built";
+#endif
+    char want[128];
+    ck_assert_ptr_null(tensor_new(DTYPE_F32, DEVICE_CUDA, 1, (int64_t[]){3}));
+    snprintf(want, sizeof want, "tensor_new: %s", why);
+    ck_assert_str_eq(tensor_last_error(), want);
+    struct tensor *x = mk(1, (int64_t[]){2}, (float[]){1, 2});
+    ck_assert_ptr_null(tensor_to(x, DEVICE_CUDA));
+    snprintf(want, sizeof want, "tensor_to: %s", why);
+    ck_assert_str_eq(tensor_last_error(), want);
+    tensor_free(x);
+}
+END_TEST
+
+START_TEST(test_device_mismatch_message)
+{
+    /* No CUDA tensor can exist here: relabel a CPU one, since validation
+     * reads only the device field before touching data. */
+    struct tensor *a = mk(1, (int64_t[]){2}, (float[]){1, 2}), *b = mk(1, (int64_t[]){2}, (float[]){3, 4});
+    b->device = DEVICE_CUDA;
+    ck_assert_ptr_null(tensor_add(a, b));
+    ck_assert_str_eq(tensor_last_error(), "tensor_add: device mismatch: cpu and cuda");
+    ck_assert_ptr_null(tensor_matmul(b, a));
+    ck_assert_str_eq(tensor_last_error(), "tensor_matmul: device mismatch: cuda and cpu");
+    b->device = DEVICE_CPU;
+    tensor_free(a);
+    tensor_free(b);
+}
+END_TEST
+
+/* ---- kernels ------------------------------------------------------------------------ */
+
+START_TEST(test_rng_kernels)
+{
+    enum { N = 20000 };
+    float *u = malloc(N * sizeof *u), *z = malloc(N * sizeof *z);
+    cpu->rand_uniform(u, N, 77);
+    cpu->rand_normal(z, N, 77);
+    double su = 0, sz = 0, szz = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_float_eq(u[i], rng_uniform_at(77, (uint64_t)i));
+        ck_assert(u[i] >= 0.0f && u[i] < 1.0f);
+        float u1 = rng_uniform_at(77, 2 * (uint64_t)i), u2 = rng_uniform_at(77, 2 * (uint64_t)i + 1);
+        ck_assert_float_eq(z[i], sqrtf(-2.0f * logf(1.0f - u1)) * cosf(6.28318530717958647692f * u2));
+        su += u[i];
+        sz += z[i];
+        szz += (double)z[i] * z[i];
+    }
+    ck_assert_double_eq_tol(su / N, 0.5, 0.01);
+    ck_assert_double_eq_tol(sz / N, 0.0, 0.03);
+    ck_assert_double_eq_tol(szz / N, 1.0, 0.04);
+    /* a different seed gives different numbers; the same seed the same */
+    float v[4], w[4];
+    cpu->rand_uniform(v, 4, 78);
+    cpu->rand_uniform(w, 4, 78);
+    ck_assert(memcmp(v, u, sizeof v) != 0);
+    ck_assert(memcmp(v, w, sizeof v) == 0);
+    free(u);
+    free(z);
+}
+END_TEST
+
+START_TEST(test_categorical_kernel)
+{
+    const float probs[] = {0.2f, 0.3f, 0.5f, /* row 2 unnormalised */ 2.0f, 0.0f, 2.0f};
+    const float u[] = {0.0f, 0.19f, 0.2f, 0.49f, 0.51f, 0.999f};
+    const int64_t want0[] = {0, 0, 1, 1, 2, 2};
+    for (int i = 0; i < 6; i++) {
+        int64_t out;
+        cpu->categorical(&out, probs, &u[i], 1, 3);
+        ck_assert_int_eq(out, want0[i]);
+    }
+    int64_t out[2];
+    cpu->categorical(out, probs, (float[]){0.6f, 0.6f}, 2, 3);
+    ck_assert_int_eq(out[0], 2);
+    ck_assert_int_eq(out[1], 2);   /* cumsum 2, 2, 4 > 2.4 only at j = 2 */
+}
+END_TEST
+
+START_TEST(test_sum_to_and_binary_kernels)
+{
+    /* in [2,3,4] summed to [2,1,4] and to [1,3,1] against loops */
+    float in[24];
+    for (int i = 0; i < 24; i++) in[i] = (float)(i * 3 % 7) - 2.5f;
+    float a[8], b[3];
+    cpu->sum_to(a, (int64_t[]){1, 2, 1, 4}, in, (int64_t[]){1, 2, 3, 4});
+    cpu->sum_to(b, (int64_t[]){1, 1, 3, 1}, in, (int64_t[]){1, 2, 3, 4});
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) {
+            float s = 0;
+            for (int j = 0; j < 3; j++) s += in[(i * 3 + j) * 4 + k];
+            ck_assert_float_eq(a[i * 4 + k], s);
+        }
+    for (int j = 0; j < 3; j++) {
+        float s = 0;
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 4; k++) s += in[(i * 3 + j) * 4 + k];
+        ck_assert_float_eq(b[j], s);
+    }
+    /* binary broadcast: [2,1,4] op [3,1] -> [2,3,4] */
+    float out[24];
+    struct kbcast bc = {{1, 2, 3, 4}, {0, 4, 0, 1}, {0, 0, 1, 0}};
+    const float bb[3] = {1, 2, 4};
+    cpu->binary(KB_DIV, out, a, bb, &bc);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) ck_assert_float_eq(out[(i * 3 + j) * 4 + k], a[i * 4 + k] / bb[j]);
+    cpu->binary(KB_GE, out, a, bb, &bc);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) ck_assert_float_eq(out[(i * 3 + j) * 4 + k], a[i * 4 + k] >= bb[j] ? 1.0f : 0.0f);
+}
+END_TEST
+
+START_TEST(test_unary_kernels)
+{
+    const float x[] = {-2.0f, -0.5f, 0.0f, 0.3f, 1.5f};
+    float y[5];
+    cpu->unary(KU_CLAMP, y, x, 5, -1.0f, 1.0f);
+    const float clamp[] = {-1, -0.5f, 0, 0.3f, 1};
+    for (int i = 0; i < 5; i++) ck_assert_float_eq(y[i], clamp[i]);
+    cpu->unary(KU_INSIDE, y, x, 5, -0.5f, 0.3f);
+    const float inside[] = {0, 1, 1, 1, 0};
+    for (int i = 0; i < 5; i++) ck_assert_float_eq(y[i], inside[i]);
+    const float u[] = {0.1f, 0.3f, 0.5f, 0.29f, 0.99f};
+    cpu->unary(KU_KEEP, y, u, 5, 0.3f, 0);
+    const float keep[] = {0, 1 / 0.7f, 1 / 0.7f, 0, 1 / 0.7f};
+    for (int i = 0; i < 5; i++) ck_assert_float_eq(y[i], keep[i]);
+    cpu->unary(KU_STEP, y, x, 5, 0, 0);
+    const float step[] = {0, 0, 0, 1, 1};
+    for (int i = 0; i < 5; i++) ck_assert_float_eq(y[i], step[i]);
+    cpu->unary(KU_RECIP, y, x + 3, 2, 0, 0);
+    ck_assert_float_eq(y[0], 1.0f / 0.3f);
+    ck_assert_float_eq(y[1], 1.0f / 1.5f);
+}
+END_TEST
+
+START_TEST(test_cast_and_copy_kernels)
+{
+    const float f[] = {1.5f, -2.0f, 3.0f};
+    double d[3];
+    int32_t i32[3];
+    int64_t i64[3];
+    uint8_t u8[3];
+    cpu->cast(d, DTYPE_F64, f, DTYPE_F32, 3);
+    cpu->cast(i32, DTYPE_I32, f, DTYPE_F32, 3);
+    cpu->cast(i64, DTYPE_I64, i32, DTYPE_I32, 3);
+    cpu->cast(u8, DTYPE_U8, (float[]){0, 7, 255}, DTYPE_F32, 3);
+    ck_assert_double_eq(d[0], 1.5);
+    ck_assert_int_eq(i32[0], 1);
+    ck_assert_int_eq(i32[1], -2);
+    ck_assert_int_eq(i64[2], 3);
+    ck_assert_int_eq(u8[2], 255);
+    float back[3];
+    cpu->cast(back, DTYPE_F32, i64, DTYPE_I64, 3);
+    ck_assert_float_eq(back[1], -2.0f);
+    /* copy2d: the middle 2 columns of a 3x4 block */
+    float src[12], dst[6];
+    for (int i = 0; i < 12; i++) src[i] = (float)i;
+    cpu->copy2d(dst, 2 * sizeof(float), src + 1, 4 * sizeof(float), 2 * sizeof(float), 3);
+    const float want[] = {1, 2, 5, 6, 9, 10};
+    for (int i = 0; i < 6; i++) ck_assert_float_eq(dst[i], want[i]);
+}
+END_TEST
+
+START_TEST(test_softmax_kernels_stable)
+{
+    const float x[] = {1000.0f, 1001.0f, 999.0f, -5.0f, 0.0f, 5.0f};
+    float y[6], ly[6];
+    cpu->softmax(y, x, 2, 3);
+    cpu->log_softmax(ly, x, 2, 3);
+    for (int r = 0; r < 2; r++) {
+        double m = fmax(fmax(x[3 * r], x[3 * r + 1]), x[3 * r + 2]), s = 0;
+        for (int j = 0; j < 3; j++) s += exp(x[3 * r + j] - m);
+        for (int j = 0; j < 3; j++) {
+            double want = exp(x[3 * r + j] - m) / s;
+            ck_assert_double_eq_tol(y[3 * r + j], want, 1e-6);
+            ck_assert_double_eq_tol(ly[3 * r + j], x[3 * r + j] - m - log(s), 1e-4);
+        }
+    }
+    /* gather_backward adds repeated indices */
+    float gx[3];
+    cpu->gather_backward(gx, (float[]){1, 2, 4}, (int64_t[]){2, 0, 2}, 1, 3, 3);
+    ck_assert_float_eq(gx[0], 2);
+    ck_assert_float_eq(gx[1], 0);
+    ck_assert_float_eq(gx[2], 5);
+}
+END_TEST
+
+START_TEST(test_sgemm_transposes)
+{
+    /* A 2x3, B 3x2 against loops, all four transpose combinations */
+    const float A[] = {1, 2, 3, 4, 5, 6}, B[] = {7, 8, 9, 10, 11, 12};
+    float AT[6], BT[6], C[4], want[4];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 3; k++) AT[k * 2 + i] = A[i * 3 + k];
+    for (int k = 0; k < 3; k++)
+        for (int j = 0; j < 2; j++) BT[j * 3 + k] = B[k * 2 + j];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            want[i * 2 + j] = 0;
+            for (int k = 0; k < 3; k++) want[i * 2 + j] += A[i * 3 + k] * B[k * 2 + j];
+        }
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            for (int i = 0; i < 4; i++) C[i] = 1.0f;
+            cpu->sgemm(ta, tb, 2, 2, 3, 2.0f, ta ? AT : A, ta ? 2 : 3, tb ? BT : B, tb ? 3 : 2, 0.5f, C, 2);
+            for (int i = 0; i < 4; i++) ck_assert_float_eq(C[i], 2.0f * want[i] + 0.5f);
+        }
+}
+END_TEST
+
+/* ---- op forward cases and messages ------------------------------------------------------ */
+
+START_TEST(test_broadcast_cases)
+{
+    struct tensor *a = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *row = mk(1, (int64_t[]){3}, (float[]){10, 20, 30});
+    struct tensor *col = mk(2, (int64_t[]){2, 1}, (float[]){100, 200});
+    struct tensor *s = tensor_scalar_f32(0.5f);
+    struct tensor *r1 = tensor_add(a, row), *r2 = tensor_mul(col, row), *r3 = tensor_sub(s, a), *r4 = tensor_maximum(col, a);
+    assert_values(r1, 2, (int64_t[]){2, 3}, (float[]){11, 22, 33, 14, 25, 36});
+    assert_values(r2, 2, (int64_t[]){2, 3}, (float[]){1000, 2000, 3000, 2000, 4000, 6000});
+    assert_values(r3, 2, (int64_t[]){2, 3}, (float[]){-0.5f, -1.5f, -2.5f, -3.5f, -4.5f, -5.5f});
+    assert_values(r4, 2, (int64_t[]){2, 3}, (float[]){100, 100, 100, 200, 200, 200});
+    struct tensor *all[] = {a, row, col, s, r1, r2, r3, r4};
+    for (int i = 0; i < 8; i++) tensor_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_reduction_cases)
+{
+    struct tensor *x = mk(3, (int64_t[]){2, 2, 3}, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+    struct tensor *s0 = tensor_sum_dim(x, 0, false), *s1 = tensor_sum_dim(x, 1, true), *m2 = tensor_mean_dim(x, -1, false);
+    struct tensor *sum = tensor_sum(x), *mean = tensor_mean(x);
+    assert_values(s0, 2, (int64_t[]){2, 3}, (float[]){8, 10, 12, 14, 16, 18});
+    assert_values(s1, 3, (int64_t[]){2, 1, 3}, (float[]){5, 7, 9, 17, 19, 21});
+    assert_values(m2, 2, (int64_t[]){2, 2}, (float[]){2, 5, 8, 11});
+    assert_values(sum, 0, NULL, (float[]){78});
+    assert_values(mean, 0, NULL, (float[]){6.5f});
+    ck_assert_ptr_null(tensor_sum_dim(x, 3, false));
+    ck_assert_str_eq(tensor_last_error(), "tensor_sum_dim: dim 3 is out of range for [2,2,3]");
+    struct tensor *all[] = {x, s0, s1, m2, sum, mean};
+    for (int i = 0; i < 6; i++) tensor_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_split_cat_cases)
+{
+    struct tensor *x = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *p[2];
+    ck_assert_int_eq(tensor_split(x, 1, 2, (int64_t[]){1, 2}, p), 0);
+    assert_values(p[0], 2, (int64_t[]){2, 1}, (float[]){1, 4});
+    assert_values(p[1], 2, (int64_t[]){2, 2}, (float[]){2, 3, 5, 6});
+    struct tensor *back = tensor_cat(2, p, -1);
+    assert_values(back, 2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *rows = tensor_cat(2, (struct tensor *[]){x, x}, 0);
+    assert_values(rows, 2, (int64_t[]){4, 3}, (float[]){1, 2, 3, 4, 5, 6, 1, 2, 3, 4, 5, 6});
+    struct tensor *sl = tensor_slice(rows, 1, 3);
+    assert_values(sl, 2, (int64_t[]){2, 3}, (float[]){4, 5, 6, 1, 2, 3});
+    ck_assert_int_eq(tensor_split(x, 1, 2, (int64_t[]){1, 1}, p), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_split: sizes sum to 2 but dim 1 of [2,3] is 3");
+    ck_assert_ptr_null(tensor_cat(2, (struct tensor *[]){x, p[1]}, 0));
+    ck_assert_str_eq(tensor_last_error(), "tensor_cat: shape mismatch: [2,3] and [2,2]");
+    ck_assert_ptr_null(tensor_slice(x, 1, 3));
+    ck_assert_str_eq(tensor_last_error(), "tensor_slice: range [1,3) is out of bounds for dim 0 of size 2");
+    struct tensor *all[] = {x, p[0], p[1], back, rows, sl};
+    for (int i = 0; i < 6; i++) tensor_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_error_messages)
+{
+    struct tensor *a = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *b = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){4, 5});
+    struct tensor *d = tensor_new(DTYPE_F64, DEVICE_CPU, 2, (int64_t[]){2, 3});
+    struct tensor *i = tensor_new(DTYPE_I32, DEVICE_CPU, 1, (int64_t[]){3});
+    struct tensor *v4 = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){4});
+    ck_assert_ptr_null(tensor_matmul(a, b));
+    ck_assert_str_eq(tensor_last_error(), "tensor_matmul: shape mismatch: [2,3] x [4,5]");
+    ck_assert_ptr_null(tensor_add(a, d));
+    ck_assert_str_eq(tensor_last_error(), "tensor_add: dtype mismatch: f32 and f64");
+    ck_assert_ptr_null(tensor_mul(a, v4));
+    ck_assert_str_eq(tensor_last_error(), "tensor_mul: shape mismatch: [2,3] and [4]");
+    ck_assert_ptr_null(tensor_relu(i));
+    ck_assert_str_eq(tensor_last_error(), "tensor_relu: unsupported dtype i32 (expected f32)");
+    ck_assert_ptr_null(tensor_linear(a, b, NULL));
+    ck_assert_str_eq(tensor_last_error(), "tensor_linear: shape mismatch: x [2,3] and w [4,5]");
+    struct tensor *w = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){4, 3});
+    ck_assert_ptr_null(tensor_linear(a, w, a));
+    ck_assert_str_eq(tensor_last_error(), "tensor_linear: shape mismatch: bias [2,3] for w [4,3]");
+    ck_assert_ptr_null(tensor_reshape(a, 1, (int64_t[]){5}));
+    ck_assert_str_eq(tensor_last_error(), "tensor_reshape: cannot reshape [2,3] into [5]");
+    ck_assert_ptr_null(tensor_clamp(a, 1.0f, 0.0f));
+    ck_assert_str_eq(tensor_last_error(), "tensor_clamp: lo 1 is greater than hi 0");
+    uint64_t rng = 1;
+    ck_assert_ptr_null(tensor_dropout(a, 1.5f, true, &rng));
+    ck_assert_str_eq(tensor_last_error(), "tensor_dropout: p 1.5 is outside [0,1]");
+    ck_assert_ptr_null(tensor_mse(a, v4));
+    ck_assert_str_eq(tensor_last_error(), "tensor_mse: shape mismatch: [2,3] and [4]");
+    struct tensor *all[] = {a, b, d, i, v4, w};
+    for (int k = 0; k < 6; k++) tensor_free(all[k]);
+}
+END_TEST
+
+START_TEST(test_gather_cases)
+{
+    struct tensor *x = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *idx = tensor_from_data(DTYPE_I64, 2, (int64_t[]){2, 2}, (int64_t[]){2, 0, 1, 1});
+    struct tensor *y = tensor_gather(x, idx);
+    assert_values(y, 2, (int64_t[]){2, 2}, (float[]){3, 1, 5, 5});
+    struct tensor *bad = tensor_from_data(DTYPE_I64, 2, (int64_t[]){2, 1}, (int64_t[]){0, 5});
+    ck_assert_ptr_null(tensor_gather(x, bad));
+    ck_assert_str_eq(tensor_last_error(), "tensor_gather: index 5 is out of range for size 3");
+    struct tensor *neg = tensor_from_data(DTYPE_I64, 2, (int64_t[]){2, 1}, (int64_t[]){-1, 0});
+    ck_assert_ptr_null(tensor_gather(x, neg));
+    ck_assert_str_eq(tensor_last_error(), "tensor_gather: index -1 is out of range for size 3");
+    struct tensor *i32 = tensor_new(DTYPE_I32, DEVICE_CPU, 2, (int64_t[]){2, 1});
+    ck_assert_ptr_null(tensor_gather(x, i32));
+    ck_assert_str_eq(tensor_last_error(), "tensor_gather: index dtype i32 (expected i64)");
+    struct tensor *all[] = {x, idx, y, bad, neg, i32};
+    for (int k = 0; k < 6; k++) tensor_free(all[k]);
+}
+END_TEST
+
+START_TEST(test_detach_and_to)
+{
+    struct tensor *x = mk(1, (int64_t[]){2}, (float[]){1, 2});
+    tensor_set_requires_grad(x, true);
+    struct tensor *e = tensor_exp(x);
+    struct tensor *d = tensor_detach(e);
+    ck_assert(!d->requires_grad);
+    ck_assert_ptr_null(d->grad_fn);
+    ck_assert_float_eq(tensor_f32(d)[1], tensor_f32(e)[1]);
+    struct tensor *same = tensor_to(x, DEVICE_CPU);
+    ck_assert_ptr_eq(same, x);
+    tensor_free(same);
+    tensor_free(d);
+    tensor_free(e);
+    tensor_free(x);
+}
+END_TEST
+
+Suite *tensor_core_suite(void)
+{
+    Suite *s = suite_create("tensor_core");
+    TCase *tc = tcase_create("core");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_new_errors);
+    tcase_add_test(tc, test_cuda_unavailable_messages);
+    tcase_add_test(tc, test_device_mismatch_message);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cpu_kernels");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_add_test(tc, test_rng_kernels);
+    tcase_add_test(tc, test_categorical_kernel);
+    tcase_add_test(tc, test_sum_to_and_binary_kernels);
+    tcase_add_test(tc, test_unary_kernels);
+    tcase_add_test(tc, test_cast_and_copy_kernels);
+    tcase_add_test(tc, test_softmax_kernels_stable);
+    tcase_add_test(tc, test_sgemm_transposes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("ops");
+    tcase_add_test(tc, test_broadcast_cases);
+    tcase_add_test(tc, test_reduction_cases);
+    tcase_add_test(tc, test_split_cat_cases);
+    tcase_add_test(tc, test_error_messages);
+    tcase_add_test(tc, test_gather_cases);
+    tcase_add_test(tc, test_detach_and_to);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(tensor_core_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
