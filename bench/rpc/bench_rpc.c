@@ -1,0 +1,224 @@
+/* RPC benchmark: rpc_sync round trips against a bare libzmq DEALER/ROUTER
+ * round trip of the same payload between two processes in the same run, and
+ * pipelined rpc_async throughput. Prints JSON lines. */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "rpc/rpc.h"
+
+static const int64_t SIZES[] = { 16, 65536, 1048576 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int iters_for(int64_t n) { return n <= 16 ? 21000 : n <= 65536 ? 3500 : 700; }
+
+/* ---- bare zmq ---------------------------------------------------------------- */
+
+static void zmq_server(int wfd)
+{
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_ROUTER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (zmq_bind(s, "tcp://127.0.0.1:*") != 0) _exit(2);
+    char ep[128] = { 0 };
+    size_t len = sizeof ep;
+    zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &len);
+    if (write(wfd, ep, sizeof ep) != (ssize_t)sizeof ep) _exit(3);
+    close(wfd);
+    zmq_msg_t id, body;
+    for (;;) {
+        zmq_msg_init(&id);
+        zmq_msg_init(&body);
+        if (zmq_msg_recv(&id, s, 0) < 0 || zmq_msg_recv(&body, s, 0) < 0) break;
+        if (zmq_msg_size(&body) == 0) break;          /* stop */
+        zmq_msg_send(&id, s, ZMQ_SNDMORE);
+        zmq_msg_send(&body, s, 0);
+    }
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    _exit(0);
+}
+
+struct zclient { pid_t pid; void *ctx, *s; };
+
+static void zmq_start(struct zclient *z)
+{
+    int p[2];
+    if (pipe(p) != 0) abort();
+    z->pid = fork();
+    if (z->pid == 0) { close(p[0]); zmq_server(p[1]); }
+    close(p[1]);
+    char ep[128];
+    if (read(p[0], ep, sizeof ep) != (ssize_t)sizeof ep) abort();
+    close(p[0]);
+    z->ctx = zmq_ctx_new();
+    z->s = zmq_socket(z->ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(z->s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(z->s, ep);
+}
+
+static double zmq_round_trips(struct zclient *z, const char *buf, int64_t n, int iters)
+{
+    zmq_msg_t m;
+    double t0 = now_s();
+    for (int i = 0; i < iters; i++) {
+        zmq_send(z->s, buf, (size_t)n, 0);
+        zmq_msg_init(&m);
+        zmq_msg_recv(&m, z->s, 0);
+        zmq_msg_close(&m);
+    }
+    return (now_s() - t0) / iters * 1e6;
+}
+
+static void zmq_stop(struct zclient *z)
+{
+    zmq_send(z->s, "", 0, 0);
+    zmq_close(z->s);
+    zmq_ctx_term(z->ctx);
+    waitpid(z->pid, NULL, 0);
+}
+
+/* ---- rpc ---------------------------------------------------------------------- */
+
+static int fn_echo(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    if (args->list.len != 1) return rpc_request_fail(req, "expected 1 argument");
+    *res = rpc_value_copy(&args->list.items[0]);
+    return 0;
+}
+
+static void hand_out(const char *ep, void *u)
+{
+    int fd = *(int *)u;
+    char buf[128] = { 0 };
+    snprintf(buf, sizeof buf, "%s", ep);
+    if (write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) abort();
+    close(fd);
+}
+
+static struct rpc_value payload(int64_t n)
+{
+    int64_t shape[1] = { n };
+    struct tensor *t = tensor_new(DTYPE_U8, DEVICE_CPU, 1, shape);
+    struct rpc_value l = rpc_list(1);
+    l.list.items[0] = rpc_tensor(t);
+    tensor_free(t);
+    return l;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double rpc_round_trips(const struct rpc_value *args, int iters)
+{
+    struct rpc_value res;
+    double t0 = now_s();
+    for (int i = 0; i < iters; i++) {
+        if (rpc_sync("callee", "echo", args, &res, 0) < 0) {
+            fprintf(stderr, "bench_rpc: %s\n", rpc_last_error());
+            exit(1);
+        }
+        rpc_value_clear(&res);
+    }
+    return (now_s() - t0) / iters * 1e6;
+}
+
+/* usage: bench_rpc [spin_us] */
+int main(int argc, char **argv)
+{
+    int spin_us = argc > 1 ? atoi(argv[1]) : 0;
+    struct zclient z;
+    zmq_start(&z);
+
+    rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
+    int p[2];
+    if (pipe(p) != 0) abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[1]);
+        char ep[128];
+        if (read(p[0], ep, sizeof ep) != (ssize_t)sizeof ep) _exit(2);
+        struct rpc_opts o = { .name = "callee", .rank = 1, .world_size = 2, .master = ep, .spin_us = spin_us };
+        if (rpc_init(&o) < 0) { fprintf(stderr, "callee: %s\n", rpc_last_error()); _exit(1); }
+        rpc_shutdown(true);
+        _exit(0);
+    }
+    close(p[0]);
+    struct rpc_opts o = { .name = "caller", .rank = 0, .world_size = 2, .master = "tcp://127.0.0.1:0",
+                          .on_listening = hand_out, .listening_user = &p[1], .spin_us = spin_us };
+    if (rpc_init(&o) < 0) {
+        fprintf(stderr, "bench_rpc: %s\n", rpc_last_error());
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return 1;
+    }
+    /* Alternate rounds of bare zmq and rpc so both see the same machine
+     * load; report the median round of each. */
+    enum { ROUNDS_SYNC = 7 };
+    for (int k = 0; k < 3; k++) {
+        int64_t n = SIZES[k];
+        struct rpc_value args = payload(n);
+        char *buf = calloc(1, (size_t)n);
+        int iters = iters_for(n) / ROUNDS_SYNC;
+        zmq_round_trips(&z, buf, n, iters / 5 + 5);
+        rpc_round_trips(&args, iters / 5 + 5);
+        double zr[ROUNDS_SYNC], rr[ROUNDS_SYNC];
+        for (int r = 0; r < ROUNDS_SYNC; r++) {
+            zr[r] = zmq_round_trips(&z, buf, n, iters);
+            rr[r] = rpc_round_trips(&args, iters);
+        }
+        qsort(zr, ROUNDS_SYNC, sizeof zr[0], cmp_double);
+        qsort(rr, ROUNDS_SYNC, sizeof rr[0], cmp_double);
+        printf("{\"bench\":\"rpc_sync\",\"payload_bytes\":%lld,\"us\":%.2f,\"zmq_us\":%.2f}\n",
+               (long long)n, rr[ROUNDS_SYNC / 2], zr[ROUNDS_SYNC / 2]);
+        fflush(stdout);
+        free(buf);
+        rpc_value_clear(&args);
+    }
+    zmq_stop(&z);
+    {
+        struct rpc_value args = payload(16);
+        enum { WINDOW = 1024, ROUNDS = 200 };
+        static struct rpc_future *fs[WINDOW];
+        for (int r = 0; r < 5; r++) {                   /* warm up */
+            for (int i = 0; i < WINDOW; i++) fs[i] = rpc_async("callee", "echo", &args, 0);
+            rpc_future_wait_all(fs, WINDOW);
+            for (int i = 0; i < WINDOW; i++) rpc_future_free(fs[i]);
+        }
+        int failed = 0;
+        double t0 = now_s();
+        for (int r = 0; r < ROUNDS; r++) {
+            for (int i = 0; i < WINDOW; i++) fs[i] = rpc_async("callee", "echo", &args, 0);
+            if (rpc_future_wait_all(fs, WINDOW) < 0) failed++;
+            for (int i = 0; i < WINDOW; i++) rpc_future_free(fs[i]);
+        }
+        double dt = now_s() - t0;
+        if (failed) {
+            fprintf(stderr, "bench_rpc: %d rounds had failures: %s\n", failed, rpc_last_error());
+            return 1;
+        }
+        printf("{\"bench\":\"rpc_async\",\"payload_bytes\":16,\"calls_per_s\":%.0f}\n", WINDOW * ROUNDS / dt);
+        rpc_value_clear(&args);
+    }
+    rpc_shutdown(true);
+    int st;
+    waitpid(pid, &st, 0);
+    return 0;
+}

@@ -1,0 +1,238 @@
+/* Public API of the RPC layer: processes and rendezvous, a tagged value type,
+ * rpc_sync/rpc_async/rpc_remote, futures, deferred replies and RRefs with the
+ * semantics of torch.distributed.rpc, over ZeroMQ + msgpack (DESIGN.md §4). */
+#ifndef TRIB_RPC_RPC_H
+#define TRIB_RPC_RPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+struct rref;
+struct rpc_future;
+struct rpc_request;
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Message of the last recoverable error on this thread ("" if none). Every
+ * function below that returns -1/NULL sets it. */
+const char *rpc_last_error(void);
+
+/* ---- values ------------------------------------------------------------ */
+
+enum rpc_kind {
+    RPC_NIL, RPC_BOOL, RPC_INT, RPC_DOUBLE, RPC_STR, RPC_BYTES,
+    RPC_TENSOR, RPC_RREF, RPC_LIST, RPC_MAP
+};
+
+struct rpc_kv;
+
+/* A tagged value. A struct value owns what it points to (strings, bytes,
+ * items, one tensor reference, one RRef reference); rpc_value_clear releases
+ * it. Map keys are strings. */
+struct rpc_value {
+    enum rpc_kind kind;
+    union {
+        bool b;
+        int64_t i;
+        double d;
+        struct { char *ptr; size_t len; } str;      /* RPC_STR (NUL-terminated) and RPC_BYTES */
+        struct tensor *tensor;
+        struct rref *rref;
+        struct { struct rpc_value *items; size_t len; } list;
+        struct { struct rpc_kv *items; size_t len; } map;
+    };
+};
+struct rpc_kv { char *key; struct rpc_value val; };
+
+static inline struct rpc_value rpc_nil(void) { struct rpc_value v = { .kind = RPC_NIL }; return v; }
+static inline struct rpc_value rpc_bool(bool b) { struct rpc_value v = { .kind = RPC_BOOL, .b = b }; return v; }
+static inline struct rpc_value rpc_int(int64_t i) { struct rpc_value v = { .kind = RPC_INT, .i = i }; return v; }
+static inline struct rpc_value rpc_double(double d) { struct rpc_value v = { .kind = RPC_DOUBLE, .d = d }; return v; }
+/* Copies s. */
+struct rpc_value rpc_str(const char *s);
+/* Copies n bytes. */
+struct rpc_value rpc_bytes(const void *p, size_t n);
+/* Takes a new reference to t (the caller keeps its own). */
+struct rpc_value rpc_tensor(struct tensor *t);
+/* Takes a new reference to r (the caller keeps its own). */
+struct rpc_value rpc_rref(struct rref *r);
+/* A list of n nil items, to be filled in place (v.list.items[i] = ...). */
+struct rpc_value rpc_list(size_t n);
+/* A map of n entries with NULL keys and nil values; fill with rpc_map_set. */
+struct rpc_value rpc_map(size_t n);
+/* Sets entry i of a map to (key copied, val moved in). */
+void rpc_map_set(struct rpc_value *map, size_t i, const char *key, struct rpc_value val);
+/* Looks up a key in a map; NULL if absent or v is not a map. */
+const struct rpc_value *rpc_map_get(const struct rpc_value *v, const char *key);
+/* Releases what v owns and sets it to nil. Accepts NULL. */
+void rpc_value_clear(struct rpc_value *v);
+/* Deep copy (strings/items copied; tensors and RRefs retained). */
+struct rpc_value rpc_value_copy(const struct rpc_value *v);
+/* Structural equality; tensors compare dtype, shape and bytes. */
+bool rpc_value_equal(const struct rpc_value *a, const struct rpc_value *b);
+const char *rpc_kind_name(enum rpc_kind k);
+
+/* ---- processes --------------------------------------------------------- */
+
+#define RPC_RANK_ENV (-1)      /* read RANK or SLURM_PROCID */
+#define RPC_RANK_DYNAMIC (-2)  /* join an existing world late; rank 0 assigns an id */
+
+enum rpc_event_kind { RPC_EVENT_JOIN, RPC_EVENT_LEAVE, RPC_EVENT_FAILED };
+struct rpc_event { enum rpc_event_kind kind; int id; char name[64]; };
+
+struct rpc_opts {
+    const char *name;          /* unique worker name (required, < 64 bytes) */
+    int rank;                  /* 0..world_size-1, RPC_RANK_ENV or RPC_RANK_DYNAMIC */
+    int world_size;            /* static members; 0: WORLD_SIZE or SLURM_NTASKS */
+    const char *master;        /* "tcp://host:port"; NULL: MASTER_ADDR/MASTER_PORT.
+                                  Rank 0 binds it (port 0: any free port). */
+    const char *bind_host;     /* interface non-zero ranks bind; NULL: 127.0.0.1 */
+    int default_timeout_ms;    /* 0: 60000; per-call timeout 0 means this */
+    int init_timeout_ms;       /* 0: 30000 */
+    int num_handler_threads;   /* 0: 4 */
+    int heartbeat_ms;          /* 0: 200 */
+    int heartbeat_timeout_ms;  /* silence after which a peer is dead; 0: 5 * heartbeat_ms */
+    size_t max_frame_bytes;    /* ZMQ_MAXMSGSIZE; 0: 1 GiB */
+    int spin_us;               /* with calls in flight, the I/O thread busy-polls this long
+                                  after its last traffic before sleeping; 0: 100, <0: never */
+    /* Membership changes, called on the I/O thread (must not block). */
+    void (*on_event)(const struct rpc_event *ev, void *user);
+    void *event_user;
+    /* Rank 0 only: called once its rendezvous socket is bound, before
+     * rpc_init waits for the others, with the real endpoint (useful with
+     * port 0: hand it to the other processes here). */
+    void (*on_listening)(const char *endpoint, void *user);
+    void *listening_user;
+};
+
+/* Starts this process's RPC agent and blocks until the rendezvous is done
+ * (all static ranks present, or this dynamic worker admitted). Returns -1
+ * with rpc_last_error() on bad options, a duplicate name/rank, or timeout.
+ * One agent per process; not thread-safe against rpc_shutdown. */
+int rpc_init(const struct rpc_opts *opts);
+/* Stops the agent. graceful: static members wait until every static member
+ * has called rpc_shutdown and no worker has calls in flight; a dynamic
+ * worker waits for its own calls and leaves. Not graceful: fails pending
+ * calls and leaves at once. Frees every RRef the process still owns. */
+void rpc_shutdown(bool graceful);
+/* "tcp://127.0.0.1:PORT" the master (rank 0) is bound to; valid after
+ * rpc_init on rank 0 (the real port when 0 was asked). */
+const char *rpc_master_endpoint(void);
+
+struct rpc_worker_info { int id; char name[64]; char endpoint[128]; };
+/* Fill *out; -1 with error if no such live worker. */
+int rpc_get_worker_info(const char *name, struct rpc_worker_info *out);
+int rpc_get_worker_info_by_id(int id, struct rpc_worker_info *out);
+/* This worker's info. */
+const struct rpc_worker_info *rpc_self(void);
+/* Live workers (including self), up to cap; returns the count written. */
+int rpc_get_workers(struct rpc_worker_info *out, int cap);
+/* Waits up to timeout_ms (<0: forever) for the next membership event.
+ * Returns 1 with *ev filled, 0 on timeout. */
+int rpc_next_event(struct rpc_event *ev, int timeout_ms);
+
+/* ---- functions --------------------------------------------------------- */
+
+#define RPC_DEFERRED 1
+/* A handler: args is a list (borrowed). Return 0 with *result set (moved
+ * out), -1 after rpc_request_fail, or RPC_DEFERRED after which the request
+ * stays valid until rpc_request_complete/rpc_request_fail from any thread.
+ * Runs on a handler thread (may block and make RPCs) unless registered
+ * RPC_FN_INLINE (runs on the I/O thread: must be quick and never block). */
+typedef int (*rpc_fn)(struct rpc_request *req, const struct rpc_value *args,
+                      struct rpc_value *result, void *user);
+#define RPC_FN_INLINE 1u
+
+/* Registers fn under name (replacing one of the same name). Call before
+ * peers may call it (before rpc_init is simplest). Thread-safe. */
+void rpc_register(const char *name, rpc_fn fn, void *user);
+void rpc_register_ex(const char *name, rpc_fn fn, void *user, unsigned flags);
+
+/* Sets the error text of a failing request (printf-style); the caller sees
+ * "rpc: <callee>: <fn>: <text>". Returns -1. */
+int rpc_request_fail(struct rpc_request *req, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Completes a deferred request with *result (moved out; may be NULL for nil),
+ * or fails it with the text from rpc_request_fail. Any thread; frees req. */
+void rpc_request_complete(struct rpc_request *req, struct rpc_value *result);
+void rpc_request_finish_error(struct rpc_request *req);
+/* Name of the calling worker. */
+const char *rpc_request_caller(const struct rpc_request *req);
+int rpc_request_caller_id(const struct rpc_request *req);
+
+/* ---- calls and futures ------------------------------------------------- */
+
+/* Calls fn on worker `to` with args (a list, or NULL for none) and waits.
+ * timeout_ms 0: the default; <0: none. Returns 0 with *result set (caller
+ * owns), or -1 with error: callee error ("rpc: w1: add: ..."), timeout
+ * ("rpc: timed out after 100 ms calling w1.slow"), dead peer, unknown worker. */
+int rpc_sync(const char *to, const char *fn, const struct rpc_value *args,
+             struct rpc_value *result, int timeout_ms);
+/* Non-blocking: returns a future (never NULL; a failed start gives a failed
+ * future). The caller frees it with rpc_future_free. */
+struct rpc_future *rpc_async(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms);
+/* Blocks until done. Returns 0 and a copy of the value in *out (if out is
+ * non-NULL), or -1 with the call's error in rpc_last_error(). */
+int rpc_future_wait(struct rpc_future *f, struct rpc_value *out);
+bool rpc_future_done(struct rpc_future *f);
+/* Error text of a failed, done future, else NULL. */
+const char *rpc_future_error(struct rpc_future *f);
+/* Calls cb(f, user) once when f completes: at once on this thread if it is
+ * already done, else on the completing thread (I/O thread: must not block). */
+void rpc_future_then(struct rpc_future *f, void (*cb)(struct rpc_future *f, void *user), void *user);
+/* Waits for all; 0 if all succeeded, else -1 with the first error. */
+int rpc_future_wait_all(struct rpc_future **fs, size_t n);
+/* Drops the caller's reference. Accepts NULL. */
+void rpc_future_free(struct rpc_future *f);
+
+/* ---- RRefs -------------------------------------------------------------- */
+
+/* Object types for rpc_remote constructors: a destructor (called on the
+ * owner's I/O thread when the last user anywhere is gone: must be quick)
+ * and an optional to_value (for rref_to_here of an object). */
+struct rpc_type {
+    const char *name;
+    void (*destroy)(void *obj);
+    int (*to_value)(void *obj, struct rpc_value *out);
+};
+/* A constructor returns a new object or NULL after rpc_request_fail. */
+typedef void *(*rpc_ctor)(struct rpc_request *req, const struct rpc_value *args, void *user);
+/* A method on an owner's object (rref_rpc_sync/async): like rpc_fn. */
+typedef int (*rpc_method)(struct rpc_request *req, void *obj, const struct rpc_value *args,
+                          struct rpc_value *result, void *user);
+
+/* Registers a constructor `name` building objects of *type (copied). */
+void rpc_register_ctor(const char *name, const struct rpc_type *type, rpc_ctor ctor, void *user);
+/* Registers method `name` of objects of type `type_name`. */
+void rpc_register_method(const char *type_name, const char *name, rpc_method fn, void *user);
+
+/* Builds an object on worker `to`: `fn` is a registered constructor (the
+ * RRef holds the object) or a registered function (the RRef holds its
+ * result value). Returns at once with a user RRef (owner RRef if to is this
+ * worker); construction errors surface on to_here / method calls. NULL with
+ * error only for an unknown worker. The caller owns one reference. */
+struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms);
+/* Copies the owner's value here (objects through their type's to_value). */
+int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms);
+/* On the owner only: the value (borrowed) / the object; NULL with error on a
+ * user or before construction finished. */
+const struct rpc_value *rref_local_value(struct rref *r);
+void *rref_local_object(struct rref *r);
+int rref_owner(const struct rref *r);
+bool rref_is_owner(const struct rref *r);
+/* True once the owner has acknowledged this user (always true on the owner). */
+bool rref_confirmed_by_owner(const struct rref *r);
+uint64_t rref_id(const struct rref *r);
+/* Calls method `method` on the owner's object with args. */
+int rref_rpc_sync(struct rref *r, const char *method, const struct rpc_value *args,
+                  struct rpc_value *result, int timeout_ms);
+struct rpc_future *rref_rpc_async(struct rref *r, const char *method, const struct rpc_value *args, int timeout_ms);
+struct rref *rref_retain(struct rref *r);
+/* Drops a local reference; the last one on a user tells the owner (G1). */
+void rref_free(struct rref *r);
+/* Owner side: number of live owner entries in this process (for tests). */
+int rref_owned_count(void);
+
+#endif

@@ -1,0 +1,930 @@
+/* Check suite for rpc/: real worker processes on loopback, each test with its
+ * own ports. Values, nested and deferred calls, concurrency, errors,
+ * timeouts, dead peers, RRef lifecycles, hostile input and membership. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <msgpack.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <zmq.h>
+
+#include "rpc/rpc.h"
+#include "rpc_harness.h"
+
+static const char *NAMES[] = { "w0", "w1", "w2", "w3" };
+
+/* ---- functions every process registers ------------------------------------ */
+
+static int fn_echo(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    if (args->list.len != 1) return rpc_request_fail(req, "expected 1 argument");
+    *res = rpc_value_copy(&args->list.items[0]);
+    return 0;
+}
+
+static int fn_add(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    if (args->list.len != 2) return rpc_request_fail(req, "expected 2 arguments");
+    if (args->list.items[0].kind != RPC_INT || args->list.items[1].kind != RPC_INT)
+        return rpc_request_fail(req, "expected ints");
+    *res = rpc_int(args->list.items[0].i + args->list.items[1].i);
+    return 0;
+}
+
+static int fn_slow(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    usleep((useconds_t)(args->list.items[0].i * 1000));
+    return 0;
+}
+
+/* [next, x]: returns next.add(x, 1) + 1000 (A -> B -> C) */
+static int fn_chain(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct rpc_value a = rpc_list(2), r;
+    a.list.items[0] = rpc_value_copy(&args->list.items[1]);
+    a.list.items[1] = rpc_int(1);
+    int rc = rpc_sync(args->list.items[0].str.ptr, "add", &a, &r, 0);
+    rpc_value_clear(&a);
+    if (rc < 0) return rpc_request_fail(req, "nested: %s", rpc_last_error());
+    *res = rpc_int(r.i + 1000);
+    return 0;
+}
+
+struct deferred { struct rpc_request *req; int64_t x; };
+
+static void *complete_later(void *arg)
+{
+    struct deferred *d = arg;
+    usleep(20000);
+    struct rpc_value v = rpc_int(d->x * 2);
+    rpc_request_complete(d->req, &v);
+    free(d);
+    return NULL;
+}
+
+static int fn_deferred(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct deferred *d = malloc(sizeof *d);
+    d->req = req;
+    d->x = args->list.items[0].i;
+    pthread_t t;
+    pthread_create(&t, NULL, complete_later, d);
+    pthread_detach(t);
+    return RPC_DEFERRED;
+}
+
+static atomic_long counter;
+static int fn_count(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_int(atomic_fetch_add(&counter, 1) + 1);
+    return 0;
+}
+
+static int fn_owned(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_int(rref_owned_count());
+    return 0;
+}
+
+/* Counter objects for RRef tests. */
+static atomic_int destroyed;
+struct counter { int64_t v; };
+static void counter_destroy(void *o) { free(o); atomic_fetch_add(&destroyed, 1); }
+static int counter_value(void *o, struct rpc_value *out) { *out = rpc_int(((struct counter *)o)->v); return 0; }
+static const struct rpc_type COUNTER = { "Counter", counter_destroy, counter_value };
+
+static void *ctor_counter(struct rpc_request *req, const struct rpc_value *args, void *u)
+{
+    if (args->list.len != 1 || args->list.items[0].kind != RPC_INT) {
+        rpc_request_fail(req, "expected an int");
+        return NULL;
+    }
+    struct counter *c = malloc(sizeof *c);
+    c->v = args->list.items[0].i;
+    return c;
+}
+
+static int m_add(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct counter *c = obj;
+    c->v += args->list.items[0].i;
+    *res = rpc_int(c->v);
+    return 0;
+}
+
+static int fn_destroyed(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_int(atomic_load(&destroyed));
+    return 0;
+}
+
+static struct rref *held;
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int fn_hold(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    if (args->list.items[0].kind != RPC_RREF) return rpc_request_fail(req, "not an RRef");
+    pthread_mutex_lock(&held_mu);
+    rref_free(held);
+    held = rref_retain(args->list.items[0].rref);
+    pthread_mutex_unlock(&held_mu);
+    *res = rpc_bool(rref_is_owner(held));
+    return 0;
+}
+
+static int fn_use_held(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct rpc_value a = rpc_list(1);
+    a.list.items[0] = rpc_int(1);
+    pthread_mutex_lock(&held_mu);
+    struct rref *r = held ? rref_retain(held) : NULL;
+    pthread_mutex_unlock(&held_mu);
+    if (!r) return rpc_request_fail(req, "nothing held");
+    int rc = rref_rpc_sync(r, "add", &a, res, 0);
+    rpc_value_clear(&a);
+    rref_free(r);
+    return rc < 0 ? rpc_request_fail(req, "%s", rpc_last_error()) : 0;
+}
+
+static int fn_drop(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    pthread_mutex_lock(&held_mu);
+    rref_free(held);
+    held = NULL;
+    pthread_mutex_unlock(&held_mu);
+    return 0;
+}
+
+/* [rref] on the owner: returns [is_owner, local object's value] */
+static int fn_local(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct rref *r = args->list.items[0].rref;
+    struct counter *c = rref_local_object(r);
+    *res = rpc_list(2);
+    res->list.items[0] = rpc_bool(rref_is_owner(r));
+    res->list.items[1] = rpc_int(c ? c->v : -1);
+    return 0;
+}
+
+/* Returns an RRef it creates on `args[0]` (RRef as a result). */
+static int fn_make_remote(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct rpc_value a = rpc_list(1);
+    a.list.items[0] = rpc_int(100);
+    struct rref *r = rpc_remote(args->list.items[0].str.ptr, "counter", &a, 0);
+    rpc_value_clear(&a);
+    if (!r) return rpc_request_fail(req, "%s", rpc_last_error());
+    *res = rpc_rref(r);
+    rref_free(r);
+    return 0;
+}
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char event_log[512];
+
+static void on_event(const struct rpc_event *ev, void *u)
+{
+    static const char *k[] = { "join", "leave", "failed" };
+    pthread_mutex_lock(&log_mu);
+    size_t l = strlen(event_log);
+    snprintf(event_log + l, sizeof event_log - l, "%s:%s,", k[ev->kind], ev->name);
+    pthread_mutex_unlock(&log_mu);
+}
+
+static int fn_events(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    pthread_mutex_lock(&log_mu);
+    *res = rpc_str(event_log);
+    pthread_mutex_unlock(&log_mu);
+    return 0;
+}
+
+static atomic_bool leave_now;
+static int fn_leave(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    atomic_store(&leave_now, true);
+    return 0;
+}
+
+static void register_all(void)
+{
+    rpc_register("echo", fn_echo, NULL);
+    rpc_register_ex("add", fn_add, NULL, RPC_FN_INLINE);
+    rpc_register("slow", fn_slow, NULL);
+    rpc_register("chain", fn_chain, NULL);
+    rpc_register("deferred", fn_deferred, NULL);
+    rpc_register("count", fn_count, NULL);
+    rpc_register("owned", fn_owned, NULL);
+    rpc_register("destroyed", fn_destroyed, NULL);
+    rpc_register("hold", fn_hold, NULL);
+    rpc_register("use_held", fn_use_held, NULL);
+    rpc_register("drop", fn_drop, NULL);
+    rpc_register("local", fn_local, NULL);
+    rpc_register("make_remote", fn_make_remote, NULL);
+    rpc_register("events", fn_events, NULL);
+    rpc_register("leave", fn_leave, NULL);
+    rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
+    rpc_register_method("Counter", "add", m_add, NULL);
+}
+
+static struct rpc_opts opts_for(int rank, int world, const char *master)
+{
+    struct rpc_opts o = { .name = NAMES[rank], .rank = rank, .world_size = world, .master = master,
+                          .heartbeat_ms = 100, .heartbeat_timeout_ms = 500, .default_timeout_ms = 20000,
+                          .on_event = on_event };
+    return o;
+}
+
+/* A static worker that serves until everyone shuts down. Exit 0 only if no
+ * RRef is left owned at the end. */
+static int serve_child(int idx, const char *master, void *arg)
+{
+    int world = *(int *)arg;
+    register_all();
+    struct rpc_opts o = opts_for(idx + 1, world, master);
+    if (rpc_init(&o) < 0) {
+        fprintf(stderr, "child %d: %s\n", idx + 1, rpc_last_error());
+        return 10;
+    }
+    rpc_shutdown(true);
+    return 0;
+}
+
+static struct harness H;
+
+static void hand_out(const char *ep, void *u) { h_go(u, -1, ep); }
+
+static void start_world(int world)
+{
+    static int w;
+    w = world;
+    register_all();
+    h_spawn(&H, world - 1, serve_child, &w);
+    struct rpc_opts o = opts_for(0, world, "tcp://127.0.0.1:0");
+    o.on_listening = hand_out;
+    o.listening_user = &H;
+    int rc = rpc_init(&o);
+    if (rc < 0) {
+        h_abort(&H);
+        ck_abort_msg("rpc_init: %s", rpc_last_error());
+    }
+}
+
+static void stop_world(void)
+{
+    rpc_shutdown(true);
+    for (int i = 0; i < H.n; i++) ck_assert_int_eq(h_reap(&H, i, 30), 0);
+}
+
+static struct tensor *random_f32(int64_t n, unsigned seed)
+{
+    int64_t shape[1] = { n };
+    struct tensor *t = tensor_new(DTYPE_F32, DEVICE_CPU, 1, shape);
+    uint32_t s = seed;
+    float *d = tensor_f32(t);
+    for (int64_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        uint32_t bits = s;
+        memcpy(&d[i], &bits, 4);      /* every bit pattern, NaNs included */
+    }
+    return t;
+}
+
+static void echo_check(const char *to, struct rpc_value v)
+{
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = v;
+    int rc = rpc_sync(to, "echo", &args, &res, 0);
+    ck_assert_msg(rc == 0, "echo %s: %s", rpc_kind_name(v.kind), rpc_last_error());
+    ck_assert_msg(rpc_value_equal(&args.list.items[0], &res), "echo of %s differs", rpc_kind_name(v.kind));
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+}
+
+/* ---- tests ------------------------------------------------------------------ */
+
+START_TEST(test_echo_values)
+{
+    start_world(2);
+    struct rpc_worker_info info;
+    ck_assert_int_eq(rpc_get_worker_info("w1", &info), 0);
+    ck_assert_int_eq(info.id, 1);
+    ck_assert_int_eq(rpc_get_worker_info_by_id(1, &info), 0);
+    ck_assert_str_eq(info.name, "w1");
+    ck_assert_int_eq(rpc_get_worker_info("nobody", &info), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'nobody'");
+
+    echo_check("w1", rpc_nil());
+    echo_check("w1", rpc_bool(true));
+    echo_check("w1", rpc_bool(false));
+    echo_check("w1", rpc_int(INT64_MIN));
+    echo_check("w1", rpc_int(INT64_MAX));
+    echo_check("w1", rpc_int(-1));
+    echo_check("w1", rpc_double(-0.0));
+    echo_check("w1", rpc_double(1e-310));
+    echo_check("w1", rpc_str(""));
+    echo_check("w1", rpc_str("héllo wörld"));
+    echo_check("w1", rpc_bytes("\0\1\2\377", 4));
+    echo_check("w1", rpc_bytes("", 0));
+    int64_t n[] = { 0, 1, 1048576 };
+    for (int i = 0; i < 3; i++) {
+        struct tensor *t = random_f32(n[i], 7u + (unsigned)i);
+        echo_check("w1", rpc_tensor(t));
+        tensor_free(t);
+    }
+    int64_t shape[3] = { 2, 3, 4 };
+    struct tensor *ti = tensor_new(DTYPE_I64, DEVICE_CPU, 3, shape);
+    for (int i = 0; i < 24; i++) ((int64_t *)tensor_data(ti))[i] = (int64_t)i * -123456789;
+    tensor_set_requires_grad(ti, true);
+    struct tensor *ts = tensor_scalar_f32(3.5f);
+    /* requires_grad crosses the wire */
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_tensor(ti);
+    ck_assert_int_eq(rpc_sync("w1", "echo", &args, &res, 0), 0);
+    ck_assert(res.kind == RPC_TENSOR && res.tensor->requires_grad && res.tensor->ndim == 3);
+    ck_assert(rpc_value_equal(&res, &args.list.items[0]));
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+
+    struct rpc_value l = rpc_list(4);
+    l.list.items[0] = rpc_int(1);
+    l.list.items[1] = rpc_tensor(ti);
+    l.list.items[2] = rpc_list(2);
+    l.list.items[2].list.items[0] = rpc_tensor(ts);
+    l.list.items[2].list.items[1] = rpc_str("x");
+    l.list.items[3] = rpc_map(2);
+    rpc_map_set(&l.list.items[3], 0, "a", rpc_double(2.5));
+    rpc_map_set(&l.list.items[3], 1, "b", rpc_list(0));
+    echo_check("w1", l);
+    tensor_free(ti);
+    tensor_free(ts);
+
+    /* calling ourselves works too */
+    echo_check("w0", rpc_str("self"));
+    stop_world();
+}
+END_TEST
+
+struct caller_arg { int calls; int ok; };
+
+static void *caller_thread(void *arg)
+{
+    struct caller_arg *a = arg;
+    for (int i = 0; i < a->calls; i++) {
+        struct rpc_value r;
+        if (rpc_sync("w1", "count", NULL, &r, 0) == 0 && r.kind == RPC_INT) a->ok++;
+        rpc_value_clear(&r);
+    }
+    return NULL;
+}
+
+START_TEST(test_nested_deferred_concurrent)
+{
+    start_world(3);
+    /* A -> B -> C */
+    struct rpc_value args = rpc_list(2), res;
+    args.list.items[0] = rpc_str("w2");
+    args.list.items[1] = rpc_int(41);
+    ck_assert_msg(rpc_sync("w1", "chain", &args, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 1042);
+    rpc_value_clear(&args);
+
+    /* deferred reply completed from another thread */
+    args = rpc_list(1);
+    args.list.items[0] = rpc_int(21);
+    struct rpc_future *fs[8];
+    for (int i = 0; i < 8; i++) fs[i] = rpc_async("w2", "deferred", &args, 0);
+    ck_assert_int_eq(rpc_future_wait_all(fs, 8), 0);
+    for (int i = 0; i < 8; i++) {
+        ck_assert(rpc_future_done(fs[i]));
+        ck_assert_int_eq(rpc_future_wait(fs[i], &res), 0);
+        ck_assert_int_eq(res.i, 42);
+        rpc_future_free(fs[i]);
+    }
+    rpc_value_clear(&args);
+
+    /* 64 concurrent callers to one worker */
+    pthread_t th[64];
+    struct caller_arg ca[64];
+    for (int i = 0; i < 64; i++) {
+        ca[i] = (struct caller_arg){ 20, 0 };
+        pthread_create(&th[i], NULL, caller_thread, &ca[i]);
+    }
+    for (int i = 0; i < 64; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(ca[i].ok, 20);
+    }
+    ck_assert_int_eq(rpc_sync("w1", "count", NULL, &res, 0), 0);
+    ck_assert_int_eq(res.i, 64 * 20 + 1);
+    stop_world();
+}
+END_TEST
+
+static atomic_int then_called;
+static void then_cb(struct rpc_future *f, void *u) { if (!rpc_future_error(f)) atomic_fetch_add(&then_called, 1); }
+
+START_TEST(test_errors_and_timeouts)
+{
+    start_world(2);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(1);
+    ck_assert_int_eq(rpc_sync("w1", "add", &args, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: w1: add: expected 2 arguments");
+    ck_assert_int_eq(rpc_sync("w1", "nosuch", &args, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: w1: unknown function 'nosuch'");
+    ck_assert_int_eq(rpc_sync("w9", "add", &args, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w9' calling w9.add");
+    rpc_value_clear(&args);
+
+    args = rpc_list(1);
+    args.list.items[0] = rpc_int(600);
+    double t0 = h_now();
+    ck_assert_int_eq(rpc_sync("w1", "slow", &args, &res, 100), -1);
+    double dt = h_now() - t0;
+    ck_assert_str_eq(rpc_last_error(), "rpc: timed out after 100 ms calling w1.slow");
+    ck_assert_msg(dt >= 0.095 && dt < 0.5, "timeout took %.3f s", dt);
+    /* the late reply is dropped; the worker keeps serving */
+    struct rpc_future *f = rpc_async("w1", "slow", &args, 0);
+    rpc_future_then(f, then_cb, NULL);
+    ck_assert_int_eq(rpc_future_wait(f, NULL), 0);
+    rpc_future_free(f);
+    ck_assert_int_eq(atomic_load(&then_called), 1);
+    rpc_value_clear(&args);
+    args = rpc_list(2);
+    args.list.items[0] = rpc_int(2);
+    args.list.items[1] = rpc_int(3);
+    ck_assert_int_eq(rpc_sync("w1", "add", &args, &res, 0), 0);
+    ck_assert_int_eq(res.i, 5);
+    rpc_value_clear(&args);
+    stop_world();
+}
+END_TEST
+
+START_TEST(test_kill9_peer)
+{
+    start_world(3);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(30000);
+    struct rpc_future *fs[5];
+    for (int i = 0; i < 5; i++) fs[i] = rpc_async("w1", "slow", &args, 60000);
+    rpc_value_clear(&args);
+    usleep(100000);
+    kill(H.pid[0], SIGKILL);
+    double t0 = h_now();
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(rpc_future_wait(fs[i], NULL), -1);
+        ck_assert_str_eq(rpc_last_error(), "rpc: lost w1 (no heartbeat for 500 ms) calling w1.slow");
+        rpc_future_free(fs[i]);
+    }
+    double dt = h_now() - t0;
+    ck_assert_msg(dt < 1.0, "pending calls failed after %.3f s (heartbeat timeout 0.5 s)", dt);
+    struct rpc_event ev;
+    ck_assert_int_eq(rpc_next_event(&ev, 1000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_str_eq(ev.name, "w1");
+    /* the others carry on */
+    args = rpc_list(1);
+    args.list.items[0] = rpc_str("still here");
+    ck_assert_int_eq(rpc_sync("w2", "echo", &args, &res, 0), 0);
+    ck_assert_str_eq(res.str.ptr, "still here");
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    ck_assert_int_eq(rpc_sync("w1", "echo", NULL, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w1' calling w1.echo");
+    rpc_shutdown(true);
+    ck_assert_int_eq(h_reap(&H, 0, 10), 128 + SIGKILL);
+    ck_assert_int_eq(h_reap(&H, 1, 30), 0);
+}
+END_TEST
+
+static int64_t call_int(const char *to, const char *fn)
+{
+    struct rpc_value r;
+    ck_assert_msg(rpc_sync(to, fn, NULL, &r, 0) == 0, "%s.%s: %s", to, fn, rpc_last_error());
+    ck_assert_int_eq(r.kind, RPC_INT);
+    return r.i;
+}
+
+static void wait_int(const char *to, const char *fn, int64_t want)
+{
+    double t0 = h_now();
+    int64_t got;
+    while ((got = call_int(to, fn)) != want && h_now() - t0 < 5) usleep(5000);
+    ck_assert_msg(got == want, "%s.%s = %lld, want %lld", to, fn, (long long)got, (long long)want);
+}
+
+START_TEST(test_rref_lifecycle)
+{
+    start_world(3);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(5);
+    struct rref *r = rpc_remote("w1", "counter", &args, 0);
+    ck_assert_ptr_nonnull(r);
+    ck_assert(!rref_is_owner(r));
+    ck_assert_int_eq(rref_owner(r), 1);
+    ck_assert_uint_eq(rref_id(r) >> 48, 0);         /* created by worker 0 */
+    args.list.items[0] = rpc_int(3);
+    ck_assert_msg(rref_rpc_sync(r, "add", &args, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 8);
+    ck_assert_int_eq(rref_to_here(r, &res, 0), 0);
+    ck_assert_int_eq(res.i, 8);
+    ck_assert(rref_confirmed_by_owner(r));
+    ck_assert_ptr_null(rref_local_object(r));
+    ck_assert_int_eq(call_int("w1", "owned"), 1);
+
+    /* user -> user fork across three workers (G2), then the first user goes */
+    struct rpc_value a = rpc_list(1);
+    a.list.items[0] = rpc_rref(r);
+    ck_assert_int_eq(rpc_sync("w2", "hold", &a, &res, 0), 0);
+    ck_assert(res.kind == RPC_BOOL && !res.b);
+    rpc_value_clear(&a);
+    rref_free(r);
+    usleep(100000);
+    ck_assert_int_eq(call_int("w1", "destroyed"), 0);
+    ck_assert_int_eq(call_int("w1", "owned"), 1);
+    ck_assert_int_eq(rpc_sync("w2", "use_held", NULL, &res, 0), 0);
+    ck_assert_int_eq(res.i, 9);
+    ck_assert_int_eq(rpc_sync("w2", "drop", NULL, &res, 0), 0);
+    wait_int("w1", "destroyed", 1);
+    wait_int("w1", "owned", 0);
+
+    /* an RRef passed back to its owner resolves locally */
+    args.list.items[0] = rpc_int(77);
+    r = rpc_remote("w1", "counter", &args, 0);
+    a = rpc_list(1);
+    a.list.items[0] = rpc_rref(r);
+    ck_assert_int_eq(rpc_sync("w1", "local", &a, &res, 0), 0);
+    ck_assert(res.list.items[0].b);
+    ck_assert_int_eq(res.list.items[1].i, 77);
+    rpc_value_clear(&res);
+    rpc_value_clear(&a);
+    rref_free(r);
+    wait_int("w1", "destroyed", 2);
+    wait_int("w1", "owned", 0);
+
+    /* an RRef returned as a result: w2 creates it on w1, hands it to us */
+    a = rpc_list(1);
+    a.list.items[0] = rpc_str("w1");
+    ck_assert_int_eq(rpc_sync("w2", "make_remote", &a, &res, 0), 0);
+    rpc_value_clear(&a);
+    ck_assert_int_eq(res.kind, RPC_RREF);
+    struct rpc_value v;
+    ck_assert_int_eq(rref_to_here(res.rref, &v, 0), 0);
+    ck_assert_int_eq(v.i, 100);
+    rpc_value_clear(&res);
+    wait_int("w1", "destroyed", 3);
+    wait_int("w1", "owned", 0);
+
+    /* remote over a plain function holds its value */
+    args.list.items[0] = rpc_str("kept");
+    r = rpc_remote("w2", "echo", &args, 0);
+    ck_assert_int_eq(rref_to_here(r, &v, 0), 0);
+    ck_assert_str_eq(v.str.ptr, "kept");
+    rpc_value_clear(&v);
+    rref_free(r);
+    wait_int("w2", "owned", 0);
+
+    /* a constructor error surfaces on use */
+    rpc_value_clear(&args.list.items[0]);
+    args.list.items[0] = rpc_str("not an int");
+    r = rpc_remote("w1", "counter", &args, 0);
+    ck_assert_int_eq(rref_to_here(r, &v, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: w1: counter: expected an int");
+    rref_free(r);
+    wait_int("w1", "owned", 0);
+
+    /* owner-local RRef */
+    rpc_value_clear(&args.list.items[0]);
+    args.list.items[0] = rpc_int(11);
+    r = rpc_remote("w0", "counter", &args, 0);
+    ck_assert(rref_is_owner(r));
+    ck_assert_int_eq(rref_to_here(r, &v, 0), 0);
+    ck_assert_int_eq(v.i, 11);
+    ck_assert_ptr_nonnull(rref_local_object(r));
+    ck_assert_int_eq(rref_owned_count(), 1);
+    rref_free(r);
+    ck_assert_int_eq(rref_owned_count(), 0);
+    rpc_value_clear(&args);
+    stop_world();
+}
+END_TEST
+
+/* ---- hostile input ------------------------------------------------------------ */
+
+static void pack_hdr(msgpack_packer *pk, uint64_t req_id, const char *fn, int ntensors)
+{
+    msgpack_pack_array(pk, 10);
+    msgpack_pack_int(pk, 1);
+    msgpack_pack_int(pk, 1);
+    msgpack_pack_uint64(pk, req_id);
+    msgpack_pack_int(pk, 0);
+    msgpack_pack_str_with_body(pk, fn, strlen(fn));
+    msgpack_pack_int(pk, 0);
+    msgpack_pack_int(pk, 0);
+    msgpack_pack_int(pk, 0);
+    msgpack_pack_int(pk, ntensors);
+}
+
+/* Sends frames and returns the reply's error text ("" if none came within
+ * 300 ms). */
+static void raw_call(void *sock, zmq_msg_t *frames, int n, char *out, size_t cap)
+{
+    for (int i = 0; i < n; i++) zmq_msg_send(&frames[i], sock, i + 1 < n ? ZMQ_SNDMORE : 0);
+    out[0] = '\0';
+    zmq_pollitem_t it = { .socket = sock, .events = ZMQ_POLLIN };
+    if (zmq_poll(&it, 1, 300) <= 0) return;
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    zmq_msg_recv(&m, sock, 0);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    if (msgpack_unpack_next(&u, zmq_msg_data(&m), zmq_msg_size(&m), NULL) == MSGPACK_UNPACK_SUCCESS &&
+        u.data.type == MSGPACK_OBJECT_ARRAY && u.data.via.array.size == 10 &&
+        u.data.via.array.ptr[9].type == MSGPACK_OBJECT_STR)
+        snprintf(out, cap, "%.*s", (int)u.data.via.array.ptr[9].via.str.size, u.data.via.array.ptr[9].via.str.ptr);
+    else
+        snprintf(out, cap, "(unparsable reply)");
+    msgpack_unpacked_destroy(&u);
+    int more = zmq_msg_more(&m);
+    while (more) { zmq_msg_recv(&m, sock, 0); more = zmq_msg_more(&m); }
+    zmq_msg_close(&m);
+}
+
+static void frame_from(zmq_msg_t *m, const void *p, size_t n)
+{
+    zmq_msg_init_size(m, n);
+    if (n) memcpy(zmq_msg_data(m), p, n);
+}
+
+static void tensor_desc(msgpack_packer *pk, int dtype, int ndim, const int64_t *shape, uint64_t nbytes)
+{
+    unsigned char d[48] = { 0 };
+    d[0] = (unsigned char)dtype;
+    d[1] = (unsigned char)ndim;
+    for (int i = 0; i < 8; i++) d[8 + i] = (unsigned char)(nbytes >> (8 * i));
+    for (int k = 0; k < ndim; k++)
+        for (int i = 0; i < 8; i++) d[16 + 8 * k + i] = (unsigned char)((uint64_t)shape[k] >> (8 * i));
+    msgpack_pack_ext_with_body(pk, d, 16 + 8 * (size_t)ndim, 1);
+}
+
+static void assert_alive(void)
+{
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(7);
+    ck_assert_msg(rpc_sync("w1", "echo", &args, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 7);
+    rpc_value_clear(&args);
+}
+
+START_TEST(test_bad_input)
+{
+    start_world(2);
+    struct rpc_worker_info w1;
+    ck_assert_int_eq(rpc_get_worker_info("w1", &w1), 0);
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(s, w1.endpoint), 0);
+    char err[1024];
+    zmq_msg_t f[3];
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+
+    /* garbage header: dropped */
+    frame_from(&f[0], "\xc1garbage", 8);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "");
+    assert_alive();
+
+    /* an array header claiming 2^32-1 elements in 20 bytes: dropped, no allocation */
+    unsigned char big[20] = { 0xdd, 0xff, 0xff, 0xff, 0xff };
+    frame_from(&f[0], big, sizeof big);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "");
+    assert_alive();
+
+    /* ...and the same claim inside the arguments of a well-formed header */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 5, "echo", 0);
+    msgpack_sbuffer_write(&sb, (const char *)big, 5);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "");
+    assert_alive();
+
+    /* wrong frame count */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 6, "echo", 1);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_nil(&pk);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w1: bad message: header announces 1 tensor frames, message has 0");
+    assert_alive();
+
+    /* a shape that disagrees with its frame */
+    int64_t shape[2] = { 2, 3 };
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 7, "echo", 1);
+    msgpack_pack_array(&pk, 1);
+    tensor_desc(&pk, 0, 2, shape, 24);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    frame_from(&f[1], "12345678", 8);
+    raw_call(s, f, 2, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w1: bad message: tensor 0 shape [2,3] f32 needs 24 bytes, descriptor says 24, frame has 8");
+    assert_alive();
+
+    /* a bad dtype */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 8, "echo", 1);
+    msgpack_pack_array(&pk, 1);
+    tensor_desc(&pk, 99, 1, shape, 8);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    frame_from(&f[1], "12345678", 8);
+    raw_call(s, f, 2, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w1: bad message: tensor dtype 99 unknown");
+
+    /* unknown function */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 9, "nosuch", 0);
+    msgpack_pack_array(&pk, 0);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w1: unknown function 'nosuch'");
+
+    /* unknown RRef id owned by w1 */
+    unsigned char rd[24] = { 1, 0, 0, 0, 0, 0, 0, 0, 0x34, 0x12 };
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 10, "echo", 0);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_ext_with_body(&pk, rd, sizeof rd, 2);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w1: bad message: unknown RRef 0x1234");
+
+    /* a header that is not the expected array, with deep nesting */
+    unsigned char deep[64];
+    memset(deep, 0x91, sizeof deep);
+    frame_from(&f[0], deep, sizeof deep);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "");
+    assert_alive();
+
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    stop_world();
+}
+END_TEST
+
+/* ---- membership ------------------------------------------------------------ */
+
+static int late_child(int idx, const char *master, void *arg)
+{
+    register_all();
+    struct rpc_opts o = { .name = "late", .rank = RPC_RANK_DYNAMIC, .master = master,
+                          .heartbeat_ms = 100, .heartbeat_timeout_ms = 500 };
+    if (rpc_init(&o) < 0) {
+        fprintf(stderr, "late: %s\n", rpc_last_error());
+        return 10;
+    }
+    int id = rpc_self()->id;
+    while (!atomic_load(&leave_now)) usleep(2000);
+    rpc_shutdown(true);
+    return id == 2 ? 0 : 11;
+}
+
+START_TEST(test_membership)
+{
+    static int w = 2;
+    register_all();
+    struct harness late;
+    h_spawn(&H, 1, serve_child, &w);
+    h_spawn(&late, 1, late_child, NULL);
+    struct rpc_opts o = opts_for(0, 2, "tcp://127.0.0.1:0");
+    o.on_listening = hand_out;
+    o.listening_user = &H;
+    ck_assert_msg(rpc_init(&o) == 0, "%s", rpc_last_error());
+    usleep(50000);
+    h_go(&late, -1, rpc_master_endpoint());
+    struct rpc_event ev;
+    ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
+    ck_assert_str_eq(ev.name, "late");
+    ck_assert_int_eq(ev.id, 2);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_str("hi late");
+    ck_assert_msg(rpc_sync("late", "echo", &args, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_str_eq(res.str.ptr, "hi late");
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    /* the static worker can call the late one too */
+    args = rpc_list(2);
+    args.list.items[0] = rpc_str("late");
+    args.list.items[1] = rpc_int(1);
+    ck_assert_msg(rpc_sync("w1", "chain", &args, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 1002);
+    rpc_value_clear(&args);
+    ck_assert_int_eq(rpc_sync("late", "leave", NULL, &res, 0), 0);
+    ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_LEAVE);
+    ck_assert_str_eq(ev.name, "late");
+    ck_assert_int_eq(h_reap(&late, 0, 10), 0);
+    /* the other worker heard of both */
+    double t0 = h_now();
+    for (;;) {
+        ck_assert_int_eq(rpc_sync("w1", "events", NULL, &res, 0), 0);
+        bool done = strcmp(res.str.ptr, "join:late,leave:late,") == 0;
+        if (done || h_now() - t0 > 5) {
+            ck_assert_str_eq(res.str.ptr, "join:late,leave:late,");
+            rpc_value_clear(&res);
+            break;
+        }
+        rpc_value_clear(&res);
+        usleep(10000);
+    }
+    ck_assert_int_eq(rpc_get_worker_info("late", &(struct rpc_worker_info){ 0 }), -1);
+    stop_world();
+}
+END_TEST
+
+START_TEST(test_init_errors)
+{
+    struct rpc_opts o = { .name = "x", .rank = 3, .world_size = 2, .master = "tcp://127.0.0.1:0" };
+    ck_assert_int_eq(rpc_init(&o), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_init: rank 3 out of range for world size 2");
+    o.rank = 0;
+    o.name = NULL;
+    ck_assert_int_eq(rpc_init(&o), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_init: a worker name (1..63 bytes) is required");
+    /* environment variables, torchrun style */
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "0", 1);
+    struct rpc_opts e = { .name = "solo", .rank = RPC_RANK_ENV };
+    ck_assert_msg(rpc_init(&e) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(rpc_self()->id, 0);
+    ck_assert(strncmp(rpc_master_endpoint(), "tcp://127.0.0.1:", 16) == 0);
+    register_all();
+    struct rpc_value args = rpc_list(2), res;
+    args.list.items[0] = rpc_int(2);
+    args.list.items[1] = rpc_int(2);
+    ck_assert_int_eq(rpc_sync("solo", "add", &args, &res, 0), 0);
+    ck_assert_int_eq(res.i, 4);
+    rpc_value_clear(&args);
+    rpc_shutdown(true);
+    /* Slurm's names */
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    setenv("SLURM_PROCID", "0", 1);
+    setenv("SLURM_NTASKS", "1", 1);
+    ck_assert_msg(rpc_init(&e) == 0, "%s", rpc_last_error());
+    rpc_shutdown(false);
+}
+END_TEST
+
+static Suite *rpc_suite(void)
+{
+    Suite *s = suite_create("rpc");
+    TCase *tc = tcase_create("calls");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_init_errors);
+    tcase_add_test(tc, test_echo_values);
+    tcase_add_test(tc, test_nested_deferred_concurrent);
+    tcase_add_test(tc, test_errors_and_timeouts);
+    suite_add_tcase(s, tc);
+    TCase *tf = tcase_create("failures");
+    tcase_set_timeout(tf, 120);
+    tcase_add_test(tf, test_kill9_peer);
+    tcase_add_test(tf, test_bad_input);
+    tcase_add_test(tf, test_membership);
+    suite_add_tcase(s, tf);
+    TCase *tr = tcase_create("rrefs");
+    tcase_set_timeout(tr, 120);
+    tcase_add_test(tr, test_rref_lifecycle);
+    suite_add_tcase(s, tr);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(rpc_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
