@@ -15,9 +15,11 @@ struct local_opt {
     struct optim *opt;
     int n;
     struct tensor **params;       /* borrowed from the optimizer's refs */
-    pthread_mutex_t mu;           /* serialises steps */
 };
 
+/* Steps on one owner are serialised across all its local optimizers (two
+ * trainers' optimizers may share parameters), and each bumps the version. */
+static pthread_mutex_t step_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int_fast64_t local_version;
 
 int64_t dist_optim_local_version(void) { return atomic_load(&local_version); }
@@ -27,7 +29,6 @@ static void local_destroy(void *p)
     struct local_opt *l = p;
     optim_free(l->opt);
     free(l->params);
-    pthread_mutex_destroy(&l->mu);
     free(l);
 }
 
@@ -114,7 +115,6 @@ static void *local_new(struct rpc_request *req, const struct rpc_value *args, vo
     l->opt = opt;
     l->n = n;
     l->params = params;
-    pthread_mutex_init(&l->mu, NULL);
     return l;
 }
 
@@ -128,10 +128,10 @@ static int local_step(struct rpc_request *req, void *obj, const struct rpc_value
     int64_t ctx = args->list.items[0].i;
     struct tensor **grads = trib_xcalloc((size_t)l->n, sizeof *grads);
     for (int i = 0; i < l->n; i++) grads[i] = dist_autograd_get_gradient(ctx, l->params[i]);
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&step_mu);
     int rc = optim_step(l->opt, grads);
     int64_t version = rc == 0 ? atomic_fetch_add(&local_version, 1) + 1 : 0;
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&step_mu);
     for (int i = 0; i < l->n; i++) tensor_free(grads[i]);
     free(grads);
     if (rc != 0) return rpc_request_fail(req, "step: %s", optim_last_error());
@@ -145,9 +145,9 @@ static int local_set_lr(struct rpc_request *req, void *obj, const struct rpc_val
     struct local_opt *l = obj;
     if (args->kind != RPC_LIST || args->list.len != 1 || args->list.items[0].kind != RPC_DOUBLE)
         return rpc_request_fail(req, "set_lr: expected (lr)");
-    pthread_mutex_lock(&l->mu);
+    pthread_mutex_lock(&step_mu);
     optim_set_lr(l->opt, args->list.items[0].d);
-    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_unlock(&step_mu);
     *result = rpc_nil();
     return 0;
 }

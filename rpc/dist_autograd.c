@@ -235,7 +235,10 @@ static int recv_backward(struct ag_node *self, struct tensor **grad_out, struct 
     args.list.items[2] = rpc_list((size_t)self->n_out);
     for (int i = 0; i < self->n_out; i++)
         if (grad_out[i]) args.list.items[2].list.items[i] = rpc_tensor(grad_out[i]);
+    int64_t saved = current_ctx;     /* internal call: carries no context */
+    current_ctx = 0;
     struct rpc_future *f = rpc_async_id(ri->from, "dist_autograd._backprop", &args, -1);
+    current_ctx = saved;
     rpc_value_clear(&args);
     struct pending *p = pending_here;
     if (p->n == p->cap) {
@@ -436,6 +439,8 @@ static int release_here(int64_t ctx, int skip)
     ctx_free(c);
     struct rpc_future **fs = trib_xcalloc((size_t)n + 1, sizeof *fs);
     int m = 0;
+    int64_t saved = current_ctx;     /* internal calls: carry no context */
+    current_ctx = 0;
     for (int i = 0; i < n; i++) {
         if (ws[i] == skip || !rpc_worker_alive(ws[i])) continue;
         struct rpc_value args = rpc_list(1);
@@ -443,6 +448,7 @@ static int release_here(int64_t ctx, int skip)
         fs[m++] = rpc_async_id(ws[i], "dist_autograd._release", &args, -1);
         rpc_value_clear(&args);
     }
+    current_ctx = saved;
     for (int i = 0; i < m; i++) {
         rpc_future_wait(fs[i], NULL);     /* best effort: a dead peer has nothing to free */
         rpc_future_free(fs[i]);

@@ -478,7 +478,8 @@ static struct outmsg *build_msg(int type, uint64_t req_id, const char *fn, int t
     } else {
         msgpack_pack_nil(&pk);
     }
-    if (hooks.on_send && tl->n > 0) hooks.on_send(to, is_response, tl->t, tl->n, &ac_ctx, &ac_msg, hooks.user);
+    if (hooks.on_send && type != WIRE_PING && type != WIRE_ERR)
+        hooks.on_send(to, is_response, tl->orig, tl->n, &ac_ctx, &ac_msg, hooks.user);
     msgpack_packer hp;
     msgpack_packer_init(&hp, &hb, obuf_write);
     msgpack_pack_array(&hp, 10);
@@ -874,7 +875,9 @@ static void run_request(struct rpc_request *req)
         return;
     }
     struct rpc_value result = rpc_nil();
+    if (hooks.on_handler) hooks.on_handler(req->ac_ctx, true, hooks.user);
     int rc = req->handler(req, &req->args, &result, req->user);
+    if (hooks.on_handler) hooks.on_handler(req->ac_ctx, false, hooks.user);
     if (rc == RPC_DEFERRED) return;
     if (rc == 0) rpc_request_complete(req, &result);
     else {
@@ -941,6 +944,25 @@ static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id,
 
 /* Handles one message: frames[0] header, frames[1..n) bodies. rid is the
  * router envelope (NULL for a dealer message). */
+/* Collects every tensor of v, in wire order. */
+static void collect_tensors(const struct rpc_value *v, struct tensor **ts, int *n)
+{
+    if (v->kind == RPC_TENSOR && *n < WIRE_MAX_TENSORS) ts[(*n)++] = v->tensor;
+    else if (v->kind == RPC_LIST)
+        for (size_t i = 0; i < v->list.len; i++) collect_tensors(&v->list.items[i], ts, n);
+    else if (v->kind == RPC_MAP)
+        for (size_t i = 0; i < v->map.len; i++) collect_tensors(&v->map.items[i].val, ts, n);
+}
+
+/* Hands a decoded message's tensors to the distributed-autograd hook. */
+static void recv_hook(const struct rpc_value *v, int sender, bool is_response, int64_t ac_ctx, int64_t ac_msg)
+{
+    static _Thread_local struct tensor *ts[WIRE_MAX_TENSORS];
+    int nt = 0;
+    collect_tensors(v, ts, &nt);
+    hooks.on_recv(sender, is_response, ts, nt, ac_ctx, ac_msg, hooks.user);
+}
+
 static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *frames, int n)
 {
     char err[512];
@@ -1009,14 +1031,7 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *fram
             request_free(req);
             return;
         }
-        if (hooks.on_recv && n > 1) {
-            struct tensor *ts[WIRE_MAX_TENSORS];
-            int nt = 0;
-            /* top-level tensor arguments; nested ones are the hook's to walk */
-            for (size_t i = 0; i < req->args.list.len && nt < WIRE_MAX_TENSORS; i++)
-                if (req->args.list.items[i].kind == RPC_TENSOR) ts[nt++] = req->args.list.items[i].tensor;
-            hooks.on_recv(h.sender, false, ts, nt, h.ac_ctx, h.ac_msg, hooks.user);
-        }
+        if (hooks.on_recv) recv_hook(&req->args, h.sender, false, h.ac_ctx, h.ac_msg);
         if (flags & RPC_FN_INLINE) run_request(req);
         else pool_push(req);
         return;
@@ -1037,8 +1052,7 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *fram
         if (wire_to_value(&h.payload, frames + 1, n - 1, h.sender, &v, err, sizeof err) < 0) {
             future_fail(f, "rpc: bad response from worker %d: %s", h.sender, err);
         } else {
-            if (hooks.on_recv && v.kind == RPC_TENSOR)
-                hooks.on_recv(h.sender, true, &v.tensor, 1, h.ac_ctx, h.ac_msg, hooks.user);
+            if (hooks.on_recv) recv_hook(&v, h.sender, true, h.ac_ctx, h.ac_msg);
             future_complete(f, &v, NULL);
         }
     }

@@ -19,6 +19,9 @@ struct rpc_request;
 /* Message of the last recoverable error on this thread ("" if none). Every
  * function below that returns -1/NULL sets it. */
 const char *rpc_last_error(void);
+/* Sets this thread's error text (printf-style); returns -1. For layers built
+ * on rpc (distributed autograd, dist_optim) reporting through it. */
+int rpc_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---- values ------------------------------------------------------------ */
 
@@ -208,6 +211,11 @@ void rpc_register_ctor(const char *name, const struct rpc_type *type, rpc_ctor c
 /* Registers method `name` of objects of type `type_name`. */
 void rpc_register_method(const char *type_name, const char *name, rpc_method fn, void *user);
 
+/* An owner RRef on this worker holding *v (moved in: *v becomes nil), like
+ * torch's RRef(value): e.g. rpc_tensor(param) so a local parameter can be
+ * handed to dist_optim beside remote ones. RPC must be initialised. The
+ * caller owns one reference. */
+struct rref *rref_new_local_value(struct rpc_value *v);
 /* Builds an object on worker `to`: `fn` is a registered constructor (the
  * RRef holds the object) or a registered function (the RRef holds its
  * result value). Returns at once with a user RRef (owner RRef if to is this

@@ -16,14 +16,15 @@
  * and every tensor descriptor carries requires_grad.
  *
  * on_send: called on the sending thread, after the payload's tensors are
- *   collected and before the header is written, for requests (is_response
- *   false) and responses (true). tensors[0..n) are the tensors being sent
+ *   collected and before the header is written, for every request
+ *   (is_response false; also when it carries no tensor, so a context
+ *   propagates) and every successful response (true). tensors[0..n) are the tensors being sent
  *   (borrowed). The hook may record a "send" function for the thread's
  *   current context and set *ctx_id / *msg_id (both start at 0 for requests;
  *   for responses they start at the ids of the request being answered).
- * on_recv: called on the I/O thread right after a message is decoded, with
- *   the sender's worker id, the ids from the header and the received
- *   tensors (owned by the message; the hook may retain them, set grad_fn on
+ * on_recv: called on the I/O thread right after a request or successful
+ *   response is decoded, with the sender's worker id, the ids from the
+ *   header and every received tensor (nested ones too, in wire order) (owned by the message; the hook may retain them, set grad_fn on
  *   those with requires_grad to a "recv" function). For a request, the ids
  *   are also available to the handler through rpc_request_autograd_ids so
  *   it can make the context current while it runs.
@@ -33,13 +34,16 @@ struct rpc_autograd_hooks {
                     int64_t *ctx_id, int64_t *msg_id, void *user);
     void (*on_recv)(int from_worker, bool is_response, struct tensor **tensors, int n,
                     int64_t ctx_id, int64_t msg_id, void *user);
+    /* Called on the handler's thread right before (enter) and after a
+     * request's handler runs, with the request's context id (0: none). */
+    void (*on_handler)(int64_t ctx_id, bool enter, void *user);
     void *user;
 };
 void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *hooks);
 void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, int64_t *msg_id);
 
 /* ---- errors ------------------------------------------------------------ */
-int rpc_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* rpc_set_error is public (rpc.h). */
 
 /* ---- wire format ----------------------------------------------------------
  * frame 0: msgpack array [version, type, req_id, sender, fn|nil, ac_ctx,
@@ -68,7 +72,10 @@ struct wire_hdr {
 };
 
 /* Tensors collected while encoding (retained snapshots). */
-struct wire_tensors { struct tensor *t[WIRE_MAX_TENSORS]; int n; };
+/* Tensors collected while encoding: t[] are retained host snapshots (what
+ * goes on the wire), orig[] the payload's own tensors (borrowed; they carry
+ * the grad_fn the autograd hook needs). */
+struct wire_tensors { struct tensor *t[WIRE_MAX_TENSORS]; struct tensor *orig[WIRE_MAX_TENSORS]; int n; };
 
 /* Encodes v; tensors are appended to *tl (retained), RRefs forked toward
  * worker `to`. -1 with error on too many tensors or an unencodable value. */

@@ -452,6 +452,19 @@ struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *
     return r;
 }
 
+struct rref *rref_new_local_value(struct rpc_value *v)
+{
+    CHECK(rpc_self_id() >= 0);
+    pthread_mutex_lock(&mu);
+    struct owner_entry *e = entry_new(rpc_gen_id());
+    e->state = OE_READY;
+    e->value = *v;
+    *v = rpc_nil();
+    struct rref *r = owner_handle(e);
+    pthread_mutex_unlock(&mu);
+    return r;
+}
+
 /* ---- builtins ---------------------------------------------------------------- */
 
 static bool arg_u64(const struct rpc_value *args, size_t i, uint64_t *out)

@@ -213,6 +213,7 @@ int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_t
         for (int i = 0; i < t->ndim; i++) put_u64(d + 16 + 8 * i, (uint64_t)t->shape[i]);
         size_t n = 16 + 8 * (size_t)t->ndim;
         msgpack_pack_ext_with_body(pk, d, n, WIRE_EXT_TENSOR);
+        tl->orig[tl->n] = t;
         tl->t[tl->n++] = snap;
         break;
     }
