@@ -37,12 +37,21 @@ void op_pad4(int ndim, const int64_t *shape, int64_t out[4]);
 /* Whether an op with these inputs records a node. */
 bool op_needs_grad(int n, struct tensor *const *xs);
 
-/* A fresh f32 tensor on dev (aborts only on out-of-memory). */
+/* Like tensor_new but the contents are undefined (defined in tensor.c). */
+struct tensor *tensor_new_uninit(enum dtype dt, enum device dev, int ndim, const int64_t *shape);
+
+/* A fresh f32 tensor on dev, contents undefined: for outputs a kernel
+ * writes in full (aborts only on out-of-memory). op_zeros is zero-filled. */
 struct tensor *op_empty(enum device dev, int ndim, const int64_t *shape);
 struct tensor *op_empty_like(const struct tensor *x);
+struct tensor *op_zeros(enum device dev, int ndim, const int64_t *shape);
 /* Graph-free kernels over whole f32 tensors of one device. */
 struct tensor *k_unary(enum kunary op, const struct tensor *x, float a, float b);
 struct tensor *k_binary(enum kbinary op, const struct tensor *a, const struct tensor *b);
+/* The same written into out (which may alias an input of out's shape, as
+ * backend.h allows for element-wise kernels). out has the result's shape. */
+void k_unary_into(struct tensor *out, enum kunary op, const struct tensor *x, float a, float b);
+void k_binary_into(struct tensor *out, enum kbinary op, const struct tensor *a, const struct tensor *b);
 /* x summed down to (ndim, shape), which x broadcasts from; a new reference
  * to x itself when the shapes are equal. */
 struct tensor *k_sum_to(struct tensor *x, int ndim, const int64_t *shape);

@@ -65,17 +65,29 @@ bool op_needs_grad(int n, struct tensor *const *xs)
 
 struct tensor *op_empty(enum device dev, int ndim, const int64_t *shape)
 {
-    struct tensor *t = tensor_new(DTYPE_F32, dev, ndim, shape);
+    struct tensor *t = tensor_new_uninit(DTYPE_F32, dev, ndim, shape);
     CHECK(t);   /* the device was usable for the inputs: only OOM fails here */
+    return t;
+}
+
+struct tensor *op_zeros(enum device dev, int ndim, const int64_t *shape)
+{
+    struct tensor *t = tensor_new(DTYPE_F32, dev, ndim, shape);
+    CHECK(t);
     return t;
 }
 
 struct tensor *op_empty_like(const struct tensor *x) { return op_empty(x->device, x->ndim, x->shape); }
 
+void k_unary_into(struct tensor *out, enum kunary op, const struct tensor *x, float a, float b)
+{
+    if (x->numel) op_be(x)->unary(op, op_f32(out), op_f32(x), (size_t)x->numel, a, b);
+}
+
 struct tensor *k_unary(enum kunary op, const struct tensor *x, float a, float b)
 {
     struct tensor *out = op_empty_like(x);
-    if (x->numel) op_be(x)->unary(op, op_f32(out), op_f32(x), (size_t)x->numel, a, b);
+    k_unary_into(out, op, x, a, b);
     return out;
 }
 
@@ -90,6 +102,15 @@ static void bcast_strides(int ndim, const int64_t *shape, int64_t s[4])
     }
 }
 
+void k_binary_into(struct tensor *out, enum kbinary op, const struct tensor *a, const struct tensor *b)
+{
+    struct kbcast bc;
+    op_pad4(out->ndim, out->shape, bc.n);
+    bcast_strides(a->ndim, a->shape, bc.sa);
+    bcast_strides(b->ndim, b->shape, bc.sb);
+    if (out->numel) op_be(a)->binary(op, op_f32(out), op_f32(a), op_f32(b), &bc);
+}
+
 struct tensor *k_binary(enum kbinary op, const struct tensor *a, const struct tensor *b)
 {
     int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
@@ -98,11 +119,7 @@ struct tensor *k_binary(enum kbinary op, const struct tensor *a, const struct te
     op_pad4(b->ndim, b->shape, pb);
     for (int k = 0; k < nd; k++) shape[k] = pa[4 - nd + k] == 1 ? pb[4 - nd + k] : pa[4 - nd + k];
     struct tensor *out = op_empty(a->device, nd, shape);
-    struct kbcast bc;
-    op_pad4(nd, shape, bc.n);
-    bcast_strides(a->ndim, a->shape, bc.sa);
-    bcast_strides(b->ndim, b->shape, bc.sb);
-    if (out->numel) op_be(a)->binary(op, op_f32(out), op_f32(a), op_f32(b), &bc);
+    k_binary_into(out, op, a, b);
     return out;
 }
 

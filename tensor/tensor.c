@@ -118,7 +118,9 @@ static struct tensor *tensor_alloc_struct(enum dtype dt, enum device dev, int nd
     return t;
 }
 
-struct tensor *tensor_new(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
+/* tensor_new, with the zero fill optional (ops whose kernels write every
+ * element skip it: see tensor_new_uninit in ops_internal.h). */
+static struct tensor *tensor_make(enum dtype dt, enum device dev, int ndim, const int64_t *shape, bool zero)
 {
     if ((unsigned)dt >= DTYPE_COUNT) return tensor_error("tensor_new: invalid dtype %d", (int)dt);
     if (ndim < 0 || ndim > TENSOR_MAX_DIMS)
@@ -134,8 +136,18 @@ struct tensor *tensor_new(enum dtype dt, enum device dev, int ndim, const int64_
     if (!be) return NULL;
     struct tensor *t = tensor_alloc_struct(dt, dev, ndim, shape);
     t->storage = storage_new(be, dev, (size_t)numel * dtype_size(dt));
-    be->zero(t->storage->data, t->storage->nbytes);
+    if (zero) be->zero(t->storage->data, t->storage->nbytes);
     return t;
+}
+
+struct tensor *tensor_new(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
+{
+    return tensor_make(dt, dev, ndim, shape, true);
+}
+
+struct tensor *tensor_new_uninit(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
+{
+    return tensor_make(dt, dev, ndim, shape, false);
 }
 
 struct tensor *tensor_from_data(enum dtype dt, int ndim, const int64_t *shape, const void *data)
