@@ -210,6 +210,28 @@ void *tensor_mutable_data(struct tensor *t)
     return data;
 }
 
+void *tensor_write_begin(struct tensor *t, struct tensor_write *w)
+{
+    struct tensor *cur = tensor_snapshot(t);   /* holds the current storage */
+    const struct tensor_backend *be = tensor_backend_for(cur->device);
+    w->storage = storage_new(be, cur->device, cur->storage->nbytes);
+    be->copy(w->storage->data, cur->storage->data, cur->storage->nbytes);
+    tensor_free(cur);
+    return w->storage->data;
+}
+
+void tensor_write_end(struct tensor *t, struct tensor_write *w)
+{
+    pthread_mutex_t *mu = lock_for(t);
+    pthread_mutex_lock(mu);
+    struct tensor_storage *old = t->storage;
+    atomic_store(&w->storage->version, atomic_load(&old->version) + 1);
+    t->storage = w->storage;
+    pthread_mutex_unlock(mu);
+    storage_release(old);
+    w->storage = NULL;
+}
+
 void tensor_copy_to_host(const struct tensor *t, void *dst)
 {
     if (!tensor_nbytes(t)) return;

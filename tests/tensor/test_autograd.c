@@ -453,11 +453,15 @@ START_TEST(test_concurrent_default_accumulation) { concurrent(false); }
 END_TEST
 
 /* Forward and backward on one thread while another keeps updating the
- * parameter through tensor_mutable_data: every backward uses the values its
- * forward used. */
+ * parameter with staged writes (tensor_write_begin/end): every forward sees
+ * one whole update (all four entries equal) and its backward uses exactly
+ * the values its forward used. */
+#define WN 128
+
 struct updater {
     struct tensor *w;
     atomic_bool stop;
+    long updates;
 };
 
 static void *updater_main(void *arg)
@@ -465,37 +469,49 @@ static void *updater_main(void *arg)
     struct updater *u = arg;
     float v = 0.0f;
     while (!atomic_load(&u->stop)) {
-        float *d = tensor_mutable_data(u->w);
-        v += 1.0f;
-        for (int i = 0; i < 4; i++) d[i] = v;
+        struct tensor_write wr;
+        float *d = tensor_write_begin(u->w, &wr);
+        if (v < 100000.0f) v += 1.0f;   /* WN v stays exact in float */
+        for (int i = 0; i < WN * WN; i++) d[i] = v;
+        tensor_write_end(u->w, &wr);
+        u->updates++;
     }
     return NULL;
 }
 
 START_TEST(test_update_during_backward)
 {
-    struct updater u = {param(2, (int64_t[]){2, 2}, (float[]){0, 0, 0, 0}), false};
+    struct tensor *w0 = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){WN, WN});
+    tensor_set_requires_grad(w0, true);
+    struct updater u = {w0, false, 0};
+    struct tensor *x = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){1, WN});
+    for (int i = 0; i < WN; i++) tensor_f32(x)[i] = 1.0f;
+    tensor_set_requires_grad(x, true);
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, updater_main, &u), 0);
-    for (int it = 0; it < 200; it++) {
-        struct tensor *x = param(2, (int64_t[]){1, 2}, (float[]){1, 1});
-        struct tensor *y = tensor_matmul(x, u.w);       /* y = [w00+w10, w01+w11] */
+    int bad = 0;
+    float first = -1, last = -1;
+    for (int it = 0; it < 300; it++) {
+        struct tensor *y = tensor_matmul(x, u.w);   /* y[j] = sum_i w[i,j] */
         struct tensor *loss = tensor_sum(y);
         ck_assert_int_eq(tensor_backward(loss, NULL, false), 0);
-        /* sum(y) and sum(x->grad) both equal the sum of the w the forward
-         * saw (small integers: exact); a backward that read a later update
-         * would disagree. (A snapshot racing the writes of one update may see
-         * a mix of that update's old and new values: the writes after
-         * tensor_mutable_data are not atomic, so only consistency is checked.) */
-        float fwd = tensor_f32(y)[0] + tensor_f32(y)[1];
-        float bwd = tensor_f32(x->grad)[0] + tensor_f32(x->grad)[1];
-        ck_assert_float_eq(fwd, bwd);
+        /* all entries of w equal v at forward time: every y[j] and every
+         * x->grad[i] (= sum_j w[i,j]) is WN v */
+        float y0 = tensor_f32(y)[0];
+        for (int j = 0; j < WN; j++)
+            if (tensor_f32(y)[j] != y0 || tensor_f32(x->grad)[j] != y0) bad++;
+        if (it == 0) first = y0;
+        last = y0;
+        tensor_zero_grad(x);
         tensor_free(loss);
         tensor_free(y);
-        tensor_free(x);
     }
     atomic_store(&u.stop, true);
     pthread_join(th, NULL);
+    ck_assert_int_eq(bad, 0);
+    ck_assert_msg(last > first || u.updates < 2, "the parameter never changed under the forwards");
+    ck_assert_uint_eq(atomic_load(&u.w->storage->version), (uint64_t)u.updates);
+    tensor_free(x);
     tensor_free(u.w);
 }
 END_TEST
