@@ -20,6 +20,12 @@ struct op_ctx {
     int64_t iv[4];
     int n_sizes;
     int64_t *sizes;          /* split/cat piece sizes (owned) */
+    /* set by op_record: the op's backward and its output's geometry, which
+     * every incoming gradient is checked against before the backward runs */
+    ag_backward_fn fn;
+    int out_ndim;
+    int64_t out_shape[TENSOR_MAX_DIMS];
+    enum device out_dev;
 };
 
 static inline const struct tensor_backend *op_be(const struct tensor *t) { return tensor_backend_for(t->device); }
@@ -70,6 +76,9 @@ void op_release(struct ag_node *n);
  * it) and sets it as out's grad_fn. */
 void op_record(const char *name, struct tensor *out, int n_in, struct tensor *const *in,
                struct op_ctx *ctx, ag_backward_fn backward);
+/* Whether gradient g fits an output of this geometry; -1 with
+ * "<node>: gradient f32 [..] on cpu does not match the output f32 [..] on cpu". */
+int op_check_grad(const struct ag_node *n, const struct tensor *g, int ndim, const int64_t *shape, enum device dev);
 /* Checks every saved snapshot's version; -1 with error. */
 int op_check_saved(const struct ag_node *n);
 /* Whether a gradient is wanted for input i (its edge leads somewhere). */

@@ -69,6 +69,13 @@ static int split_backward(struct ag_node *n, struct tensor **gout, struct tensor
     struct tensor *gx = op_zeros(c->dev[0], c->ndim[0], c->shape[0]);
     int64_t off = 0;
     for (int i = 0; i < c->n_sizes; i++) {
+        int64_t shape[TENSOR_MAX_DIMS];
+        memcpy(shape, c->shape[0], sizeof shape);
+        shape[c->iv[0]] = c->sizes[i];
+        if (gout[i] && op_check_grad(n, gout[i], c->ndim[0], shape, c->dev[0]) < 0) {
+            tensor_free(gx);
+            return -1;
+        }
         if (gout[i]) piece_copy(be, op_f32(gx), op_f32(gout[i]), c->ndim[0], c->shape[0], (int)c->iv[0], off, c->sizes[i], false);
         off += c->sizes[i];
     }

@@ -338,6 +338,34 @@ START_TEST(test_node_failure_stops_run)
 }
 END_TEST
 
+START_TEST(test_bad_root_gradient_rejected)
+{
+    /* a root gradient of the wrong shape (say from a peer) reaches an op node */
+    struct tensor *x = param(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *w = param(2, (int64_t[]){4, 3}, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+    struct tensor *y = tensor_linear(x, w, NULL);
+    struct ag_edge e = tensor_grad_edge(y);
+    struct tensor *g = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){3});
+    ck_assert_int_eq(autograd_run(1, &e, &g, NULL, true), -1);
+    ck_assert_str_eq(tensor_last_error(), "LinearBackward: gradient f32 [3] on cpu does not match the output f32 [2,4] on cpu");
+    struct tensor *gd = tensor_new(DTYPE_F64, DEVICE_CPU, 2, (int64_t[]){2, 4});
+    ck_assert_int_eq(autograd_run(1, &e, &gd, NULL, true), -1);
+    ck_assert_str_eq(tensor_last_error(), "LinearBackward: gradient f64 [2,4] on cpu does not match the output f32 [2,4] on cpu");
+    ck_assert_ptr_null(w->grad);
+    /* split: each piece's gradient is checked against that piece */
+    struct tensor *p[2];
+    ck_assert_int_eq(tensor_split(x, 1, 2, (int64_t[]){1, 2}, p), 0);
+    struct ag_edge e1 = tensor_grad_edge(p[1]);
+    struct tensor *g22 = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){2, 1});
+    ck_assert_int_eq(autograd_run(1, &e1, &g22, NULL, true), -1);
+    ck_assert_str_eq(tensor_last_error(), "SplitBackward: gradient f32 [2,1] on cpu does not match the output f32 [2,2] on cpu");
+    ag_node_free(e.node);
+    ag_node_free(e1.node);
+    struct tensor *all[] = {x, w, y, g, gd, p[0], p[1], g22};
+    for (int i = 0; i < 8; i++) tensor_free(all[i]);
+}
+END_TEST
+
 /* ---- concurrency ------------------------------------------------------------------------ */
 
 #define N_THREADS 4
@@ -534,6 +562,7 @@ Suite *autograd_suite(void)
     tcase_add_test(tc, test_custom_recv_node_receives_gradient);
     tcase_add_test(tc, test_later_nodes_run_first);
     tcase_add_test(tc, test_node_failure_stops_run);
+    tcase_add_test(tc, test_bad_root_gradient_rejected);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
     tcase_add_test(tc, test_concurrent_sinks);
