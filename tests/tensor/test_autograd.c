@@ -127,6 +127,14 @@ START_TEST(test_backward_errors)
     struct tensor *g2 = vec(2, (float[]){1, -1});
     ck_assert_int_eq(tensor_backward(y, g2, false), 0);
     assert_close(x->grad, (float[]){3, -3}, 2);
+    /* leaf->grad never aliases the caller's gradient tensor */
+    ck_assert_ptr_ne(x->grad, g2);
+    tensor_zero_grad(x);
+    ck_assert_int_eq(tensor_backward(x, g2, false), 0);
+    ck_assert_ptr_ne(x->grad, g2);
+    float *gd = tensor_mutable_data(g2);
+    gd[0] = 99.0f;
+    assert_close(x->grad, (float[]){1, -1}, 2);
     tensor_free(g3);
     tensor_free(g2);
     tensor_free(y);
