@@ -11,6 +11,7 @@
 
 #include "tensor/autograd.h"
 #include "tensor/backend.h"
+#include "tensor/nn.h"
 #include "tensor/ops.h"
 
 #define MAXIN 4
@@ -851,6 +852,59 @@ START_TEST(test_op_cuda)
 }
 END_TEST
 
+/* tensor_to is recorded: the gradient comes back to the CPU leaf. */
+START_TEST(test_to_device_gradient)
+{
+    struct tensor *x = tensor_from_f32(1, (int64_t[]){3}, (float[]){1.0f, -2.0f, 0.5f});
+    tensor_set_requires_grad(x, true);
+    struct tensor *xd = tensor_to(x, DEVICE_CUDA);
+    ck_assert_ptr_nonnull(xd);
+    ck_assert_int_eq(xd->device, DEVICE_CUDA);
+    struct tensor *sq = tensor_square(xd), *back = tensor_to(sq, DEVICE_CPU), *loss = tensor_sum(back);
+    ck_assert_int_eq(tensor_backward(loss, NULL, false), 0);
+    ck_assert_int_eq(x->grad->device, DEVICE_CPU);
+    const float want[3] = {2.0f, -4.0f, 1.0f};
+    for (int i = 0; i < 3; i++) ck_assert_float_eq_tol(tensor_f32(x->grad)[i], want[i], 1e-6f);
+    struct tensor *all[] = {x, xd, sq, back, loss};
+    for (int i = 0; i < 5; i++) tensor_free(all[i]);
+}
+END_TEST
+
+/* A policy moved to CUDA computes what it computes on the CPU. */
+START_TEST(test_policy_on_cuda)
+{
+    uint64_t r1 = 21, r2 = 21;
+    struct nn_policy_config cfg = {.obs_dim = 4, .act_dim = 3, .n_hidden = 2, .hidden = {16, 16}, .act = NN_TANH,
+                                   .head = NN_HEAD_CATEGORICAL, .value_head = true};
+    struct nn_module *pc = nn_policy_new(&cfg, &r1), *pd = nn_policy_new(&cfg, &r2);
+    ck_assert_int_eq(nn_module_to(pd, DEVICE_CUDA), 0);
+    struct tensor *obs = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){5, 4});
+    for (int i = 0; i < 20; i++) tensor_f32(obs)[i] = sinf((float)i);
+    struct tensor *obsd = tensor_to(obs, DEVICE_CUDA);
+    struct tensor *oc[NN_MAX_IO], *od[NN_MAX_IO];
+    int nc, nd;
+    ck_assert_int_eq(nn_forward(pc, 1, &obs, &nc, oc), 0);
+    ck_assert_int_eq(nn_forward(pd, 1, &obsd, &nd, od), 0);
+    ck_assert_int_eq(nc, nd);
+    for (int k = 0; k < nc; k++) assert_same("policy output", oc[k], od[k]);
+    struct tensor *lc = tensor_sum(oc[0]), *ld = tensor_sum(od[0]);
+    ck_assert_int_eq(tensor_backward(lc, NULL, false), 0);
+    ck_assert_int_eq(tensor_backward(ld, NULL, false), 0);
+    for (int i = 0; i < pc->n_params; i++) {
+        ck_assert(!pc->params[i]->grad == !pd->params[i]->grad);
+        if (pc->params[i]->grad) assert_same("policy gradient", pc->params[i]->grad, pd->params[i]->grad);
+    }
+    for (int k = 0; k < nc; k++) {
+        tensor_free(oc[k]);
+        tensor_free(od[k]);
+    }
+    struct tensor *all[] = {obs, obsd, lc, ld};
+    for (int i = 0; i < 4; i++) tensor_free(all[i]);
+    nn_module_free(pc);
+    nn_module_free(pd);
+}
+END_TEST
+
 int main(void)
 {
     if (!tensor_cuda_available()) {
@@ -860,6 +914,8 @@ int main(void)
     Suite *s = suite_create("tensor_ops_cuda");
     TCase *tc = tcase_create("cuda_vs_cpu");
     tcase_add_loop_test(tc, test_op_cuda, 0, N_CASES);
+    tcase_add_test(tc, test_to_device_gradient);
+    tcase_add_test(tc, test_policy_on_cuda);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
