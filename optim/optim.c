@@ -358,7 +358,10 @@ int optim_step(struct optim *o, struct tensor **grads)
         if (!grads[i]) continue;
         o->steps[i]++;
         if (o->params[i]->numel == 0) continue;
-        float *p = tensor_mutable_data(o->params[i]);
+        /* A staged write: forwards running on other threads meanwhile
+         * (async training) snapshot the old values, never a half update. */
+        struct tensor_write w;
+        float *p = tensor_write_begin(o->params[i], &w);
         const float *g = tensor_f32(grads[i]);
         switch (o->kind) {
         case OPTIM_SGD: step_sgd(o, i, p, g); break;
@@ -367,6 +370,7 @@ int optim_step(struct optim *o, struct tensor **grads)
         case OPTIM_RMSPROP: step_rmsprop(o, i, p, g); break;
         default: CHECK(!"invalid optimizer kind");
         }
+        tensor_write_end(o->params[i], &w);
     }
     return 0;
 }

@@ -62,15 +62,14 @@ void optim_free(struct optim *opt);
  * skips that param and leaves its state alone, like a None .grad in
  * PyTorch). grads[i] must be f32, on the params' device, with params[i]'s
  * shape; otherwise returns -1 with an error naming the index and shapes and
- * changes nothing. Params are written through tensor_mutable_data, so a
- * snapshot saved by a live graph keeps the old values (copy-on-write).
- * Composed of backend kernels: runs on the params' device; no allocation
- * unless copy-on-write needs a fresh storage. Grads are only read.
- * Threads: one step at a time per optimizer (callers serialise steps,
- * optim_set_lr, optim_load); nothing else may write the params meanwhile.
- * Graphs recorded before the step keep the old values; a forward that
- * snapshots a param while the step is writing it may read a mix, so
- * callers order forwards and steps (the distributed optimizer does). */
+ * changes nothing. Each param is updated as a staged write
+ * (tensor_write_begin/end): the new values go to a fresh storage that is
+ * published at once, so graphs recorded before the step, and forwards that
+ * snapshot the param while the step runs on another thread, see the old
+ * values, never a mix. Composed of backend kernels: runs on the params'
+ * device; the one allocation per param is the staged copy. Grads are only
+ * read. Threads: one step at a time per optimizer (callers serialise steps,
+ * optim_set_lr, optim_load); nothing else may write the params meanwhile. */
 int optim_step(struct optim *opt, struct tensor **grads);
 
 /* The learning rate used by the next step; set it from a schedule. */

@@ -248,7 +248,9 @@ static int leaf_add(struct run *r, struct tensor *leaf, struct tensor *g)
         r->leaf_grads = trib_xrealloc(r->leaf_grads, r->cap_leaves * sizeof *r->leaf_grads);
     }
     r->leaves[r->n_leaves] = tensor_retain(leaf);
-    r->leaf_grads[r->n_leaves++] = tensor_retain(g);
+    /* a struct of its own: g may be the caller's root gradient itself, and
+     * leaf->grad must not alias it (writes to either then copy-on-write) */
+    r->leaf_grads[r->n_leaves++] = tensor_snapshot(g);
     return 0;
 }
 

@@ -72,7 +72,9 @@ struct tensor_backend {
                    size_t width, size_t rows);
     void (*synchronize)(void);
 
-    /* element-wise */
+    /* element-wise; out may alias an input that has out's own layout
+     * (out == x, or out == a / b where not broadcast): ops update some
+     * temporaries in place */
     void (*fill)(float *out, float v, size_t n);
     void (*unary)(enum kunary op, float *out, const float *x, size_t n, float a, float b);
     void (*binary)(enum kbinary op, float *out, const float *a, const float *b,

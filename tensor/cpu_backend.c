@@ -1,8 +1,11 @@
-/* The CPU backend: host memory (64-byte aligned) and the float32 reference
- * kernels of backend.h, with OpenBLAS cblas_sgemm for matmul. These are the
- * slow obvious versions the CUDA kernels are tested against. */
+/* The CPU backend: host memory (64-byte aligned, large blocks cached) and
+ * the float32 reference kernels of backend.h, with OpenBLAS cblas_sgemm for
+ * matmul. These are the slow obvious versions the CUDA kernels are tested
+ * against. */
 #include <cblas.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,13 +14,73 @@
 
 static int cpu_available(void) { return 1; }
 
+/* Memory: 64-byte aligned blocks with a 64-byte header holding the size.
+ * Freed blocks of 32 KiB and more are kept in a small cache and handed out
+ * again for the same size: an op graph allocates the same sizes every step,
+ * and fresh large blocks from malloc are fresh mmaps whose page faults cost
+ * more than the maths. Off under AddressSanitizer, so it sees every block. */
+#define BLOCK_HDR 64
+#define CACHE_MIN ((size_t)32 << 10)
+#define CACHE_SLOTS 64
+#define CACHE_MAX_BYTES ((size_t)256 << 20)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define CACHE_ON 0
+#else
+#define CACHE_ON 1
+#endif
+
+static struct {
+    pthread_mutex_t mu;
+    int n;
+    size_t bytes;
+    void *block[CACHE_SLOTS];
+    size_t size[CACHE_SLOTS];
+} cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
 static void *cpu_alloc(size_t nbytes)
 {
-    size_t n = (nbytes + 63) / 64 * 64;
-    return aligned_alloc(64, n ? n : 64);
+    size_t size = (nbytes + 63) / 64 * 64;
+    if (CACHE_ON && size >= CACHE_MIN) {
+        void *hit = NULL;
+        pthread_mutex_lock(&cache.mu);
+        for (int i = cache.n - 1; i >= 0; i--)
+            if (cache.size[i] == size) {
+                hit = cache.block[i];
+                cache.bytes -= size;
+                cache.block[i] = cache.block[--cache.n];
+                cache.size[i] = cache.size[cache.n];
+                break;
+            }
+        pthread_mutex_unlock(&cache.mu);
+        if (hit) return (char *)hit + BLOCK_HDR;
+    }
+    char *base = aligned_alloc(64, size + BLOCK_HDR);
+    if (!base) return NULL;
+    *(size_t *)base = size;
+    return base + BLOCK_HDR;
 }
 
-static void cpu_free(void *p) { free(p); }
+static void cpu_free(void *p)
+{
+    if (!p) return;
+    char *base = (char *)p - BLOCK_HDR;
+    size_t size = *(size_t *)base;
+    if (CACHE_ON && size >= CACHE_MIN) {
+        bool kept = false;
+        pthread_mutex_lock(&cache.mu);
+        if (cache.n < CACHE_SLOTS && cache.bytes + size <= CACHE_MAX_BYTES) {
+            cache.block[cache.n] = base;
+            cache.size[cache.n++] = size;
+            cache.bytes += size;
+            kept = true;
+        }
+        pthread_mutex_unlock(&cache.mu);
+        if (kept) return;
+    }
+    free(base);
+}
+
 static void cpu_zero(void *p, size_t n) { memset(p, 0, n); }
 static void cpu_copy(void *d, const void *s, size_t n) { if (n) memmove(d, s, n); }
 

@@ -13,6 +13,7 @@
 #include "tensor/ops.h"
 
 #define NN_MAX_LAYERS 8
+#define RNG_STEP 0x9E3779B97F4A7C15ull   /* rng_next's increment */
 
 /* One linear layer: indices of its weight and bias (-1: none) in params[]. */
 struct layer { int w, b; };
@@ -98,7 +99,10 @@ static struct tensor *run_trunk(struct nn_impl *m, struct tensor *x)
         tensor_free(h);
         h = y;
         if (h && m->dropout > 0.0f) {
-            y = tensor_dropout(h, m->dropout, m->m.training, &m->m.rng);
+            /* one splitmix step of the module's state, taken atomically so
+             * concurrent forwards draw distinct masks */
+            uint64_t state = __atomic_add_fetch(&m->m.rng, RNG_STEP, __ATOMIC_RELAXED) - RNG_STEP;
+            y = tensor_dropout(h, m->dropout, m->m.training, &state);
             tensor_free(h);
             h = y;
         }

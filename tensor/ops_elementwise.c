@@ -13,7 +13,7 @@ static int binary_backward(struct ag_node *n, struct tensor **gout, struct tenso
     if (op_check_saved(n) < 0) return -1;
     bool wa = op_wants(n, 0), wb = op_wants(n, 1);
     struct tensor *a = c->n_saved ? c->saved[0] : NULL, *b = c->n_saved ? c->saved[1] : NULL;
-    struct tensor *ta = NULL, *tb = NULL, *t1, *t2;
+    struct tensor *ta = NULL, *tb = NULL;
     switch ((enum kbinary)c->iv[0]) {
     case KB_ADD:
         ta = tensor_retain(g);
@@ -30,20 +30,16 @@ static int binary_backward(struct ag_node *n, struct tensor **gout, struct tenso
     case KB_DIV:   /* d/da = 1/b, d/db = -a/b^2 */
         ta = wa ? k_binary(KB_DIV, g, b) : NULL;
         if (wb) {
-            t1 = k_binary(KB_MUL, g, a);
-            t2 = k_binary(KB_DIV, t1, b);
-            tensor_free(t1);
-            t1 = k_binary(KB_DIV, t2, b);
-            tensor_free(t2);
-            tb = k_unary(KU_NEG, t1, 0, 0);
-            tensor_free(t1);
+            tb = k_binary(KB_MUL, g, a);
+            k_binary_into(tb, KB_DIV, tb, b);
+            k_binary_into(tb, KB_DIV, tb, b);
+            k_unary_into(tb, KU_NEG, tb, 0, 0);
         }
         break;
     case KB_MIN:
     case KB_MAX:   /* the gradient goes to the chosen input; a wins ties */
-        t1 = c->iv[0] == KB_MIN ? k_binary(KB_GE, b, a) : k_binary(KB_GE, a, b);
-        ta = k_binary(KB_MUL, g, t1);
-        tensor_free(t1);
+        ta = c->iv[0] == KB_MIN ? k_binary(KB_GE, b, a) : k_binary(KB_GE, a, b);
+        k_binary_into(ta, KB_MUL, g, ta);
         tb = wb ? k_binary(KB_SUB, g, ta) : NULL;
         break;
     default:
@@ -104,7 +100,7 @@ static int unary_saves(enum kunary op)
 static int unary_backward(struct ag_node *n, struct tensor **gout, struct tensor **gin)
 {
     struct op_ctx *c = n->ctx;
-    struct tensor *g = gout[0], *s = c->n_saved ? c->saved[0] : NULL, *t;
+    struct tensor *g = gout[0], *s = c->n_saved ? c->saved[0] : NULL;
     if (!g || !op_wants(n, 0)) return 0;
     if (op_check_saved(n) < 0) return -1;
     switch ((enum kunary)c->iv[0]) {
@@ -114,31 +110,24 @@ static int unary_backward(struct ag_node *n, struct tensor **gout, struct tensor
     case KU_LOG: gin[0] = k_binary(KB_DIV, g, s); break;
     case KU_EXP: gin[0] = k_binary(KB_MUL, g, s); break;
     case KU_RELU:
-    case KU_CLAMP:
-        t = c->iv[0] == KU_RELU ? k_unary(KU_STEP, s, 0, 0) : k_unary(KU_INSIDE, s, c->a, c->b);
-        gin[0] = k_binary(KB_MUL, g, t);
-        tensor_free(t);
+    case KU_CLAMP:   /* g * mask, the mask computed in place of the result */
+        gin[0] = c->iv[0] == KU_RELU ? k_unary(KU_STEP, s, 0, 0) : k_unary(KU_INSIDE, s, c->a, c->b);
+        k_binary_into(gin[0], KB_MUL, g, gin[0]);
         break;
     case KU_SQUARE:
-        t = k_binary(KB_MUL, g, s);
-        gin[0] = k_unary(KU_SCALE, t, 2.0f, 0);
-        tensor_free(t);
+        gin[0] = k_binary(KB_MUL, g, s);
+        k_unary_into(gin[0], KU_SCALE, gin[0], 2.0f, 0);
         break;
     case KU_SQRT:
-        t = k_binary(KB_DIV, g, s);
-        gin[0] = k_unary(KU_SCALE, t, 0.5f, 0);
-        tensor_free(t);
+        gin[0] = k_binary(KB_DIV, g, s);
+        k_unary_into(gin[0], KU_SCALE, gin[0], 0.5f, 0);
         break;
-    case KU_TANH: {   /* g * (1 - y^2) */
-        struct tensor *y2 = k_unary(KU_SQUARE, s, 0, 0);
-        t = k_unary(KU_SCALE, y2, -1.0f, 0);
-        tensor_free(y2);
-        y2 = k_unary(KU_ADD_SCALAR, t, 1.0f, 0);
-        tensor_free(t);
-        gin[0] = k_binary(KB_MUL, g, y2);
-        tensor_free(y2);
+    case KU_TANH:   /* g * (1 - y^2) */
+        gin[0] = k_unary(KU_SQUARE, s, 0, 0);
+        k_unary_into(gin[0], KU_SCALE, gin[0], -1.0f, 0);
+        k_unary_into(gin[0], KU_ADD_SCALAR, gin[0], 1.0f, 0);
+        k_binary_into(gin[0], KB_MUL, g, gin[0]);
         break;
-    }
     default:
         CHECK(!"bad unary op");
     }

@@ -20,6 +20,12 @@ struct op_ctx {
     int64_t iv[4];
     int n_sizes;
     int64_t *sizes;          /* split/cat piece sizes (owned) */
+    /* set by op_record: the op's backward and its output's geometry, which
+     * every incoming gradient is checked against before the backward runs */
+    ag_backward_fn fn;
+    int out_ndim;
+    int64_t out_shape[TENSOR_MAX_DIMS];
+    enum device out_dev;
 };
 
 static inline const struct tensor_backend *op_be(const struct tensor *t) { return tensor_backend_for(t->device); }
@@ -37,12 +43,21 @@ void op_pad4(int ndim, const int64_t *shape, int64_t out[4]);
 /* Whether an op with these inputs records a node. */
 bool op_needs_grad(int n, struct tensor *const *xs);
 
-/* A fresh f32 tensor on dev (aborts only on out-of-memory). */
+/* Like tensor_new but the contents are undefined (defined in tensor.c). */
+struct tensor *tensor_new_uninit(enum dtype dt, enum device dev, int ndim, const int64_t *shape);
+
+/* A fresh f32 tensor on dev, contents undefined: for outputs a kernel
+ * writes in full (aborts only on out-of-memory). op_zeros is zero-filled. */
 struct tensor *op_empty(enum device dev, int ndim, const int64_t *shape);
 struct tensor *op_empty_like(const struct tensor *x);
+struct tensor *op_zeros(enum device dev, int ndim, const int64_t *shape);
 /* Graph-free kernels over whole f32 tensors of one device. */
 struct tensor *k_unary(enum kunary op, const struct tensor *x, float a, float b);
 struct tensor *k_binary(enum kbinary op, const struct tensor *a, const struct tensor *b);
+/* The same written into out (which may alias an input of out's shape, as
+ * backend.h allows for element-wise kernels). out has the result's shape. */
+void k_unary_into(struct tensor *out, enum kunary op, const struct tensor *x, float a, float b);
+void k_binary_into(struct tensor *out, enum kbinary op, const struct tensor *a, const struct tensor *b);
 /* x summed down to (ndim, shape), which x broadcasts from; a new reference
  * to x itself when the shapes are equal. */
 struct tensor *k_sum_to(struct tensor *x, int ndim, const int64_t *shape);
@@ -61,6 +76,9 @@ void op_release(struct ag_node *n);
  * it) and sets it as out's grad_fn. */
 void op_record(const char *name, struct tensor *out, int n_in, struct tensor *const *in,
                struct op_ctx *ctx, ag_backward_fn backward);
+/* Whether gradient g fits an output of this geometry; -1 with
+ * "<node>: gradient f32 [..] on cpu does not match the output f32 [..] on cpu". */
+int op_check_grad(const struct ag_node *n, const struct tensor *g, int ndim, const int64_t *shape, enum device dev);
 /* Checks every saved snapshot's version; -1 with error. */
 int op_check_saved(const struct ag_node *n);
 /* Whether a gradient is wanted for input i (its edge leads somewhere). */

@@ -145,7 +145,7 @@ static struct tensor *reduce_op(const char *who, const char *name, struct tensor
     float scale = mean ? 1.0f / (float)count : 1.0f;
     struct tensor *sx = tensor_snapshot(x), *y;
     if (x->numel == 0) {
-        y = op_empty(x->device, x->ndim, kshape);
+        y = op_zeros(x->device, x->ndim, kshape);
         if (mean) op_be(x)->fill(op_f32(y), NAN, (size_t)y->numel);
     } else {
         y = k_sum_to(sx, x->ndim, kshape);

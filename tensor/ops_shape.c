@@ -66,9 +66,16 @@ static int split_backward(struct ag_node *n, struct tensor **gout, struct tensor
     struct op_ctx *c = n->ctx;
     if (!op_wants(n, 0)) return 0;
     const struct tensor_backend *be = tensor_backend_for(c->dev[0]);
-    struct tensor *gx = op_empty(c->dev[0], c->ndim[0], c->shape[0]);
+    struct tensor *gx = op_zeros(c->dev[0], c->ndim[0], c->shape[0]);
     int64_t off = 0;
     for (int i = 0; i < c->n_sizes; i++) {
+        int64_t shape[TENSOR_MAX_DIMS];
+        memcpy(shape, c->shape[0], sizeof shape);
+        shape[c->iv[0]] = c->sizes[i];
+        if (gout[i] && op_check_grad(n, gout[i], c->ndim[0], shape, c->dev[0]) < 0) {
+            tensor_free(gx);
+            return -1;
+        }
         if (gout[i]) piece_copy(be, op_f32(gx), op_f32(gout[i]), c->ndim[0], c->shape[0], (int)c->iv[0], off, c->sizes[i], false);
         off += c->sizes[i];
     }
@@ -200,7 +207,7 @@ static int slice_backward(struct ag_node *n, struct tensor **gout, struct tensor
     struct op_ctx *c = n->ctx;
     struct tensor *g = gout[0];
     if (!g || !op_wants(n, 0)) return 0;
-    gin[0] = op_empty(g->device, c->ndim[0], c->shape[0]);
+    gin[0] = op_zeros(g->device, c->ndim[0], c->shape[0]);
     piece_copy(op_be(g), op_f32(gin[0]), op_f32(g), c->ndim[0], c->shape[0], 0, c->iv[0], g->shape[0], false);
     return 0;
 }

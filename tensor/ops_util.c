@@ -65,17 +65,29 @@ bool op_needs_grad(int n, struct tensor *const *xs)
 
 struct tensor *op_empty(enum device dev, int ndim, const int64_t *shape)
 {
-    struct tensor *t = tensor_new(DTYPE_F32, dev, ndim, shape);
+    struct tensor *t = tensor_new_uninit(DTYPE_F32, dev, ndim, shape);
     CHECK(t);   /* the device was usable for the inputs: only OOM fails here */
+    return t;
+}
+
+struct tensor *op_zeros(enum device dev, int ndim, const int64_t *shape)
+{
+    struct tensor *t = tensor_new(DTYPE_F32, dev, ndim, shape);
+    CHECK(t);
     return t;
 }
 
 struct tensor *op_empty_like(const struct tensor *x) { return op_empty(x->device, x->ndim, x->shape); }
 
+void k_unary_into(struct tensor *out, enum kunary op, const struct tensor *x, float a, float b)
+{
+    if (x->numel) op_be(x)->unary(op, op_f32(out), op_f32(x), (size_t)x->numel, a, b);
+}
+
 struct tensor *k_unary(enum kunary op, const struct tensor *x, float a, float b)
 {
     struct tensor *out = op_empty_like(x);
-    if (x->numel) op_be(x)->unary(op, op_f32(out), op_f32(x), (size_t)x->numel, a, b);
+    k_unary_into(out, op, x, a, b);
     return out;
 }
 
@@ -90,6 +102,15 @@ static void bcast_strides(int ndim, const int64_t *shape, int64_t s[4])
     }
 }
 
+void k_binary_into(struct tensor *out, enum kbinary op, const struct tensor *a, const struct tensor *b)
+{
+    struct kbcast bc;
+    op_pad4(out->ndim, out->shape, bc.n);
+    bcast_strides(a->ndim, a->shape, bc.sa);
+    bcast_strides(b->ndim, b->shape, bc.sb);
+    if (out->numel) op_be(a)->binary(op, op_f32(out), op_f32(a), op_f32(b), &bc);
+}
+
 struct tensor *k_binary(enum kbinary op, const struct tensor *a, const struct tensor *b)
 {
     int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
@@ -98,11 +119,7 @@ struct tensor *k_binary(enum kbinary op, const struct tensor *a, const struct te
     op_pad4(b->ndim, b->shape, pb);
     for (int k = 0; k < nd; k++) shape[k] = pa[4 - nd + k] == 1 ? pb[4 - nd + k] : pa[4 - nd + k];
     struct tensor *out = op_empty(a->device, nd, shape);
-    struct kbcast bc;
-    op_pad4(nd, shape, bc.n);
-    bcast_strides(a->ndim, a->shape, bc.sa);
-    bcast_strides(b->ndim, b->shape, bc.sb);
-    if (out->numel) op_be(a)->binary(op, op_f32(out), op_f32(a), op_f32(b), &bc);
+    k_binary_into(out, op, a, b);
     return out;
 }
 
@@ -171,10 +188,36 @@ void op_release(struct ag_node *n)
     n->ctx = NULL;
 }
 
+int op_check_grad(const struct ag_node *n, const struct tensor *g, int ndim, const int64_t *shape, enum device dev)
+{
+    bool ok = g->dtype == DTYPE_F32 && g->ndim == ndim && g->device == dev;
+    for (int k = 0; ok && k < ndim; k++) ok = g->shape[k] == shape[k];
+    if (ok) return 0;
+    char s1[96], s2[96];
+    tensor_error("%s: gradient %s %s on %s does not match the output f32 %s on %s", n->name, dtype_name(g->dtype),
+                 shape_str(g->ndim, g->shape, s1, sizeof s1), device_name(g->device), shape_str(ndim, shape, s2, sizeof s2),
+                 device_name(dev));
+    return -1;
+}
+
+/* Every recorded op's backward runs through here: the incoming gradient is
+ * validated (a bad root gradient from a caller or a peer is an error, not a
+ * kernel reading out of bounds), then the op's own backward runs. */
+static int op_backward_checked(struct ag_node *n, struct tensor **gout, struct tensor **gin)
+{
+    struct op_ctx *c = n->ctx;
+    if (gout[0] && op_check_grad(n, gout[0], c->out_ndim, c->out_shape, c->out_dev) < 0) return -1;
+    return c->fn(n, gout, gin);
+}
+
 void op_record(const char *name, struct tensor *out, int n_in, struct tensor *const *in,
                struct op_ctx *ctx, ag_backward_fn backward)
 {
-    struct ag_node *node = ag_node_new(name, 1, n_in, backward, op_release, ctx);
+    ctx->fn = backward;
+    ctx->out_ndim = out->ndim;
+    ctx->out_dev = out->device;
+    memcpy(ctx->out_shape, out->shape, sizeof ctx->out_shape);
+    struct ag_node *node = ag_node_new(name, 1, n_in, op_backward_checked, op_release, ctx);
     for (int i = 0; i < n_in; i++)
         node->next[i] = in[i] ? tensor_grad_edge(in[i]) : (struct ag_edge){NULL, 0};
     tensor_set_grad_fn(out, node, 0);

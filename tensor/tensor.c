@@ -118,7 +118,9 @@ static struct tensor *tensor_alloc_struct(enum dtype dt, enum device dev, int nd
     return t;
 }
 
-struct tensor *tensor_new(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
+/* tensor_new, with the zero fill optional (ops whose kernels write every
+ * element skip it: see tensor_new_uninit in ops_internal.h). */
+static struct tensor *tensor_make(enum dtype dt, enum device dev, int ndim, const int64_t *shape, bool zero)
 {
     if ((unsigned)dt >= DTYPE_COUNT) return tensor_error("tensor_new: invalid dtype %d", (int)dt);
     if (ndim < 0 || ndim > TENSOR_MAX_DIMS)
@@ -134,8 +136,18 @@ struct tensor *tensor_new(enum dtype dt, enum device dev, int ndim, const int64_
     if (!be) return NULL;
     struct tensor *t = tensor_alloc_struct(dt, dev, ndim, shape);
     t->storage = storage_new(be, dev, (size_t)numel * dtype_size(dt));
-    be->zero(t->storage->data, t->storage->nbytes);
+    if (zero) be->zero(t->storage->data, t->storage->nbytes);
     return t;
+}
+
+struct tensor *tensor_new(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
+{
+    return tensor_make(dt, dev, ndim, shape, true);
+}
+
+struct tensor *tensor_new_uninit(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
+{
+    return tensor_make(dt, dev, ndim, shape, false);
 }
 
 struct tensor *tensor_from_data(enum dtype dt, int ndim, const int64_t *shape, const void *data)
@@ -196,6 +208,28 @@ void *tensor_mutable_data(struct tensor *t)
     void *data = t->storage->data;
     pthread_mutex_unlock(mu);
     return data;
+}
+
+void *tensor_write_begin(struct tensor *t, struct tensor_write *w)
+{
+    struct tensor *cur = tensor_snapshot(t);   /* holds the current storage */
+    const struct tensor_backend *be = tensor_backend_for(cur->device);
+    w->storage = storage_new(be, cur->device, cur->storage->nbytes);
+    be->copy(w->storage->data, cur->storage->data, cur->storage->nbytes);
+    tensor_free(cur);
+    return w->storage->data;
+}
+
+void tensor_write_end(struct tensor *t, struct tensor_write *w)
+{
+    pthread_mutex_t *mu = lock_for(t);
+    pthread_mutex_lock(mu);
+    struct tensor_storage *old = t->storage;
+    atomic_store(&w->storage->version, atomic_load(&old->version) + 1);
+    t->storage = w->storage;
+    pthread_mutex_unlock(mu);
+    storage_release(old);
+    w->storage = NULL;
 }
 
 void tensor_copy_to_host(const struct tensor *t, void *dst)

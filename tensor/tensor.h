@@ -91,6 +91,20 @@ struct tensor *tensor_snapshot(struct tensor *t);
  * writers of one tensor. */
 void *tensor_mutable_data(struct tensor *t);
 
+/* A staged write, for updating a tensor that other threads may be reading
+ * (an optimizer step while forwards run): tensor_write_begin returns a
+ * private copy of t's data (host or device pointer) to write into, and
+ * tensor_write_end publishes it in one step and bumps the version. A
+ * tensor_snapshot taken meanwhile sees the old values, never a mix (with
+ * tensor_mutable_data, a snapshot taken while the caller is still writing
+ * shares the storage being written). Costs one copy of the data. The caller
+ * must serialise writers of one tensor; begin/end on one thread. */
+struct tensor_write {
+    struct tensor_storage *storage;   /* the private copy until end */
+};
+void *tensor_write_begin(struct tensor *t, struct tensor_write *w);
+void tensor_write_end(struct tensor *t, struct tensor_write *w);
+
 /* Read access to the data (host or device pointer). Not synchronised with
  * tensor_mutable_data: use tensor_snapshot for tensors another thread may
  * update. */

@@ -127,6 +127,14 @@ START_TEST(test_backward_errors)
     struct tensor *g2 = vec(2, (float[]){1, -1});
     ck_assert_int_eq(tensor_backward(y, g2, false), 0);
     assert_close(x->grad, (float[]){3, -3}, 2);
+    /* leaf->grad never aliases the caller's gradient tensor */
+    ck_assert_ptr_ne(x->grad, g2);
+    tensor_zero_grad(x);
+    ck_assert_int_eq(tensor_backward(x, g2, false), 0);
+    ck_assert_ptr_ne(x->grad, g2);
+    float *gd = tensor_mutable_data(g2);
+    gd[0] = 99.0f;
+    assert_close(x->grad, (float[]){1, -1}, 2);
     tensor_free(g3);
     tensor_free(g2);
     tensor_free(y);
@@ -338,6 +346,34 @@ START_TEST(test_node_failure_stops_run)
 }
 END_TEST
 
+START_TEST(test_bad_root_gradient_rejected)
+{
+    /* a root gradient of the wrong shape (say from a peer) reaches an op node */
+    struct tensor *x = param(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *w = param(2, (int64_t[]){4, 3}, (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+    struct tensor *y = tensor_linear(x, w, NULL);
+    struct ag_edge e = tensor_grad_edge(y);
+    struct tensor *g = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){3});
+    ck_assert_int_eq(autograd_run(1, &e, &g, NULL, true), -1);
+    ck_assert_str_eq(tensor_last_error(), "LinearBackward: gradient f32 [3] on cpu does not match the output f32 [2,4] on cpu");
+    struct tensor *gd = tensor_new(DTYPE_F64, DEVICE_CPU, 2, (int64_t[]){2, 4});
+    ck_assert_int_eq(autograd_run(1, &e, &gd, NULL, true), -1);
+    ck_assert_str_eq(tensor_last_error(), "LinearBackward: gradient f64 [2,4] on cpu does not match the output f32 [2,4] on cpu");
+    ck_assert_ptr_null(w->grad);
+    /* split: each piece's gradient is checked against that piece */
+    struct tensor *p[2];
+    ck_assert_int_eq(tensor_split(x, 1, 2, (int64_t[]){1, 2}, p), 0);
+    struct ag_edge e1 = tensor_grad_edge(p[1]);
+    struct tensor *g22 = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){2, 1});
+    ck_assert_int_eq(autograd_run(1, &e1, &g22, NULL, true), -1);
+    ck_assert_str_eq(tensor_last_error(), "SplitBackward: gradient f32 [2,1] on cpu does not match the output f32 [2,2] on cpu");
+    ag_node_free(e.node);
+    ag_node_free(e1.node);
+    struct tensor *all[] = {x, w, y, g, gd, p[0], p[1], g22};
+    for (int i = 0; i < 8; i++) tensor_free(all[i]);
+}
+END_TEST
+
 /* ---- concurrency ------------------------------------------------------------------------ */
 
 #define N_THREADS 4
@@ -453,11 +489,15 @@ START_TEST(test_concurrent_default_accumulation) { concurrent(false); }
 END_TEST
 
 /* Forward and backward on one thread while another keeps updating the
- * parameter through tensor_mutable_data: every backward uses the values its
- * forward used. */
+ * parameter with staged writes (tensor_write_begin/end): every forward sees
+ * one whole update (all four entries equal) and its backward uses exactly
+ * the values its forward used. */
+#define WN 128
+
 struct updater {
     struct tensor *w;
     atomic_bool stop;
+    long updates;
 };
 
 static void *updater_main(void *arg)
@@ -465,37 +505,49 @@ static void *updater_main(void *arg)
     struct updater *u = arg;
     float v = 0.0f;
     while (!atomic_load(&u->stop)) {
-        float *d = tensor_mutable_data(u->w);
-        v += 1.0f;
-        for (int i = 0; i < 4; i++) d[i] = v;
+        struct tensor_write wr;
+        float *d = tensor_write_begin(u->w, &wr);
+        if (v < 100000.0f) v += 1.0f;   /* WN v stays exact in float */
+        for (int i = 0; i < WN * WN; i++) d[i] = v;
+        tensor_write_end(u->w, &wr);
+        u->updates++;
     }
     return NULL;
 }
 
 START_TEST(test_update_during_backward)
 {
-    struct updater u = {param(2, (int64_t[]){2, 2}, (float[]){0, 0, 0, 0}), false};
+    struct tensor *w0 = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){WN, WN});
+    tensor_set_requires_grad(w0, true);
+    struct updater u = {w0, false, 0};
+    struct tensor *x = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){1, WN});
+    for (int i = 0; i < WN; i++) tensor_f32(x)[i] = 1.0f;
+    tensor_set_requires_grad(x, true);
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, updater_main, &u), 0);
-    for (int it = 0; it < 200; it++) {
-        struct tensor *x = param(2, (int64_t[]){1, 2}, (float[]){1, 1});
-        struct tensor *y = tensor_matmul(x, u.w);       /* y = [w00+w10, w01+w11] */
+    int bad = 0;
+    float first = -1, last = -1;
+    for (int it = 0; it < 300; it++) {
+        struct tensor *y = tensor_matmul(x, u.w);   /* y[j] = sum_i w[i,j] */
         struct tensor *loss = tensor_sum(y);
         ck_assert_int_eq(tensor_backward(loss, NULL, false), 0);
-        /* sum(y) and sum(x->grad) both equal the sum of the w the forward
-         * saw (small integers: exact); a backward that read a later update
-         * would disagree. (A snapshot racing the writes of one update may see
-         * a mix of that update's old and new values: the writes after
-         * tensor_mutable_data are not atomic, so only consistency is checked.) */
-        float fwd = tensor_f32(y)[0] + tensor_f32(y)[1];
-        float bwd = tensor_f32(x->grad)[0] + tensor_f32(x->grad)[1];
-        ck_assert_float_eq(fwd, bwd);
+        /* all entries of w equal v at forward time: every y[j] and every
+         * x->grad[i] (= sum_j w[i,j]) is WN v */
+        float y0 = tensor_f32(y)[0];
+        for (int j = 0; j < WN; j++)
+            if (tensor_f32(y)[j] != y0 || tensor_f32(x->grad)[j] != y0) bad++;
+        if (it == 0) first = y0;
+        last = y0;
+        tensor_zero_grad(x);
         tensor_free(loss);
         tensor_free(y);
-        tensor_free(x);
     }
     atomic_store(&u.stop, true);
     pthread_join(th, NULL);
+    ck_assert_int_eq(bad, 0);
+    ck_assert_msg(last > first || u.updates < 2, "the parameter never changed under the forwards");
+    ck_assert_uint_eq(atomic_load(&u.w->storage->version), (uint64_t)u.updates);
+    tensor_free(x);
     tensor_free(u.w);
 }
 END_TEST
@@ -518,6 +570,7 @@ Suite *autograd_suite(void)
     tcase_add_test(tc, test_custom_recv_node_receives_gradient);
     tcase_add_test(tc, test_later_nodes_run_first);
     tcase_add_test(tc, test_node_failure_stops_run);
+    tcase_add_test(tc, test_bad_root_gradient_rejected);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
     tcase_add_test(tc, test_concurrent_sinks);

@@ -1,13 +1,17 @@
 /* Every differentiable op of ops.h against a float64 reference written here
  * in plain loops: the forward values, and the analytic float32 backward
- * against central differences of the reference, on random shapes/values. */
+ * against central differences of the reference, on random shapes/values.
+ * Built a second time with OPS_CUDA as test_ops_cuda: the same cases run on
+ * CUDA and on the CPU, forward and backward compared (skips without a GPU). */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tensor/autograd.h"
 #include "tensor/backend.h"
+#include "tensor/nn.h"
 #include "tensor/ops.h"
 
 #define MAXIN 4
@@ -301,7 +305,9 @@ static int run_gather(struct tensor **in, struct tensor **out, const struct para
     int64_t r = p->a ? p->a : 1;
     struct tensor *idx = p->a ? tensor_from_data(DTYPE_I64, 2, (int64_t[]){r, p->b}, p->idx)
                               : tensor_from_data(DTYPE_I64, 1, (int64_t[]){p->b}, p->idx);
-    out[0] = tensor_gather(in[0], idx);
+    struct tensor *on_dev = tensor_to(idx, in[0]->device);
+    out[0] = tensor_gather(in[0], on_dev);
+    tensor_free(on_dev);
     tensor_free(idx);
     return out[0] ? 1 : -1;
 }
@@ -629,7 +635,27 @@ static bool too_close(const struct op_case *c, const struct arg *in)
     return close;
 }
 
-static double weighted_ref(const struct op_case *c, const struct arg *in, const struct params *p, double *const *w)
+/* Draws a trial's shapes, params and values; t[i] are the f32 inputs (CPU). */
+static void make_inputs(const struct op_case *c, uint64_t *rng, struct arg *in, struct params *p, struct tensor **t)
+{
+    c->gen(rng, in, p);
+    do {
+        for (int i = 0; i < c->n_in; i++) {
+            free(in[i].v);
+            alloc_arg(&in[i], in[i].ndim, in[i].shape);
+            for (int64_t j = 0; j < in[i].n; j++) in[i].v[j] = draw(rng, c->dom);
+        }
+    } while (too_close(c, in));
+    for (int i = 0; i < c->n_in; i++) {
+        float *f = malloc((size_t)in[i].n * sizeof(float) + 4);
+        for (int64_t j = 0; j < in[i].n; j++) f[j] = (float)in[i].v[j];
+        t[i] = tensor_from_f32(in[i].ndim, in[i].shape, f);
+        free(f);
+        tensor_set_requires_grad(t[i], !(c->no_grad >> i & 1));
+    }
+}
+
+__attribute__((unused)) static double weighted_ref(const struct op_case *c, const struct arg *in, const struct params *p, double *const *w)
 {
     struct arg out[MAXOUT];
     int n = c->ref(in, out, p);
@@ -641,30 +667,16 @@ static double weighted_ref(const struct op_case *c, const struct arg *in, const 
     return s;
 }
 
-static void check_case(const struct op_case *c, uint64_t seed)
+__attribute__((unused)) static void check_case(const struct op_case *c, uint64_t seed)
 {
     uint64_t rng = seed;
     for (int trial = 0; trial < TRIALS; trial++) {
         struct arg in[MAXIN] = {0};
         struct params p = {0};
-        c->gen(&rng, in, &p);
-        do {
-            for (int i = 0; i < c->n_in; i++) {
-                free(in[i].v);
-                alloc_arg(&in[i], in[i].ndim, in[i].shape);
-                for (int64_t j = 0; j < in[i].n; j++) in[i].v[j] = draw(&rng, c->dom);
-            }
-        } while (too_close(c, in));
+        struct tensor *t[MAXIN], *out[MAXOUT];
+        make_inputs(c, &rng, in, &p, t);
 
         /* f32 forward */
-        struct tensor *t[MAXIN], *out[MAXOUT];
-        for (int i = 0; i < c->n_in; i++) {
-            float *f = malloc((size_t)in[i].n * sizeof(float) + 4);
-            for (int64_t j = 0; j < in[i].n; j++) f[j] = (float)in[i].v[j];
-            t[i] = tensor_from_f32(in[i].ndim, in[i].shape, f);
-            free(f);
-            tensor_set_requires_grad(t[i], !(c->no_grad >> i & 1));
-        }
         int n_out = c->run(t, out, &p);
         ck_assert_msg(n_out > 0, "%s: %s", c->name, tensor_last_error());
 
@@ -728,6 +740,8 @@ static void check_case(const struct op_case *c, uint64_t seed)
     }
 }
 
+#ifndef OPS_CUDA
+
 START_TEST(test_op_grad)
 {
     check_case(&cases[_i], 0x1234 + (uint64_t)_i * 7919);
@@ -751,3 +765,163 @@ int main(void)
     srunner_free(sr);
     return failed ? 1 : 0;
 }
+
+#else /* OPS_CUDA: the same cases on CUDA against the CPU */
+
+static void assert_same(const char *what, const struct tensor *cpu_t, const struct tensor *dev_t)
+{
+    ck_assert_msg(dev_t->device == DEVICE_CUDA, "%s: result is not on cuda", what);
+    ck_assert_msg(tensor_same_shape(cpu_t, dev_t), "%s: shapes differ", what);
+    float *h = malloc((size_t)dev_t->numel * sizeof(float) + 4);
+    tensor_copy_to_host(dev_t, h);
+    for (int64_t i = 0; i < cpu_t->numel; i++) {
+        float want = tensor_f32(cpu_t)[i];
+        ck_assert_msg(fabsf(h[i] - want) <= 1e-5f + 1e-4f * fabsf(want), "%s [%lld]: cuda %g, cpu %g", what,
+                      (long long)i, h[i], want);
+    }
+    free(h);
+}
+
+static void run_on(const struct op_case *c, struct tensor **t, const struct params *p, struct tensor **w,
+                   struct tensor **out, int *n_out)
+{
+    *n_out = c->run(t, out, p);
+    ck_assert_msg(*n_out > 0, "%s on %s: %s", c->name, device_name(t[0]->device), tensor_last_error());
+    struct ag_edge roots[MAXOUT];
+    struct tensor *wd[MAXOUT];
+    for (int k = 0; k < *n_out; k++) {
+        roots[k] = tensor_grad_edge(out[k]);
+        wd[k] = tensor_to(w[k], t[0]->device);
+    }
+    ck_assert_msg(autograd_run(*n_out, roots, wd, NULL, false) == 0, "%s: %s", c->name, tensor_last_error());
+    for (int k = 0; k < *n_out; k++) {
+        ag_node_free(roots[k].node);
+        tensor_free(wd[k]);
+    }
+}
+
+static void compare_case(const struct op_case *c, uint64_t seed)
+{
+    uint64_t rng = seed;
+    for (int trial = 0; trial < TRIALS; trial++) {
+        struct arg in[MAXIN] = {0};
+        struct params p = {0};
+        struct tensor *t[MAXIN], *td[MAXIN], *out[MAXOUT], *outd[MAXOUT], *w[MAXOUT];
+        make_inputs(c, &rng, in, &p, t);
+        for (int i = 0; i < c->n_in; i++) {
+            td[i] = tensor_clone_to(t[i], DEVICE_CUDA);
+            tensor_set_requires_grad(td[i], t[i]->requires_grad);
+        }
+        struct arg ref[MAXOUT];
+        int n_ref = c->ref(in, ref, &p);
+        for (int k = 0; k < n_ref; k++) {
+            w[k] = tensor_new(DTYPE_F32, DEVICE_CPU, ref[k].ndim, ref[k].shape);
+            for (int64_t i = 0; i < ref[k].n; i++) tensor_f32(w[k])[i] = (float)(-1.0 + 2.0 * urand(&rng));
+            free(ref[k].v);
+        }
+        int n_out, n_outd;
+        run_on(c, t, &p, w, out, &n_out);
+        run_on(c, td, &p, w, outd, &n_outd);
+        ck_assert_int_eq(n_out, n_outd);
+        char what[96];
+        for (int k = 0; k < n_out; k++) {
+            snprintf(what, sizeof what, "%s forward %d", c->name, k);
+            assert_same(what, out[k], outd[k]);
+        }
+        for (int i = 0; i < c->n_in; i++) {
+            ck_assert_msg(!t[i]->grad == !td[i]->grad, "%s: gradient %d on one device only", c->name, i);
+            snprintf(what, sizeof what, "%s gradient %d", c->name, i);
+            if (t[i]->grad) assert_same(what, t[i]->grad, td[i]->grad);
+        }
+        for (int k = 0; k < n_out; k++) {
+            tensor_free(out[k]);
+            tensor_free(outd[k]);
+            tensor_free(w[k]);
+        }
+        for (int i = 0; i < c->n_in; i++) {
+            tensor_free(t[i]);
+            tensor_free(td[i]);
+            free(in[i].v);
+        }
+    }
+}
+
+START_TEST(test_op_cuda)
+{
+    compare_case(&cases[_i], 0x5678 + (uint64_t)_i * 7919);
+}
+END_TEST
+
+/* tensor_to is recorded: the gradient comes back to the CPU leaf. */
+START_TEST(test_to_device_gradient)
+{
+    struct tensor *x = tensor_from_f32(1, (int64_t[]){3}, (float[]){1.0f, -2.0f, 0.5f});
+    tensor_set_requires_grad(x, true);
+    struct tensor *xd = tensor_to(x, DEVICE_CUDA);
+    ck_assert_ptr_nonnull(xd);
+    ck_assert_int_eq(xd->device, DEVICE_CUDA);
+    struct tensor *sq = tensor_square(xd), *back = tensor_to(sq, DEVICE_CPU), *loss = tensor_sum(back);
+    ck_assert_int_eq(tensor_backward(loss, NULL, false), 0);
+    ck_assert_int_eq(x->grad->device, DEVICE_CPU);
+    const float want[3] = {2.0f, -4.0f, 1.0f};
+    for (int i = 0; i < 3; i++) ck_assert_float_eq_tol(tensor_f32(x->grad)[i], want[i], 1e-6f);
+    struct tensor *all[] = {x, xd, sq, back, loss};
+    for (int i = 0; i < 5; i++) tensor_free(all[i]);
+}
+END_TEST
+
+/* A policy moved to CUDA computes what it computes on the CPU. */
+START_TEST(test_policy_on_cuda)
+{
+    uint64_t r1 = 21, r2 = 21;
+    struct nn_policy_config cfg = {.obs_dim = 4, .act_dim = 3, .n_hidden = 2, .hidden = {16, 16}, .act = NN_TANH,
+                                   .head = NN_HEAD_CATEGORICAL, .value_head = true};
+    struct nn_module *pc = nn_policy_new(&cfg, &r1), *pd = nn_policy_new(&cfg, &r2);
+    ck_assert_int_eq(nn_module_to(pd, DEVICE_CUDA), 0);
+    struct tensor *obs = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){5, 4});
+    for (int i = 0; i < 20; i++) tensor_f32(obs)[i] = sinf((float)i);
+    struct tensor *obsd = tensor_to(obs, DEVICE_CUDA);
+    struct tensor *oc[NN_MAX_IO], *od[NN_MAX_IO];
+    int nc, nd;
+    ck_assert_int_eq(nn_forward(pc, 1, &obs, &nc, oc), 0);
+    ck_assert_int_eq(nn_forward(pd, 1, &obsd, &nd, od), 0);
+    ck_assert_int_eq(nc, nd);
+    for (int k = 0; k < nc; k++) assert_same("policy output", oc[k], od[k]);
+    struct tensor *lc = tensor_sum(oc[0]), *ld = tensor_sum(od[0]);
+    ck_assert_int_eq(tensor_backward(lc, NULL, false), 0);
+    ck_assert_int_eq(tensor_backward(ld, NULL, false), 0);
+    for (int i = 0; i < pc->n_params; i++) {
+        ck_assert(!pc->params[i]->grad == !pd->params[i]->grad);
+        if (pc->params[i]->grad) assert_same("policy gradient", pc->params[i]->grad, pd->params[i]->grad);
+    }
+    for (int k = 0; k < nc; k++) {
+        tensor_free(oc[k]);
+        tensor_free(od[k]);
+    }
+    struct tensor *all[] = {obs, obsd, lc, ld};
+    for (int i = 0; i < 4; i++) tensor_free(all[i]);
+    nn_module_free(pc);
+    nn_module_free(pd);
+}
+END_TEST
+
+int main(void)
+{
+    if (!tensor_cuda_available()) {
+        printf("test_ops_cuda: no CUDA device, skipped\n");
+        return 77;
+    }
+    Suite *s = suite_create("tensor_ops_cuda");
+    TCase *tc = tcase_create("cuda_vs_cpu");
+    tcase_add_loop_test(tc, test_op_cuda, 0, N_CASES);
+    tcase_add_test(tc, test_to_device_gradient);
+    tcase_add_test(tc, test_policy_on_cuda);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
+
+#endif

@@ -82,6 +82,33 @@ START_TEST(test_device_mismatch_message)
 }
 END_TEST
 
+START_TEST(test_cpu_alloc_cache)
+{
+    size_t sizes[] = {0, 1, 100, 40000, 1 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        void *p = cpu->alloc(sizes[i]);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq((uintptr_t)p % 64, 0);
+        memset(p, 0xab, sizes[i]);
+        cpu->free(p);
+    }
+    /* a freed large block comes back for the same size, never while live */
+    void *a = cpu->alloc(100000);
+    cpu->free(a);
+    void *b = cpu->alloc(100000), *c = cpu->alloc(100000);
+    ck_assert_ptr_ne(b, c);
+#if !defined(__SANITIZE_ADDRESS__)
+    ck_assert(b == a || c == a);
+#endif
+    memset(b, 1, 100000);
+    memset(c, 2, 100000);
+    ck_assert_int_eq(((unsigned char *)b)[99999], 1);
+    cpu->free(b);
+    cpu->free(c);
+    cpu->free(NULL);
+}
+END_TEST
+
 /* ---- kernels ------------------------------------------------------------------------ */
 
 START_TEST(test_rng_kernels)
@@ -403,6 +430,7 @@ Suite *tensor_core_suite(void)
     tcase_add_test(tc, test_new_errors);
     tcase_add_test(tc, test_cuda_unavailable_messages);
     tcase_add_test(tc, test_device_mismatch_message);
+    tcase_add_test(tc, test_cpu_alloc_cache);
     suite_add_tcase(s, tc);
     tc = tcase_create("cpu_kernels");
     tcase_add_checked_fixture(tc, setup, NULL);
