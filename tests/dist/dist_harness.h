@@ -1,0 +1,417 @@
+/* Multi-process harness for the distributed-autograd tests: forks the workers
+ * before rank 0 ("w0", the test process) starts its agent on a free loopback
+ * port, hands them the real endpoint through pipes, always reaps them, and
+ * registers the query functions every test uses ("t.grads", "t.pgrad",
+ * "t.nctx", "t.rss"). Header-only: each test binary includes it once. */
+#ifndef TRIB_TESTS_DIST_HARNESS_H
+#define TRIB_TESTS_DIST_HARNESS_H
+
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "optim/dist_optim.h"
+#include "rpc/dist_autograd.h"
+#include "rpc/remote_module.h"
+#include "rpc/rpc.h"
+#include "tensor/autograd.h"
+#include "tensor/nn.h"
+#include "tensor/ops.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+/* _exit skips LeakSanitizer's atexit check: children run it by hand. */
+static inline int dh_leak_check(void) { return __lsan_do_recoverable_leak_check() ? 1 : 0; }
+#else
+static inline int dh_leak_check(void) { return 0; }
+#endif
+
+#define DH_MAX 8
+#define DH_HEARTBEAT_MS 100
+#define DH_HEARTBEAT_TIMEOUT_MS 500
+
+static const char *const DH_NAMES[DH_MAX] = { "w0", "w1", "w2", "w3", "w4", "w5", "w6", "w7" };
+
+/* Child body for rank idx+1: returns its exit code. Runs after the RPC
+ * registrations (dh_register_all) but before rpc_init, which it must call
+ * (dh_child_init) and end with rpc_shutdown. */
+typedef int (*dh_child_fn)(int rank, const char *master, void *arg);
+
+struct dh_world {
+    int world;
+    int n;                      /* children = world - 1 */
+    pid_t pid[DH_MAX];
+    int fd[DH_MAX];             /* write ends of the endpoint pipes */
+};
+
+static struct dh_world DH;
+
+/* An extra registration hook run in every process before rpc_init. */
+static void (*dh_extra_register)(void);
+
+static inline double dh_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- query functions every process registers ------------------------------ */
+
+/* t.grads(ctx) -> [grad...] of every leaf the context accumulated here. */
+static inline int dh_fn_grads(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    if (args->list.len != 1 || args->list.items[0].kind != RPC_INT) return rpc_request_fail(req, "expected (ctx)");
+    struct tensor *leaves[64], *grads[64];
+    int n = dist_autograd_get_gradients(args->list.items[0].i, 64, leaves, grads);
+    if (n < 0) return rpc_request_fail(req, "%s", rpc_last_error());
+    *res = rpc_list((size_t)n);
+    for (int i = 0; i < n; i++) {
+        struct tensor *h = grads[i]->device == DEVICE_CPU ? tensor_retain(grads[i]) : tensor_clone_to(grads[i], DEVICE_CPU);
+        res->list.items[i] = rpc_tensor(h);
+        tensor_free(h);
+        tensor_free(grads[i]);
+        tensor_free(leaves[i]);
+    }
+    return 0;
+}
+
+/* t.pgrad(ctx, param RRef owned here) -> [grad (CPU copy) or nil,
+ * param->grad == NULL, the gradient's device or -1] */
+static inline int dh_fn_pgrad(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    if (args->list.len != 2 || args->list.items[0].kind != RPC_INT || args->list.items[1].kind != RPC_RREF)
+        return rpc_request_fail(req, "expected (ctx, rref)");
+    const struct rpc_value *v = rref_local_value(args->list.items[1].rref);
+    if (!v || v->kind != RPC_TENSOR) return rpc_request_fail(req, "not a tensor RRef owned here");
+    struct tensor *g = dist_autograd_get_gradient(args->list.items[0].i, v->tensor);
+    *res = rpc_list(3);
+    res->list.items[2] = rpc_int(g ? (int64_t)g->device : -1);
+    if (g) {
+        struct tensor *h = g->device == DEVICE_CPU ? tensor_retain(g) : tensor_clone_to(g, DEVICE_CPU);
+        res->list.items[0] = rpc_tensor(h);
+        tensor_free(h);
+    }
+    tensor_free(g);
+    res->list.items[1] = rpc_bool(v->tensor->grad == NULL);
+    return 0;
+}
+
+static inline int dh_fn_nctx(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_int(dist_autograd_num_contexts());
+    return 0;
+}
+
+/* Resident set size of this process in bytes, from /proc/self/statm. */
+static inline int64_t dh_rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    long size = 0, resident = 0;
+    int k = fscanf(f, "%ld %ld", &size, &resident);
+    fclose(f);
+    return k == 2 ? (int64_t)resident * sysconf(_SC_PAGESIZE) : -1;
+}
+
+static inline int dh_fn_rss(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_int(dh_rss_bytes());
+    return 0;
+}
+
+static inline void dh_register_all(void)
+{
+    dist_autograd_init();
+    remote_module_init();
+    dist_optim_init();
+    rpc_register("t.grads", dh_fn_grads, NULL);
+    rpc_register("t.pgrad", dh_fn_pgrad, NULL);
+    rpc_register("t.nctx", dh_fn_nctx, NULL);
+    rpc_register("t.rss", dh_fn_rss, NULL);
+    if (dh_extra_register) dh_extra_register();
+}
+
+static inline struct rpc_opts dh_opts(int rank, int world, const char *master)
+{
+    struct rpc_opts o = { .name = DH_NAMES[rank], .rank = rank, .world_size = world, .master = master,
+                          .heartbeat_ms = DH_HEARTBEAT_MS, .heartbeat_timeout_ms = DH_HEARTBEAT_TIMEOUT_MS,
+                          .default_timeout_ms = 30000, .init_timeout_ms = 30000 };
+    return o;
+}
+
+/* For child bodies: rpc_init as rank `rank`; 0 or -1 (message on stderr). */
+static inline int dh_child_init(int rank, const char *master)
+{
+    struct rpc_opts o = dh_opts(rank, DH.world, master);
+    if (rpc_init(&o) < 0) {
+        fprintf(stderr, "%s: rpc_init: %s\n", DH_NAMES[rank], rpc_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* The default child: serves until everyone shuts down. */
+static inline int dh_serve(int rank, const char *master, void *arg)
+{
+    if (dh_child_init(rank, master) < 0) return 10;
+    rpc_shutdown(true);
+    return 0;
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+static inline void dh_spawn(int n, dh_child_fn fn, void *arg)
+{
+    DH.n = n;
+    for (int i = 0; i < n; i++) {
+        int p[2];
+        if (pipe(p) != 0) abort();
+        fflush(stdout);
+        fflush(stderr);
+        pid_t pid = fork();
+        if (pid < 0) abort();
+        if (pid == 0) {
+            close(p[1]);
+            for (int j = 0; j < i; j++) close(DH.fd[j]);
+            char ep[128];
+            size_t got = 0;
+            while (got < sizeof ep) {
+                ssize_t r = read(p[0], ep + got, sizeof ep - got);
+                if (r <= 0) _exit(99);
+                got += (size_t)r;
+            }
+            close(p[0]);
+            ep[sizeof ep - 1] = '\0';
+            int rc = fn(i + 1, ep, arg);
+            if (rc == 0 && dh_leak_check()) rc = 98;
+            fflush(stdout);
+            fflush(stderr);
+            _exit(rc);
+        }
+        close(p[0]);
+        DH.pid[i] = pid;
+        DH.fd[i] = p[1];
+    }
+}
+
+static inline void dh_hand_out(const char *endpoint, void *user)
+{
+    char ep[128] = { 0 };
+    snprintf(ep, sizeof ep, "%s", endpoint);
+    for (int k = 0; k < DH.n; k++) {
+        if (DH.fd[k] < 0) continue;
+        ssize_t w = write(DH.fd[k], ep, sizeof ep);
+        (void)w;
+        close(DH.fd[k]);
+        DH.fd[k] = -1;
+    }
+}
+
+/* Waits for child i (rank i+1) up to timeout_s, then kills it. Returns its
+ * exit code, 128+signal if a signal ended it, or -1 on timeout. */
+static inline int dh_reap(int i, double timeout_s)
+{
+    if (DH.pid[i] <= 0) return 0;
+    double t0 = dh_now();
+    int st = 0;
+    for (;;) {
+        pid_t r = waitpid(DH.pid[i], &st, WNOHANG);
+        if (r == DH.pid[i]) break;
+        if (dh_now() - t0 > timeout_s) {
+            kill(DH.pid[i], SIGKILL);
+            waitpid(DH.pid[i], &st, 0);
+            DH.pid[i] = 0;
+            return -1;
+        }
+        usleep(2000);
+    }
+    DH.pid[i] = 0;
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return 128 + WTERMSIG(st);
+}
+
+/* Closes unsent pipes (those children exit 99) and reaps everyone. */
+static inline void dh_abort(void)
+{
+    for (int k = 0; k < DH.n; k++)
+        if (DH.fd[k] >= 0) { close(DH.fd[k]); DH.fd[k] = -1; }
+    for (int k = 0; k < DH.n; k++) dh_reap(k, 10);
+}
+
+/* Starts a world of `world` processes: this one is rank 0 ("w0"), the others
+ * run child (NULL: dh_serve). */
+static inline void dh_start(int world, dh_child_fn child, void *arg)
+{
+    ck_assert_int_le(world, DH_MAX);
+    DH.world = world;
+    dh_register_all();
+    dh_spawn(world - 1, child ? child : dh_serve, arg);
+    struct rpc_opts o = dh_opts(0, world, "tcp://127.0.0.1:0");
+    o.on_listening = dh_hand_out;
+    if (rpc_init(&o) < 0) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", rpc_last_error());
+        dh_abort();
+        ck_abort_msg("rpc_init: %s", msg);
+    }
+}
+
+/* Graceful shutdown and reaping; every child must exit 0. */
+static inline void dh_stop(void)
+{
+    rpc_shutdown(true);
+    for (int i = 0; i < DH.n; i++) {
+        int rc = dh_reap(i, 60);
+        ck_assert_msg(rc == 0, "%s exited with %d", DH_NAMES[i + 1], rc);
+    }
+}
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* rpc_sync with no current distributed-autograd context (queries must not
+ * join the context under test). Consumes args. 0 or -1. */
+static inline int dh_query(const char *to, const char *fn, struct rpc_value args, struct rpc_value *res)
+{
+    int64_t cur = dist_autograd_current();
+    dist_autograd_set_current(0);
+    int rc = rpc_sync(to, fn, &args, res, 0);
+    dist_autograd_set_current(cur);
+    rpc_value_clear(&args);
+    return rc;
+}
+
+static inline int64_t dh_remote_nctx(const char *to)
+{
+    struct rpc_value res = rpc_nil();
+    int rc = dh_query(to, "t.nctx", rpc_list(0), &res);
+    ck_assert_msg(rc == 0, "t.nctx on %s: %s", to, rpc_last_error());
+    ck_assert_int_eq(res.kind, RPC_INT);
+    return res.i;
+}
+
+static inline int64_t dh_remote_rss(const char *to)
+{
+    struct rpc_value res = rpc_nil();
+    int rc = dh_query(to, "t.rss", rpc_list(0), &res);
+    ck_assert_msg(rc == 0, "t.rss on %s: %s", to, rpc_last_error());
+    ck_assert_int_eq(res.kind, RPC_INT);
+    return res.i;
+}
+
+/* Fetches the gradients of ctx held on worker `to` (caller clears *res). */
+static inline void dh_remote_grads(const char *to, int64_t ctx, struct rpc_value *res)
+{
+    struct rpc_value a = rpc_list(1);
+    a.list.items[0] = rpc_int(ctx);
+    int rc = dh_query(to, "t.grads", a, res);
+    ck_assert_msg(rc == 0, "t.grads on %s: %s", to, rpc_last_error());
+    ck_assert_int_eq(res->kind, RPC_LIST);
+}
+
+/* The tensor of rank `ndim` in a t.grads result (exactly one expected). */
+static inline struct tensor *dh_grad_by_ndim(const struct rpc_value *grads, int ndim)
+{
+    struct tensor *found = NULL;
+    for (size_t i = 0; i < grads->list.len; i++) {
+        ck_assert_int_eq(grads->list.items[i].kind, RPC_TENSOR);
+        if (grads->list.items[i].tensor->ndim == ndim) {
+            ck_assert_msg(found == NULL, "two gradients of rank %d", ndim);
+            found = grads->list.items[i].tensor;
+        }
+    }
+    ck_assert_msg(found != NULL, "no gradient of rank %d", ndim);
+    return found;
+}
+
+/* A module parameter of rank ndim (weight 2, bias 1). */
+static inline struct tensor *dh_param_by_ndim(struct nn_module *m, int ndim)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i]->ndim == ndim) return m->params[i];
+    ck_abort_msg("no parameter of rank %d", ndim);
+    return NULL;
+}
+
+/* Asserts |a - scale*b| <= abs + rel*|scale*b| elementwise (CPU f32 copies). */
+static inline void dh_assert_close_scaled(const struct tensor *a, const struct tensor *b, float scale,
+                                   double rel, double abs_tol, const char *what)
+{
+    ck_assert_msg(a != NULL && b != NULL, "%s: missing tensor", what);
+    ck_assert_msg(tensor_same_shape(a, b), "%s: shapes differ", what);
+    size_t n = (size_t)a->numel;
+    float *x = malloc(n * sizeof *x + 1), *y = malloc(n * sizeof *y + 1);
+    tensor_copy_to_host(a, x);
+    tensor_copy_to_host(b, y);
+    for (size_t i = 0; i < n; i++) {
+        double ref = (double)scale * y[i];
+        double d = fabs((double)x[i] - ref);
+        if (!(d <= abs_tol + rel * fabs(ref))) {
+            double xi = x[i];
+            free(x);
+            free(y);
+            ck_abort_msg("%s[%zu]: %.9g vs %.9g", what, i, xi, ref);
+        }
+    }
+    free(x);
+    free(y);
+}
+
+static inline void dh_assert_close(const struct tensor *a, const struct tensor *b, const char *what)
+{
+    dh_assert_close_scaled(a, b, 1.0f, 1e-5, 1e-6, what);
+}
+
+/* A [rows, cols] f32 CPU tensor of values in [-1, 1) from an LCG. */
+static inline struct tensor *dh_random(int64_t rows, int64_t cols, uint32_t seed)
+{
+    int64_t shape[2] = { rows, cols };
+    struct tensor *t = tensor_new(DTYPE_F32, DEVICE_CPU, 2, shape);
+    float *d = tensor_f32(t);
+    uint32_t s = seed * 2654435761u + 12345u;
+    for (int64_t i = 0; i < rows * cols; i++) {
+        s = s * 1664525u + 1013904223u;
+        d[i] = (float)((s >> 8) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+    }
+    return t;
+}
+
+/* args for the built-in "linear" constructor: (in, out, bias, seed) */
+static inline struct rpc_value dh_linear_args(int in, int out, int64_t seed)
+{
+    struct rpc_value a = rpc_list(4);
+    a.list.items[0] = rpc_int(in);
+    a.list.items[1] = rpc_int(out);
+    a.list.items[2] = rpc_bool(true);
+    a.list.items[3] = rpc_int(seed);
+    return a;
+}
+
+static inline struct remote_module *dh_remote_linear(const char *on, int in, int out, int64_t seed, enum device dev)
+{
+    struct rpc_value a = dh_linear_args(in, out, seed);
+    struct remote_module *rm = remote_module_new(on, "linear", &a, dev);
+    rpc_value_clear(&a);
+    ck_assert_msg(rm != NULL, "remote_module_new(%s, linear): %s", on, rpc_last_error());
+    return rm;
+}
+
+/* One-output remote forward (new reference). */
+static inline struct tensor *dh_rforward(struct remote_module *rm, struct tensor *x)
+{
+    struct tensor *out[NN_MAX_IO] = { 0 };
+    int n = 0;
+    int rc = remote_module_forward(rm, 1, &x, &n, out);
+    ck_assert_msg(rc == 0, "remote_module_forward: %s", rpc_last_error());
+    ck_assert_int_eq(n, 1);
+    return out[0];
+}
+
+#endif

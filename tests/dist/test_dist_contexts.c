@@ -1,0 +1,75 @@
+/* Context lifecycle at volume: 10,000 contexts created, used (a tiny forward
+ * through a remote module and a backward) and released; every worker's RSS
+ * returns near its post-warm-up baseline and no context is left anywhere. */
+#include "dist_harness.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+/* A small quarantine, so freed memory is reused and RSS measures leaks, not
+ * ASan's 256 MiB of deferred frees. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "quarantine_size_mb=4"; }
+#endif
+
+enum { WARMUP = 500, CONTEXTS = 10000 };
+#define RSS_SLACK (16 << 20)
+
+static void one_context(struct remote_module *rm, struct tensor *x, int i)
+{
+    int64_t ctx = dist_autograd_context_new();
+    ck_assert_int_gt(ctx, 0);
+    struct tensor *y = dh_rforward(rm, x), *loss = tensor_sum(y);
+    ck_assert_msg(dist_autograd_backward(ctx, 1, &loss, false) == 0, "backward %d: %s", i, rpc_last_error());
+    ck_assert_msg(dist_autograd_release(ctx) == 0, "release %d: %s", i, rpc_last_error());
+    tensor_free(loss);
+    tensor_free(y);
+}
+
+START_TEST(test_many_contexts)
+{
+    dh_start(2, NULL, NULL);
+    struct remote_module *rm = dh_remote_linear("w1", 2, 1, 3, DEVICE_CPU);
+    struct tensor *x = dh_random(1, 2, 1);
+
+    for (int i = 0; i < WARMUP; i++) one_context(rm, x, i);
+    ck_assert_int_eq(dist_autograd_num_contexts(), 0);
+    ck_assert_int_eq(dh_remote_nctx("w1"), 0);
+    int64_t rss0 = dh_rss_bytes(), rss1 = dh_remote_rss("w1");
+    ck_assert_int_gt(rss0, 0);
+    ck_assert_int_gt(rss1, 0);
+
+    double t0 = dh_now();
+    for (int i = 0; i < CONTEXTS; i++) one_context(rm, x, i);
+    double secs = dh_now() - t0;
+
+    ck_assert_int_eq(dist_autograd_num_contexts(), 0);
+    ck_assert_int_eq(dh_remote_nctx("w1"), 0);
+    int64_t g0 = dh_rss_bytes() - rss0, g1 = dh_remote_rss("w1") - rss1;
+    fprintf(stderr, "test_dist_contexts: %d contexts in %.2f s (%.0f us each); RSS growth w0 %lld KiB, w1 %lld KiB\n",
+            CONTEXTS, secs, secs * 1e6 / CONTEXTS, (long long)(g0 >> 10), (long long)(g1 >> 10));
+    ck_assert_msg(g0 < RSS_SLACK, "w0 RSS grew by %lld bytes over %d contexts", (long long)g0, CONTEXTS);
+    ck_assert_msg(g1 < RSS_SLACK, "w1 RSS grew by %lld bytes over %d contexts", (long long)g1, CONTEXTS);
+
+    tensor_free(x);
+    remote_module_free(rm);
+    dh_stop();
+}
+END_TEST
+
+static Suite *dist_contexts_suite(void)
+{
+    Suite *s = suite_create("dist_contexts");
+    TCase *tc = tcase_create("contexts");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_many_contexts);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(dist_contexts_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,134 @@
+/* A backward whose peer died: w1 owns the first layer and is killed (-9)
+ * after the forward; the backward through w2 and back to w1 fails promptly
+ * (within about twice the heartbeat timeout) with an error naming w1, and
+ * the survivors shut down cleanly. */
+#include "dist_harness.h"
+
+/* twice the heartbeat timeout, plus slack for a loaded 2-core box */
+#define PROMPT_S (2.0 * DH_HEARTBEAT_TIMEOUT_MS / 1000.0 + 1.5)
+
+struct run { struct remote_module *rm1, *rm2; struct tensor *x, *loss; int64_t ctx; };
+
+/* loss = sum(L2(tanh(L1(x)))) with L1 on w1 and L2 on w2, in a new context. */
+static void forward(struct run *r)
+{
+    r->rm1 = dh_remote_linear("w1", 3, 4, 1, DEVICE_CPU);
+    r->rm2 = dh_remote_linear("w2", 4, 2, 2, DEVICE_CPU);
+    r->x = dh_random(2, 3, 1);
+    tensor_set_requires_grad(r->x, true);
+    r->ctx = dist_autograd_context_new();
+    struct tensor *h = dh_rforward(r->rm1, r->x), *a = tensor_tanh(h), *y = dh_rforward(r->rm2, a);
+    r->loss = tensor_sum(y);
+    tensor_free(h);
+    tensor_free(a);
+    tensor_free(y);
+}
+
+static void kill_w1(void)
+{
+    ck_assert_int_eq(kill(DH.pid[0], SIGKILL), 0);
+    ck_assert_int_eq(dh_reap(0, 10), 128 + SIGKILL);
+}
+
+static void finish(struct run *r)
+{
+    /* release skips the dead worker and frees the survivors' copies */
+    ck_assert_int_eq(dist_autograd_release(r->ctx), 0);
+    ck_assert_int_eq(dist_autograd_num_contexts(), 0);
+    ck_assert_int_eq(dh_remote_nctx("w2"), 0);
+    /* the survivor still works */
+    struct tensor *x = dh_random(1, 4, 3), *y = dh_rforward(r->rm2, x);
+    ck_assert_int_eq(y->shape[1], 2);
+    tensor_free(x);
+    tensor_free(y);
+    remote_module_free(r->rm1);
+    remote_module_free(r->rm2);
+    tensor_free(r->x);
+    tensor_free(r->loss);
+    double t0 = dh_now();
+    dh_stop();
+    double secs = dh_now() - t0;
+    ck_assert_msg(secs < 10.0, "shutdown with a dead peer took %.2f s", secs);
+}
+
+static void assert_names_w1(const char *err)
+{
+    ck_assert_msg(strncmp(err, "dist_autograd_backward: ", 24) == 0, "got '%s'", err);
+    ck_assert_msg(strstr(err, "w1") != NULL, "the error does not name w1: '%s'", err);
+}
+
+START_TEST(test_peer_dies_before_backward)
+{
+    dh_start(3, NULL, NULL);
+    struct run r;
+    forward(&r);
+    kill_w1();
+    double t0 = dh_now();
+    int rc = dist_autograd_backward(r.ctx, 1, &r.loss, false);
+    double secs = dh_now() - t0;
+    ck_assert_int_eq(rc, -1);
+    fprintf(stderr, "test_dist_dead_peer: failed after %.3f s: %s\n", secs, rpc_last_error());
+    assert_names_w1(rpc_last_error());
+    ck_assert_msg(secs < PROMPT_S, "the backward took %.2f s to fail", secs);
+    finish(&r);
+}
+END_TEST
+
+/* The same once the death is known: the backward fails at once. */
+START_TEST(test_peer_known_dead)
+{
+    dh_start(3, NULL, NULL);
+    struct run r;
+    forward(&r);
+    kill_w1();
+    struct rpc_event ev;
+    bool seen = false;
+    double t0 = dh_now();
+    while (!seen && dh_now() - t0 < PROMPT_S) {
+        if (rpc_next_event(&ev, 100) == 1 && ev.kind == RPC_EVENT_FAILED && strcmp(ev.name, "w1") == 0) seen = true;
+    }
+    ck_assert_msg(seen, "no failure event for w1 within %.1f s", PROMPT_S);
+    t0 = dh_now();
+    int rc = dist_autograd_backward(r.ctx, 1, &r.loss, false);
+    double secs = dh_now() - t0;
+    ck_assert_int_eq(rc, -1);
+    fprintf(stderr, "test_dist_dead_peer: known dead, failed after %.3f s: %s\n", secs, rpc_last_error());
+    assert_names_w1(rpc_last_error());
+    ck_assert_msg(secs < 1.0, "the backward took %.2f s to fail", secs);
+    /* a backward that never reaches w1 still works: a context of w2 only */
+    int64_t ctx2 = dist_autograd_context_new();
+    struct tensor *x = dh_random(2, 4, 5);
+    tensor_set_requires_grad(x, true);
+    struct tensor *y = dh_rforward(r.rm2, x), *l = tensor_sum(y);
+    ck_assert_msg(dist_autograd_backward(ctx2, 1, &l, false) == 0, "w2-only backward: %s", rpc_last_error());
+    struct tensor *gx = dist_autograd_get_gradient(ctx2, x);
+    ck_assert_ptr_nonnull(gx);
+    tensor_free(gx);
+    ck_assert_int_eq(dist_autograd_release(ctx2), 0);
+    dist_autograd_set_current(r.ctx);
+    tensor_free(x);
+    tensor_free(y);
+    tensor_free(l);
+    finish(&r);
+}
+END_TEST
+
+static Suite *dist_dead_peer_suite(void)
+{
+    Suite *s = suite_create("dist_dead_peer");
+    TCase *tc = tcase_create("dead_peer");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_peer_dies_before_backward);
+    tcase_add_test(tc, test_peer_known_dead);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(dist_dead_peer_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
