@@ -4,6 +4,8 @@
  * the API's error messages. */
 #include "dist_harness.h"
 
+#include <pthread.h>
+
 enum { IN = 5, H1 = 8, H2 = 6, OUT = 3, BATCH = 4 };
 
 struct mlp_run {
@@ -313,6 +315,82 @@ START_TEST(test_nested_hops)
 }
 END_TEST
 
+
+/* ---- concurrent contexts on one process's threads -------------------------- */
+
+enum { THREADS = 4, ITERS = 25 };
+
+struct worker_arg { struct remote_module *rm; int k; char err[256]; };
+
+/* loss = c * sum(L(x)) with c = k + 1, so the owner's gradients of this
+ * thread's context must be dW[o,i] = c * sum_b x[b,i] and db[o] = c * B. */
+static void *conc_worker(void *p)
+{
+    struct worker_arg *w = p;
+    float c = (float)(w->k + 1);
+    for (int it = 0; it < ITERS && !w->err[0]; it++) {
+        int64_t ctx = dist_autograd_context_new();
+        struct tensor *x = dh_random(BATCH, IN, (uint32_t)(w->k * 1000 + it)), *out[NN_MAX_IO] = { 0 };
+        int n = 0;
+        if (remote_module_forward(w->rm, 1, &x, &n, out) != 0) {
+            snprintf(w->err, sizeof w->err, "forward: %s", rpc_last_error());
+        } else {
+            struct tensor *s = tensor_sum(out[0]), *loss = tensor_mul_scalar(s, c);
+            if (dist_autograd_current() != ctx)
+                snprintf(w->err, sizeof w->err, "current context changed to %lld", (long long)dist_autograd_current());
+            else if (dist_autograd_backward(ctx, 1, &loss, false) != 0)
+                snprintf(w->err, sizeof w->err, "backward: %s", rpc_last_error());
+            struct rpc_value g = rpc_nil(), a = rpc_list(1);
+            a.list.items[0] = rpc_int(ctx);
+            if (!w->err[0] && dh_query("w1", "t.grads", a, &g) != 0)
+                snprintf(w->err, sizeof w->err, "t.grads: %s", rpc_last_error());
+            else if (!w->err[0] && g.list.len != 2)
+                snprintf(w->err, sizeof w->err, "context %lld holds %zu gradients", (long long)ctx, g.list.len);
+            for (size_t j = 0; !w->err[0] && j < 2; j++) {
+                const struct tensor *gt = g.list.items[j].tensor;
+                for (int64_t e = 0; e < gt->numel && !w->err[0]; e++) {
+                    double want = c * BATCH;
+                    if (gt->ndim == 2) {
+                        want = 0;
+                        for (int b = 0; b < BATCH; b++) want += c * tensor_f32(x)[b * IN + e % IN];
+                    }
+                    if (fabs(tensor_f32(gt)[e] - want) > 1e-4 + 1e-5 * fabs(want))
+                        snprintf(w->err, sizeof w->err, "thread %d it %d: grad %.6g, expected %.6g", w->k, it,
+                                 tensor_f32(gt)[e], want);
+                }
+            }
+            rpc_value_clear(&g);
+            tensor_free(s);
+            tensor_free(loss);
+        }
+        if (dist_autograd_release(ctx) != 0 && !w->err[0])
+            snprintf(w->err, sizeof w->err, "release: %s", rpc_last_error());
+        for (int i = 0; i < NN_MAX_IO; i++) tensor_free(out[i]);
+        tensor_free(x);
+    }
+    return NULL;
+}
+
+START_TEST(test_concurrent_threads)
+{
+    dh_start(2, NULL, NULL);
+    struct remote_module *rm = dh_remote_linear("w1", IN, OUT, 3, DEVICE_CPU);
+    pthread_t th[THREADS];
+    struct worker_arg wa[THREADS];
+    for (int k = 0; k < THREADS; k++) {
+        wa[k] = (struct worker_arg){ .rm = rm, .k = k };
+        pthread_create(&th[k], NULL, conc_worker, &wa[k]);
+    }
+    for (int k = 0; k < THREADS; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < THREADS; k++) ck_assert_msg(wa[k].err[0] == 0, "%s", wa[k].err);
+    ck_assert_int_eq(dist_autograd_current(), 0);
+    ck_assert_int_eq(dist_autograd_num_contexts(), 0);
+    ck_assert_int_eq(dh_remote_nctx("w1"), 0);
+    remote_module_free(rm);
+    dh_stop();
+}
+END_TEST
+
 /* ---- errors --------------------------------------------------------------- */
 
 START_TEST(test_context_before_init)
@@ -364,6 +442,43 @@ START_TEST(test_errors)
     ck_assert_msg(strncmp(rpc_last_error(), "rpc: w1: ", 9) == 0 && strstr(rpc_last_error(), "forward: "),
                   "got '%s'", rpc_last_error());
 
+    /* dist_optim: no parameters, an RRef to an object, a bad hyper-parameter */
+    struct optim_hyper h = optim_defaults(OPTIM_SGD);
+    ck_assert_ptr_null(dist_optim_new(OPTIM_SGD, &h, 0, NULL));
+    ck_assert_str_eq(rpc_last_error(), "dist_optim_new: no parameters");
+    struct rref *mr = remote_module_rref(rm);
+    ck_assert_ptr_null(dist_optim_new(OPTIM_SGD, &h, 1, &mr));
+    ck_assert_str_eq(rpc_last_error(),
+                     "dist_optim_new: rpc: w1: dist_optim._local: parameter 0 is not an RRef to a tensor owned here");
+    struct rref *p[4];
+    ck_assert_int_eq(remote_module_parameters(rm, p, 4), 2);
+    h.lr = -1;
+    struct tensor *dummy = dh_random(1, 1, 1);
+    ck_assert_ptr_null(optim_new(OPTIM_SGD, &h, 1, &dummy));
+    char want[600];
+    snprintf(want, sizeof want, "dist_optim_new: rpc: w1: dist_optim._local: %s", optim_last_error());
+    ck_assert_ptr_null(dist_optim_new(OPTIM_SGD, &h, 2, p));
+    ck_assert_str_eq(rpc_last_error(), want);
+    tensor_free(dummy);
+
+    /* a step for a context without gradients on the owner changes nothing */
+    h.lr = 0.5;
+    struct dist_optim *o = dist_optim_new(OPTIM_SGD, &h, 2, p);
+    ck_assert_msg(o != NULL, "dist_optim_new: %s", rpc_last_error());
+    struct rpc_value before = rpc_nil(), after = rpc_nil();
+    ck_assert_int_eq(rref_to_here(p[0], &before, 0), 0);
+    int64_t empty = dist_autograd_context_new();
+    ck_assert_int_eq(dist_optim_step(o, empty), 0);
+    ck_assert_int_eq(rref_to_here(p[0], &after, 0), 0);
+    ck_assert_int_eq(after.kind, RPC_TENSOR);
+    ck_assert(rpc_value_equal(&before, &after));
+    ck_assert_int_eq(dist_autograd_release(empty), 0);
+    rpc_value_clear(&before);
+    rpc_value_clear(&after);
+    dist_optim_free(o);
+    rref_free(p[0]);
+    rref_free(p[1]);
+
     tensor_free(bad);
     tensor_free(x);
     tensor_free(y);
@@ -381,6 +496,7 @@ static Suite *dist_mlp_suite(void)
     tcase_add_test(tc, test_mlp_matches_local);
     tcase_add_test(tc, test_mlp_retain_graph_twice);
     tcase_add_test(tc, test_nested_hops);
+    tcase_add_test(tc, test_concurrent_threads);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("errors");
     tcase_set_timeout(te, 120);
