@@ -62,6 +62,13 @@ START_TEST(test_peer_dies_before_backward)
     dh_start(3, NULL, NULL);
     struct run r;
     forward(&r);
+    /* an optimizer over both owners' parameters, built while w1 lives */
+    struct rref *p[4];
+    ck_assert_int_eq(remote_module_parameters(r.rm1, p, 2), 2);
+    ck_assert_int_eq(remote_module_parameters(r.rm2, p + 2, 2), 2);
+    struct optim_hyper h = optim_defaults(OPTIM_SGD);
+    struct dist_optim *opt = dist_optim_new(OPTIM_SGD, &h, 4, p);
+    ck_assert_msg(opt != NULL, "dist_optim_new: %s", rpc_last_error());
     kill_w1();
     double t0 = dh_now();
     int rc = dist_autograd_backward(r.ctx, 1, &r.loss, false);
@@ -70,6 +77,15 @@ START_TEST(test_peer_dies_before_backward)
     fprintf(stderr, "test_dist_dead_peer: failed after %.3f s: %s\n", secs, rpc_last_error());
     assert_names_w1(rpc_last_error());
     ck_assert_msg(secs < PROMPT_S, "the backward took %.2f s to fail", secs);
+    /* stepping the dead owner fails too, naming it, and does not hang */
+    t0 = dh_now();
+    ck_assert_int_eq(dist_optim_step(opt, r.ctx), -1);
+    secs = dh_now() - t0;
+    ck_assert_msg(strncmp(rpc_last_error(), "dist_optim_step: ", 17) == 0 && strstr(rpc_last_error(), "w1"),
+                  "got '%s'", rpc_last_error());
+    ck_assert_msg(secs < PROMPT_S, "the step took %.2f s to fail", secs);
+    dist_optim_free(opt);
+    for (int i = 0; i < 4; i++) rref_free(p[i]);
     finish(&r);
 }
 END_TEST
@@ -113,6 +129,30 @@ START_TEST(test_peer_known_dead)
 }
 END_TEST
 
+/* A forward to a worker that died fails promptly, naming it. */
+START_TEST(test_peer_dies_before_forward)
+{
+    dh_start(3, NULL, NULL);
+    struct remote_module *rm1 = dh_remote_linear("w1", 3, 4, 1, DEVICE_CPU);
+    struct tensor *x = dh_random(2, 3, 1), *out[NN_MAX_IO];
+    tensor_set_requires_grad(x, true);
+    int64_t ctx = dist_autograd_context_new();
+    kill_w1();
+    int n = 0;
+    double t0 = dh_now();
+    ck_assert_int_eq(remote_module_forward(rm1, 1, &x, &n, out), -1);
+    double secs = dh_now() - t0;
+    ck_assert_msg(strstr(rpc_last_error(), "w1") != NULL, "the error does not name w1: '%s'", rpc_last_error());
+    ck_assert_msg(secs < PROMPT_S, "the forward took %.2f s to fail", secs);
+    ck_assert_int_eq(dist_autograd_release(ctx), 0);
+    ck_assert_int_eq(dist_autograd_num_contexts(), 0);
+    ck_assert_int_eq(dh_remote_nctx("w2"), 0);
+    tensor_free(x);
+    remote_module_free(rm1);
+    dh_stop();
+}
+END_TEST
+
 static Suite *dist_dead_peer_suite(void)
 {
     Suite *s = suite_create("dist_dead_peer");
@@ -120,6 +160,7 @@ static Suite *dist_dead_peer_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_peer_dies_before_backward);
     tcase_add_test(tc, test_peer_known_dead);
+    tcase_add_test(tc, test_peer_dies_before_forward);
     suite_add_tcase(s, tc);
     return s;
 }
