@@ -218,6 +218,7 @@ START_TEST(test_hybrid_embedding_dense)
     /* the local dense parameters moved through the distributed optimizer */
     ck_assert_msg(fabsf(tensor_f32(dense->params[0])[0] - tensor_f32(dense_ref->params[0])[0]) > 1e-3,
                   "the local dense weight did not change");
+    fprintf(stderr, "test_dist_hybrid: loss %.4f -> %.4f over %d steps\n", first, last, STEPS);
     ck_assert_msg(first > 0.5 && last < 0.05, "loss %g -> %g", first, last);
     ck_assert_int_eq(dist_autograd_num_contexts(), 0);
     ck_assert_int_eq(dh_remote_nctx("w1"), 0);

@@ -91,7 +91,8 @@ static const char *check_ps_grads(int64_t ctx, const struct tensor *x, const str
 
 /* t.train(module RRef, [param RRefs], seed) on a trainer: STEPS iterations;
  * returns [last loss, first version, last version, steps whose version did
- * not increase]. */
+ * not increase, start time, end time (CLOCK_MONOTONIC, shared by the
+ * processes of one host)]. */
 static int fn_train(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     if (args->list.len != 3 || args->list.items[0].kind != RPC_RREF || args->list.items[1].kind != RPC_LIST)
@@ -110,6 +111,7 @@ static int fn_train(struct rpc_request *req, const struct rpc_value *args, struc
     double last_loss = -1;
     int64_t first_version = -1, prev = -1, not_increasing = 0;
     uint32_t seed = (uint32_t)args->list.items[2].i;
+    double t_start = dh_now();
     if (dist_optim_num_owners(opt) != 1) {
         snprintf(msg, sizeof msg, "dist_optim_num_owners %d, expected 1", dist_optim_num_owners(opt));
         err = msg;
@@ -150,11 +152,13 @@ static int fn_train(struct rpc_request *req, const struct rpc_value *args, struc
     }
     dist_optim_free(opt);
     if (err) return rpc_request_fail(req, "%s", err);
-    *res = rpc_list(4);
+    *res = rpc_list(6);
     res->list.items[0] = rpc_double(last_loss);
     res->list.items[1] = rpc_int(first_version);
     res->list.items[2] = rpc_int(prev);
     res->list.items[3] = rpc_int(not_increasing);
+    res->list.items[4] = rpc_double(t_start);
+    res->list.items[5] = rpc_double(dh_now());
     return 0;
 }
 
@@ -199,6 +203,7 @@ START_TEST(test_parameter_server)
         f[k] = rpc_async(DH_NAMES[k + 2], "t.train", &a, 120000);
         rpc_value_clear(&a);
     }
+    double start[2], end[2];
     for (int k = 0; k < 2; k++) {
         struct rpc_value res = rpc_nil();
         int rc = rpc_future_wait(f[k], &res);
@@ -210,9 +215,14 @@ START_TEST(test_parameter_server)
         ck_assert_int_ge(res.list.items[2].i - res.list.items[1].i, STEPS - 1);
         ck_assert_msg(res.list.items[3].i == 0, "%s: %lld steps without a version increase", DH_NAMES[k + 2],
                       (long long)res.list.items[3].i);
+        start[k] = res.list.items[4].d;
+        end[k] = res.list.items[5].d;
         rpc_value_clear(&res);
         rpc_future_free(f[k]);
     }
+    /* the two trainers ran at the same time */
+    ck_assert_msg(fmax(start[0], start[1]) < fmin(end[0], end[1]), "trainers did not overlap: [%f,%f] [%f,%f]",
+                  start[0], end[0], start[1], end[1]);
     int64_t v = -1;
     ck_assert_int_eq(dist_optim_get_version("w1", &v), 0);
     ck_assert_int_eq(v, 2 * STEPS);
