@@ -252,6 +252,13 @@ void remote_module_free(struct remote_module *rm)
 
 struct rref *remote_module_rref(struct remote_module *rm) { return rm->rref; }
 
+struct remote_module *remote_module_from_rref(struct rref *r)
+{
+    struct remote_module *rm = trib_xcalloc(1, sizeof *rm);
+    rm->rref = rref_retain(r);
+    return rm;
+}
+
 static struct rpc_value tensor_list(int n, struct tensor **ts)
 {
     struct rpc_value v = rpc_list((size_t)n);

@@ -29,6 +29,10 @@ struct remote_module;
 struct remote_module *remote_module_new(const char *on, const char *ctor,
                                         const struct rpc_value *args, enum device dev);
 void remote_module_free(struct remote_module *rm);
+/* A handle over an RRef to a module (from remote_module_rref on another
+ * worker, passed here as an RPC argument): takes a new reference to r. No
+ * RPC; a wrong RRef surfaces as an error at the first forward. */
+struct remote_module *remote_module_from_rref(struct rref *r);
 /* The RRef to the module (borrowed). */
 struct rref *remote_module_rref(struct remote_module *rm);
 
