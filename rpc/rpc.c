@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -178,7 +179,6 @@ static struct {
     atomic_uint_fast64_t next_gid;
     int64_t last_hb;
     int64_t last_scan;
-    int64_t last_activity_us;       /* I/O thread: last time it sent or received */
 } A;
 
 static pthread_rwlock_t fn_lock = PTHREAD_RWLOCK_INITIALIZER;
@@ -324,6 +324,14 @@ const char *rpc_future_error(struct rpc_future *f)
 
 int rpc_future_wait(struct rpc_future *f, struct rpc_value *out)
 {
+    /* Adaptive wait: yield for a short while before sleeping. A small
+     * call's reply lands within ~100 us, and a futex sleep plus wake of an
+     * idle virtual CPU costs a large part of that; yielding keeps the
+     * other threads of the round trip (ours and libzmq's) running. */
+    if (!settled(f) && A.opts.spin_us > 0) {
+        int64_t t0 = now_us();
+        while (!settled(f) && now_us() - t0 < A.opts.spin_us) sched_yield();
+    }
     if (!settled(f)) {
         pthread_mutex_lock(&f->mu);
         while (!settled(f)) pthread_cond_wait(&f->cv, &f->mu);
@@ -1149,16 +1157,11 @@ static void *io_main(void *arg)
         }
         long timeout = A.opts.heartbeat_ms;
         if (A.npending) timeout = 5;
-        /* Busy-poll a little while calls are in flight and traffic is
-         * recent: waking a sleeping thread costs tens of microseconds on
-         * a virtual machine, a large part of a loopback round trip. */
-        if (A.npending && A.opts.spin_us > 0 && now_us() - A.last_activity_us < A.opts.spin_us) timeout = 0;
         int rc = zmq_poll(items, nitems, timeout);
         if (rc < 0) {
             CHECK(zmq_errno() == EINTR);
             continue;
         }
-        if (rc > 0) A.last_activity_us = now_us();
         if (items[1].revents & ZMQ_POLLIN) {
             uint64_t v;
             ssize_t r = read(A.efd, &v, sizeof v);
@@ -1531,7 +1534,7 @@ int rpc_init(const struct rpc_opts *opts)
     if (o->heartbeat_ms <= 0) o->heartbeat_ms = 200;
     if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 5 * o->heartbeat_ms;
     if (!o->max_frame_bytes) o->max_frame_bytes = 1ull << 30;
-    if (!o->spin_us) o->spin_us = 100;
+    if (!o->spin_us) o->spin_us = 200;
     o->bind_host = o->bind_host ? o->bind_host : "127.0.0.1";
     o->name = NULL;
 

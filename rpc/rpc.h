@@ -96,8 +96,8 @@ struct rpc_opts {
     int heartbeat_ms;          /* 0: 200 */
     int heartbeat_timeout_ms;  /* silence after which a peer is dead; 0: 5 * heartbeat_ms */
     size_t max_frame_bytes;    /* ZMQ_MAXMSGSIZE; 0: 1 GiB */
-    int spin_us;               /* with calls in flight, the I/O thread busy-polls this long
-                                  after its last traffic before sleeping; 0: 100, <0: never */
+    int spin_us;               /* a thread waiting on a future yields the CPU (sched_yield)
+                                  up to this long before sleeping; 0: 200, <0: never */
     /* Membership changes, called on the I/O thread (must not block). */
     void (*on_event)(const struct rpc_event *ev, void *user);
     void *event_user;
