@@ -28,6 +28,7 @@
 #define MAX_WORKERS 1024
 #define NBUCKETS 4096
 #define HWM 100000
+#define MAX_QUEUE 65536             /* calls waiting for the I/O thread; requests waiting for a handler */
 #define RECV_BATCH 256
 
 /* ---- errors ------------------------------------------------------------- */
@@ -143,6 +144,7 @@ static struct {
 
     pthread_mutex_t out_mu;
     struct outmsg *out_head, *out_tail;
+    int out_len;
     bool io_dead;                   /* under out_mu: the I/O thread has exited */
 
     pthread_t io_thread;
@@ -155,6 +157,7 @@ static struct {
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;
     struct rpc_request *jobs_head, *jobs_tail;
+    int njobs;
     bool pool_stop;
     pthread_t *pool;
     int npool;
@@ -382,6 +385,7 @@ int rpc_future_wait_all(struct rpc_future **fs, size_t n)
 /* ---- out queue ------------------------------------------------------------- */
 
 static void pending_done(struct rpc_future *f);
+static void peer_name(int id, char *buf, size_t cap);
 static void future_fail(struct rpc_future *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static struct outmsg *outmsg_new(int nframes)
@@ -411,10 +415,13 @@ static void wake_io(void)
 static void out_push(struct outmsg *m)
 {
     pthread_mutex_lock(&A.out_mu);
-    if (A.io_dead) {
+    const char *why = A.io_dead ? "shut down" : m->fut && A.out_len >= MAX_QUEUE ? "send queue full" : NULL;
+    if (why) {
         pthread_mutex_unlock(&A.out_mu);
         if (m->fut) {
-            future_fail(m->fut, "rpc: shut down calling %s", m->fut->fn);
+            char name[64];
+            peer_name(m->peer, name, sizeof name);
+            future_fail(m->fut, "rpc: %s calling %s.%s", why, name, m->fut->fn);
             pending_done(m->fut);
         }
         outmsg_free(m);
@@ -423,6 +430,7 @@ static void out_push(struct outmsg *m)
     bool was_empty = A.out_head == NULL;
     if (A.out_tail) A.out_tail->next = m; else A.out_head = m;
     A.out_tail = m;
+    A.out_len++;
     pthread_mutex_unlock(&A.out_mu);
     if (was_empty) wake_io();
 }
@@ -660,6 +668,7 @@ static struct peer *add_peer(int id, const char *name, const char *endpoint, boo
     return p;
 }
 
+
 static void fail_pending_to(int peer, const char *why);
 
 /* I/O thread: a peer left or died. */
@@ -891,14 +900,22 @@ static void run_request(struct rpc_request *req)
     }
 }
 
-static void pool_push(struct rpc_request *req)
+/* Queues a request for the handler threads; false if MAX_QUEUE are waiting
+ * (internal jobs are always taken). */
+static bool pool_push(struct rpc_request *req)
 {
     pthread_mutex_lock(&A.pool_mu);
+    if (!req->job && A.njobs >= MAX_QUEUE) {
+        pthread_mutex_unlock(&A.pool_mu);
+        return false;
+    }
     req->next = NULL;
     if (A.jobs_tail) A.jobs_tail->next = req; else A.jobs_head = req;
     A.jobs_tail = req;
+    A.njobs++;
     pthread_cond_signal(&A.pool_cv);
     pthread_mutex_unlock(&A.pool_mu);
+    return true;
 }
 
 void rpc_pool_submit(void (*job)(void *), void *arg)
@@ -922,6 +939,7 @@ static void *pool_main(void *arg)
         }
         A.jobs_head = req->next;
         if (!A.jobs_head) A.jobs_tail = NULL;
+        A.njobs--;
         pthread_mutex_unlock(&A.pool_mu);
         run_request(req);
     }
@@ -930,6 +948,7 @@ static void *pool_main(void *arg)
 /* ---- receiving (I/O thread) ------------------------------------------------ */
 
 static msgpack_zone zone;
+static struct wire_tensors rx_tensors;      /* tensors of the message being decoded */
 
 static void touch_peer(int id)
 {
@@ -1011,22 +1030,21 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *fram
         req->job = NULL;
         if (h.payload.type == MSGPACK_OBJECT_NIL) {
             req->args = rpc_list(0);
-        } else if (wire_to_value(&h.payload, frames + 1, n - 1, h.sender, &req->args, err, sizeof err) < 0) {
+        } else if (wire_to_value(&h.payload, frames + 1, n - 1, h.sender, &req->args, &rx_tensors, err, sizeof err) < 0) {
             req->args.kind = RPC_NIL;
             reply_bad(rid, rid_len, h.req_id, err);
             request_free(req);
             return;
         }
-        if (hooks.on_recv && n > 1) {
-            struct tensor *ts[WIRE_MAX_TENSORS];
-            int nt = 0;
-            /* top-level tensor arguments; nested ones are the hook's to walk */
-            for (size_t i = 0; i < req->args.list.len && nt < WIRE_MAX_TENSORS; i++)
-                if (req->args.list.items[i].kind == RPC_TENSOR) ts[nt++] = req->args.list.items[i].tensor;
-            hooks.on_recv(h.sender, false, ts, nt, h.ac_ctx, h.ac_msg, hooks.user);
+        if (hooks.on_recv && rx_tensors.n > 0)
+            hooks.on_recv(h.sender, false, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, hooks.user);
+        if (flags & RPC_FN_INLINE) {
+            run_request(req);
+        } else if (!pool_push(req)) {
+            snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", A.self.name, MAX_QUEUE);
+            rpc_request_fail_text(req, err);
+            rpc_request_finish_error(req);
         }
-        if (flags & RPC_FN_INLINE) run_request(req);
-        else pool_push(req);
         return;
     }
     /* A response: only on a dealer. */
@@ -1042,11 +1060,11 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *fram
         }
     } else {
         struct rpc_value v;
-        if (wire_to_value(&h.payload, frames + 1, n - 1, h.sender, &v, err, sizeof err) < 0) {
+        if (wire_to_value(&h.payload, frames + 1, n - 1, h.sender, &v, &rx_tensors, err, sizeof err) < 0) {
             future_fail(f, "rpc: bad response from worker %d: %s", h.sender, err);
         } else {
-            if (hooks.on_recv && v.kind == RPC_TENSOR)
-                hooks.on_recv(h.sender, true, &v.tensor, 1, h.ac_ctx, h.ac_msg, hooks.user);
+            if (hooks.on_recv && rx_tensors.n > 0)
+                hooks.on_recv(h.sender, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, hooks.user);
             future_complete(f, &v, NULL);
         }
     }
@@ -1170,6 +1188,7 @@ static void *io_main(void *arg)
         pthread_mutex_lock(&A.out_mu);
         struct outmsg *m = A.out_head;
         A.out_head = A.out_tail = NULL;
+        A.out_len = 0;
         pthread_mutex_unlock(&A.out_mu);
         while (m) {
             struct outmsg *next = m->next;
@@ -1189,6 +1208,7 @@ static void *io_main(void *arg)
     pthread_mutex_lock(&A.out_mu);
     struct outmsg *m = A.out_head;
     A.out_head = A.out_tail = NULL;
+    A.out_len = 0;
     A.io_dead = true;
     pthread_mutex_unlock(&A.out_mu);
     while (m) {
@@ -1660,6 +1680,7 @@ static void teardown(void)
         m = next;
     }
     A.out_head = A.out_tail = NULL;
+    A.out_len = 0;
     pthread_rwlock_destroy(&A.dir_lock);
 }
 

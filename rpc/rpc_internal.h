@@ -81,9 +81,10 @@ int wire_validate(const char *buf, size_t len, char *err, size_t cap);
 int wire_parse_hdr(const msgpack_object *o, struct wire_hdr *h, char *err, size_t cap);
 /* Converts a payload object to a value, building tensors from frames
  * (checked against their descriptors) and RRefs from descriptors (from =
- * sending worker). -1 with err; *out is left nil. */
+ * sending worker). The tensors built are listed in *got (borrowed from
+ * *out). -1 with err; *out is left nil. */
 int wire_to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int from,
-                  struct rpc_value *out, char *err, size_t cap);
+                  struct rpc_value *out, struct wire_tensors *got, char *err, size_t cap);
 
 /* ---- agent services used by rref.c ------------------------------------- */
 int rpc_self_id(void);

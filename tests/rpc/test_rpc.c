@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "rpc/rpc.h"
+#include "rpc/rpc_internal.h"
 #include "rpc_harness.h"
 
 static const char *NAMES[] = { "w0", "w1", "w2", "w3" };
@@ -207,8 +208,44 @@ static int fn_leave(struct rpc_request *req, const struct rpc_value *args, struc
     return 0;
 }
 
+/* Distributed-autograd hook points: a request carrying a tensor that
+ * requires grad gets ids 42/7 on the way out; the response is stamped
+ * msg id 8. Every receive is logged. */
+static char hook_log[512];
+static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void hook_send(int to, bool is_response, struct tensor **ts, int n, int64_t *ctx, int64_t *msg, void *u)
+{
+    bool grad = false;
+    for (int i = 0; i < n; i++) grad |= ts[i]->requires_grad;
+    if (!grad) return;
+    if (!is_response) { *ctx = 42; *msg = 7; }
+    else if (*ctx == 42) *msg = 8;
+}
+
+static void hook_recv(int from, bool is_response, struct tensor **ts, int n, int64_t ctx, int64_t msg, void *u)
+{
+    if (!ctx) return;
+    pthread_mutex_lock(&hook_mu);
+    size_t l = strlen(hook_log);
+    snprintf(hook_log + l, sizeof hook_log - l, "%s from %d ctx %lld msg %lld n %d grad %d;",
+             is_response ? "resp" : "req", from, (long long)ctx, (long long)msg, n, n ? ts[n - 1]->requires_grad : -1);
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static int fn_hook_log(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    pthread_mutex_lock(&hook_mu);
+    *res = rpc_str(hook_log);
+    pthread_mutex_unlock(&hook_mu);
+    return 0;
+}
+
 static void register_all(void)
 {
+    static const struct rpc_autograd_hooks hooks = { hook_send, hook_recv, NULL };
+    rpc_set_autograd_hooks(&hooks);
+    rpc_register("hook_log", fn_hook_log, NULL);
     rpc_register("echo", fn_echo, NULL);
     rpc_register_ex("add", fn_add, NULL, RPC_FN_INLINE);
     rpc_register("slow", fn_slow, NULL);
@@ -897,6 +934,38 @@ START_TEST(test_init_errors)
 }
 END_TEST
 
+START_TEST(test_autograd_hooks)
+{
+    start_world(2);
+    int64_t shape[1] = { 3 };
+    struct tensor *plain = tensor_new(DTYPE_F32, DEVICE_CPU, 1, shape);
+    struct tensor *g = tensor_new(DTYPE_F32, DEVICE_CPU, 1, shape);
+    tensor_set_requires_grad(g, true);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_list(2);                   /* nested tensors are seen too */
+    args.list.items[0].list.items[0] = rpc_tensor(plain);
+    args.list.items[0].list.items[1] = rpc_tensor(g);
+    ck_assert_int_eq(rpc_sync("w1", "echo", &args, &res, 0), 0);
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    /* no tensor requiring grad: no ids */
+    args = rpc_list(1);
+    args.list.items[0] = rpc_tensor(plain);
+    ck_assert_int_eq(rpc_sync("w1", "echo", &args, &res, 0), 0);
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    ck_assert_int_eq(rpc_sync("w1", "hook_log", NULL, &res, 0), 0);
+    ck_assert_str_eq(res.str.ptr, "req from 0 ctx 42 msg 7 n 2 grad 1;");
+    rpc_value_clear(&res);
+    pthread_mutex_lock(&hook_mu);
+    ck_assert_str_eq(hook_log, "resp from 1 ctx 42 msg 8 n 2 grad 1;");
+    pthread_mutex_unlock(&hook_mu);
+    tensor_free(plain);
+    tensor_free(g);
+    stop_world();
+}
+END_TEST
+
 static Suite *rpc_suite(void)
 {
     Suite *s = suite_create("rpc");
@@ -906,6 +975,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tc, test_echo_values);
     tcase_add_test(tc, test_nested_deferred_concurrent);
     tcase_add_test(tc, test_errors_and_timeouts);
+    tcase_add_test(tc, test_autograd_hooks);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("failures");
     tcase_set_timeout(tf, 120);
