@@ -342,7 +342,6 @@ struct remote_job {
     struct rpc_value args;
 };
 
-
 static void construct(void *arg)
 {
     struct remote_job *j = arg;
