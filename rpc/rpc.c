@@ -869,7 +869,8 @@ static void teardown(void)
 }
 
 static bool pred_idle(void) { return atomic_load(&A->inflight) == 0; }
-static bool pred_go(void) { return A->sd_go; }
+/* rank 0 said go, or rank 0 is gone (nobody left to say it) */
+static bool pred_go(void) { return A->sd_go || !rpc_worker_alive(0); }
 
 static int static_alive(void)
 {
@@ -881,20 +882,20 @@ static int static_alive(void)
     return n;
 }
 
-static bool pred_all_ready(void)
+/* Under state_mu; liveness is read under dir_lock (never held while
+ * taking state_mu, so the order is safe). */
+static bool all_static(const bool *flags)
 {
-    int need = 0;
-    for (int i = 1; i < A->world_size && i < MAX_WORKERS; i++)
-        if (A->peers[i] && A->peers[i]->alive && !A->sd_ready_from[i]) need++;
-    return need == 0;
+    bool ok = true;
+    pthread_rwlock_rdlock(&A->dir_lock);
+    for (int i = 1; i < A->world_size && i < MAX_WORKERS && ok; i++)
+        if (A->peers[i] && A->peers[i]->alive && !flags[i]) ok = false;
+    pthread_rwlock_unlock(&A->dir_lock);
+    return ok;
 }
 
-static bool pred_all_bye(void)
-{
-    for (int i = 1; i < A->world_size && i < MAX_WORKERS; i++)
-        if (A->peers[i] && A->peers[i]->alive && !A->bye_from[i]) return false;
-    return true;
-}
+static bool pred_all_ready(void) { return all_static(A->sd_ready_from); }
+static bool pred_all_bye(void) { return all_static(A->bye_from); }
 
 void rpc_shutdown(bool graceful)
 {
