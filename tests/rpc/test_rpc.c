@@ -966,6 +966,42 @@ START_TEST(test_autograd_hooks)
 }
 END_TEST
 
+START_TEST(test_graceful_shutdown_waits)
+{
+    start_world(2);
+    /* a value nested too deep is refused at the sender */
+    struct rpc_value deep = rpc_list(1), *cur = &deep.list.items[0];
+    for (int i = 0; i < 40; i++) {
+        *cur = rpc_list(1);
+        cur = &cur->list.items[0];
+    }
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = deep;
+    ck_assert_int_eq(rpc_sync("w1", "echo", &args, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: value nested deeper than 32");
+    rpc_value_clear(&args);
+    /* arguments must be a list */
+    struct rpc_value notlist = rpc_int(3);
+    ck_assert_int_eq(rpc_sync("w1", "echo", &notlist, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: arguments to echo must be a list, not int");
+
+    args = rpc_list(1);
+    args.list.items[0] = rpc_int(300);
+    double t0 = h_now();
+    struct rpc_future *f = rpc_async("w1", "slow", &args, 0);
+    rpc_value_clear(&args);
+    rpc_shutdown(true);                  /* waits for the call in flight */
+    ck_assert(h_now() - t0 >= 0.29);
+    ck_assert(rpc_future_done(f));
+    ck_assert_msg(rpc_future_wait(f, NULL) == 0, "%s", rpc_last_error());
+    rpc_future_free(f);
+    for (int i = 0; i < H.n; i++) ck_assert_int_eq(h_reap(&H, i, 30), 0);
+    /* after shutdown, calls fail cleanly */
+    ck_assert_int_eq(rpc_sync("w1", "echo", NULL, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w1' calling w1.echo");
+}
+END_TEST
+
 static Suite *rpc_suite(void)
 {
     Suite *s = suite_create("rpc");
@@ -976,6 +1012,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tc, test_nested_deferred_concurrent);
     tcase_add_test(tc, test_errors_and_timeouts);
     tcase_add_test(tc, test_autograd_hooks);
+    tcase_add_test(tc, test_graceful_shutdown_waits);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("failures");
     tcase_set_timeout(tf, 120);
