@@ -14,12 +14,13 @@
 #include "rpc/rpc_internal.h"
 
 static struct rpc_agent *const A = &rpc_agent_state;
+struct rpc_freelist rpc_future_fl = RPC_FREELIST_INIT(sizeof(struct rpc_future));
 
 /* ---- futures --------------------------------------------------------------- */
 
 struct rpc_future *rpc_future_new(void)
 {
-    struct rpc_future *f = trib_xcalloc(1, sizeof *f);
+    struct rpc_future *f = rpc_fl_get(&rpc_future_fl);
     atomic_init(&f->refs, 1);
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
@@ -33,7 +34,7 @@ void rpc_future_free(struct rpc_future *f)
     free(f->err);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
-    free(f);
+    rpc_fl_put(&rpc_future_fl, f);
 }
 
 /* Completes f with *v (moved) or err (copied). First completion wins. The

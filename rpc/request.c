@@ -21,6 +21,7 @@ struct fn_entry {
 };
 
 static pthread_rwlock_t fn_lock = PTHREAD_RWLOCK_INITIALIZER;
+struct rpc_freelist rpc_request_fl = RPC_FREELIST_INIT(sizeof(struct rpc_request));
 static struct fn_entry *fn_table[256];
 static struct rpc_agent *const A = &rpc_agent_state;
 
@@ -106,7 +107,7 @@ void rpc_request_free(struct rpc_request *req)
 {
     rpc_value_clear(&req->args);
     free(req->err);
-    free(req);
+    rpc_fl_put(&rpc_request_fl, req);
 }
 
 int rpc_request_fail(struct rpc_request *req, const char *fmt, ...)
@@ -148,7 +149,7 @@ void rpc_request_finish_error(struct rpc_request *req)
 
 struct rpc_request *rpc_request_new_local(const char *fn)
 {
-    struct rpc_request *req = trib_xcalloc(1, sizeof *req);
+    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
     snprintf(req->fn, sizeof req->fn, "%s", fn);
     req->caller = rpc_self_id();
     return req;
@@ -169,7 +170,7 @@ void rpc_run_request(struct rpc_request *req)
 {
     if (req->job) {
         req->job(req->job_arg);
-        free(req);
+        rpc_fl_put(&rpc_request_fl, req);
         return;
     }
     struct rpc_value result = rpc_nil();
@@ -202,7 +203,7 @@ bool rpc_pool_push(struct rpc_request *req)
 
 void rpc_pool_submit(void (*job)(void *), void *arg)
 {
-    struct rpc_request *req = trib_xcalloc(1, sizeof *req);
+    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
     req->job = job;
     req->job_arg = arg;
     rpc_pool_push(req);

@@ -64,9 +64,55 @@ uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fet
 
 /* ---- out queue ------------------------------------------------------------- */
 
+struct rpc_freelist rpc_outmsg_fl =
+    RPC_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t));
+
+void *rpc_fl_get(struct rpc_freelist *fl)
+{
+    pthread_mutex_lock(&fl->mu);
+    void *p = fl->head;
+    if (p) {
+        fl->head = *(void **)p;
+        fl->n--;
+    }
+    pthread_mutex_unlock(&fl->mu);
+    if (!p) p = trib_xmalloc(fl->size);
+    memset(p, 0, fl->size);
+    return p;
+}
+
+void rpc_fl_put(struct rpc_freelist *fl, void *p)
+{
+    pthread_mutex_lock(&fl->mu);
+    if (fl->n < RPC_FREELIST_MAX) {
+        *(void **)p = fl->head;
+        fl->head = p;
+        fl->n++;
+        p = NULL;
+    }
+    pthread_mutex_unlock(&fl->mu);
+    free(p);
+}
+
+void rpc_fl_drain(struct rpc_freelist *fl)
+{
+    pthread_mutex_lock(&fl->mu);
+    void *p = fl->head;
+    fl->head = NULL;
+    fl->n = 0;
+    pthread_mutex_unlock(&fl->mu);
+    while (p) {
+        void *next = *(void **)p;
+        free(p);
+        p = next;
+    }
+}
+
 static struct outmsg *outmsg_new(int nframes)
 {
-    struct outmsg *m = trib_xmalloc(sizeof *m + (size_t)nframes * sizeof(zmq_msg_t));
+    struct outmsg *m = nframes <= RPC_OUTMSG_POOLED_FRAMES
+        ? rpc_fl_get(&rpc_outmsg_fl)
+        : trib_xmalloc(sizeof *m + (size_t)nframes * sizeof(zmq_msg_t));
     m->next = NULL;
     m->peer = -1;
     m->rid_len = 0;
@@ -78,7 +124,8 @@ static struct outmsg *outmsg_new(int nframes)
 static void outmsg_free(struct outmsg *m)
 {
     for (int i = 0; i < m->nframes; i++) zmq_msg_close(&m->frames[i]);
-    free(m);
+    if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) rpc_fl_put(&rpc_outmsg_fl, m);
+    else free(m);
 }
 
 void rpc_wake_io(void)
@@ -381,7 +428,7 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *fram
             }
             return;
         }
-        struct rpc_request *req = trib_xmalloc(sizeof *req);
+        struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
         req->next = NULL;
         req->req_id = h.req_id;
         req->caller = h.sender;
@@ -866,6 +913,8 @@ static void teardown(void)
     A->out_head = A->out_tail = NULL;
     A->out_len = 0;
     pthread_rwlock_destroy(&A->dir_lock);
+    rpc_fl_drain(&rpc_outmsg_fl);
+    rpc_fl_drain(&rpc_request_fl);
 }
 
 static bool pred_idle(void) { return atomic_load(&A->inflight) == 0; }

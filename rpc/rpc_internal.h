@@ -186,7 +186,7 @@ struct outmsg {
     unsigned char rid[256];
     size_t rid_len;
     struct rpc_future *fut;          /* registered as pending when sent */
-    int nframes;
+    int nframes;                     /* <= RPC_OUTMSG_POOLED_FRAMES: from rpc_outmsg_fl */
     zmq_msg_t frames[];
 };
 
@@ -260,6 +260,20 @@ struct rpc_agent {
     int64_t last_hb;
     int64_t last_scan;
 };
+/* A bounded free list of fixed-size blocks shared by threads, so that
+ * steady-state messages, requests and futures reuse memory instead of
+ * calling malloc (CONVENTIONS.md "Memory and hot paths"). */
+struct rpc_freelist { pthread_mutex_t mu; void *head; int n; size_t size; };
+#define RPC_FREELIST_INIT(sz) { PTHREAD_MUTEX_INITIALIZER, NULL, 0, (sz) }
+#define RPC_FREELIST_MAX 4096
+/* A zeroed block of fl->size bytes. */
+void *rpc_fl_get(struct rpc_freelist *fl);
+void rpc_fl_put(struct rpc_freelist *fl, void *p);
+/* Frees every cached block (at shutdown). */
+void rpc_fl_drain(struct rpc_freelist *fl);
+extern struct rpc_freelist rpc_future_fl, rpc_request_fl, rpc_outmsg_fl;
+#define RPC_OUTMSG_POOLED_FRAMES 2
+
 /* The one agent of this process (rpc.c). */
 extern struct rpc_agent rpc_agent_state;
 extern struct rpc_autograd_hooks rpc_hooks;
