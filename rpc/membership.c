@@ -118,7 +118,9 @@ int rpc_next_event(struct rpc_event *ev, int timeout_ms)
     return got;
 }
 
-/* I/O thread: adds (or revives) a peer and connects a dealer to it. */
+/* I/O thread (or rpc_init before it starts): adds (or revives) a peer and
+ * connects a dealer to it. NULL with error if the endpoint is unusable
+ * (it comes from the network). */
 struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic)
 {
     CHECK(id >= 0 && id < MAX_WORKERS);
@@ -130,8 +132,6 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
         pthread_rwlock_unlock(&A->dir_lock);
         return p;
     }
-    if (!p) p = trib_xcalloc(1, sizeof *p);
-    if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
     void *d = zmq_socket(A->zctx, ZMQ_DEALER);
     CHECK(d != NULL);
     int zero = 0, hwm = HWM;
@@ -140,7 +140,13 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
-    ZMQ_CHECK(zmq_connect(d, endpoint));
+    if (zmq_connect(d, endpoint) < 0) {
+        rpc_set_error("rpc: cannot connect to '%s': %s", endpoint, zmq_strerror(zmq_errno()));
+        ZMQ_CHECK(zmq_close(d));
+        return NULL;
+    }
+    if (!p) p = trib_xcalloc(1, sizeof *p);
+    if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
     pthread_rwlock_wrlock(&A->dir_lock);
     p->id = id;
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -230,6 +236,7 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
         id = (int)rank;
     }
     struct peer *p = rpc_add_peer(id, name, ep, dynamic);
+    if (!p) return rpc_request_fail(req, "cannot connect to endpoint '%s'", ep);
     *result = rpc_list(1);
     result->list.items[0] = rpc_int(id);
     pthread_mutex_lock(&A->state_mu);

@@ -123,7 +123,7 @@ static struct outmsg *outmsg_new(int nframes)
 
 static void outmsg_free(struct outmsg *m)
 {
-    for (int i = 0; i < m->nframes; i++) zmq_msg_close(&m->frames[i]);
+    for (int i = 0; i < m->nframes; i++) ZMQ_CHECK(zmq_msg_close(&m->frames[i]));
     if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) rpc_fl_put(&rpc_outmsg_fl, m);
     else free(m);
 }
@@ -493,9 +493,9 @@ static int recv_one(void *sock, bool router, unsigned char *rid, size_t *rid_len
     int n = 0;
     for (;;) {
         if (n < 2 + WIRE_MAX_TENSORS) {
-            zmq_msg_init(&rx_frames[n]);
+            ZMQ_CHECK(zmq_msg_init(&rx_frames[n]));
             if (zmq_msg_recv(&rx_frames[n], sock, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
-                zmq_msg_close(&rx_frames[n]);
+                ZMQ_CHECK(zmq_msg_close(&rx_frames[n]));
                 if (n == 0) return 0;
                 CHECK(zmq_errno() == ETERM || zmq_errno() == EINTR);
                 break;
@@ -505,11 +505,11 @@ static int recv_one(void *sock, bool router, unsigned char *rid, size_t *rid_len
         } else {
             /* Too many frames: drain the rest and drop the message. */
             zmq_msg_t junk;
-            zmq_msg_init(&junk);
+            ZMQ_CHECK(zmq_msg_init(&junk));
             int more = 1;
             while (more && zmq_msg_recv(&junk, sock, 0) >= 0) more = zmq_msg_more(&junk);
-            zmq_msg_close(&junk);
-            for (int i = 0; i < n; i++) zmq_msg_close(&rx_frames[i]);
+            ZMQ_CHECK(zmq_msg_close(&junk));
+            for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
             return -1;
         }
     }
@@ -532,7 +532,7 @@ static void drain_socket(void *sock, bool router)
         if (n < 0) continue;
         int first = router ? 1 : 0;
         if (n > first) handle_msg(router ? rid : NULL, rid_len, rx_frames + first, n - first);
-        for (int i = 0; i < n; i++) zmq_msg_close(&rx_frames[i]);
+        for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
     }
 }
 
@@ -704,10 +704,10 @@ static void internal_done(struct rpc_future *f, void *arg)
     rpc_future_free(f);
 }
 
-void rpc_call_internal(int to, const char *fn, struct rpc_value *args,
+void rpc_call_internal(int to, const char *fn, struct rpc_value *args, int timeout_ms,
                        void (*cb)(struct rpc_future *, void *), void *user)
 {
-    struct rpc_future *f = rpc_async_id(to, fn, args, A->opts.default_timeout_ms);
+    struct rpc_future *f = rpc_async_id(to, fn, args, timeout_ms);
     rpc_value_clear(args);
     struct internal_cb *ic = trib_xmalloc(sizeof *ic);
     ic->cb = cb;
@@ -824,8 +824,8 @@ int rpc_init(const struct rpc_opts *opts)
     }
     if (zmq_bind(A->router, bind_ep) < 0) {
         rpc_set_error("rpc_init: cannot bind %s: %s", bind_ep, zmq_strerror(zmq_errno()));
-        zmq_close(A->router);
-        zmq_ctx_term(A->zctx);
+        ZMQ_CHECK(zmq_close(A->router));
+        ZMQ_CHECK(zmq_ctx_term(A->zctx));
         return -1;
     }
     size_t eplen = sizeof A->endpoint;
@@ -835,8 +835,14 @@ int rpc_init(const struct rpc_opts *opts)
     A->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     CHECK(A->efd >= 0);
 
-    if (A->rank == 0) rpc_add_peer(0, A->self.name, A->endpoint, false);
-    else rpc_add_peer(0, "(rendezvous)", A->master, false);
+    if (!rpc_add_peer(0, A->rank == 0 ? A->self.name : "(rendezvous)", A->rank == 0 ? A->endpoint : A->master, false)) {
+        char e[1024];
+        snprintf(e, sizeof e, "%s", rpc_last_error());
+        ZMQ_CHECK(zmq_close(A->router));
+        ZMQ_CHECK(zmq_ctx_term(A->zctx));
+        close(A->efd);
+        return rpc_set_error("rpc_init: %s", e);
+    }
     A->up = true;
     CHECK(pthread_create(&A->io_thread, NULL, io_main, NULL) == 0);
     A->npool = o->num_handler_threads;

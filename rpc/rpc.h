@@ -212,12 +212,14 @@ void rpc_register_method(const char *type_name, const char *name, rpc_method fn,
  * RRef holds the object) or a registered function (the RRef holds its
  * result value). Returns at once with a user RRef (owner RRef if to is this
  * worker); construction errors surface on to_here / method calls. NULL with
- * error only for an unknown worker. The caller owns one reference. */
+ * error only for an unknown worker. timeout_ms (0: the default) bounds the
+ * creation message. The caller owns one reference. */
 struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms);
 /* Copies the owner's value here (objects through their type's to_value). */
 int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms);
-/* On the owner only: the value (borrowed) / the object; NULL with error on a
- * user or before construction finished. */
+/* On the owner only: the value (borrowed) / the object, waiting for the
+ * construction to finish (so not from an inline handler). NULL with error
+ * on a user, after a failed construction, or for the other kind. */
 const struct rpc_value *rref_local_value(struct rref *r);
 void *rref_local_object(struct rref *r);
 int rref_owner(const struct rref *r);

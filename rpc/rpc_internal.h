@@ -93,9 +93,10 @@ int wire_to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int f
 int rpc_self_id(void);
 uint64_t rpc_gen_id(void);
 bool rpc_worker_alive(int id);
-/* Fire-and-track internal call: runs cb(f, user) on completion (I/O thread
- * or caller thread), then frees the future. Counted as in flight. */
-void rpc_call_internal(int to, const char *fn, struct rpc_value *args_moved,
+/* Fire-and-track internal call (timeout_ms 0: the default): runs
+ * cb(f, user) on completion (I/O thread or caller thread), then frees the
+ * future. Counted as in flight, so a graceful shutdown waits for it. */
+void rpc_call_internal(int to, const char *fn, struct rpc_value *args_moved, int timeout_ms,
                        void (*cb)(struct rpc_future *f, void *user), void *user);
 struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *args, int timeout_ms);
 /* Runs job(arg) on a handler thread. */

@@ -568,6 +568,7 @@ START_TEST(test_rref_lifecycle)
     ck_assert_int_eq(res.i, 8);
     ck_assert(rref_confirmed_by_owner(r));
     ck_assert_ptr_null(rref_local_object(r));
+    ck_assert_str_eq(rpc_last_error(), "rref_local_object: this worker is not the owner");
     ck_assert_int_eq(call_int("w1", "owned"), 1);
 
     /* user -> user fork across three workers (G2), then the first user goes */
@@ -639,6 +640,8 @@ START_TEST(test_rref_lifecycle)
     ck_assert_int_eq(rref_to_here(r, &v, 0), 0);
     ck_assert_int_eq(v.i, 11);
     ck_assert_ptr_nonnull(rref_local_object(r));
+    ck_assert_ptr_null(rref_local_value(r));
+    ck_assert_str_eq(rpc_last_error(), "rref_local_value: the RRef holds an object of type Counter");
     ck_assert_int_eq(rref_owned_count(), 1);
     rref_free(r);
     ck_assert_int_eq(rref_owned_count(), 0);
@@ -821,6 +824,24 @@ START_TEST(test_bad_input)
     ck_assert_str_eq(err, "");
     assert_alive();
 
+    /* a hello to the rendezvous with an endpoint nobody can connect to */
+    void *s0 = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(s0, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(s0, rpc_master_endpoint()), 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 11, "__hello", 0);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_str_with_body(&pk, "evil", 4);
+    msgpack_pack_int(&pk, RPC_RANK_DYNAMIC);
+    msgpack_pack_str_with_body(&pk, "bogus://x", 9);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s0, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w0: __hello: cannot connect to endpoint 'bogus://x'");
+    ck_assert_int_eq(rpc_get_worker_info("evil", &w1), -1);
+    zmq_close(s0);
+
     zmq_close(s);
     zmq_ctx_term(ctx);
     stop_world();
@@ -907,6 +928,15 @@ START_TEST(test_init_errors)
     o.name = NULL;
     ck_assert_int_eq(rpc_init(&o), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc_init: a worker name (1..63 bytes) is required");
+    o.name = "x";
+    o.rank = 1;
+    o.master = "bogus://127.0.0.1:1";
+    ck_assert_int_eq(rpc_init(&o), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_init: rpc: cannot connect to 'bogus://127.0.0.1:1': Protocol not supported");
+    o.master = "tcp://127.0.0.1:1";      /* nobody there */
+    o.init_timeout_ms = 300;
+    ck_assert_int_eq(rpc_init(&o), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_init: rendezvous with tcp://127.0.0.1:1 failed: rpc: timed out after 300 ms calling (rendezvous).__hello");
     /* environment variables, torchrun style */
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "1", 1);
