@@ -147,6 +147,7 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     }
     if (!p) p = trib_xcalloc(1, sizeof *p);
     if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
+    p->left_at = 0;
     pthread_rwlock_wrlock(&A->dir_lock);
     p->id = id;
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -161,7 +162,22 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     return p;
 }
 
-/* I/O thread: a peer left or died. */
+/* I/O thread: closes the dealer of a peer that is no longer alive and
+ * fails the calls still waiting on it. */
+void rpc_close_peer(int id, const char *why)
+{
+    struct peer *p = A->peers[id];
+    if (!p || !p->dealer) return;
+    ZMQ_CHECK(zmq_close(p->dealer));
+    p->dealer = NULL;
+    p->left_at = 0;
+    A->peers_changed = true;
+    rpc_fail_pending_to(id, why);
+}
+
+/* I/O thread: a peer left or died. A peer that left gracefully keeps its
+ * dealer until the replies it sent before leaving are in (or a heartbeat
+ * timeout passes: see io_timers); a dead one fails its calls at once. */
 void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev)
 {
     struct peer *p = A->peers[id];
@@ -169,10 +185,8 @@ void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev)
     pthread_rwlock_wrlock(&A->dir_lock);
     p->alive = false;
     pthread_rwlock_unlock(&A->dir_lock);
-    ZMQ_CHECK(zmq_close(p->dealer));
-    p->dealer = NULL;
-    A->peers_changed = true;
-    rpc_fail_pending_to(id, why);
+    if (ev == RPC_EVENT_LEAVE && p->npending > 0) p->left_at = rpc_now_ms();
+    else rpc_close_peer(id, why);
     rpc_post_event(ev, id, p->name);
     pthread_mutex_lock(&A->state_mu);
     pthread_cond_broadcast(&A->state_cv);
@@ -310,10 +324,9 @@ static int bi_leave(struct rpc_request *req, const struct rpc_value *args, struc
     } else if (req->caller != 0) {
         return -1;
     }
-    char why[128];
-    snprintf(why, sizeof why, "worker %lld left", (long long)id);
-    /* Keep the dealer to the leaver long enough for the reply to go out
-     * through the router (replies do not use dealers). */
+    char why[128], name[64];
+    rpc_peer_name((int)id, name, sizeof name);
+    snprintf(why, sizeof why, "%s left", name);
     rpc_drop_peer((int)id, why, RPC_EVENT_LEAVE);
     return 0;
 }

@@ -105,6 +105,7 @@ void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *er
 
 void rpc_request_free(struct rpc_request *req)
 {
+    if (req->counted) atomic_fetch_sub(&A->active, 1);
     rpc_value_clear(&req->args);
     free(req->err);
     rpc_fl_put(&rpc_request_fl, req);

@@ -253,8 +253,14 @@ struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, 
 
 /* ---- pending calls (I/O thread) ---------------------------------------- */
 
+static void peer_pending(int id, int delta)
+{
+    if (id >= 0 && id < MAX_WORKERS && A->peers[id]) A->peers[id]->npending += delta;
+}
+
 static void pending_add(struct rpc_future *f)
 {
+    peer_pending(f->peer, 1);
     unsigned b = (unsigned)(f->req_id & (NBUCKETS - 1));
     f->hnext = A->pending[b];
     A->pending[b] = f;
@@ -269,6 +275,7 @@ static struct rpc_future *pending_take(uint64_t req_id)
             struct rpc_future *f = *pp;
             *pp = f->hnext;
             A->npending--;
+            peer_pending(f->peer, -1);
             return f;
         }
     return NULL;
@@ -290,6 +297,7 @@ static void scan_pending(bool (*pred)(struct rpc_future *, void *), void *arg, c
             if (pred(f, arg)) {
                 *pp = f->hnext;
                 A->npending--;
+                peer_pending(f->peer, -1);
                 rpc_pending_done(f);
             } else {
                 pp = &f->hnext;
@@ -369,7 +377,7 @@ static struct wire_tensors rx_tensors;      /* tensors of the message being deco
 
 static void touch_peer(int id)
 {
-    if (id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->alive) A->peers[id]->last_seen = rpc_now_ms();
+    if (id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->dealer) A->peers[id]->last_seen = rpc_now_ms();
 }
 
 static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *why)
@@ -429,6 +437,8 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *fram
             return;
         }
         struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+        req->counted = true;
+        atomic_fetch_add(&A->active, 1);
         req->next = NULL;
         req->req_id = h.req_id;
         req->caller = h.sender;
@@ -551,6 +561,11 @@ static void io_timers(void)
         int self = rpc_self_id();
         for (int i = 0; i < MAX_WORKERS; i++) {
             struct peer *p = A->peers[i];
+            if (p && p->left_at && (p->npending == 0 || now - p->left_at > A->opts.heartbeat_timeout_ms)) {
+                char why[128];
+                snprintf(why, sizeof why, "%s left", p->name);
+                rpc_close_peer(i, why);
+            }
             if (!p || !p->alive || i == self) continue;
             if (now - p->last_seen > A->opts.heartbeat_timeout_ms) {
                 char why[128];
@@ -582,7 +597,7 @@ static void *io_main(void *arg)
             items[1] = (zmq_pollitem_t){ .fd = A->efd, .events = ZMQ_POLLIN };
             nitems = 2;
             for (int i = 0; i < MAX_WORKERS; i++)
-                if (A->peers[i] && A->peers[i]->alive) {
+                if (A->peers[i] && A->peers[i]->dealer) {
                     map[nitems] = i;
                     items[nitems++] = (zmq_pollitem_t){ .socket = A->peers[i]->dealer, .events = ZMQ_POLLIN };
                 }
@@ -612,7 +627,7 @@ static void *io_main(void *arg)
         if (items[0].revents & ZMQ_POLLIN) drain_socket(A->router, true);
         bool changed = A->peers_changed;
         for (int i = 2; i < nitems && !changed; i++)
-            if ((items[i].revents & ZMQ_POLLIN) && A->peers[map[i]] && A->peers[map[i]]->alive) {
+            if ((items[i].revents & ZMQ_POLLIN) && A->peers[map[i]] && A->peers[map[i]]->dealer) {
                 drain_socket(A->peers[map[i]]->dealer, false);
                 changed = A->peers_changed;
             }
@@ -923,7 +938,7 @@ static void teardown(void)
     rpc_fl_drain(&rpc_request_fl);
 }
 
-static bool pred_idle(void) { return atomic_load(&A->inflight) == 0; }
+static bool pred_idle(void) { return atomic_load(&A->inflight) == 0 && atomic_load(&A->active) == 0; }
 /* rank 0 said go, or rank 0 is gone (nobody left to say it) */
 static bool pred_go(void) { return A->sd_go || !rpc_worker_alive(0); }
 

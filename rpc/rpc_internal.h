@@ -178,6 +178,7 @@ struct rpc_request {
     char *err;
     void (*job)(void *);
     void *job_arg;
+    bool counted;                   /* in agent.active until freed */
 };
 
 /* A message on its way to the I/O thread: header frame + tensor frames. */
@@ -200,6 +201,9 @@ struct peer {
     bool alive;
     bool dynamic;
     int64_t last_seen;
+    int64_t left_at;                /* left gracefully: the dealer stays open to
+                                       drain replies already on their way */
+    int npending;                   /* I/O thread: calls awaiting its reply */
 };
 
 struct rpc_agent {
@@ -231,6 +235,7 @@ struct rpc_agent {
     struct rpc_future *pending[NBUCKETS];   /* I/O thread only */
     int npending;
     atomic_int inflight;            /* outstanding futures this process started */
+    atomic_int active;              /* requests received and not yet answered */
 
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;
@@ -304,6 +309,7 @@ void rpc_peer_name(int id, char *buf, size_t cap);
 void rpc_post_event(enum rpc_event_kind kind, int id, const char *name);
 struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic);
 void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev);
+void rpc_close_peer(int id, const char *why);
 void rpc_membership_register(void);
 const char *rpc_arg_str(const struct rpc_value *args, size_t i);
 bool rpc_arg_int(const struct rpc_value *args, size_t i, int64_t *out);
