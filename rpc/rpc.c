@@ -401,7 +401,21 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *fram
     const char *buf = zmq_msg_data(&frames[0]);
     size_t len = zmq_msg_size(&frames[0]);
     msgpack_zone_clear(&zone);
-    if (wire_validate(buf, len, err, sizeof err) < 0) return;   /* no request id to answer */
+    size_t payload_off;
+    if (wire_validate(buf, len, &payload_off, err, sizeof err) < 0) {
+        /* Answer by request id if the fields before the payload are sound:
+         * parse them with a nil payload in place of the bad one. */
+        char head[512];
+        if (!rid || payload_off == 0 || payload_off >= sizeof head) return;
+        memcpy(head, buf, payload_off);
+        head[payload_off] = (char)0xc0;
+        size_t off = 0;
+        char herr[256];
+        if (msgpack_unpack(head, payload_off + 1, &off, &zone, &root) == MSGPACK_UNPACK_SUCCESS &&
+            wire_parse_hdr(&root, &h, herr, sizeof herr) == 0 && h.type == WIRE_REQ)
+            reply_bad(rid, rid_len, h.req_id, err);
+        return;
+    }
     size_t off = 0;
     if (msgpack_unpack(buf, len, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) return;
     if (wire_parse_hdr(&root, &h, err, sizeof err) < 0) {

@@ -190,8 +190,9 @@ void rpc_future_free(struct rpc_future *f);
 /* ---- RRefs -------------------------------------------------------------- */
 
 /* Object types for rpc_remote constructors: a destructor (called on the
- * owner's I/O thread when the last user anywhere is gone: must be quick)
- * and an optional to_value (for rref_to_here of an object). */
+ * owner when the last user anywhere is gone, on whichever thread noticed,
+ * often the I/O thread: must be quick and must not block) and an optional
+ * to_value (for rref_to_here of an object; runs on a handler thread). */
 struct rpc_type {
     const char *name;
     void (*destroy)(void *obj);

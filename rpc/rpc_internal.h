@@ -77,8 +77,11 @@ struct wire_tensors { struct tensor *t[WIRE_MAX_TENSORS]; int n; };
  * worker `to`. -1 with error on too many tensors or an unencodable value. */
 int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_tensors *tl, int to, int depth);
 /* Checks that buf[0..len) is exactly one msgpack object whose counts and
- * lengths fit in the buffer and whose depth is bounded. 0 or -1 (err set). */
-int wire_validate(const char *buf, size_t len, char *err, size_t cap);
+ * lengths fit in the buffer and whose depth is bounded. 0 or -1 (err set).
+ * For a 10-element header array whose first nine fields are sound,
+ * *payload_off is where the payload starts (else 0), so that a request
+ * with a bad payload can still be answered. */
+int wire_validate(const char *buf, size_t len, size_t *payload_off, char *err, size_t cap);
 /* Parses the header array. 0 or -1 with err; req_id is filled as soon as
  * it is known (0 otherwise). */
 int wire_parse_hdr(const msgpack_object *o, struct wire_hdr *h, char *err, size_t cap);

@@ -299,10 +299,21 @@ static int walk(struct cursor *c, int depth)
     return 0;
 }
 
-int wire_validate(const char *buf, size_t len, char *err, size_t cap)
+int wire_validate(const char *buf, size_t len, size_t *payload_off, char *err, size_t cap)
 {
     struct cursor c = { (const unsigned char *)buf, (const unsigned char *)buf + len, err, cap };
-    if (walk(&c, 0) < 0) return -1;
+    *payload_off = 0;
+    if (len > 0 && (unsigned char)buf[0] == 0x9a) {
+        /* The header array: remember where the payload starts so a bad
+         * payload can still be answered by request id. */
+        c.p++;
+        for (int i = 0; i < 9; i++)
+            if (walk(&c, 1) < 0) return -1;
+        *payload_off = (size_t)(c.p - (const unsigned char *)buf);
+        if (walk(&c, 1) < 0) return -1;
+    } else if (walk(&c, 0) < 0) {
+        return -1;
+    }
     if (c.p != c.end) return verr(&c, "trailing bytes after msgpack header");
     return 0;
 }

@@ -745,7 +745,8 @@ START_TEST(test_bad_input)
     ck_assert_str_eq(err, "");
     assert_alive();
 
-    /* ...and the same claim inside the arguments of a well-formed header */
+    /* ...and the same claim inside the arguments of a well-formed header:
+     * answered by request id */
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     pack_hdr(&pk, 5, "echo", 0);
@@ -753,7 +754,17 @@ START_TEST(test_bad_input)
     frame_from(&f[0], sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     raw_call(s, f, 1, err, sizeof err);
-    ck_assert_str_eq(err, "");
+    ck_assert_str_eq(err, "rpc: w1: bad message: msgpack container count exceeds message size");
+    /* a string claiming 4 GiB */
+    unsigned char bigstr[5] = { 0xdb, 0xff, 0xff, 0xff, 0xff };
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 12, "echo", 0);
+    msgpack_sbuffer_write(&sb, (const char *)bigstr, sizeof bigstr);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w1: bad message: truncated msgpack");
     assert_alive();
 
     /* wrong frame count */
