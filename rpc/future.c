@@ -93,6 +93,8 @@ const char *rpc_future_error(struct rpc_future *f)
 
 int rpc_future_wait(struct rpc_future *f, struct rpc_value *out)
 {
+    /* The I/O thread completes futures: waiting on it would never return. */
+    CHECK(future_settled(f) || !A->up || !pthread_equal(pthread_self(), A->io_thread));
     /* Adaptive wait: yield for a short while before sleeping. A small
      * call's reply lands within ~100 us, and a futex sleep plus wake of an
      * idle virtual CPU costs a large part of that; yielding keeps the

@@ -174,7 +174,9 @@ int rpc_sync(const char *to, const char *fn, const struct rpc_value *args,
  * future). The caller frees it with rpc_future_free. */
 struct rpc_future *rpc_async(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms);
 /* Blocks until done. Returns 0 and a copy of the value in *out (if out is
- * non-NULL), or -1 with the call's error in rpc_last_error(). */
+ * non-NULL), or -1 with the call's error in rpc_last_error(). Never from
+ * the I/O thread (inline handlers, then-callbacks, event callbacks): that
+ * aborts, as it could never return. rpc_sync/rref_to_here wait likewise. */
 int rpc_future_wait(struct rpc_future *f, struct rpc_value *out);
 bool rpc_future_done(struct rpc_future *f);
 /* Error text of a failed, done future, else NULL. */
