@@ -64,6 +64,8 @@ uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fet
 
 /* ---- out queue ------------------------------------------------------------- */
 
+static _Thread_local bool on_io_thread;
+
 struct rpc_freelist rpc_outmsg_fl =
     RPC_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t));
 
@@ -155,7 +157,8 @@ void rpc_out_push(struct outmsg *m)
     A->out_tail = m;
     A->out_len++;
     pthread_mutex_unlock(&A->out_mu);
-    if (was_empty) rpc_wake_io();
+    /* The I/O thread flushes its own messages before it polls again. */
+    if (was_empty && !on_io_thread) rpc_wake_io();
 }
 
 static void free_tensor_hint(void *data, void *hint) { (void)data; tensor_free(hint); }
@@ -596,9 +599,30 @@ static void io_timers(void)
     }
 }
 
+/* Sends everything queued, including what sending itself queues (failure
+ * callbacks that start new calls). */
+static void flush_out(bool last)
+{
+    for (;;) {
+        pthread_mutex_lock(&A->out_mu);
+        struct outmsg *m = A->out_head;
+        A->out_head = A->out_tail = NULL;
+        A->out_len = 0;
+        if (last && !m) A->io_dead = true;
+        pthread_mutex_unlock(&A->out_mu);
+        if (!m) return;
+        while (m) {
+            struct outmsg *next = m->next;
+            io_send(m);
+            m = next;
+        }
+    }
+}
+
 static void *io_main(void *arg)
 {
     (void)arg;
+    on_io_thread = true;
     zmq_pollitem_t items[2 + MAX_WORKERS];
     int map[2 + MAX_WORKERS];
     int nitems = 0;
@@ -628,16 +652,7 @@ static void *io_main(void *arg)
             ssize_t r = read(A->efd, &v, sizeof v);
             (void)r;
         }
-        pthread_mutex_lock(&A->out_mu);
-        struct outmsg *m = A->out_head;
-        A->out_head = A->out_tail = NULL;
-        A->out_len = 0;
-        pthread_mutex_unlock(&A->out_mu);
-        while (m) {
-            struct outmsg *next = m->next;
-            io_send(m);
-            m = next;
-        }
+        flush_out(false);
         if (items[0].revents & ZMQ_POLLIN) drain_socket(A->router, true);
         bool changed = A->peers_changed;
         for (int i = 2; i < nitems && !changed; i++)
@@ -646,19 +661,10 @@ static void *io_main(void *arg)
                 changed = A->peers_changed;
             }
         io_timers();
+        flush_out(false);               /* replies of inline handlers, pings */
     }
     /* Flush what is queued (replies, byes) before the sockets close. */
-    pthread_mutex_lock(&A->out_mu);
-    struct outmsg *m = A->out_head;
-    A->out_head = A->out_tail = NULL;
-    A->out_len = 0;
-    A->io_dead = true;
-    pthread_mutex_unlock(&A->out_mu);
-    while (m) {
-        struct outmsg *next = m->next;
-        io_send(m);
-        m = next;
-    }
+    flush_out(true);
     rpc_fail_pending_to(-1, "shut down");
     msgpack_zone_destroy(&zone);
     return NULL;
