@@ -270,11 +270,13 @@ static void pending_add(struct rpc_future *f)
     A->npending++;
 }
 
-static struct rpc_future *pending_take(uint64_t req_id)
+/* The pending call req_id made to worker `peer` (a reply only counts from
+ * the worker that was called), unlinked; NULL if none. */
+static struct rpc_future *pending_take(uint64_t req_id, int peer)
 {
     unsigned b = (unsigned)(req_id & (NBUCKETS - 1));
     for (struct rpc_future **pp = &A->pending[b]; *pp; pp = &(*pp)->hnext)
-        if ((*pp)->req_id == req_id) {
+        if ((*pp)->req_id == req_id && (*pp)->peer == peer) {
             struct rpc_future *f = *pp;
             *pp = f->hnext;
             A->npending--;
@@ -395,8 +397,8 @@ static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id,
 }
 
 /* Handles one message: frames[0] header, frames[1..n) bodies. rid is the
- * router envelope (NULL for a dealer message). */
-static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *frames, int n)
+ * router envelope, or NULL for a message on the dealer to worker `peer`. */
+static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_msg_t *frames, int n)
 {
     char err[512];
     struct wire_hdr h;
@@ -490,7 +492,7 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, zmq_msg_t *fram
     }
     /* A response: only on a dealer. */
     if (rid) return;
-    struct rpc_future *f = pending_take(h.req_id);
+    struct rpc_future *f = pending_take(h.req_id, peer);
     if (!f) return;                     /* timed out already, or bogus */
     if (h.type == WIRE_ERR) {
         if (h.payload.type == MSGPACK_OBJECT_STR) {
@@ -549,7 +551,8 @@ static int recv_one(void *sock, bool router, unsigned char *rid, size_t *rid_len
     return n;
 }
 
-static void drain_socket(void *sock, bool router)
+/* peer: the worker a dealer is connected to (-1 for the router). */
+static void drain_socket(void *sock, bool router, int peer)
 {
     unsigned char rid[256];
     size_t rid_len = 0;
@@ -558,7 +561,7 @@ static void drain_socket(void *sock, bool router)
         if (n == 0) return;
         if (n < 0) continue;
         int first = router ? 1 : 0;
-        if (n > first) handle_msg(router ? rid : NULL, rid_len, rx_frames + first, n - first);
+        if (n > first) handle_msg(router ? rid : NULL, rid_len, peer, rx_frames + first, n - first);
         for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
     }
 }
@@ -653,11 +656,11 @@ static void *io_main(void *arg)
             (void)r;
         }
         flush_out(false);
-        if (items[0].revents & ZMQ_POLLIN) drain_socket(A->router, true);
+        if (items[0].revents & ZMQ_POLLIN) drain_socket(A->router, true, -1);
         bool changed = A->peers_changed;
         for (int i = 2; i < nitems && !changed; i++)
             if ((items[i].revents & ZMQ_POLLIN) && A->peers[map[i]] && A->peers[map[i]]->dealer) {
-                drain_socket(A->peers[map[i]]->dealer, false);
+                drain_socket(A->peers[map[i]]->dealer, false, map[i]);
                 changed = A->peers_changed;
             }
         io_timers();
