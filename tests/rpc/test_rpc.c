@@ -75,6 +75,45 @@ static int fn_deferred(struct rpc_request *req, const struct rpc_value *args, st
     return RPC_DEFERRED;
 }
 
+/* Batching, the agent's pattern: requests wait until 4 have arrived, then
+ * one thread answers them all with the batch's sum. */
+static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rpc_request *batch[4];
+static int64_t batch_x[4];
+static int nbatch;
+
+static void *answer_batch(void *arg)
+{
+    struct rpc_request **reqs = arg;
+    int64_t sum = 0;
+    for (int i = 0; i < 4; i++) sum += batch_x[i];
+    for (int i = 0; i < 4; i++) {
+        struct rpc_value v = rpc_list(2);
+        v.list.items[0] = rpc_int(sum);
+        v.list.items[1] = rpc_int(batch_x[i]);
+        rpc_request_complete(reqs[i], &v);
+    }
+    free(reqs);
+    return NULL;
+}
+
+static int fn_batched(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    pthread_mutex_lock(&batch_mu);
+    batch_x[nbatch] = args->list.items[0].i;
+    batch[nbatch++] = req;
+    if (nbatch == 4) {
+        struct rpc_request **reqs = malloc(sizeof batch);
+        memcpy(reqs, batch, sizeof batch);
+        nbatch = 0;
+        pthread_t t;
+        pthread_create(&t, NULL, answer_batch, reqs);
+        pthread_detach(t);
+    }
+    pthread_mutex_unlock(&batch_mu);
+    return RPC_DEFERRED;
+}
+
 static atomic_long counter;
 static int fn_count(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
@@ -251,6 +290,7 @@ static void register_all(void)
     rpc_register("slow", fn_slow, NULL);
     rpc_register("chain", fn_chain, NULL);
     rpc_register("deferred", fn_deferred, NULL);
+    rpc_register_ex("batched", fn_batched, NULL, RPC_FN_INLINE);
     rpc_register("count", fn_count, NULL);
     rpc_register("owned", fn_owned, NULL);
     rpc_register("destroyed", fn_destroyed, NULL);
@@ -440,6 +480,22 @@ START_TEST(test_nested_deferred_concurrent)
         rpc_future_free(fs[i]);
     }
     rpc_value_clear(&args);
+
+    /* four requests answered together by one thread (deferred, batched) */
+    struct rpc_future *bf[4];
+    for (int i = 0; i < 4; i++) {
+        args = rpc_list(1);
+        args.list.items[0] = rpc_int(10 + i);
+        bf[i] = rpc_async("w1", "batched", &args, 0);
+        rpc_value_clear(&args);
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(rpc_future_wait(bf[i], &res) == 0, "%s", rpc_last_error());
+        ck_assert_int_eq(res.list.items[0].i, 10 + 11 + 12 + 13);
+        ck_assert_int_eq(res.list.items[1].i, 10 + i);
+        rpc_value_clear(&res);
+        rpc_future_free(bf[i]);
+    }
 
     /* 64 concurrent callers to one worker */
     pthread_t th[64];
