@@ -140,6 +140,7 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
+    rpc_curve_client(d);
     if (zmq_connect(d, endpoint) < 0) {
         rpc_set_error("rpc: cannot connect to '%s': %s", endpoint, zmq_strerror(zmq_errno()));
         ZMQ_CHECK(zmq_close(d));

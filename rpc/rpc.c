@@ -626,9 +626,9 @@ static void *io_main(void *arg)
 {
     (void)arg;
     on_io_thread = true;
-    zmq_pollitem_t items[2 + MAX_WORKERS];
-    int map[2 + MAX_WORKERS];
-    int nitems = 0;
+    zmq_pollitem_t items[3 + MAX_WORKERS];
+    int map[3 + MAX_WORKERS];
+    int nitems = 0, first_dealer = 2;
     A->peers_changed = true;
     msgpack_zone_init(&zone, 8192);
     while (!atomic_load(&A->io_stop)) {
@@ -637,6 +637,8 @@ static void *io_main(void *arg)
             items[0] = (zmq_pollitem_t){ .socket = A->router, .events = ZMQ_POLLIN };
             items[1] = (zmq_pollitem_t){ .fd = A->efd, .events = ZMQ_POLLIN };
             nitems = 2;
+            if (A->zap) items[nitems++] = (zmq_pollitem_t){ .socket = A->zap, .events = ZMQ_POLLIN };
+            first_dealer = nitems;
             for (int i = 0; i < MAX_WORKERS; i++)
                 if (A->peers[i] && A->peers[i]->dealer) {
                     map[nitems] = i;
@@ -658,7 +660,8 @@ static void *io_main(void *arg)
         flush_out(false);
         if (items[0].revents & ZMQ_POLLIN) drain_socket(A->router, true, -1);
         bool changed = A->peers_changed;
-        for (int i = 2; i < nitems && !changed; i++)
+        if (A->zap && (items[2].revents & ZMQ_POLLIN)) rpc_curve_zap();
+        for (int i = first_dealer; i < nitems && !changed; i++)
             if ((items[i].revents & ZMQ_POLLIN) && A->peers[map[i]] && A->peers[map[i]]->dealer) {
                 drain_socket(A->peers[map[i]]->dealer, false, map[i]);
                 changed = A->peers_changed;
@@ -852,6 +855,15 @@ int rpc_init(const struct rpc_opts *opts)
     ZMQ_CHECK(zmq_setsockopt(A->router, ZMQ_SNDHWM, &hwm, sizeof hwm));
     ZMQ_CHECK(zmq_setsockopt(A->router, ZMQ_RCVHWM, &hwm, sizeof hwm));
     ZMQ_CHECK(zmq_setsockopt(A->router, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
+    if (rpc_curve_setup() < 0) {
+        char e[1024];
+        snprintf(e, sizeof e, "%s", rpc_last_error());
+        if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
+        ZMQ_CHECK(zmq_close(A->router));
+        ZMQ_CHECK(zmq_ctx_term(A->zctx));
+        return rpc_set_error("%s", e);
+    }
+    rpc_curve_server(A->router);
     char bind_ep[160];
     if (A->rank == 0) {
         snprintf(bind_ep, sizeof bind_ep, "%s", A->master);
@@ -862,6 +874,7 @@ int rpc_init(const struct rpc_opts *opts)
     }
     if (zmq_bind(A->router, bind_ep) < 0) {
         rpc_set_error("rpc_init: cannot bind %s: %s", bind_ep, zmq_strerror(zmq_errno()));
+        if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
         ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         return -1;
@@ -876,6 +889,7 @@ int rpc_init(const struct rpc_opts *opts)
     if (!rpc_add_peer(0, A->rank == 0 ? A->self.name : "(rendezvous)", A->rank == 0 ? A->endpoint : A->master, false)) {
         char e[1024];
         snprintf(e, sizeof e, "%s", rpc_last_error());
+        if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
         ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         close(A->efd);
@@ -945,6 +959,7 @@ static void teardown(void)
         A->peers[i] = NULL;
     }
     ZMQ_CHECK(zmq_close(A->router));
+    if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
     ZMQ_CHECK(zmq_ctx_term(A->zctx));
     close(A->efd);
     struct outmsg *m = A->out_head;

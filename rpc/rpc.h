@@ -98,6 +98,13 @@ struct rpc_opts {
     size_t max_frame_bytes;    /* ZMQ_MAXMSGSIZE; 0: 1 GiB */
     int spin_us;               /* a thread waiting on a future yields the CPU (sched_yield)
                                   up to this long before sleeping; 0: 200, <0: never */
+    /* CURVE encryption (all workers must agree): this worker's keypair (Z85,
+     * 40 characters; zmq_curve_keypair makes one), the public key of the
+     * workers it connects to (NULL: its own, i.e. one cluster keypair), and
+     * the client public keys it admits (NULL-terminated; NULL: its own). */
+    bool curve;
+    const char *curve_public_key, *curve_secret_key, *curve_server_key;
+    const char *const *curve_allow;
     /* Membership changes, called on the I/O thread (must not block). */
     void (*on_event)(const struct rpc_event *ev, void *user);
     void *event_user;

@@ -144,6 +144,7 @@ struct rref *rref_unpack(int owner, int parent, uint64_t rref_id, uint64_t fork_
 #define HWM 100000
 #define MAX_QUEUE 65536             /* calls waiting for the I/O thread; requests waiting for a handler */
 #define RECV_BATCH 256
+#define RPC_CURVE_MAX_ALLOW 64
 
 /* A call in flight: completed once by the I/O thread (reply, timeout, dead
  * peer) or by a failing sender; refcounted by its holder and the pending
@@ -264,6 +265,11 @@ struct rpc_agent {
     struct rpc_event events[256];
     int ev_head, ev_count;
 
+    void *zap;                      /* ZAP handler (REP), when curve is on */
+    char curve_public[41], curve_secret[41], curve_server[41];
+    uint8_t allow[RPC_CURVE_MAX_ALLOW][32];
+    int n_allow;
+
     atomic_uint_fast64_t next_req;
     atomic_uint_fast64_t next_gid;
     int64_t last_hb;
@@ -316,6 +322,12 @@ void rpc_close_peer(int id, const char *why);
 void rpc_membership_register(void);
 const char *rpc_arg_str(const struct rpc_value *args, size_t i);
 bool rpc_arg_int(const struct rpc_value *args, size_t i, int64_t *out);
+
+/* curve.c: no-ops unless opts.curve */
+int rpc_curve_setup(void);                    /* -1 with error on bad keys */
+void rpc_curve_server(void *sock);
+void rpc_curve_client(void *sock);
+void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests */
 
 /* rpc.c */
 struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, bool is_response,

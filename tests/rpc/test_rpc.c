@@ -305,11 +305,20 @@ static void register_all(void)
     rpc_register_method("Counter", "add", m_add, NULL);
 }
 
+/* The cluster keypair when a test turns CURVE on (set before forking). */
+static bool use_curve;
+static char curve_pub[41], curve_sec[41];
+
 static struct rpc_opts opts_for(int rank, int world, const char *master)
 {
     struct rpc_opts o = { .name = NAMES[rank], .rank = rank, .world_size = world, .master = master,
                           .heartbeat_ms = 100, .heartbeat_timeout_ms = 500, .default_timeout_ms = 20000,
                           .on_event = on_event };
+    if (use_curve) {
+        o.curve = true;
+        o.curve_public_key = curve_pub;
+        o.curve_secret_key = curve_sec;
+    }
     return o;
 }
 
@@ -1099,6 +1108,61 @@ START_TEST(test_graceful_shutdown_waits)
 }
 END_TEST
 
+/* A raw dealer (CURVE client if pub/sec given) calls "nosuch" on w1;
+ * returns the error text, or "" when nothing came back. */
+static void raw_probe(void *ctx, const char *ep, const char *pub, const char *sec, char *err, size_t cap)
+{
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (pub) {
+        zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, curve_pub, 40);
+        zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
+        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
+    }
+    ck_assert_int_eq(zmq_connect(s, ep), 0);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 3, "nosuch", 0);
+    msgpack_pack_array(&pk, 0);
+    zmq_msg_t f;
+    frame_from(&f, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, &f, 1, err, cap);
+    zmq_close(s);
+}
+
+START_TEST(test_curve)
+{
+    ck_assert_int_eq(zmq_curve_keypair(curve_pub, curve_sec), 0);
+    struct rpc_opts bad = { .name = "x", .rank = 0, .world_size = 1, .master = "tcp://127.0.0.1:0",
+                            .curve = true, .curve_public_key = "short", .curve_secret_key = curve_sec };
+    ck_assert_int_eq(rpc_init(&bad), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_init: curve needs a Z85 public and secret key (40 characters each)");
+
+    use_curve = true;
+    start_world(2);
+    assert_alive();
+    struct rpc_worker_info w1;
+    ck_assert_int_eq(rpc_get_worker_info("w1", &w1), 0);
+    void *ctx = zmq_ctx_new();
+    char err[1024], opub[41], osec[41];
+    raw_probe(ctx, w1.endpoint, NULL, NULL, err, sizeof err);          /* plain text */
+    ck_assert_str_eq(err, "");
+    ck_assert_int_eq(zmq_curve_keypair(opub, osec), 0);
+    raw_probe(ctx, w1.endpoint, opub, osec, err, sizeof err);          /* key not allowed */
+    ck_assert_str_eq(err, "");
+    raw_probe(ctx, w1.endpoint, curve_pub, curve_sec, err, sizeof err); /* the cluster key */
+    ck_assert_str_eq(err, "rpc: w1: unknown function 'nosuch'");
+    zmq_ctx_term(ctx);
+    assert_alive();
+    stop_world();
+    use_curve = false;
+}
+END_TEST
+
 static Suite *rpc_suite(void)
 {
     Suite *s = suite_create("rpc");
@@ -1116,6 +1180,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_kill9_peer);
     tcase_add_test(tf, test_bad_input);
     tcase_add_test(tf, test_membership);
+    tcase_add_test(tf, test_curve);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("rrefs");
     tcase_set_timeout(tr, 120);
