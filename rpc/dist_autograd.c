@@ -14,7 +14,6 @@
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
-#define MAX_WORKERS 4096
 
 struct send_entry { int64_t msg_id; struct ag_node *node; };
 struct grad_entry { struct tensor *leaf; struct tensor *grad; };
@@ -123,7 +122,7 @@ static int64_t make_id(atomic_int_fast64_t *counter)
 
 int64_t dist_autograd_context_new(void)
 {
-    if (rpc_self_id() < 0) {
+    if (!rpc_is_up()) {
         rpc_set_error("dist_autograd_context_new: RPC is not initialised");
         return -1;
     }

@@ -99,8 +99,15 @@ struct rpc_opts {
     int heartbeat_ms;          /* 0: 200 */
     int heartbeat_timeout_ms;  /* silence after which a peer is dead; 0: 5 * heartbeat_ms */
     size_t max_frame_bytes;    /* ZMQ_MAXMSGSIZE; 0: 1 GiB */
-    int spin_us;               /* with calls in flight, the I/O thread busy-polls this long
-                                  after its last traffic before sleeping; 0: 100, <0: never */
+    int spin_us;               /* a thread waiting on a future yields the CPU (sched_yield)
+                                  up to this long before sleeping; 0: 200, <0: never */
+    /* CURVE encryption (all workers must agree): this worker's keypair (Z85,
+     * 40 characters; zmq_curve_keypair makes one), the public key of the
+     * workers it connects to (NULL: its own, i.e. one cluster keypair), and
+     * the client public keys it admits (NULL-terminated; NULL: its own). */
+    bool curve;
+    const char *curve_public_key, *curve_secret_key, *curve_server_key;
+    const char *const *curve_allow;
     /* Membership changes, called on the I/O thread (must not block). */
     void (*on_event)(const struct rpc_event *ev, void *user);
     void *event_user;
@@ -177,7 +184,9 @@ int rpc_sync(const char *to, const char *fn, const struct rpc_value *args,
  * future). The caller frees it with rpc_future_free. */
 struct rpc_future *rpc_async(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms);
 /* Blocks until done. Returns 0 and a copy of the value in *out (if out is
- * non-NULL), or -1 with the call's error in rpc_last_error(). */
+ * non-NULL), or -1 with the call's error in rpc_last_error(). Never from
+ * the I/O thread (inline handlers, then-callbacks, event callbacks): that
+ * aborts, as it could never return. rpc_sync/rref_to_here wait likewise. */
 int rpc_future_wait(struct rpc_future *f, struct rpc_value *out);
 bool rpc_future_done(struct rpc_future *f);
 /* Error text of a failed, done future, else NULL. */
@@ -193,8 +202,9 @@ void rpc_future_free(struct rpc_future *f);
 /* ---- RRefs -------------------------------------------------------------- */
 
 /* Object types for rpc_remote constructors: a destructor (called on the
- * owner's I/O thread when the last user anywhere is gone: must be quick)
- * and an optional to_value (for rref_to_here of an object). */
+ * owner when the last user anywhere is gone, on whichever thread noticed,
+ * often the I/O thread: must be quick and must not block) and an optional
+ * to_value (for rref_to_here of an object; runs on a handler thread). */
 struct rpc_type {
     const char *name;
     void (*destroy)(void *obj);
@@ -220,12 +230,14 @@ struct rref *rref_new_local_value(struct rpc_value *v);
  * RRef holds the object) or a registered function (the RRef holds its
  * result value). Returns at once with a user RRef (owner RRef if to is this
  * worker); construction errors surface on to_here / method calls. NULL with
- * error only for an unknown worker. The caller owns one reference. */
+ * error only for an unknown worker. timeout_ms (0: the default) bounds the
+ * creation message. The caller owns one reference. */
 struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms);
 /* Copies the owner's value here (objects through their type's to_value). */
 int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms);
-/* On the owner only: the value (borrowed) / the object; NULL with error on a
- * user or before construction finished. */
+/* On the owner only: the value (borrowed) / the object, waiting for the
+ * construction to finish (so not from an inline handler). NULL with error
+ * on a user, after a failed construction, or for the other kind. */
 const struct rpc_value *rref_local_value(struct rref *r);
 void *rref_local_object(struct rref *r);
 int rref_owner(const struct rref *r);

@@ -6,6 +6,9 @@
 
 #include <msgpack.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <zmq.h>
 
 #include "rpc/rpc.h"
@@ -81,24 +84,31 @@ struct wire_tensors { struct tensor *t[WIRE_MAX_TENSORS]; struct tensor *orig[WI
  * worker `to`. -1 with error on too many tensors or an unencodable value. */
 int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_tensors *tl, int to, int depth);
 /* Checks that buf[0..len) is exactly one msgpack object whose counts and
- * lengths fit in the buffer and whose depth is bounded. 0 or -1 (err set). */
-int wire_validate(const char *buf, size_t len, char *err, size_t cap);
+ * lengths fit in the buffer and whose depth is bounded. 0 or -1 (err set).
+ * For a 10-element header array whose first nine fields are sound,
+ * *payload_off is where the payload starts (else 0), so that a request
+ * with a bad payload can still be answered. */
+int wire_validate(const char *buf, size_t len, size_t *payload_off, char *err, size_t cap);
 /* Parses the header array. 0 or -1 with err; req_id is filled as soon as
  * it is known (0 otherwise). */
 int wire_parse_hdr(const msgpack_object *o, struct wire_hdr *h, char *err, size_t cap);
 /* Converts a payload object to a value, building tensors from frames
  * (checked against their descriptors) and RRefs from descriptors (from =
- * sending worker). -1 with err; *out is left nil. */
+ * sending worker). The tensors built are listed in *got (borrowed from
+ * *out). -1 with err; *out is left nil. */
 int wire_to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int from,
-                  struct rpc_value *out, char *err, size_t cap);
+                  struct rpc_value *out, struct wire_tensors *got, char *err, size_t cap);
 
 /* ---- agent services used by rref.c ------------------------------------- */
 int rpc_self_id(void);
+/* True between a successful rpc_init and rpc_shutdown. */
+bool rpc_is_up(void);
 uint64_t rpc_gen_id(void);
 bool rpc_worker_alive(int id);
-/* Fire-and-track internal call: runs cb(f, user) on completion (I/O thread
- * or caller thread), then frees the future. Counted as in flight. */
-void rpc_call_internal(int to, const char *fn, struct rpc_value *args_moved,
+/* Fire-and-track internal call (timeout_ms 0: the default): runs
+ * cb(f, user) on completion (I/O thread or caller thread), then frees the
+ * future. Counted as in flight, so a graceful shutdown waits for it. */
+void rpc_call_internal(int to, const char *fn, struct rpc_value *args_moved, int timeout_ms,
                        void (*cb)(struct rpc_future *f, void *user), void *user);
 struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *args, int timeout_ms);
 /* Runs job(arg) on a handler thread. */
@@ -124,5 +134,218 @@ void rref_pack(msgpack_packer *pk, struct rref *r, int to);
 /* Receiving side of the fork protocol; NULL with err on an unknown RRef. */
 struct rref *rref_unpack(int owner, int parent, uint64_t rref_id, uint64_t fork_id, int from,
                          char *err, size_t cap);
+
+/* ---- agent internals (rpc.c owns the state; future.c, request.c and
+ * membership.c share it) ------------------------------------------------ */
+
+/* Every libzmq status goes through this: a failure is a broken invariant. */
+#define ZMQ_CHECK(x)                                                               \
+    do {                                                                           \
+        if ((x) < 0) {                                                             \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x,      \
+                    zmq_strerror(zmq_errno()));                                    \
+            abort();                                                               \
+        }                                                                          \
+    } while (0)
+
+#define MAX_WORKERS 1024
+#define NBUCKETS 4096
+#define HWM 100000
+#define MAX_QUEUE 65536             /* calls waiting for the I/O thread; requests waiting for a handler */
+#define RECV_BATCH 256
+#define RPC_CURVE_MAX_ALLOW 64
+
+/* A call in flight: completed once by the I/O thread (reply, timeout, dead
+ * peer) or by a failing sender; refcounted by its holder and the pending
+ * table. */
+struct rpc_future {
+    atomic_int refs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int state;               /* 0 pending, 1 ok, 2 error */
+    struct rpc_value value;
+    char *err;
+    void (*cb)(struct rpc_future *, void *);
+    void *cb_user;
+    /* I/O-thread bookkeeping */
+    uint64_t req_id;
+    int peer;
+    int64_t deadline;               /* 0: none */
+    int timeout_ms;
+    char fn[64];
+    struct rpc_future *hnext;
+};
+
+/* A received request (or, with job set, an internal job for the pool). */
+struct rpc_request {
+    struct rpc_request *next;
+    uint64_t req_id;
+    int caller;
+    unsigned char rid[256];
+    size_t rid_len;
+    char fn[256];
+    struct rpc_value args;
+    int64_t ac_ctx, ac_msg;
+    rpc_fn handler;
+    void *user;
+    char *err;
+    void (*job)(void *);
+    void *job_arg;
+    bool counted;                   /* in agent.active until freed */
+};
+
+/* A message on its way to the I/O thread: header frame + tensor frames. */
+struct outmsg {
+    struct outmsg *next;
+    int peer;                        /* dealer to this worker, or -1: router reply */
+    unsigned char rid[256];
+    size_t rid_len;
+    struct rpc_future *fut;          /* registered as pending when sent */
+    int nframes;                     /* <= RPC_OUTMSG_POOLED_FRAMES: from rpc_outmsg_fl */
+    zmq_msg_t frames[];
+};
+
+/* A known worker and the dealer this process calls it through. */
+struct peer {
+    int id;
+    char name[64];
+    char endpoint[128];
+    void *dealer;
+    bool alive;
+    bool dynamic;
+    int64_t last_seen;
+    int64_t left_at;                /* left gracefully: the dealer stays open to
+                                       drain replies already on their way */
+    int npending;                   /* I/O thread: calls awaiting its reply */
+};
+
+struct rpc_agent {
+    bool up;
+    struct rpc_opts opts;
+    int world_size;
+    int rank;
+    bool dynamic;
+    void *zctx;
+    void *router;
+    int efd;
+    char endpoint[128];
+    char master[128];
+    struct rpc_worker_info self;
+    atomic_int self_id;
+
+    pthread_rwlock_t dir_lock;      /* guards peers[] names/alive (writes on I/O thread) */
+    struct peer *peers[MAX_WORKERS];
+    bool peers_changed;             /* I/O thread only */
+
+    pthread_mutex_t out_mu;
+    struct outmsg *out_head, *out_tail;
+    int out_len;
+    bool io_dead;                   /* under out_mu: the I/O thread has exited */
+
+    pthread_t io_thread;
+    atomic_bool io_stop;
+
+    struct rpc_future *pending[NBUCKETS];   /* I/O thread only */
+    int npending;
+    atomic_int inflight;            /* outstanding futures this process started */
+    atomic_int active;              /* requests received and not yet answered */
+
+    pthread_mutex_t pool_mu;
+    pthread_cond_t pool_cv;
+    struct rpc_request *jobs_head, *jobs_tail;
+    int njobs;
+    bool pool_stop;
+    pthread_t *pool;
+    int npool;
+
+    pthread_mutex_t state_mu;       /* init / shutdown coordination */
+    pthread_cond_t state_cv;
+    bool dir_ready;
+    int static_seen;                /* rank 0: static ranks that said hello */
+    bool dir_sent;
+    int sd_ready;                   /* rank 0: static members ready to shut down */
+    bool sd_ready_from[MAX_WORKERS];
+    bool sd_go;
+    int byes;
+    bool bye_from[MAX_WORKERS];
+
+    pthread_mutex_t ev_mu;
+    pthread_cond_t ev_cv;
+    struct rpc_event events[256];
+    int ev_head, ev_count;
+
+    void *zap;                      /* ZAP handler (REP), when curve is on */
+    char curve_public[41], curve_secret[41], curve_server[41];
+    uint8_t allow[RPC_CURVE_MAX_ALLOW][32];
+    int n_allow;
+
+    atomic_uint_fast64_t next_req;
+    atomic_uint_fast64_t next_gid;
+    int64_t last_hb;
+    int64_t last_scan;
+};
+/* A bounded free list of fixed-size blocks shared by threads, so that
+ * steady-state messages, requests and futures reuse memory instead of
+ * calling malloc (CONVENTIONS.md "Memory and hot paths"). */
+struct rpc_freelist { pthread_mutex_t mu; void *head; int n; size_t size; };
+#define RPC_FREELIST_INIT(sz) { PTHREAD_MUTEX_INITIALIZER, NULL, 0, (sz) }
+#define RPC_FREELIST_MAX 4096
+/* A zeroed block of fl->size bytes. */
+void *rpc_fl_get(struct rpc_freelist *fl);
+void rpc_fl_put(struct rpc_freelist *fl, void *p);
+/* Frees every cached block (at shutdown). */
+void rpc_fl_drain(struct rpc_freelist *fl);
+extern struct rpc_freelist rpc_future_fl, rpc_request_fl, rpc_outmsg_fl;
+#define RPC_OUTMSG_POOLED_FRAMES 2
+
+/* The one agent of this process (rpc.c). */
+extern struct rpc_agent rpc_agent_state;
+extern struct rpc_autograd_hooks rpc_hooks;
+
+int64_t rpc_now_us(void);
+int64_t rpc_now_ms(void);
+
+/* future.c */
+struct rpc_future *rpc_future_new(void);
+/* Completes f with *v (moved) or err (copied); the first completion wins. */
+void rpc_future_complete(struct rpc_future *f, struct rpc_value *v, const char *err);
+void rpc_future_fail(struct rpc_future *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Waits, then moves the value out. */
+int rpc_future_take(struct rpc_future *f, struct rpc_value *out);
+
+/* request.c */
+bool rpc_find_fn(const char *name, size_t n, rpc_fn *fn, void **user, unsigned *flags);
+void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *err);
+void rpc_request_free(struct rpc_request *req);
+void rpc_run_request(struct rpc_request *req);
+bool rpc_pool_push(struct rpc_request *req);
+void *rpc_pool_main(void *arg);
+
+/* membership.c */
+int rpc_find_peer(const char *name);          /* under dir_lock; -1 if none */
+void rpc_peer_name(int id, char *buf, size_t cap);
+void rpc_post_event(enum rpc_event_kind kind, int id, const char *name);
+struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic);
+void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev);
+void rpc_close_peer(int id, const char *why);
+void rpc_membership_register(void);
+const char *rpc_arg_str(const struct rpc_value *args, size_t i);
+bool rpc_arg_int(const struct rpc_value *args, size_t i, int64_t *out);
+
+/* curve.c: no-ops unless opts.curve */
+int rpc_curve_setup(void);                    /* -1 with error on bad keys */
+void rpc_curve_server(void *sock);
+void rpc_curve_client(void *sock);
+void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests */
+
+/* rpc.c */
+struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, bool is_response,
+                             int64_t ac_ctx, int64_t ac_msg, int64_t timeout_ms,
+                             const struct rpc_value *payload, const char *err);
+void rpc_out_push(struct outmsg *m);
+void rpc_wake_io(void);
+void rpc_pending_done(struct rpc_future *f);
+void rpc_fail_pending_to(int peer, const char *why);
+void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
 
 #endif

@@ -237,7 +237,7 @@ void rref_free(struct rref *r)
         /* G1: the owner hears of every user delete (tracked, so a graceful
          * shutdown waits for it). */
         struct rpc_value args = two_ints(r->id, r->fork_id);
-        rpc_call_internal(r->owner, "__rref_del", &args, NULL, NULL);
+        rpc_call_internal(r->owner, "__rref_del", &args, 0, NULL, NULL);
     }
     free(r);
 }
@@ -284,7 +284,7 @@ static void send_accept(int parent, uint64_t fork)
 {
     struct rpc_value args = rpc_list(1);
     args.list.items[0] = rpc_int((int64_t)fork);
-    rpc_call_internal(parent, "__rref_accept", &args, NULL, NULL);
+    rpc_call_internal(parent, "__rref_accept", &args, 0, NULL, NULL);
 }
 
 static void fork_acked(struct rpc_future *f, void *arg)
@@ -329,7 +329,7 @@ struct rref *rref_unpack(int owner, int parent, uint64_t id, uint64_t fork, int 
     c->r = rref_retain(r);
     c->parent = parent;
     struct rpc_value args = two_ints(id, fork);
-    rpc_call_internal(owner, "__rref_fork", &args, fork_acked, c);
+    rpc_call_internal(owner, "__rref_fork", &args, 0, fork_acked, c);
     return r;
 }
 
@@ -341,7 +341,6 @@ struct remote_job {
     char fn[256];
     struct rpc_value args;
 };
-
 
 static void construct(void *arg)
 {
@@ -447,8 +446,7 @@ struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *
     a.list.items[1] = rpc_int((int64_t)fork);
     a.list.items[2] = rpc_str(fn);
     a.list.items[3] = args ? rpc_value_copy(args) : rpc_list(0);
-    (void)timeout_ms;
-    rpc_call_internal(info.id, "__remote", &a, remote_acked, rref_retain(r));
+    rpc_call_internal(info.id, "__remote", &a, timeout_ms, remote_acked, rref_retain(r));
     return r;
 }
 
@@ -647,23 +645,45 @@ int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms)
     return rc;
 }
 
+/* Owner side: waits for construction; the entry (under mu) or NULL. */
+static struct owner_entry *local_entry(struct rref *r, const char *who, char *err, size_t cap)
+{
+    if (!r->is_owner || !r->oe) {
+        snprintf(err, cap, "%s: this worker is not the owner", who);
+        return NULL;
+    }
+    char why[1024];
+    struct owner_entry *e = wait_ready(r->id, why, sizeof why);
+    if (!e) snprintf(err, cap, "%s: %s", who, why);
+    return e;
+}
+
 const struct rpc_value *rref_local_value(struct rref *r)
 {
-    if (!r->is_owner || !r->oe) { rpc_set_error("rref_local_value: this worker is not the owner"); return NULL; }
+    char err[1200];
     pthread_mutex_lock(&mu);
-    bool ok = r->oe->state == OE_READY && !r->oe->is_object;
+    struct owner_entry *e = local_entry(r, "rref_local_value", err, sizeof err);
+    if (e && e->is_object) {
+        snprintf(err, sizeof err, "rref_local_value: the RRef holds an object of type %s", e->type.name);
+        e = NULL;
+    }
     pthread_mutex_unlock(&mu);
-    if (!ok) { rpc_set_error("rref_local_value: the RRef holds no value (yet)"); return NULL; }
-    return &r->oe->value;
+    if (!e) rpc_set_error("%s", err);
+    return e ? &e->value : NULL;
 }
 
 void *rref_local_object(struct rref *r)
 {
-    if (!r->is_owner || !r->oe) { rpc_set_error("rref_local_object: this worker is not the owner"); return NULL; }
+    char err[1200];
     pthread_mutex_lock(&mu);
-    void *obj = r->oe->state == OE_READY && r->oe->is_object ? r->oe->obj : NULL;
+    struct owner_entry *e = local_entry(r, "rref_local_object", err, sizeof err);
+    if (e && !e->is_object) {
+        snprintf(err, sizeof err, "rref_local_object: the RRef holds a value");
+        e = NULL;
+    }
+    void *obj = e ? e->obj : NULL;
     pthread_mutex_unlock(&mu);
-    if (!obj) rpc_set_error("rref_local_object: the RRef holds no object (yet)");
+    if (!e) rpc_set_error("%s", err);
     return obj;
 }
 

@@ -300,10 +300,21 @@ static int walk(struct cursor *c, int depth)
     return 0;
 }
 
-int wire_validate(const char *buf, size_t len, char *err, size_t cap)
+int wire_validate(const char *buf, size_t len, size_t *payload_off, char *err, size_t cap)
 {
     struct cursor c = { (const unsigned char *)buf, (const unsigned char *)buf + len, err, cap };
-    if (walk(&c, 0) < 0) return -1;
+    *payload_off = 0;
+    if (len > 0 && (unsigned char)buf[0] == 0x9a) {
+        /* The header array: remember where the payload starts so a bad
+         * payload can still be answered by request id. */
+        c.p++;
+        for (int i = 0; i < 9; i++)
+            if (walk(&c, 1) < 0) return -1;
+        *payload_off = (size_t)(c.p - (const unsigned char *)buf);
+        if (walk(&c, 1) < 0) return -1;
+    } else if (walk(&c, 0) < 0) {
+        return -1;
+    }
     if (c.p != c.end) return verr(&c, "trailing bytes after msgpack header");
     return 0;
 }
@@ -362,7 +373,7 @@ int wire_parse_hdr(const msgpack_object *o, struct wire_hdr *h, char *err, size_
 }
 
 static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int from,
-                    bool *used, struct rpc_value *out, char *err, size_t cap, int depth)
+                    bool *used, struct wire_tensors *got, struct rpc_value *out, char *err, size_t cap, int depth)
 {
     out->kind = RPC_NIL;
     if (depth > WIRE_MAX_DEPTH) return ferr(err, cap, "value nested too deep");
@@ -386,7 +397,7 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
     case MSGPACK_OBJECT_ARRAY: {
         struct rpc_value l = rpc_list(o->via.array.size);
         for (uint32_t i = 0; i < o->via.array.size; i++)
-            if (to_value(&o->via.array.ptr[i], frames, nframes, from, used, &l.list.items[i], err, cap, depth + 1) < 0) {
+            if (to_value(&o->via.array.ptr[i], frames, nframes, from, used, got, &l.list.items[i], err, cap, depth + 1) < 0) {
                 rpc_value_clear(&l);
                 return -1;
             }
@@ -399,7 +410,7 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
             const msgpack_object_kv *kv = &o->via.map.ptr[i];
             if (kv->key.type != MSGPACK_OBJECT_STR) { rpc_value_clear(&m); return ferr(err, cap, "map key is not a string"); }
             m.map.items[i].key = dup_bytes(kv->key.via.str.ptr, kv->key.via.str.size);
-            if (to_value(&kv->val, frames, nframes, from, used, &m.map.items[i].val, err, cap, depth + 1) < 0) {
+            if (to_value(&kv->val, frames, nframes, from, used, got, &m.map.items[i].val, err, cap, depth + 1) < 0) {
                 rpc_value_clear(&m);
                 return -1;
             }
@@ -430,17 +441,18 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
                 numel *= s;
             }
             size_t want = numel * dtype_size((enum dtype)dt);
-            size_t got = zmq_msg_size(&frames[idx]);
-            if (want != nbytes || want != got) {
+            size_t have = zmq_msg_size(&frames[idx]);
+            if (want != nbytes || want != have) {
                 char sb[96];
                 return ferr(err, cap, "tensor %u shape %s %s needs %zu bytes, descriptor says %llu, frame has %zu",
                             idx, shape_str(ndim, shape, sb, sizeof sb), dtype_name((enum dtype)dt), want,
-                            (unsigned long long)nbytes, got);
+                            (unsigned long long)nbytes, have);
             }
             struct tensor *t = tensor_from_data((enum dtype)dt, ndim, shape, zmq_msg_data(&frames[idx]));
             if (!t) return ferr(err, cap, "tensor: %s", tensor_last_error());
             t->requires_grad = (d[2] & 1) != 0;
             used[idx] = true;
+            got->t[got->n++] = t;
             out->kind = RPC_TENSOR;
             out->tensor = t;
             return 0;
@@ -460,10 +472,11 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
 }
 
 int wire_to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int from,
-                  struct rpc_value *out, char *err, size_t cap)
+                  struct rpc_value *out, struct wire_tensors *got, char *err, size_t cap)
 {
     bool used[WIRE_MAX_TENSORS] = { 0 };
-    if (to_value(o, frames, nframes, from, used, out, err, cap, 0) < 0) return -1;
+    got->n = 0;
+    if (to_value(o, frames, nframes, from, used, got, out, err, cap, 0) < 0) return -1;
     for (int i = 0; i < nframes; i++)
         if (!used[i]) {
             rpc_value_clear(out);

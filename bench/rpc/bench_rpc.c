@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -59,7 +60,11 @@ static void zmq_start(struct zclient *z)
     int p[2];
     if (pipe(p) != 0) abort();
     z->pid = fork();
-    if (z->pid == 0) { close(p[0]); zmq_server(p[1]); }
+    if (z->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(p[0]);
+        zmq_server(p[1]);
+    }
     close(p[1]);
     char ep[128];
     if (read(p[0], ep, sizeof ep) != (ssize_t)sizeof ep) abort();
@@ -140,7 +145,7 @@ static double rpc_round_trips(const struct rpc_value *args, int iters)
     return (now_s() - t0) / iters * 1e6;
 }
 
-/* usage: bench_rpc [spin_us] */
+/* usage: bench_rpc [spin_us]   (rpc_opts.spin_us; 0: the default) */
 int main(int argc, char **argv)
 {
     int spin_us = argc > 1 ? atoi(argv[1]) : 0;
@@ -152,6 +157,7 @@ int main(int argc, char **argv)
     if (pipe(p) != 0) abort();
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(p[1]);
         char ep[128];
         if (read(p[0], ep, sizeof ep) != (ssize_t)sizeof ep) _exit(2);

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@ static inline void h_spawn(struct harness *h, int n, child_fn fn, void *arg)
         pid_t pid = fork();
         if (pid < 0) abort();
         if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);     /* never outlive the test */
             close(p[1]);
             for (int j = 0; j < i; j++) close(h->fd[j]);
             char ep[128];

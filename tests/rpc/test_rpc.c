@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "rpc/rpc.h"
+#include "rpc/rpc_internal.h"
 #include "rpc_harness.h"
 
 static const char *NAMES[] = { "w0", "w1", "w2", "w3" };
@@ -71,6 +72,45 @@ static int fn_deferred(struct rpc_request *req, const struct rpc_value *args, st
     pthread_t t;
     pthread_create(&t, NULL, complete_later, d);
     pthread_detach(t);
+    return RPC_DEFERRED;
+}
+
+/* Batching, the agent's pattern: requests wait until 4 have arrived, then
+ * one thread answers them all with the batch's sum. */
+static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rpc_request *batch[4];
+static int64_t batch_x[4];
+static int nbatch;
+
+static void *answer_batch(void *arg)
+{
+    struct rpc_request **reqs = arg;
+    int64_t sum = 0;
+    for (int i = 0; i < 4; i++) sum += batch_x[i];
+    for (int i = 0; i < 4; i++) {
+        struct rpc_value v = rpc_list(2);
+        v.list.items[0] = rpc_int(sum);
+        v.list.items[1] = rpc_int(batch_x[i]);
+        rpc_request_complete(reqs[i], &v);
+    }
+    free(reqs);
+    return NULL;
+}
+
+static int fn_batched(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    pthread_mutex_lock(&batch_mu);
+    batch_x[nbatch] = args->list.items[0].i;
+    batch[nbatch++] = req;
+    if (nbatch == 4) {
+        struct rpc_request **reqs = malloc(sizeof batch);
+        memcpy(reqs, batch, sizeof batch);
+        nbatch = 0;
+        pthread_t t;
+        pthread_create(&t, NULL, answer_batch, reqs);
+        pthread_detach(t);
+    }
+    pthread_mutex_unlock(&batch_mu);
     return RPC_DEFERRED;
 }
 
@@ -207,13 +247,50 @@ static int fn_leave(struct rpc_request *req, const struct rpc_value *args, struc
     return 0;
 }
 
+/* Distributed-autograd hook points: a request carrying a tensor that
+ * requires grad gets ids 42/7 on the way out; the response is stamped
+ * msg id 8. Every receive is logged. */
+static char hook_log[512];
+static pthread_mutex_t hook_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void hook_send(int to, bool is_response, struct tensor **ts, int n, int64_t *ctx, int64_t *msg, void *u)
+{
+    bool grad = false;
+    for (int i = 0; i < n; i++) grad |= ts[i]->requires_grad;
+    if (!grad) return;
+    if (!is_response) { *ctx = 42; *msg = 7; }
+    else if (*ctx == 42) *msg = 8;
+}
+
+static void hook_recv(int from, bool is_response, struct tensor **ts, int n, int64_t ctx, int64_t msg, void *u)
+{
+    if (!ctx) return;
+    pthread_mutex_lock(&hook_mu);
+    size_t l = strlen(hook_log);
+    snprintf(hook_log + l, sizeof hook_log - l, "%s from %d ctx %lld msg %lld n %d grad %d;",
+             is_response ? "resp" : "req", from, (long long)ctx, (long long)msg, n, n ? ts[n - 1]->requires_grad : -1);
+    pthread_mutex_unlock(&hook_mu);
+}
+
+static int fn_hook_log(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    pthread_mutex_lock(&hook_mu);
+    *res = rpc_str(hook_log);
+    pthread_mutex_unlock(&hook_mu);
+    return 0;
+}
+
 static void register_all(void)
 {
+    static const struct rpc_autograd_hooks hooks = { .on_send = hook_send, .on_recv = hook_recv };
+    rpc_set_autograd_hooks(&hooks);
+    rpc_register("hook_log", fn_hook_log, NULL);
     rpc_register("echo", fn_echo, NULL);
     rpc_register_ex("add", fn_add, NULL, RPC_FN_INLINE);
     rpc_register("slow", fn_slow, NULL);
     rpc_register("chain", fn_chain, NULL);
     rpc_register("deferred", fn_deferred, NULL);
+    rpc_register_ex("batched", fn_batched, NULL, RPC_FN_INLINE);
     rpc_register("count", fn_count, NULL);
     rpc_register("owned", fn_owned, NULL);
     rpc_register("destroyed", fn_destroyed, NULL);
@@ -228,11 +305,20 @@ static void register_all(void)
     rpc_register_method("Counter", "add", m_add, NULL);
 }
 
+/* The cluster keypair when a test turns CURVE on (set before forking). */
+static bool use_curve;
+static char curve_pub[41], curve_sec[41];
+
 static struct rpc_opts opts_for(int rank, int world, const char *master)
 {
     struct rpc_opts o = { .name = NAMES[rank], .rank = rank, .world_size = world, .master = master,
                           .heartbeat_ms = 100, .heartbeat_timeout_ms = 500, .default_timeout_ms = 20000,
                           .on_event = on_event };
+    if (use_curve) {
+        o.curve = true;
+        o.curve_public_key = curve_pub;
+        o.curve_secret_key = curve_sec;
+    }
     return o;
 }
 
@@ -404,6 +490,22 @@ START_TEST(test_nested_deferred_concurrent)
     }
     rpc_value_clear(&args);
 
+    /* four requests answered together by one thread (deferred, batched) */
+    struct rpc_future *bf[4];
+    for (int i = 0; i < 4; i++) {
+        args = rpc_list(1);
+        args.list.items[0] = rpc_int(10 + i);
+        bf[i] = rpc_async("w1", "batched", &args, 0);
+        rpc_value_clear(&args);
+    }
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(rpc_future_wait(bf[i], &res) == 0, "%s", rpc_last_error());
+        ck_assert_int_eq(res.list.items[0].i, 10 + 11 + 12 + 13);
+        ck_assert_int_eq(res.list.items[1].i, 10 + i);
+        rpc_value_clear(&res);
+        rpc_future_free(bf[i]);
+    }
+
     /* 64 concurrent callers to one worker */
     pthread_t th[64];
     struct caller_arg ca[64];
@@ -531,6 +633,7 @@ START_TEST(test_rref_lifecycle)
     ck_assert_int_eq(res.i, 8);
     ck_assert(rref_confirmed_by_owner(r));
     ck_assert_ptr_null(rref_local_object(r));
+    ck_assert_str_eq(rpc_last_error(), "rref_local_object: this worker is not the owner");
     ck_assert_int_eq(call_int("w1", "owned"), 1);
 
     /* user -> user fork across three workers (G2), then the first user goes */
@@ -602,6 +705,8 @@ START_TEST(test_rref_lifecycle)
     ck_assert_int_eq(rref_to_here(r, &v, 0), 0);
     ck_assert_int_eq(v.i, 11);
     ck_assert_ptr_nonnull(rref_local_object(r));
+    ck_assert_ptr_null(rref_local_value(r));
+    ck_assert_str_eq(rpc_last_error(), "rref_local_value: the RRef holds an object of type Counter");
     ck_assert_int_eq(rref_owned_count(), 1);
     rref_free(r);
     ck_assert_int_eq(rref_owned_count(), 0);
@@ -705,7 +810,8 @@ START_TEST(test_bad_input)
     ck_assert_str_eq(err, "");
     assert_alive();
 
-    /* ...and the same claim inside the arguments of a well-formed header */
+    /* ...and the same claim inside the arguments of a well-formed header:
+     * answered by request id */
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     pack_hdr(&pk, 5, "echo", 0);
@@ -713,7 +819,17 @@ START_TEST(test_bad_input)
     frame_from(&f[0], sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     raw_call(s, f, 1, err, sizeof err);
-    ck_assert_str_eq(err, "");
+    ck_assert_str_eq(err, "rpc: w1: bad message: msgpack container count exceeds message size");
+    /* a string claiming 4 GiB */
+    unsigned char bigstr[5] = { 0xdb, 0xff, 0xff, 0xff, 0xff };
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 12, "echo", 0);
+    msgpack_sbuffer_write(&sb, (const char *)bigstr, sizeof bigstr);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w1: bad message: truncated msgpack");
     assert_alive();
 
     /* wrong frame count */
@@ -783,6 +899,24 @@ START_TEST(test_bad_input)
     raw_call(s, f, 1, err, sizeof err);
     ck_assert_str_eq(err, "");
     assert_alive();
+
+    /* a hello to the rendezvous with an endpoint nobody can connect to */
+    void *s0 = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(s0, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(s0, rpc_master_endpoint()), 0);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 11, "__hello", 0);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_str_with_body(&pk, "evil", 4);
+    msgpack_pack_int(&pk, RPC_RANK_DYNAMIC);
+    msgpack_pack_str_with_body(&pk, "bogus://x", 9);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s0, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w0: __hello: cannot connect to endpoint 'bogus://x'");
+    ck_assert_int_eq(rpc_get_worker_info("evil", &w1), -1);
+    zmq_close(s0);
 
     zmq_close(s);
     zmq_ctx_term(ctx);
@@ -870,6 +1004,15 @@ START_TEST(test_init_errors)
     o.name = NULL;
     ck_assert_int_eq(rpc_init(&o), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc_init: a worker name (1..63 bytes) is required");
+    o.name = "x";
+    o.rank = 1;
+    o.master = "bogus://127.0.0.1:1";
+    ck_assert_int_eq(rpc_init(&o), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_init: rpc: cannot connect to 'bogus://127.0.0.1:1': Protocol not supported");
+    o.master = "tcp://127.0.0.1:1";      /* nobody there */
+    o.init_timeout_ms = 300;
+    ck_assert_int_eq(rpc_init(&o), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_init: rendezvous with tcp://127.0.0.1:1 failed: rpc: timed out after 300 ms calling (rendezvous).__hello");
     /* environment variables, torchrun style */
     setenv("RANK", "0", 1);
     setenv("WORLD_SIZE", "1", 1);
@@ -897,6 +1040,129 @@ START_TEST(test_init_errors)
 }
 END_TEST
 
+START_TEST(test_autograd_hooks)
+{
+    start_world(2);
+    int64_t shape[1] = { 3 };
+    struct tensor *plain = tensor_new(DTYPE_F32, DEVICE_CPU, 1, shape);
+    struct tensor *g = tensor_new(DTYPE_F32, DEVICE_CPU, 1, shape);
+    tensor_set_requires_grad(g, true);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_list(2);                   /* nested tensors are seen too */
+    args.list.items[0].list.items[0] = rpc_tensor(plain);
+    args.list.items[0].list.items[1] = rpc_tensor(g);
+    ck_assert_int_eq(rpc_sync("w1", "echo", &args, &res, 0), 0);
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    /* no tensor requiring grad: no ids */
+    args = rpc_list(1);
+    args.list.items[0] = rpc_tensor(plain);
+    ck_assert_int_eq(rpc_sync("w1", "echo", &args, &res, 0), 0);
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    ck_assert_int_eq(rpc_sync("w1", "hook_log", NULL, &res, 0), 0);
+    ck_assert_str_eq(res.str.ptr, "req from 0 ctx 42 msg 7 n 2 grad 1;");
+    rpc_value_clear(&res);
+    pthread_mutex_lock(&hook_mu);
+    ck_assert_str_eq(hook_log, "resp from 1 ctx 42 msg 8 n 2 grad 1;");
+    pthread_mutex_unlock(&hook_mu);
+    tensor_free(plain);
+    tensor_free(g);
+    stop_world();
+}
+END_TEST
+
+START_TEST(test_graceful_shutdown_waits)
+{
+    start_world(2);
+    /* a value nested too deep is refused at the sender */
+    struct rpc_value deep = rpc_list(1), *cur = &deep.list.items[0];
+    for (int i = 0; i < 40; i++) {
+        *cur = rpc_list(1);
+        cur = &cur->list.items[0];
+    }
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = deep;
+    ck_assert_int_eq(rpc_sync("w1", "echo", &args, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: value nested deeper than 32");
+    rpc_value_clear(&args);
+    /* arguments must be a list */
+    struct rpc_value notlist = rpc_int(3);
+    ck_assert_int_eq(rpc_sync("w1", "echo", &notlist, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: arguments to echo must be a list, not int");
+
+    args = rpc_list(1);
+    args.list.items[0] = rpc_int(300);
+    double t0 = h_now();
+    struct rpc_future *f = rpc_async("w1", "slow", &args, 0);
+    rpc_value_clear(&args);
+    rpc_shutdown(true);                  /* waits for the call in flight */
+    ck_assert(h_now() - t0 >= 0.29);
+    ck_assert(rpc_future_done(f));
+    ck_assert_msg(rpc_future_wait(f, NULL) == 0, "%s", rpc_last_error());
+    rpc_future_free(f);
+    for (int i = 0; i < H.n; i++) ck_assert_int_eq(h_reap(&H, i, 30), 0);
+    /* after shutdown, calls fail cleanly */
+    ck_assert_int_eq(rpc_sync("w1", "echo", NULL, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w1' calling w1.echo");
+}
+END_TEST
+
+/* A raw dealer (CURVE client if pub/sec given) calls "nosuch" on w1;
+ * returns the error text, or "" when nothing came back. */
+static void raw_probe(void *ctx, const char *ep, const char *pub, const char *sec, char *err, size_t cap)
+{
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    if (pub) {
+        zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, curve_pub, 40);
+        zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, pub, 40);
+        zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, sec, 40);
+    }
+    ck_assert_int_eq(zmq_connect(s, ep), 0);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 3, "nosuch", 0);
+    msgpack_pack_array(&pk, 0);
+    zmq_msg_t f;
+    frame_from(&f, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, &f, 1, err, cap);
+    zmq_close(s);
+}
+
+START_TEST(test_curve)
+{
+    ck_assert_int_eq(zmq_curve_keypair(curve_pub, curve_sec), 0);
+    struct rpc_opts bad = { .name = "x", .rank = 0, .world_size = 1, .master = "tcp://127.0.0.1:0",
+                            .curve = true, .curve_public_key = "short", .curve_secret_key = curve_sec };
+    ck_assert_int_eq(rpc_init(&bad), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_init: curve needs a Z85 public and secret key (40 characters each)");
+
+    use_curve = true;
+    start_world(2);
+    assert_alive();
+    struct rpc_worker_info w1;
+    ck_assert_int_eq(rpc_get_worker_info("w1", &w1), 0);
+    void *ctx = zmq_ctx_new();
+    char err[1024], opub[41], osec[41];
+    raw_probe(ctx, w1.endpoint, NULL, NULL, err, sizeof err);          /* plain text */
+    ck_assert_str_eq(err, "");
+    ck_assert_int_eq(zmq_curve_keypair(opub, osec), 0);
+    raw_probe(ctx, w1.endpoint, opub, osec, err, sizeof err);          /* key not allowed */
+    ck_assert_str_eq(err, "");
+    raw_probe(ctx, w1.endpoint, curve_pub, curve_sec, err, sizeof err); /* the cluster key */
+    ck_assert_str_eq(err, "rpc: w1: unknown function 'nosuch'");
+    zmq_ctx_term(ctx);
+    assert_alive();
+    stop_world();
+    use_curve = false;
+}
+END_TEST
+
 static Suite *rpc_suite(void)
 {
     Suite *s = suite_create("rpc");
@@ -906,12 +1172,15 @@ static Suite *rpc_suite(void)
     tcase_add_test(tc, test_echo_values);
     tcase_add_test(tc, test_nested_deferred_concurrent);
     tcase_add_test(tc, test_errors_and_timeouts);
+    tcase_add_test(tc, test_autograd_hooks);
+    tcase_add_test(tc, test_graceful_shutdown_waits);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("failures");
     tcase_set_timeout(tf, 120);
     tcase_add_test(tf, test_kill9_peer);
     tcase_add_test(tf, test_bad_input);
     tcase_add_test(tf, test_membership);
+    tcase_add_test(tf, test_curve);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("rrefs");
     tcase_set_timeout(tr, 120);

@@ -1,0 +1,152 @@
+/* Futures of rpc_async: completion by the I/O thread (or a failing sender),
+ * `then` callbacks, and an adaptive wait that yields briefly before
+ * sleeping on the future's condition variable. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/check.h"
+#include "rpc/rpc_internal.h"
+
+static struct rpc_agent *const A = &rpc_agent_state;
+struct rpc_freelist rpc_future_fl = RPC_FREELIST_INIT(sizeof(struct rpc_future));
+
+/* ---- futures --------------------------------------------------------------- */
+
+struct rpc_future *rpc_future_new(void)
+{
+    struct rpc_future *f = rpc_fl_get(&rpc_future_fl);
+    atomic_init(&f->refs, 1);
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    return f;
+}
+
+void rpc_future_free(struct rpc_future *f)
+{
+    if (!f || atomic_fetch_sub(&f->refs, 1) != 1) return;
+    rpc_value_clear(&f->value);
+    free(f->err);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    rpc_fl_put(&rpc_future_fl, f);
+}
+
+/* Completes f with *v (moved) or err (copied). First completion wins. The
+ * `then` callback runs before waiters are released (state 3 = completing). */
+void rpc_future_complete(struct rpc_future *f, struct rpc_value *v, const char *err)
+{
+    pthread_mutex_lock(&f->mu);
+    if (atomic_load(&f->state) != 0) {
+        pthread_mutex_unlock(&f->mu);
+        if (v) rpc_value_clear(v);
+        return;
+    }
+    if (err) {
+        f->err = strdup(err);
+        CHECK_ALLOC(f->err);
+    } else if (v) {
+        f->value = *v;
+        v->kind = RPC_NIL;
+    }
+    atomic_store(&f->state, 3);
+    void (*cb)(struct rpc_future *, void *) = f->cb;
+    void *cb_user = f->cb_user;
+    f->cb = NULL;
+    if (cb) {
+        atomic_fetch_add(&f->refs, 1);
+        pthread_mutex_unlock(&f->mu);
+        cb(f, cb_user);
+        pthread_mutex_lock(&f->mu);
+    }
+    atomic_store(&f->state, err ? 2 : 1);
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    if (cb) rpc_future_free(f);
+}
+
+void rpc_future_fail(struct rpc_future *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rpc_future_fail(struct rpc_future *f, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    rpc_future_complete(f, NULL, buf);
+}
+
+static bool future_settled(struct rpc_future *f) { int st = atomic_load(&f->state); return st == 1 || st == 2; }
+
+bool rpc_future_done(struct rpc_future *f) { return future_settled(f); }
+
+const char *rpc_future_error(struct rpc_future *f)
+{
+    int st = atomic_load(&f->state);
+    return st == 2 || (st == 3 && f->err) ? f->err : NULL;
+}
+
+int rpc_future_wait(struct rpc_future *f, struct rpc_value *out)
+{
+    /* The I/O thread completes futures: waiting on it would never return. */
+    CHECK(future_settled(f) || !A->up || !pthread_equal(pthread_self(), A->io_thread));
+    /* Adaptive wait: yield for a short while before sleeping. A small
+     * call's reply lands within ~100 us, and a futex sleep plus wake of an
+     * idle virtual CPU costs a large part of that; yielding keeps the
+     * other threads of the round trip (ours and libzmq's) running. */
+    if (!future_settled(f) && A->opts.spin_us > 0) {
+        int64_t t0 = rpc_now_us();
+        while (!future_settled(f) && rpc_now_us() - t0 < A->opts.spin_us) sched_yield();
+    }
+    if (!future_settled(f)) {
+        pthread_mutex_lock(&f->mu);
+        while (!future_settled(f)) pthread_cond_wait(&f->cv, &f->mu);
+        pthread_mutex_unlock(&f->mu);
+    }
+    if (atomic_load(&f->state) == 2) return rpc_set_error("%s", f->err);
+    if (out) *out = rpc_value_copy(&f->value);
+    return 0;
+}
+
+/* Moves the value out of a done, successful future. */
+int rpc_future_take(struct rpc_future *f, struct rpc_value *out)
+{
+    if (rpc_future_wait(f, NULL) < 0) return -1;
+    if (out) {
+        *out = f->value;
+        f->value.kind = RPC_NIL;
+    }
+    return 0;
+}
+
+void rpc_future_then(struct rpc_future *f, void (*cb)(struct rpc_future *, void *), void *user)
+{
+    pthread_mutex_lock(&f->mu);
+    if (atomic_load(&f->state) == 0) {
+        f->cb = cb;
+        f->cb_user = user;
+        pthread_mutex_unlock(&f->mu);
+        return;
+    }
+    pthread_mutex_unlock(&f->mu);
+    cb(f, user);
+}
+
+int rpc_future_wait_all(struct rpc_future **fs, size_t n)
+{
+    int rc = 0;
+    char first[1024] = "";
+    for (size_t i = 0; i < n; i++)
+        if (rpc_future_wait(fs[i], NULL) < 0 && rc == 0) {
+            rc = -1;
+            snprintf(first, sizeof first, "%s", rpc_last_error());
+        }
+    if (rc) rpc_set_error("%s", first);
+    return rc;
+}
+

@@ -1,0 +1,236 @@
+/* The callee side: the function registry, requests (inline, pooled or
+ * deferred), replies and the pool of handler threads. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/check.h"
+#include "rpc/rpc_internal.h"
+
+struct fn_entry {
+    struct fn_entry *next;
+    char *name;
+    rpc_fn fn;
+    void *user;
+    unsigned flags;
+};
+
+static pthread_rwlock_t fn_lock = PTHREAD_RWLOCK_INITIALIZER;
+struct rpc_freelist rpc_request_fl = RPC_FREELIST_INIT(sizeof(struct rpc_request));
+static struct fn_entry *fn_table[256];
+static struct rpc_agent *const A = &rpc_agent_state;
+
+/* ---- registry -------------------------------------------------------------- */
+
+static unsigned hash_str(const char *s, size_t n)
+{
+    unsigned h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+void rpc_register_ex(const char *name, rpc_fn fn, void *user, unsigned flags)
+{
+    unsigned b = hash_str(name, strlen(name)) & 255;
+    pthread_rwlock_wrlock(&fn_lock);
+    struct fn_entry *e;
+    for (e = fn_table[b]; e; e = e->next)
+        if (strcmp(e->name, name) == 0) break;
+    if (!e) {
+        e = trib_xcalloc(1, sizeof *e);
+        e->name = strdup(name);
+        CHECK_ALLOC(e->name);
+        e->next = fn_table[b];
+        fn_table[b] = e;
+    }
+    e->fn = fn;
+    e->user = user;
+    e->flags = flags;
+    pthread_rwlock_unlock(&fn_lock);
+}
+
+void rpc_register(const char *name, rpc_fn fn, void *user) { rpc_register_ex(name, fn, user, 0); }
+
+static struct fn_entry *find_locked(const char *name, size_t n)
+{
+    unsigned b = hash_str(name, n) & 255;
+    for (struct fn_entry *e = fn_table[b]; e; e = e->next)
+        if (strlen(e->name) == n && memcmp(e->name, name, n) == 0) return e;
+    return NULL;
+}
+
+bool rpc_find_fn(const char *name, size_t n, rpc_fn *fn, void **user, unsigned *flags)
+{
+    pthread_rwlock_rdlock(&fn_lock);
+    struct fn_entry *e = find_locked(name, n);
+    if (e) {
+        *fn = e->fn;
+        *user = e->user;
+        *flags = e->flags;
+    }
+    pthread_rwlock_unlock(&fn_lock);
+    return e != NULL;
+}
+
+bool rpc_lookup_fn(const char *name, rpc_fn *fn, void **user)
+{
+    unsigned flags;
+    return rpc_find_fn(name, strlen(name), fn, user, &flags);
+}
+
+/* ---- requests -------------------------------------------------------------- */
+
+void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *err)
+{
+    if (req->req_id == 0 || req->rid_len == 0) return;       /* one-way */
+    struct outmsg *m = NULL;
+    if (!err) {
+        m = rpc_build_msg(WIRE_RESP, req->req_id, NULL, req->caller, true, req->ac_ctx, req->ac_msg, 0, result, NULL);
+        if (!m) err = rpc_last_error();
+    }
+    if (err) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", err);
+        m = rpc_build_msg(WIRE_ERR, req->req_id, NULL, req->caller, true, 0, 0, 0, NULL, buf);
+    }
+    memcpy(m->rid, req->rid, req->rid_len);
+    m->rid_len = req->rid_len;
+    rpc_out_push(m);
+}
+
+void rpc_request_free(struct rpc_request *req)
+{
+    if (req->counted) atomic_fetch_sub(&A->active, 1);
+    rpc_value_clear(&req->args);
+    free(req->err);
+    rpc_fl_put(&rpc_request_fl, req);
+}
+
+int rpc_request_fail(struct rpc_request *req, const char *fmt, ...)
+{
+    char buf[800];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    free(req->err);
+    size_t n = strlen(buf) + strlen(req->fn) + 200;
+    req->err = trib_xmalloc(n);
+    snprintf(req->err, n, "rpc: %s: %s: %s", A->self.name, req->fn, buf);
+    return -1;
+}
+
+const char *rpc_request_caller(const struct rpc_request *req)
+{
+    static _Thread_local char name[64];
+    rpc_peer_name(req->caller, name, sizeof name);
+    return name;
+}
+
+int rpc_request_caller_id(const struct rpc_request *req) { return req->caller; }
+
+void rpc_request_complete(struct rpc_request *req, struct rpc_value *result)
+{
+    rpc_reply(req, result, NULL);
+    if (result) rpc_value_clear(result);
+    rpc_request_free(req);
+}
+
+void rpc_request_finish_error(struct rpc_request *req)
+{
+    if (!req->err) rpc_request_fail(req, "failed");
+    rpc_reply(req, NULL, req->err);
+    rpc_request_free(req);
+}
+
+struct rpc_request *rpc_request_new_local(const char *fn)
+{
+    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+    snprintf(req->fn, sizeof req->fn, "%s", fn);
+    req->caller = rpc_self_id();
+    return req;
+}
+
+const char *rpc_request_error_text(const struct rpc_request *req) { return req->err; }
+
+void rpc_request_free_local(struct rpc_request *req) { rpc_request_free(req); }
+
+void rpc_request_fail_text(struct rpc_request *req, const char *text)
+{
+    free(req->err);
+    req->err = strdup(text);
+    CHECK_ALLOC(req->err);
+}
+
+void rpc_run_request(struct rpc_request *req)
+{
+    if (req->job) {
+        req->job(req->job_arg);
+        rpc_fl_put(&rpc_request_fl, req);
+        return;
+    }
+    struct rpc_value result = rpc_nil();
+    /* Read before the handler: a deferred request may be completed (and
+     * freed) by another thread before the handler returns. */
+    int64_t ac_ctx = req->ac_ctx;
+    if (rpc_hooks.on_handler) rpc_hooks.on_handler(ac_ctx, true, rpc_hooks.user);
+    int rc = req->handler(req, &req->args, &result, req->user);
+    if (rpc_hooks.on_handler) rpc_hooks.on_handler(ac_ctx, false, rpc_hooks.user);
+    if (rc == RPC_DEFERRED) return;
+    if (rc == 0) rpc_request_complete(req, &result);
+    else {
+        rpc_value_clear(&result);
+        rpc_request_finish_error(req);
+    }
+}
+
+/* Queues a request for the handler threads; false if MAX_QUEUE are waiting
+ * (internal jobs are always taken). */
+bool rpc_pool_push(struct rpc_request *req)
+{
+    pthread_mutex_lock(&A->pool_mu);
+    if (!req->job && A->njobs >= MAX_QUEUE) {
+        pthread_mutex_unlock(&A->pool_mu);
+        return false;
+    }
+    req->next = NULL;
+    if (A->jobs_tail) A->jobs_tail->next = req; else A->jobs_head = req;
+    A->jobs_tail = req;
+    A->njobs++;
+    pthread_cond_signal(&A->pool_cv);
+    pthread_mutex_unlock(&A->pool_mu);
+    return true;
+}
+
+void rpc_pool_submit(void (*job)(void *), void *arg)
+{
+    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+    req->job = job;
+    req->job_arg = arg;
+    rpc_pool_push(req);
+}
+
+void *rpc_pool_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&A->pool_mu);
+        while (!A->jobs_head && !A->pool_stop) pthread_cond_wait(&A->pool_cv, &A->pool_mu);
+        struct rpc_request *req = A->jobs_head;
+        if (!req) {
+            pthread_mutex_unlock(&A->pool_mu);
+            return NULL;
+        }
+        A->jobs_head = req->next;
+        if (!A->jobs_head) A->jobs_tail = NULL;
+        A->njobs--;
+        pthread_mutex_unlock(&A->pool_mu);
+        rpc_run_request(req);
+    }
+}
+
