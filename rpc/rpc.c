@@ -707,6 +707,9 @@ struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *
     }
     m->peer = to;
     m->fut = f;
+    size_t bytes = 0;
+    for (int i = 0; i < m->nframes; i++) bytes += zmq_msg_size(&m->frames[i]);
+    f->small = bytes <= RPC_SMALL_CALL_BYTES;
     atomic_fetch_add(&f->refs, 1);        /* the pending table's reference */
     atomic_fetch_add(&A->inflight, 1);
     rpc_out_push(m);

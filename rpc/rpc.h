@@ -99,8 +99,8 @@ struct rpc_opts {
     int heartbeat_ms;          /* 0: 200 */
     int heartbeat_timeout_ms;  /* silence after which a peer is dead; 0: 5 * heartbeat_ms */
     size_t max_frame_bytes;    /* ZMQ_MAXMSGSIZE; 0: 1 GiB */
-    int spin_us;               /* a thread waiting on a future yields the CPU (sched_yield)
-                                  up to this long before sleeping; 0: 200, <0: never */
+    int spin_us;               /* a thread waiting on a call of up to 256 KiB yields the CPU
+                                  (sched_yield) up to this long before sleeping; 0: 200, <0: never */
     /* CURVE encryption (all workers must agree): this worker's keypair (Z85,
      * 40 characters; zmq_curve_keypair makes one), the public key of the
      * workers it connects to (NULL: its own, i.e. one cluster keypair), and

@@ -154,6 +154,9 @@ struct rref *rref_unpack(int owner, int parent, uint64_t rref_id, uint64_t fork_
 #define MAX_QUEUE 65536             /* calls waiting for the I/O thread; requests waiting for a handler */
 #define RECV_BATCH 256
 #define RPC_CURVE_MAX_ALLOW 64
+/* Waiting on a call no bigger than this starts with a short yielding spin
+ * (rpc_opts.spin_us); bigger ones leave both cores to the copies. */
+#define RPC_SMALL_CALL_BYTES (256 * 1024)
 
 /* A call in flight: completed once by the I/O thread (reply, timeout, dead
  * peer) or by a failing sender; refcounted by its holder and the pending
@@ -172,6 +175,7 @@ struct rpc_future {
     int peer;
     int64_t deadline;               /* 0: none */
     int timeout_ms;
+    bool small;                     /* request <= RPC_SMALL_CALL_BYTES: wait by spinning first */
     char fn[64];
     struct rpc_future *hnext;
 };
