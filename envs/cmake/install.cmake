@@ -37,6 +37,8 @@ if(CMAKE_DL_LIBS)
 endif()
 if(TRIB_SANITIZE)
   string(APPEND _trib_pc_libs " -fsanitize=address,undefined")
+elseif(TRIB_TSAN)
+  string(APPEND _trib_pc_libs " -fsanitize=thread")
 endif()
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/tributary.pc
   "prefix=\${pcfiledir}/${_trib_pc_up}\n"
