@@ -26,19 +26,20 @@ static struct tensor *target_of(const struct tensor *x)
     return t;
 }
 
-/* forward through the module RRef (the remote_module "forward" method). */
+/* forward through a handle over the module's RRef (as a trainer that was
+ * handed the module by another worker does). */
 static int rref_forward(struct rref *m, struct tensor *x, struct tensor **y)
 {
-    struct rpc_value a = rpc_list(1), res = rpc_nil();
-    a.list.items[0] = rpc_tensor(x);
-    int rc = rref_rpc_sync(m, "forward", &a, &res, 0);
-    rpc_value_clear(&a);
-    if (rc == 0 && (res.kind != RPC_LIST || res.list.len != 1 || res.list.items[0].kind != RPC_TENSOR)) {
-        rpc_value_clear(&res);
+    struct remote_module *rm = remote_module_from_rref(m);
+    struct tensor *out[NN_MAX_IO] = {0};
+    int n_out = 0;
+    int rc = remote_module_forward(rm, 1, &x, &n_out, out);
+    remote_module_free(rm);
+    if (rc == 0 && n_out != 1) {
+        for (int i = 0; i < n_out; i++) tensor_free(out[i]);
         return -2;
     }
-    if (rc == 0) *y = tensor_retain(res.list.items[0].tensor);
-    rpc_value_clear(&res);
+    if (rc == 0) *y = out[0];
     return rc;
 }
 
