@@ -782,9 +782,10 @@ static int env_int(const char *a, const char *b, int dflt)
     return v && *v ? atoi(v) : dflt;
 }
 
+/* Waits until pred() holds, or timeout_ms (< 0: no limit) has passed. */
 static bool wait_state(bool (*pred)(void), int timeout_ms)
 {
-    int64_t deadline = rpc_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : rpc_now_ms() + timeout_ms;
     pthread_mutex_lock(&A->state_mu);
     while (!pred()) {
         int64_t left = deadline - rpc_now_ms();
@@ -831,7 +832,7 @@ int rpc_init(const struct rpc_opts *opts)
     if (!o->init_timeout_ms) o->init_timeout_ms = 30000;
     if (o->num_handler_threads <= 0) o->num_handler_threads = 4;
     if (o->heartbeat_ms <= 0) o->heartbeat_ms = 200;
-    if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 5 * o->heartbeat_ms;
+    if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 5000;
     if (!o->max_frame_bytes) o->max_frame_bytes = 1ull << 30;
     if (!o->spin_us) o->spin_us = 200;
     o->bind_host = o->bind_host ? o->bind_host : "127.0.0.1";
@@ -1030,14 +1031,17 @@ void rpc_shutdown(bool graceful)
             struct rpc_future *f = rpc_async_id(0, "__sd_ready", NULL, long_wait);
             rpc_future_wait(f, NULL);
             rpc_future_free(f);
-            wait_state(pred_go, long_wait);
+            /* No time limit: the barrier is "every static member has called
+             * rpc_shutdown", however long rank 0 still works; pred_go also
+             * holds once rank 0 is dead, so this cannot hang on a corpse. */
+            wait_state(pred_go, -1);
             wait_state(pred_idle, long_wait);
             f = rpc_async_id(0, "__bye", NULL, 2000);
             rpc_future_wait(f, NULL);
             rpc_future_free(f);
         } else {
             if (static_alive() > 0) {
-                wait_state(pred_all_ready, long_wait);
+                wait_state(pred_all_ready, -1);   /* dead members count as ready */
                 for (int i = 1; i < A->world_size && i < MAX_WORKERS; i++)
                     if (rpc_worker_alive(i)) rpc_send_oneway(i, "__sd_go", NULL);
                 wait_state(pred_all_bye, long_wait);

@@ -97,7 +97,8 @@ struct rpc_opts {
     int init_timeout_ms;       /* 0: 30000 */
     int num_handler_threads;   /* 0: 4 */
     int heartbeat_ms;          /* 0: 200 */
-    int heartbeat_timeout_ms;  /* silence after which a peer is dead; 0: 5 * heartbeat_ms */
+    int heartbeat_timeout_ms;  /* silence after which a peer is dead; 0: 5000 (a loaded box
+                                  can starve a healthy process of CPU for a second) */
     size_t max_frame_bytes;    /* ZMQ_MAXMSGSIZE; 0: 1 GiB */
     int spin_us;               /* a thread waiting on a call of up to 256 KiB yields the CPU
                                   (sched_yield) up to this long before sleeping; 0: 200, <0: never */

@@ -40,7 +40,7 @@ static void die(const char *what, const char *msg)
 static struct rpc_opts opts(int rank, const char *master)
 {
     struct rpc_opts o = { .name = rank ? "w1" : "w0", .rank = rank, .world_size = 2, .master = master,
-                          .heartbeat_ms = 100, .heartbeat_timeout_ms = 2000 };
+                          .heartbeat_ms = 100, .heartbeat_timeout_ms = 10000 };
     return o;
 }
 

@@ -2,6 +2,7 @@
  * after the forward; the backward through w2 and back to w1 fails promptly
  * (within about twice the heartbeat timeout) with an error naming w1, and
  * the survivors shut down cleanly. */
+#define DH_HEARTBEAT_TIMEOUT_MS 1000
 #include "dist_harness.h"
 
 /* twice the heartbeat timeout, plus slack for a loaded 2-core box */
