@@ -177,9 +177,11 @@ struct tensor *tensor_cat(int n, struct tensor **xs, int dim)
         if (!ok)
             return tensor_error("%s: shape mismatch: %s and %s", who, shape_str(x0->ndim, x0->shape, s1, sizeof s1),
                                 shape_str(xs[i]->ndim, xs[i]->shape, s2, sizeof s2));
+        if (xs[i]->shape[d] > INT64_MAX - shape[d]) return tensor_error("%s: dim %d sums past the largest size", who, dim);
         shape[d] += xs[i]->shape[d];
     }
-    struct tensor *y = op_empty(x0->device, x0->ndim, shape);
+    struct tensor *y = op_try_new(who, x0->device, x0->ndim, shape, false);
+    if (!y) return NULL;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         struct tensor *sx = tensor_snapshot(xs[i]);

@@ -384,6 +384,41 @@ START_TEST(test_error_messages)
 }
 END_TEST
 
+/* Empty tensors carry no data but may have dims a peer can send (rpc
+ * accepts each dim up to 2^40): an op whose output is a product of such
+ * dims must fail with an error, not abort in its allocation. */
+START_TEST(test_empty_inputs_huge_outputs)
+{
+    const int64_t big = (int64_t)1 << 40;
+    struct tensor *a = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){big, 0});
+    struct tensor *b = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){0, big});
+    struct tensor *x3 = tensor_new(DTYPE_F32, DEVICE_CPU, 3, (int64_t[]){0, big, big});
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(x3);
+    ck_assert_ptr_null(tensor_matmul(a, b));
+    ck_assert_str_eq(tensor_last_error(), "tensor_matmul: output shape [1099511627776,1099511627776] is too large");
+    ck_assert_ptr_null(tensor_linear(a, a, NULL));
+    ck_assert_str_eq(tensor_last_error(), "tensor_linear: output shape [1099511627776,1099511627776] is too large");
+    ck_assert_ptr_null(tensor_sum_dim(x3, 0, true));
+    ck_assert_str_eq(tensor_last_error(), "tensor_sum_dim: output shape [1,1099511627776,1099511627776] is too large");
+    ck_assert_ptr_null(tensor_mean_dim(x3, 0, false));
+    ck_assert_str_eq(tensor_last_error(), "tensor_mean_dim: output shape [1,1099511627776,1099511627776] is too large");
+    /* dims that sum past INT64_MAX along the cat dim */
+    struct tensor *h = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){0, (int64_t)1 << 62});
+    ck_assert_ptr_nonnull(h);
+    ck_assert_ptr_null(tensor_cat(2, (struct tensor *[]){h, h}, 1));
+    ck_assert_str_eq(tensor_last_error(), "tensor_cat: dim 1 sums past the largest size");
+    /* a small product of empty inputs still works */
+    struct tensor *sa = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){2, 0});
+    struct tensor *sb = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){0, 3});
+    struct tensor *sm = tensor_matmul(sa, sb);
+    assert_values(sm, 2, (int64_t[]){2, 3}, (float[]){0, 0, 0, 0, 0, 0});
+    struct tensor *all[] = {a, b, x3, h, sa, sb, sm};
+    for (int i = 0; i < 7; i++) tensor_free(all[i]);
+}
+END_TEST
+
 START_TEST(test_gather_cases)
 {
     struct tensor *x = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
@@ -448,6 +483,7 @@ Suite *tensor_core_suite(void)
     tcase_add_test(tc, test_split_cat_cases);
     tcase_add_test(tc, test_error_messages);
     tcase_add_test(tc, test_gather_cases);
+    tcase_add_test(tc, test_empty_inputs_huge_outputs);
     tcase_add_test(tc, test_detach_and_to);
     suite_add_tcase(s, tc);
     return s;
