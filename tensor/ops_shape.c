@@ -23,6 +23,8 @@ struct tensor *tensor_reshape(struct tensor *x, int ndim, const int64_t *shape)
     int64_t numel = 1;
     for (int k = 0; k < ndim; k++) {
         if (shape[k] < 0) return tensor_error("tensor_reshape: negative dim %lld at %d", (long long)shape[k], k);
+        if (shape[k] && numel > INT64_MAX / 16 / shape[k])   /* tensor_new's bound */
+            return tensor_error("tensor_reshape: shape %s is too large", shape_str(ndim, shape, s2, sizeof s2));
         numel *= shape[k];
     }
     if (numel != x->numel)
@@ -101,6 +103,10 @@ int tensor_split(struct tensor *x, int dim, int n, const int64_t *sizes, struct 
     for (int i = 0; i < n; i++) {
         if (sizes[i] < 0) {
             tensor_error("%s: negative piece size %lld", who, (long long)sizes[i]);
+            return -1;
+        }
+        if (sizes[i] > INT64_MAX - total) {
+            tensor_error("%s: sizes sum past the largest size", who);
             return -1;
         }
         total += sizes[i];

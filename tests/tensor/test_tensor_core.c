@@ -419,6 +419,30 @@ START_TEST(test_empty_inputs_huge_outputs)
 }
 END_TEST
 
+/* Shapes and sizes given to reshape and split whose products or sums pass
+ * INT64_MAX are errors (before: signed overflow, and reshape of an empty
+ * tensor made a tensor no tensor_new would make). */
+START_TEST(test_reshape_split_overflow)
+{
+    const int64_t g = (int64_t)1 << 32;
+    struct tensor *e = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){0});
+    ck_assert_ptr_null(tensor_reshape(e, 4, (int64_t[]){g, g, g, 0}));
+    ck_assert_str_eq(tensor_last_error(),
+                     "tensor_reshape: shape [4294967296,4294967296,4294967296,0] is too large");
+    struct tensor *ok = tensor_reshape(e, 3, (int64_t[]){2, 0, g});
+    ck_assert_ptr_nonnull(ok);
+    ck_assert_int_eq(ok->numel, 0);
+    struct tensor *x = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *p[2] = {NULL, NULL};
+    ck_assert_int_eq(tensor_split(x, 1, 2, (int64_t[]){INT64_MAX, 2}, p), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_split: sizes sum past the largest size");
+    ck_assert_ptr_null(p[0]);
+    tensor_free(e);
+    tensor_free(ok);
+    tensor_free(x);
+}
+END_TEST
+
 START_TEST(test_gather_cases)
 {
     struct tensor *x = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
@@ -484,6 +508,7 @@ Suite *tensor_core_suite(void)
     tcase_add_test(tc, test_error_messages);
     tcase_add_test(tc, test_gather_cases);
     tcase_add_test(tc, test_empty_inputs_huge_outputs);
+    tcase_add_test(tc, test_reshape_split_overflow);
     tcase_add_test(tc, test_detach_and_to);
     suite_add_tcase(s, tc);
     return s;
