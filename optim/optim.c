@@ -556,6 +556,7 @@ int optim_load(struct optim *o, const uint8_t *buf, size_t len)
     const uint8_t *t = buf + len - TRAILER_BYTES;
     if (get64(&t) != fnv1a64(buf, len - TRAILER_BYTES))
         return fail("optim_load: checksum mismatch: the state is corrupt");
+    if (!(hv[0] >= 0)) return fail("optim_load: invalid learning rate %g in the state (must be >= 0)", hv[0]);
     r = buf + HEADER_BYTES;
     for (int i = 0; i < o->n; i++) {
         uint64_t numel = get64(&r);
