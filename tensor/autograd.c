@@ -211,10 +211,17 @@ static struct tensor *grad_sum(struct tensor *a, struct tensor *b)
     return out;
 }
 
+/* Whether g can be a gradient for `have`: f32 (the engine sums gradients
+ * with f32 kernels) with have's dtype, shape and device. */
 static int check_grad_like(const char *who, const struct tensor *have, const struct tensor *g)
 {
-    if (have->device == g->device && tensor_same_shape(have, g)) return 0;
     char s1[96], s2[96];
+    if (g->dtype != DTYPE_F32) {
+        tensor_error("%s: gradient %s %s on %s is not f32", who, dtype_name(g->dtype),
+                     shape_str(g->ndim, g->shape, s1, sizeof s1), device_name(g->device));
+        return -1;
+    }
+    if (have->device == g->device && tensor_same_shape(have, g)) return 0;
     tensor_error("%s: gradient %s %s on %s does not match %s %s on %s", who, dtype_name(g->dtype),
                  shape_str(g->ndim, g->shape, s1, sizeof s1), device_name(g->device),
                  dtype_name(have->dtype), shape_str(have->ndim, have->shape, s2, sizeof s2),
@@ -385,6 +392,10 @@ int tensor_backward(struct tensor *loss, struct tensor *grad, bool retain_graph)
 {
     if (!loss->requires_grad) {
         tensor_error("tensor_backward: the tensor does not require grad and has no grad_fn");
+        return -1;
+    }
+    if (loss->dtype != DTYPE_F32) {
+        tensor_error("tensor_backward: the tensor is %s; only f32 tensors have gradients", dtype_name(loss->dtype));
         return -1;
     }
     struct tensor *g = grad;

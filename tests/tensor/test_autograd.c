@@ -374,6 +374,36 @@ START_TEST(test_bad_root_gradient_rejected)
 }
 END_TEST
 
+/* Only f32 tensors have gradients: the engine sums gradients with f32
+ * kernels, so a u8 or i64 leaf that requires grad (rpc decodes the flag for
+ * any dtype) and its gradient are refused, never summed as floats over a
+ * buffer a quarter or half that size. */
+START_TEST(test_non_f32_gradients_rejected)
+{
+    struct tensor *u = tensor_new(DTYPE_U8, DEVICE_CPU, 1, (int64_t[]){100});
+    struct tensor *gu = tensor_new(DTYPE_U8, DEVICE_CPU, 1, (int64_t[]){100});
+    struct tensor *one = tensor_new(DTYPE_U8, DEVICE_CPU, 0, NULL);
+    u->requires_grad = true;
+    one->requires_grad = true;
+    ck_assert_int_eq(tensor_backward(u, gu, false), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_backward: the tensor is u8; only f32 tensors have gradients");
+    ck_assert_int_eq(tensor_backward(one, NULL, false), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_backward: the tensor is u8; only f32 tensors have gradients");
+    /* the engine itself, reached with the leaf as a root (as distributed
+     * autograd reaches it), twice so that a second gradient would be summed */
+    for (int k = 0; k < 2; k++) {
+        struct ag_edge e = tensor_grad_edge(u);
+        ck_assert_int_eq(autograd_run(1, &e, &gu, NULL, false), -1);
+        ck_assert_str_eq(tensor_last_error(), "autograd_run: AccumulateGrad: gradient u8 [100] on cpu is not f32");
+        ag_node_free(e.node);
+    }
+    ck_assert_ptr_null(u->grad);
+    tensor_free(u);
+    tensor_free(gu);
+    tensor_free(one);
+}
+END_TEST
+
 /* ---- concurrency ------------------------------------------------------------------------ */
 
 #define N_THREADS 4
@@ -571,6 +601,7 @@ Suite *autograd_suite(void)
     tcase_add_test(tc, test_later_nodes_run_first);
     tcase_add_test(tc, test_node_failure_stops_run);
     tcase_add_test(tc, test_bad_root_gradient_rejected);
+    tcase_add_test(tc, test_non_f32_gradients_rejected);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
     tcase_add_test(tc, test_concurrent_sinks);
