@@ -46,17 +46,33 @@ struct ag_node *ag_node_retain(struct ag_node *n)
 
 void ag_node_free(struct ag_node *n)
 {
-    /* Iterative along the first edge so long chains do not overflow the stack. */
-    while (n && atomic_fetch_sub(&n->refcount, 1) == 1) {
-        if (!n->released && n->release) n->release(n);
-        n->released = true;
-        struct ag_node *first = n->n_next ? n->next[0].node : NULL;
-        for (int i = 1; i < n->n_next; i++) ag_node_free(n->next[i].node);
-        tensor_free(n->leaf);
-        free(n->next);
-        free(n);
-        n = first;
+    /* Iterative, so long chains do not overflow the C stack whichever edge
+     * they run through: a freed node's first edge is followed at once, its
+     * other edges wait on a heap stack (allocated only for branching graphs). */
+    struct ag_node **stack = NULL;
+    size_t sp = 0, cap = 0;
+    while (n) {
+        struct ag_node *follow = NULL;
+        if (atomic_fetch_sub(&n->refcount, 1) == 1) {
+            if (!n->released && n->release) n->release(n);
+            n->released = true;
+            for (int i = 0; i < n->n_next; i++) {
+                struct ag_node *m = n->next[i].node;
+                if (!m) continue;
+                if (!follow) {
+                    follow = m;
+                    continue;
+                }
+                if (sp == cap) stack = trib_xrealloc(stack, (cap = cap ? 2 * cap : 16) * sizeof *stack);
+                stack[sp++] = m;
+            }
+            tensor_free(n->leaf);
+            free(n->next);
+            free(n);
+        }
+        n = follow ? follow : sp ? stack[--sp] : NULL;
     }
+    free(stack);
 }
 
 void tensor_set_grad_fn(struct tensor *t, struct ag_node *node, int output_nr)

@@ -196,6 +196,41 @@ START_TEST(test_long_chain)
 }
 END_TEST
 
+/* The same through the second input of each node (the first has no
+ * gradient: h = c + h, as in a returns recursion), with the last reference
+ * dropped on a thread with a 512 KiB stack (a handler thread, say): freeing
+ * the graph must not recurse once per node. */
+static void *free_main(void *arg)
+{
+    tensor_free(arg);
+    return NULL;
+}
+
+START_TEST(test_long_chain_second_input)
+{
+    struct tensor *x = param(0, NULL, (float[]){1.0f});
+    struct tensor *c = tensor_scalar_f32(0.001f);
+    struct tensor *h = tensor_retain(x);
+    for (int i = 0; i < 20000; i++) {
+        struct tensor *n = tensor_add(c, h);
+        tensor_free(h);
+        h = n;
+    }
+    ck_assert_ptr_null(h->grad_fn->next[0].node);
+    ck_assert_int_eq(tensor_backward(h, NULL, true), 0);
+    assert_close(x->grad, (float[]){1.0f}, 1);
+    pthread_attr_t attr;
+    pthread_t th;
+    ck_assert_int_eq(pthread_attr_init(&attr), 0);
+    ck_assert_int_eq(pthread_attr_setstacksize(&attr, 512 << 10), 0);
+    ck_assert_int_eq(pthread_create(&th, &attr, free_main, h), 0);   /* the last reference to the chain */
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    pthread_attr_destroy(&attr);
+    tensor_free(c);
+    tensor_free(x);
+}
+END_TEST
+
 /* ---- custom nodes and sinks ----------------------------------------------------------- */
 
 static int order_log[8], order_n;
@@ -594,6 +629,7 @@ Suite *autograd_suite(void)
     tcase_add_test(tc, test_no_grad_mode);
     tcase_add_test(tc, test_sum_at_shared_input);
     tcase_add_test(tc, test_long_chain);
+    tcase_add_test(tc, test_long_chain_second_input);
     suite_add_tcase(s, tc);
     tc = tcase_create("custom_nodes");
     tcase_add_test(tc, test_custom_send_node_as_root);
