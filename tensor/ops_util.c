@@ -79,7 +79,7 @@ struct tensor *op_zeros(enum device dev, int ndim, const int64_t *shape)
 
 struct tensor *op_try_new(const char *who, enum device dev, int ndim, const int64_t *shape, bool zero)
 {
-    struct tensor *t = zero ? tensor_new(DTYPE_F32, dev, ndim, shape) : tensor_new_uninit(DTYPE_F32, dev, ndim, shape);
+    struct tensor *t = tensor_try_new(DTYPE_F32, dev, ndim, shape, zero);
     if (t) return t;
     char s[96];
     return tensor_error("%s: output shape %s is too large", who, shape_str(ndim, shape, s, sizeof s));

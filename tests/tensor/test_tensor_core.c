@@ -12,6 +12,10 @@
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 
+/* The 256 TiB allocation below must fail as malloc does, not stop ASan. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
 static const struct tensor_backend *cpu;
 
 static void setup(void) { cpu = tensor_cpu_backend(); }
@@ -404,6 +408,15 @@ START_TEST(test_empty_inputs_huge_outputs)
     ck_assert_str_eq(tensor_last_error(), "tensor_sum_dim: output shape [1,1099511627776,1099511627776] is too large");
     ck_assert_ptr_null(tensor_mean_dim(x3, 0, false));
     ck_assert_str_eq(tensor_last_error(), "tensor_mean_dim: output shape [1,1099511627776,1099511627776] is too large");
+    /* within tensor_new's bound but 256 TiB, more than any address space:
+     * the allocation fails, and that is an error too */
+    const int64_t m = (int64_t)1 << 23;
+    struct tensor *am = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){m, 0});
+    struct tensor *bm = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){0, m});
+    ck_assert_ptr_null(tensor_matmul(am, bm));
+    ck_assert_str_eq(tensor_last_error(), "tensor_matmul: output shape [8388608,8388608] is too large");
+    tensor_free(am);
+    tensor_free(bm);
     /* dims that sum past INT64_MAX along the cat dim */
     struct tensor *h = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){0, (int64_t)1 << 62});
     ck_assert_ptr_nonnull(h);
