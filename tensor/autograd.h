@@ -63,7 +63,10 @@ bool autograd_set_enabled(bool on);
 bool autograd_enabled(void);
 
 /* Where leaf gradients go. Default (sink NULL): added into leaf->grad under
- * a lock. Distributed autograd passes a sink that adds into its context.
+ * a lock private to the engine, which orders concurrent backwards only:
+ * reading, zeroing or stepping on leaf->grad meanwhile is the caller's to
+ * serialise (a delivery replaces and frees the old grad tensor).
+ * Distributed autograd passes a sink that adds into its context.
  * accumulate is called once per leaf per run, with the leaf's gradient
  * summed over the run, after every node ran, on the thread running
  * autograd_run, and not at all when the run fails; grad is borrowed (retain
