@@ -562,6 +562,8 @@ int optim_load(struct optim *o, const uint8_t *buf, size_t len)
         uint64_t numel = get64(&r);
         int64_t st = (int64_t)get64(&r);
         if (st < 0) return fail("optim_load: parameter %d has a negative step count %lld", i, (long long)st);
+        if (st == INT64_MAX)
+            return fail("optim_load: parameter %d has a step count %lld with no step left", i, (long long)st);
         r += (size_t)o->nbufs * numel * sizeof(float);
     }
     r = buf + HEADER_BYTES;

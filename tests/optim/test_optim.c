@@ -437,6 +437,11 @@ START_TEST(test_load_rejects_bad_values)
     reseal(bad, len);
     ck_assert_int_eq(optim_load(r.opt, bad, len), -1);
     ck_assert_str_eq(optim_last_error(), "optim_load: parameter 0 has a negative step count -5");
+    steps = INT64_MAX;   /* the next step would overflow it */
+    memcpy(bad + 96 + 8, &steps, 8);
+    reseal(bad, len);
+    ck_assert_int_eq(optim_load(r.opt, bad, len), -1);
+    ck_assert_str_eq(optim_last_error(), "optim_load: parameter 0 has a step count 9223372036854775807 with no step left");
 
     const double lrs[2] = {-1.0, NAN};
     const char *want[2] = {"optim_load: invalid learning rate -1 in the state (must be >= 0)",
