@@ -556,11 +556,14 @@ int optim_load(struct optim *o, const uint8_t *buf, size_t len)
     const uint8_t *t = buf + len - TRAILER_BYTES;
     if (get64(&t) != fnv1a64(buf, len - TRAILER_BYTES))
         return fail("optim_load: checksum mismatch: the state is corrupt");
+    if (!(hv[0] >= 0)) return fail("optim_load: invalid learning rate %g in the state (must be >= 0)", hv[0]);
     r = buf + HEADER_BYTES;
     for (int i = 0; i < o->n; i++) {
         uint64_t numel = get64(&r);
         int64_t st = (int64_t)get64(&r);
         if (st < 0) return fail("optim_load: parameter %d has a negative step count %lld", i, (long long)st);
+        if (st == INT64_MAX)
+            return fail("optim_load: parameter %d has a step count %lld with no step left", i, (long long)st);
         r += (size_t)o->nbufs * numel * sizeof(float);
     }
     r = buf + HEADER_BYTES;

@@ -113,8 +113,8 @@ int optim_save(const struct optim *opt, uint8_t **out, size_t *len);
 /* Restores a state saved by an optimizer of the same kind, hyper-parameters
  * (lr excepted: it is restored) and param numels. Returns -1 with a message
  * naming the problem (truncated, bad magic, version, kind, count, hyper-
- * parameter, numel, checksum, trailing bytes), leaving the optimizer as it
- * was. */
+ * parameter, numel, checksum, trailing bytes, a negative step count or
+ * learning rate), leaving the optimizer as it was. */
 int optim_load(struct optim *opt, const uint8_t *buf, size_t len);
 /* The same through a file (written whole; errors name the path). */
 int optim_save_file(const struct optim *opt, const char *path);

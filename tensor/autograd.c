@@ -46,17 +46,33 @@ struct ag_node *ag_node_retain(struct ag_node *n)
 
 void ag_node_free(struct ag_node *n)
 {
-    /* Iterative along the first edge so long chains do not overflow the stack. */
-    while (n && atomic_fetch_sub(&n->refcount, 1) == 1) {
-        if (!n->released && n->release) n->release(n);
-        n->released = true;
-        struct ag_node *first = n->n_next ? n->next[0].node : NULL;
-        for (int i = 1; i < n->n_next; i++) ag_node_free(n->next[i].node);
-        tensor_free(n->leaf);
-        free(n->next);
-        free(n);
-        n = first;
+    /* Iterative, so long chains do not overflow the C stack whichever edge
+     * they run through: a freed node's first edge is followed at once, its
+     * other edges wait on a heap stack (allocated only for branching graphs). */
+    struct ag_node **stack = NULL;
+    size_t sp = 0, cap = 0;
+    while (n) {
+        struct ag_node *follow = NULL;
+        if (atomic_fetch_sub(&n->refcount, 1) == 1) {
+            if (!n->released && n->release) n->release(n);
+            n->released = true;
+            for (int i = 0; i < n->n_next; i++) {
+                struct ag_node *m = n->next[i].node;
+                if (!m) continue;
+                if (!follow) {
+                    follow = m;
+                    continue;
+                }
+                if (sp == cap) stack = trib_xrealloc(stack, (cap = cap ? 2 * cap : 16) * sizeof *stack);
+                stack[sp++] = m;
+            }
+            tensor_free(n->leaf);
+            free(n->next);
+            free(n);
+        }
+        n = follow ? follow : sp ? stack[--sp] : NULL;
     }
+    free(stack);
 }
 
 void tensor_set_grad_fn(struct tensor *t, struct ag_node *node, int output_nr)
@@ -211,10 +227,17 @@ static struct tensor *grad_sum(struct tensor *a, struct tensor *b)
     return out;
 }
 
+/* Whether g can be a gradient for `have`: f32 (the engine sums gradients
+ * with f32 kernels) with have's dtype, shape and device. */
 static int check_grad_like(const char *who, const struct tensor *have, const struct tensor *g)
 {
-    if (have->device == g->device && tensor_same_shape(have, g)) return 0;
     char s1[96], s2[96];
+    if (g->dtype != DTYPE_F32) {
+        tensor_error("%s: gradient %s %s on %s is not f32", who, dtype_name(g->dtype),
+                     shape_str(g->ndim, g->shape, s1, sizeof s1), device_name(g->device));
+        return -1;
+    }
+    if (have->device == g->device && tensor_same_shape(have, g)) return 0;
     tensor_error("%s: gradient %s %s on %s does not match %s %s on %s", who, dtype_name(g->dtype),
                  shape_str(g->ndim, g->shape, s1, sizeof s1), device_name(g->device),
                  dtype_name(have->dtype), shape_str(have->ndim, have->shape, s2, sizeof s2),
@@ -385,6 +408,10 @@ int tensor_backward(struct tensor *loss, struct tensor *grad, bool retain_graph)
 {
     if (!loss->requires_grad) {
         tensor_error("tensor_backward: the tensor does not require grad and has no grad_fn");
+        return -1;
+    }
+    if (loss->dtype != DTYPE_F32) {
+        tensor_error("tensor_backward: the tensor is %s; only f32 tensors have gradients", dtype_name(loss->dtype));
         return -1;
     }
     struct tensor *g = grad;

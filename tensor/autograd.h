@@ -63,7 +63,10 @@ bool autograd_set_enabled(bool on);
 bool autograd_enabled(void);
 
 /* Where leaf gradients go. Default (sink NULL): added into leaf->grad under
- * a lock. Distributed autograd passes a sink that adds into its context.
+ * a lock private to the engine, which orders concurrent backwards only:
+ * reading, zeroing or stepping on leaf->grad meanwhile is the caller's to
+ * serialise (a delivery replaces and frees the old grad tensor).
+ * Distributed autograd passes a sink that adds into its context.
  * accumulate is called once per leaf per run, with the leaf's gradient
  * summed over the run, after every node ran, on the thread running
  * autograd_run, and not at all when the run fails; grad is borrowed (retain
@@ -78,14 +81,16 @@ struct ag_sink {
  * from the roots once all its gradients have arrived, in dependency order.
  * Without retain_graph, each executed node's saved state is released and a
  * second backward through it fails with a clear error. Returns 0 or -1 with
- * tensor_error set (shape mismatch, released graph, a tensor saved for
+ * tensor_error set (shape mismatch, a leaf gradient that is not f32 (only
+ * f32 tensors have gradients), released graph, a tensor saved for
  * backward modified in place, a node's own failure). Reentrant: different
  * threads may run backwards concurrently on disjoint graphs. */
 int autograd_run(int n, const struct ag_edge *roots, struct tensor **root_grads,
                  const struct ag_sink *sink, bool retain_graph);
 
 /* loss.backward(): grad NULL means ones (loss must have one element).
- * Accumulates into each leaf's ->grad. Returns 0 or -1 with error. */
+ * Accumulates into each leaf's ->grad. Returns 0 or -1 with error (loss
+ * needs no grad or is not f32, grad does not match it, autograd_run's). */
 int tensor_backward(struct tensor *loss, struct tensor *grad, bool retain_graph);
 
 /* Checks a saved snapshot against its storage's current version; -1 with

@@ -45,12 +45,20 @@ bool op_needs_grad(int n, struct tensor *const *xs);
 
 /* Like tensor_new but the contents are undefined (defined in tensor.c). */
 struct tensor *tensor_new_uninit(enum dtype dt, enum device dev, int ndim, const int64_t *shape);
+/* tensor_new (zero) or tensor_new_uninit, but NULL with "tensor_new: cannot
+ * allocate N bytes" where they would abort for want of memory. */
+struct tensor *tensor_try_new(enum dtype dt, enum device dev, int ndim, const int64_t *shape, bool zero);
 
 /* A fresh f32 tensor on dev, contents undefined: for outputs a kernel
  * writes in full (aborts only on out-of-memory). op_zeros is zero-filled. */
 struct tensor *op_empty(enum device dev, int ndim, const int64_t *shape);
 struct tensor *op_empty_like(const struct tensor *x);
 struct tensor *op_zeros(enum device dev, int ndim, const int64_t *shape);
+/* The same (zero-filled if `zero`) for an output whose size its inputs do
+ * not bound (a product of dims of empty inputs, which a peer may send):
+ * NULL with "who: output shape [..] is too large" where tensor_new refuses
+ * the shape or the memory cannot be allocated, instead of aborting. */
+struct tensor *op_try_new(const char *who, enum device dev, int ndim, const int64_t *shape, bool zero);
 /* Graph-free kernels over whole f32 tensors of one device. */
 struct tensor *k_unary(enum kunary op, const struct tensor *x, float a, float b);
 struct tensor *k_binary(enum kbinary op, const struct tensor *a, const struct tensor *b);

@@ -33,9 +33,10 @@ struct tensor *tensor_matmul(struct tensor *a, struct tensor *b)
         return tensor_error("tensor_matmul: shape mismatch: %s x %s", shape_str(a->ndim, a->shape, s1, sizeof s1),
                             shape_str(b->ndim, b->shape, s2, sizeof s2));
     }
-    struct tensor *sa = tensor_snapshot(a), *sb = tensor_snapshot(b);
     int64_t M = a->shape[0], K = a->shape[1], N = b->shape[1];
-    struct tensor *out = op_empty(a->device, 2, (int64_t[]){M, N});
+    struct tensor *out = op_try_new("tensor_matmul", a->device, 2, (int64_t[]){M, N}, false);
+    if (!out) return NULL;
+    struct tensor *sa = tensor_snapshot(a), *sb = tensor_snapshot(b);
     op_be(a)->sgemm(0, 0, M, N, K, 1.0f, op_f32(sa), K, op_f32(sb), N, 0.0f, op_f32(out), N);
     struct tensor *in[2] = {a, b};
     if (op_needs_grad(2, in)) {
@@ -93,8 +94,9 @@ struct tensor *tensor_linear(struct tensor *x, struct tensor *w, struct tensor *
     int64_t oshape[TENSOR_MAX_DIMS];
     for (int k = 0; k < x->ndim - 1; k++) oshape[k] = x->shape[k];
     oshape[x->ndim - 1] = nout;
+    struct tensor *y = op_try_new(who, x->device, x->ndim, oshape, false);
+    if (!y) return NULL;
     struct tensor *sx = tensor_snapshot(x), *sw = tensor_snapshot(w), *sb = b ? tensor_snapshot(b) : NULL;
-    struct tensor *y = op_empty(x->device, x->ndim, oshape);
     float beta = 0.0f;
     if (sb && rows && nout) {   /* y = ones[rows,1] b[1,out], then y += x w^T */
         struct tensor *ones = op_empty(x->device, 1, &rows);

@@ -143,19 +143,21 @@ static struct tensor *reduce_op(const char *who, const char *name, struct tensor
         count = x->shape[d];
     }
     float scale = mean ? 1.0f / (float)count : 1.0f;
-    struct tensor *sx = tensor_snapshot(x), *y;
-    if (x->numel == 0) {
-        y = op_zeros(x->device, x->ndim, kshape);
+    struct tensor *y;
+    if (x->numel == 0) {   /* the only case where y can be larger than x */
+        y = op_try_new(who, x->device, x->ndim, kshape, true);
+        if (!y) return NULL;
         if (mean) op_be(x)->fill(op_f32(y), NAN, (size_t)y->numel);
     } else {
+        struct tensor *sx = tensor_snapshot(x);
         y = k_sum_to(sx, x->ndim, kshape);
+        tensor_free(sx);
         if (mean) {
             struct tensor *s = k_unary(KU_SCALE, y, scale, 0);
             tensor_free(y);
             y = s;
         }
     }
-    tensor_free(sx);
     if (dim == DIM_ALL) {
         y->ndim = 0;
     } else {

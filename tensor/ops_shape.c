@@ -23,6 +23,8 @@ struct tensor *tensor_reshape(struct tensor *x, int ndim, const int64_t *shape)
     int64_t numel = 1;
     for (int k = 0; k < ndim; k++) {
         if (shape[k] < 0) return tensor_error("tensor_reshape: negative dim %lld at %d", (long long)shape[k], k);
+        if (shape[k] && numel > INT64_MAX / 16 / shape[k])   /* tensor_new's bound */
+            return tensor_error("tensor_reshape: shape %s is too large", shape_str(ndim, shape, s2, sizeof s2));
         numel *= shape[k];
     }
     if (numel != x->numel)
@@ -103,6 +105,10 @@ int tensor_split(struct tensor *x, int dim, int n, const int64_t *sizes, struct 
             tensor_error("%s: negative piece size %lld", who, (long long)sizes[i]);
             return -1;
         }
+        if (sizes[i] > INT64_MAX - total) {
+            tensor_error("%s: sizes sum past the largest size", who);
+            return -1;
+        }
         total += sizes[i];
     }
     if (total != x->shape[d]) {
@@ -177,9 +183,11 @@ struct tensor *tensor_cat(int n, struct tensor **xs, int dim)
         if (!ok)
             return tensor_error("%s: shape mismatch: %s and %s", who, shape_str(x0->ndim, x0->shape, s1, sizeof s1),
                                 shape_str(xs[i]->ndim, xs[i]->shape, s2, sizeof s2));
+        if (xs[i]->shape[d] > INT64_MAX - shape[d]) return tensor_error("%s: dim %d sums past the largest size", who, dim);
         shape[d] += xs[i]->shape[d];
     }
-    struct tensor *y = op_empty(x0->device, x0->ndim, shape);
+    struct tensor *y = op_try_new(who, x0->device, x0->ndim, shape, false);
+    if (!y) return NULL;
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         struct tensor *sx = tensor_snapshot(xs[i]);

@@ -77,6 +77,14 @@ struct tensor *op_zeros(enum device dev, int ndim, const int64_t *shape)
     return t;
 }
 
+struct tensor *op_try_new(const char *who, enum device dev, int ndim, const int64_t *shape, bool zero)
+{
+    struct tensor *t = tensor_try_new(DTYPE_F32, dev, ndim, shape, zero);
+    if (t) return t;
+    char s[96];
+    return tensor_error("%s: output shape %s is too large", who, shape_str(ndim, shape, s, sizeof s));
+}
+
 struct tensor *op_empty_like(const struct tensor *x) { return op_empty(x->device, x->ndim, x->shape); }
 
 void k_unary_into(struct tensor *out, enum kunary op, const struct tensor *x, float a, float b)

@@ -69,16 +69,23 @@ static const struct tensor_backend *usable_backend(enum device dev, const char *
     return be;
 }
 
-static struct tensor_storage *storage_new(const struct tensor_backend *be, enum device dev, size_t nbytes)
+/* A storage owning `data` (nbytes on dev). */
+static struct tensor_storage *storage_wrap(enum device dev, size_t nbytes, void *data)
 {
     struct tensor_storage *s = trib_xmalloc(sizeof *s);
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
     s->device = dev;
     s->nbytes = nbytes;
-    s->data = be->alloc(nbytes);
-    CHECK_ALLOC(s->data);
+    s->data = data;
     return s;
+}
+
+static struct tensor_storage *storage_new(const struct tensor_backend *be, enum device dev, size_t nbytes)
+{
+    void *data = be->alloc(nbytes);
+    CHECK_ALLOC(data);
+    return storage_wrap(dev, nbytes, data);
 }
 
 static void storage_release(struct tensor_storage *s)
@@ -119,8 +126,10 @@ static struct tensor *tensor_alloc_struct(enum dtype dt, enum device dev, int nd
 }
 
 /* tensor_new, with the zero fill optional (ops whose kernels write every
- * element skip it: see tensor_new_uninit in ops_internal.h). */
-static struct tensor *tensor_make(enum dtype dt, enum device dev, int ndim, const int64_t *shape, bool zero)
+ * element skip it: see tensor_new_uninit in ops_internal.h) and, with
+ * may_fail, an error instead of an abort when the memory cannot be had. */
+static struct tensor *tensor_make(enum dtype dt, enum device dev, int ndim, const int64_t *shape, bool zero,
+                                  bool may_fail)
 {
     if ((unsigned)dt >= DTYPE_COUNT) return tensor_error("tensor_new: invalid dtype %d", (int)dt);
     if (ndim < 0 || ndim > TENSOR_MAX_DIMS)
@@ -134,20 +143,29 @@ static struct tensor *tensor_make(enum dtype dt, enum device dev, int ndim, cons
     }
     const struct tensor_backend *be = usable_backend(dev, "tensor_new");
     if (!be) return NULL;
+    size_t nbytes = (size_t)numel * dtype_size(dt);
+    void *data = be->alloc(nbytes);
+    if (!data && may_fail) return tensor_error("tensor_new: cannot allocate %zu bytes", nbytes);
+    CHECK_ALLOC(data);
     struct tensor *t = tensor_alloc_struct(dt, dev, ndim, shape);
-    t->storage = storage_new(be, dev, (size_t)numel * dtype_size(dt));
+    t->storage = storage_wrap(dev, nbytes, data);
     if (zero) be->zero(t->storage->data, t->storage->nbytes);
     return t;
 }
 
 struct tensor *tensor_new(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
 {
-    return tensor_make(dt, dev, ndim, shape, true);
+    return tensor_make(dt, dev, ndim, shape, true, false);
 }
 
 struct tensor *tensor_new_uninit(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
 {
-    return tensor_make(dt, dev, ndim, shape, false);
+    return tensor_make(dt, dev, ndim, shape, false, false);
+}
+
+struct tensor *tensor_try_new(enum dtype dt, enum device dev, int ndim, const int64_t *shape, bool zero)
+{
+    return tensor_make(dt, dev, ndim, shape, zero, true);
 }
 
 struct tensor *tensor_from_data(enum dtype dt, int ndim, const int64_t *shape, const void *data)

@@ -121,7 +121,9 @@ struct tensor *tensor_clone_to(const struct tensor *t, enum device dev);
 bool tensor_same_shape(const struct tensor *a, const struct tensor *b);
 
 void tensor_set_requires_grad(struct tensor *t, bool on);
-/* Releases t->grad (sets it NULL). */
+/* Releases t->grad (sets it NULL). Not synchronised with a backward on
+ * another thread delivering into t->grad (autograd.h): callers serialise
+ * the two, as they do any read of t->grad. */
 void tensor_zero_grad(struct tensor *t);
 
 /* Whether a CUDA device is usable in this process (backend built and a

@@ -405,6 +405,66 @@ START_TEST(test_load_rejects)
 }
 END_TEST
 
+/* Rewrites the FNV-1a 64 trailer (optim.h) after an edit, so the fields
+ * behind the checksum are checked on their own. */
+static void reseal(uint8_t *buf, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < len - 8; i++) {
+        h ^= buf[i];
+        h *= 0x100000001b3ull;
+    }
+    memcpy(buf + len - 8, &h, 8);
+}
+
+/* A state whose checksum holds but whose values no optimizer could have
+ * saved (a negative step count, a learning rate optim_new would refuse)
+ * is rejected, and the optimizer keeps its own state. */
+START_TEST(test_load_rejects_bad_values)
+{
+    struct replay r;
+    replay_init(&r, "adam");
+    for (int s = 0; s < 3; s++) replay_step(&r, s);
+    uint8_t *st;
+    size_t len;
+    ck_assert_int_eq(optim_save(r.opt, &st, &len), 0);
+    uint8_t *bad = malloc(len);
+    double lr_before = optim_get_lr(r.opt);
+
+    memcpy(bad, st, len);
+    int64_t steps = -5;
+    memcpy(bad + 96 + 8, &steps, 8);
+    reseal(bad, len);
+    ck_assert_int_eq(optim_load(r.opt, bad, len), -1);
+    ck_assert_str_eq(optim_last_error(), "optim_load: parameter 0 has a negative step count -5");
+    steps = INT64_MAX;   /* the next step would overflow it */
+    memcpy(bad + 96 + 8, &steps, 8);
+    reseal(bad, len);
+    ck_assert_int_eq(optim_load(r.opt, bad, len), -1);
+    ck_assert_str_eq(optim_last_error(), "optim_load: parameter 0 has a step count 9223372036854775807 with no step left");
+
+    const double lrs[2] = {-1.0, NAN};
+    const char *want[2] = {"optim_load: invalid learning rate -1 in the state (must be >= 0)",
+                           "optim_load: invalid learning rate nan in the state (must be >= 0)"};
+    for (int k = 0; k < 2; k++) {
+        memcpy(bad, st, len);
+        memcpy(bad + 24, &lrs[k], 8);
+        reseal(bad, len);
+        ck_assert_int_eq(optim_load(r.opt, bad, len), -1);
+        ck_assert_str_eq(optim_last_error(), want[k]);
+        ck_assert(optim_get_lr(r.opt) == lr_before);
+    }
+    /* the untouched state still loads, and r still follows torch */
+    memcpy(bad, st, len);
+    reseal(bad, len);
+    ck_assert_int_eq(optim_load(r.opt, bad, len), 0);
+    for (int s = 3; s < r.steps; s++) replay_step(&r, s);
+    free(bad);
+    free(st);
+    replay_free(&r);
+}
+END_TEST
+
 START_TEST(test_load_rejects_config)
 {
     struct replay r;
@@ -568,6 +628,7 @@ static Suite *optim_suite(void)
     tcase_add_test(tc, test_resume_amsgrad_schedule);
     tcase_add_test(tc, test_load_rejects);
     tcase_add_test(tc, test_load_rejects_config);
+    tcase_add_test(tc, test_load_rejects_bad_values);
     suite_add_tcase(s, tc);
     tc = tcase_create("cow_and_errors");
     tcase_add_test(tc, test_cow_snapshot_keeps_old_values);

@@ -196,6 +196,41 @@ START_TEST(test_long_chain)
 }
 END_TEST
 
+/* The same through the second input of each node (the first has no
+ * gradient: h = c + h, as in a returns recursion), with the last reference
+ * dropped on a thread with a 512 KiB stack (a handler thread, say): freeing
+ * the graph must not recurse once per node. */
+static void *free_main(void *arg)
+{
+    tensor_free(arg);
+    return NULL;
+}
+
+START_TEST(test_long_chain_second_input)
+{
+    struct tensor *x = param(0, NULL, (float[]){1.0f});
+    struct tensor *c = tensor_scalar_f32(0.001f);
+    struct tensor *h = tensor_retain(x);
+    for (int i = 0; i < 20000; i++) {
+        struct tensor *n = tensor_add(c, h);
+        tensor_free(h);
+        h = n;
+    }
+    ck_assert_ptr_null(h->grad_fn->next[0].node);
+    ck_assert_int_eq(tensor_backward(h, NULL, true), 0);
+    assert_close(x->grad, (float[]){1.0f}, 1);
+    pthread_attr_t attr;
+    pthread_t th;
+    ck_assert_int_eq(pthread_attr_init(&attr), 0);
+    ck_assert_int_eq(pthread_attr_setstacksize(&attr, 512 << 10), 0);
+    ck_assert_int_eq(pthread_create(&th, &attr, free_main, h), 0);   /* the last reference to the chain */
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    pthread_attr_destroy(&attr);
+    tensor_free(c);
+    tensor_free(x);
+}
+END_TEST
+
 /* ---- custom nodes and sinks ----------------------------------------------------------- */
 
 static int order_log[8], order_n;
@@ -371,6 +406,36 @@ START_TEST(test_bad_root_gradient_rejected)
     ag_node_free(e1.node);
     struct tensor *all[] = {x, w, y, g, gd, p[0], p[1], g22};
     for (int i = 0; i < 8; i++) tensor_free(all[i]);
+}
+END_TEST
+
+/* Only f32 tensors have gradients: the engine sums gradients with f32
+ * kernels, so a u8 or i64 leaf that requires grad (rpc decodes the flag for
+ * any dtype) and its gradient are refused, never summed as floats over a
+ * buffer a quarter or half that size. */
+START_TEST(test_non_f32_gradients_rejected)
+{
+    struct tensor *u = tensor_new(DTYPE_U8, DEVICE_CPU, 1, (int64_t[]){100});
+    struct tensor *gu = tensor_new(DTYPE_U8, DEVICE_CPU, 1, (int64_t[]){100});
+    struct tensor *one = tensor_new(DTYPE_U8, DEVICE_CPU, 0, NULL);
+    u->requires_grad = true;
+    one->requires_grad = true;
+    ck_assert_int_eq(tensor_backward(u, gu, false), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_backward: the tensor is u8; only f32 tensors have gradients");
+    ck_assert_int_eq(tensor_backward(one, NULL, false), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_backward: the tensor is u8; only f32 tensors have gradients");
+    /* the engine itself, reached with the leaf as a root (as distributed
+     * autograd reaches it), twice so that a second gradient would be summed */
+    for (int k = 0; k < 2; k++) {
+        struct ag_edge e = tensor_grad_edge(u);
+        ck_assert_int_eq(autograd_run(1, &e, &gu, NULL, false), -1);
+        ck_assert_str_eq(tensor_last_error(), "autograd_run: AccumulateGrad: gradient u8 [100] on cpu is not f32");
+        ag_node_free(e.node);
+    }
+    ck_assert_ptr_null(u->grad);
+    tensor_free(u);
+    tensor_free(gu);
+    tensor_free(one);
 }
 END_TEST
 
@@ -564,6 +629,7 @@ Suite *autograd_suite(void)
     tcase_add_test(tc, test_no_grad_mode);
     tcase_add_test(tc, test_sum_at_shared_input);
     tcase_add_test(tc, test_long_chain);
+    tcase_add_test(tc, test_long_chain_second_input);
     suite_add_tcase(s, tc);
     tc = tcase_create("custom_nodes");
     tcase_add_test(tc, test_custom_send_node_as_root);
@@ -571,6 +637,7 @@ Suite *autograd_suite(void)
     tcase_add_test(tc, test_later_nodes_run_first);
     tcase_add_test(tc, test_node_failure_stops_run);
     tcase_add_test(tc, test_bad_root_gradient_rejected);
+    tcase_add_test(tc, test_non_f32_gradients_rejected);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
     tcase_add_test(tc, test_concurrent_sinks);

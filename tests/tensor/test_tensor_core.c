@@ -12,6 +12,10 @@
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 
+/* The 256 TiB allocation below must fail as malloc does, not stop ASan. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
 static const struct tensor_backend *cpu;
 
 static void setup(void) { cpu = tensor_cpu_backend(); }
@@ -384,6 +388,74 @@ START_TEST(test_error_messages)
 }
 END_TEST
 
+/* Empty tensors carry no data but may have dims a peer can send (rpc
+ * accepts each dim up to 2^40): an op whose output is a product of such
+ * dims must fail with an error, not abort in its allocation. */
+START_TEST(test_empty_inputs_huge_outputs)
+{
+    const int64_t big = (int64_t)1 << 40;
+    struct tensor *a = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){big, 0});
+    struct tensor *b = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){0, big});
+    struct tensor *x3 = tensor_new(DTYPE_F32, DEVICE_CPU, 3, (int64_t[]){0, big, big});
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_ptr_nonnull(x3);
+    ck_assert_ptr_null(tensor_matmul(a, b));
+    ck_assert_str_eq(tensor_last_error(), "tensor_matmul: output shape [1099511627776,1099511627776] is too large");
+    ck_assert_ptr_null(tensor_linear(a, a, NULL));
+    ck_assert_str_eq(tensor_last_error(), "tensor_linear: output shape [1099511627776,1099511627776] is too large");
+    ck_assert_ptr_null(tensor_sum_dim(x3, 0, true));
+    ck_assert_str_eq(tensor_last_error(), "tensor_sum_dim: output shape [1,1099511627776,1099511627776] is too large");
+    ck_assert_ptr_null(tensor_mean_dim(x3, 0, false));
+    ck_assert_str_eq(tensor_last_error(), "tensor_mean_dim: output shape [1,1099511627776,1099511627776] is too large");
+    /* within tensor_new's bound but 256 TiB, more than any address space:
+     * the allocation fails, and that is an error too */
+    const int64_t m = (int64_t)1 << 23;
+    struct tensor *am = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){m, 0});
+    struct tensor *bm = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){0, m});
+    ck_assert_ptr_null(tensor_matmul(am, bm));
+    ck_assert_str_eq(tensor_last_error(), "tensor_matmul: output shape [8388608,8388608] is too large");
+    tensor_free(am);
+    tensor_free(bm);
+    /* dims that sum past INT64_MAX along the cat dim */
+    struct tensor *h = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){0, (int64_t)1 << 62});
+    ck_assert_ptr_nonnull(h);
+    ck_assert_ptr_null(tensor_cat(2, (struct tensor *[]){h, h}, 1));
+    ck_assert_str_eq(tensor_last_error(), "tensor_cat: dim 1 sums past the largest size");
+    /* a small product of empty inputs still works */
+    struct tensor *sa = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){2, 0});
+    struct tensor *sb = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){0, 3});
+    struct tensor *sm = tensor_matmul(sa, sb);
+    assert_values(sm, 2, (int64_t[]){2, 3}, (float[]){0, 0, 0, 0, 0, 0});
+    struct tensor *all[] = {a, b, x3, h, sa, sb, sm};
+    for (int i = 0; i < 7; i++) tensor_free(all[i]);
+}
+END_TEST
+
+/* Shapes and sizes given to reshape and split whose products or sums pass
+ * INT64_MAX are errors (before: signed overflow, and reshape of an empty
+ * tensor made a tensor no tensor_new would make). */
+START_TEST(test_reshape_split_overflow)
+{
+    const int64_t g = (int64_t)1 << 32;
+    struct tensor *e = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){0});
+    ck_assert_ptr_null(tensor_reshape(e, 4, (int64_t[]){g, g, g, 0}));
+    ck_assert_str_eq(tensor_last_error(),
+                     "tensor_reshape: shape [4294967296,4294967296,4294967296,0] is too large");
+    struct tensor *ok = tensor_reshape(e, 3, (int64_t[]){2, 0, g});
+    ck_assert_ptr_nonnull(ok);
+    ck_assert_int_eq(ok->numel, 0);
+    struct tensor *x = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *p[2] = {NULL, NULL};
+    ck_assert_int_eq(tensor_split(x, 1, 2, (int64_t[]){INT64_MAX, 2}, p), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_split: sizes sum past the largest size");
+    ck_assert_ptr_null(p[0]);
+    tensor_free(e);
+    tensor_free(ok);
+    tensor_free(x);
+}
+END_TEST
+
 START_TEST(test_gather_cases)
 {
     struct tensor *x = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
@@ -448,6 +520,8 @@ Suite *tensor_core_suite(void)
     tcase_add_test(tc, test_split_cat_cases);
     tcase_add_test(tc, test_error_messages);
     tcase_add_test(tc, test_gather_cases);
+    tcase_add_test(tc, test_empty_inputs_huge_outputs);
+    tcase_add_test(tc, test_reshape_split_overflow);
     tcase_add_test(tc, test_detach_and_to);
     suite_add_tcase(s, tc);
     return s;
