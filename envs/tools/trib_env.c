@@ -191,6 +191,13 @@ int main(int argc, char **argv)
     bool *term = malloc(B), *trunc = malloc(B);
     int *iact = malloc(B * sizeof *iact);
     float *fact = malloc(B * (size_t)adim * sizeof *fact);
+    if (!obs || !reward || !term || !trunc || !iact || !fact) {
+        fprintf(stderr, "trib-env: out of memory for %ld envs of observation dim %d\n", num_envs,
+                spec->obs.dim);
+        free(obs), free(reward), free(term), free(trunc), free(iact), free(fact);
+        vec_env_free(v);
+        goto fail;
+    }
     uint64_t arng = env_rng_seed((uint64_t)seed, 0xAC710A5ull);
     vec_env_reset(v, obs);
 
