@@ -89,6 +89,12 @@ static char *read_file(const char *path)
         if (n + 1 == cap)
             buf = realloc(buf, cap *= 2);
     }
+    if (ferror(f)) {   /* a directory, an I/O error: not "no actions" */
+        fprintf(stderr, "trib-env: cannot read actions file %s: %s\n", path, strerror(errno));
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
     fclose(f);
     buf[n] = 0;
     return buf;

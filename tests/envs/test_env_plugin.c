@@ -158,6 +158,9 @@ START_TEST(tool)
                             "\"return_min\":null,\"return_max\":null,\"length_mean\":10,";
     ck_assert_msg(strncmp(out, want_json, strlen(want_json)) == 0, "%s", out);
     free(out);
+    ck_assert_int_eq(run(&out, "'%s' --actions-file / CartPole-v1", TRIB_ENV_TOOL), 1);
+    ck_assert_str_eq(out, "trib-env: cannot read actions file /: Is a directory\n");
+    free(out);
     ck_assert_int_eq(run(&out, "'%s' --episodes 0 CartPole-v1", TRIB_ENV_TOOL), 2);
     ck_assert_str_eq(out, "trib-env: --episodes must be an integer >= 1 (got '0')\n");
     free(out);
