@@ -22,8 +22,9 @@ struct acrobot {
 };
 
 static const double avail_torque[3] = {-1.0, 0.0, 1.0};
-static const double obs_high[6] = {1.0, 1.0, 1.0, 1.0, MAX_VEL_1, MAX_VEL_2};
-static const double obs_low[6] = {-1.0, -1.0, -1.0, -1.0, -MAX_VEL_1, -MAX_VEL_2};
+/* Gymnasium's bounds are float32 (so they hold the float32 observations). */
+static const double obs_high[6] = {1.0, 1.0, 1.0, 1.0, (float)MAX_VEL_1, (float)MAX_VEL_2};
+static const double obs_low[6] = {-1.0, -1.0, -1.0, -1.0, (float)-MAX_VEL_1, (float)-MAX_VEL_2};
 
 static inline void acrobot_obs(const double *s, float *obs)
 {

@@ -23,8 +23,11 @@ struct cartpole {
     int pad_;
 };
 
-static const double obs_high[4] = {X_THRESHOLD * 2, INFINITY, THETA_THRESHOLD * 2, INFINITY};
-static const double obs_low[4] = {-(X_THRESHOLD * 2), -INFINITY, -(THETA_THRESHOLD * 2), -INFINITY};
+/* Gymnasium's bounds are float32 (so they hold the float32 observations). */
+static const double obs_high[4] = {(float)(X_THRESHOLD * 2), INFINITY,
+                                   (float)(THETA_THRESHOLD * 2), INFINITY};
+static const double obs_low[4] = {(float)-(X_THRESHOLD * 2), -INFINITY,
+                                  (float)-(THETA_THRESHOLD * 2), -INFINITY};
 
 static inline void cartpole_obs(const struct cartpole *c, float *obs)
 {

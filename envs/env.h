@@ -45,7 +45,8 @@ struct env_spec {
  * env_last_error() naming the id when it is unknown. Thread-safe. */
 const struct env_spec *env_lookup(const char *id);
 
-/* Number of built-ins and the i-th one (0 <= i < env_builtin_count()). */
+/* Number of built-ins and the i-th one (0 <= i < env_builtin_count()); an i
+ * out of range gives NULL with env_last_error() set. */
 int env_builtin_count(void);
 const struct env_spec *env_builtin(int i);
 

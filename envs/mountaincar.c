@@ -17,8 +17,9 @@ struct mountaincar {
     double s[2]; /* position, velocity */
 };
 
-static const double obs_low[2] = {MIN_POSITION, -MAX_SPEED};
-static const double obs_high[2] = {MAX_POSITION, MAX_SPEED};
+/* Gymnasium's bounds are float32 (so they hold the float32 observations). */
+static const double obs_low[2] = {(float)MIN_POSITION, (float)-MAX_SPEED};
+static const double obs_high[2] = {(float)MAX_POSITION, (float)MAX_SPEED};
 
 static void mountaincar_reset(void *state, uint64_t *rng, float *obs)
 {

@@ -27,8 +27,9 @@ struct vec_env_stats {
 
 /* B = num_envs copies of spec; env i draws from its own RNG seeded with
  * env_rng_seed(seed, i). The spec is borrowed and must outlive the vec_env.
- * Returns NULL with env_last_error() set on a bad spec or num_envs < 1.
- * Call vec_env_reset before the first vec_env_step. */
+ * Returns NULL with env_last_error() set on a bad spec, num_envs < 1, or
+ * states too big to allocate. Call vec_env_reset before the first
+ * vec_env_step. */
 struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t seed,
                             unsigned flags);
 /* Accepts NULL. */
@@ -46,7 +47,8 @@ void vec_env_reset(struct vec_env *v, float *obs);
  * Writes obs (B x obs.dim float32), reward, terminated and truncated (B each).
  * truncated[i] is true when env i has now taken max_episode_steps steps in
  * this episode (as Gymnasium's TimeLimit: it may be true together with
- * terminated).
+ * terminated). A spec with max_episode_steps 0 is truncated only at INT_MAX
+ * steps, since episode lengths are ints.
  *
  * Autoreset, same step: when env i finishes (terminated or truncated), its
  * reward/terminated/truncated are those of the finishing step, the final
@@ -64,6 +66,8 @@ int vec_env_step(struct vec_env *v, const void *actions, float *obs, float *rewa
 /* Statistics of the finished episodes; clear starts them again. */
 void vec_env_get_stats(const struct vec_env *v, struct vec_env_stats *out);
 void vec_env_clear_stats(struct vec_env *v);
+
+/* In the four calls below, 0 <= i < num_envs (not checked). */
 
 /* Return and length of env i's episode in progress. */
 double vec_env_episode_return(const struct vec_env *v, int i);

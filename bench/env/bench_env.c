@@ -71,8 +71,12 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: bench_env [--B N] [--seconds S] [--repeats R] [--generic] [ENV...]\n");
             return 0;
-        } else if (nonly < 8)
+        } else if (!env_lookup(argv[i])) {   /* a typo must not print nothing, exit 0 */
+            fprintf(stderr, "bench_env: %s\n", env_last_error());
+            return 2;
+        } else if (nonly < 8) {
             only[nonly++] = argv[i];
+        }
     }
     if (B < 1 || repeats < 1 || seconds <= 0) {
         fprintf(stderr, "bench_env: bad --B/--seconds/--repeats\n");

@@ -89,8 +89,39 @@ static char *read_file(const char *path)
         if (n + 1 == cap)
             buf = realloc(buf, cap *= 2);
     }
+    if (ferror(f)) {   /* a directory, an I/O error: not "no actions" */
+        fprintf(stderr, "trib-env: cannot read actions file %s: %s\n", path, strerror(errno));
+        fclose(f);
+        free(buf);
+        return NULL;
+    }
     fclose(f);
     buf[n] = 0;
+    return buf;
+}
+
+/* Print s as a JSON string: quotes, backslashes and control characters escaped
+ * (a plug-in's id may hold any of them). */
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}
+
+/* x as a JSON number, or null when it is NaN or infinite (which JSON lacks). */
+static const char *json_number(char buf[32], double x)
+{
+    if (!isfinite(x))
+        return "null";
+    snprintf(buf, 32, "%.17g", x);
     return buf;
 }
 
@@ -191,6 +222,13 @@ int main(int argc, char **argv)
     bool *term = malloc(B), *trunc = malloc(B);
     int *iact = malloc(B * sizeof *iact);
     float *fact = malloc(B * (size_t)adim * sizeof *fact);
+    if (!obs || !reward || !term || !trunc || !iact || !fact) {
+        fprintf(stderr, "trib-env: out of memory for %ld envs of observation dim %d\n", num_envs,
+                spec->obs.dim);
+        free(obs), free(reward), free(term), free(trunc), free(iact), free(fact);
+        vec_env_free(v);
+        goto fail;
+    }
     uint64_t arng = env_rng_seed((uint64_t)seed, 0xAC710A5ull);
     vec_env_reset(v, obs);
 
@@ -232,12 +270,16 @@ int main(int argc, char **argv)
     double mean_ret = st.episodes ? st.return_sum / (double)st.episodes : 0.0;
     double mean_len = st.episodes ? (double)st.length_sum / (double)st.episodes : 0.0;
     if (json) {
-        printf("{\"env\":\"%s\",\"num_envs\":%ld,\"seed\":%ld,\"episodes\":%llu,\"steps\":%llu,"
-               "\"return_mean\":%.17g,\"return_min\":%.17g,\"return_max\":%.17g,"
+        printf("{\"env\":");
+        print_json_string(spec->id);
+        char b0[32], b1[32], b2[32];
+        printf(",\"num_envs\":%ld,\"seed\":%ld,\"episodes\":%llu,\"steps\":%llu,"
+               "\"return_mean\":%s,\"return_min\":%s,\"return_max\":%s,"
                "\"length_mean\":%.17g,\"length_min\":%d,\"length_max\":%d,"
                "\"steps_per_s\":%.6g}\n",
-               spec->id, num_envs, seed, (unsigned long long)st.episodes,
-               (unsigned long long)st.steps, mean_ret, st.return_min, st.return_max, mean_len,
+               num_envs, seed, (unsigned long long)st.episodes,
+               (unsigned long long)st.steps, json_number(b0, mean_ret),
+               json_number(b1, st.return_min), json_number(b2, st.return_max), mean_len,
                st.length_min, st.length_max, sps);
     } else {
         printf("env: %s (obs dim %d, actions ", spec->id, spec->obs.dim);

@@ -140,6 +140,27 @@ START_TEST(tool)
     snprintf(want, sizeof want, "trib-env: plugin %s: step function is NULL\n", BAD_NULL_STEP_SO);
     ck_assert_str_eq(out, want);
     free(out);
+    /* A valid plug-in whose batched observations cannot be allocated: an
+     * error, not a crash (sanitizer allocators told to return NULL too). */
+    ck_assert_int_eq(run(&out, "ASAN_OPTIONS=\"$ASAN_OPTIONS:allocator_may_return_null=1\" "
+                               "TSAN_OPTIONS=\"$TSAN_OPTIONS:allocator_may_return_null=1\" "
+                               "'%s' -n 1048576 '%s'", TRIB_ENV_TOOL, BAD_WIDE_OBS_SO), 1);
+    const char *msg = strstr(out, "trib-env: ");   /* after a sanitizer's warning, if any */
+    ck_assert_ptr_nonnull(msg);
+    ck_assert(msg == out || strncmp(out, "==", 2) == 0);
+    ck_assert_str_eq(msg, "trib-env: out of memory for 1048576 envs of observation dim 33554432\n");
+    free(out);
+    /* --json stays JSON whatever a plug-in gives: its id escaped (quotes,
+     * backslashes, controls), NaN returns as null. */
+    ck_assert_int_eq(run(&out, "'%s' --json -e 1 '%s'", TRIB_ENV_TOOL, BAD_ODD_ID_SO), 0);
+    const char *want_json = "{\"env\":\"Odd \\\"quoted\\\"\\\\id\\u0009-v0\",\"num_envs\":1,"
+                            "\"seed\":0,\"episodes\":1,\"steps\":10,\"return_mean\":null,"
+                            "\"return_min\":null,\"return_max\":null,\"length_mean\":10,";
+    ck_assert_msg(strncmp(out, want_json, strlen(want_json)) == 0, "%s", out);
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' --actions-file / CartPole-v1", TRIB_ENV_TOOL), 1);
+    ck_assert_str_eq(out, "trib-env: cannot read actions file /: Is a directory\n");
+    free(out);
     ck_assert_int_eq(run(&out, "'%s' --episodes 0 CartPole-v1", TRIB_ENV_TOOL), 2);
     ck_assert_str_eq(out, "trib-env: --episodes must be an integer >= 1 (got '0')\n");
     free(out);

@@ -200,7 +200,7 @@ START_TEST(specs)
     ck_assert(env_lookup("Acrobot-v1")->reward_threshold == -100.0);
     ck_assert(env_lookup("MountainCar-v0")->reward_threshold == -110.0);
     ck_assert(isnan(env_lookup("Pendulum-v1")->reward_threshold));
-    ck_assert(env_lookup("Acrobot-v1")->obs.high[5] == 9 * M_PI);
+    ck_assert(env_lookup("Acrobot-v1")->obs.high[5] == (float)(9 * M_PI)); /* float32, as Gymnasium's */
 }
 END_TEST
 
@@ -325,6 +325,63 @@ START_TEST(acrobot_extreme_states)
 }
 END_TEST
 
+static void assert_in_box(const struct env_spec *s, const float *obs, const char *where)
+{
+    for (int k = 0; k < s->obs.dim; k++)
+        ck_assert_msg(obs[k] >= s->obs.low[k] && obs[k] <= s->obs.high[k],
+                      "%s %s: obs[%d] = %.9g is outside [%.17g, %.17g]", s->id, where, k,
+                      (double)obs[k], s->obs.low[k], s->obs.high[k]);
+}
+
+/* Observations lie in the declared box, as Gymnasium's float32 bounds hold
+ * its float32 observations: at MountainCar's walls and speed limit and at
+ * Acrobot's velocity bounds (set by hand), and along random rollouts. */
+START_TEST(obs_in_bounds)
+{
+    const struct env_spec *s = env_lookup("MountainCar-v0");
+    void *st = new_state(s);
+    const double mc[3][2] = {{-1.19, -0.07}, {-0.5, 0.07}, {0.55, 0.07}};
+    const int mc_act[3] = {0, 2, 2};
+    float obs[8], r;
+    bool term;
+    for (int c = 0; c < 3; c++) {
+        ck_assert_int_eq(s->set_state(st, mc[c], 2), 0);
+        s->step(st, &mc_act[c], obs, &r, &term);
+        assert_in_box(s, obs, "at a limit");
+    }
+    free(st);
+    s = env_lookup("Acrobot-v1");
+    st = new_state(s);
+    const double fast[4] = {0, 0, 100, -100};
+    ck_assert_int_eq(s->set_state(st, fast, 4), 0);
+    int a = 1;
+    s->step(st, &a, obs, &r, &term);
+    ck_assert(fabs(obs[4]) == (float)(4 * M_PI) && fabs(obs[5]) == (float)(9 * M_PI));
+    assert_in_box(s, obs, "at the velocity bounds");
+    free(st);
+    for (int i = 0; i < 4; i++) {
+        s = env_lookup(ids[i]);
+        st = new_state(s);
+        uint64_t rng = env_rng_seed(9, (uint64_t)i);
+        for (int t = 0; t < 20000; t++) {
+            struct action ab;
+            if (s->act.kind == SPACE_DISCRETE)
+                ab.i = (int)(env_rng_next(&rng) % (uint64_t)s->act.n);
+            else
+                ab.f[0] = (float)env_rng_uniform(&rng, -2, 2);
+            s->step(st, s->act.kind == SPACE_DISCRETE ? (const void *)&ab.i : ab.f, obs, &r,
+                    &term);
+            assert_in_box(s, obs, "after a step");
+            if (term || t % 200 == 199) {
+                s->reset(st, &rng, obs);
+                assert_in_box(s, obs, "after a reset");
+            }
+        }
+        free(st);
+    }
+}
+END_TEST
+
 static Suite *envs_suite(void)
 {
     Suite *s = suite_create("envs");
@@ -338,6 +395,7 @@ static Suite *envs_suite(void)
     tcase_add_test(tc, reset_ranges);
     tcase_add_test(tc, cartpole_beyond_terminated);
     tcase_add_test(tc, acrobot_extreme_states);
+    tcase_add_test(tc, obs_in_bounds);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -303,9 +303,14 @@ START_TEST(errors)
     ck_assert_ptr_null(vec_env_new(&bad, 4, 1, 0));
     ck_assert_str_eq(env_last_error(), "vec_env_new: step function is NULL");
     bad = *s;
-    bad.state_size = SIZE_MAX / 2;
+    bad.state_size = SIZE_MAX / 2;   /* 4 slots overflow */
     ck_assert_ptr_null(vec_env_new(&bad, 4, 1, 0));
-    ck_assert(strstr(env_last_error(), "overflow the address space") != NULL);
+    ck_assert_str_eq(env_last_error(),
+                     "vec_env_new: 4 envs of state_size 9223372036854775807 overflow the address space");
+    bad.state_size = SIZE_MAX;       /* rounding one slot up to 16 bytes wraps */
+    ck_assert_ptr_null(vec_env_new(&bad, 1, 1, 0));
+    ck_assert_str_eq(env_last_error(),
+                     "vec_env_new: 1 envs of state_size 18446744073709551615 overflow the address space");
     struct vec_env *v = vec_env_new(s, 4, 1, 0);
     ck_assert_ptr_nonnull(v);
     ck_assert_ptr_eq(vec_env_spec(v), s);
