@@ -601,16 +601,23 @@ static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct
     void *obj = e ? e->obj : NULL;
     bool is_object = e && e->is_object;
     const char *type_name = e ? e->type.name : NULL;
+    /* Pin the entry for the call: the caller's user may be deleted (and its
+     * __rref_del run on the I/O thread) while the method runs. */
+    struct rref *pin = e ? owner_handle(e) : NULL;
     pthread_mutex_unlock(&mu);
+    int rc;
     if (!e) {
         rpc_request_fail_text(req, err);
-        return -1;
+        rc = -1;
+    } else if (!is_object) {
+        rc = rpc_request_fail(req, "RRef %#llx holds a value, not an object", (unsigned long long)id);
+    } else {
+        struct method_entry *m = find_method(type_name, method);
+        rc = m ? m->fn(req, obj, &args->list.items[2], result, m->user)
+               : rpc_request_fail(req, "type %s has no method '%s'", type_name, method);
     }
-    if (!is_object) return rpc_request_fail(req, "RRef %#llx holds a value, not an object", (unsigned long long)id);
-    struct method_entry *m = find_method(type_name, method);
-    if (!m) return rpc_request_fail(req, "type %s has no method '%s'", type_name, method);
-    /* The caller holds a user (or the owner handle), so obj outlives the call. */
-    return m->fn(req, obj, &args->list.items[2], result, m->user);
+    rref_free(pin);
+    return rc;
 }
 
 void rref_register_builtins(void)

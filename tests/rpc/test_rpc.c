@@ -153,6 +153,17 @@ static int m_add(struct rpc_request *req, void *obj, const struct rpc_value *arg
     return 0;
 }
 
+/* [ms]: sleeps, then reads the counter; fails if the object was destroyed
+ * while the method ran (the owner must keep it alive for the call). */
+static int m_slow_get(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    int before = atomic_load(&destroyed);
+    usleep((useconds_t)(args->list.items[0].i * 1000));
+    if (atomic_load(&destroyed) != before) return rpc_request_fail(req, "Counter destroyed during the call");
+    *res = rpc_int(((struct counter *)obj)->v);
+    return 0;
+}
+
 static int fn_destroyed(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     *res = rpc_int(atomic_load(&destroyed));
@@ -303,6 +314,7 @@ static void register_all(void)
     rpc_register("leave", fn_leave, NULL);
     rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
     rpc_register_method("Counter", "add", m_add, NULL);
+    rpc_register_method("Counter", "slow_get", m_slow_get, NULL);
 }
 
 /* The cluster keypair when a test turns CURVE on (set before forking). */
@@ -710,6 +722,31 @@ START_TEST(test_rref_lifecycle)
     ck_assert_int_eq(rref_owned_count(), 1);
     rref_free(r);
     ck_assert_int_eq(rref_owned_count(), 0);
+    rpc_value_clear(&args);
+    stop_world();
+}
+END_TEST
+
+/* A user deleted while a method call it made is running on the owner: the
+ * owner keeps the object until the call returns, then destroys it (G1). */
+START_TEST(test_rref_del_during_call)
+{
+    start_world(2);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(5);
+    struct rref *r = rpc_remote("w1", "counter", &args, 0);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(rref_to_here(r, &res, 0), 0);
+    ck_assert_int_eq(res.i, 5);
+    args.list.items[0] = rpc_int(300);
+    struct rpc_future *f = rref_rpc_async(r, "slow_get", &args, 0);
+    usleep(50000);                      /* the method is running on w1 */
+    rref_free(r);
+    ck_assert_msg(rpc_future_wait(f, &res) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 5);
+    rpc_future_free(f);
+    wait_int("w1", "destroyed", 1);
+    wait_int("w1", "owned", 0);
     rpc_value_clear(&args);
     stop_world();
 }
@@ -1185,6 +1222,7 @@ static Suite *rpc_suite(void)
     TCase *tr = tcase_create("rrefs");
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, test_rref_lifecycle);
+    tcase_add_test(tr, test_rref_del_during_call);
     suite_add_tcase(s, tr);
     return s;
 }
