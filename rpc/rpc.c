@@ -692,6 +692,12 @@ struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *
         rpc_future_fail(f, "rpc: not initialised calling %s", fn);
         return f;
     }
+    if (to < 0 || to >= MAX_WORKERS) {
+        /* -1 would be taken for a router reply and the call never sent nor
+         * tracked: its future would stay pending forever. */
+        rpc_future_fail(f, "rpc: worker %d is not reachable calling %s", to, fn);
+        return f;
+    }
     if (timeout_ms == 0) timeout_ms = A->opts.default_timeout_ms;
     f->timeout_ms = timeout_ms;
     f->deadline = timeout_ms > 0 ? rpc_now_ms() + timeout_ms : 0;

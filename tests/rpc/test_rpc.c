@@ -571,6 +571,19 @@ START_TEST(test_errors_and_timeouts)
     ck_assert_int_eq(rpc_sync("w1", "add", &args, &res, 0), 0);
     ck_assert_int_eq(res.i, 5);
     rpc_value_clear(&args);
+    /* Internal calls to worker ids that cannot exist (a header's sender may
+     * be -1, and a recv function calls its sender back) fail at once. */
+    int bad[] = { -1, -2, 1 << 20 };
+    for (int i = 0; i < 3; i++) {
+        f = rpc_async_id(bad[i], "add", NULL, -1);
+        t0 = h_now();
+        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        ck_assert_msg(rpc_future_done(f), "a call to worker %d is still pending", bad[i]);
+        char want[128];
+        snprintf(want, sizeof want, "rpc: worker %d is not reachable calling add", bad[i]);
+        ck_assert_str_eq(rpc_future_error(f), want);
+        rpc_future_free(f);
+    }
     stop_world();
 }
 END_TEST
