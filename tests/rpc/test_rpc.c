@@ -950,6 +950,22 @@ START_TEST(test_bad_input)
     ck_assert_str_eq(err, "");
     assert_alive();
 
+    /* arguments whose innermost (empty) array is the 33rd open container,
+     * the header's included: more than msgpack-c unpacks; answered, not
+     * dropped */
+    unsigned char nest[WIRE_MAX_DEPTH];
+    memset(nest, 0x91, sizeof nest);
+    nest[sizeof nest - 1] = 0x90;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 13, "echo", 0);
+    msgpack_sbuffer_write(&sb, (const char *)nest, sizeof nest);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w1: bad message: msgpack nested too deep");
+    assert_alive();
+
     /* a hello to the rendezvous with an endpoint nobody can connect to */
     void *s0 = zmq_socket(ctx, ZMQ_DEALER);
     zmq_setsockopt(s0, ZMQ_LINGER, &zero, sizeof zero);
