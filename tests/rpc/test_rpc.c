@@ -767,18 +767,24 @@ END_TEST
 
 /* ---- hostile input ------------------------------------------------------------ */
 
-static void pack_hdr(msgpack_packer *pk, uint64_t req_id, const char *fn, int ntensors)
+/* The nine header fields before the payload; fn NULL packs nil. */
+static void pack_hdr_as(msgpack_packer *pk, int type, uint64_t req_id, int sender, const char *fn, int ntensors)
 {
     msgpack_pack_array(pk, 10);
     msgpack_pack_int(pk, 1);
-    msgpack_pack_int(pk, 1);
+    msgpack_pack_int(pk, type);
     msgpack_pack_uint64(pk, req_id);
-    msgpack_pack_int(pk, 0);
-    msgpack_pack_str_with_body(pk, fn, strlen(fn));
+    msgpack_pack_int(pk, sender);
+    if (fn) msgpack_pack_str_with_body(pk, fn, strlen(fn)); else msgpack_pack_nil(pk);
     msgpack_pack_int(pk, 0);
     msgpack_pack_int(pk, 0);
     msgpack_pack_int(pk, 0);
     msgpack_pack_int(pk, ntensors);
+}
+
+static void pack_hdr(msgpack_packer *pk, uint64_t req_id, const char *fn, int ntensors)
+{
+    pack_hdr_as(pk, 1, req_id, 0, fn, ntensors);
 }
 
 /* Sends frames and returns the reply's error text ("" if none came within
@@ -1061,6 +1067,122 @@ START_TEST(test_membership)
 }
 END_TEST
 
+/* A raw dynamic worker: a ROUTER it serves on and a DEALER to the master. */
+struct fake_worker { void *router, *dealer; char endpoint[128]; };
+
+static void fake_join(void *zctx, struct fake_worker *fw, const char *name)
+{
+    int zero = 0;
+    fw->router = zmq_socket(zctx, ZMQ_ROUTER);
+    zmq_setsockopt(fw->router, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_bind(fw->router, "tcp://127.0.0.1:*"), 0);
+    size_t len = sizeof fw->endpoint;
+    zmq_getsockopt(fw->router, ZMQ_LAST_ENDPOINT, fw->endpoint, &len);
+    fw->dealer = zmq_socket(zctx, ZMQ_DEALER);
+    zmq_setsockopt(fw->dealer, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(fw->dealer, rpc_master_endpoint()), 0);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 1, "__hello", 0);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_str_with_body(&pk, name, strlen(name));
+    msgpack_pack_int(&pk, RPC_RANK_DYNAMIC);
+    msgpack_pack_str_with_body(&pk, fw->endpoint, strlen(fw->endpoint));
+    zmq_msg_t f;
+    frame_from(&f, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    char err[256];
+    raw_call(fw->dealer, &f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "(unparsable reply)");      /* [id], not an error text */
+}
+
+static void fake_close(struct fake_worker *fw)
+{
+    zmq_close(fw->router);
+    zmq_close(fw->dealer);
+}
+
+/* A dynamic worker that left with a call of ours unanswered keeps its id
+ * while its reply may still come (a heartbeat timeout): a worker joining
+ * meanwhile gets another id, and the late reply still completes the call. */
+START_TEST(test_left_worker_id_not_reused_while_draining)
+{
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    struct fake_worker a, b;
+    struct rpc_event ev;
+    fake_join(zctx, &a, "fakeA");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
+    ck_assert_int_eq(ev.id, 2);
+    /* a call to fakeA, which it receives and holds */
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(42);
+    struct rpc_future *f = rpc_async("fakeA", "echo", &args, -1);
+    rpc_value_clear(&args);
+    zmq_msg_t in[2];
+    uint64_t req_id = 0;
+    while (!req_id) {                   /* skip the directory sent first */
+        zmq_pollitem_t it = { .socket = a.router, .events = ZMQ_POLLIN };
+        ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
+        for (int i = 0; i < 2; i++) {
+            zmq_msg_init(&in[i]);
+            ck_assert_int_ge(zmq_msg_recv(&in[i], a.router, 0), 0);
+        }
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        ck_assert_int_eq(msgpack_unpack_next(&u, zmq_msg_data(&in[1]), zmq_msg_size(&in[1]), NULL),
+                         MSGPACK_UNPACK_SUCCESS);
+        const msgpack_object *fn = &u.data.via.array.ptr[4];
+        if (fn->type == MSGPACK_OBJECT_STR && fn->via.str.size == 4 && memcmp(fn->via.str.ptr, "echo", 4) == 0)
+            req_id = u.data.via.array.ptr[2].via.u64;
+        msgpack_unpacked_destroy(&u);
+        if (!req_id) for (int i = 0; i < 2; i++) zmq_msg_close(&in[i]);
+    }
+    /* fakeA leaves (as worker 2), then fakeB joins at once */
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, 0, 2, "__leave", 0);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_int(&pk, 2);
+    zmq_send(a.dealer, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_LEAVE);
+    ck_assert_str_eq(ev.name, "fakeA");
+    fake_join(zctx, &b, "fakeB");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
+    ck_assert_str_eq(ev.name, "fakeB");
+    ck_assert_int_eq(ev.id, 3);
+    /* fakeA's late reply still lands */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 2, req_id, 2, NULL, 0);
+    msgpack_pack_int(&pk, 42);
+    zmq_msg_send(&in[0], a.router, ZMQ_SNDMORE);
+    zmq_send(a.router, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+    zmq_msg_close(&in[0]);
+    zmq_msg_close(&in[1]);
+    ck_assert_msg(rpc_future_wait(f, &res) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 42);
+    rpc_future_free(f);
+    fake_close(&a);
+    fake_close(&b);
+    zmq_ctx_term(zctx);
+    /* fakeB, silent, is dropped after the heartbeat timeout */
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_str_eq(ev.name, "fakeB");
+    stop_world();
+}
+END_TEST
+
 START_TEST(test_init_errors)
 {
     struct rpc_opts o = { .name = "x", .rank = 3, .world_size = 2, .master = "tcp://127.0.0.1:0" };
@@ -1246,6 +1368,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_kill9_peer);
     tcase_add_test(tf, test_bad_input);
     tcase_add_test(tf, test_membership);
+    tcase_add_test(tf, test_left_worker_id_not_reused_while_draining);
     tcase_add_test(tf, test_curve);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("rrefs");
