@@ -1098,6 +1098,44 @@ static void fake_join(void *zctx, struct fake_worker *fw, const char *name)
     ck_assert_str_eq(err, "(unparsable reply)");      /* [id], not an error text */
 }
 
+/* Receives requests on fw's router until one calls fn (without tensors);
+ * leaves its envelope and header in in[0..1] and returns its request id. */
+static uint64_t fake_recv_call(struct fake_worker *fw, const char *fn, zmq_msg_t in[2])
+{
+    uint64_t req_id = 0;
+    while (!req_id) {                   /* skip the directory sent first */
+        zmq_pollitem_t it = { .socket = fw->router, .events = ZMQ_POLLIN };
+        ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
+        for (int i = 0; i < 2; i++) {
+            zmq_msg_init(&in[i]);
+            ck_assert_int_ge(zmq_msg_recv(&in[i], fw->router, 0), 0);
+        }
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        ck_assert_int_eq(msgpack_unpack_next(&u, zmq_msg_data(&in[1]), zmq_msg_size(&in[1]), NULL),
+                         MSGPACK_UNPACK_SUCCESS);
+        const msgpack_object *f = &u.data.via.array.ptr[4];
+        if (f->type == MSGPACK_OBJECT_STR && f->via.str.size == strlen(fn) && memcmp(f->via.str.ptr, fn, strlen(fn)) == 0)
+            req_id = u.data.via.array.ptr[2].via.u64;
+        msgpack_unpacked_destroy(&u);
+        if (!req_id) for (int i = 0; i < 2; i++) zmq_msg_close(&in[i]);
+    }
+    return req_id;
+}
+
+/* A heartbeat from fw (worker `id`), so the master keeps it alive. */
+static void fake_ping(struct fake_worker *fw, int id)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 4, 0, id, NULL, 0);
+    msgpack_pack_nil(&pk);
+    zmq_send(fw->dealer, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 static void fake_close(struct fake_worker *fw)
 {
     zmq_close(fw->router);
@@ -1123,24 +1161,7 @@ START_TEST(test_left_worker_id_not_reused_while_draining)
     struct rpc_future *f = rpc_async("fakeA", "echo", &args, -1);
     rpc_value_clear(&args);
     zmq_msg_t in[2];
-    uint64_t req_id = 0;
-    while (!req_id) {                   /* skip the directory sent first */
-        zmq_pollitem_t it = { .socket = a.router, .events = ZMQ_POLLIN };
-        ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
-        for (int i = 0; i < 2; i++) {
-            zmq_msg_init(&in[i]);
-            ck_assert_int_ge(zmq_msg_recv(&in[i], a.router, 0), 0);
-        }
-        msgpack_unpacked u;
-        msgpack_unpacked_init(&u);
-        ck_assert_int_eq(msgpack_unpack_next(&u, zmq_msg_data(&in[1]), zmq_msg_size(&in[1]), NULL),
-                         MSGPACK_UNPACK_SUCCESS);
-        const msgpack_object *fn = &u.data.via.array.ptr[4];
-        if (fn->type == MSGPACK_OBJECT_STR && fn->via.str.size == 4 && memcmp(fn->via.str.ptr, "echo", 4) == 0)
-            req_id = u.data.via.array.ptr[2].via.u64;
-        msgpack_unpacked_destroy(&u);
-        if (!req_id) for (int i = 0; i < 2; i++) zmq_msg_close(&in[i]);
-    }
+    uint64_t req_id = fake_recv_call(&a, "echo", in);
     /* fakeA leaves (as worker 2), then fakeB joins at once */
     msgpack_sbuffer sb;
     msgpack_packer pk;
@@ -1179,6 +1200,63 @@ START_TEST(test_left_worker_id_not_reused_while_draining)
     ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
     ck_assert_str_eq(ev.name, "fakeB");
+    stop_world();
+}
+END_TEST
+
+/* A malformed answer to a call without timeout fails the call at once,
+ * naming the worker, instead of leaving it pending forever. */
+START_TEST(test_bad_response_fails_call)
+{
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    struct fake_worker a;
+    struct rpc_event ev;
+    fake_join(zctx, &a, "fakeA");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.id, 2);
+    static const char *const want[] = {
+        "rpc: bad response from worker 2: header announces 1 tensor frames, message has 0",
+        "rpc: bad response from worker 2: truncated msgpack",
+        "rpc: bad response from worker 2: bad message type",
+    };
+    for (int k = 0; k < 3; k++) {
+        fake_ping(&a, 2);
+        struct rpc_value args = rpc_list(1);
+        args.list.items[0] = rpc_int(k);
+        struct rpc_future *f = rpc_async("fakeA", "echo", &args, -1);
+        rpc_value_clear(&args);
+        zmq_msg_t in[2];
+        uint64_t req_id = fake_recv_call(&a, "echo", in);
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        if (k == 0) {               /* a tensor frame announced, none sent */
+            pack_hdr_as(&pk, 2, req_id, 2, NULL, 1);
+            msgpack_pack_nil(&pk);
+        } else if (k == 1) {        /* a string claiming 4 GiB */
+            pack_hdr_as(&pk, 2, req_id, 2, NULL, 0);
+            msgpack_sbuffer_write(&sb, "\xdb\xff\xff\xff\xff", 5);
+        } else {                    /* an unknown message type */
+            pack_hdr_as(&pk, 9, req_id, 2, NULL, 0);
+            msgpack_pack_nil(&pk);
+        }
+        zmq_msg_send(&in[0], a.router, ZMQ_SNDMORE);
+        zmq_send(a.router, sb.data, sb.size, 0);
+        msgpack_sbuffer_destroy(&sb);
+        zmq_msg_close(&in[0]);
+        zmq_msg_close(&in[1]);
+        double t0 = h_now();
+        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        ck_assert_msg(rpc_future_done(f), "case %d: the call is still pending", k);
+        ck_assert_str_eq(rpc_future_error(f), want[k]);
+        rpc_future_free(f);
+    }
+    fake_close(&a);
+    zmq_ctx_term(zctx);
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
     stop_world();
 }
 END_TEST
@@ -1369,6 +1447,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_bad_input);
     tcase_add_test(tf, test_membership);
     tcase_add_test(tf, test_left_worker_id_not_reused_while_draining);
+    tcase_add_test(tf, test_bad_response_fails_call);
     tcase_add_test(tf, test_curve);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("rrefs");
