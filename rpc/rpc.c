@@ -513,7 +513,11 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_m
     if (rid) return;
     struct rpc_future *f = pending_take(h.req_id, peer);
     if (!f) return;                     /* timed out already, or bogus */
-    if (h.type == WIRE_ERR) {
+    if (h.sender != peer) {
+        /* The sender names the worker that recv functions send gradients
+         * back to and that RRef forks come from: it must be the one called. */
+        rpc_future_fail(f, "rpc: bad response from worker %d: sender %d is not the worker called", peer, h.sender);
+    } else if (h.type == WIRE_ERR) {
         if (h.payload.type == MSGPACK_OBJECT_STR) {
             snprintf(err, sizeof err, "%.*s", (int)h.payload.via.str.size, h.payload.via.str.ptr);
             rpc_future_complete(f, NULL, err);

@@ -1205,7 +1205,8 @@ START_TEST(test_left_worker_id_not_reused_while_draining)
 END_TEST
 
 /* A malformed answer to a call without timeout fails the call at once,
- * naming the worker, instead of leaving it pending forever. */
+ * naming the worker, instead of leaving it pending forever; so does an
+ * answer whose header names another worker as its sender. */
 START_TEST(test_bad_response_fails_call)
 {
     start_world(2);
@@ -1219,8 +1220,9 @@ START_TEST(test_bad_response_fails_call)
         "rpc: bad response from worker 2: header announces 1 tensor frames, message has 0",
         "rpc: bad response from worker 2: truncated msgpack",
         "rpc: bad response from worker 2: bad message type",
+        "rpc: bad response from worker 2: sender 1 is not the worker called",
     };
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         fake_ping(&a, 2);
         struct rpc_value args = rpc_list(1);
         args.list.items[0] = rpc_int(k);
@@ -1238,9 +1240,12 @@ START_TEST(test_bad_response_fails_call)
         } else if (k == 1) {        /* a string claiming 4 GiB */
             pack_hdr_as(&pk, 2, req_id, 2, NULL, 0);
             msgpack_sbuffer_write(&sb, "\xdb\xff\xff\xff\xff", 5);
-        } else {                    /* an unknown message type */
+        } else if (k == 2) {        /* an unknown message type */
             pack_hdr_as(&pk, 9, req_id, 2, NULL, 0);
             msgpack_pack_nil(&pk);
+        } else {                    /* a well-formed answer claiming to be from w1 */
+            pack_hdr_as(&pk, 2, req_id, 1, NULL, 0);
+            msgpack_pack_int(&pk, 3);
         }
         zmq_msg_send(&in[0], a.router, ZMQ_SNDMORE);
         zmq_send(a.router, sb.data, sb.size, 0);
