@@ -513,9 +513,10 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_m
     if (rid) return;
     struct rpc_future *f = pending_take(h.req_id, peer);
     if (!f) return;                     /* timed out already, or bogus */
-    if (h.sender != peer) {
+    if (h.sender != peer && h.sender != RPC_UNASSIGNED_ID) {
         /* The sender names the worker that recv functions send gradients
-         * back to and that RRef forks come from: it must be the one called. */
+         * back to and that RRef forks come from: it must be the one called
+         * (or a dynamic worker that has not yet learned its id). */
         rpc_future_fail(f, "rpc: bad response from worker %d: sender %d is not the worker called", peer, h.sender);
     } else if (h.type == WIRE_ERR) {
         if (h.payload.type == MSGPACK_OBJECT_STR) {
@@ -530,7 +531,7 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_m
             rpc_future_fail(f, "rpc: bad response from worker %d: %s", h.sender, err);
         } else {
             if (rpc_hooks.on_recv)
-                rpc_hooks.on_recv(h.sender, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, rpc_hooks.user);
+                rpc_hooks.on_recv(peer, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, rpc_hooks.user);
             rpc_future_complete(f, &v, NULL);
         }
     }
@@ -872,7 +873,7 @@ int rpc_init(const struct rpc_opts *opts)
     atomic_init(&A->next_req, 1);
     atomic_init(&A->next_gid, 1);
     snprintf(A->self.name, sizeof A->self.name, "%s", opts->name);
-    atomic_store(&A->self_id, A->dynamic ? 0xffff : A->rank);
+    atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
     rpc_membership_register();
     rref_register_builtins();
     rref_module_init();
