@@ -587,23 +587,18 @@ static int bi_fetch(struct rpc_request *req, const struct rpc_value *args, struc
     return 0;
 }
 
-/* pool: [id, method, [args...]] */
-static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
+/* pool, after bi_call: [id, method, [args...]], u = the pin on the entry */
+static int bi_call_run(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
-    uint64_t id;
+    struct rref *pin = u;
+    uint64_t id = pin->id;
     char err[1024];
-    if (!arg_u64(args, 0, &id) || args->list.len != 3 || args->list.items[1].kind != RPC_STR ||
-        args->list.items[2].kind != RPC_LIST)
-        return rpc_request_fail(req, "bad arguments");
     const char *method = args->list.items[1].str.ptr;
     pthread_mutex_lock(&mu);
     struct owner_entry *e = wait_ready(id, err, sizeof err);
     void *obj = e ? e->obj : NULL;
     bool is_object = e && e->is_object;
     const char *type_name = e ? e->type.name : NULL;
-    /* Pin the entry for the call: the caller's user may be deleted (and its
-     * __rref_del run on the I/O thread) while the method runs. */
-    struct rref *pin = e ? owner_handle(e) : NULL;
     pthread_mutex_unlock(&mu);
     int rc;
     if (!e) {
@@ -620,6 +615,37 @@ static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct
     return rc;
 }
 
+/* inline: [id, method, [args...]]. Pins the entry on arrival, so that the
+ * caller's user deleted after the call (its __rref_del runs inline too)
+ * cannot destroy the object before or while the method runs; the method
+ * then runs on a handler thread. */
+static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
+{
+    uint64_t id;
+    if (!arg_u64(args, 0, &id) || args->list.len != 3 || args->list.items[1].kind != RPC_STR ||
+        args->list.items[2].kind != RPC_LIST)
+        return rpc_request_fail(req, "bad arguments");
+    pthread_mutex_lock(&mu);
+    struct owner_entry *e = entry_find(id);
+    struct rref *pin = e ? owner_handle(e) : NULL;
+    pthread_mutex_unlock(&mu);
+    char err[128];
+    if (!pin) {
+        snprintf(err, sizeof err, "unknown RRef %#llx", (unsigned long long)id);
+        rpc_request_fail_text(req, err);
+        return -1;
+    }
+    req->handler = bi_call_run;
+    req->user = pin;
+    if (!rpc_pool_push(req)) {
+        rref_free(pin);
+        snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", rpc_self_name(), MAX_QUEUE);
+        rpc_request_fail_text(req, err);
+        return -1;
+    }
+    return RPC_DEFERRED;
+}
+
 void rref_register_builtins(void)
 {
     rpc_register_ex("__remote", bi_remote, NULL, RPC_FN_INLINE);
@@ -627,7 +653,7 @@ void rref_register_builtins(void)
     rpc_register_ex("__rref_del", bi_del, NULL, RPC_FN_INLINE);
     rpc_register_ex("__rref_accept", bi_accept, NULL, RPC_FN_INLINE);
     rpc_register("__rref_fetch", bi_fetch, NULL);
-    rpc_register("__rref_call", bi_call, NULL);
+    rpc_register_ex("__rref_call", bi_call, NULL, RPC_FN_INLINE);
 }
 
 /* ---- user-facing operations ----------------------------------------------- */

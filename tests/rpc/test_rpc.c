@@ -740,8 +740,8 @@ START_TEST(test_rref_lifecycle)
 }
 END_TEST
 
-/* A user deleted while a method call it made is running on the owner: the
- * owner keeps the object until the call returns, then destroys it (G1). */
+/* A user deleted right after a method call it made: the owner serves the
+ * call, keeping the object until it returns, then destroys it (G1). */
 START_TEST(test_rref_del_during_call)
 {
     start_world(2);
@@ -752,8 +752,8 @@ START_TEST(test_rref_del_during_call)
     ck_assert_int_eq(rref_to_here(r, &res, 0), 0);
     ck_assert_int_eq(res.i, 5);
     args.list.items[0] = rpc_int(300);
+    /* the delete follows the call on the wire, before or while it runs */
     struct rpc_future *f = rref_rpc_async(r, "slow_get", &args, 0);
-    usleep(50000);                      /* the method is running on w1 */
     rref_free(r);
     ck_assert_msg(rpc_future_wait(f, &res) == 0, "%s", rpc_last_error());
     ck_assert_int_eq(res.i, 5);
