@@ -235,7 +235,9 @@ struct rref *rref_new_local_value(struct rpc_value *v);
  * error only for an unknown worker or args that are not a list. timeout_ms (0: the default) bounds the
  * creation message. The caller owns one reference. */
 struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms);
-/* Copies the owner's value here (objects through their type's to_value). */
+/* Copies the owner's value here (objects through their type's to_value).
+ * timeout_ms (0: the default, <0: none) bounds the fetch, or on the owner
+ * the wait for the construction. 0, or -1 with error. */
 int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms);
 /* On the owner only: the value (borrowed) / the object, waiting for the
  * construction to finish (so not from an inline handler). NULL with error

@@ -2,8 +2,10 @@
  * or a value, users identified by fork ids, fork requests, child accepts and
  * user deletes, so that the owner hears of every delete (G1) and a parent
  * outlives its child's confirmation (G2). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
@@ -539,12 +541,31 @@ static int bi_accept(struct rpc_request *req, const struct rpc_value *args, stru
     return 0;
 }
 
-/* Waits for construction; returns the entry (under mu) or NULL with err. */
-static struct owner_entry *wait_ready(uint64_t id, char *err, size_t cap)
+/* Waits for construction, at most timeout_ms (<= 0: no limit); returns the
+ * entry (under mu) or NULL with err. */
+static struct owner_entry *wait_ready_for(uint64_t id, int timeout_ms, char *err, size_t cap)
 {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
     struct owner_entry *e = entry_find(id);
     while (e && e->state == OE_PENDING) {
-        pthread_cond_wait(&ready_cv, &mu);
+        if (timeout_ms <= 0) {
+            pthread_cond_wait(&ready_cv, &mu);
+        } else if (pthread_cond_timedwait(&ready_cv, &mu, &until) == ETIMEDOUT) {
+            e = entry_find(id);
+            if (e && e->state == OE_PENDING) {
+                snprintf(err, cap, "rpc: timed out after %d ms waiting for RRef %#llx to be built", timeout_ms,
+                         (unsigned long long)id);
+                return NULL;
+            }
+            continue;
+        }
         e = entry_find(id);
     }
     if (!e) snprintf(err, cap, "unknown RRef %#llx", (unsigned long long)id);
@@ -552,6 +573,8 @@ static struct owner_entry *wait_ready(uint64_t id, char *err, size_t cap)
     else return e;
     return NULL;
 }
+
+static struct owner_entry *wait_ready(uint64_t id, char *err, size_t cap) { return wait_ready_for(id, 0, err, cap); }
 
 static int entry_value(struct owner_entry *e, struct rpc_value *out, char *err, size_t cap)
 {
@@ -663,7 +686,8 @@ int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms)
     if (r->is_owner) {
         char err[1024];
         pthread_mutex_lock(&mu);
-        struct owner_entry *e = r->oe ? wait_ready(r->id, err, sizeof err) : NULL;
+        if (timeout_ms == 0) timeout_ms = rpc_agent_state.opts.default_timeout_ms;
+        struct owner_entry *e = r->oe ? wait_ready_for(r->id, timeout_ms, err, sizeof err) : NULL;
         if (!r->oe) snprintf(err, sizeof err, "rpc: RRef used after shutdown");
         int rc = e ? entry_value(e, out, err, sizeof err) : -1;
         pthread_mutex_unlock(&mu);

@@ -735,6 +735,32 @@ START_TEST(test_rref_lifecycle)
     ck_assert_int_eq(rref_owned_count(), 1);
     rref_free(r);
     ck_assert_int_eq(rref_owned_count(), 0);
+
+    /* an owner-local to_here honours its timeout while the construction
+     * waits for a handler thread (all 4 of ours are busy) */
+    struct rpc_future *busy[4];
+    rpc_value_clear(&args.list.items[0]);
+    args.list.items[0] = rpc_int(800);
+    for (int i = 0; i < 4; i++) busy[i] = rpc_async("w0", "slow", &args, 0);
+    usleep(100000);
+    args.list.items[0] = rpc_int(12);
+    r = rpc_remote("w0", "counter", &args, 0);
+    double t0 = h_now();
+    ck_assert_int_eq(rref_to_here(r, &v, 100), -1);
+    double dt = h_now() - t0;
+    char want[128];
+    snprintf(want, sizeof want, "rpc: timed out after 100 ms waiting for RRef %#llx to be built",
+             (unsigned long long)rref_id(r));
+    ck_assert_str_eq(rpc_last_error(), want);
+    ck_assert_msg(dt < 0.5, "to_here took %.3f s", dt);
+    ck_assert_int_eq(rref_to_here(r, &v, 0), 0);       /* built once a thread is free */
+    ck_assert_int_eq(v.i, 12);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(rpc_future_wait(busy[i], NULL), 0);
+        rpc_future_free(busy[i]);
+    }
+    rref_free(r);
+    ck_assert_int_eq(rref_owned_count(), 0);
     rpc_value_clear(&args);
     stop_world();
 }
