@@ -576,6 +576,9 @@ static struct owner_entry *wait_ready_for(uint64_t id, int timeout_ms, char *err
 
 static struct owner_entry *wait_ready(uint64_t id, char *err, size_t cap) { return wait_ready_for(id, 0, err, cap); }
 
+/* Under mu. An object's to_value (user code, maybe slow) runs with mu
+ * released and the entry pinned, so that the inline RRef builtins on the
+ * I/O thread never wait for it; e may be gone when this returns. */
 static int entry_value(struct owner_entry *e, struct rpc_value *out, char *err, size_t cap)
 {
     if (!e->is_object) {
@@ -586,11 +589,16 @@ static int entry_value(struct owner_entry *e, struct rpc_value *out, char *err, 
         snprintf(err, cap, "objects of type %s have no to_value", e->type.name);
         return -1;
     }
-    if (e->type.to_value(e->obj, out) < 0) {
-        snprintf(err, cap, "%s to_value failed: %s", e->type.name, rpc_last_error());
-        return -1;
-    }
-    return 0;
+    int (*to_value)(void *, struct rpc_value *) = e->type.to_value;
+    void *obj = e->obj;
+    const char *type_name = e->type.name;       /* the constructor registry's */
+    struct rref *pin = owner_handle(e);
+    pthread_mutex_unlock(&mu);
+    int rc = to_value(obj, out);
+    if (rc < 0) snprintf(err, cap, "%s to_value failed: %s", type_name, rpc_last_error());
+    rref_free(pin);
+    pthread_mutex_lock(&mu);
+    return rc < 0 ? -1 : 0;
 }
 
 /* pool: [id] */

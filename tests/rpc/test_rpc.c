@@ -164,6 +164,22 @@ static int m_slow_get(struct rpc_request *req, void *obj, const struct rpc_value
     return 0;
 }
 
+/* SlowVal objects: to_value takes 600 ms. */
+static void slowval_destroy(void *o) { free(o); }
+static int slowval_value(void *o, struct rpc_value *out)
+{
+    usleep(600000);
+    *out = rpc_int(*(int64_t *)o);
+    return 0;
+}
+static const struct rpc_type SLOWVAL = { "SlowVal", slowval_destroy, slowval_value };
+static void *ctor_slowval(struct rpc_request *req, const struct rpc_value *args, void *u)
+{
+    int64_t *v = malloc(sizeof *v);
+    *v = 5;
+    return v;
+}
+
 static int fn_destroyed(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     *res = rpc_int(atomic_load(&destroyed));
@@ -313,6 +329,7 @@ static void register_all(void)
     rpc_register("events", fn_events, NULL);
     rpc_register("leave", fn_leave, NULL);
     rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
+    rpc_register_ctor("slowval", &SLOWVAL, ctor_slowval, NULL);
     rpc_register_method("Counter", "add", m_add, NULL);
     rpc_register_method("Counter", "slow_get", m_slow_get, NULL);
 }
@@ -785,6 +802,41 @@ START_TEST(test_rref_del_during_call)
     ck_assert_int_eq(res.i, 5);
     rpc_future_free(f);
     wait_int("w1", "destroyed", 1);
+    wait_int("w1", "owned", 0);
+    rpc_value_clear(&args);
+    stop_world();
+}
+END_TEST
+
+static void *to_here_thread(void *arg)
+{
+    struct rpc_value v;
+    intptr_t rc = rref_to_here(arg, &v, 0) == 0 && v.i == 5 ? 0 : 1;
+    return (void *)rc;
+}
+
+/* A slow to_value on the owner does not stall its I/O thread: RRef
+ * operations that run there (a method call arriving, a delete) go on. */
+START_TEST(test_rref_slow_to_value)
+{
+    start_world(2);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(1);
+    struct rref *slow = rpc_remote("w1", "slowval", NULL, 0), *c = rpc_remote("w1", "counter", &args, 0);
+    ck_assert_int_eq(rref_rpc_sync(c, "add", &args, &res, 0), 0);     /* both built */
+    pthread_t t;
+    pthread_create(&t, NULL, to_here_thread, slow);
+    usleep(150000);                     /* w1 is in SlowVal's to_value */
+    double t0 = h_now();
+    ck_assert_msg(rref_rpc_sync(c, "add", &args, &res, 0) == 0, "%s", rpc_last_error());
+    double dt = h_now() - t0;
+    ck_assert_int_eq(res.i, 3);
+    ck_assert_msg(dt < 0.3, "a method call waited %.3f s for another RRef's to_value", dt);
+    void *trc;
+    pthread_join(t, &trc);
+    ck_assert_ptr_null(trc);
+    rref_free(slow);
+    rref_free(c);
     wait_int("w1", "owned", 0);
     rpc_value_clear(&args);
     stop_world();
@@ -1493,6 +1545,7 @@ static Suite *rpc_suite(void)
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, test_rref_lifecycle);
     tcase_add_test(tr, test_rref_del_during_call);
+    tcase_add_test(tr, test_rref_slow_to_value);
     suite_add_tcase(s, tr);
     return s;
 }
