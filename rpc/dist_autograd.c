@@ -236,7 +236,9 @@ static int recv_backward(struct ag_node *self, struct tensor **grad_out, struct 
         if (grad_out[i]) args.list.items[2].list.items[i] = rpc_tensor(grad_out[i]);
     int64_t saved = current_ctx;     /* internal call: carries no context */
     current_ctx = 0;
-    struct rpc_future *f = rpc_async_id(ri->from, "dist_autograd._backprop", &args, -1);
+    /* The default timeout (as PyTorch): a live peer that never answers
+     * fails the backward instead of hanging it. */
+    struct rpc_future *f = rpc_async_id(ri->from, "dist_autograd._backprop", &args, 0);
     current_ctx = saved;
     rpc_value_clear(&args);
     struct pending *p = pending_here;
@@ -444,7 +446,7 @@ static int release_here(int64_t ctx, int skip)
         if (ws[i] == skip || !rpc_worker_alive(ws[i])) continue;
         struct rpc_value args = rpc_list(1);
         args.list.items[0] = rpc_int(ctx);
-        fs[m++] = rpc_async_id(ws[i], "dist_autograd._release", &args, -1);
+        fs[m++] = rpc_async_id(ws[i], "dist_autograd._release", &args, 0);
         rpc_value_clear(&args);
     }
     current_ctx = saved;

@@ -33,7 +33,8 @@ void dist_autograd_set_current(int64_t ctx);
  * several backwards may run in one context (retain_graph is accepted for
  * PyTorch parity; graphs are always retained). Blocks. Returns 0, or -1 with
  * rpc_last_error(): unknown context, a non-scalar root, a local autograd
- * failure, or a peer's failure or death (naming the peer). */
+ * failure, or a peer's failure, death or silence past the default RPC
+ * timeout (naming the peer). */
 int dist_autograd_backward(int64_t ctx, int n, struct tensor **roots, bool retain_graph);
 
 /* The gradient accumulated for leaf t in ctx on this worker: a new
@@ -43,7 +44,9 @@ struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t);
  * the caller frees. Returns the count, or -1 for an unknown context. */
 int dist_autograd_get_gradients(int64_t ctx, int cap, struct tensor **leaves, struct tensor **grads);
 
-/* Releases ctx here and on every worker it touched (waits for them).
+/* Releases ctx here and on every worker it touched (waits for them, each
+ * at most the default RPC timeout; a peer that does not answer in time frees
+ * its copy when it gets to the request).
  * Clears it as the thread's current context. Returns 0, or -1 if unknown. */
 int dist_autograd_release(int64_t ctx);
 

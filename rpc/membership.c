@@ -243,7 +243,9 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
     int id;
     bool dynamic = rank == RPC_RANK_DYNAMIC;
     if (dynamic) {
-        for (id = A->world_size; id < MAX_WORKERS && A->peers[id] && A->peers[id]->alive; id++) {}
+        /* Not the id of a worker that left and whose dealer still drains
+         * the replies it sent before leaving (io_timers closes it). */
+        for (id = A->world_size; id < MAX_WORKERS && A->peers[id] && (A->peers[id]->alive || A->peers[id]->dealer); id++) {}
         if (id >= MAX_WORKERS) return rpc_request_fail(req, "too many workers");
     } else {
         if (rank < 1 || rank >= A->world_size) return rpc_request_fail(req, "rank %lld out of range 1..%d", (long long)rank, A->world_size - 1);

@@ -3,6 +3,7 @@
  * distributed-autograd hooks record them like any other RPC. */
 #include "rpc/remote_module.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,10 @@ static struct nn_module *ctor_linear(struct rpc_request *req, const struct rpc_v
         rpc_request_fail(req, "linear: expected (in > 0, out > 0[, bias[, seed]])");
         return NULL;
     }
+    if (in > INT_MAX || out > INT_MAX) {
+        rpc_request_fail(req, "linear: size %lld exceeds %d", (long long)(in > INT_MAX ? in : out), INT_MAX);
+        return NULL;
+    }
     bool bias = !(args->list.len > 2 && args->list.items[2].kind == RPC_BOOL && !args->list.items[2].b);
     uint64_t rng = seed_of(args, 3);
     struct nn_module *m = nn_linear_new((int)in, (int)out, bias, &rng);
@@ -88,6 +93,10 @@ static struct nn_module *ctor_mlp(struct rpc_request *req, const struct rpc_valu
     for (size_t i = 0; i < sz->list.len; i++) {
         if (sz->list.items[i].kind != RPC_INT || sz->list.items[i].i < 1) {
             rpc_request_fail(req, "mlp: size %zu is not a positive int", i);
+            return NULL;
+        }
+        if (sz->list.items[i].i > INT_MAX) {
+            rpc_request_fail(req, "mlp: size %zu exceeds %d", i, INT_MAX);
             return NULL;
         }
         sizes[i] = (int)sz->list.items[i].i;

@@ -401,6 +401,17 @@ static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id,
     io_send(m);
 }
 
+/* A malformed message on the dealer to `peer` that names request req_id:
+ * fails the call it answers rather than leave it to its timeout (or to
+ * wait forever when it has none). */
+static void fail_bad_response(int peer, uint64_t req_id, const char *why)
+{
+    struct rpc_future *f = req_id ? pending_take(req_id, peer) : NULL;
+    if (!f) return;
+    rpc_future_fail(f, "rpc: bad response from worker %d: %s", peer, why);
+    rpc_pending_done(f);
+}
+
 /* Handles one message: frames[0] header, frames[1..n) bodies. rid is the
  * router envelope, or NULL for a message on the dealer to worker `peer`. */
 static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_msg_t *frames, int n)
@@ -416,27 +427,30 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_m
         /* Answer by request id if the fields before the payload are sound:
          * parse them with a nil payload in place of the bad one. */
         char head[512];
-        if (!rid || payload_off == 0 || payload_off >= sizeof head) return;
+        if (payload_off == 0 || payload_off >= sizeof head) return;
         memcpy(head, buf, payload_off);
         head[payload_off] = (char)0xc0;
         size_t off = 0;
         char herr[256];
-        if (msgpack_unpack(head, payload_off + 1, &off, &zone, &root) == MSGPACK_UNPACK_SUCCESS &&
-            wire_parse_hdr(&root, &h, herr, sizeof herr) == 0 && h.type == WIRE_REQ)
-            reply_bad(rid, rid_len, h.req_id, err);
+        if (msgpack_unpack(head, payload_off + 1, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) return;
+        int prc = wire_parse_hdr(&root, &h, herr, sizeof herr);
+        if (!rid) fail_bad_response(peer, h.req_id, err);
+        else if (prc == 0 && h.type == WIRE_REQ) reply_bad(rid, rid_len, h.req_id, err);
         return;
     }
     size_t off = 0;
     if (msgpack_unpack(buf, len, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) return;
     if (wire_parse_hdr(&root, &h, err, sizeof err) < 0) {
-        if (rid && root.type == MSGPACK_OBJECT_ARRAY) reply_bad(rid, rid_len, h.req_id, err);
+        if (!rid) fail_bad_response(peer, h.req_id, err);
+        else if (root.type == MSGPACK_OBJECT_ARRAY) reply_bad(rid, rid_len, h.req_id, err);
         return;
     }
     touch_peer(h.sender);
     if (h.type == WIRE_PING) return;
     if (h.ntensors != n - 1) {
         snprintf(err, sizeof err, "header announces %d tensor frames, message has %d", h.ntensors, n - 1);
-        if (rid && h.type == WIRE_REQ) reply_bad(rid, rid_len, h.req_id, err);
+        if (!rid) fail_bad_response(peer, h.req_id, err);
+        else if (h.type == WIRE_REQ) reply_bad(rid, rid_len, h.req_id, err);
         return;
     }
     if (h.type == WIRE_REQ) {
@@ -499,7 +513,12 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_m
     if (rid) return;
     struct rpc_future *f = pending_take(h.req_id, peer);
     if (!f) return;                     /* timed out already, or bogus */
-    if (h.type == WIRE_ERR) {
+    if (h.sender != peer && h.sender != RPC_UNASSIGNED_ID) {
+        /* The sender names the worker that recv functions send gradients
+         * back to and that RRef forks come from: it must be the one called
+         * (or a dynamic worker that has not yet learned its id). */
+        rpc_future_fail(f, "rpc: bad response from worker %d: sender %d is not the worker called", peer, h.sender);
+    } else if (h.type == WIRE_ERR) {
         if (h.payload.type == MSGPACK_OBJECT_STR) {
             snprintf(err, sizeof err, "%.*s", (int)h.payload.via.str.size, h.payload.via.str.ptr);
             rpc_future_complete(f, NULL, err);
@@ -512,7 +531,7 @@ static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_m
             rpc_future_fail(f, "rpc: bad response from worker %d: %s", h.sender, err);
         } else {
             if (rpc_hooks.on_recv)
-                rpc_hooks.on_recv(h.sender, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, rpc_hooks.user);
+                rpc_hooks.on_recv(peer, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, rpc_hooks.user);
             rpc_future_complete(f, &v, NULL);
         }
     }
@@ -692,6 +711,12 @@ struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *
         rpc_future_fail(f, "rpc: not initialised calling %s", fn);
         return f;
     }
+    if (to < 0 || to >= MAX_WORKERS) {
+        /* -1 would be taken for a router reply and the call never sent nor
+         * tracked: its future would stay pending forever. */
+        rpc_future_fail(f, "rpc: worker %d is not reachable calling %s", to, fn);
+        return f;
+    }
     if (timeout_ms == 0) timeout_ms = A->opts.default_timeout_ms;
     f->timeout_ms = timeout_ms;
     f->deadline = timeout_ms > 0 ? rpc_now_ms() + timeout_ms : 0;
@@ -849,7 +874,7 @@ int rpc_init(const struct rpc_opts *opts)
     atomic_init(&A->next_req, 1);
     atomic_init(&A->next_gid, 1);
     snprintf(A->self.name, sizeof A->self.name, "%s", opts->name);
-    atomic_store(&A->self_id, A->dynamic ? 0xffff : A->rank);
+    atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
     rpc_membership_register();
     rref_register_builtins();
     rref_module_init();

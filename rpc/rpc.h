@@ -213,7 +213,9 @@ struct rpc_type {
 };
 /* A constructor returns a new object or NULL after rpc_request_fail. */
 typedef void *(*rpc_ctor)(struct rpc_request *req, const struct rpc_value *args, void *user);
-/* A method on an owner's object (rref_rpc_sync/async): like rpc_fn. */
+/* A method on an owner's object (rref_rpc_sync/async): like rpc_fn. The
+ * owner keeps obj alive until the method returns (not until a deferred
+ * reply is completed). */
 typedef int (*rpc_method)(struct rpc_request *req, void *obj, const struct rpc_value *args,
                           struct rpc_value *result, void *user);
 
@@ -231,10 +233,12 @@ struct rref *rref_new_local_value(struct rpc_value *v);
  * RRef holds the object) or a registered function (the RRef holds its
  * result value). Returns at once with a user RRef (owner RRef if to is this
  * worker); construction errors surface on to_here / method calls. NULL with
- * error only for an unknown worker. timeout_ms (0: the default) bounds the
+ * error only for an unknown worker or args that are not a list. timeout_ms (0: the default) bounds the
  * creation message. The caller owns one reference. */
 struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms);
-/* Copies the owner's value here (objects through their type's to_value). */
+/* Copies the owner's value here (objects through their type's to_value).
+ * timeout_ms (0: the default, <0: none) bounds the fetch, or on the owner
+ * the wait for the construction. 0, or -1 with error. */
 int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms);
 /* On the owner only: the value (borrowed) / the object, waiting for the
  * construction to finish (so not from an inline handler). NULL with error
@@ -246,7 +250,9 @@ bool rref_is_owner(const struct rref *r);
 /* True once the owner has acknowledged this user (always true on the owner). */
 bool rref_confirmed_by_owner(const struct rref *r);
 uint64_t rref_id(const struct rref *r);
-/* Calls method `method` on the owner's object with args. */
+/* Calls method `method` on the owner's object with args (a list, or NULL);
+ * waits like rpc_sync. -1 with error: the method's failure, an unknown
+ * method or RRef, an RRef holding a value, timeout or a dead owner. */
 int rref_rpc_sync(struct rref *r, const char *method, const struct rpc_value *args,
                   struct rpc_value *result, int timeout_ms);
 struct rpc_future *rref_rpc_async(struct rref *r, const char *method, const struct rpc_value *args, int timeout_ms);

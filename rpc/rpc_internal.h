@@ -149,6 +149,8 @@ struct rref *rref_unpack(int owner, int parent, uint64_t rref_id, uint64_t fork_
     } while (0)
 
 #define MAX_WORKERS 1024
+/* The id a dynamic worker sends as until rank 0 has assigned it one. */
+#define RPC_UNASSIGNED_ID 0xffff
 #define NBUCKETS 4096
 #define HWM 100000
 #define MAX_QUEUE 65536             /* calls waiting for the I/O thread; requests waiting for a handler */

@@ -2,8 +2,10 @@
  * or a value, users identified by fork ids, fork requests, child accepts and
  * user deletes, so that the owner hears of every delete (G1) and a parent
  * outlives its child's confirmation (G2). */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
@@ -539,12 +541,31 @@ static int bi_accept(struct rpc_request *req, const struct rpc_value *args, stru
     return 0;
 }
 
-/* Waits for construction; returns the entry (under mu) or NULL with err. */
-static struct owner_entry *wait_ready(uint64_t id, char *err, size_t cap)
+/* Waits for construction, at most timeout_ms (<= 0: no limit); returns the
+ * entry (under mu) or NULL with err. */
+static struct owner_entry *wait_ready_for(uint64_t id, int timeout_ms, char *err, size_t cap)
 {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
     struct owner_entry *e = entry_find(id);
     while (e && e->state == OE_PENDING) {
-        pthread_cond_wait(&ready_cv, &mu);
+        if (timeout_ms <= 0) {
+            pthread_cond_wait(&ready_cv, &mu);
+        } else if (pthread_cond_timedwait(&ready_cv, &mu, &until) == ETIMEDOUT) {
+            e = entry_find(id);
+            if (e && e->state == OE_PENDING) {
+                snprintf(err, cap, "rpc: timed out after %d ms waiting for RRef %#llx to be built", timeout_ms,
+                         (unsigned long long)id);
+                return NULL;
+            }
+            continue;
+        }
         e = entry_find(id);
     }
     if (!e) snprintf(err, cap, "unknown RRef %#llx", (unsigned long long)id);
@@ -553,6 +574,11 @@ static struct owner_entry *wait_ready(uint64_t id, char *err, size_t cap)
     return NULL;
 }
 
+static struct owner_entry *wait_ready(uint64_t id, char *err, size_t cap) { return wait_ready_for(id, 0, err, cap); }
+
+/* Under mu. An object's to_value (user code, maybe slow) runs with mu
+ * released and the entry pinned, so that the inline RRef builtins on the
+ * I/O thread never wait for it; e may be gone when this returns. */
 static int entry_value(struct owner_entry *e, struct rpc_value *out, char *err, size_t cap)
 {
     if (!e->is_object) {
@@ -563,11 +589,16 @@ static int entry_value(struct owner_entry *e, struct rpc_value *out, char *err, 
         snprintf(err, cap, "objects of type %s have no to_value", e->type.name);
         return -1;
     }
-    if (e->type.to_value(e->obj, out) < 0) {
-        snprintf(err, cap, "%s to_value failed: %s", e->type.name, rpc_last_error());
-        return -1;
-    }
-    return 0;
+    int (*to_value)(void *, struct rpc_value *) = e->type.to_value;
+    void *obj = e->obj;
+    const char *type_name = e->type.name;       /* the constructor registry's */
+    struct rref *pin = owner_handle(e);
+    pthread_mutex_unlock(&mu);
+    int rc = to_value(obj, out);
+    if (rc < 0) snprintf(err, cap, "%s to_value failed: %s", type_name, rpc_last_error());
+    rref_free(pin);
+    pthread_mutex_lock(&mu);
+    return rc < 0 ? -1 : 0;
 }
 
 /* pool: [id] */
@@ -587,14 +618,12 @@ static int bi_fetch(struct rpc_request *req, const struct rpc_value *args, struc
     return 0;
 }
 
-/* pool: [id, method, [args...]] */
-static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
+/* pool, after bi_call: [id, method, [args...]], u = the pin on the entry */
+static int bi_call_run(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
-    uint64_t id;
+    struct rref *pin = u;
+    uint64_t id = pin->id;
     char err[1024];
-    if (!arg_u64(args, 0, &id) || args->list.len != 3 || args->list.items[1].kind != RPC_STR ||
-        args->list.items[2].kind != RPC_LIST)
-        return rpc_request_fail(req, "bad arguments");
     const char *method = args->list.items[1].str.ptr;
     pthread_mutex_lock(&mu);
     struct owner_entry *e = wait_ready(id, err, sizeof err);
@@ -602,15 +631,50 @@ static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct
     bool is_object = e && e->is_object;
     const char *type_name = e ? e->type.name : NULL;
     pthread_mutex_unlock(&mu);
+    int rc;
     if (!e) {
+        rpc_request_fail_text(req, err);
+        rc = -1;
+    } else if (!is_object) {
+        rc = rpc_request_fail(req, "RRef %#llx holds a value, not an object", (unsigned long long)id);
+    } else {
+        struct method_entry *m = find_method(type_name, method);
+        rc = m ? m->fn(req, obj, &args->list.items[2], result, m->user)
+               : rpc_request_fail(req, "type %s has no method '%s'", type_name, method);
+    }
+    rref_free(pin);
+    return rc;
+}
+
+/* inline: [id, method, [args...]]. Pins the entry on arrival, so that the
+ * caller's user deleted after the call (its __rref_del runs inline too)
+ * cannot destroy the object before or while the method runs; the method
+ * then runs on a handler thread. */
+static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
+{
+    uint64_t id;
+    if (!arg_u64(args, 0, &id) || args->list.len != 3 || args->list.items[1].kind != RPC_STR ||
+        args->list.items[2].kind != RPC_LIST)
+        return rpc_request_fail(req, "bad arguments");
+    pthread_mutex_lock(&mu);
+    struct owner_entry *e = entry_find(id);
+    struct rref *pin = e ? owner_handle(e) : NULL;
+    pthread_mutex_unlock(&mu);
+    char err[128];
+    if (!pin) {
+        snprintf(err, sizeof err, "unknown RRef %#llx", (unsigned long long)id);
         rpc_request_fail_text(req, err);
         return -1;
     }
-    if (!is_object) return rpc_request_fail(req, "RRef %#llx holds a value, not an object", (unsigned long long)id);
-    struct method_entry *m = find_method(type_name, method);
-    if (!m) return rpc_request_fail(req, "type %s has no method '%s'", type_name, method);
-    /* The caller holds a user (or the owner handle), so obj outlives the call. */
-    return m->fn(req, obj, &args->list.items[2], result, m->user);
+    req->handler = bi_call_run;
+    req->user = pin;
+    if (!rpc_pool_push(req)) {
+        rref_free(pin);
+        snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", rpc_self_name(), MAX_QUEUE);
+        rpc_request_fail_text(req, err);
+        return -1;
+    }
+    return RPC_DEFERRED;
 }
 
 void rref_register_builtins(void)
@@ -620,7 +684,7 @@ void rref_register_builtins(void)
     rpc_register_ex("__rref_del", bi_del, NULL, RPC_FN_INLINE);
     rpc_register_ex("__rref_accept", bi_accept, NULL, RPC_FN_INLINE);
     rpc_register("__rref_fetch", bi_fetch, NULL);
-    rpc_register("__rref_call", bi_call, NULL);
+    rpc_register_ex("__rref_call", bi_call, NULL, RPC_FN_INLINE);
 }
 
 /* ---- user-facing operations ----------------------------------------------- */
@@ -630,7 +694,8 @@ int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms)
     if (r->is_owner) {
         char err[1024];
         pthread_mutex_lock(&mu);
-        struct owner_entry *e = r->oe ? wait_ready(r->id, err, sizeof err) : NULL;
+        if (timeout_ms == 0) timeout_ms = rpc_agent_state.opts.default_timeout_ms;
+        struct owner_entry *e = r->oe ? wait_ready_for(r->id, timeout_ms, err, sizeof err) : NULL;
         if (!r->oe) snprintf(err, sizeof err, "rpc: RRef used after shutdown");
         int rc = e ? entry_value(e, out, err, sizeof err) : -1;
         pthread_mutex_unlock(&mu);

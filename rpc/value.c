@@ -289,6 +289,10 @@ static int walk(struct cursor *c, int depth)
     default: return verr(c, "invalid msgpack type byte");
     }
     if (mult) {
+        /* msgpack-c's unpacker holds at most 32 open containers (its
+         * MSGPACK_EMBED_STACK_SIZE; the outermost is at depth 0): one deeper
+         * would pass here and then fail to unpack, unanswered. */
+        if (depth >= WIRE_MAX_DEPTH) return verr(c, "msgpack nested too deep");
         uint64_t elems = count * (uint64_t)mult;
         if (elems > (uint64_t)(c->end - c->p)) return verr(c, "msgpack container count exceeds message size");
         for (uint64_t i = 0; i < elems; i++)

@@ -60,6 +60,9 @@ static struct dh_world DH;
 
 /* An extra registration hook run in every process before rpc_init. */
 static void (*dh_extra_register)(void);
+/* Rank 0's default RPC timeout (the others keep 30 s, which also bounds
+ * their graceful shutdown); set before dh_start. */
+static int dh_w0_timeout_ms = 30000;
 
 static inline double dh_now(void)
 {
@@ -148,7 +151,7 @@ static inline struct rpc_opts dh_opts(int rank, int world, const char *master)
 {
     struct rpc_opts o = { .name = DH_NAMES[rank], .rank = rank, .world_size = world, .master = master,
                           .heartbeat_ms = DH_HEARTBEAT_MS, .heartbeat_timeout_ms = DH_HEARTBEAT_TIMEOUT_MS,
-                          .default_timeout_ms = 30000, .init_timeout_ms = 30000 };
+                          .default_timeout_ms = rank == 0 ? dh_w0_timeout_ms : 30000, .init_timeout_ms = 30000 };
     return o;
 }
 

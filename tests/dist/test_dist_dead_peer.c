@@ -1,7 +1,8 @@
 /* A backward whose peer died: w1 owns the first layer and is killed (-9)
  * after the forward; the backward through w2 and back to w1 fails promptly
  * (within about twice the heartbeat timeout) with an error naming w1, and
- * the survivors shut down cleanly. */
+ * the survivors shut down cleanly. A peer alive but too busy to answer
+ * fails the backward after the default timeout instead. */
 #define DH_HEARTBEAT_TIMEOUT_MS 1000
 #include "dist_harness.h"
 
@@ -154,6 +155,70 @@ START_TEST(test_peer_dies_before_forward)
 }
 END_TEST
 
+/* t.block(ms): holds a handler thread of its worker. */
+static int fn_block(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    usleep((useconds_t)(args->list.items[0].i * 1000));
+    *res = rpc_nil();
+    return 0;
+}
+
+static void register_block(void) { rpc_register("t.block", fn_block, NULL); }
+
+/* A live peer whose handlers are all busy (heartbeats still flow): the
+ * backward and the release give up after the default timeout instead of
+ * waiting for it, and name it; its copy of the context goes once it is
+ * free again. */
+START_TEST(test_peer_stuck_in_backward)
+{
+    enum { TIMEOUT_MS = 1500, BLOCK_MS = 6000, HANDLERS = 4 };
+    dh_w0_timeout_ms = TIMEOUT_MS;
+    dh_extra_register = register_block;
+    dh_start(2, NULL, NULL);
+    struct remote_module *rm1 = dh_remote_linear("w1", 3, 4, 1, DEVICE_CPU);
+    struct tensor *x = dh_random(2, 3, 1);
+    tensor_set_requires_grad(x, true);
+    int64_t ctx = dist_autograd_context_new();
+    struct tensor *y = dh_rforward(rm1, x), *loss = tensor_sum(y);
+    dist_autograd_set_current(0);
+    struct rpc_future *blocks[HANDLERS];
+    for (int i = 0; i < HANDLERS; i++) {
+        struct rpc_value a = rpc_list(1);
+        a.list.items[0] = rpc_int(BLOCK_MS);
+        blocks[i] = rpc_async("w1", "t.block", &a, -1);
+        rpc_value_clear(&a);
+    }
+    usleep(200000);                     /* every handler of w1 is blocked */
+    double t0 = dh_now();
+    int rc = dist_autograd_backward(ctx, 1, &loss, false);
+    double secs = dh_now() - t0;
+    ck_assert_int_eq(rc, -1);
+    char want[256];
+    snprintf(want, sizeof want, "dist_autograd_backward: rpc: timed out after %d ms calling w1.dist_autograd._backprop",
+             TIMEOUT_MS);
+    ck_assert_str_eq(rpc_last_error(), want);
+    ck_assert_msg(secs < BLOCK_MS / 1000.0 - 1.0, "the backward took %.2f s to fail", secs);
+    t0 = dh_now();
+    ck_assert_int_eq(dist_autograd_release(ctx), 0);
+    secs = dh_now() - t0;
+    ck_assert_msg(secs < BLOCK_MS / 1000.0 - 1.0, "the release took %.2f s", secs);
+    ck_assert_int_eq(dist_autograd_num_contexts(), 0);
+    for (int i = 0; i < HANDLERS; i++) {
+        ck_assert_int_eq(rpc_future_wait(blocks[i], NULL), 0);
+        rpc_future_free(blocks[i]);
+    }
+    /* w1 ran the queued release once free */
+    t0 = dh_now();
+    while (dh_remote_nctx("w1") != 0 && dh_now() - t0 < 5.0) usleep(20000);
+    ck_assert_int_eq(dh_remote_nctx("w1"), 0);
+    tensor_free(y);
+    tensor_free(loss);
+    tensor_free(x);
+    remote_module_free(rm1);
+    dh_stop();
+}
+END_TEST
+
 static Suite *dist_dead_peer_suite(void)
 {
     Suite *s = suite_create("dist_dead_peer");
@@ -162,6 +227,7 @@ static Suite *dist_dead_peer_suite(void)
     tcase_add_test(tc, test_peer_dies_before_backward);
     tcase_add_test(tc, test_peer_known_dead);
     tcase_add_test(tc, test_peer_dies_before_forward);
+    tcase_add_test(tc, test_peer_stuck_in_backward);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -434,6 +434,19 @@ START_TEST(test_errors)
     ck_assert_ptr_null(remote_module_new("w1", "linear", &a, DEVICE_CPU));
     ck_assert_str_eq(rpc_last_error(), "rpc: w1: remote_module._new: linear: expected (in > 0, out > 0[, bias[, seed]])");
     rpc_value_clear(&a);
+    /* sizes past int are refused, not truncated (2^32 + 3 would build 3) */
+    a = dh_linear_args(3, 2, 1);
+    a.list.items[0] = rpc_int((1ll << 32) + 3);
+    ck_assert_ptr_null(remote_module_new("w1", "linear", &a, DEVICE_CPU));
+    ck_assert_str_eq(rpc_last_error(), "rpc: w1: remote_module._new: linear: size 4294967299 exceeds 2147483647");
+    rpc_value_clear(&a);
+    a = rpc_list(1);
+    a.list.items[0] = rpc_list(2);
+    a.list.items[0].list.items[0] = rpc_int(3);
+    a.list.items[0].list.items[1] = rpc_int((1ll << 32) + 2);
+    ck_assert_ptr_null(remote_module_new("w1", "mlp", &a, DEVICE_CPU));
+    ck_assert_str_eq(rpc_last_error(), "rpc: w1: remote_module._new: mlp: size 1 exceeds 2147483647");
+    rpc_value_clear(&a);
 
     /* a forward with a wrong shape names the module's error */
     struct tensor *bad = dh_random(4, 5, 2), *out[NN_MAX_IO];

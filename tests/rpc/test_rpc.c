@@ -153,6 +153,33 @@ static int m_add(struct rpc_request *req, void *obj, const struct rpc_value *arg
     return 0;
 }
 
+/* [ms]: sleeps, then reads the counter; fails if the object was destroyed
+ * while the method ran (the owner must keep it alive for the call). */
+static int m_slow_get(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    int before = atomic_load(&destroyed);
+    usleep((useconds_t)(args->list.items[0].i * 1000));
+    if (atomic_load(&destroyed) != before) return rpc_request_fail(req, "Counter destroyed during the call");
+    *res = rpc_int(((struct counter *)obj)->v);
+    return 0;
+}
+
+/* SlowVal objects: to_value takes 600 ms. */
+static void slowval_destroy(void *o) { free(o); }
+static int slowval_value(void *o, struct rpc_value *out)
+{
+    usleep(600000);
+    *out = rpc_int(*(int64_t *)o);
+    return 0;
+}
+static const struct rpc_type SLOWVAL = { "SlowVal", slowval_destroy, slowval_value };
+static void *ctor_slowval(struct rpc_request *req, const struct rpc_value *args, void *u)
+{
+    int64_t *v = malloc(sizeof *v);
+    *v = 5;
+    return v;
+}
+
 static int fn_destroyed(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     *res = rpc_int(atomic_load(&destroyed));
@@ -302,7 +329,9 @@ static void register_all(void)
     rpc_register("events", fn_events, NULL);
     rpc_register("leave", fn_leave, NULL);
     rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
+    rpc_register_ctor("slowval", &SLOWVAL, ctor_slowval, NULL);
     rpc_register_method("Counter", "add", m_add, NULL);
+    rpc_register_method("Counter", "slow_get", m_slow_get, NULL);
 }
 
 /* The cluster keypair when a test turns CURVE on (set before forking). */
@@ -564,6 +593,19 @@ START_TEST(test_errors_and_timeouts)
     ck_assert_int_eq(rpc_sync("w1", "add", &args, &res, 0), 0);
     ck_assert_int_eq(res.i, 5);
     rpc_value_clear(&args);
+    /* Internal calls to worker ids that cannot exist (a header's sender may
+     * be -1, and a recv function calls its sender back) fail at once. */
+    int bad[] = { -1, -2, 1 << 20 };
+    for (int i = 0; i < 3; i++) {
+        f = rpc_async_id(bad[i], "add", NULL, -1);
+        t0 = h_now();
+        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        ck_assert_msg(rpc_future_done(f), "a call to worker %d is still pending", bad[i]);
+        char want[128];
+        snprintf(want, sizeof want, "rpc: worker %d is not reachable calling add", bad[i]);
+        ck_assert_str_eq(rpc_future_error(f), want);
+        rpc_future_free(f);
+    }
     stop_world();
 }
 END_TEST
@@ -716,6 +758,92 @@ START_TEST(test_rref_lifecycle)
     ck_assert_int_eq(rref_owned_count(), 1);
     rref_free(r);
     ck_assert_int_eq(rref_owned_count(), 0);
+
+    /* an owner-local to_here honours its timeout while the construction
+     * waits for a handler thread (all 4 of ours are busy) */
+    struct rpc_future *busy[4];
+    rpc_value_clear(&args.list.items[0]);
+    args.list.items[0] = rpc_int(800);
+    for (int i = 0; i < 4; i++) busy[i] = rpc_async("w0", "slow", &args, 0);
+    usleep(100000);
+    args.list.items[0] = rpc_int(12);
+    r = rpc_remote("w0", "counter", &args, 0);
+    double t0 = h_now();
+    ck_assert_int_eq(rref_to_here(r, &v, 100), -1);
+    double dt = h_now() - t0;
+    char want[128];
+    snprintf(want, sizeof want, "rpc: timed out after 100 ms waiting for RRef %#llx to be built",
+             (unsigned long long)rref_id(r));
+    ck_assert_str_eq(rpc_last_error(), want);
+    ck_assert_msg(dt < 0.5, "to_here took %.3f s", dt);
+    ck_assert_int_eq(rref_to_here(r, &v, 0), 0);       /* built once a thread is free */
+    ck_assert_int_eq(v.i, 12);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(rpc_future_wait(busy[i], NULL), 0);
+        rpc_future_free(busy[i]);
+    }
+    rref_free(r);
+    ck_assert_int_eq(rref_owned_count(), 0);
+    rpc_value_clear(&args);
+    stop_world();
+}
+END_TEST
+
+/* A user deleted right after a method call it made: the owner serves the
+ * call, keeping the object until it returns, then destroys it (G1). */
+START_TEST(test_rref_del_during_call)
+{
+    start_world(2);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(5);
+    struct rref *r = rpc_remote("w1", "counter", &args, 0);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(rref_to_here(r, &res, 0), 0);
+    ck_assert_int_eq(res.i, 5);
+    args.list.items[0] = rpc_int(300);
+    /* the delete follows the call on the wire, before or while it runs */
+    struct rpc_future *f = rref_rpc_async(r, "slow_get", &args, 0);
+    rref_free(r);
+    ck_assert_msg(rpc_future_wait(f, &res) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 5);
+    rpc_future_free(f);
+    wait_int("w1", "destroyed", 1);
+    wait_int("w1", "owned", 0);
+    rpc_value_clear(&args);
+    stop_world();
+}
+END_TEST
+
+static void *to_here_thread(void *arg)
+{
+    struct rpc_value v;
+    intptr_t rc = rref_to_here(arg, &v, 0) == 0 && v.i == 5 ? 0 : 1;
+    return (void *)rc;
+}
+
+/* A slow to_value on the owner does not stall its I/O thread: RRef
+ * operations that run there (a method call arriving, a delete) go on. */
+START_TEST(test_rref_slow_to_value)
+{
+    start_world(2);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(1);
+    struct rref *slow = rpc_remote("w1", "slowval", NULL, 0), *c = rpc_remote("w1", "counter", &args, 0);
+    ck_assert_int_eq(rref_rpc_sync(c, "add", &args, &res, 0), 0);     /* both built */
+    pthread_t t;
+    pthread_create(&t, NULL, to_here_thread, slow);
+    usleep(150000);                     /* w1 is in SlowVal's to_value */
+    double t0 = h_now();
+    ck_assert_msg(rref_rpc_sync(c, "add", &args, &res, 0) == 0, "%s", rpc_last_error());
+    double dt = h_now() - t0;
+    ck_assert_int_eq(res.i, 3);
+    ck_assert_msg(dt < 0.3, "a method call waited %.3f s for another RRef's to_value", dt);
+    void *trc;
+    pthread_join(t, &trc);
+    ck_assert_ptr_null(trc);
+    rref_free(slow);
+    rref_free(c);
+    wait_int("w1", "owned", 0);
     rpc_value_clear(&args);
     stop_world();
 }
@@ -723,18 +851,24 @@ END_TEST
 
 /* ---- hostile input ------------------------------------------------------------ */
 
-static void pack_hdr(msgpack_packer *pk, uint64_t req_id, const char *fn, int ntensors)
+/* The nine header fields before the payload; fn NULL packs nil. */
+static void pack_hdr_as(msgpack_packer *pk, int type, uint64_t req_id, int sender, const char *fn, int ntensors)
 {
     msgpack_pack_array(pk, 10);
     msgpack_pack_int(pk, 1);
-    msgpack_pack_int(pk, 1);
+    msgpack_pack_int(pk, type);
     msgpack_pack_uint64(pk, req_id);
-    msgpack_pack_int(pk, 0);
-    msgpack_pack_str_with_body(pk, fn, strlen(fn));
+    msgpack_pack_int(pk, sender);
+    if (fn) msgpack_pack_str_with_body(pk, fn, strlen(fn)); else msgpack_pack_nil(pk);
     msgpack_pack_int(pk, 0);
     msgpack_pack_int(pk, 0);
     msgpack_pack_int(pk, 0);
     msgpack_pack_int(pk, ntensors);
+}
+
+static void pack_hdr(msgpack_packer *pk, uint64_t req_id, const char *fn, int ntensors)
+{
+    pack_hdr_as(pk, 1, req_id, 0, fn, ntensors);
 }
 
 /* Sends frames and returns the reply's error text ("" if none came within
@@ -906,6 +1040,22 @@ START_TEST(test_bad_input)
     ck_assert_str_eq(err, "");
     assert_alive();
 
+    /* arguments whose innermost (empty) array is the 33rd open container,
+     * the header's included: more than msgpack-c unpacks; answered, not
+     * dropped */
+    unsigned char nest[WIRE_MAX_DEPTH];
+    memset(nest, 0x91, sizeof nest);
+    nest[sizeof nest - 1] = 0x90;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 13, "echo", 0);
+    msgpack_sbuffer_write(&sb, (const char *)nest, sizeof nest);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(s, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w1: bad message: msgpack nested too deep");
+    assert_alive();
+
     /* a hello to the rendezvous with an endpoint nobody can connect to */
     void *s0 = zmq_socket(ctx, ZMQ_DEALER);
     zmq_setsockopt(s0, ZMQ_LINGER, &zero, sizeof zero);
@@ -997,6 +1147,215 @@ START_TEST(test_membership)
         usleep(10000);
     }
     ck_assert_int_eq(rpc_get_worker_info("late", &(struct rpc_worker_info){ 0 }), -1);
+    stop_world();
+}
+END_TEST
+
+/* A raw dynamic worker: a ROUTER it serves on and a DEALER to the master. */
+struct fake_worker { void *router, *dealer; char endpoint[128]; };
+
+static void fake_join(void *zctx, struct fake_worker *fw, const char *name)
+{
+    int zero = 0;
+    fw->router = zmq_socket(zctx, ZMQ_ROUTER);
+    zmq_setsockopt(fw->router, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_bind(fw->router, "tcp://127.0.0.1:*"), 0);
+    size_t len = sizeof fw->endpoint;
+    zmq_getsockopt(fw->router, ZMQ_LAST_ENDPOINT, fw->endpoint, &len);
+    fw->dealer = zmq_socket(zctx, ZMQ_DEALER);
+    zmq_setsockopt(fw->dealer, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(fw->dealer, rpc_master_endpoint()), 0);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 1, "__hello", 0);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_str_with_body(&pk, name, strlen(name));
+    msgpack_pack_int(&pk, RPC_RANK_DYNAMIC);
+    msgpack_pack_str_with_body(&pk, fw->endpoint, strlen(fw->endpoint));
+    zmq_msg_t f;
+    frame_from(&f, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    char err[256];
+    raw_call(fw->dealer, &f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "(unparsable reply)");      /* [id], not an error text */
+}
+
+/* Receives requests on fw's router until one calls fn (without tensors);
+ * leaves its envelope and header in in[0..1] and returns its request id. */
+static uint64_t fake_recv_call(struct fake_worker *fw, const char *fn, zmq_msg_t in[2])
+{
+    uint64_t req_id = 0;
+    while (!req_id) {                   /* skip the directory sent first */
+        zmq_pollitem_t it = { .socket = fw->router, .events = ZMQ_POLLIN };
+        ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
+        for (int i = 0; i < 2; i++) {
+            zmq_msg_init(&in[i]);
+            ck_assert_int_ge(zmq_msg_recv(&in[i], fw->router, 0), 0);
+        }
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        ck_assert_int_eq(msgpack_unpack_next(&u, zmq_msg_data(&in[1]), zmq_msg_size(&in[1]), NULL),
+                         MSGPACK_UNPACK_SUCCESS);
+        const msgpack_object *f = &u.data.via.array.ptr[4];
+        if (f->type == MSGPACK_OBJECT_STR && f->via.str.size == strlen(fn) && memcmp(f->via.str.ptr, fn, strlen(fn)) == 0)
+            req_id = u.data.via.array.ptr[2].via.u64;
+        msgpack_unpacked_destroy(&u);
+        if (!req_id) for (int i = 0; i < 2; i++) zmq_msg_close(&in[i]);
+    }
+    return req_id;
+}
+
+/* A heartbeat from fw (worker `id`), so the master keeps it alive. */
+static void fake_ping(struct fake_worker *fw, int id)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 4, 0, id, NULL, 0);
+    msgpack_pack_nil(&pk);
+    zmq_send(fw->dealer, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void fake_close(struct fake_worker *fw)
+{
+    zmq_close(fw->router);
+    zmq_close(fw->dealer);
+}
+
+/* A dynamic worker that left with a call of ours unanswered keeps its id
+ * while its reply may still come (a heartbeat timeout): a worker joining
+ * meanwhile gets another id, and the late reply still completes the call. */
+START_TEST(test_left_worker_id_not_reused_while_draining)
+{
+    hb_timeout_ms = 1000;      /* a silent fake worker is dropped */
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    struct fake_worker a, b;
+    struct rpc_event ev;
+    fake_join(zctx, &a, "fakeA");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
+    ck_assert_int_eq(ev.id, 2);
+    /* a call to fakeA, which it receives and holds */
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(42);
+    struct rpc_future *f = rpc_async("fakeA", "echo", &args, -1);
+    rpc_value_clear(&args);
+    zmq_msg_t in[2];
+    uint64_t req_id = fake_recv_call(&a, "echo", in);
+    /* fakeA leaves (as worker 2), then fakeB joins at once */
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, 0, 2, "__leave", 0);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_int(&pk, 2);
+    zmq_send(a.dealer, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_LEAVE);
+    ck_assert_str_eq(ev.name, "fakeA");
+    fake_join(zctx, &b, "fakeB");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
+    ck_assert_str_eq(ev.name, "fakeB");
+    ck_assert_int_eq(ev.id, 3);
+    /* fakeA's late reply still lands */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 2, req_id, 2, NULL, 0);
+    msgpack_pack_int(&pk, 42);
+    zmq_msg_send(&in[0], a.router, ZMQ_SNDMORE);
+    zmq_send(a.router, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+    zmq_msg_close(&in[0]);
+    zmq_msg_close(&in[1]);
+    ck_assert_msg(rpc_future_wait(f, &res) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 42);
+    rpc_future_free(f);
+    fake_close(&a);
+    fake_close(&b);
+    zmq_ctx_term(zctx);
+    /* fakeB, silent, is dropped after the heartbeat timeout */
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_str_eq(ev.name, "fakeB");
+    stop_world();
+}
+END_TEST
+
+/* A malformed answer to a call without timeout fails the call at once,
+ * naming the worker, instead of leaving it pending forever; so does an
+ * answer whose header names another worker as its sender. */
+START_TEST(test_bad_response_fails_call)
+{
+    hb_timeout_ms = 1000;      /* a silent fake worker is dropped */
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    struct fake_worker a;
+    struct rpc_event ev;
+    fake_join(zctx, &a, "fakeA");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.id, 2);
+    static const char *const want[] = {
+        "rpc: bad response from worker 2: header announces 1 tensor frames, message has 0",
+        "rpc: bad response from worker 2: truncated msgpack",
+        "rpc: bad response from worker 2: bad message type",
+        "rpc: bad response from worker 2: sender 1 is not the worker called",
+        NULL,
+    };
+    for (int k = 0; k < 5; k++) {
+        fake_ping(&a, 2);
+        struct rpc_value args = rpc_list(1);
+        args.list.items[0] = rpc_int(k);
+        struct rpc_future *f = rpc_async("fakeA", "echo", &args, -1);
+        rpc_value_clear(&args);
+        zmq_msg_t in[2];
+        uint64_t req_id = fake_recv_call(&a, "echo", in);
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        if (k == 0) {               /* a tensor frame announced, none sent */
+            pack_hdr_as(&pk, 2, req_id, 2, NULL, 1);
+            msgpack_pack_nil(&pk);
+        } else if (k == 1) {        /* a string claiming 4 GiB */
+            pack_hdr_as(&pk, 2, req_id, 2, NULL, 0);
+            msgpack_sbuffer_write(&sb, "\xdb\xff\xff\xff\xff", 5);
+        } else if (k == 2) {        /* an unknown message type */
+            pack_hdr_as(&pk, 9, req_id, 2, NULL, 0);
+            msgpack_pack_nil(&pk);
+        } else {                    /* claiming to be from w1; from a dynamic worker
+                                       that has not learned its id yet: accepted */
+            pack_hdr_as(&pk, 2, req_id, k == 3 ? 1 : RPC_UNASSIGNED_ID, NULL, 0);
+            msgpack_pack_int(&pk, 3);
+        }
+        zmq_msg_send(&in[0], a.router, ZMQ_SNDMORE);
+        zmq_send(a.router, sb.data, sb.size, 0);
+        msgpack_sbuffer_destroy(&sb);
+        zmq_msg_close(&in[0]);
+        zmq_msg_close(&in[1]);
+        double t0 = h_now();
+        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        ck_assert_msg(rpc_future_done(f), "case %d: the call is still pending", k);
+        if (want[k]) {
+            ck_assert_str_eq(rpc_future_error(f), want[k]);
+        } else {
+            struct rpc_value v;
+            ck_assert_msg(rpc_future_wait(f, &v) == 0, "case %d: %s", k, rpc_last_error());
+            ck_assert_int_eq(v.i, 3);
+        }
+        rpc_future_free(f);
+    }
+    fake_close(&a);
+    zmq_ctx_term(zctx);
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
     stop_world();
 }
 END_TEST
@@ -1186,11 +1545,15 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_kill9_peer);
     tcase_add_test(tf, test_bad_input);
     tcase_add_test(tf, test_membership);
+    tcase_add_test(tf, test_left_worker_id_not_reused_while_draining);
+    tcase_add_test(tf, test_bad_response_fails_call);
     tcase_add_test(tf, test_curve);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("rrefs");
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, test_rref_lifecycle);
+    tcase_add_test(tr, test_rref_del_during_call);
+    tcase_add_test(tr, test_rref_slow_to_value);
     suite_add_tcase(s, tr);
     return s;
 }
