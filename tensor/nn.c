@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
+#include "tensor/ops_internal.h"
 
 #define NN_MAX_LAYERS 8
 #define RNG_STEP 0x9E3779B97F4A7C15ull   /* rng_next's increment */
@@ -32,6 +33,7 @@ struct nn_impl {
     struct nn_policy_config cfg;
     struct layer head, value;
     int log_std;
+    bool failed;                        /* a parameter could not be allocated */
 };
 
 /* ---- init ------------------------------------------------------------------------ */
@@ -54,20 +56,40 @@ static int add_param(struct nn_impl *m, struct tensor *t)
 }
 
 /* PyTorch's Linear init: weight and bias U(-1/sqrt(in), 1/sqrt(in)). */
+/* Sizes can come from the network (RemoteModule), so a parameter too large
+ * to allocate marks the module failed (the constructor then returns NULL)
+ * rather than aborting. */
 static struct layer add_linear(struct nn_impl *m, int in, int out, bool bias, uint64_t *rng)
 {
+    struct layer l = {-1, -1};
+    if (m->failed) return l;
     float bound = in > 0 ? 1.0f / sqrtf((float)in) : 0.0f;
-    struct tensor *w = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){out, in});
-    CHECK(w);
+    struct tensor *w = tensor_try_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){out, in}, false);
+    struct tensor *b = bias ? tensor_try_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){out}, false) : NULL;
+    if (!w || (bias && !b)) {
+        tensor_free(w);
+        tensor_free(b);
+        m->failed = true;
+        return l;
+    }
     fill_uniform(w, bound, rng);
-    struct layer l = {add_param(m, w), -1};
-    if (bias) {
-        struct tensor *b = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){out});
-        CHECK(b);
+    l.w = add_param(m, w);
+    if (b) {
         fill_uniform(b, bound, rng);
         l.b = add_param(m, b);
     }
     return l;
+}
+
+/* The constructors' common end: the module, or NULL with an error naming
+ * the constructor if a parameter could not be allocated. */
+static struct nn_module *impl_finish(struct nn_impl *m, const char *who)
+{
+    if (!m->failed) return &m->m;
+    char why[256];
+    snprintf(why, sizeof why, "%s", tensor_last_error());
+    nn_module_free(&m->m);
+    return tensor_error("%s: cannot allocate the parameters: %s", who, why);
 }
 
 /* ---- forward ----------------------------------------------------------------------- */
@@ -233,7 +255,7 @@ struct nn_module *nn_linear_new(int in, int out, bool bias, uint64_t *rng)
     m->mlp = true;
     m->n_trunk = 1;
     m->trunk[0] = add_linear(m, in, out, bias, rng);
-    return &m->m;
+    return impl_finish(m, "nn_linear_new");
 }
 
 struct nn_module *nn_mlp_new(int n, const int *sizes, enum nn_activation act, float dropout, uint64_t *rng)
@@ -250,7 +272,7 @@ struct nn_module *nn_mlp_new(int n, const int *sizes, enum nn_activation act, fl
     m->dropout = dropout;
     m->n_trunk = n - 1;
     for (int i = 0; i < n - 1; i++) m->trunk[i] = add_linear(m, sizes[i], sizes[i + 1], true, rng);
-    return &m->m;
+    return impl_finish(m, "nn_mlp_new");
 }
 
 struct nn_module *nn_policy_new(const struct nn_policy_config *cfg, uint64_t *rng)
@@ -278,12 +300,15 @@ struct nn_module *nn_policy_new(const struct nn_policy_config *cfg, uint64_t *rn
         prev = cfg->hidden[i];
     }
     m->head = add_linear(m, prev, cfg->act_dim, true, rng);
-    if (cfg->head == NN_HEAD_GAUSSIAN) {
-        struct tensor *ls = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){cfg->act_dim});
-        CHECK(ls);
-        for (int i = 0; i < cfg->act_dim; i++) tensor_f32(ls)[i] = cfg->init_log_std;
-        m->log_std = add_param(m, ls);
+    if (cfg->head == NN_HEAD_GAUSSIAN && !m->failed) {
+        struct tensor *ls = tensor_try_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){cfg->act_dim}, false);
+        if (ls) {
+            for (int i = 0; i < cfg->act_dim; i++) tensor_f32(ls)[i] = cfg->init_log_std;
+            m->log_std = add_param(m, ls);
+        } else {
+            m->failed = true;
+        }
     }
     if (cfg->value_head) m->value = add_linear(m, prev, 1, true, rng);
-    return &m->m;
+    return impl_finish(m, who);
 }

@@ -440,6 +440,13 @@ START_TEST(test_errors)
     ck_assert_ptr_null(remote_module_new("w1", "linear", &a, DEVICE_CPU));
     ck_assert_str_eq(rpc_last_error(), "rpc: w1: remote_module._new: linear: size 4294967299 exceeds 2147483647");
     rpc_value_clear(&a);
+    /* parameters too large to make are an error on the owner, which lives on */
+    a = dh_linear_args(1 << 30, 1 << 30, 1);
+    ck_assert_ptr_null(remote_module_new("w1", "linear", &a, DEVICE_CPU));
+    ck_assert_str_eq(rpc_last_error(), "rpc: w1: remote_module._new: linear: nn_linear_new: cannot allocate the "
+                                       "parameters: tensor_new: shape is too large");
+    rpc_value_clear(&a);
+    ck_assert_int_eq(dh_remote_nctx("w1"), 0);
     a = rpc_list(1);
     a.list.items[0] = rpc_list(2);
     a.list.items[0].list.items[0] = rpc_int(3);

@@ -56,6 +56,27 @@ START_TEST(test_linear_init)
 }
 END_TEST
 
+/* Sizes may come from a peer (RemoteModule): parameters too large to make
+ * are an error, not an abort. */
+START_TEST(test_too_large_is_an_error)
+{
+    uint64_t rng = 1;
+    ck_assert_ptr_null(nn_linear_new(1 << 30, 1 << 30, true, &rng));
+    ck_assert_str_eq(tensor_last_error(), "nn_linear_new: cannot allocate the parameters: tensor_new: shape is too large");
+    int sizes[3] = {1 << 30, 1 << 30, 4};     /* the first layer is already too large */
+    ck_assert_ptr_null(nn_mlp_new(3, sizes, NN_RELU, 0.0f, &rng));
+    ck_assert_str_eq(tensor_last_error(), "nn_mlp_new: cannot allocate the parameters: tensor_new: shape is too large");
+    struct nn_policy_config cfg = {.obs_dim = 1 << 30, .act_dim = 2, .n_hidden = 1, .hidden = {1 << 30},
+                                   .head = NN_HEAD_GAUSSIAN, .value_head = true};
+    ck_assert_ptr_null(nn_policy_new(&cfg, &rng));
+    ck_assert_str_eq(tensor_last_error(), "nn_policy_new: cannot allocate the parameters: tensor_new: shape is too large");
+    /* a sane module still builds afterwards */
+    struct nn_module *m = nn_linear_new(3, 2, true, &rng);
+    ck_assert_ptr_nonnull(m);
+    nn_module_free(m);
+}
+END_TEST
+
 START_TEST(test_mlp_matches_ops)
 {
     uint64_t rng = 7;
@@ -309,6 +330,7 @@ Suite *nn_suite(void)
     Suite *s = suite_create("tensor_nn");
     TCase *tc = tcase_create("modules");
     tcase_add_test(tc, test_linear_init);
+    tcase_add_test(tc, test_too_large_is_an_error);
     tcase_add_test(tc, test_mlp_matches_ops);
     tcase_add_test(tc, test_module_to_without_gpu);
     tcase_add_test(tc, test_policy_heads);
