@@ -47,6 +47,13 @@ static int nentries;
 static struct child *children;
 static bool down = true;
 
+/* Fork registrations that reached the owner before the creator's __remote
+ * (they travel on different connections: A creates on B, hands the RRef to
+ * C, C's fork request may overtake A's __remote). Their replies wait here,
+ * under mu, until the entry exists, as PyTorch's owner does. */
+struct parked_fork { struct parked_fork *next; uint64_t id, fork; struct rpc_request *req; };
+static struct parked_fork *parked;
+
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ctor_entry *ctors;
 static struct method_entry *methods;
@@ -488,7 +495,25 @@ static int bi_remote(struct rpc_request *req, const struct rpc_value *args, stru
     }
     struct owner_entry *e = entry_new(id);
     fork_add(e, fork);
+    struct parked_fork *ready = NULL;
+    for (struct parked_fork **pp = &parked; *pp;) {
+        struct parked_fork *p = *pp;
+        if (p->id != id) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        fork_add(e, p->fork);
+        p->next = ready;
+        ready = p;
+    }
     pthread_mutex_unlock(&mu);
+    while (ready) {                     /* the early forks are registered now */
+        struct parked_fork *next = ready->next;
+        rpc_request_complete(ready->req, NULL);
+        free(ready);
+        ready = next;
+    }
     submit_construct(e, req, args->list.items[2].str.ptr, &args->list.items[3]);
     return RPC_DEFERRED;
 }
@@ -498,9 +523,19 @@ static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct
 {
     uint64_t id, fork;
     if (!arg_u64(args, 0, &id) || !arg_u64(args, 1, &fork)) return rpc_request_fail(req, "bad arguments");
+    int creator = (int)(id >> 48);
+    bool creator_alive = creator != rpc_self_id() && rpc_worker_alive(creator);   /* before mu */
     pthread_mutex_lock(&mu);
     struct owner_entry *e = entry_find(id);
     if (e) fork_add(e, fork);
+    /* Not created yet, by another live worker: its __remote is on the way. */
+    if (!e && !down && creator_alive) {
+        struct parked_fork *p = trib_xmalloc(sizeof *p);
+        *p = (struct parked_fork){parked, id, fork, req};
+        parked = p;
+        pthread_mutex_unlock(&mu);
+        return RPC_DEFERRED;
+    }
     pthread_mutex_unlock(&mu);
     return e ? 0 : rpc_request_fail(req, "unknown RRef %#llx", (unsigned long long)id);
 }
@@ -798,7 +833,15 @@ void rref_module_shutdown(void)
     nentries = 0;
     struct child *c = children;
     children = NULL;
+    struct parked_fork *pf = parked;    /* the I/O thread is gone: no replies */
+    parked = NULL;
     pthread_mutex_unlock(&mu);
+    while (pf) {
+        struct parked_fork *next = pf->next;
+        rpc_request_free(pf->req);
+        free(pf);
+        pf = next;
+    }
     while (all) {
         struct owner_entry *next = all->next;
         destroy_entry(all);

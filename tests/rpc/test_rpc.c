@@ -1292,6 +1292,93 @@ END_TEST
 /* A malformed answer to a call without timeout fails the call at once,
  * naming the worker, instead of leaving it pending forever; so does an
  * answer whose header names another worker as its sender. */
+/* Sends an internal RRef call [id, fork(, fn, args)] from fake worker `me`
+ * to the master, as request req_id. */
+static void fake_rref_msg(struct fake_worker *fw, int me, uint64_t req_id, const char *fn,
+                          uint64_t id, uint64_t fork, const char *ctor)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, req_id, me, fn, 0);
+    msgpack_pack_array(&pk, ctor ? 4 : 2);
+    msgpack_pack_uint64(&pk, id);
+    msgpack_pack_uint64(&pk, fork);
+    if (ctor) {
+        msgpack_pack_str_with_body(&pk, ctor, strlen(ctor));
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_int(&pk, 5);
+    }
+    zmq_send(fw->dealer, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* The next reply on fw's dealer within timeout_ms: its request id, and
+ * whether it is a success (type 2); 0 if none came. */
+static uint64_t fake_reply(struct fake_worker *fw, int timeout_ms, bool *ok)
+{
+    zmq_pollitem_t it = { .socket = fw->dealer, .events = ZMQ_POLLIN };
+    if (zmq_poll(&it, 1, timeout_ms) <= 0) return 0;
+    zmq_msg_t m;
+    zmq_msg_init(&m);
+    zmq_msg_recv(&m, fw->dealer, 0);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    uint64_t req_id = 0;
+    if (msgpack_unpack_next(&u, zmq_msg_data(&m), zmq_msg_size(&m), NULL) == MSGPACK_UNPACK_SUCCESS &&
+        u.data.type == MSGPACK_OBJECT_ARRAY && u.data.via.array.size == 10) {
+        *ok = u.data.via.array.ptr[1].via.u64 == 2;
+        req_id = u.data.via.array.ptr[2].via.u64;
+    }
+    msgpack_unpacked_destroy(&u);
+    zmq_msg_close(&m);
+    return req_id;
+}
+
+/* A child's fork registration that overtakes its creator's __remote (they
+ * travel on different connections) waits at the owner for the creation and
+ * then counts as a user: the owner keeps the value until that fork, too, is
+ * deleted (G1). */
+START_TEST(test_fork_before_remote)
+{
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    struct fake_worker a;
+    struct rpc_event ev;
+    fake_join(zctx, &a, "fakeA");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.id, 2);
+    uint64_t id = (2ull << 48) | 77, fork0 = (2ull << 48) | 78, fork1 = (5ull << 48) | 79;
+    bool ok = false;
+    /* the fork first: no answer while the RRef does not exist */
+    fake_rref_msg(&a, 2, 11, "__rref_fork", id, fork1, NULL);
+    ck_assert_int_eq(fake_reply(&a, 300, &ok), 0);
+    ck_assert_int_eq(rref_owned_count(), 0);
+    /* then the creation: the fork is answered (success), then the creation */
+    fake_rref_msg(&a, 2, 12, "__remote", id, fork0, "echo");
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 11);
+    ck_assert(ok);
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 12);
+    ck_assert(ok);
+    ck_assert_int_eq(rref_owned_count(), 1);
+    /* the creator's user goes: the early child still holds the value */
+    fake_rref_msg(&a, 2, 13, "__rref_del", id, fork0, NULL);
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 13);
+    ck_assert_int_eq(rref_owned_count(), 1);
+    fake_rref_msg(&a, 2, 14, "__rref_del", id, fork1, NULL);
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 14);
+    ck_assert_int_eq(rref_owned_count(), 0);
+    /* a fork for an RRef whose creator is not a live worker fails at once */
+    fake_rref_msg(&a, 2, 15, "__rref_fork", (7ull << 48) | 1, fork1, NULL);
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 15);
+    ck_assert(!ok);
+    fake_close(&a);
+    zmq_ctx_term(zctx);
+    stop_world();
+}
+END_TEST
+
 START_TEST(test_bad_response_fails_call)
 {
     hb_timeout_ms = 1000;      /* a silent fake worker is dropped */
@@ -1547,6 +1634,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_membership);
     tcase_add_test(tf, test_left_worker_id_not_reused_while_draining);
     tcase_add_test(tf, test_bad_response_fails_call);
+    tcase_add_test(tf, test_fork_before_remote);
     tcase_add_test(tf, test_curve);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("rrefs");
