@@ -319,24 +319,41 @@ static void hook_handler(int64_t ctx_id, bool enter, void *user)
 
 /* Runs the local engine from the given roots within c, then waits for every
  * gradient it sent to other workers to be fully processed there. */
-static int run_local(struct dist_ctx *c, int n, const struct ag_edge *roots, struct tensor **grads)
+/* Runs the local engine from the given roots within c; the gradients it
+ * sends to other workers leave as futures in *p. 0, or -1 with error. */
+static int run_engine(struct dist_ctx *c, int n, const struct ag_edge *roots, struct tensor **grads,
+                      struct pending *p)
 {
-    struct pending p = {0};
     struct pending *outer = pending_here;
-    pending_here = &p;
+    pending_here = p;
     struct ag_sink sink = {sink_accumulate, c};
     int rc = autograd_run(n, roots, grads, &sink, true);
     pending_here = outer;
     if (rc != 0) rpc_set_error("dist_autograd_backward: %s", tensor_last_error());
-    for (int i = 0; i < p.n; i++) {
-        if (rpc_future_wait(p.f[i], NULL) != 0 && rc == 0) {
-            rc = -1;
-            rpc_set_error("dist_autograd_backward: %s", rpc_future_error(p.f[i]));
-        }
-        rpc_future_free(p.f[i]);
-    }
-    free(p.f);
     return rc;
+}
+
+/* Waits for (and frees) the futures of p; keeps rc, or -1 with the first
+ * peer's error. */
+static int wait_pending(struct pending *p, int rc)
+{
+    for (int i = 0; i < p->n; i++) {
+        if (rpc_future_wait(p->f[i], NULL) != 0 && rc == 0) {
+            rc = -1;
+            rpc_set_error("dist_autograd_backward: %s", rpc_future_error(p->f[i]));
+        }
+        rpc_future_free(p->f[i]);
+    }
+    free(p->f);
+    return rc;
+}
+
+/* Runs the local engine, then waits until every gradient it sent to other
+ * workers has been fully processed there. */
+static int run_local(struct dist_ctx *c, int n, const struct ag_edge *roots, struct tensor **grads)
+{
+    struct pending p = {0};
+    return wait_pending(&p, run_engine(c, n, roots, grads, &p));
 }
 
 int dist_autograd_backward(int64_t ctx, int n, struct tensor **roots, bool retain_graph)
@@ -377,6 +394,36 @@ int dist_autograd_backward(int64_t ctx, int n, struct tensor **roots, bool retai
     return rc;
 }
 
+/* A _backprop request whose downstream gradients are still travelling: it is
+ * answered when the last of them is done, without holding a handler thread
+ * meanwhile (so chains of hops through one worker cannot exhaust its pool). */
+struct backprop_wait {
+    struct rpc_request *req;
+    struct pending p;
+    atomic_int left;       /* futures not yet done, + 1 while registering */
+};
+
+/* On a handler thread, once every future is done: answer and clean up. */
+static void backprop_finish(void *arg)
+{
+    struct backprop_wait *w = arg;
+    if (wait_pending(&w->p, 0) == 0) {
+        struct rpc_value nil = rpc_nil();
+        rpc_request_complete(w->req, &nil);
+    } else {
+        rpc_request_fail(w->req, "%s", rpc_last_error());
+        rpc_request_finish_error(w->req);
+    }
+    free(w);
+}
+
+static void backprop_step(struct backprop_wait *w)
+{
+    if (atomic_fetch_sub(&w->left, 1) == 1) rpc_pool_submit(backprop_finish, w);
+}
+
+static void backprop_then(struct rpc_future *f, void *arg) { backprop_step(arg); }
+
 /* dist_autograd._backprop(ctx_id, msg_id, [grads]): runs the send function
  * msg_id of the context as a root, and answers when all it caused is done. */
 static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
@@ -413,8 +460,23 @@ static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
             edges[m] = (struct ag_edge){node, i};
             grads[m++] = g->tensor;
         }
-        if (rc == 0 && run_local(c, m, edges, grads) != 0)
+        struct pending p = {0};
+        if (rc == 0 && run_engine(c, m, edges, grads, &p) != 0) {
+            wait_pending(&p, -1);
             rc = rpc_request_fail(req, "%s", rpc_last_error());
+        } else if (rc == 0 && p.n > 0) {
+            struct backprop_wait *w = trib_xcalloc(1, sizeof *w);
+            w->req = req;
+            w->p = p;
+            atomic_init(&w->left, p.n + 1);
+            for (int i = 0; i < p.n; i++) rpc_future_then(p.f[i], backprop_then, w);
+            backprop_step(w);           /* registration done: w may go now */
+            rc = RPC_DEFERRED;
+        } else if (rc != 0) {
+            wait_pending(&p, -1);
+        } else {
+            free(p.f);
+        }
         free(edges);
         free(grads);
         ag_node_free(node);

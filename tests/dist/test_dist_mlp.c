@@ -371,6 +371,51 @@ static void *conc_worker(void *p)
     return NULL;
 }
 
+/* One module on w1 applied HOPS times, with tanh on w0 between hops: the
+ * backward ping-pongs HOPS times between the two workers, more than their
+ * handler pools hold threads (4), so a _backprop that held its thread while
+ * waiting downstream would deadlock. Gradients match the local run. */
+#define HOPS 12
+START_TEST(test_deep_ping_pong)
+{
+    dh_start(2, NULL, NULL);
+    struct remote_module *rm = dh_remote_linear("w1", 6, 6, 5, DEVICE_CPU);
+    uint64_t rng = 5;
+    struct nn_module *local = nn_linear_new(6, 6, true, &rng);
+    struct tensor *x = dh_random(3, 6, 1);
+    struct tensor *h_remote = tensor_retain(x), *h_local = tensor_retain(x);
+    int64_t ctx = dist_autograd_context_new();
+    for (int k = 0; k < HOPS; k++) {
+        struct tensor *y = dh_rforward(rm, h_remote), *yl = nn_forward1(local, h_local);
+        tensor_free(h_remote);
+        tensor_free(h_local);
+        h_remote = tensor_tanh(y);
+        h_local = tensor_tanh(yl);
+        tensor_free(y);
+        tensor_free(yl);
+    }
+    struct tensor *loss = tensor_sum(h_remote), *loss_local = tensor_sum(h_local);
+    double t0 = dh_now();
+    ck_assert_msg(dist_autograd_backward(ctx, 1, &loss, false) == 0, "backward: %s", rpc_last_error());
+    ck_assert_msg(dh_now() - t0 < 10.0, "backward took %.1f s", dh_now() - t0);
+    ck_assert_int_eq(tensor_backward(loss_local, NULL, false), 0);
+    struct rpc_value g = rpc_nil();
+    dh_remote_grads("w1", ctx, &g);
+    dh_assert_close(dh_grad_by_ndim(&g, 2), local->params[0]->grad, "deep ping-pong weight grad");
+    dh_assert_close(dh_grad_by_ndim(&g, 1), local->params[1]->grad, "deep ping-pong bias grad");
+    rpc_value_clear(&g);
+    ck_assert_int_eq(dist_autograd_release(ctx), 0);
+    tensor_free(loss);
+    tensor_free(loss_local);
+    tensor_free(h_remote);
+    tensor_free(h_local);
+    tensor_free(x);
+    nn_module_free(local);
+    remote_module_free(rm);
+    dh_stop();
+}
+END_TEST
+
 START_TEST(test_concurrent_threads)
 {
     dh_start(2, NULL, NULL);
@@ -517,6 +562,7 @@ static Suite *dist_mlp_suite(void)
     tcase_add_test(tc, test_mlp_retain_graph_twice);
     tcase_add_test(tc, test_nested_hops);
     tcase_add_test(tc, test_concurrent_threads);
+    tcase_add_test(tc, test_deep_ping_pong);
     suite_add_tcase(s, tc);
     TCase *te = tcase_create("errors");
     tcase_set_timeout(te, 120);
