@@ -14,7 +14,6 @@
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
-
 struct send_entry { int64_t msg_id; struct ag_node *node; };
 struct grad_entry { struct tensor *leaf; struct tensor *grad; };
 
