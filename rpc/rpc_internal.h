@@ -60,6 +60,11 @@ void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, in
 enum wire_type { WIRE_REQ = 1, WIRE_RESP = 2, WIRE_ERR = 3, WIRE_PING = 4 };
 #define WIRE_MAX_TENSORS 1024
 #define WIRE_MAX_DEPTH 32
+/* msgpack values in one frame 0. Decoding costs ~50 bytes per value (a
+ * msgpack_object and an rpc_value) whatever its wire size, so without a cap a
+ * 1 GiB frame of one-byte values would cost tens of GiB. Bulk data travels
+ * as tensor frames, which this does not count. */
+#define WIRE_MAX_VALUES (1 << 20)
 #define WIRE_EXT_TENSOR 1
 #define WIRE_EXT_RREF 2
 

@@ -238,7 +238,7 @@ int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_t
 
 /* ---- validation ---------------------------------------------------------- */
 
-struct cursor { const unsigned char *p, *end; char *err; size_t cap; };
+struct cursor { const unsigned char *p, *end; char *err; size_t cap; uint64_t values; };
 
 static int verr(struct cursor *c, const char *msg)
 {
@@ -258,6 +258,10 @@ static uint64_t be(const unsigned char *p, int n) { uint64_t v = 0; for (int i =
 static int walk(struct cursor *c, int depth)
 {
     if (depth > WIRE_MAX_DEPTH) return verr(c, "msgpack nested too deep");
+    if (++c->values > WIRE_MAX_VALUES) {
+        snprintf(c->err, c->cap, "more than %d msgpack values in one message", WIRE_MAX_VALUES);
+        return -1;
+    }
     if (need(c, 1) < 0) return -1;
     unsigned b = *c->p++;
     uint64_t count = 0, skip = 0;
@@ -306,7 +310,7 @@ static int walk(struct cursor *c, int depth)
 
 int wire_validate(const char *buf, size_t len, size_t *payload_off, char *err, size_t cap)
 {
-    struct cursor c = { (const unsigned char *)buf, (const unsigned char *)buf + len, err, cap };
+    struct cursor c = { (const unsigned char *)buf, (const unsigned char *)buf + len, err, cap, 0 };
     *payload_off = 0;
     if (len > 0 && (unsigned char)buf[0] == 0x9a) {
         /* The header array: remember where the payload starts so a bad

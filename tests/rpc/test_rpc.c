@@ -873,12 +873,12 @@ static void pack_hdr(msgpack_packer *pk, uint64_t req_id, const char *fn, int nt
 
 /* Sends frames and returns the reply's error text ("" if none came within
  * 300 ms). */
-static void raw_call(void *sock, zmq_msg_t *frames, int n, char *out, size_t cap)
+static void raw_call_wait(void *sock, zmq_msg_t *frames, int n, char *out, size_t cap, int wait_ms)
 {
     for (int i = 0; i < n; i++) zmq_msg_send(&frames[i], sock, i + 1 < n ? ZMQ_SNDMORE : 0);
     out[0] = '\0';
     zmq_pollitem_t it = { .socket = sock, .events = ZMQ_POLLIN };
-    if (zmq_poll(&it, 1, 300) <= 0) return;
+    if (zmq_poll(&it, 1, wait_ms) <= 0) return;
     zmq_msg_t m;
     zmq_msg_init(&m);
     zmq_msg_recv(&m, sock, 0);
@@ -894,6 +894,11 @@ static void raw_call(void *sock, zmq_msg_t *frames, int n, char *out, size_t cap
     int more = zmq_msg_more(&m);
     while (more) { zmq_msg_recv(&m, sock, 0); more = zmq_msg_more(&m); }
     zmq_msg_close(&m);
+}
+
+static void raw_call(void *sock, zmq_msg_t *frames, int n, char *out, size_t cap)
+{
+    raw_call_wait(sock, frames, n, out, cap, 300);
 }
 
 static void frame_from(zmq_msg_t *m, const void *p, size_t n)
@@ -970,6 +975,19 @@ START_TEST(test_bad_input)
     msgpack_sbuffer_destroy(&sb);
     raw_call(s, f, 1, err, sizeof err);
     ck_assert_str_eq(err, "rpc: w1: bad message: truncated msgpack");
+    assert_alive();
+    /* 2^21 one-byte values (2 MiB that would cost ~100 MiB to decode):
+     * refused by count, answered */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 13, "echo", 0);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_array(&pk, 1u << 21);
+    for (int i = 0; i < (1 << 21); i++) msgpack_pack_nil(&pk);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call_wait(s, f, 1, err, sizeof err, 10000);     /* 2 MiB: allow a slow box */
+    ck_assert_str_eq(err, "rpc: w1: bad message: more than 1048576 msgpack values in one message");
     assert_alive();
 
     /* wrong frame count */
