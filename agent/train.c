@@ -26,6 +26,7 @@
 
 #define PROG "tributary-train"
 #define MAX_OBSERVERS 32
+#define MAX_PARAMS 16
 #define HIDDEN 128
 #define DROPOUT 0.6f
 #define LR 1e-2
@@ -377,7 +378,7 @@ static int sync_iteration(const struct config *cfg, struct optim *opt, double *m
     }
     if (rc == 0) {
         struct nn_module *m = A.policy;
-        struct tensor *grads[16] = { 0 };
+        struct tensor *grads[MAX_PARAMS] = { 0 };
         for (int i = 0; i < m->n_params; i++) grads[i] = dist_autograd_get_gradient(ctx, m->params[i]);
         if (optim_step(opt, grads) != 0) {
             fprintf(stderr, PROG ": optim_step: %s\n", optim_last_error());
@@ -409,6 +410,11 @@ static int agent_main(const struct config *cfg)
     A.policy = nn_mlp_new(3, sizes, NN_RELU, DROPOUT, &init_rng);
     if (!A.policy) {
         fprintf(stderr, PROG ": policy: %s\n", tensor_last_error());
+        return 1;
+    }
+    if (A.policy->n_params > MAX_PARAMS) {
+        fprintf(stderr, PROG ": policy has %d parameters, at most %d supported\n", A.policy->n_params, MAX_PARAMS);
+        nn_module_free(A.policy);
         return 1;
     }
     A.policy->training = true;
