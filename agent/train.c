@@ -57,9 +57,16 @@ static struct {
     struct nn_module *policy;
     uint64_t sample_rng;
     int obs_dim, n_actions;
+    /* async mode: the optimizer, counters and progress, all under mu */
+    struct optim *opt;
+    const struct config *cfg;
+    int64_t version, updates, total_steps, log_steps, lag_sum, log_updates;
+    double running, last_reward, t0, t_log;
+    bool stop, solved, failed;
 } A = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
-/* select_action(obs f32 [1,obs_dim]) -> [log-prob f32 [1,1] (autograd-recorded), action int].
+/* select_action(obs f32 [1,obs_dim]) -> [log-prob f32 [1,1] (autograd-recorded), action int,
+ * policy version].
  * Runs inside the caller's distributed-autograd context, so the log-prob's
  * graph reaches the policy's parameters through a recorded send. */
 static int fn_select_action(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
@@ -73,6 +80,7 @@ static int fn_select_action(struct rpc_request *req, const struct rpc_value *arg
     pthread_mutex_lock(&A.mu);
     struct tensor *logits = nn_forward1(A.policy, obs);
     struct tensor *act = logits ? tensor_categorical_sample(logits, &A.sample_rng) : NULL;
+    int64_t version = A.version;
     pthread_mutex_unlock(&A.mu);
     if (!act) {
         tensor_free(logits);
@@ -88,9 +96,10 @@ static int fn_select_action(struct rpc_request *req, const struct rpc_value *arg
     tensor_free(act);
     tensor_free(logits);
     if (!logp) return rpc_request_fail(req, "select_action: %s", tensor_last_error());
-    *res = rpc_list(2);
+    *res = rpc_list(3);
     res->list.items[0] = rpc_tensor(logp);
     res->list.items[1] = rpc_int(action);
+    res->list.items[2] = rpc_int(version);
     tensor_free(logp);
     return 0;
 }
@@ -118,20 +127,20 @@ static void free_logps(int n)
     }
 }
 
-/* run_episode() -> [loss f32 scalar (autograd-recorded), episode reward, steps].
- * One episode: each step asks the agent for an action, then the REINFORCE
- * loss -sum(logp_t * normalised return_t) is computed here. */
-static int fn_run_episode(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+/* Runs one episode (caller holds O.mu; the caller's current context, if
+ * any, records the agent's forwards). Returns the REINFORCE loss
+ * -sum(logp_t * normalised return_t) as a new reference and writes the
+ * episode reward, steps and the policy version of the first forward; NULL
+ * with a message in err. */
+static struct tensor *episode(double *ep_reward, int *steps, int64_t *version0, char *err, size_t cap)
 {
-    (void)u;
-    if (args->list.len != 0) return rpc_request_fail(req, "run_episode: expected no arguments");
-    pthread_mutex_lock(&O.mu);
     const int obs_dim = O.spec->obs.dim;
     int64_t oshape[2] = { 1, obs_dim };
     O.spec->reset(O.env, &O.rng, O.obs);
     int n = 0;
-    double ep_reward = 0;
-    char err[512] = "";
+    *ep_reward = 0;
+    *version0 = -1;
+    err[0] = '\0';
     while (n < O.max_steps) {
         struct tensor *ot = tensor_from_f32(2, oshape, O.obs);
         struct rpc_value a = rpc_list(1), r = rpc_nil();
@@ -140,29 +149,30 @@ static int fn_run_episode(struct rpc_request *req, const struct rpc_value *args,
         int rc = rpc_sync("agent", "select_action", &a, &r, 0);
         rpc_value_clear(&a);
         if (rc != 0) {
-            snprintf(err, sizeof err, "%s", rpc_last_error());
+            snprintf(err, cap, "%s", rpc_last_error());
             break;
         }
-        if (r.kind != RPC_LIST || r.list.len != 2 || r.list.items[0].kind != RPC_TENSOR ||
-            r.list.items[1].kind != RPC_INT || r.list.items[1].i < 0 || r.list.items[1].i >= O.spec->act.n) {
+        if (r.kind != RPC_LIST || r.list.len != 3 || r.list.items[0].kind != RPC_TENSOR ||
+            r.list.items[1].kind != RPC_INT || r.list.items[1].i < 0 || r.list.items[1].i >= O.spec->act.n ||
+            r.list.items[2].kind != RPC_INT) {
             rpc_value_clear(&r);
-            snprintf(err, sizeof err, "select_action returned a malformed result");
+            snprintf(err, cap, "select_action returned a malformed result");
             break;
         }
         O.logps[n] = tensor_retain(r.list.items[0].tensor);
         int action = (int)r.list.items[1].i;
+        if (n == 0) *version0 = r.list.items[2].i;
         rpc_value_clear(&r);
         float reward = 0;
         bool terminated = false;
         O.spec->step(O.env, &action, O.obs, &reward, &terminated);
         O.rewards[n++] = reward;
-        ep_reward += reward;
+        *ep_reward += reward;
         if (terminated) break;
     }
     if (err[0]) {
         free_logps(n);
-        pthread_mutex_unlock(&O.mu);
-        return rpc_request_fail(req, "run_episode: %s", err);
+        return NULL;
     }
     /* discounted returns, normalised by mean and (unbiased) std + eps, as the example */
     double R = 0, mean = 0, var = 0;
@@ -184,13 +194,73 @@ static int fn_run_episode(struct rpc_request *req, const struct rpc_value *args,
     tensor_free(w);
     tensor_free(lp);
     free_logps(n);
+    if (!loss) snprintf(err, cap, "loss: %s", tensor_last_error());
+    *steps = n;
+    return loss;
+}
+
+/* run_episode() -> [loss f32 scalar (autograd-recorded), episode reward, steps]
+ * (sync mode: runs inside the agent's context). */
+static int fn_run_episode(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    (void)u;
+    if (args->list.len != 0) return rpc_request_fail(req, "run_episode: expected no arguments");
+    char err[512];
+    double ep_reward = 0;
+    int steps = 0;
+    int64_t v0 = -1;
+    pthread_mutex_lock(&O.mu);
+    struct tensor *loss = episode(&ep_reward, &steps, &v0, err, sizeof err);
     pthread_mutex_unlock(&O.mu);
-    if (!loss) return rpc_request_fail(req, "run_episode: loss: %s", tensor_last_error());
+    if (!loss) return rpc_request_fail(req, "run_episode: %s", err);
     *res = rpc_list(3);
     res->list.items[0] = rpc_tensor(loss);
     res->list.items[1] = rpc_double(ep_reward);
-    res->list.items[2] = rpc_int(n);
+    res->list.items[2] = rpc_int(steps);
     tensor_free(loss);
+    return 0;
+}
+
+/* run_async() -> nil (async mode): loops on its own until the agent says
+ * stop: a context, one episode, backward (the gradient reaches the agent's
+ * parameters), then the agent's "update" steps the policy with it. */
+static int fn_run_async(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    (void)u;
+    (void)res;
+    if (args->list.len != 0) return rpc_request_fail(req, "run_async: expected no arguments");
+    char err[512] = "";
+    bool stop = false;
+    pthread_mutex_lock(&O.mu);
+    while (!stop && !err[0]) {
+        int64_t ctx = dist_autograd_context_new();
+        if (ctx < 0) {
+            snprintf(err, sizeof err, "context: %s", rpc_last_error());
+            break;
+        }
+        double ep_reward = 0;
+        int steps = 0;
+        int64_t v0 = -1;
+        struct tensor *loss = episode(&ep_reward, &steps, &v0, err, sizeof err);
+        if (loss && dist_autograd_backward(ctx, 1, &loss, false) != 0)
+            snprintf(err, sizeof err, "backward: %s", rpc_last_error());
+        if (loss && !err[0]) {
+            struct rpc_value a = rpc_list(4), r = rpc_nil();
+            a.list.items[0] = rpc_int(ctx);
+            a.list.items[1] = rpc_double(ep_reward);
+            a.list.items[2] = rpc_int(steps);
+            a.list.items[3] = rpc_int(v0);
+            if (rpc_sync("agent", "update", &a, &r, 0) != 0) snprintf(err, sizeof err, "update: %s", rpc_last_error());
+            else if (r.kind != RPC_BOOL) snprintf(err, sizeof err, "update returned a malformed result");
+            else stop = r.b;
+            rpc_value_clear(&a);
+            rpc_value_clear(&r);
+        }
+        tensor_free(loss);
+        if (dist_autograd_release(ctx) != 0 && !err[0]) snprintf(err, sizeof err, "release: %s", rpc_last_error());
+    }
+    pthread_mutex_unlock(&O.mu);
+    if (err[0]) return rpc_request_fail(req, "run_async: %s", err);
     return 0;
 }
 
@@ -395,6 +465,84 @@ static int sync_iteration(const struct config *cfg, struct optim *opt, double *m
     return rc;
 }
 
+/* update(ctx, episode reward, steps, version at the episode's first
+ * forward) -> stop? (async mode; called by an observer after its backward):
+ * steps the policy with ctx's gradients here, counts, logs. */
+static int fn_update(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    (void)u;
+    if (args->list.len != 4 || args->list.items[0].kind != RPC_INT || args->list.items[1].kind != RPC_DOUBLE ||
+        args->list.items[2].kind != RPC_INT || args->list.items[3].kind != RPC_INT)
+        return rpc_request_fail(req, "update: expected (ctx, reward, steps, version)");
+    int64_t ctx = args->list.items[0].i;
+    double reward = args->list.items[1].d;
+    pthread_mutex_lock(&A.mu);
+    if (A.stop || !A.opt) {
+        *res = rpc_bool(true);
+        pthread_mutex_unlock(&A.mu);
+        return 0;
+    }
+    struct nn_module *m = A.policy;
+    struct tensor *grads[MAX_PARAMS] = { 0 };
+    for (int i = 0; i < m->n_params; i++) grads[i] = dist_autograd_get_gradient(ctx, m->params[i]);
+    int rc = optim_step(A.opt, grads);
+    for (int i = 0; i < m->n_params; i++) tensor_free(grads[i]);
+    if (rc != 0) {
+        A.stop = A.failed = true;
+        pthread_mutex_unlock(&A.mu);
+        return rpc_request_fail(req, "update: optim_step: %s", optim_last_error());
+    }
+    int64_t lag = A.version - args->list.items[3].i;
+    A.version++;
+    A.updates++;
+    A.total_steps += args->list.items[2].i;
+    A.log_steps += args->list.items[2].i;
+    A.lag_sum += lag;
+    A.log_updates++;
+    A.last_reward = reward;
+    A.running = 0.05 * reward + 0.95 * A.running;
+    A.solved = A.running > A.cfg->target;
+    if (A.updates % A.cfg->log_every == 0 || A.solved || A.updates == A.cfg->max_iters) {
+        double t = now_s();
+        printf("iter %6" PRId64 "  steps/s %8.0f  last_reward %6.1f  running_reward %7.2f  version %" PRId64
+               "  lag %.2f\n",
+               A.updates, A.log_steps / fmax(t - A.t_log, 1e-9), reward, A.running, A.version,
+               (double)A.lag_sum / (double)A.log_updates);
+        A.t_log = t;
+        A.log_steps = A.lag_sum = A.log_updates = 0;
+    }
+    if (A.solved || A.updates >= A.cfg->max_iters) A.stop = true;
+    *res = rpc_bool(A.stop);
+    pthread_mutex_unlock(&A.mu);
+    return 0;
+}
+
+/* Async mode: every observer loops on its own (run_async) until update says
+ * stop. Returns 0 or -1. */
+static int async_train(const struct config *cfg)
+{
+    struct rpc_future *f[MAX_OBSERVERS];
+    for (int k = 0; k < cfg->observers; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "observer%d", k + 1);
+        struct rpc_value a = rpc_list(0);
+        f[k] = rpc_async(name, "run_async", &a, -1);
+        rpc_value_clear(&a);
+    }
+    int rc = 0;
+    for (int k = 0; k < cfg->observers; k++) {
+        if (rpc_future_wait(f[k], NULL) != 0) {
+            if (rc == 0) fprintf(stderr, PROG ": observer%d: %s\n", k + 1, rpc_last_error());
+            pthread_mutex_lock(&A.mu);
+            A.stop = true;   /* the others stop at their next update */
+            pthread_mutex_unlock(&A.mu);
+            rc = -1;
+        }
+        rpc_future_free(f[k]);
+    }
+    return rc;
+}
+
 /* Returns the process exit code: 0 solved, 1 not solved or failed. */
 static int agent_main(const struct config *cfg)
 {
@@ -428,12 +576,28 @@ static int agent_main(const struct config *cfg)
         nn_module_free(A.policy);
         return 1;
     }
-    printf(PROG ": sync REINFORCE on %s, %d observers, seed %" PRIu64 ", target running reward %.1f\n",
-           cfg->env_id, cfg->observers, cfg->seed, cfg->target);
+    printf(PROG ": %s REINFORCE on %s, %d observers, seed %" PRIu64 ", target running reward %.1f\n",
+           cfg->async ? "async" : "sync", cfg->env_id, cfg->observers, cfg->seed, cfg->target);
     double running = 0, t0 = now_s(), t_log = t0;
-    int64_t total_steps = 0, log_steps = 0, version = 0;
+    int64_t total_steps = 0, log_steps = 0, version = 0, iters = 0;
     bool solved = false, failed = false;
-    for (int64_t it = 1; it <= cfg->max_iters; it++) {
+    if (cfg->async) {
+        pthread_mutex_lock(&A.mu);
+        A.cfg = cfg;
+        A.t0 = A.t_log = t0;
+        A.opt = opt;
+        pthread_mutex_unlock(&A.mu);
+        failed = async_train(cfg) != 0;
+        pthread_mutex_lock(&A.mu);
+        A.opt = NULL;
+        failed = failed || A.failed;
+        solved = A.solved;
+        running = A.running;
+        iters = A.updates;
+        total_steps = A.total_steps;
+        pthread_mutex_unlock(&A.mu);
+    }
+    for (int64_t it = 1; !cfg->async && it <= cfg->max_iters; it++) {
         double mean = 0;
         int64_t steps = 0;
         if (sync_iteration(cfg, opt, &mean, &steps) != 0) {
@@ -441,6 +605,7 @@ static int agent_main(const struct config *cfg)
             break;
         }
         version++;
+        iters = it;
         total_steps += steps;
         log_steps += steps;
         running = 0.05 * mean + 0.95 * running;
@@ -452,15 +617,14 @@ static int agent_main(const struct config *cfg)
             t_log = t;
             log_steps = 0;
         }
-        if (solved) {
-            printf(PROG ": solved: running reward %.2f > %.1f after %" PRId64 " iterations, %" PRId64
-                   " env steps, %.1f s\n", running, cfg->target, it, total_steps, now_s() - t0);
-            break;
-        }
+        if (solved) break;
     }
-    if (!solved && !failed)
+    if (solved)
+        printf(PROG ": solved: running reward %.2f > %.1f after %" PRId64 " iterations, %" PRId64
+               " env steps, %.1f s\n", running, cfg->target, iters, total_steps, now_s() - t0);
+    else if (!failed)
         printf(PROG ": not solved: running reward %.2f <= %.1f after %" PRId64 " iterations (%.1f s)\n", running,
-               cfg->target, cfg->max_iters, now_s() - t0);
+               cfg->target, iters, now_s() - t0);
     optim_free(opt);
     nn_module_free(A.policy);
     A.policy = NULL;
@@ -478,7 +642,10 @@ static void usage(FILE *f)
             "Linear 4-128, dropout 0.6, ReLU, Linear 128-2, Adam lr 1e-2, gamma 0.99).\n"
             "\n"
             "  --observers N   observer processes (1..%d, default 4)\n"
-            "  --mode MODE     sync (default) or async (not implemented yet)\n"
+            "  --mode MODE     sync (default): each iteration the agent runs one episode on\n"
+            "                  every observer in one context, one backward, one step;\n"
+            "                  async: observers loop on their own, one update per episode\n"
+            "                  (an iteration is then one update; lag is reported)\n"
             "  --seed S        seed of the policy, sampling and envs (default 1)\n"
             "  --max-iters N   stop after N iterations (default 2000)\n"
             "  --target R      solved when the running reward exceeds R (default 475)\n"
@@ -529,10 +696,8 @@ static int parse_args(int argc, char **argv, struct config *cfg)
             break;
         case 'm':
             if (strcmp(optarg, "sync") == 0) cfg->async = false;
-            else if (strcmp(optarg, "async") == 0) {
-                fprintf(stderr, PROG ": --mode async is not implemented yet; use --mode sync\n");
-                return 2;
-            } else return bad_usage("--mode must be sync or async, not '%s'", optarg);
+            else if (strcmp(optarg, "async") == 0) cfg->async = true;
+            else return bad_usage("--mode must be sync or async, not '%s'", optarg);
             break;
         case 's':
             if (!parse_i64(optarg, 0, INT64_MAX, &v)) return bad_usage("--seed must be a non-negative integer, not '%s'", optarg);
@@ -577,6 +742,8 @@ int main(int argc, char **argv)
     dist_autograd_init();
     rpc_register("select_action", fn_select_action, NULL);
     rpc_register("run_episode", fn_run_episode, NULL);
+    rpc_register("run_async", fn_run_async, NULL);
+    rpc_register("update", fn_update, NULL);
     spawn_observers(&cfg);
     struct rpc_opts o = world_opts("agent", 0, cfg.observers + 1, "tcp://127.0.0.1:0");
     o.on_listening = hand_out;

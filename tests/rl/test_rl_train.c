@@ -76,6 +76,24 @@ START_TEST(test_train_two_observers)
 }
 END_TEST
 
+START_TEST(test_train_async)
+{
+    const char *args[] = { "--mode", "async", "--observers", "2", "--max-iters", "40", "--target", "5",
+                           "--log-every", "1", NULL };
+    int rc = run_train(args, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 0, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, OUT, ERR);
+    ck_assert_msg(strncmp(OUT, "tributary-train: async REINFORCE on CartPole-v1, 2 observers, seed 1", 68) == 0,
+                  "%s", OUT);
+    int lines = count_lines_starting(OUT, "iter ");
+    ck_assert_msg(lines >= 2 && lines <= 40, "%d progress lines:\n%s", lines, OUT);
+    /* the first update was computed on version 0: lag 0 */
+    ck_assert_msg(strstr(OUT, "iter      1  steps/s ") != NULL && strstr(OUT, "version 1  lag 0.00\n") != NULL,
+                  "no first progress line with lag 0:\n%s", OUT);
+    ck_assert_msg(strstr(OUT, "tributary-train: solved: running reward ") != NULL, "not solved:\n%s", OUT);
+    ck_assert_msg(ERR[0] == '\0', "stderr:\n%s", ERR);
+}
+END_TEST
+
 START_TEST(test_not_solved_exits_1)
 {
     const char *args[] = { "--observers", "1", "--max-iters", "3", "--target", "475", NULL };
@@ -94,7 +112,8 @@ START_TEST(test_help)
     ck_assert_int_eq(rc, 0);
     ck_assert_msg(strncmp(OUT, "Usage: tributary-train [options]\n", 33) == 0, "%s", OUT);
     ck_assert_ptr_nonnull(strstr(OUT, "--observers N"));
-    ck_assert_ptr_nonnull(strstr(OUT, "--mode MODE"));
+    ck_assert_ptr_nonnull(strstr(OUT, "--mode MODE     sync (default)"));
+    ck_assert_ptr_nonnull(strstr(OUT, "async: observers loop on their own"));
     ck_assert_str_eq(ERR, "");
 }
 END_TEST
@@ -107,7 +126,10 @@ START_TEST(test_bad_options)
           "tributary-train: --observers must be an integer in 1..32, not '0' (see tributary-train --help)\n" },
         { { "--mode", "fast", NULL },
           "tributary-train: --mode must be sync or async, not 'fast' (see tributary-train --help)\n" },
-        { { "--mode", "async", NULL }, "tributary-train: --mode async is not implemented yet; use --mode sync\n" },
+        { { "--seed", "-1", NULL },
+          "tributary-train: --seed must be a non-negative integer, not '-1' (see tributary-train --help)\n" },
+        { { "--log-every", "0", NULL },
+          "tributary-train: --log-every must be a positive integer, not '0' (see tributary-train --help)\n" },
         { { "--target", "x", NULL }, "tributary-train: --target must be a number, not 'x' (see tributary-train --help)\n" },
         { { "--max-iters", NULL }, "tributary-train: option '--max-iters' needs a value (see tributary-train --help)\n" },
         { { "extra", NULL }, "tributary-train: unexpected argument 'extra' (see tributary-train --help)\n" },
@@ -127,6 +149,7 @@ static Suite *rl_train_suite(void)
     TCase *tc = tcase_create("train");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_train_two_observers);
+    tcase_add_test(tc, test_train_async);
     tcase_add_test(tc, test_not_solved_exits_1);
     tcase_add_test(tc, test_help);
     tcase_add_test(tc, test_bad_options);
