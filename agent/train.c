@@ -405,8 +405,10 @@ static int reap_observers(double timeout_s)
 /* ---- sync training loop --------------------------------------------------- */
 
 /* One iteration: a context, run_episode on every observer, one backward, one
- * optimizer step. Writes the mean episode reward and the steps taken. 0 or -1. */
-static int sync_iteration(const struct config *cfg, struct optim *opt, double *mean_reward, int64_t *steps)
+ * optimizer step. Writes the smallest episode reward of the observers (what
+ * PyTorch's RPC RL example feeds its running reward) and the steps taken.
+ * 0 or -1. */
+static int sync_iteration(const struct config *cfg, struct optim *opt, double *min_reward, int64_t *steps)
 {
     struct rpc_future *f[MAX_OBSERVERS];
     struct tensor *losses[MAX_OBSERVERS] = { 0 };
@@ -423,7 +425,7 @@ static int sync_iteration(const struct config *cfg, struct optim *opt, double *m
         rpc_value_clear(&a);
     }
     int rc = 0;
-    double sum = 0;
+    double least = INFINITY;
     *steps = 0;
     for (int k = 0; k < cfg->observers; k++) {
         struct rpc_value r = rpc_nil();
@@ -436,7 +438,7 @@ static int sync_iteration(const struct config *cfg, struct optim *opt, double *m
             rc = -1;
         } else {
             losses[k] = tensor_retain(r.list.items[0].tensor);
-            sum += r.list.items[1].d;
+            least = fmin(least, r.list.items[1].d);
             *steps += r.list.items[2].i;
         }
         rpc_value_clear(&r);
@@ -461,7 +463,7 @@ static int sync_iteration(const struct config *cfg, struct optim *opt, double *m
         fprintf(stderr, PROG ": release: %s\n", rpc_last_error());
         rc = -1;
     }
-    *mean_reward = sum / cfg->observers;
+    *min_reward = least;
     return rc;
 }
 
@@ -598,9 +600,9 @@ static int agent_main(const struct config *cfg)
         pthread_mutex_unlock(&A.mu);
     }
     for (int64_t it = 1; !cfg->async && it <= cfg->max_iters; it++) {
-        double mean = 0;
+        double least = 0;
         int64_t steps = 0;
-        if (sync_iteration(cfg, opt, &mean, &steps) != 0) {
+        if (sync_iteration(cfg, opt, &least, &steps) != 0) {
             failed = true;
             break;
         }
@@ -608,12 +610,12 @@ static int agent_main(const struct config *cfg)
         iters = it;
         total_steps += steps;
         log_steps += steps;
-        running = 0.05 * mean + 0.95 * running;
+        running = 0.05 * least + 0.95 * running;
         solved = running > cfg->target;
         if (it % cfg->log_every == 0 || solved || it == cfg->max_iters) {
             double t = now_s();
             printf("iter %6" PRId64 "  steps/s %8.0f  last_reward %6.1f  running_reward %7.2f  version %" PRId64 "\n",
-                   it, log_steps / fmax(t - t_log, 1e-9), mean, running, version);
+                   it, log_steps / fmax(t - t_log, 1e-9), least, running, version);
             t_log = t;
             log_steps = 0;
         }
@@ -649,7 +651,10 @@ static void usage(FILE *f)
             "  --seed S        seed of the policy, sampling and envs (default 1); runs are\n"
             "                  not reproducible yet (observers interleave on the sampler)\n"
             "  --max-iters N   stop after N iterations (default 2000)\n"
-            "  --target R      solved when the running reward exceeds R (default 475)\n"
+            "  --target R      solved when the running reward exceeds R (default 475);\n"
+            "                  running = 0.05 * reward + 0.95 * running, where reward is\n"
+            "                  the smallest episode reward of the iteration (sync, as the\n"
+            "                  PyTorch example) or the episode's reward (async)\n"
             "  --log-every N   print a progress line every N iterations (default 10)\n"
             "  --help          this text\n"
             "\n"
