@@ -12,9 +12,12 @@
 #include "tensor/backend.h"
 #include "tensor/ops.h"
 
-/* The 256 TiB allocation below must fail as malloc does, not stop ASan. */
+/* The 256 TiB allocation below must fail as malloc does, not stop ASan or
+ * TSan (each reads only its own hook; the other is an unused symbol). */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
 
 static const struct tensor_backend *cpu;
 
