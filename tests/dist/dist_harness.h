@@ -25,15 +25,9 @@
 #include "tensor/nn.h"
 #include "tensor/ops.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-/* _exit skips LeakSanitizer's atexit check: children run it by hand. */
-static inline int dh_leak_check(void) { return __lsan_do_recoverable_leak_check() ? 1 : 0; }
-#else
-static inline int dh_leak_check(void) { return 0; }
-#endif
+#include "../rpc/rpc_harness.h"    /* fork before rpc_init, hand out the endpoint, reap */
 
-#define DH_MAX 8
+#define DH_MAX H_MAX
 #define DH_HEARTBEAT_MS 100
 /* Long enough that a healthy worker starved of CPU on a loaded 2-core box
  * (ctest -j2 under ASan) is not declared dead; the dead-peer tests define a
@@ -51,9 +45,7 @@ typedef int (*dh_child_fn)(int rank, const char *master, void *arg);
 
 struct dh_world {
     int world;
-    int n;                      /* children = world - 1 */
-    pid_t pid[DH_MAX];
-    int fd[DH_MAX];             /* write ends of the endpoint pipes */
+    struct harness h;           /* children: ranks 1..world-1 at h.pid[0..] */
 };
 
 static struct dh_world DH;
@@ -64,12 +56,7 @@ static void (*dh_extra_register)(void);
  * their graceful shutdown); set before dh_start. */
 static int dh_w0_timeout_ms = 30000;
 
-static inline double dh_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static inline double dh_now(void) { return h_now(); }
 
 /* ---- query functions every process registers ------------------------------ */
 
@@ -176,83 +163,35 @@ static inline int dh_serve(int rank, const char *master, void *arg)
 
 /* ---- processes ------------------------------------------------------------ */
 
+/* The child body and its argument, seen by the forked children. */
+static dh_child_fn dh_body;
+static void *dh_body_arg;
+
+static inline int dh_trampoline(int idx, const char *master, void *arg)
+{
+    (void)arg;
+    return dh_body(idx + 1, master, dh_body_arg);
+}
+
 static inline void dh_spawn(int n, dh_child_fn fn, void *arg)
 {
-    DH.n = n;
-    for (int i = 0; i < n; i++) {
-        int p[2];
-        if (pipe(p) != 0) abort();
-        fflush(stdout);
-        fflush(stderr);
-        pid_t pid = fork();
-        if (pid < 0) abort();
-        if (pid == 0) {
-            close(p[1]);
-            for (int j = 0; j < i; j++) close(DH.fd[j]);
-            char ep[128];
-            size_t got = 0;
-            while (got < sizeof ep) {
-                ssize_t r = read(p[0], ep + got, sizeof ep - got);
-                if (r <= 0) _exit(99);
-                got += (size_t)r;
-            }
-            close(p[0]);
-            ep[sizeof ep - 1] = '\0';
-            int rc = fn(i + 1, ep, arg);
-            if (rc == 0 && dh_leak_check()) rc = 98;
-            fflush(stdout);
-            fflush(stderr);
-            _exit(rc);
-        }
-        close(p[0]);
-        DH.pid[i] = pid;
-        DH.fd[i] = p[1];
-    }
+    dh_body = fn;
+    dh_body_arg = arg;
+    h_spawn(&DH.h, n, dh_trampoline, NULL);
 }
 
 static inline void dh_hand_out(const char *endpoint, void *user)
 {
-    char ep[128] = { 0 };
-    snprintf(ep, sizeof ep, "%s", endpoint);
-    for (int k = 0; k < DH.n; k++) {
-        if (DH.fd[k] < 0) continue;
-        ssize_t w = write(DH.fd[k], ep, sizeof ep);
-        (void)w;
-        close(DH.fd[k]);
-        DH.fd[k] = -1;
-    }
+    (void)user;
+    h_go(&DH.h, -1, endpoint);
 }
 
 /* Waits for child i (rank i+1) up to timeout_s, then kills it. Returns its
  * exit code, 128+signal if a signal ended it, or -1 on timeout. */
-static inline int dh_reap(int i, double timeout_s)
-{
-    if (DH.pid[i] <= 0) return 0;
-    double t0 = dh_now();
-    int st = 0;
-    for (;;) {
-        pid_t r = waitpid(DH.pid[i], &st, WNOHANG);
-        if (r == DH.pid[i]) break;
-        if (dh_now() - t0 > timeout_s) {
-            kill(DH.pid[i], SIGKILL);
-            waitpid(DH.pid[i], &st, 0);
-            DH.pid[i] = 0;
-            return -1;
-        }
-        usleep(2000);
-    }
-    DH.pid[i] = 0;
-    if (WIFEXITED(st)) return WEXITSTATUS(st);
-    return 128 + WTERMSIG(st);
-}
+static inline int dh_reap(int i, double timeout_s) { return h_reap(&DH.h, i, timeout_s); }
 
 /* Closes unsent pipes (those children exit 99) and reaps everyone. */
-static inline void dh_abort(void)
-{
-    for (int k = 0; k < DH.n; k++)
-        if (DH.fd[k] >= 0) { close(DH.fd[k]); DH.fd[k] = -1; }
-    for (int k = 0; k < DH.n; k++) dh_reap(k, 10);
-}
+static inline void dh_abort(void) { h_abort(&DH.h); }
 
 /* Starts a world of `world` processes: this one is rank 0 ("w0"), the others
  * run child (NULL: dh_serve). */
@@ -276,7 +215,7 @@ static inline void dh_start(int world, dh_child_fn child, void *arg)
 static inline void dh_stop(void)
 {
     rpc_shutdown(true);
-    for (int i = 0; i < DH.n; i++) {
+    for (int i = 0; i < DH.h.n; i++) {
         int rc = dh_reap(i, 60);
         ck_assert_msg(rc == 0, "%s exited with %d", DH_NAMES[i + 1], rc);
     }

@@ -28,7 +28,7 @@ static void forward(struct run *r)
 
 static void kill_w1(void)
 {
-    ck_assert_int_eq(kill(DH.pid[0], SIGKILL), 0);
+    ck_assert_int_eq(kill(DH.h.pid[0], SIGKILL), 0);
     ck_assert_int_eq(dh_reap(0, 10), 128 + SIGKILL);
 }
 

@@ -37,6 +37,8 @@ static inline void h_spawn(struct harness *h, int n, child_fn fn, void *arg)
     for (int i = 0; i < n; i++) {
         int p[2];
         if (pipe(p) != 0) abort();
+        fflush(stdout);                         /* nothing buffered twice */
+        fflush(stderr);
         pid_t pid = fork();
         if (pid < 0) abort();
         if (pid == 0) {
@@ -51,9 +53,11 @@ static inline void h_spawn(struct harness *h, int n, child_fn fn, void *arg)
                 got += (size_t)r;
             }
             ep[sizeof ep - 1] = '\0';
+            close(p[0]);
             int rc = fn(i, ep, arg);
             if (rc == 0 && h_leak_check()) rc = 98;
             fflush(stdout);
+            fflush(stderr);
             _exit(rc);
         }
         close(p[0]);
