@@ -11,6 +11,7 @@
 
 #include "common/check.h"
 #include "tensor/backend.h"
+#include "tensor/tensor.h"
 
 static int cpu_available(void) { return 1; }
 
@@ -203,8 +204,7 @@ static double load_as_double(const void *p, enum dtype dt, size_t i)
 static void cpu_cast(void *out, enum dtype out_dt, const void *in, enum dtype in_dt, size_t n)
 {
     if (out_dt == in_dt) {
-        static const size_t sz[DTYPE_COUNT] = {4, 8, 4, 8, 1};
-        memmove(out, in, n * sz[in_dt]);
+        memmove(out, in, n * dtype_size(in_dt));
         return;
     }
     for (size_t i = 0; i < n; i++) {
