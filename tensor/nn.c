@@ -230,9 +230,7 @@ void nn_module_free(struct nn_module *m)
 
 int nn_module_to(struct nn_module *m, enum device dev)
 {
-    const struct tensor_backend *be = tensor_backend_for(dev);
-    if (!be) return tensor_error("nn_module_to: the %s backend is not built", device_name(dev)), -1;
-    if (!be->available()) return tensor_error("nn_module_to: no %s device is available", device_name(dev)), -1;
+    if (!usable_backend(dev, "nn_module_to")) return -1;
     for (int i = 0; i < m->n_params; i++) {
         struct tensor *p = m->params[i];
         if (p->device == dev) continue;

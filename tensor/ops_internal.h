@@ -48,6 +48,9 @@ struct tensor *tensor_new_uninit(enum dtype dt, enum device dev, int ndim, const
 /* tensor_new (zero) or tensor_new_uninit, but NULL with "tensor_new: cannot
  * allocate N bytes" where they would abort for want of memory. */
 struct tensor *tensor_try_new(enum dtype dt, enum device dev, int ndim, const int64_t *shape, bool zero);
+/* The backend of dev if it is built and a device is present; else NULL with
+ * "<who>: the cuda backend is not built" / "<who>: no cuda device is available". */
+const struct tensor_backend *usable_backend(enum device dev, const char *who);
 
 /* A fresh f32 tensor on dev, contents undefined: for outputs a kernel
  * writes in full (aborts only on out-of-memory). op_zeros is zero-filled. */

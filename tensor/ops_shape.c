@@ -255,9 +255,7 @@ static int to_backward(struct ag_node *n, struct tensor **gout, struct tensor **
 
 struct tensor *tensor_to(struct tensor *x, enum device dev)
 {
-    const struct tensor_backend *be = tensor_backend_for(dev);
-    if (!be) return tensor_error("tensor_to: the %s backend is not built", device_name(dev));
-    if (!be->available()) return tensor_error("tensor_to: no %s device is available", device_name(dev));
+    if (!usable_backend(dev, "tensor_to")) return NULL;
     if (dev == x->device) return tensor_retain(x);
     struct tensor *sx = tensor_snapshot(x);
     struct tensor *y = tensor_clone_to(sx, dev);

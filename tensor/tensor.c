@@ -10,6 +10,7 @@
 #include "common/check.h"
 #include "tensor/autograd.h"
 #include "tensor/backend.h"
+#include "tensor/ops_internal.h"
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -61,7 +62,7 @@ char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
 
 /* ---- storage ------------------------------------------------------------ */
 
-static const struct tensor_backend *usable_backend(enum device dev, const char *who)
+const struct tensor_backend *usable_backend(enum device dev, const char *who)
 {
     const struct tensor_backend *be = tensor_backend_for(dev);
     if (!be) return tensor_error("%s: the %s backend is not built", who, device_name(dev));
