@@ -118,18 +118,30 @@ static void *local_new(struct rpc_request *req, const struct rpc_value *args, vo
     return l;
 }
 
-/* step(ctx) -> this owner's version after the step */
+/* step(ctx[, max_norm]) -> this owner's version after the step. With
+ * max_norm > 0 the owner's gradients of ctx are first clipped to that global
+ * norm (torch.nn.utils.clip_grad_norm_ over this owner's parameters). */
 static int local_step(struct rpc_request *req, void *obj, const struct rpc_value *args,
                       struct rpc_value *result, void *user)
 {
     struct local_opt *l = obj;
-    if (args->kind != RPC_LIST || args->list.len != 1 || args->list.items[0].kind != RPC_INT)
-        return rpc_request_fail(req, "step: expected (ctx_id)");
+    if (args->kind != RPC_LIST || args->list.len < 1 || args->list.len > 2 || args->list.items[0].kind != RPC_INT ||
+        (args->list.len == 2 && args->list.items[1].kind != RPC_DOUBLE))
+        return rpc_request_fail(req, "step: expected (ctx_id[, max_norm])");
     int64_t ctx = args->list.items[0].i;
+    double max_norm = args->list.len == 2 ? args->list.items[1].d : 0.0;
     struct tensor **grads = trib_xcalloc((size_t)l->n, sizeof *grads);
-    for (int i = 0; i < l->n; i++) grads[i] = dist_autograd_get_gradient(ctx, l->params[i]);
+    struct tensor **present = trib_xcalloc((size_t)l->n + 1, sizeof *present);
+    int n_present = 0;
+    for (int i = 0; i < l->n; i++) {
+        grads[i] = dist_autograd_get_gradient(ctx, l->params[i]);
+        if (grads[i]) present[n_present++] = grads[i];
+    }
     pthread_mutex_lock(&step_mu);
-    int rc = optim_step(l->opt, grads);
+    int rc = 0;
+    if (max_norm > 0 && n_present > 0 && optim_clip_grad_norm(n_present, present, max_norm, NULL) != 0) rc = -1;
+    free(present);
+    if (rc == 0) rc = optim_step(l->opt, grads);
     int64_t version = rc == 0 ? atomic_fetch_add(&local_version, 1) + 1 : 0;
     pthread_mutex_unlock(&step_mu);
     for (int i = 0; i < l->n; i++) tensor_free(grads[i]);
@@ -263,8 +275,15 @@ static int call_all(struct dist_optim *o, const char *method, const struct rpc_v
 
 int dist_optim_step(struct dist_optim *o, int64_t ctx)
 {
-    struct rpc_value args = rpc_list(1);
+    return dist_optim_step_clipped(o, ctx, 0.0);
+}
+
+int dist_optim_step_clipped(struct dist_optim *o, int64_t ctx, double max_norm)
+{
+    if (!(max_norm >= 0)) return rpc_set_error("dist_optim_step: max_norm must be >= 0");
+    struct rpc_value args = rpc_list(max_norm > 0 ? 2 : 1);
     args.list.items[0] = rpc_int(ctx);
+    if (max_norm > 0) args.list.items[1] = rpc_double(max_norm);
     int rc = call_all(o, "step", &args, true);
     rpc_value_clear(&args);
     return rc;

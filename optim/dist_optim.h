@@ -25,6 +25,12 @@ struct dist_optim *dist_optim_new(enum optim_kind kind, const struct optim_hyper
  * owner are serialised; each bumps that owner's version. Returns 0 or -1
  * with rpc_last_error() naming the owner. */
 int dist_optim_step(struct dist_optim *o, int64_t ctx);
+/* The same, each owner first clipping its gradients of ctx to the global
+ * norm max_norm (> 0; 0 is no clipping) as torch.nn.utils.clip_grad_norm_
+ * does over that owner's parameters: global over the model when one worker
+ * owns all of it, per owner otherwise. */
+int dist_optim_step_clipped(struct dist_optim *o, int64_t ctx, double max_norm);
+
 /* Sets the learning rate on every owner (blocks). */
 int dist_optim_set_lr(struct dist_optim *o, double lr);
 /* Frees the handle and, through the RRefs, the owners' optimizers. */

@@ -1,0 +1,431 @@
+/* The agent: set-up of the world, the sync driver, the async update
+ * handler and bookkeeping of observers that are lost. */
+#define _GNU_SOURCE
+#include "agent/agent.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/policy.h"
+#include "agent/stats.h"
+#include "common/check.h"
+#include "envs/plugin.h"
+#include "optim/dist_optim.h"
+#include "rl/messages.h"
+#include "rl/rl.h"
+#include "rpc/dist_autograd.h"
+#include "tensor/ops.h"
+
+#define PROG "agent"
+
+struct obs_peer {
+    char name[64];
+    int id;
+    bool alive;
+};
+
+struct agent {
+    struct rl_config cfg;
+    struct env_plugin *plugin;
+    const struct env_spec *spec;
+    struct policy *policy;
+    struct dist_optim *opt;
+    struct run_stats *stats;
+    struct obs_peer peers[RL_MAX_OBSERVERS];
+    int n_peers, n_lost;
+    pthread_mutex_t mu;             /* async updates: the optimizer, lr, stop */
+    atomic_bool stop;
+    double lr;                      /* the lr last set */
+};
+
+static volatile sig_atomic_t got_signal;
+static struct agent *the_agent;     /* for the rl_update handler and signals only */
+
+static void on_signal(int sig)
+{
+    if (got_signal) _exit(128 + sig);
+    got_signal = sig;
+}
+
+void agent_install_signals(void)
+{
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static int live_peers(const struct agent *a)
+{
+    int n = 0;
+    for (int k = 0; k < a->n_peers; k++) n += a->peers[k].alive;
+    return n;
+}
+
+static void lose_peer(struct agent *a, int k, const char *why)
+{
+    if (!a->peers[k].alive) return;
+    a->peers[k].alive = false;
+    a->n_lost++;
+    policy_forget_caller(a->policy, a->peers[k].id);
+    fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, live_peers(a),
+            live_peers(a) == 1 ? "" : "s");
+}
+
+/* lr for the next update: linear annealing over --max-steps (CleanRL). */
+static int maybe_anneal(struct agent *a)
+{
+    if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
+    double frac = 1.0 - (double)run_stats_env_steps(a->stats) / (double)a->cfg.max_steps;
+    double lr = a->cfg.lr * fmax(frac, 0.0);
+    if (fabs(lr - a->lr) < 1e-3 * a->cfg.lr) return 0;
+    a->lr = lr;
+    return dist_optim_set_lr(a->opt, lr);
+}
+
+/* ---- sync mode --------------------------------------------------------------------- */
+
+/* Calls fn(args) on every live observer; futs[k] NULL for lost ones. */
+static void call_live(struct agent *a, const char *fn, const struct rpc_value *args, struct rpc_future **futs)
+{
+    for (int k = 0; k < a->n_peers; k++)
+        futs[k] = a->peers[k].alive ? rpc_async(a->peers[k].name, fn, args, 0) : NULL;
+}
+
+/* Waits for futs; a failed one loses its observer. Replies unpacked into
+ * reps[k] (ok[k] true). Returns the number that succeeded. */
+static int wait_losses(struct agent *a, struct rpc_future **futs, struct rl_loss_reply *reps, bool *ok)
+{
+    int n = 0;
+    for (int k = 0; k < a->n_peers; k++) {
+        ok[k] = false;
+        if (!futs[k]) continue;
+        struct rpc_value r = rpc_nil();
+        if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
+        else if (rl_loss_reply_unpack(&r, &reps[k]) != 0) lose_peer(a, k, rl_last_error());
+        else ok[k] = true, n++;
+        rpc_value_clear(&r);
+        rpc_future_free(futs[k]);
+        futs[k] = NULL;
+    }
+    return n;
+}
+
+/* One backward over the observers' losses and one optimizer step, in ctx. */
+static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply *reps, const bool *ok, int64_t version0)
+{
+    struct tensor *roots[RL_MAX_OBSERVERS];
+    int n = 0;
+    for (int k = 0; k < a->n_peers; k++)
+        if (ok[k]) roots[n++] = reps[k].loss;
+    if (dist_autograd_backward(ctx, n, roots, false) != 0) return rl_set_error("backward: %s", rpc_last_error());
+    if (dist_optim_step_clipped(a->opt, ctx, a->cfg.max_grad_norm) != 0)
+        return rl_set_error("optimizer step: %s", rpc_last_error());
+    struct rl_update_stats mean = { 0 };
+    for (int k = 0; k < a->n_peers; k++) {
+        if (!ok[k]) continue;
+        mean.policy_loss += reps[k].stats.policy_loss / n;
+        mean.value_loss += reps[k].stats.value_loss / n;
+        mean.entropy += reps[k].stats.entropy / n;
+        mean.approx_kl += reps[k].stats.approx_kl / n;
+        mean.clipfrac += reps[k].stats.clipfrac / n;
+    }
+    run_stats_update(a->stats, dist_optim_local_version() - 1 - version0, &mean);
+    return 0;
+}
+
+/* Sync PPO/A2C: rollouts everywhere, then epochs x minibatches of one
+ * context each (every observer's loss summed, one backward, one step).
+ * An observer lost mid-update ends that update early; 0 or -1. */
+static int sync_ppo_iteration(struct agent *a)
+{
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    struct rl_loss_reply reps[RL_MAX_OBSERVERS];
+    bool ok[RL_MAX_OBSERVERS];
+    if (maybe_anneal(a) != 0) return rl_set_error("set lr: %s", rpc_last_error());
+    int64_t version0 = dist_optim_local_version();
+    struct rpc_value none = rpc_list(0);
+    call_live(a, RL_FN_ROLLOUT, &none, futs);
+    rpc_value_clear(&none);
+    bool in[RL_MAX_OBSERVERS] = { 0 };
+    int n_in = 0;
+    for (int k = 0; k < a->n_peers; k++) {
+        if (!futs[k]) continue;
+        struct rpc_value r = rpc_nil();
+        struct rl_report rep;
+        if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
+        else if (rl_report_unpack(&r, &rep) != 0) lose_peer(a, k, rl_last_error());
+        else {
+            run_stats_report(a->stats, &rep);
+            in[k] = true;
+            n_in++;
+        }
+        rpc_value_clear(&r);
+        rpc_future_free(futs[k]);
+    }
+    if (n_in == 0) return rl_set_error("every observer is lost");
+    struct rl_loss_req lr = { .weight = 1.0 / n_in };
+    for (int e = 0; e < a->cfg.epochs; e++) {
+        for (int mb = 0; mb < a->cfg.minibatches; mb++) {
+            int64_t ctx = dist_autograd_context_new();
+            if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
+            lr.epoch = e;
+            lr.minibatch = mb;
+            struct rpc_value args = rl_loss_req_pack(&lr);
+            for (int k = 0; k < a->n_peers; k++)
+                futs[k] = in[k] && a->peers[k].alive ? rpc_async(a->peers[k].name, RL_FN_LOSS, &args, 0) : NULL;
+            rpc_value_clear(&args);
+            int n = wait_losses(a, futs, reps, ok);
+            int rc = 0;
+            if (n != n_in) rc = 1;   /* an observer was lost: this update ends here */
+            else rc = backward_and_step(a, ctx, reps, ok, version0);
+            for (int k = 0; k < a->n_peers; k++)
+                if (ok[k]) rl_loss_reply_clear(&reps[k]);
+            dist_autograd_release(ctx);
+            if (rc < 0) return -1;
+            if (rc > 0) return live_peers(a) ? 0 : rl_set_error("every observer is lost");
+        }
+    }
+    return 0;
+}
+
+/* Sync REINFORCE (PyTorch's example): one episode per observer in one
+ * context, losses summed, one backward, one step. */
+static int sync_reinforce_iteration(struct agent *a)
+{
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    struct rl_loss_reply reps[RL_MAX_OBSERVERS];
+    bool ok[RL_MAX_OBSERVERS];
+    int64_t version0 = dist_optim_local_version();
+    int64_t ctx = dist_autograd_context_new();
+    if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
+    struct rpc_value none = rpc_list(0);
+    call_live(a, RL_FN_EPISODE, &none, futs);
+    rpc_value_clear(&none);
+    int n = wait_losses(a, futs, reps, ok);
+    int rc = 0;
+    if (n == 0) rc = rl_set_error("every observer is lost");
+    else {
+        double least = INFINITY;
+        for (int k = 0; k < a->n_peers; k++)
+            if (ok[k]) {
+                run_stats_report(a->stats, &reps[k].report);
+                least = fmin(least, reps[k].report.min_return);
+            }
+        rc = backward_and_step(a, ctx, reps, ok, version0);
+        if (rc == 0) run_stats_running(a->stats, least);
+    }
+    for (int k = 0; k < a->n_peers; k++)
+        if (ok[k]) rl_loss_reply_clear(&reps[k]);
+    dist_autograd_release(ctx);
+    return rc;
+}
+
+static const char *stop_reason(struct agent *a)
+{
+    if (got_signal) return got_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (run_stats_solved(a->stats)) return "solved";
+    if (run_stats_out_of_budget(a->stats)) return "budget";
+    return NULL;
+}
+
+static int train_sync(struct agent *a, const char **why)
+{
+    while (!(*why = stop_reason(a))) {
+        int rc = a->cfg.algo == RL_ALGO_REINFORCE ? sync_reinforce_iteration(a) : sync_ppo_iteration(a);
+        if (rc != 0) {
+            fprintf(stderr, PROG ": %s\n", rl_last_error());
+            *why = "failure";
+            return -1;
+        }
+        run_stats_progress(a->stats, stdout, dist_optim_local_version(), false);
+    }
+    return 0;
+}
+
+/* ---- async mode ------------------------------------------------------------------------ */
+
+/* rl_update(ctx, version0, report, stats) -> (stop): steps the policy with
+ * the gradients the observer's backward left in ctx here. */
+static int fn_update(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct agent *a = the_agent;
+    struct rl_update_req m;
+    if (!a) return rpc_request_fail(req, "update: no training in progress");
+    if (rl_update_req_unpack(args, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
+    pthread_mutex_lock(&a->mu);
+    struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
+    int rc = 0;
+    if (!rep.stop) {
+        if (m.has_report) run_stats_report(a->stats, &m.report);
+        if (maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
+        else if (dist_optim_step_clipped(a->opt, m.ctx, a->cfg.max_grad_norm) != 0)
+            rc = rpc_request_fail(req, "update: %s", rpc_last_error());
+        else
+            run_stats_update(a->stats, dist_optim_local_version() - 1 - m.version0, &m.stats);
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (rc != 0) return rc;
+    *res = rl_update_reply_pack(&rep);
+    return 0;
+}
+
+static int train_async(struct agent *a, const char **why)
+{
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    struct rpc_value none = rpc_list(0);
+    for (int k = 0; k < a->n_peers; k++) futs[k] = rpc_async(a->peers[k].name, RL_FN_RUN_ASYNC, &none, -1);
+    rpc_value_clear(&none);
+    int running = a->n_peers;
+    *why = NULL;
+    while (running > 0) {
+        if (!atomic_load(&a->stop) && (*why = stop_reason(a))) atomic_store(&a->stop, true);
+        for (int k = 0; k < a->n_peers; k++) {
+            if (!futs[k] || !rpc_future_done(futs[k])) continue;
+            if (rpc_future_wait(futs[k], NULL) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
+            rpc_future_free(futs[k]);
+            futs[k] = NULL;
+            running--;
+        }
+        run_stats_progress(a->stats, stdout, dist_optim_local_version(), false);
+        if (running > 0) usleep(5000);
+    }
+    if (!*why) *why = live_peers(a) ? "observers stopped" : "failure";
+    if (live_peers(a) == 0) {
+        fprintf(stderr, PROG ": every observer is lost\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the run ---------------------------------------------------------------------------- */
+
+void agent_register(void)
+{
+    policy_register();
+    rpc_register(RL_FN_UPDATE, fn_update, NULL);
+}
+
+struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master)
+{
+    struct rpc_opts o = { .name = "agent", .rank = 0, .world_size = cfg->observers + 1, .master = master,
+                          .default_timeout_ms = 120000, .init_timeout_ms = 60000, .heartbeat_ms = 200,
+                          .heartbeat_timeout_ms = cfg->heartbeat_timeout_ms,
+                          .num_handler_threads = cfg->observers + 4 };
+    return o;
+}
+
+/* Finds the observers, builds the policy and the optimizer, sets up every
+ * observer. 0 or -1 with rl_last_error(). */
+static int setup(struct agent *a)
+{
+    struct rpc_worker_info w[RL_MAX_OBSERVERS + 1];
+    int n = rpc_get_workers(w, RL_MAX_OBSERVERS + 1);
+    for (int i = 0; i < n; i++) {
+        if (w[i].id == rpc_self()->id) continue;
+        struct obs_peer *p = &a->peers[a->n_peers++];
+        snprintf(p->name, sizeof p->name, "%s", w[i].name);
+        p->id = w[i].id;
+        p->alive = true;
+    }
+    bool discrete = a->spec->act.kind == SPACE_DISCRETE;
+    struct policy_shape shape = policy_shape_for(&a->cfg, a->spec->obs.dim, discrete,
+                                                 discrete ? a->spec->act.n : a->spec->act.dim);
+    a->policy = policy_new(&a->cfg, &shape);
+    if (!a->policy) return rl_set_error("policy: %s", rpc_last_error());
+    int np = 0;
+    struct rref **params = policy_param_rrefs(a->policy, &np);
+    struct optim_hyper h = optim_defaults((enum optim_kind)a->cfg.optimizer);
+    h.lr = a->lr = a->cfg.lr;
+    h.eps = a->cfg.opt_eps;
+    a->opt = dist_optim_new((enum optim_kind)a->cfg.optimizer, &h, np, params);
+    if (!a->opt) return rl_set_error("optimizer: %s", rpc_last_error());
+    struct rl_setup_msg m = { .config = rl_config_to_value(&a->cfg), .policy = policy_rref(a->policy) };
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    for (int k = 0; k < a->n_peers; k++) {
+        m.index = k;
+        struct rpc_value args = rl_setup_pack(&m);
+        futs[k] = rpc_async(a->peers[k].name, RL_FN_SETUP, &args, 0);
+        rpc_value_clear(&args);
+    }
+    rpc_value_clear(&m.config);
+    int rc = 0;
+    for (int k = 0; k < a->n_peers; k++) {
+        if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0)
+            rc = rl_set_error("setting up %s: %s", a->peers[k].name, rpc_future_error(futs[k]));
+        rpc_future_free(futs[k]);
+    }
+    return rc;
+}
+
+static void shutdown_observers(struct agent *a)
+{
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    struct rpc_value none = rpc_list(0);
+    for (int k = 0; k < a->n_peers; k++)
+        futs[k] = a->peers[k].alive ? rpc_async(a->peers[k].name, RL_FN_SHUTDOWN, &none, 10000) : NULL;
+    rpc_value_clear(&none);
+    for (int k = 0; k < a->n_peers; k++) {
+        if (futs[k] && rpc_future_wait(futs[k], NULL) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
+        rpc_future_free(futs[k]);
+    }
+}
+
+int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
+{
+    struct agent *a = trib_xcalloc(1, sizeof *a);
+    a->cfg = *cfg;
+    pthread_mutex_init(&a->mu, NULL);
+    a->spec = env_open(cfg->env, &a->plugin);
+    if (!a->spec) {
+        fprintf(stderr, PROG ": %s\n", env_last_error());
+        free(a);
+        return 1;
+    }
+    if (cfg->algo == RL_ALGO_REINFORCE && a->spec->act.kind != SPACE_DISCRETE) {
+        fprintf(stderr, PROG ": REINFORCE here needs a discrete action space (%s has a box)\n", a->spec->id);
+        env_plugin_close(a->plugin);
+        free(a);
+        return 1;
+    }
+    double target = isnan(cfg->target) ? a->spec->reward_threshold : cfg->target;
+    a->stats = run_stats_new(cfg, target);
+    the_agent = a;
+    if (rpc_init(opts) < 0) {
+        fprintf(stderr, PROG ": rpc_init: %s\n", rpc_last_error());
+        the_agent = NULL;
+        run_stats_free(a->stats);
+        env_plugin_close(a->plugin);
+        free(a);
+        return 1;
+    }
+    char desc[512];
+    rl_config_describe(cfg, desc, sizeof desc);
+    printf("tributary: %s; target %g\n", desc, target);
+    const char *why = "failure";
+    int rc = setup(a);
+    if (rc != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    else rc = cfg->mode == RL_MODE_SYNC ? train_sync(a, &why) : train_async(a, &why);
+    bool solved = run_stats_solved(a->stats);
+    run_stats_progress(a->stats, stdout, dist_optim_local_version(), true);
+    atomic_store(&a->stop, true);
+    shutdown_observers(a);
+    dist_optim_free(a->opt);
+    if (a->policy) policy_stop(a->policy);
+    run_stats_summary(a->stats, stdout, solved, a->n_lost, why);
+    rpc_shutdown(true);
+    the_agent = NULL;
+    policy_free(a->policy);
+    run_stats_free(a->stats);
+    env_plugin_close(a->plugin);
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+    if (got_signal) return 128 + got_signal;
+    return rc == 0 && solved ? 0 : 1;
+}

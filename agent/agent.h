@@ -1,0 +1,31 @@
+/* The agent (DESIGN.md §6): owns the policy (agent/policy.h), builds the
+ * distributed optimizer over its parameter RRefs, hands the configuration
+ * to every observer and trains in sync mode (the agent drives each update)
+ * or async mode (observers update on their own through rl_update). Prints
+ * progress lines and, last on stdout, a one-line JSON summary. */
+#ifndef TRIB_AGENT_AGENT_H
+#define TRIB_AGENT_AGENT_H
+
+#include "rl/config.h"
+#include "rpc/rpc.h"
+
+/* Registers the agent's RPC functions and types (and only those). Call
+ * once per process before rpc_init, after dist_autograd_init and
+ * dist_optim_init. */
+void agent_register(void);
+
+/* The agent's rpc_opts for cfg (rank 0, world cfg->observers + 1, enough
+ * handler threads for every observer's update to wait on the optimizer). */
+struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master);
+
+/* rpc_init(opts), then trains until solved, out of budget, interrupted
+ * (SIGINT/SIGTERM; agent_install_signals) or failed, then shuts the world
+ * down. Returns the exit status: 0 solved, 1 not solved or failed, 130/143
+ * interrupted. */
+int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts);
+
+/* SIGINT/SIGTERM stop training at the next step boundary (a second one
+ * exits at once). */
+void agent_install_signals(void);
+
+#endif

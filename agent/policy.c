@@ -1,0 +1,431 @@
+/* The agent's policy object: construction behind an RRef, the batched act
+ * server (one thread merging concurrent deferred calls into one forward)
+ * and the graph-recording evaluate method. */
+#define _GNU_SOURCE
+#include "agent/policy.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/check.h"
+#include "envs/env.h"
+#include "optim/dist_optim.h"
+#include "rl/messages.h"
+#include "rl/rl.h"
+#include "tensor/autograd.h"
+#include "tensor/nn.h"
+#include "tensor/ops.h"
+
+#define QUEUE_CAP 1024
+#define MAX_CALLERS 1024            /* worker ids tracked for merging */
+
+struct pending {
+    struct rpc_request *req;
+    struct tensor *obs;
+    int caller;
+    bool last;
+};
+
+struct policy {
+    struct rl_config cfg;
+    struct policy_shape shape;
+    struct nn_module *m;
+    enum device dev;
+    pthread_mutex_t fwd_mu;         /* one forward at a time: dropout's RNG, the module */
+    struct rref *rref;              /* owner RRef holding this object */
+    struct rref **param_rrefs;
+    /* the act server */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    bool thread_started, stopping;
+    struct pending q[QUEUE_CAP];
+    int q_head, q_len, q_rows;
+    bool active[MAX_CALLERS];       /* callers between their first act and their `last` one */
+    int n_active;
+    struct policy_stats stats;
+};
+
+struct policy_shape policy_shape_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim)
+{
+    struct policy_shape s = { .obs_dim = obs_dim, .act_dim = act_n_or_dim, .gaussian = !discrete,
+                              .value_head = cfg->algo != RL_ALGO_REINFORCE };
+    return s;
+}
+
+/* ---- the module ---------------------------------------------------------------- */
+
+static struct nn_module *build_module(const struct rl_config *cfg, const struct policy_shape *s)
+{
+    uint64_t init_rng = cfg->seed;
+    struct nn_module *m;
+    if (!s->value_head && !s->gaussian) {
+        /* PyTorch's RL example: Linear, ReLU/tanh, dropout, ..., Linear to the logits */
+        int sizes[RL_MAX_HIDDEN + 2];
+        sizes[0] = s->obs_dim;
+        for (int i = 0; i < cfg->n_hidden; i++) sizes[i + 1] = cfg->hidden[i];
+        sizes[cfg->n_hidden + 1] = s->act_dim;
+        m = nn_mlp_new(cfg->n_hidden + 2, sizes, cfg->tanh ? NN_TANH : NN_RELU, (float)cfg->dropout, &init_rng);
+    } else {
+        struct nn_policy_config pc = { .obs_dim = s->obs_dim, .act_dim = s->act_dim, .n_hidden = cfg->n_hidden,
+                                       .act = cfg->tanh ? NN_TANH : NN_RELU, .dropout = (float)cfg->dropout,
+                                       .head = s->gaussian ? NN_HEAD_GAUSSIAN : NN_HEAD_CATEGORICAL,
+                                       .value_head = s->value_head, .init_log_std = (float)cfg->init_log_std };
+        for (int i = 0; i < cfg->n_hidden; i++) pc.hidden[i] = cfg->hidden[i];
+        m = nn_policy_new(&pc, &init_rng);
+    }
+    if (!m) return NULL;
+    m->training = cfg->dropout > 0;
+    m->rng = env_rng_seed(cfg->seed, 1000);
+    return m;
+}
+
+/* Forward of obs (CPU) on the policy's device; outputs moved to the CPU
+ * (recorded when grad is on). Caller holds fwd_mu. */
+static int forward(struct policy *p, struct tensor *obs, struct rl_policy_out *o)
+{
+    memset(o, 0, sizeof *o);
+    struct tensor *x = p->dev == DEVICE_CPU ? tensor_retain(obs) : tensor_to(obs, p->dev);
+    if (!x) return -1;
+    struct tensor *out[NN_MAX_IO] = { 0 };
+    int n_out = 0;
+    int rc = nn_forward(p->m, 1, &x, &n_out, out);
+    tensor_free(x);
+    if (rc != 0) return -1;
+    int want = 1 + (p->shape.gaussian ? 1 : 0) + (p->shape.value_head ? 1 : 0);
+    CHECK(n_out == want);
+    struct tensor *cpu[NN_MAX_IO] = { 0 };
+    for (int i = 0; i < n_out; i++) {
+        cpu[i] = p->dev == DEVICE_CPU ? tensor_retain(out[i]) : tensor_to(out[i], DEVICE_CPU);
+        tensor_free(out[i]);
+        if (!cpu[i]) rc = -1;
+    }
+    if (rc != 0) {
+        for (int i = 0; i < n_out; i++) tensor_free(cpu[i]);
+        return -1;
+    }
+    int k = 0;
+    o->a = cpu[k++];
+    o->log_std = p->shape.gaussian ? cpu[k++] : NULL;
+    o->value = p->shape.value_head ? cpu[k++] : NULL;
+    o->version = dist_optim_local_version();
+    return 0;
+}
+
+/* ---- the act server --------------------------------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fail_pending(struct pending *pd, const char *why)
+{
+    rpc_request_fail(pd->req, "%s", why);
+    rpc_request_finish_error(pd->req);
+    tensor_free(pd->obs);
+}
+
+/* Runs one merged forward over n pending calls and answers each. */
+static void serve_batch(struct policy *p, struct pending *batch, int n)
+{
+    struct tensor *xs[QUEUE_CAP];
+    int64_t rows = 0;
+    for (int i = 0; i < n; i++) {
+        xs[i] = batch[i].obs;
+        rows += batch[i].obs->shape[0];
+    }
+    struct tensor *x = n == 1 ? tensor_retain(xs[0]) : tensor_cat(n, xs, 0);
+    struct rl_policy_out o = { 0 };
+    bool was = autograd_set_enabled(false);
+    pthread_mutex_lock(&p->fwd_mu);
+    int rc = x ? forward(p, x, &o) : -1;
+    pthread_mutex_unlock(&p->fwd_mu);
+    autograd_set_enabled(was);
+    tensor_free(x);
+    char err[512];
+    if (rc != 0) snprintf(err, sizeof err, "act: forward: %s", tensor_last_error());
+    int64_t start = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t r = batch[i].obs->shape[0];
+        if (rc != 0) {
+            fail_pending(&batch[i], err);
+            continue;
+        }
+        struct rl_policy_out part = { .log_std = o.log_std, .version = o.version };
+        part.a = n == 1 ? tensor_retain(o.a) : tensor_slice(o.a, start, start + r);
+        part.value = !o.value ? NULL : n == 1 ? tensor_retain(o.value) : tensor_slice(o.value, start, start + r);
+        if (!part.a || (o.value && !part.value)) {
+            tensor_free(part.a);
+            tensor_free(part.value);
+            snprintf(err, sizeof err, "act: %s", tensor_last_error());
+            fail_pending(&batch[i], err);
+            continue;
+        }
+        struct rpc_value v = rl_policy_out_pack(&part);
+        tensor_free(part.a);
+        tensor_free(part.value);
+        rpc_request_complete(batch[i].req, &v);
+        rpc_value_clear(&v);
+        tensor_free(batch[i].obs);
+        start += r;
+    }
+    rl_policy_out_clear(&o);
+    pthread_mutex_lock(&p->mu);
+    p->stats.act_forwards++;
+    p->stats.act_rows += rows;
+    pthread_mutex_unlock(&p->mu);
+}
+
+static void *serve_main(void *arg)
+{
+    struct policy *p = arg;
+    struct pending batch[QUEUE_CAP];
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->q_len == 0 && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
+        if (p->stopping) break;
+        /* Wait for the other active callers' calls, bounded in rows and time. */
+        double deadline = now_s() + p->cfg.max_wait_us * 1e-6;
+        while (!p->stopping && p->q_len < p->n_active && p->q_rows < p->cfg.max_batch_rows) {
+            double left = deadline - now_s();
+            if (left <= 0) break;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            int64_t ns = ts.tv_nsec + (int64_t)(left * 1e9);
+            ts.tv_sec += ns / 1000000000;
+            ts.tv_nsec = ns % 1000000000;
+            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        }
+        if (p->stopping) break;
+        int n = 0, rows = 0;
+        while (p->q_len > 0) {
+            struct pending *pd = &p->q[p->q_head];
+            int r = (int)pd->obs->shape[0];
+            if (n > 0 && rows + r > p->cfg.max_batch_rows) break;
+            batch[n++] = *pd;
+            rows += r;
+            p->q_head = (p->q_head + 1) % QUEUE_CAP;
+            p->q_len--;
+            p->q_rows -= r;
+            if (pd->last && pd->caller >= 0 && pd->caller < MAX_CALLERS && p->active[pd->caller]) {
+                p->active[pd->caller] = false;
+                p->n_active--;
+            }
+        }
+        pthread_mutex_unlock(&p->mu);
+        serve_batch(p, batch, n);
+        pthread_mutex_lock(&p->mu);
+    }
+    while (p->q_len > 0) {
+        struct pending pd = p->q[p->q_head];
+        p->q_head = (p->q_head + 1) % QUEUE_CAP;
+        p->q_len--;
+        pthread_mutex_unlock(&p->mu);
+        fail_pending(&pd, "act: the agent is shutting down");
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *result, void *u)
+{
+    struct policy *p = obj;
+    struct pending pd = { .req = req, .caller = rpc_request_caller_id(req) };
+    if (rl_obs_unpack(args, p->shape.obs_dim, &pd.obs, &pd.last) != 0)
+        return rpc_request_fail(req, "act: %s", rl_last_error());
+    if (pd.obs->shape[0] > p->cfg.max_batch_rows) {
+        tensor_free(pd.obs);
+        return rpc_request_fail(req, "act: %lld rows, more than --max-batch %d", (long long)pd.obs->shape[0],
+                                p->cfg.max_batch_rows);
+    }
+    pthread_mutex_lock(&p->mu);
+    if (p->stopping || p->q_len == QUEUE_CAP) {
+        bool stopping = p->stopping;
+        pthread_mutex_unlock(&p->mu);
+        tensor_free(pd.obs);
+        return rpc_request_fail(req, stopping ? "act: the agent is shutting down" : "act: busy (%d calls queued)",
+                                QUEUE_CAP);
+    }
+    p->q[(p->q_head + p->q_len) % QUEUE_CAP] = pd;
+    p->q_len++;
+    p->q_rows += (int)pd.obs->shape[0];
+    if (pd.caller >= 0 && pd.caller < MAX_CALLERS && !p->active[pd.caller]) {
+        p->active[pd.caller] = true;
+        p->n_active++;
+    }
+    p->stats.act_calls++;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    return RPC_DEFERRED;
+}
+
+static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *result,
+                      void *u)
+{
+    struct policy *p = obj;
+    struct tensor *obs = NULL;
+    if (rl_obs_unpack(args, p->shape.obs_dim, &obs, NULL) != 0)
+        return rpc_request_fail(req, "evaluate: %s", rl_last_error());
+    struct rl_policy_out o;
+    pthread_mutex_lock(&p->fwd_mu);
+    int rc = forward(p, obs, &o);
+    pthread_mutex_unlock(&p->fwd_mu);
+    tensor_free(obs);
+    if (rc != 0) return rpc_request_fail(req, "evaluate: %s", tensor_last_error());
+    *result = rl_policy_out_pack(&o);
+    rl_policy_out_clear(&o);
+    pthread_mutex_lock(&p->mu);
+    p->stats.evaluate_calls++;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+/* ---- construction ------------------------------------------------------------------- */
+
+/* The RRef's object is the struct policy; policy_free frees it (after
+ * rpc_shutdown), so the type's destructor has nothing to do. */
+static void policy_destroy(void *obj) { (void)obj; }
+
+/* ctor(config map, obs_dim, act_dim, gaussian, value_head) */
+static void *policy_ctor(struct rpc_request *req, const struct rpc_value *args, void *u)
+{
+    if (args->kind != RPC_LIST || args->list.len != 5 || args->list.items[1].kind != RPC_INT ||
+        args->list.items[2].kind != RPC_INT || args->list.items[3].kind != RPC_BOOL ||
+        args->list.items[4].kind != RPC_BOOL) {
+        rpc_request_fail(req, "expected (config, obs_dim, act_dim, gaussian, value_head)");
+        return NULL;
+    }
+    struct policy *p = trib_xcalloc(1, sizeof *p);
+    if (rl_config_from_value(&args->list.items[0], &p->cfg) != 0) {
+        rpc_request_fail(req, "%s", rl_last_error());
+        free(p);
+        return NULL;
+    }
+    int64_t od = args->list.items[1].i, ad = args->list.items[2].i;
+    if (od < 1 || od > 65536 || ad < 1 || ad > 65536) {
+        rpc_request_fail(req, "obs_dim %lld or act_dim %lld out of 1..65536", (long long)od, (long long)ad);
+        free(p);
+        return NULL;
+    }
+    p->shape = (struct policy_shape){ .obs_dim = (int)od, .act_dim = (int)ad, .gaussian = args->list.items[3].b,
+                                      .value_head = args->list.items[4].b };
+    p->m = build_module(&p->cfg, &p->shape);
+    p->dev = p->cfg.cuda ? DEVICE_CUDA : DEVICE_CPU;
+    if (!p->m || (p->dev != DEVICE_CPU && nn_module_to(p->m, p->dev) != 0)) {
+        rpc_request_fail(req, "policy: %s", tensor_last_error());
+        nn_module_free(p->m);
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->fwd_mu, NULL);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    return p;
+}
+
+void policy_register(void)
+{
+    static const struct rpc_type type = { .name = RL_POLICY_TYPE, .destroy = policy_destroy };
+    rpc_register_ctor(RL_POLICY_CTOR, &type, policy_ctor, NULL);
+    rpc_register_method(RL_POLICY_TYPE, RL_METHOD_ACT, m_act, NULL);
+    rpc_register_method(RL_POLICY_TYPE, RL_METHOD_EVALUATE, m_evaluate, NULL);
+}
+
+struct policy *policy_new(const struct rl_config *cfg, const struct policy_shape *shape)
+{
+    struct rpc_value args = rpc_list(5);
+    args.list.items[0] = rl_config_to_value(cfg);
+    args.list.items[1] = rpc_int(shape->obs_dim);
+    args.list.items[2] = rpc_int(shape->act_dim);
+    args.list.items[3] = rpc_bool(shape->gaussian);
+    args.list.items[4] = rpc_bool(shape->value_head);
+    struct rref *r = rpc_remote(rpc_self()->name, RL_POLICY_CTOR, &args, 0);
+    rpc_value_clear(&args);
+    if (!r) return NULL;
+    struct policy *p = rref_local_object(r);
+    if (!p) {
+        rref_free(r);
+        return NULL;
+    }
+    p->rref = r;
+    p->param_rrefs = trib_xcalloc((size_t)p->m->n_params, sizeof *p->param_rrefs);
+    for (int i = 0; i < p->m->n_params; i++) {
+        struct rpc_value v = rpc_tensor(p->m->params[i]);
+        p->param_rrefs[i] = rref_new_local_value(&v);
+        if (!p->param_rrefs[i]) {
+            policy_free(p);
+            return NULL;
+        }
+    }
+    if (pthread_create(&p->thread, NULL, serve_main, p) != 0) {
+        rpc_set_error("policy: cannot start the serving thread");
+        policy_free(p);
+        return NULL;
+    }
+    p->thread_started = true;
+    return p;
+}
+
+void policy_stop(struct policy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stopping = true;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (p->thread_started) pthread_join(p->thread, NULL);
+    p->thread_started = false;
+}
+
+void policy_free(struct policy *p)
+{
+    if (!p) return;
+    policy_stop(p);
+    for (int i = 0; p->param_rrefs && i < p->m->n_params; i++) rref_free(p->param_rrefs[i]);
+    free(p->param_rrefs);
+    struct rref *r = p->rref;
+    nn_module_free(p->m);
+    pthread_mutex_destroy(&p->fwd_mu);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    free(p);
+    rref_free(r);
+}
+
+struct rref *policy_rref(struct policy *p) { return p->rref; }
+
+struct rref **policy_param_rrefs(struct policy *p, int *n)
+{
+    *n = p->m->n_params;
+    return p->param_rrefs;
+}
+
+int policy_params(struct policy *p, struct tensor ***params)
+{
+    *params = p->m->params;
+    return p->m->n_params;
+}
+
+void policy_forget_caller(struct policy *p, int id)
+{
+    pthread_mutex_lock(&p->mu);
+    if (id >= 0 && id < MAX_CALLERS && p->active[id]) {
+        p->active[id] = false;
+        p->n_active--;
+        pthread_cond_signal(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+void policy_get_stats(struct policy *p, struct policy_stats *out)
+{
+    pthread_mutex_lock(&p->mu);
+    *out = p->stats;
+    pthread_mutex_unlock(&p->mu);
+}

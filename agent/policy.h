@@ -1,0 +1,63 @@
+/* The agent's policy: an nn module (on the CPU or the GPU) owned by the
+ * agent and reached by observers through an RRef, with two methods:
+ *   act(obs [B,D], last)  no graph; concurrent calls from different observers
+ *                         are merged into one forward (deferred replies,
+ *                         bounded rows and wait);
+ *   evaluate(obs [N,D])   with graph, in the caller's distributed-autograd
+ *                         context, so a backward there reaches the parameters.
+ * Both answer rl_policy_out (messages.h). The parameters are also held as
+ * RRefs for the distributed optimizer; the version is the optimizer's. */
+#ifndef TRIB_AGENT_POLICY_H
+#define TRIB_AGENT_POLICY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rl/config.h"
+#include "rpc/rpc.h"
+
+struct policy;
+
+struct policy_shape {
+    int obs_dim, act_dim;
+    bool gaussian, value_head;
+};
+
+/* Registers the policy's RRef type, constructor and methods. Call before
+ * rpc_init on the agent (observers only call them). */
+void policy_register(void);
+
+/* The policy's architecture for cfg on an env with these spaces. */
+struct policy_shape policy_shape_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim);
+
+/* Builds the policy on this worker (owner RRef) through rpc_remote, moves
+ * it to the GPU if cfg->cuda, starts the serving thread and makes RRefs of
+ * its parameters. Blocks. NULL with rpc_last_error(). */
+struct policy *policy_new(const struct rl_config *cfg, const struct policy_shape *shape);
+
+/* Stops serving: pending and later act calls fail ("shutting down").
+ * Call before rpc_shutdown, so no deferred reply is left open. */
+void policy_stop(struct policy *p);
+
+/* Stops serving and frees. Call after rpc_shutdown (observers' calls may
+ * reach the object until then). Accepts NULL. */
+void policy_free(struct policy *p);
+
+/* The RRef observers call (borrowed). */
+struct rref *policy_rref(struct policy *p);
+
+/* Parameter RRefs for dist_optim (borrowed array of n). */
+struct rref **policy_param_rrefs(struct policy *p, int *n);
+
+/* Marks an observer (by RPC worker id) as no longer rolling out, e.g. when
+ * it died, so merged calls stop waiting for it. Any thread. */
+void policy_forget_caller(struct policy *p, int worker_id);
+
+/* Serving counters: act calls, forwards they were merged into, rows. */
+struct policy_stats { int64_t act_calls, act_forwards, act_rows, evaluate_calls; };
+void policy_get_stats(struct policy *p, struct policy_stats *out);
+
+/* The module's parameters (borrowed; for export and tests). */
+int policy_params(struct policy *p, struct tensor ***params);
+
+#endif

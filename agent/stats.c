@@ -1,0 +1,169 @@
+/* Training statistics, progress lines and the JSON summary. */
+#include "agent/stats.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "common/check.h"
+#include "rl/rl_math.h"
+
+struct run_stats {
+    pthread_mutex_t mu;
+    struct rl_config cfg;
+    double target;
+    double t0, t_log;
+    int64_t env_steps, episodes, updates;
+    int64_t log_steps, log_updates;
+    struct rl_window win;
+    double running;                 /* PyTorch example's running reward */
+    bool have_running;
+    double lag_sum;
+    int64_t lag_n, lag_max;
+    struct rl_update_stats last;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+struct run_stats *run_stats_new(const struct rl_config *cfg, double target)
+{
+    struct run_stats *s = trib_xcalloc(1, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    s->cfg = *cfg;
+    s->target = target;
+    s->t0 = s->t_log = now_s();
+    rl_window_init(&s->win, 100);
+    return s;
+}
+
+void run_stats_free(struct run_stats *s)
+{
+    if (!s) return;
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void run_stats_report(struct run_stats *s, const struct rl_report *r)
+{
+    pthread_mutex_lock(&s->mu);
+    s->env_steps += r->steps;
+    s->log_steps += r->steps;
+    s->episodes += r->episodes;
+    for (int i = 0; i < r->n_returns; i++) rl_window_push(&s->win, r->returns[i]);
+    if (s->cfg.mode == RL_MODE_ASYNC && s->cfg.running_reward && r->episodes > 0) {
+        s->running = 0.05 * r->min_return + 0.95 * s->running;
+        s->have_running = true;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void run_stats_running(struct run_stats *s, double min_reward)
+{
+    pthread_mutex_lock(&s->mu);
+    s->running = 0.05 * min_reward + 0.95 * s->running;
+    s->have_running = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_stats *st)
+{
+    pthread_mutex_lock(&s->mu);
+    s->updates++;
+    s->log_updates++;
+    s->lag_sum += (double)lag;
+    s->lag_n++;
+    if (lag > s->lag_max) s->lag_max = lag;
+    if (st) s->last = *st;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static bool solved_locked(struct run_stats *s)
+{
+    if (isnan(s->target)) return false;
+    if (s->cfg.running_reward) return s->have_running && s->running > s->target;
+    return s->win.n >= s->win.cap && rl_window_mean(&s->win) >= s->target;
+}
+
+bool run_stats_solved(struct run_stats *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool r = solved_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+bool run_stats_out_of_budget(struct run_stats *s)
+{
+    pthread_mutex_lock(&s->mu);
+    bool r = (s->cfg.max_steps > 0 && s->env_steps >= s->cfg.max_steps) ||
+             (s->cfg.max_seconds > 0 && now_s() - s->t0 >= s->cfg.max_seconds);
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+int64_t run_stats_env_steps(struct run_stats *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int64_t r = s->env_steps;
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
+void run_stats_progress(struct run_stats *s, FILE *f, int64_t version, bool force)
+{
+    pthread_mutex_lock(&s->mu);
+    double t = now_s(), dt = t - s->t_log;
+    if (!s->cfg.quiet && (force || dt >= s->cfg.log_every_s)) {
+        dt = fmax(dt, 1e-9);
+        char ret[64];
+        if (s->cfg.running_reward) snprintf(ret, sizeof ret, "running reward %7.2f", s->running);
+        else if (s->win.n > 0) snprintf(ret, sizeof ret, "return %8.2f (last %d)", rl_window_mean(&s->win), s->win.n);
+        else snprintf(ret, sizeof ret, "return        - (no episode yet)");
+        fprintf(f,
+                "%7.1fs  steps %9lld  sps %8.0f  episodes %7lld  %s  version %6lld  lag %.2f/%lld  updates/s %6.1f\n",
+                t - s->t0, (long long)s->env_steps, s->log_steps / dt, (long long)s->episodes, ret, (long long)version,
+                s->lag_n ? s->lag_sum / (double)s->lag_n : 0.0, (long long)s->lag_max, s->log_updates / dt);
+        fflush(f);
+        s->t_log = t;
+        s->log_steps = s->log_updates = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void json_num(FILE *f, const char *key, double v)
+{
+    if (isfinite(v)) fprintf(f, ",\"%s\":%.6g", key, v);
+    else fprintf(f, ",\"%s\":null", key);
+}
+
+void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, const char *stopped_by)
+{
+    pthread_mutex_lock(&s->mu);
+    double wall = now_s() - s->t0;
+    fprintf(f, "{\"solved\":%s,\"stopped_by\":\"%s\",\"mode\":\"%s\",\"algo\":\"%s\",\"env\":\"", solved ? "true" : "false",
+            stopped_by, rl_mode_name(s->cfg.mode), rl_algo_name(s->cfg.algo));
+    for (const char *p = s->cfg.env; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fprintf(f, "\",\"observers\":%d,\"envs_per_observer\":%d,\"env_steps\":%lld", s->cfg.observers,
+            s->cfg.envs_per_observer, (long long)s->env_steps);
+    json_num(f, "wall_s", wall);
+    json_num(f, "sps", s->env_steps / fmax(wall, 1e-9));
+    fprintf(f, ",\"updates\":%lld,\"episodes\":%lld", (long long)s->updates, (long long)s->episodes);
+    json_num(f, "updates_per_s", s->updates / fmax(wall, 1e-9));
+    json_num(f, "return_mean", s->win.n ? rl_window_mean(&s->win) : NAN);
+    if (s->cfg.running_reward) json_num(f, "running_reward", s->running);
+    json_num(f, "lag_mean", s->lag_n ? s->lag_sum / (double)s->lag_n : 0.0);
+    fprintf(f, ",\"lag_max\":%lld,\"observers_lost\":%d}\n", (long long)s->lag_max, observers_lost);
+    fflush(f);
+    pthread_mutex_unlock(&s->mu);
+}

@@ -1,0 +1,469 @@
+/* The run configuration: presets, a table-driven command line, checks and
+ * the wire form the agent sends to its observers. */
+#include "rl/config.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optim/optim.h"
+#include "rl/rl.h"
+
+const char *const rl_preset_names[] = { "ppo-fast", "ppo", "a2c", "pendulum", "pytorch-rl-example", NULL };
+
+const char *rl_algo_name(enum rl_algo a)
+{
+    return a == RL_ALGO_REINFORCE ? "reinforce" : a == RL_ALGO_A2C ? "a2c" : "ppo";
+}
+
+const char *rl_mode_name(enum rl_mode m) { return m == RL_MODE_ASYNC ? "async" : "sync"; }
+
+static void base(struct rl_config *c)
+{
+    *c = (struct rl_config){ .algo = RL_ALGO_PPO, .mode = RL_MODE_SYNC, .observers = 1, .envs_per_observer = 4,
+                             .steps_per_rollout = 128, .seed = 1, .n_hidden = 2, .hidden = { 64, 64 },
+                             .tanh = true, .init_log_std = 0.0, .optimizer = OPTIM_ADAM, .opt_eps = 1e-5,
+                             .lr = 2.5e-4, .gamma = 0.99, .gae_lambda = 0.95, .anneal_lr = true,
+                             .minibatches = 4, .epochs = 4, .clip = 0.2, .ent_coef = 0.01, .vf_coef = 0.5,
+                             .max_grad_norm = 0.5, .norm_adv = true, .clip_vloss = true, .reward_scale = 1.0,
+                             .max_batch_rows = 4096, .max_wait_us = 2000, .max_steps = 500000,
+                             .target = NAN, .log_every_s = 2.0, .heartbeat_timeout_ms = 15000 };
+    snprintf(c->env, sizeof c->env, "CartPole-v1");
+}
+
+int rl_config_preset(struct rl_config *c, const char *name)
+{
+    base(c);
+    if (strcmp(name, "ppo") == 0) {
+        /* CleanRL ppo.py's defaults for CartPole-v1 (one observer = its one process) */
+    } else if (strcmp(name, "ppo-fast") == 0) {
+        c->observers = 4;
+        c->envs_per_observer = 16;
+        c->steps_per_rollout = 32;
+        c->lr = 2.5e-3;
+        c->epochs = 4;
+        c->minibatches = 4;
+    } else if (strcmp(name, "a2c") == 0) {
+        /* Stable-Baselines3's A2C defaults: 5-step returns, RMSprop */
+        c->algo = RL_ALGO_A2C;
+        c->observers = 2;
+        c->envs_per_observer = 8;
+        c->steps_per_rollout = 5;
+        c->optimizer = OPTIM_RMSPROP;
+        c->lr = 7e-4;
+        c->gae_lambda = 1.0;
+        c->anneal_lr = false;
+        c->minibatches = 1;
+        c->epochs = 1;
+        c->ent_coef = 0.0;
+        c->norm_adv = false;
+        c->clip_vloss = false;
+    } else if (strcmp(name, "pendulum") == 0) {
+        c->observers = 2;
+        c->envs_per_observer = 4;
+        c->steps_per_rollout = 256;
+        snprintf(c->env, sizeof c->env, "Pendulum-v1");
+        c->lr = 1e-3;
+        c->gamma = 0.9;
+        c->minibatches = 8;
+        c->epochs = 10;
+        c->ent_coef = 0.0;
+        c->reward_scale = 0.1;
+        c->max_steps = 200000;
+        c->target = -200;
+    } else if (strcmp(name, "pytorch-rl-example") == 0) {
+        /* examples/distributed/rpc/rl: REINFORCE, one env per observer,
+         * Linear 4-128, dropout 0.6, ReLU, Linear 128-2, Adam 1e-2, gamma 0.99 */
+        c->algo = RL_ALGO_REINFORCE;
+        c->observers = 4;
+        c->envs_per_observer = 1;
+        c->n_hidden = 1;
+        c->hidden[0] = 128;
+        c->tanh = false;
+        c->dropout = 0.6;
+        c->opt_eps = 1e-8;
+        c->lr = 1e-2;
+        c->anneal_lr = false;
+        c->ent_coef = 0;
+        c->max_grad_norm = 0;
+        c->max_steps = 2000000;
+        c->running_reward = true;
+    } else {
+        return rl_set_error("unknown preset '%s' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example)", name);
+    }
+    snprintf(c->preset, sizeof c->preset, "%s", name);
+    return 0;
+}
+
+int rl_config_check(const struct rl_config *c)
+{
+    if (c->observers < 1 || c->observers > RL_MAX_OBSERVERS)
+        return rl_set_error("--observers must be in 1..%d, not %d", RL_MAX_OBSERVERS, c->observers);
+    if (c->envs_per_observer < 1 || c->envs_per_observer > RL_MAX_ENVS)
+        return rl_set_error("--envs-per-observer must be in 1..%d, not %d", RL_MAX_ENVS, c->envs_per_observer);
+    if (c->steps_per_rollout < 1 || c->steps_per_rollout > 1000000)
+        return rl_set_error("--steps-per-rollout must be in 1..1000000, not %d", c->steps_per_rollout);
+    if ((int64_t)c->steps_per_rollout * c->envs_per_observer > 1 << 22)
+        return rl_set_error("--steps-per-rollout x --envs-per-observer must be at most %d samples", 1 << 22);
+    if (c->algo == RL_ALGO_REINFORCE && c->envs_per_observer != 1)
+        return rl_set_error("--algo reinforce runs one episode per observer: --envs-per-observer must be 1");
+    if (c->n_hidden < 1 || c->n_hidden > RL_MAX_HIDDEN)
+        return rl_set_error("--hidden takes 1..%d layer sizes", RL_MAX_HIDDEN);
+    for (int i = 0; i < c->n_hidden; i++)
+        if (c->hidden[i] < 1 || c->hidden[i] > 65536) return rl_set_error("--hidden sizes must be in 1..65536");
+    if (!(c->dropout >= 0 && c->dropout < 1)) return rl_set_error("--dropout must be in [0, 1)");
+    if (c->optimizer < 0 || c->optimizer >= OPTIM_KIND_COUNT) return rl_set_error("unknown optimizer");
+    if (!(c->lr > 0 && c->lr < 10)) return rl_set_error("--lr must be in (0, 10)");
+    if (!(c->opt_eps > 0 && c->opt_eps < 1)) return rl_set_error("optimizer eps must be in (0, 1)");
+    if (!(c->gamma >= 0 && c->gamma <= 1)) return rl_set_error("--gamma must be in [0, 1]");
+    if (!(c->gae_lambda >= 0 && c->gae_lambda <= 1)) return rl_set_error("--gae-lambda must be in [0, 1]");
+    if (c->minibatches < 1 || c->epochs < 1 || c->epochs > 1000)
+        return rl_set_error("--minibatches must be >= 1 and --epochs in 1..1000");
+    if (c->algo != RL_ALGO_REINFORCE && (c->steps_per_rollout * c->envs_per_observer) % c->minibatches != 0)
+        return rl_set_error("--minibatches (%d) must divide --steps-per-rollout x --envs-per-observer (%d)",
+                            c->minibatches, c->steps_per_rollout * c->envs_per_observer);
+    if (!(c->clip > 0 && c->clip < 10)) return rl_set_error("--clip must be in (0, 10)");
+    if (!isfinite(c->ent_coef) || !isfinite(c->vf_coef) || !(c->max_grad_norm >= 0))
+        return rl_set_error("--ent-coef and --vf-coef must be finite, --max-grad-norm >= 0");
+    if (!isfinite(c->reward_scale) || c->reward_scale == 0) return rl_set_error("reward scale must be finite and non-zero");
+    if (c->max_batch_rows < 1 || c->max_wait_us < 0 || c->max_wait_us > 1000000)
+        return rl_set_error("--max-batch must be >= 1 and --max-wait-us in 0..1000000");
+    if (c->max_steps < 0 || !(c->max_seconds >= 0)) return rl_set_error("--max-steps and --max-seconds must be >= 0");
+    if (!(c->log_every_s > 0)) return rl_set_error("--log-every must be > 0 seconds");
+    if (c->heartbeat_timeout_ms < 100 || c->heartbeat_timeout_ms > 3600000)
+        return rl_set_error("--heartbeat-timeout must be in 100..3600000 ms");
+    if (!c->env[0]) return rl_set_error("--env must not be empty");
+    return 0;
+}
+
+/* ---- the command line ------------------------------------------------------ */
+
+enum opt_type { T_INT, T_I64, T_U64, T_DBL, T_BOOL, T_STR, T_ALGO, T_MODE, T_HIDDEN, T_ACT, T_DEVICE, T_OPTIM };
+
+struct flag {
+    const char *name;
+    enum opt_type type;
+    size_t off;
+    const char *help;
+};
+
+#define F(n, t, field, h) { n, t, offsetof(struct rl_config, field), h }
+static const struct flag flags[] = {
+    F("algo", T_ALGO, algo, "reinforce | a2c | ppo"),
+    F("mode", T_MODE, mode, "sync (the agent drives; one update over every observer's samples,\n"
+                            "all from one policy version) | async (each observer updates on its own)"),
+    F("env", T_STR, env, "a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1)\n"
+                         "or the path of a plug-in .so exporting tributary_env()"),
+    F("observers", T_INT, observers, "observer processes (1..64)"),
+    F("envs-per-observer", T_INT, envs_per_observer, "B: envs each observer steps in one vec_env"),
+    F("steps-per-rollout", T_INT, steps_per_rollout, "T: steps of each env per update (A2C: n of n-step)"),
+    F("seed", T_U64, seed, "seed of the policy's initialisation, the envs and sampling"),
+    F("hidden", T_HIDDEN, hidden, "hidden layer sizes, e.g. 64,64"),
+    F("activation", T_ACT, tanh, "tanh | relu"),
+    F("dropout", T_DBL, dropout, "dropout after each hidden layer (REINFORCE preset: 0.6)"),
+    F("device", T_DEVICE, cuda, "cpu | cuda: where the agent keeps the policy (default: cuda when a\n"
+                                "GPU is present and the binary has the CUDA backend)"),
+    F("optimizer", T_OPTIM, optimizer, "adam | adamw | rmsprop | sgd"),
+    F("lr", T_DBL, lr, "learning rate"),
+    F("anneal-lr", T_BOOL, anneal_lr, "decay the lr linearly to 0 over --max-steps (--no-anneal-lr)"),
+    F("gamma", T_DBL, gamma, "discount"),
+    F("gae-lambda", T_DBL, gae_lambda, "GAE lambda (1: n-step returns)"),
+    F("minibatches", T_INT, minibatches, "minibatches per epoch (each observer splits its samples)"),
+    F("epochs", T_INT, epochs, "epochs over each rollout (PPO)"),
+    F("clip", T_DBL, clip, "PPO clip range (ratio and value)"),
+    F("ent-coef", T_DBL, ent_coef, "entropy bonus coefficient"),
+    F("vf-coef", T_DBL, vf_coef, "value loss coefficient"),
+    F("max-grad-norm", T_DBL, max_grad_norm, "global gradient-norm clip (0: none)"),
+    F("norm-adv", T_BOOL, norm_adv, "normalise advantages per minibatch (--no-norm-adv)"),
+    F("clip-vloss", T_BOOL, clip_vloss, "clip the value loss as CleanRL (--no-clip-vloss)"),
+    F("reward-scale", T_DBL, reward_scale, "rewards are multiplied by this for learning"),
+    F("max-batch", T_INT, max_batch_rows, "the agent merges concurrent act calls up to this many rows"),
+    F("max-wait-us", T_INT, max_wait_us, "... waiting at most this long for more calls"),
+    F("max-steps", T_I64, max_steps, "stop (exit 1) after this many env steps (0: no limit)"),
+    F("max-seconds", T_DBL, max_seconds, "stop (exit 1) after this many seconds (0: no limit)"),
+    F("target", T_DBL, target, "solved (exit 0) when the mean return of the last 100 episodes\n"
+                               "reaches this (default: the env's reward threshold)"),
+    F("log-every", T_DBL, log_every_s, "seconds between progress lines"),
+    F("heartbeat-timeout", T_INT, heartbeat_timeout_ms, "ms of silence after which a peer is dead"),
+    F("quiet", T_BOOL, quiet, "no progress lines (the summary line is still printed)"),
+};
+#undef F
+#define N_FLAGS ((int)(sizeof flags / sizeof flags[0]))
+
+void rl_config_usage(FILE *f)
+{
+    fprintf(f, "  --preset NAME          start from a preset (default ppo-fast):\n"
+               "                         ppo-fast  PPO, 4 observers x 16 envs x 32 steps (the demo)\n"
+               "                         ppo       CleanRL ppo.py on CartPole-v1 (4 envs x 128 steps)\n"
+               "                         a2c       A2C, 5-step returns, RMSprop (SB3 defaults)\n"
+               "                         pendulum  PPO with a Gaussian head on Pendulum-v1\n"
+               "                         pytorch-rl-example  REINFORCE as PyTorch's RPC RL example\n");
+    for (int i = 0; i < N_FLAGS; i++) {
+        char lhs[64];
+        bool arg = flags[i].type != T_BOOL;
+        snprintf(lhs, sizeof lhs, "--%s%s", flags[i].name, arg ? " X" : "");
+        fprintf(f, "  %-22s ", lhs);
+        for (const char *p = flags[i].help; *p; p++) {
+            fputc(*p, f);
+            if (*p == '\n') fprintf(f, "  %-22s ", "");
+        }
+        fputc('\n', f);
+    }
+}
+
+static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, bool negated)
+{
+    char *p = (char *)c + fl->off;
+    char *end = NULL;
+    errno = 0;
+    switch (fl->type) {
+    case T_INT: {
+        long x = strtol(v, &end, 10);
+        if (errno || end == v || *end || x < -2147483647L || x > 2147483647L) return -1;
+        *(int *)p = (int)x;
+        return 0;
+    }
+    case T_I64: {
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end) return -1;
+        *(int64_t *)p = x;
+        return 0;
+    }
+    case T_U64: {
+        if (v[0] == '-') return -1;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (errno || end == v || *end) return -1;
+        *(uint64_t *)p = x;
+        return 0;
+    }
+    case T_DBL: {
+        double x = strtod(v, &end);
+        if (errno || end == v || *end || isnan(x)) return -1;
+        *(double *)p = x;
+        return 0;
+    }
+    case T_BOOL:
+        *(bool *)p = !negated;
+        return 0;
+    case T_STR:
+        if (strlen(v) >= sizeof c->env || !v[0]) return -1;
+        snprintf(p, sizeof c->env, "%s", v);
+        return 0;
+    case T_ALGO:
+        if (strcmp(v, "reinforce") == 0) c->algo = RL_ALGO_REINFORCE;
+        else if (strcmp(v, "a2c") == 0) c->algo = RL_ALGO_A2C;
+        else if (strcmp(v, "ppo") == 0) c->algo = RL_ALGO_PPO;
+        else return -1;
+        return 0;
+    case T_MODE:
+        if (strcmp(v, "sync") == 0) c->mode = RL_MODE_SYNC;
+        else if (strcmp(v, "async") == 0) c->mode = RL_MODE_ASYNC;
+        else return -1;
+        return 0;
+    case T_ACT:
+        if (strcmp(v, "tanh") == 0) c->tanh = true;
+        else if (strcmp(v, "relu") == 0) c->tanh = false;
+        else return -1;
+        return 0;
+    case T_DEVICE:
+        if (strcmp(v, "cuda") == 0) c->cuda = true;
+        else if (strcmp(v, "cpu") == 0) c->cuda = false;
+        else return -1;
+        return 0;
+    case T_OPTIM:
+        if (strcmp(v, "adam") == 0) c->optimizer = OPTIM_ADAM;
+        else if (strcmp(v, "adamw") == 0) c->optimizer = OPTIM_ADAMW;
+        else if (strcmp(v, "rmsprop") == 0) c->optimizer = OPTIM_RMSPROP;
+        else if (strcmp(v, "sgd") == 0) c->optimizer = OPTIM_SGD;
+        else return -1;
+        return 0;
+    case T_HIDDEN: {
+        int n = 0;
+        const char *s = v;
+        while (*s) {
+            if (n == RL_MAX_HIDDEN) return -1;
+            long x = strtol(s, &end, 10);
+            if (end == s || x < 1 || x > 65536 || (*end && *end != ',')) return -1;
+            c->hidden[n++] = (int)x;
+            s = *end ? end + 1 : end;
+        }
+        if (n == 0) return -1;
+        c->n_hidden = n;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+static int usage_error(const char *prog, const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "%s: ", prog);
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, " (see %s --help)\n", prog);
+    return 2;
+}
+
+int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, int argc, char **argv,
+                    const struct rl_opt *extra, int n_extra)
+{
+    const char *preset = "ppo-fast";
+    bool device_given = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("%s", about);
+            printf("\nOptions of the run (the agent hands them to every observer):\n");
+            rl_config_usage(stdout);
+            for (int k = 0; k < n_extra; k++) printf("%s", extra[k].help);
+            printf("  --help                 this text\n");
+            return 0;
+        }
+        if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) preset = argv[i + 1];
+        else if (strncmp(argv[i], "--preset=", 9) == 0) preset = argv[i] + 9;
+    }
+    if (rl_config_preset(cfg, preset) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "--", 2) != 0) return usage_error(prog, "unexpected argument '%s'%s", a, "");
+        char name[64];
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (len >= sizeof name) return usage_error(prog, "unknown option '%s'%s", a, "");
+        memcpy(name, a + 2, len);
+        name[len] = '\0';
+        const char *val = eq ? eq + 1 : NULL;
+        if (strcmp(name, "preset") == 0) {
+            if (!val) i++;
+            continue;
+        }
+        bool negated = strncmp(name, "no-", 3) == 0;
+        const struct flag *fl = NULL;
+        for (int k = 0; k < N_FLAGS && !fl; k++) {
+            if (strcmp(flags[k].name, name) == 0) fl = &flags[k];
+            else if (negated && flags[k].type == T_BOOL && strcmp(flags[k].name, name + 3) == 0) fl = &flags[k];
+        }
+        if (fl) {
+            if (fl->type == T_BOOL) {
+                if (val) return usage_error(prog, "option '--%s' takes no value%s", name, "");
+            } else if (!val) {
+                if (i + 1 >= argc) return usage_error(prog, "option '--%s' needs a value%s", name, "");
+                val = argv[++i];
+            }
+            if (set_flag(cfg, fl, val ? val : "", fl->type == T_BOOL && negated) != 0)
+                return usage_error(prog, "bad value '%s' for --%s", val, name);
+            if (fl->type == T_DEVICE) device_given = true;
+            continue;
+        }
+        const struct rl_opt *ex = NULL;
+        for (int k = 0; k < n_extra && !ex; k++)
+            if (strcmp(extra[k].name, name) == 0) ex = &extra[k];
+        if (!ex) return usage_error(prog, "unknown option '%s'%s", a, "");
+        if (ex->has_arg && !val) {
+            if (i + 1 >= argc) return usage_error(prog, "option '--%s' needs a value%s", name, "");
+            val = argv[++i];
+        } else if (!ex->has_arg && val) {
+            return usage_error(prog, "option '--%s' takes no value%s", name, "");
+        }
+        if (ex->set(ex->user, val) != 0) return 2;
+    }
+    if (!device_given) cfg->cuda = tensor_cuda_available();
+    if (rl_config_check(cfg) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
+    return -1;
+}
+
+void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
+{
+    char hid[64] = "";
+    size_t n = 0;
+    for (int i = 0; i < c->n_hidden && n < sizeof hid; i++)
+        n += (size_t)snprintf(hid + n, sizeof hid - n, "%s%d", i ? "-" : "", c->hidden[i]);
+    snprintf(out, cap,
+             "%s %s (preset %s) on %s: %d observers x %d envs x %d steps, %s %s, lr %g, gamma %g, "
+             "lambda %g, %d epochs x %d minibatches, policy on %s, seed %llu",
+             rl_mode_name(c->mode), rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, c->observers,
+             c->envs_per_observer, c->steps_per_rollout, hid, c->tanh ? "tanh" : "relu", c->lr, c->gamma,
+             c->gae_lambda, c->epochs, c->minibatches, c->cuda ? "cuda" : "cpu", (unsigned long long)c->seed);
+}
+
+/* ---- wire form -------------------------------------------------------------- */
+
+struct wire_field {
+    const char *key;
+    char kind;                      /* i int, l int64, u uint64, d double, b bool, s string */
+    size_t off;
+};
+
+#define W(k, t, f) { k, t, offsetof(struct rl_config, f) }
+static const struct wire_field wire[] = {
+    W("preset", 's', preset), W("algo", 'i', algo), W("mode", 'i', mode), W("env", 's', env),
+    W("observers", 'i', observers), W("envs", 'i', envs_per_observer), W("steps", 'i', steps_per_rollout),
+    W("seed", 'u', seed), W("n_hidden", 'i', n_hidden), W("h0", 'i', hidden[0]), W("h1", 'i', hidden[1]),
+    W("h2", 'i', hidden[2]), W("h3", 'i', hidden[3]), W("tanh", 'b', tanh), W("dropout", 'd', dropout),
+    W("init_log_std", 'd', init_log_std), W("cuda", 'b', cuda), W("optimizer", 'i', optimizer),
+    W("opt_eps", 'd', opt_eps), W("lr", 'd', lr), W("gamma", 'd', gamma), W("gae_lambda", 'd', gae_lambda),
+    W("anneal_lr", 'b', anneal_lr), W("minibatches", 'i', minibatches), W("epochs", 'i', epochs),
+    W("clip", 'd', clip), W("ent_coef", 'd', ent_coef), W("vf_coef", 'd', vf_coef),
+    W("max_grad_norm", 'd', max_grad_norm), W("norm_adv", 'b', norm_adv), W("clip_vloss", 'b', clip_vloss),
+    W("reward_scale", 'd', reward_scale), W("max_batch", 'i', max_batch_rows), W("max_wait_us", 'i', max_wait_us),
+    W("max_steps", 'l', max_steps), W("max_seconds", 'd', max_seconds), W("target", 'd', target),
+    W("running_reward", 'b', running_reward), W("log_every_s", 'd', log_every_s),
+    W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("quiet", 'b', quiet),
+};
+#undef W
+#define N_WIRE ((int)(sizeof wire / sizeof wire[0]))
+
+struct rpc_value rl_config_to_value(const struct rl_config *c)
+{
+    struct rpc_value m = rpc_map(N_WIRE);
+    for (int i = 0; i < N_WIRE; i++) {
+        const char *p = (const char *)c + wire[i].off;
+        struct rpc_value v;
+        switch (wire[i].kind) {
+        case 'i': v = rpc_int(*(const int *)p); break;
+        case 'l': v = rpc_int(*(const int64_t *)p); break;
+        case 'u': v = rpc_int((int64_t) * (const uint64_t *)p); break;
+        case 'd': v = rpc_double(*(const double *)p); break;
+        case 'b': v = rpc_bool(*(const bool *)p); break;
+        default: v = rpc_str(p); break;
+        }
+        rpc_map_set(&m, (size_t)i, wire[i].key, v);
+    }
+    return m;
+}
+
+int rl_config_from_value(const struct rpc_value *v, struct rl_config *out)
+{
+    if (!v || v->kind != RPC_MAP) return rl_set_error("config: expected a map");
+    struct rl_config c;
+    base(&c);
+    for (int i = 0; i < N_WIRE; i++) {
+        const struct rpc_value *x = rpc_map_get(v, wire[i].key);
+        char *p = (char *)&c + wire[i].off;
+        char k = wire[i].kind;
+        if (!x) return rl_set_error("config: missing '%s'", wire[i].key);
+        bool ok = (k == 'd' && x->kind == RPC_DOUBLE) || (k == 'b' && x->kind == RPC_BOOL) ||
+                  (k == 's' && x->kind == RPC_STR) || ((k == 'i' || k == 'l' || k == 'u') && x->kind == RPC_INT);
+        if (!ok) return rl_set_error("config: '%s' has the wrong type (%s)", wire[i].key, rpc_kind_name(x->kind));
+        switch (k) {
+        case 'i':
+            if (x->i < -2147483647LL || x->i > 2147483647LL) return rl_set_error("config: '%s' out of range", wire[i].key);
+            *(int *)p = (int)x->i;
+            break;
+        case 'l': *(int64_t *)p = x->i; break;
+        case 'u': *(uint64_t *)p = (uint64_t)x->i; break;
+        case 'd': *(double *)p = x->d; break;
+        case 'b': *(bool *)p = x->b; break;
+        default: {
+            size_t cap = strcmp(wire[i].key, "preset") == 0 ? sizeof c.preset : sizeof c.env;
+            if (x->str.len >= cap) return rl_set_error("config: '%s' too long", wire[i].key);
+            memcpy(p, x->str.ptr, x->str.len + 1);
+        }
+        }
+    }
+    if (c.algo < RL_ALGO_REINFORCE || c.algo > RL_ALGO_PPO || (c.mode != RL_MODE_SYNC && c.mode != RL_MODE_ASYNC))
+        return rl_set_error("config: unknown algorithm or mode");
+    if (rl_config_check(&c) != 0) return rl_set_error("config: %s", rl_last_error());
+    *out = c;
+    return 0;
+}

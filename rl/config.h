@@ -1,0 +1,105 @@
+/* The run configuration shared by the agent and its observers: algorithm,
+ * env, sizes, hyper-parameters, presets, the command line that fills it,
+ * and its wire form (the agent hands it to every observer at setup). */
+#ifndef TRIB_RL_CONFIG_H
+#define TRIB_RL_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "rpc/rpc.h"
+
+#define RL_MAX_OBSERVERS 64
+#define RL_MAX_ENVS 4096            /* per observer */
+#define RL_MAX_HIDDEN 4
+
+enum rl_algo { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
+enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
+
+struct rl_config {
+    /* what to train */
+    char preset[32];
+    enum rl_algo algo;
+    enum rl_mode mode;
+    char env[512];                  /* built-in id or path to a plug-in .so */
+    int observers;
+    int envs_per_observer;          /* B */
+    int steps_per_rollout;          /* T (A2C: n of n-step; REINFORCE: unused, one episode) */
+    uint64_t seed;
+    /* the policy */
+    int n_hidden, hidden[RL_MAX_HIDDEN];
+    bool tanh;                      /* tanh (else ReLU) between hidden layers */
+    double dropout;
+    double init_log_std;            /* Gaussian head */
+    bool cuda;                      /* the policy on the GPU */
+    /* the update */
+    int optimizer;                  /* enum optim_kind */
+    double opt_eps;                 /* Adam/RMSprop eps */
+    double lr, gamma, gae_lambda;
+    bool anneal_lr;
+    int minibatches, epochs;
+    double clip, ent_coef, vf_coef, max_grad_norm;
+    bool norm_adv, clip_vloss;
+    double reward_scale;            /* rewards are multiplied by this before the returns */
+    /* serving */
+    int max_batch_rows;             /* the agent merges act calls up to this many rows */
+    int max_wait_us;                /* ... or until the first one has waited this long */
+    /* when to stop */
+    int64_t max_steps;              /* env steps (0: none) */
+    double max_seconds;             /* wall (0: none) */
+    double target;                  /* mean return of the last 100 episodes; NAN: the env's threshold */
+    bool running_reward;            /* judge by PyTorch's example's running reward instead */
+    double log_every_s;             /* progress line period */
+    int heartbeat_timeout_ms;
+    bool quiet;                     /* no progress lines */
+};
+
+/* Fills cfg with the named preset: "ppo" (CleanRL ppo.py on CartPole-v1),
+ * "ppo-fast" (the demo's: solves CartPole-v1 fastest here), "a2c",
+ * "pendulum" (PPO, Gaussian head, Pendulum-v1) or "pytorch-rl-example"
+ * (REINFORCE as PyTorch's RPC RL example). -1 with rl_last_error() for an
+ * unknown name. */
+int rl_config_preset(struct rl_config *cfg, const char *name);
+
+/* Names of the presets, NULL-terminated. */
+extern const char *const rl_preset_names[];
+
+/* Checks ranges and combinations (e.g. REINFORCE needs 1 env per observer;
+ * minibatches divide B*T). 0, or -1 with rl_last_error() naming the flag. */
+int rl_config_check(const struct rl_config *cfg);
+
+/* A program's own flag, beside the trainer's: --name VALUE (has_arg) or
+ * --name. set returns 0, or -1 after printing why VALUE is bad. */
+struct rl_opt {
+    const char *name;
+    bool has_arg;
+    const char *help;               /* "  --name VALUE   text" line(s) for --help */
+    int (*set)(void *user, const char *value);
+    void *user;
+};
+
+/* Parses the trainer's flags (see rl_config_usage) into cfg, starting from
+ * the preset named by --preset (default "ppo-fast"; a --preset flag applies
+ * first wherever it stands, other flags override it), plus the program's own
+ * flags `extra` (n_extra of them). Returns -1 to go on, 0 after --help (usage
+ * printed to stdout, with `about` first), 2 for bad usage (message on
+ * stderr, naming `prog`). */
+int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, int argc, char **argv,
+                    const struct rl_opt *extra, int n_extra);
+
+/* Prints the flags rl_config_parse takes. */
+void rl_config_usage(FILE *f);
+
+const char *rl_algo_name(enum rl_algo a);
+const char *rl_mode_name(enum rl_mode m);
+
+/* One line describing cfg (algorithm, env, sizes, main hyper-parameters). */
+void rl_config_describe(const struct rl_config *cfg, char *out, size_t cap);
+
+/* The wire form (a map) and back. from_value checks every field and the
+ * result with rl_config_check: 0, or -1 with rl_last_error(). */
+struct rpc_value rl_config_to_value(const struct rl_config *cfg);
+int rl_config_from_value(const struct rpc_value *v, struct rl_config *cfg);
+
+#endif

@@ -1,0 +1,274 @@
+/* Pack/unpack pairs of the RL messages (see messages.h). */
+#include "rl/messages.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "rl/rl.h"
+
+static bool is_list(const struct rpc_value *v, size_t n) { return v && v->kind == RPC_LIST && v->list.len == n; }
+
+static bool f32_matrix(const struct tensor *t, int64_t rows, int64_t cols)
+{
+    return t->dtype == DTYPE_F32 && t->device == DEVICE_CPU && t->ndim == 2 && (rows < 0 || t->shape[0] == rows) &&
+           t->shape[1] == cols && t->shape[0] >= 1;
+}
+
+/* ---- setup ----------------------------------------------------------------- */
+
+struct rpc_value rl_setup_pack(const struct rl_setup_msg *m)
+{
+    struct rpc_value v = rpc_list(3);
+    v.list.items[0] = rpc_value_copy(&m->config);
+    v.list.items[1] = rpc_rref(m->policy);
+    v.list.items[2] = rpc_int(m->index);
+    return v;
+}
+
+int rl_setup_unpack(const struct rpc_value *a, struct rl_setup_msg *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!is_list(a, 3) || a->list.items[0].kind != RPC_MAP || a->list.items[1].kind != RPC_RREF ||
+        a->list.items[2].kind != RPC_INT)
+        return rl_set_error("setup: expected (config map, policy RRef, index)");
+    if (a->list.items[2].i < 0 || a->list.items[2].i >= 65536) return rl_set_error("setup: bad observer index");
+    m->config = rpc_value_copy(&a->list.items[0]);
+    m->policy = rref_retain(a->list.items[1].rref);
+    m->index = (int)a->list.items[2].i;
+    return 0;
+}
+
+void rl_setup_clear(struct rl_setup_msg *m)
+{
+    rpc_value_clear(&m->config);
+    rref_free(m->policy);
+    m->policy = NULL;
+}
+
+/* ---- act / evaluate ---------------------------------------------------------- */
+
+struct rpc_value rl_obs_pack(struct tensor *obs, bool last)
+{
+    struct rpc_value v = rpc_list(2);
+    v.list.items[0] = rpc_tensor(obs);
+    v.list.items[1] = rpc_bool(last);
+    return v;
+}
+
+int rl_obs_unpack(const struct rpc_value *a, int obs_dim, struct tensor **obs, bool *last)
+{
+    *obs = NULL;
+    if (!is_list(a, 2) || a->list.items[0].kind != RPC_TENSOR || a->list.items[1].kind != RPC_BOOL)
+        return rl_set_error("expected (obs tensor, last)");
+    struct tensor *t = a->list.items[0].tensor;
+    if (!f32_matrix(t, -1, obs_dim))
+        return rl_set_error("obs must be f32 [N,%d] with N >= 1, not %s %s[%lld,%lld]", obs_dim,
+                            dtype_name(t->dtype), t->ndim == 2 ? "" : "ndim != 2 ",
+                            t->ndim > 0 ? (long long)t->shape[0] : 0LL, t->ndim > 1 ? (long long)t->shape[1] : 0LL);
+    *obs = tensor_retain(t);
+    if (last) *last = a->list.items[1].b;
+    return 0;
+}
+
+struct rpc_value rl_policy_out_pack(const struct rl_policy_out *o)
+{
+    struct rpc_value v = rpc_list(4);
+    v.list.items[0] = rpc_tensor(o->a);
+    v.list.items[1] = o->log_std ? rpc_tensor(o->log_std) : rpc_nil();
+    v.list.items[2] = o->value ? rpc_tensor(o->value) : rpc_nil();
+    v.list.items[3] = rpc_int(o->version);
+    return v;
+}
+
+int rl_policy_out_unpack(const struct rpc_value *v, int rows, int act_dim, bool gaussian, bool value_head,
+                         struct rl_policy_out *o)
+{
+    memset(o, 0, sizeof *o);
+    if (!is_list(v, 4) || v->list.items[0].kind != RPC_TENSOR || v->list.items[3].kind != RPC_INT)
+        return rl_set_error("policy output: expected (a, log_std, value, version)");
+    struct tensor *a = v->list.items[0].tensor;
+    if (!f32_matrix(a, rows, act_dim)) return rl_set_error("policy output: a must be f32 [%d,%d]", rows, act_dim);
+    const struct rpc_value *ls = &v->list.items[1], *val = &v->list.items[2];
+    if (gaussian) {
+        if (ls->kind != RPC_TENSOR || ls->tensor->dtype != DTYPE_F32 || ls->tensor->ndim != 1 ||
+            ls->tensor->shape[0] != act_dim)
+            return rl_set_error("policy output: log_std must be f32 [%d]", act_dim);
+    } else if (ls->kind != RPC_NIL) {
+        return rl_set_error("policy output: unexpected log_std");
+    }
+    if (value_head) {
+        if (val->kind != RPC_TENSOR || val->tensor->dtype != DTYPE_F32 || val->tensor->ndim != 1 ||
+            val->tensor->shape[0] != rows)
+            return rl_set_error("policy output: value must be f32 [%d]", rows);
+    } else if (val->kind != RPC_NIL) {
+        return rl_set_error("policy output: unexpected value");
+    }
+    o->a = tensor_retain(a);
+    o->log_std = gaussian ? tensor_retain(ls->tensor) : NULL;
+    o->value = value_head ? tensor_retain(val->tensor) : NULL;
+    o->version = v->list.items[3].i;
+    return 0;
+}
+
+void rl_policy_out_clear(struct rl_policy_out *o)
+{
+    tensor_free(o->a);
+    tensor_free(o->log_std);
+    tensor_free(o->value);
+    memset(o, 0, sizeof *o);
+}
+
+/* ---- reports ------------------------------------------------------------------ */
+
+void rl_report_add(struct rl_report *r, double ret, int len)
+{
+    if (r->episodes == 0 || ret < r->min_return) r->min_return = ret;
+    r->episodes++;
+    if (r->n_returns == RL_REPORT_EPISODES) {
+        memmove(r->returns, r->returns + 1, (RL_REPORT_EPISODES - 1) * sizeof r->returns[0]);
+        memmove(r->lengths, r->lengths + 1, (RL_REPORT_EPISODES - 1) * sizeof r->lengths[0]);
+        r->n_returns--;
+    }
+    r->returns[r->n_returns] = ret;
+    r->lengths[r->n_returns++] = len;
+}
+
+struct rpc_value rl_report_pack(const struct rl_report *r)
+{
+    struct rpc_value v = rpc_list(6);
+    v.list.items[0] = rpc_int(r->steps);
+    v.list.items[1] = rpc_int(r->version0);
+    v.list.items[2] = rpc_int(r->episodes);
+    v.list.items[3] = rpc_bytes(r->returns, (size_t)r->n_returns * sizeof r->returns[0]);
+    v.list.items[4] = rpc_bytes(r->lengths, (size_t)r->n_returns * sizeof r->lengths[0]);
+    v.list.items[5] = rpc_double(r->min_return);
+    return v;
+}
+
+int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!is_list(v, 6) || v->list.items[0].kind != RPC_INT || v->list.items[1].kind != RPC_INT ||
+        v->list.items[2].kind != RPC_INT || v->list.items[3].kind != RPC_BYTES || v->list.items[4].kind != RPC_BYTES ||
+        v->list.items[5].kind != RPC_DOUBLE)
+        return rl_set_error("report: expected (steps, version0, episodes, returns, lengths, min)");
+    size_t nb = v->list.items[3].str.len, nl = v->list.items[4].str.len;
+    if (nb % sizeof(double) || nb / sizeof(double) > RL_REPORT_EPISODES || nl != nb / sizeof(double) * sizeof(int))
+        return rl_set_error("report: bad returns/lengths sizes (%zu, %zu bytes)", nb, nl);
+    r->steps = v->list.items[0].i;
+    r->version0 = v->list.items[1].i;
+    r->episodes = v->list.items[2].i;
+    r->n_returns = (int)(nb / sizeof(double));
+    if (r->steps < 0 || r->episodes < r->n_returns) return rl_set_error("report: negative or inconsistent counts");
+    memcpy(r->returns, v->list.items[3].str.ptr, nb);
+    memcpy(r->lengths, v->list.items[4].str.ptr, nl);
+    r->min_return = v->list.items[5].d;
+    for (int i = 0; i < r->n_returns; i++)
+        if (!isfinite(r->returns[i]) || r->lengths[i] < 0) return rl_set_error("report: a non-finite return or negative length");
+    return 0;
+}
+
+/* ---- loss ------------------------------------------------------------------- */
+
+struct rpc_value rl_loss_req_pack(const struct rl_loss_req *m)
+{
+    struct rpc_value v = rpc_list(3);
+    v.list.items[0] = rpc_int(m->epoch);
+    v.list.items[1] = rpc_int(m->minibatch);
+    v.list.items[2] = rpc_double(m->weight);
+    return v;
+}
+
+int rl_loss_req_unpack(const struct rpc_value *a, struct rl_loss_req *m)
+{
+    if (!is_list(a, 3) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
+        a->list.items[2].kind != RPC_DOUBLE)
+        return rl_set_error("loss: expected (epoch, minibatch, weight)");
+    if (a->list.items[0].i < 0 || a->list.items[0].i > 1000000 || a->list.items[1].i < 0 ||
+        a->list.items[1].i > 1000000 || !isfinite(a->list.items[2].d))
+        return rl_set_error("loss: epoch, minibatch or weight out of range");
+    m->epoch = (int)a->list.items[0].i;
+    m->minibatch = (int)a->list.items[1].i;
+    m->weight = a->list.items[2].d;
+    return 0;
+}
+
+static struct rpc_value stats_pack(const struct rl_update_stats *s)
+{
+    struct rpc_value v = rpc_bytes(s, sizeof *s);
+    return v;
+}
+
+static int stats_unpack(const struct rpc_value *v, struct rl_update_stats *s)
+{
+    if (v->kind != RPC_BYTES || v->str.len != sizeof *s) return rl_set_error("stats: expected %zu bytes", sizeof *s);
+    memcpy(s, v->str.ptr, sizeof *s);
+    return 0;
+}
+
+struct rpc_value rl_loss_reply_pack(const struct rl_loss_reply *m)
+{
+    struct rpc_value v = rpc_list(3);
+    v.list.items[0] = rpc_tensor(m->loss);
+    v.list.items[1] = stats_pack(&m->stats);
+    v.list.items[2] = rl_report_pack(&m->report);
+    return v;
+}
+
+int rl_loss_reply_unpack(const struct rpc_value *v, struct rl_loss_reply *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!is_list(v, 3) || v->list.items[0].kind != RPC_TENSOR) return rl_set_error("loss reply: expected (loss, stats, report)");
+    struct tensor *l = v->list.items[0].tensor;
+    if (l->dtype != DTYPE_F32 || l->numel != 1) return rl_set_error("loss reply: the loss must be one f32");
+    if (stats_unpack(&v->list.items[1], &m->stats) != 0 || rl_report_unpack(&v->list.items[2], &m->report) != 0)
+        return -1;
+    m->loss = tensor_retain(l);
+    return 0;
+}
+
+void rl_loss_reply_clear(struct rl_loss_reply *m)
+{
+    tensor_free(m->loss);
+    m->loss = NULL;
+}
+
+/* ---- async updates -------------------------------------------------------------- */
+
+struct rpc_value rl_update_req_pack(const struct rl_update_req *m)
+{
+    struct rpc_value v = rpc_list(5);
+    v.list.items[0] = rpc_int(m->ctx);
+    v.list.items[1] = rpc_int(m->version0);
+    v.list.items[2] = rpc_bool(m->has_report);
+    v.list.items[3] = m->has_report ? rl_report_pack(&m->report) : rpc_nil();
+    v.list.items[4] = stats_pack(&m->stats);
+    return v;
+}
+
+int rl_update_req_unpack(const struct rpc_value *a, struct rl_update_req *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!is_list(a, 5) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
+        a->list.items[2].kind != RPC_BOOL)
+        return rl_set_error("update: expected (ctx, version0, has_report, report, stats)");
+    m->ctx = a->list.items[0].i;
+    m->version0 = a->list.items[1].i;
+    m->has_report = a->list.items[2].b;
+    if (m->has_report && rl_report_unpack(&a->list.items[3], &m->report) != 0) return -1;
+    return stats_unpack(&a->list.items[4], &m->stats);
+}
+
+struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m)
+{
+    struct rpc_value v = rpc_list(1);
+    v.list.items[0] = rpc_bool(m->stop);
+    return v;
+}
+
+int rl_update_reply_unpack(const struct rpc_value *v, struct rl_update_reply *m)
+{
+    if (!is_list(v, 1) || v->list.items[0].kind != RPC_BOOL) return rl_set_error("update reply: expected (stop)");
+    m->stop = v->list.items[0].b;
+    return 0;
+}

@@ -1,0 +1,101 @@
+/* The RL messages between the agent and its observers: one C struct per
+ * message and one pack/unpack pair used by both ends, so a field is named
+ * and checked in one place. Unpack validates kinds, counts, dtypes and
+ * shapes (the peer is not trusted) and returns -1 with rl_last_error().
+ * Tensors in unpacked structs are new references the caller frees with
+ * the message's _clear function. */
+#ifndef TRIB_RL_MESSAGES_H
+#define TRIB_RL_MESSAGES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rpc/rpc.h"
+
+/* Function and method names. */
+#define RL_FN_SETUP "rl_setup"          /* agent -> observer */
+#define RL_FN_ROLLOUT "rl_rollout"      /* agent -> observer (sync) */
+#define RL_FN_LOSS "rl_loss"            /* agent -> observer (sync, in the update's context) */
+#define RL_FN_EPISODE "rl_episode"      /* agent -> observer (sync REINFORCE, in the context) */
+#define RL_FN_RUN_ASYNC "rl_run_async"  /* agent -> observer (async: loops until told to stop) */
+#define RL_FN_UPDATE "rl_update"        /* observer -> agent (async, in the observer's context) */
+#define RL_FN_SHUTDOWN "rl_shutdown"    /* agent -> observer: training is over, shut down gracefully */
+#define RL_POLICY_TYPE "rl_policy"      /* the agent's policy object, reached through an RRef */
+#define RL_POLICY_CTOR "rl_policy_new"
+#define RL_METHOD_ACT "act"             /* batched, no graph */
+#define RL_METHOD_EVALUATE "evaluate"   /* with graph, in the caller's context */
+
+/* setup(config, policy RRef, observer index 0..K-1) -> nil */
+struct rl_setup_msg {
+    struct rpc_value config;            /* rl_config_to_value's map */
+    struct rref *policy;
+    int index;
+};
+struct rpc_value rl_setup_pack(const struct rl_setup_msg *m);
+int rl_setup_unpack(const struct rpc_value *args, struct rl_setup_msg *m);
+void rl_setup_clear(struct rl_setup_msg *m);
+
+/* act(obs [B,D], last) / evaluate(obs [N,D]) requests. `last` marks an
+ * observer's final act of a rollout (the agent then stops waiting for its
+ * next one when it merges calls). */
+struct rpc_value rl_obs_pack(struct tensor *obs, bool last);
+/* obs_dim checks the shape; rows >= 1. obs is a new reference. */
+int rl_obs_unpack(const struct rpc_value *args, int obs_dim, struct tensor **obs, bool *last);
+
+/* The policy's answer: a = logits [N,C] (categorical) or mean [N,D]
+ * (Gaussian), log_std [D] (Gaussian only, else NULL), value [N] (NULL
+ * without a value head), and the policy version it was computed with. */
+struct rl_policy_out {
+    struct tensor *a, *log_std, *value;
+    int64_t version;
+};
+struct rpc_value rl_policy_out_pack(const struct rl_policy_out *o);
+/* Checks rows, act_dim, gaussian (log_std present) and value_head. */
+int rl_policy_out_unpack(const struct rpc_value *v, int rows, int act_dim, bool gaussian, bool value_head,
+                         struct rl_policy_out *o);
+void rl_policy_out_clear(struct rl_policy_out *o);
+
+/* What a rollout (or an episode) produced, for the agent's statistics. */
+#define RL_REPORT_EPISODES 128
+struct rl_report {
+    int64_t steps;                      /* env steps */
+    int64_t version0;                   /* policy version at the first forward */
+    int64_t episodes;                   /* episodes finished */
+    int n_returns;                      /* the last min(episodes, RL_REPORT_EPISODES) */
+    double returns[RL_REPORT_EPISODES];
+    int lengths[RL_REPORT_EPISODES];
+    double min_return;                  /* PyTorch example's running reward uses the smallest */
+};
+/* Adds a finished episode. */
+void rl_report_add(struct rl_report *r, double ret, int len);
+struct rpc_value rl_report_pack(const struct rl_report *r);
+int rl_report_unpack(const struct rpc_value *v, struct rl_report *r);
+
+/* loss(epoch, minibatch, weight) request; the reply is [loss scalar, stats]. */
+struct rl_loss_req { int epoch, minibatch; double weight; };
+struct rpc_value rl_loss_req_pack(const struct rl_loss_req *m);
+int rl_loss_req_unpack(const struct rpc_value *args, struct rl_loss_req *m);
+
+struct rl_update_stats { double policy_loss, value_loss, entropy, approx_kl, clipfrac; };
+struct rl_loss_reply { struct tensor *loss; struct rl_update_stats stats; struct rl_report report; };
+struct rpc_value rl_loss_reply_pack(const struct rl_loss_reply *m);
+int rl_loss_reply_unpack(const struct rpc_value *v, struct rl_loss_reply *m);
+void rl_loss_reply_clear(struct rl_loss_reply *m);
+
+/* update(ctx, version0, report, stats) from an async observer, after its
+ * backward in ctx; has_report: the report is new (first update of a
+ * rollout). Reply: [stop, lr]. */
+struct rl_update_req {
+    int64_t ctx;
+    int64_t version0;
+    bool has_report;
+    struct rl_report report;
+    struct rl_update_stats stats;
+};
+struct rpc_value rl_update_req_pack(const struct rl_update_req *m);
+int rl_update_req_unpack(const struct rpc_value *args, struct rl_update_req *m);
+struct rl_update_reply { bool stop; };
+struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m);
+int rl_update_reply_unpack(const struct rpc_value *v, struct rl_update_reply *m);
+
+#endif
