@@ -308,6 +308,7 @@ static int train_async(struct agent *a, const char **why)
 
 void agent_register(void)
 {
+    if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);
     policy_register();
     rpc_register(RL_FN_UPDATE, fn_update, NULL);
 }

@@ -32,7 +32,10 @@ struct pending {
 struct policy {
     struct rl_config cfg;
     struct policy_shape shape;
-    struct nn_module *m;
+    struct nn_module *actor;        /* obs -> logits or mean (+ log_std) */
+    struct nn_module *critic;       /* obs -> value [N,1]; NULL without a value head */
+    struct tensor **params;         /* actor's then critic's (borrowed) */
+    int n_params;
     enum device dev;
     pthread_mutex_t fwd_mu;         /* one forward at a time: dropout's RNG, the module */
     struct rref *rref;              /* owner RRef holding this object */
@@ -58,29 +61,48 @@ struct policy_shape policy_shape_for(const struct rl_config *cfg, int obs_dim, b
 
 /* ---- the module ---------------------------------------------------------------- */
 
-static struct nn_module *build_module(const struct rl_config *cfg, const struct policy_shape *s)
+/* The actor and, with a value head, a separate critic of the same hidden
+ * sizes (CleanRL's layout: a shared trunk lets the value loss's gradient
+ * dominate the global-norm clip and starve the policy). PyTorch's default
+ * initialisation (not CleanRL's orthogonal one). */
+static int build_modules(struct policy *p)
 {
+    const struct rl_config *cfg = &p->cfg;
+    const struct policy_shape *s = &p->shape;
     uint64_t init_rng = cfg->seed;
-    struct nn_module *m;
-    if (!s->value_head && !s->gaussian) {
+    int sizes[RL_MAX_HIDDEN + 2];
+    sizes[0] = s->obs_dim;
+    for (int i = 0; i < cfg->n_hidden; i++) sizes[i + 1] = cfg->hidden[i];
+    if (!s->gaussian) {
         /* PyTorch's RL example: Linear, ReLU/tanh, dropout, ..., Linear to the logits */
-        int sizes[RL_MAX_HIDDEN + 2];
-        sizes[0] = s->obs_dim;
-        for (int i = 0; i < cfg->n_hidden; i++) sizes[i + 1] = cfg->hidden[i];
         sizes[cfg->n_hidden + 1] = s->act_dim;
-        m = nn_mlp_new(cfg->n_hidden + 2, sizes, cfg->tanh ? NN_TANH : NN_RELU, (float)cfg->dropout, &init_rng);
+        p->actor = nn_mlp_new(cfg->n_hidden + 2, sizes, cfg->tanh ? NN_TANH : NN_RELU, (float)cfg->dropout, &init_rng);
     } else {
         struct nn_policy_config pc = { .obs_dim = s->obs_dim, .act_dim = s->act_dim, .n_hidden = cfg->n_hidden,
                                        .act = cfg->tanh ? NN_TANH : NN_RELU, .dropout = (float)cfg->dropout,
-                                       .head = s->gaussian ? NN_HEAD_GAUSSIAN : NN_HEAD_CATEGORICAL,
-                                       .value_head = s->value_head, .init_log_std = (float)cfg->init_log_std };
+                                       .head = NN_HEAD_GAUSSIAN, .init_log_std = (float)cfg->init_log_std };
         for (int i = 0; i < cfg->n_hidden; i++) pc.hidden[i] = cfg->hidden[i];
-        m = nn_policy_new(&pc, &init_rng);
+        p->actor = nn_policy_new(&pc, &init_rng);
     }
-    if (!m) return NULL;
-    m->training = cfg->dropout > 0;
-    m->rng = env_rng_seed(cfg->seed, 1000);
-    return m;
+    if (!p->actor) return -1;
+    if (s->value_head) {
+        sizes[cfg->n_hidden + 1] = 1;
+        p->critic = nn_mlp_new(cfg->n_hidden + 2, sizes, cfg->tanh ? NN_TANH : NN_RELU, 0.0f, &init_rng);
+        if (!p->critic) return -1;
+        p->critic->training = false;
+    }
+    p->actor->training = cfg->dropout > 0;
+    p->actor->rng = env_rng_seed(cfg->seed, 1000);
+    return 0;
+}
+
+static void collect_params(struct policy *p)
+{
+    int na = p->actor->n_params, nc = p->critic ? p->critic->n_params : 0;
+    p->n_params = na + nc;
+    p->params = trib_xcalloc((size_t)p->n_params, sizeof *p->params);
+    for (int i = 0; i < na; i++) p->params[i] = p->actor->params[i];
+    for (int i = 0; i < nc; i++) p->params[na + i] = p->critic->params[i];
 }
 
 /* Forward of obs (CPU) on the policy's device; outputs moved to the CPU
@@ -90,18 +112,25 @@ static int forward(struct policy *p, struct tensor *obs, struct rl_policy_out *o
     memset(o, 0, sizeof *o);
     struct tensor *x = p->dev == DEVICE_CPU ? tensor_retain(obs) : tensor_to(obs, p->dev);
     if (!x) return -1;
-    struct tensor *out[NN_MAX_IO] = { 0 };
+    struct tensor *out[NN_MAX_IO + 1] = { 0 };
     int n_out = 0;
-    int rc = nn_forward(p->m, 1, &x, &n_out, out);
+    int rc = nn_forward(p->actor, 1, &x, &n_out, out);
+    CHECK(rc != 0 || n_out == (p->shape.gaussian ? 2 : 1));
+    if (rc == 0 && p->critic) {
+        struct tensor *v = nn_forward1(p->critic, x);
+        int64_t len = x->shape[0];
+        out[n_out] = v ? tensor_reshape(v, 1, &len) : NULL;
+        tensor_free(v);
+        if (!out[n_out++]) rc = -1;
+    }
     tensor_free(x);
-    if (rc != 0) return -1;
-    int want = 1 + (p->shape.gaussian ? 1 : 0) + (p->shape.value_head ? 1 : 0);
-    CHECK(n_out == want);
-    struct tensor *cpu[NN_MAX_IO] = { 0 };
+    struct tensor *cpu[NN_MAX_IO + 1] = { 0 };
     for (int i = 0; i < n_out; i++) {
-        cpu[i] = p->dev == DEVICE_CPU ? tensor_retain(out[i]) : tensor_to(out[i], DEVICE_CPU);
+        if (rc == 0) {
+            cpu[i] = p->dev == DEVICE_CPU ? tensor_retain(out[i]) : tensor_to(out[i], DEVICE_CPU);
+            if (!cpu[i]) rc = -1;
+        }
         tensor_free(out[i]);
-        if (!cpu[i]) rc = -1;
     }
     if (rc != 0) {
         for (int i = 0; i < n_out; i++) tensor_free(cpu[i]);
@@ -316,14 +345,16 @@ static void *policy_ctor(struct rpc_request *req, const struct rpc_value *args, 
     }
     p->shape = (struct policy_shape){ .obs_dim = (int)od, .act_dim = (int)ad, .gaussian = args->list.items[3].b,
                                       .value_head = args->list.items[4].b };
-    p->m = build_module(&p->cfg, &p->shape);
     p->dev = p->cfg.cuda ? DEVICE_CUDA : DEVICE_CPU;
-    if (!p->m || (p->dev != DEVICE_CPU && nn_module_to(p->m, p->dev) != 0)) {
+    if (build_modules(p) != 0 || (p->dev != DEVICE_CPU && (nn_module_to(p->actor, p->dev) != 0 ||
+                                                          (p->critic && nn_module_to(p->critic, p->dev) != 0)))) {
         rpc_request_fail(req, "policy: %s", tensor_last_error());
-        nn_module_free(p->m);
+        nn_module_free(p->actor);
+        nn_module_free(p->critic);
         free(p);
         return NULL;
     }
+    collect_params(p);
     pthread_mutex_init(&p->fwd_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
@@ -355,9 +386,9 @@ struct policy *policy_new(const struct rl_config *cfg, const struct policy_shape
         return NULL;
     }
     p->rref = r;
-    p->param_rrefs = trib_xcalloc((size_t)p->m->n_params, sizeof *p->param_rrefs);
-    for (int i = 0; i < p->m->n_params; i++) {
-        struct rpc_value v = rpc_tensor(p->m->params[i]);
+    p->param_rrefs = trib_xcalloc((size_t)p->n_params, sizeof *p->param_rrefs);
+    for (int i = 0; i < p->n_params; i++) {
+        struct rpc_value v = rpc_tensor(p->params[i]);
         p->param_rrefs[i] = rref_new_local_value(&v);
         if (!p->param_rrefs[i]) {
             policy_free(p);
@@ -387,10 +418,12 @@ void policy_free(struct policy *p)
 {
     if (!p) return;
     policy_stop(p);
-    for (int i = 0; p->param_rrefs && i < p->m->n_params; i++) rref_free(p->param_rrefs[i]);
+    for (int i = 0; p->param_rrefs && i < p->n_params; i++) rref_free(p->param_rrefs[i]);
     free(p->param_rrefs);
+    free(p->params);
     struct rref *r = p->rref;
-    nn_module_free(p->m);
+    nn_module_free(p->actor);
+    nn_module_free(p->critic);
     pthread_mutex_destroy(&p->fwd_mu);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
@@ -402,14 +435,14 @@ struct rref *policy_rref(struct policy *p) { return p->rref; }
 
 struct rref **policy_param_rrefs(struct policy *p, int *n)
 {
-    *n = p->m->n_params;
+    *n = p->n_params;
     return p->param_rrefs;
 }
 
 int policy_params(struct policy *p, struct tensor ***params)
 {
-    *params = p->m->params;
-    return p->m->n_params;
+    *params = p->params;
+    return p->n_params;
 }
 
 void policy_forget_caller(struct policy *p, int id)

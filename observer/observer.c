@@ -456,6 +456,7 @@ static int fn_shutdown(struct rpc_request *req, const struct rpc_value *args, st
 
 struct observer *observer_new(void)
 {
+    if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);
     struct observer *o = trib_xcalloc(1, sizeof *o);
     pthread_mutex_init(&o->mu, NULL);
     rpc_register(RL_FN_SETUP, fn_setup, o);

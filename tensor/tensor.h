@@ -130,4 +130,9 @@ void tensor_zero_grad(struct tensor *t);
  * device present). Cheap after the first call. */
 bool tensor_cuda_available(void);
 
+/* Threads the CPU backend's BLAS may use (OpenBLAS's pool; n >= 1). Processes
+ * that share a few cores with others (the RL system's agent and observers)
+ * set 1: OpenBLAS's idle threads spin and the small matrices gain nothing. */
+void tensor_set_cpu_threads(int n);
+
 #endif
