@@ -2,7 +2,10 @@
  * independent PyTorch implementation: fixtures/rl_fixtures.json (written by
  * scripts/gen_rl_fixtures.py with torch) holds inputs, values and torch's
  * gradients, replayed here without torch. Plus the window, permutations,
- * the loss-weight contract and exact messages for bad input. */
+ * the loss-weight contract and exact messages for bad input.
+ * Built a second time with RL_TEST_CUDA (test_rl_math_cuda, TRIB_CUDA
+ * builds): the tensor tests then run with every tensor on the GPU, and the
+ * program skips (exit 77) without a CUDA device. */
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -26,6 +29,31 @@
 #define RTOL 1e-5
 
 static cJSON *fixtures;
+#ifdef RL_TEST_CUDA
+static const enum device test_dev = DEVICE_CUDA;
+#else
+static const enum device test_dev = DEVICE_CPU;
+#endif
+
+/* t moved to the device under test (consumes t). */
+static struct tensor *to_dev(struct tensor *t)
+{
+    ck_assert_ptr_nonnull(t);
+    if (test_dev == DEVICE_CPU) return t;
+    struct tensor *d = tensor_clone_to(t, test_dev);
+    ck_assert_msg(d != NULL, "%s", tensor_last_error());
+    tensor_free(t);
+    return d;
+}
+
+/* A scalar tensor's value, from any device. */
+static float scalar_of(const struct tensor *t)
+{
+    float v;
+    ck_assert_int_eq(t->numel, 1);
+    tensor_copy_to_host(t, &v);
+    return v;
+}
 
 static void load_fixtures(void)
 {
@@ -116,7 +144,11 @@ static void assert_tensor(const char *cname, const char *what, const struct tens
                           const char *key)
 {
     ck_assert_msg(t != NULL, "%s %s: no tensor", cname, what);
-    assert_floats(cname, what, tensor_f32(t), c, key, (int)t->numel, ATOL, RTOL);
+    ck_assert_int_eq(t->device, test_dev);
+    float got[MAXV];
+    ck_assert_int_le(t->numel, MAXV);
+    tensor_copy_to_host(t, got);
+    assert_floats(cname, what, got, c, key, (int)t->numel, ATOL, RTOL);
 }
 
 static void assert_grad(const char *cname, const struct tensor *leaf, const cJSON *c, const char *key)
@@ -132,8 +164,7 @@ static struct tensor *tensor_of(const cJSON *c, const char *key, int ndim, const
     int64_t numel = 1;
     for (int d = 0; d < ndim; d++) numel *= shape[d];
     floats(c, key, buf, (int)numel);
-    struct tensor *t = tensor_from_f32(ndim, shape, buf);
-    ck_assert_ptr_nonnull(t);
+    struct tensor *t = to_dev(tensor_from_f32(ndim, shape, buf));
     tensor_set_requires_grad(t, grad);
     return t;
 }
@@ -147,7 +178,7 @@ static struct tensor *actions_i64(const cJSON *c, int64_t n, bool column)
     const cJSON *v;
     cJSON_ArrayForEach(v, arr) buf[i++] = (int64_t)v->valuedouble;
     int64_t shape[2] = {n, 1};
-    return tensor_from_data(DTYPE_I64, column ? 2 : 1, shape, buf);
+    return to_dev(tensor_from_data(DTYPE_I64, column ? 2 : 1, shape, buf));
 }
 
 static void backward(struct tensor *loss)
@@ -521,7 +552,7 @@ START_TEST(test_ppo_fixtures)
                                           &p.h, num(c, "weight"), &st);
         ck_assert_msg(loss != NULL, "%s: %s", cname, rl_last_error());
         ck_assert_int_eq(loss->ndim, 0);
-        assert_scalar(cname, "loss", tensor_f32(loss)[0], num(c, "loss"));
+        assert_scalar(cname, "loss", scalar_of(loss), num(c, "loss"));
         assert_stats(cname, &st, c, true);
         backward(loss);
         assert_grad(cname, p.values, c, "grad_new_values");
@@ -565,16 +596,17 @@ START_TEST(test_ppo_weights_split_the_batch)
     struct tensor *b = rl_ppo_loss(lp[1], en[1], va[1], p.old_logp + k, p.adv + k, p.returns + k, p.old_values + k,
                                    n - k, &p.h, (double)(n - k) / n, NULL);
     ck_assert_msg(a && b, "%s", rl_last_error());
-    assert_scalar("split", "loss", (double)tensor_f32(a)[0] + tensor_f32(b)[0], tensor_f32(whole)[0]);
+    assert_scalar("split", "loss", (double)scalar_of(a) + scalar_of(b), scalar_of(whole));
     struct tensor *sum = tensor_add(a, b);
     backward(sum);
-    float split_grad[MAXV];
-    memcpy(split_grad, tensor_f32(p.logp->grad), sizeof(float) * (size_t)n);
+    float split_grad[MAXV], whole_grad[MAXV];
+    tensor_copy_to_host(p.logp->grad, split_grad);
     tensor_zero_grad(p.logp);
     backward(whole);
+    tensor_copy_to_host(p.logp->grad, whole_grad);
     for (int i = 0; i < n; i++)
-        ck_assert_msg(close_to(split_grad[i], tensor_f32(p.logp->grad)[i], ATOL, RTOL), "grad %d: %g vs %g", i,
-                      (double)split_grad[i], (double)tensor_f32(p.logp->grad)[i]);
+        ck_assert_msg(close_to(split_grad[i], whole_grad[i], ATOL, RTOL), "grad %d: %g vs %g", i,
+                      (double)split_grad[i], (double)whole_grad[i]);
     struct tensor *tmp[] = {whole, a, b, sum, lp[0], lp[1], en[0], en[1], va[0], va[1]};
     for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) tensor_free(tmp[i]);
     ppo_free(&p);
@@ -590,12 +622,13 @@ START_TEST(test_ppo_constants_off_graph)
     float adv_copy[2];
     memcpy(adv_copy, adv, sizeof adv);
     int64_t n = 2;
-    struct tensor *lp = tensor_from_f32(1, &n, logp_v), *en = tensor_from_f32(1, &n, ent_v),
-                  *va = tensor_from_f32(1, &n, val_v);
+    struct tensor *lp = to_dev(tensor_from_f32(1, &n, logp_v)), *en = to_dev(tensor_from_f32(1, &n, ent_v)),
+                  *va = to_dev(tensor_from_f32(1, &n, val_v));
     struct rl_ppo_hyper h = {.clip = 0.2, .ent_coef = 0.01, .vf_coef = 0.5, .clip_vloss = true, .norm_adv = true};
     struct tensor *loss = rl_ppo_loss(lp, en, va, old, adv, ret, oldv, 2, &h, 1.0, NULL);
     ck_assert_ptr_nonnull(loss);
     ck_assert(!loss->requires_grad);
+    ck_assert_int_eq(loss->device, test_dev);
     ck_assert_ptr_null(loss->grad_fn);
     ck_assert_mem_eq(adv, adv_copy, sizeof adv);
     tensor_free(loss);
@@ -628,7 +661,7 @@ START_TEST(test_a2c_fixtures)
         memset(&st, 0xff, sizeof st);
         struct tensor *loss = rl_a2c_loss(lp, en, va, adv, ret, (int)n, &h, num(c, "weight"), &st);
         ck_assert_msg(loss != NULL, "%s: %s", cname, rl_last_error());
-        assert_scalar(cname, "loss", tensor_f32(loss)[0], num(c, "loss"));
+        assert_scalar(cname, "loss", scalar_of(loss), num(c, "loss"));
         assert_stats(cname, &st, c, false);
         backward(loss);
         assert_grad(cname, lp, c, "grad_logp");
@@ -653,7 +686,7 @@ START_TEST(test_reinforce_fixtures)
         floats(c, "rewards", rewards, (int)n);
         struct tensor *loss = rl_reinforce_loss(lp, rewards, (int)n, num(c, "gamma"));
         ck_assert_msg(loss != NULL, "%s: %s", cname, rl_last_error());
-        assert_scalar(cname, "loss", tensor_f32(loss)[0], num(c, "loss"));
+        assert_scalar(cname, "loss", scalar_of(loss), num(c, "loss"));
         backward(loss);
         assert_grad(cname, lp, c, "grad_logp");
         tensor_free(loss);
@@ -667,13 +700,13 @@ START_TEST(test_reinforce_single_step)
     /* torch gives nan (std of one return); our normalised weight is 0 */
     int64_t one = 1;
     float v = -0.7f, r = 1.0f;
-    struct tensor *lp = tensor_from_f32(1, &one, &v);
+    struct tensor *lp = to_dev(tensor_from_f32(1, &one, &v));
     tensor_set_requires_grad(lp, true);
     struct tensor *loss = rl_reinforce_loss(lp, &r, 1, 0.99);
     ck_assert_ptr_nonnull(loss);
-    ck_assert_float_eq(tensor_f32(loss)[0], 0.0f);
+    ck_assert_float_eq(scalar_of(loss), 0.0f);
     backward(loss);
-    ck_assert_float_eq(tensor_f32(lp->grad)[0], 0.0f);
+    ck_assert_float_eq(scalar_of(lp->grad), 0.0f);
     tensor_free(loss);
     tensor_free(lp);
 }
@@ -785,9 +818,27 @@ START_TEST(test_dist_errors)
 }
 END_TEST
 
+#ifdef RL_TEST_CUDA
+START_TEST(test_device_mismatch)
+{
+    int64_t n4 = 4;
+    float z[4] = {0};
+    struct tensor *gpu = to_dev(tensor_from_f32(1, &n4, z)), *cpu = tensor_from_f32(1, &n4, z);
+    struct rl_ppo_hyper h = {.clip = 0.2, .ent_coef = 0.01, .vf_coef = 0.5};
+    ASSERT_FAILS(rl_ppo_loss(gpu, cpu, gpu, z, z, z, z, 4, &h, 1, NULL),
+                 "rl_ppo_loss: device mismatch: new_logp on cuda, entropy on cpu");
+    ASSERT_FAILS(rl_a2c_loss(gpu, gpu, cpu, z, z, 4, &h, 1, NULL),
+                 "rl_a2c_loss: device mismatch: logp on cuda, values on cpu");
+    tensor_free(gpu);
+    tensor_free(cpu);
+}
+END_TEST
+
+#endif
+
 static Suite *rl_math_suite(void)
 {
-    Suite *s = suite_create("rl_math");
+    Suite *s = suite_create(test_dev == DEVICE_CPU ? "rl_math" : "rl_math_cuda");
     TCase *tc = tcase_create("returns");
     tcase_add_test(tc, test_discounted_returns);
     tcase_add_test(tc, test_normalize);
@@ -818,6 +869,9 @@ static Suite *rl_math_suite(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, test_loss_errors);
     tcase_add_test(tc, test_dist_errors);
+#ifdef RL_TEST_CUDA
+    tcase_add_test(tc, test_device_mismatch);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }
@@ -825,6 +879,14 @@ static Suite *rl_math_suite(void)
 int main(void)
 {
     SRunner *sr = srunner_create(rl_math_suite());
+#ifdef RL_TEST_CUDA
+    if (!tensor_cuda_available()) {
+        printf("test_rl_math_cuda: no CUDA device, skipping\n");
+        srunner_free(sr);
+        return 77;
+    }
+    srunner_set_fork_status(sr, CK_NOFORK);   /* a CUDA context does not survive fork() */
+#endif
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
