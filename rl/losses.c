@@ -84,7 +84,8 @@ static int check_count(const char *who, int n)
 static int check_vec(const char *who, const char *name, const struct tensor *t, int n)
 {
     if (!t) return rl_set_error("%s: %s is NULL", who, name);
-    if (t->dtype != DTYPE_F32) return rl_set_error("%s: %s has dtype %s (expected f32)", who, name, dtype_name(t->dtype));
+    if (t->dtype != DTYPE_F32)
+        return rl_set_error("%s: %s has dtype %s (expected f32)", who, name, dtype_name(t->dtype));
     if (!((t->ndim == 1 || (t->ndim == 2 && t->shape[1] == 1)) && t->shape[0] == n)) {
         char s[96];
         return rl_set_error("%s: %s has shape %s (expected [%d] or [%d,1])", who, name,

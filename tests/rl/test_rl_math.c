@@ -509,7 +509,8 @@ static void ppo_load(const cJSON *c, struct ppo_in *p)
                       rl_last_error());
         tensor_free(act);
     }
-    p->values = flag(c, "values_col") ? tensor_of(c, "new_values", 2, col, true) : tensor_of(c, "new_values", 1, &n, true);
+    bool column = flag(c, "values_col");
+    p->values = tensor_of(c, "new_values", column ? 2 : 1, column ? col : &n, true);
     floats(c, "old_logp", p->old_logp, p->n);
     floats(c, "adv", p->adv, p->n);
     floats(c, "returns", p->returns, p->n);
@@ -790,7 +791,8 @@ START_TEST(test_dist_errors)
                   *ls2 = tensor_from_f32(1, &n2, z), *gacts = tensor_from_f32(2, s53, z),
                   *gacts52 = tensor_from_f32(2, s52, z), *ilogits = tensor_new(DTYPE_I64, DEVICE_CPU, 2, s53);
 
-    ASSERT_DIST_FAILS(RL_DIST_CATEGORICAL, logits, NULL, acts, "rl_dist_eval: tensor_gather: index 3 is out of range for size 3");
+    ASSERT_DIST_FAILS(RL_DIST_CATEGORICAL, logits, NULL, acts,
+                      "rl_dist_eval: tensor_gather: index 3 is out of range for size 3");
     ASSERT_DIST_FAILS(RL_DIST_CATEGORICAL, NULL, NULL, acts, "rl_dist_eval: a is NULL");
     ASSERT_DIST_FAILS(RL_DIST_CATEGORICAL, logits, NULL, NULL, "rl_dist_eval: actions is NULL");
     ASSERT_DIST_FAILS(RL_DIST_CATEGORICAL, ilogits, NULL, acts, "rl_dist_eval: a has dtype i64 (expected f32)");
