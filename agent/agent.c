@@ -17,6 +17,7 @@
 #include "common/check.h"
 #include "envs/plugin.h"
 #include "optim/dist_optim.h"
+#include "rl/debug_dump.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
 #include "rpc/dist_autograd.h"
@@ -42,6 +43,7 @@ struct agent {
     pthread_mutex_t mu;             /* async updates: the optimizer, lr, stop */
     atomic_bool stop;
     double lr;                      /* the lr last set */
+    bool dumped;                    /* TRIB_DEBUG_DUMP done */
 };
 
 static volatile sig_atomic_t got_signal;
@@ -117,6 +119,21 @@ static int wait_losses(struct agent *a, struct rpc_future **futs, struct rl_loss
     return n;
 }
 
+/* TRIB_DEBUG_DUMP (rl/debug_dump.h): the parameters, CPU policies only. */
+static void dump_params(struct agent *a, const char *name)
+{
+    struct tensor **params;
+    int n = policy_params(a->policy, &params);
+    const float *arrays[64];
+    int64_t counts[64];
+    if (n > 64 || params[0]->device != DEVICE_CPU) return;
+    for (int i = 0; i < n; i++) {
+        arrays[i] = tensor_data(params[i]);
+        counts[i] = params[i]->numel;
+    }
+    if (rl_debug_dump(rl_debug_dump_dir(), name, n, arrays, counts) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+}
+
 /* One backward over the observers' losses and one optimizer step, in ctx. */
 static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply *reps, const bool *ok, int64_t version0)
 {
@@ -125,8 +142,12 @@ static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply 
     for (int k = 0; k < a->n_peers; k++)
         if (ok[k]) roots[n++] = reps[k].loss;
     if (dist_autograd_backward(ctx, n, roots, false) != 0) return rl_set_error("backward: %s", rpc_last_error());
+    bool dump = rl_debug_dump_dir() && !a->dumped;
+    if (dump) dump_params(a, "params_before.bin");
     if (dist_optim_step_clipped(a->opt, ctx, a->cfg.max_grad_norm) != 0)
         return rl_set_error("optimizer step: %s", rpc_last_error());
+    if (dump) dump_params(a, "params_after.bin");
+    a->dumped = true;
     struct rl_update_stats mean = { 0 };
     for (int k = 0; k < a->n_peers; k++) {
         if (!ok[k]) continue;

@@ -102,7 +102,8 @@ bool run_stats_out_of_budget(struct run_stats *s)
 {
     pthread_mutex_lock(&s->mu);
     bool r = (s->cfg.max_steps > 0 && s->env_steps >= s->cfg.max_steps) ||
-             (s->cfg.max_seconds > 0 && now_s() - s->t0 >= s->cfg.max_seconds);
+             (s->cfg.max_seconds > 0 && now_s() - s->t0 >= s->cfg.max_seconds) ||
+             (s->cfg.max_updates > 0 && s->updates >= s->cfg.max_updates);
     pthread_mutex_unlock(&s->mu);
     return r;
 }
@@ -129,9 +130,6 @@ void run_stats_progress(struct run_stats *s, FILE *f, int64_t version, bool forc
                 "%7.1fs  steps %9lld  sps %8.0f  episodes %7lld  %s  version %6lld  lag %.2f/%lld  updates/s %6.1f\n",
                 t - s->t0, (long long)s->env_steps, s->log_steps / dt, (long long)s->episodes, ret, (long long)version,
                 s->lag_n ? s->lag_sum / (double)s->lag_n : 0.0, (long long)s->lag_max, s->log_updates / dt);
-        if (getenv("TRIB_DEBUG_LOSS"))
-            fprintf(f, "    pg %.4f v %.4f ent %.4f kl %.5f clipfrac %.3f\n", s->last.policy_loss, s->last.value_loss,
-                    s->last.entropy, s->last.approx_kl, s->last.clipfrac);
         fflush(f);
         s->t_log = t;
         s->log_steps = s->log_updates = 0;

@@ -14,6 +14,7 @@
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
 #include "rl/config.h"
+#include "rl/debug_dump.h"
 #include "rl/losses.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
@@ -49,6 +50,7 @@ struct observer {
     struct tensor **ep_logp;
     float *ep_rew;
     atomic_bool shutdown;
+    bool dumped;                    /* TRIB_DEBUG_DUMP done */
 };
 
 /* ---- setup ---------------------------------------------------------------------- */
@@ -258,6 +260,23 @@ static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, str
 
 /* ---- minibatch losses ----------------------------------------------------------------------- */
 
+/* TRIB_DEBUG_DUMP (rl/debug_dump.h): the first minibatch, actions as floats. */
+static void dump_minibatch(struct observer *o, struct tensor *obs, struct tensor *acts, int M, double weight)
+{
+    o->dumped = true;
+    float *a = calloc((size_t)M * o->ro.act_dim, sizeof *a);
+    if (!a) return;
+    for (int64_t i = 0; i < acts->numel; i++)
+        a[i] = o->discrete ? (float)((const int64_t *)tensor_data(acts))[i] : ((const float *)tensor_data(acts))[i];
+    float w = (float)weight;
+    const float *arrays[] = { &w, tensor_data(obs), a, o->mb_logp, o->mb_adv, o->mb_ret, o->mb_val };
+    int64_t counts[] = { 1, obs->numel, acts->numel, M, M, M, M };
+    char name[64];
+    snprintf(name, sizeof name, "minibatch_%d.bin", o->index);
+    if (rl_debug_dump(rl_debug_dump_dir(), name, 7, arrays, counts) != 0) fprintf(stderr, "observer: %s\n", rl_last_error());
+    free(a);
+}
+
 /* The loss of minibatch mb of epoch `epoch` (a new permutation at mb 0),
  * times weight, in the current context. */
 static struct tensor *minibatch_loss(struct observer *o, int epoch, int mb, double weight, struct rl_update_stats *st)
@@ -271,6 +290,7 @@ static struct tensor *minibatch_loss(struct observer *o, int epoch, int mb, doub
     if (mb == 0) rl_permutation(N, &o->rng, ro->perm);
     struct tensor *obs = NULL, *acts = NULL;
     if (rl_rollout_gather(ro, mb * M, M, &obs, &acts, o->mb_logp, o->mb_adv, o->mb_ret, o->mb_val) != 0) return NULL;
+    if (rl_debug_dump_dir() && !o->dumped) dump_minibatch(o, obs, acts, M, weight);
     struct rl_policy_out out;
     struct tensor *loss = NULL, *logp = NULL, *ent = NULL;
     if (call_policy(o, RL_METHOD_EVALUATE, obs, false, &out) == 0) {

@@ -130,7 +130,8 @@ int rl_config_check(const struct rl_config *c)
     if (!isfinite(c->reward_scale) || c->reward_scale == 0) return rl_set_error("reward scale must be finite and non-zero");
     if (c->max_batch_rows < 1 || c->max_wait_us < 0 || c->max_wait_us > 1000000)
         return rl_set_error("--max-batch must be >= 1 and --max-wait-us in 0..1000000");
-    if (c->max_steps < 0 || !(c->max_seconds >= 0)) return rl_set_error("--max-steps and --max-seconds must be >= 0");
+    if (c->max_steps < 0 || !(c->max_seconds >= 0) || c->max_updates < 0)
+        return rl_set_error("--max-steps, --max-seconds and --max-updates must be >= 0");
     if (!(c->log_every_s > 0)) return rl_set_error("--log-every must be > 0 seconds");
     if (c->heartbeat_timeout_ms < 100 || c->heartbeat_timeout_ms > 3600000)
         return rl_set_error("--heartbeat-timeout must be in 100..3600000 ms");
@@ -183,6 +184,7 @@ static const struct flag flags[] = {
     F("max-wait-us", T_INT, max_wait_us, "... waiting at most this long for more calls"),
     F("max-steps", T_I64, max_steps, "stop (exit 1) after this many env steps (0: no limit)"),
     F("max-seconds", T_DBL, max_seconds, "stop (exit 1) after this many seconds (0: no limit)"),
+    F("max-updates", T_I64, max_updates, "stop (exit 1) after this many optimizer updates (0: no limit)"),
     F("target", T_DBL, target, "solved (exit 0) when the mean return of the last 100 episodes\n"
                                "reaches this (default: the env's reward threshold)"),
     F("log-every", T_DBL, log_every_s, "seconds between progress lines"),
@@ -406,7 +408,7 @@ static const struct wire_field wire[] = {
     W("clip", 'd', clip), W("ent_coef", 'd', ent_coef), W("vf_coef", 'd', vf_coef),
     W("max_grad_norm", 'd', max_grad_norm), W("norm_adv", 'b', norm_adv), W("clip_vloss", 'b', clip_vloss),
     W("reward_scale", 'd', reward_scale), W("max_batch", 'i', max_batch_rows), W("max_wait_us", 'i', max_wait_us),
-    W("max_steps", 'l', max_steps), W("max_seconds", 'd', max_seconds), W("target", 'd', target),
+    W("max_steps", 'l', max_steps), W("max_seconds", 'd', max_seconds), W("max_updates", 'l', max_updates), W("target", 'd', target),
     W("running_reward", 'b', running_reward), W("log_every_s", 'd', log_every_s),
     W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("quiet", 'b', quiet),
 };

@@ -48,6 +48,7 @@ struct rl_config {
     /* when to stop */
     int64_t max_steps;              /* env steps (0: none) */
     double max_seconds;             /* wall (0: none) */
+    int64_t max_updates;            /* optimizer updates (0: none) */
     double target;                  /* mean return of the last 100 episodes; NAN: the env's threshold */
     bool running_reward;            /* judge by PyTorch's example's running reward instead */
     double log_every_s;             /* progress line period */
