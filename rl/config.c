@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "optim/optim.h"
 #include "rl/rl.h"
 
@@ -196,7 +198,10 @@ static const struct flag flags[] = {
 
 void rl_config_usage(FILE *f)
 {
-    fprintf(f, "  --preset NAME          start from a preset (default ppo-fast):\n"
+    fprintf(f, "  --config FILE          a JSON object of these flags (keys without --, e.g.\n"
+               "                         {\"preset\": \"ppo\", \"lr\": 0.001, \"anneal-lr\": false});\n"
+               "                         flags on the command line override it; unknown keys are errors\n"
+               "  --preset NAME          start from a preset (default ppo-fast):\n"
                "                         ppo-fast  PPO, 4 observers x 16 envs x 32 steps (the demo)\n"
                "                         ppo       CleanRL ppo.py on CartPole-v1 (4 envs x 128 steps)\n"
                "                         a2c       A2C, 5-step returns, RMSprop (SB3 defaults)\n"
@@ -299,6 +304,89 @@ static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, b
     return -1;
 }
 
+static const struct flag *find_flag(const char *name, bool *negated)
+{
+    *negated = false;
+    for (int k = 0; k < N_FLAGS; k++)
+        if (strcmp(flags[k].name, name) == 0) return &flags[k];
+    if (strncmp(name, "no-", 3) == 0)
+        for (int k = 0; k < N_FLAGS; k++)
+            if (flags[k].type == T_BOOL && strcmp(flags[k].name, name + 3) == 0) {
+                *negated = true;
+                return &flags[k];
+            }
+    return NULL;
+}
+
+/* Reads a JSON object from path into *root. 0, or -1 with rl_last_error(). */
+static int load_json(const char *path, cJSON **root)
+{
+    *root = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return rl_set_error("--config %s: %s", path, strerror(errno));
+    size_t cap = 1u << 20;
+    char *buf = malloc(cap + 1);
+    size_t len = buf ? fread(buf, 1, cap + 1, f) : 0;
+    fclose(f);
+    if (!buf) return rl_set_error("--config %s: out of memory", path);
+    if (len > cap) {
+        free(buf);
+        return rl_set_error("--config %s: larger than 1 MiB", path);
+    }
+    buf[len] = '\0';
+    *root = cJSON_Parse(buf);
+    free(buf);
+    if (!*root || !cJSON_IsObject(*root)) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        return rl_set_error("--config %s: not a JSON object", path);
+    }
+    return 0;
+}
+
+/* Applies a JSON object of flags ({"lr": 0.001, "mode": "async",
+ * "anneal-lr": false, "hidden": "64,64"}); keys are the flags' names
+ * without "--" ("_" may stand for "-"); "preset" is applied before. -1
+ * with rl_last_error() naming the file and the key. */
+static int apply_config(struct rl_config *c, const char *path, const cJSON *root)
+{
+    int rc = 0;
+    for (cJSON *it = root->child; it && rc == 0; it = it->next) {
+        char name[64];
+        if (!it->string || strlen(it->string) >= sizeof name) {
+            rc = rl_set_error("--config %s: bad key", path);
+            break;
+        }
+        snprintf(name, sizeof name, "%s", it->string);
+        for (char *p = name; *p; p++)
+            if (*p == '_') *p = '-';
+        if (strcmp(name, "preset") == 0) continue;   /* applied before the file */
+        bool negated;
+        const struct flag *fl = find_flag(name, &negated);
+        if (!fl || negated) {
+            rc = rl_set_error("--config %s: unknown key '%s'", path, it->string);
+            break;
+        }
+        char val[600];
+        if (fl->type == T_BOOL) {
+            if (!cJSON_IsBool(it)) rc = rl_set_error("--config %s: '%s' must be true or false", path, it->string);
+            else *(bool *)((char *)c + fl->off) = cJSON_IsTrue(it);
+            continue;
+        }
+        if (cJSON_IsString(it) && strlen(it->valuestring) < sizeof val) snprintf(val, sizeof val, "%s", it->valuestring);
+        else if (cJSON_IsNumber(it)) {
+            double d = it->valuedouble;
+            if (d == (double)(int64_t)d && fabs(d) < 9e15) snprintf(val, sizeof val, "%lld", (long long)d);
+            else snprintf(val, sizeof val, "%.17g", d);
+        } else {
+            rc = rl_set_error("--config %s: '%s' must be a number or a string", path, it->string);
+            break;
+        }
+        if (set_flag(c, fl, val, false) != 0) rc = rl_set_error("--config %s: bad value '%s' for '%s'", path, val, it->string);
+    }
+    return rc;
+}
+
 static int usage_error(const char *prog, const char *fmt, const char *a, const char *b)
 {
     fprintf(stderr, "%s: ", prog);
@@ -310,7 +398,7 @@ static int usage_error(const char *prog, const char *fmt, const char *a, const c
 int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, int argc, char **argv,
                     const struct rl_opt *extra, int n_extra)
 {
-    const char *preset = "ppo-fast";
+    const char *preset = "ppo-fast", *config_file = NULL;
     bool device_given = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -323,8 +411,27 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
         }
         if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) preset = argv[i + 1];
         else if (strncmp(argv[i], "--preset=", 9) == 0) preset = argv[i] + 9;
+        else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) config_file = argv[i + 1];
+        else if (strncmp(argv[i], "--config=", 9) == 0) config_file = argv[i] + 9;
     }
-    if (rl_config_preset(cfg, preset) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
+    cJSON *file = NULL;
+    if (config_file) {
+        if (load_json(config_file, &file) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(file, "preset");
+        bool flag_preset = false;
+        for (int i = 1; i < argc; i++)
+            if (strncmp(argv[i], "--preset", 8) == 0) flag_preset = true;
+        if (p && !cJSON_IsString(p)) {
+            cJSON_Delete(file);
+            return usage_error(prog, "--config %s: 'preset' must be a string%s", config_file, "");
+        }
+        if (p && !flag_preset) preset = p->valuestring;
+    }
+    int prc = rl_config_preset(cfg, preset);
+    if (prc == 0 && file) prc = apply_config(cfg, config_file, file);
+    cJSON_Delete(file);
+    if (prc != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
+
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0) return usage_error(prog, "unexpected argument '%s'%s", a, "");
@@ -335,16 +442,12 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
         memcpy(name, a + 2, len);
         name[len] = '\0';
         const char *val = eq ? eq + 1 : NULL;
-        if (strcmp(name, "preset") == 0) {
+        if (strcmp(name, "preset") == 0 || strcmp(name, "config") == 0) {
             if (!val) i++;
             continue;
         }
-        bool negated = strncmp(name, "no-", 3) == 0;
-        const struct flag *fl = NULL;
-        for (int k = 0; k < N_FLAGS && !fl; k++) {
-            if (strcmp(flags[k].name, name) == 0) fl = &flags[k];
-            else if (negated && flags[k].type == T_BOOL && strcmp(flags[k].name, name + 3) == 0) fl = &flags[k];
-        }
+        bool negated;
+        const struct flag *fl = find_flag(name, &negated);
         if (fl) {
             if (fl->type == T_BOOL) {
                 if (val) return usage_error(prog, "option '--%s' takes no value%s", name, "");
@@ -352,7 +455,7 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
                 if (i + 1 >= argc) return usage_error(prog, "option '--%s' needs a value%s", name, "");
                 val = argv[++i];
             }
-            if (set_flag(cfg, fl, val ? val : "", fl->type == T_BOOL && negated) != 0)
+            if (set_flag(cfg, fl, val ? val : "", negated) != 0)
                 return usage_error(prog, "bad value '%s' for --%s", val, name);
             if (fl->type == T_DEVICE) device_given = true;
             continue;
