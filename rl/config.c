@@ -41,12 +41,14 @@ int rl_config_preset(struct rl_config *c, const char *name)
     if (strcmp(name, "ppo") == 0) {
         /* CleanRL ppo.py's defaults for CartPole-v1 (one observer = its one process) */
     } else if (strcmp(name, "ppo-fast") == 0) {
+        /* 2048 samples per rollout in 8 updates: per-update RPC latency, not
+         * arithmetic, is the cost, so fewer, larger minibatches (scripts/bench rl) */
         c->observers = 4;
-        c->envs_per_observer = 16;
-        c->steps_per_rollout = 32;
+        c->envs_per_observer = 32;
+        c->steps_per_rollout = 16;
         c->lr = 2.5e-3;
         c->epochs = 4;
-        c->minibatches = 4;
+        c->minibatches = 2;
     } else if (strcmp(name, "a2c") == 0) {
         /* Stable-Baselines3's A2C defaults: 5-step returns, RMSprop */
         c->algo = RL_ALGO_A2C;
@@ -202,7 +204,7 @@ void rl_config_usage(FILE *f)
                "                         {\"preset\": \"ppo\", \"lr\": 0.001, \"anneal-lr\": false});\n"
                "                         flags on the command line override it; unknown keys are errors\n"
                "  --preset NAME          start from a preset (default ppo-fast):\n"
-               "                         ppo-fast  PPO, 4 observers x 16 envs x 32 steps (the demo)\n"
+               "                         ppo-fast  PPO, 4 observers x 32 envs x 16 steps (the demo)\n"
                "                         ppo       CleanRL ppo.py on CartPole-v1 (4 envs x 128 steps)\n"
                "                         a2c       A2C, 5-step returns, RMSprop (SB3 defaults)\n"
                "                         pendulum  PPO with a Gaussian head on Pendulum-v1\n"
