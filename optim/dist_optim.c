@@ -118,18 +118,10 @@ static void *local_new(struct rpc_request *req, const struct rpc_value *args, vo
     return l;
 }
 
-/* step(ctx[, max_norm]) -> this owner's version after the step. With
- * max_norm > 0 the owner's gradients of ctx are first clipped to that global
- * norm (torch.nn.utils.clip_grad_norm_ over this owner's parameters). */
-static int local_step(struct rpc_request *req, void *obj, const struct rpc_value *args,
-                      struct rpc_value *result, void *user)
+/* Clips (max_norm > 0) and applies this owner's gradients of ctx. Returns
+ * the owner's version after the step, or -1 with optim_last_error(). */
+static int64_t step_owned(struct local_opt *l, int64_t ctx, double max_norm)
 {
-    struct local_opt *l = obj;
-    if (args->kind != RPC_LIST || args->list.len < 1 || args->list.len > 2 || args->list.items[0].kind != RPC_INT ||
-        (args->list.len == 2 && args->list.items[1].kind != RPC_DOUBLE))
-        return rpc_request_fail(req, "step: expected (ctx_id[, max_norm])");
-    int64_t ctx = args->list.items[0].i;
-    double max_norm = args->list.len == 2 ? args->list.items[1].d : 0.0;
     struct tensor **grads = trib_xcalloc((size_t)l->n, sizeof *grads);
     struct tensor **present = trib_xcalloc((size_t)l->n + 1, sizeof *present);
     int n_present = 0;
@@ -142,11 +134,24 @@ static int local_step(struct rpc_request *req, void *obj, const struct rpc_value
     if (max_norm > 0 && n_present > 0 && optim_clip_grad_norm(n_present, present, max_norm, NULL) != 0) rc = -1;
     free(present);
     if (rc == 0) rc = optim_step(l->opt, grads);
-    int64_t version = rc == 0 ? atomic_fetch_add(&local_version, 1) + 1 : 0;
+    int64_t version = rc == 0 ? atomic_fetch_add(&local_version, 1) + 1 : -1;
     pthread_mutex_unlock(&step_mu);
     for (int i = 0; i < l->n; i++) tensor_free(grads[i]);
     free(grads);
-    if (rc != 0) return rpc_request_fail(req, "step: %s", optim_last_error());
+    return version;
+}
+
+/* step(ctx[, max_norm]) -> this owner's version after the step. With
+ * max_norm > 0 the owner's gradients of ctx are first clipped to that global
+ * norm (torch.nn.utils.clip_grad_norm_ over this owner's parameters). */
+static int local_step(struct rpc_request *req, void *obj, const struct rpc_value *args,
+                      struct rpc_value *result, void *user)
+{
+    if (args->kind != RPC_LIST || args->list.len < 1 || args->list.len > 2 || args->list.items[0].kind != RPC_INT ||
+        (args->list.len == 2 && args->list.items[1].kind != RPC_DOUBLE))
+        return rpc_request_fail(req, "step: expected (ctx_id[, max_norm])");
+    int64_t version = step_owned(obj, args->list.items[0].i, args->list.len == 2 ? args->list.items[1].d : 0.0);
+    if (version < 0) return rpc_request_fail(req, "step: %s", optim_last_error());
     *result = rpc_int(version);
     return 0;
 }
@@ -256,9 +261,29 @@ struct dist_optim *dist_optim_new(enum optim_kind kind, const struct optim_hyper
 static int call_all(struct dist_optim *o, const char *method, const struct rpc_value *args, bool versions)
 {
     struct rpc_future **fs = trib_xcalloc((size_t)o->n_owners, sizeof *fs);
-    for (int i = 0; i < o->n_owners; i++) fs[i] = rref_rpc_async(o->locals[i], method, args, 0);
+    /* A step on an optimizer this worker owns runs here, without a round trip to itself. */
+    bool local_step_ok[o->n_owners];
     int rc = 0;
     for (int i = 0; i < o->n_owners; i++) {
+        local_step_ok[i] = false;
+        if (strcmp(method, "step") == 0 && rref_is_owner(o->locals[i])) {
+            struct local_opt *l = rref_local_object(o->locals[i]);
+            double max_norm = args->list.len == 2 ? args->list.items[1].d : 0.0;
+            int64_t v = l ? step_owned(l, args->list.items[0].i, max_norm) : -1;
+            if (v < 0) {
+                if (rc == 0) rpc_set_error("dist_optim_step: %s: step: %s", rpc_self()->name,
+                                           l ? optim_last_error() : rpc_last_error());
+                rc = -1;
+            } else {
+                o->versions[i] = v;
+            }
+            local_step_ok[i] = true;
+            continue;
+        }
+        fs[i] = rref_rpc_async(o->locals[i], method, args, 0);
+    }
+    for (int i = 0; i < o->n_owners; i++) {
+        if (local_step_ok[i]) continue;
         struct rpc_value res = rpc_nil();
         if (rpc_future_wait(fs[i], &res) != 0) {
             if (rc == 0) rpc_set_error("dist_optim_%s: %s", method, rpc_future_error(fs[i]));
