@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent/policy.h"
@@ -47,6 +48,13 @@ struct agent {
 };
 
 static volatile sig_atomic_t got_signal;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 static struct agent *the_agent;     /* for the rl_update handler and signals only */
 
 static void on_signal(int sig)
@@ -144,8 +152,10 @@ static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply 
     if (dist_autograd_backward(ctx, n, roots, false) != 0) return rl_set_error("backward: %s", rpc_last_error());
     bool dump = rl_debug_dump_dir() && !a->dumped;
     if (dump) dump_params(a, "params_before.bin");
+    double t0 = now_s();
     if (dist_optim_step_clipped(a->opt, ctx, a->cfg.max_grad_norm) != 0)
         return rl_set_error("optimizer step: %s", rpc_last_error());
+    run_stats_busy(a->stats, now_s() - t0);
     if (dump) dump_params(a, "params_after.bin");
     a->dumped = true;
     struct rl_update_stats mean = { 0 };
@@ -286,10 +296,14 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     if (!rep.stop) {
         if (m.has_report) run_stats_report(a->stats, &m.report);
         if (maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
-        else if (dist_optim_step_clipped(a->opt, m.ctx, a->cfg.max_grad_norm) != 0)
-            rc = rpc_request_fail(req, "update: %s", rpc_last_error());
-        else
-            run_stats_update(a->stats, dist_optim_local_version() - 1 - m.version0, &m.stats);
+        else {
+            double t0 = now_s();
+            if (dist_optim_step_clipped(a->opt, m.ctx, a->cfg.max_grad_norm) != 0)
+                rc = rpc_request_fail(req, "update: %s", rpc_last_error());
+            else
+                run_stats_update(a->stats, dist_optim_local_version() - 1 - m.version0, &m.stats);
+            run_stats_busy(a->stats, now_s() - t0);
+        }
     }
     pthread_mutex_unlock(&a->mu);
     if (rc != 0) return rc;
@@ -435,6 +449,11 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     if (rc != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     else rc = cfg->mode == RL_MODE_SYNC ? train_sync(a, &why) : train_async(a, &why);
     bool solved = run_stats_solved(a->stats);
+    if (a->policy) {
+        struct policy_stats ps;
+        policy_get_stats(a->policy, &ps);
+        run_stats_busy(a->stats, ps.forward_s);
+    }
     run_stats_progress(a->stats, stdout, dist_optim_local_version(), true);
     atomic_store(&a->stop, true);
     shutdown_observers(a);

@@ -173,7 +173,9 @@ static void serve_batch(struct policy *p, struct pending *batch, int n)
     struct rl_policy_out o = { 0 };
     bool was = autograd_set_enabled(false);
     pthread_mutex_lock(&p->fwd_mu);
+    double t0 = now_s();
     int rc = x ? forward(p, x, &o) : -1;
+    double dt = now_s() - t0;
     pthread_mutex_unlock(&p->fwd_mu);
     autograd_set_enabled(was);
     tensor_free(x);
@@ -208,6 +210,7 @@ static void serve_batch(struct policy *p, struct pending *batch, int n)
     pthread_mutex_lock(&p->mu);
     p->stats.act_forwards++;
     p->stats.act_rows += rows;
+    p->stats.forward_s += dt;
     pthread_mutex_unlock(&p->mu);
 }
 
@@ -304,7 +307,9 @@ static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value
         return rpc_request_fail(req, "evaluate: %s", rl_last_error());
     struct rl_policy_out o;
     pthread_mutex_lock(&p->fwd_mu);
+    double t0 = now_s();
     int rc = forward(p, obs, &o);
+    double dt = now_s() - t0;
     pthread_mutex_unlock(&p->fwd_mu);
     tensor_free(obs);
     if (rc != 0) return rpc_request_fail(req, "evaluate: %s", tensor_last_error());
@@ -312,6 +317,7 @@ static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value
     rl_policy_out_clear(&o);
     pthread_mutex_lock(&p->mu);
     p->stats.evaluate_calls++;
+    p->stats.forward_s += dt;
     pthread_mutex_unlock(&p->mu);
     return 0;
 }

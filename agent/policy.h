@@ -53,8 +53,9 @@ struct rref **policy_param_rrefs(struct policy *p, int *n);
  * it died, so merged calls stop waiting for it. Any thread. */
 void policy_forget_caller(struct policy *p, int worker_id);
 
-/* Serving counters: act calls, forwards they were merged into, rows. */
-struct policy_stats { int64_t act_calls, act_forwards, act_rows, evaluate_calls; };
+/* Serving counters: act calls, forwards they were merged into, rows,
+ * evaluate calls, and seconds spent in forwards (both methods). */
+struct policy_stats { int64_t act_calls, act_forwards, act_rows, evaluate_calls; double forward_s; };
 void policy_get_stats(struct policy *p, struct policy_stats *out);
 
 /* The module's parameters (borrowed; for export and tests). */

@@ -21,6 +21,8 @@ struct run_stats {
     bool have_running;
     double lag_sum;
     int64_t lag_n, lag_max;
+    int64_t lag_hist[RUN_STATS_LAG_BINS];   /* last bin: >= RUN_STATS_LAG_BINS - 1 */
+    double busy_s;                          /* agent time in forward/backward/optimizer */
     struct rl_update_stats last;
 };
 
@@ -79,6 +81,7 @@ void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_s
     s->lag_sum += (double)lag;
     s->lag_n++;
     if (lag > s->lag_max) s->lag_max = lag;
+    s->lag_hist[lag < 0 ? 0 : lag >= RUN_STATS_LAG_BINS ? RUN_STATS_LAG_BINS - 1 : lag]++;
     if (st) s->last = *st;
     pthread_mutex_unlock(&s->mu);
 }
@@ -88,6 +91,24 @@ static bool solved_locked(struct run_stats *s)
     if (isnan(s->target)) return false;
     if (s->cfg.running_reward) return s->have_running && s->running > s->target;
     return s->win.n >= s->win.cap && rl_window_mean(&s->win) >= s->target;
+}
+
+void run_stats_busy(struct run_stats *s, double seconds)
+{
+    pthread_mutex_lock(&s->mu);
+    s->busy_s += seconds;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The smallest lag with at least q of the updates at or below it. */
+static int64_t lag_quantile(const struct run_stats *s, double q)
+{
+    int64_t need = (int64_t)ceil(q * (double)s->lag_n), acc = 0;
+    for (int i = 0; i < RUN_STATS_LAG_BINS; i++) {
+        acc += s->lag_hist[i];
+        if (acc >= need && acc > 0) return i;
+    }
+    return 0;
 }
 
 bool run_stats_solved(struct run_stats *s)
@@ -164,7 +185,15 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
     json_num(f, "return_mean", s->win.n ? rl_window_mean(&s->win) : NAN);
     if (s->cfg.running_reward) json_num(f, "running_reward", s->running);
     json_num(f, "lag_mean", s->lag_n ? s->lag_sum / (double)s->lag_n : 0.0);
-    fprintf(f, ",\"lag_max\":%lld,\"observers_lost\":%d}\n", (long long)s->lag_max, observers_lost);
+    fprintf(f, ",\"lag_p95\":%lld,\"lag_max\":%lld", (long long)lag_quantile(s, 0.95), (long long)s->lag_max);
+    fprintf(f, ",\"lag_hist\":[");
+    int last = 0;
+    for (int i = 0; i < RUN_STATS_LAG_BINS; i++)
+        if (s->lag_hist[i]) last = i;
+    for (int i = 0; i <= last; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)s->lag_hist[i]);
+    fprintf(f, "]");
+    json_num(f, "agent_busy_frac", s->busy_s / fmax(wall, 1e-9));
+    fprintf(f, ",\"observers_lost\":%d}\n", observers_lost);
     fflush(f);
     pthread_mutex_unlock(&s->mu);
 }
