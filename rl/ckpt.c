@@ -1,0 +1,532 @@
+/* Checkpoint container (format in ckpt.h) and the all-or-nothing file writer
+ * the run files share. A loaded checkpoint is the file's bytes in one buffer
+ * plus one block for the section table and names; every length is checked
+ * against the real file size before anything is allocated for it. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/check.h"
+#include "rl/ckpt.h"
+#include "rl/crc32c.h"
+#include "rl/rl.h"
+
+#define MAGIC "TRIBCKPT"
+#define HEADER_SIZE 32
+#define TRAILER_SIZE 4
+#define MIN_SIZE (HEADER_SIZE + TRAILER_SIZE)
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "run files are written with the host's byte order");
+
+/* ---- all-or-nothing files --------------------------------------------------- */
+
+static atomic_uint tmp_counter;
+
+/* The directory part of path ("." when there is none), malloc'd. */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+int ckpt_atomic_open(struct ckpt_atomic *a, const char *path, const char *who)
+{
+    memset(a, 0, sizeof *a);
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base) return rl_set_error("%s: %s: not a file name", who, path);
+    int dirlen = slash ? (int)(slash - path + 1) : 0;
+    char *tmp = NULL;
+    CHECK(asprintf(&tmp, "%.*s.%s.%d.%u.tmp", dirlen, path, base, (int)getpid(),
+                   atomic_fetch_add(&tmp_counter, 1)) >= 0);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return rl_set_error("%s: %s: %s", who, path, strerror(e));
+    }
+    a->f = fdopen(fd, "wb");
+    CHECK_ALLOC(a->f);
+    a->tmp = tmp;
+    a->path = strdup(path);
+    CHECK_ALLOC(a->path);
+    return 0;
+}
+
+int ckpt_atomic_write(struct ckpt_atomic *a, const void *data, size_t n)
+{
+    if (a->err) return -1;
+    errno = 0;
+    if (n && fwrite(data, 1, n, a->f) != n) {
+        a->err = errno ? errno : EIO;
+        return -1;
+    }
+    return 0;
+}
+
+static void atomic_release(struct ckpt_atomic *a)
+{
+    free(a->path);
+    free(a->tmp);
+    memset(a, 0, sizeof *a);
+}
+
+void ckpt_atomic_abort(struct ckpt_atomic *a)
+{
+    if (!a->tmp) return;
+    if (a->f) fclose(a->f);
+    unlink(a->tmp);
+    atomic_release(a);
+}
+
+/* fsync of the directory makes the rename durable. Some file systems refuse
+ * it (EINVAL): the rename is still done, so that is not a failure. */
+static int fsync_dir(const char *path)
+{
+    char *dir = dir_of(path);
+    CHECK_ALLOC(dir);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc < 0 && e != EINVAL ? -1 : 0;
+}
+
+int ckpt_atomic_commit(struct ckpt_atomic *a, const char *who)
+{
+    int e = a->err;
+    if (!e && fflush(a->f) != 0) e = errno;
+    if (!e && fsync(fileno(a->f)) != 0) e = errno;
+    int closed = fclose(a->f);
+    a->f = NULL;
+    if (!e && closed != 0) e = errno;
+    if (!e && rename(a->tmp, a->path) != 0) e = errno;
+    if (e) {
+        rl_set_error("%s: %s: %s", who, a->path, strerror(e));
+        unlink(a->tmp);
+        atomic_release(a);
+        return -1;
+    }
+    int rc = 0;
+    if (fsync_dir(a->path) != 0) rc = rl_set_error("%s: %s: fsync of its directory: %s", who, a->path, strerror(errno));
+    atomic_release(a);
+    return rc;
+}
+
+int ckpt_mkdirs(const char *dir, const char *who)
+{
+    if (!*dir) return rl_set_error("%s: empty directory name", who);
+    char *p = strdup(dir);
+    CHECK_ALLOC(p);
+    int rc = 0;
+    for (char *s = p + 1;; s++) {
+        bool end = *s == '\0';
+        if (!end && *s != '/') continue;
+        *s = '\0';
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) {
+            rc = rl_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
+            break;
+        }
+        if (end) break;
+        *s = '/';
+    }
+    struct stat st;
+    if (rc == 0 && stat(dir, &st) != 0)
+        rc = rl_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
+    else if (rc == 0 && !S_ISDIR(st.st_mode))
+        rc = rl_set_error("%s: cannot create directory %s: %s", who, dir, strerror(ENOTDIR));
+    free(p);
+    return rc;
+}
+
+/* ---- writing ----------------------------------------------------------------- */
+
+static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint32_t get_u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get_u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+/* Writes and folds the bytes into the running CRC. */
+static void write_crc(struct ckpt_atomic *a, uint32_t *crc, const void *data, size_t n)
+{
+    *crc = crc32c_update(*crc, data, n);
+    ckpt_atomic_write(a, data, n);
+}
+
+static int check_sections(const struct ckpt_section *s, int n, uint64_t *total)
+{
+    if (n < 0 || n > CKPT_MAX_SECTIONS)
+        return rl_set_error("ckpt_write: %d sections (at most %d)", n, CKPT_MAX_SECTIONS);
+    uint64_t size = MIN_SIZE;
+    for (int i = 0; i < n; i++) {
+        size_t len = s[i].name ? strlen(s[i].name) : 0;
+        if (len == 0 || len > CKPT_MAX_NAME)
+            return rl_set_error("ckpt_write: section %d: name must have 1..%d bytes", i, CKPT_MAX_NAME);
+        if (!s[i].data && s[i].size)
+            return rl_set_error("ckpt_write: section \"%s\": NULL data of %zu bytes", s[i].name, s[i].size);
+        for (int j = 0; j < i; j++)
+            if (strcmp(s[i].name, s[j].name) == 0)
+                return rl_set_error("ckpt_write: duplicate section name \"%s\"", s[i].name);
+        if (s[i].size > UINT64_MAX / 2 - size) return rl_set_error("ckpt_write: sections too large");
+        size += 4 + len + 8 + s[i].size;
+    }
+    *total = size;
+    return 0;
+}
+
+struct ckpt_file { int64_t step; char *name; };
+
+static int by_step_desc(const void *x, const void *y)
+{
+    const struct ckpt_file *a = x, *b = y;
+    return a->step < b->step ? 1 : a->step > b->step ? -1 : strcmp(b->name, a->name);
+}
+
+/* Parses "ckpt-<1..19 digits>.trib". */
+static bool parse_ckpt_name(const char *name, int64_t *step)
+{
+    if (strncmp(name, "ckpt-", 5) != 0) return false;
+    const char *d = name + 5;
+    size_t nd = strspn(d, "0123456789");
+    if (nd == 0 || nd > 19 || strcmp(d + nd, ".trib") != 0) return false;
+    errno = 0;
+    long long v = strtoll(d, NULL, 10);
+    if (errno) return false;
+    *step = v;
+    return true;
+}
+
+/* The checkpoint files of dir, highest step first. Returns the count, or -1
+ * with errno set (ENOENT: no such directory). */
+static int list_ckpts(const char *dir, struct ckpt_file **out)
+{
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0, cap = 0;
+    struct ckpt_file *v = NULL;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int64_t step;
+        if (!parse_ckpt_name(e->d_name, &step)) continue;
+        if (n == cap) v = trib_xrealloc(v, sizeof *v * (size_t)(cap = cap ? 2 * cap : 16));
+        v[n].step = step;
+        v[n].name = strdup(e->d_name);
+        CHECK_ALLOC(v[n].name);
+        n++;
+    }
+    closedir(d);
+    if (n) qsort(v, (size_t)n, sizeof *v, by_step_desc);
+    *out = v;
+    return n;
+}
+
+static void free_list(struct ckpt_file *v, int n)
+{
+    for (int i = 0; i < n; i++) free(v[i].name);
+    free(v);
+}
+
+static void prune(const char *dir, int keep, int64_t written)
+{
+    struct ckpt_file *v;
+    int n = list_ckpts(dir, &v);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        if (kept < keep || v[i].step == written) {
+            kept++;
+            continue;
+        }
+        char *p = NULL;
+        CHECK(asprintf(&p, "%s/%s", dir, v[i].name) >= 0);
+        unlink(p);
+        free(p);
+    }
+    free_list(v, n);
+}
+
+int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *sections, int n, int keep)
+{
+    if (step < 0) return rl_set_error("ckpt_write: negative step %" PRId64, step);
+    uint64_t total = 0;
+    if (check_sections(sections, n, &total) != 0) return -1;
+    if (ckpt_mkdirs(dir, "ckpt_write") != 0) return -1;
+    char *path = NULL;
+    CHECK(asprintf(&path, "%s/ckpt-%012" PRId64 ".trib", dir, step) >= 0);
+    struct ckpt_atomic a;
+    if (ckpt_atomic_open(&a, path, "ckpt_write") != 0) {
+        free(path);
+        return -1;
+    }
+    uint32_t crc = 0;
+    unsigned char h[HEADER_SIZE];
+    memcpy(h, MAGIC, 8);
+    put_u32(h + 8, CKPT_VERSION);
+    put_u32(h + 12, (uint32_t)n);
+    put_u64(h + 16, total);
+    put_u64(h + 24, (uint64_t)step);
+    write_crc(&a, &crc, h, sizeof h);
+    for (int i = 0; i < n; i++) {
+        unsigned char len[8];
+        uint32_t nl = (uint32_t)strlen(sections[i].name);
+        put_u32(len, nl);
+        write_crc(&a, &crc, len, 4);
+        write_crc(&a, &crc, sections[i].name, nl);
+        put_u64(len, sections[i].size);
+        write_crc(&a, &crc, len, 8);
+        write_crc(&a, &crc, sections[i].data, sections[i].size);
+    }
+    unsigned char t[TRAILER_SIZE];
+    put_u32(t, crc);
+    ckpt_atomic_write(&a, t, sizeof t);
+    int rc = ckpt_atomic_commit(&a, "ckpt_write");
+    free(path);
+    if (rc == 0 && keep > 0) prune(dir, keep, step);
+    return rc;
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+/* Formats a failure reason into why; returns -1. */
+static int reason(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int reason(char *why, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* struct ckpt and what it owns: the file's bytes, and one block holding the
+ * section table, the names and the path. */
+struct ckpt_mem {
+    struct ckpt c;
+    unsigned char *buf;
+};
+
+static bool read_full(int fd, void *buf, size_t n, off_t off)
+{
+    unsigned char *p = buf;
+    while (n) {
+        ssize_t r = pread(fd, p, n, off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) errno = 0;   /* end of file: the file shrank since fstat */
+        if (r <= 0) return false;
+        p += r;
+        off += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
+/* Checks the fixed header against the real size. */
+static int check_header(const unsigned char *h, uint64_t size, char *why, size_t cap)
+{
+    size_t have = size < HEADER_SIZE ? (size_t)size : HEADER_SIZE;
+    if (memcmp(h, MAGIC, have < 8 ? have : 8) != 0)
+        return reason(why, cap, "bad magic (not a tributary checkpoint)");
+    if (size < 12) return reason(why, cap, "truncated (%" PRIu64 " bytes)", size);
+    uint32_t version = get_u32(h + 8);
+    if (version != CKPT_VERSION)
+        return reason(why, cap, "unknown format version %" PRIu32 " (this build reads %d)", version, CKPT_VERSION);
+    if (size < 24) return reason(why, cap, "truncated (%" PRIu64 " bytes)", size);
+    uint64_t want = get_u64(h + 16);
+    if (want < MIN_SIZE) return reason(why, cap, "bad header: file size %" PRIu64 " is under %d", want, MIN_SIZE);
+    if (size < want) return reason(why, cap, "truncated (%" PRIu64 " of %" PRIu64 " bytes)", size, want);
+    if (size > want)
+        return reason(why, cap, "%" PRIu64 " bytes after the end recorded in its header", size - want);
+    return 0;
+}
+
+/* Walks the sections of a CRC-checked buffer; with out == NULL only checks
+ * and counts name bytes. */
+static int walk_sections(const unsigned char *buf, uint64_t size, uint32_t n, struct ckpt_section *out, char *names,
+                         size_t *name_bytes, char *why, size_t cap)
+{
+    uint64_t off = HEADER_SIZE, end = size - TRAILER_SIZE;
+    *name_bytes = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (end - off < 4) return reason(why, cap, "section %" PRIu32 ": header past the end", i);
+        uint32_t nl = get_u32(buf + off);
+        off += 4;
+        if (nl == 0 || nl > CKPT_MAX_NAME)
+            return reason(why, cap, "section %" PRIu32 ": name length %" PRIu32 " outside 1..%d", i, nl,
+                          CKPT_MAX_NAME);
+        if (end - off < (uint64_t)nl + 8) return reason(why, cap, "section %" PRIu32 ": header past the end", i);
+        const char *name = (const char *)buf + off;
+        off += nl;
+        uint64_t sz = get_u64(buf + off);
+        off += 8;
+        if (sz > end - off)
+            return reason(why, cap, "section %" PRIu32 ": %" PRIu64 " bytes past the end (%" PRIu64 " left)", i,
+                          sz, end - off);
+        if (memchr(name, '\0', nl)) return reason(why, cap, "section %" PRIu32 ": name holds a NUL byte", i);
+        if (out) {
+            memcpy(names, name, nl);
+            names[nl] = '\0';
+            for (uint32_t j = 0; j < i; j++)
+                if (strcmp(out[j].name, names) == 0)
+                    return reason(why, cap, "section %" PRIu32 ": duplicate name \"%s\"", i, names);
+            out[i] = (struct ckpt_section){ .name = names, .data = buf + off, .size = (size_t)sz };
+            names += nl + 1;
+        }
+        *name_bytes += nl + 1;
+        off += sz;
+    }
+    if (off != end)
+        return reason(why, cap, "%" PRIu64 " bytes between the last section and the CRC", end - off);
+    return 0;
+}
+
+/* ckpt_load without the message prefix: on failure why holds the reason. */
+static struct ckpt *load_file(const char *path, char *why, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        reason(why, cap, "%s", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int bad = fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : -1;
+    if (bad) {
+        snprintf(why, cap, "%s", bad > 0 ? strerror(bad) : "not a regular file");
+        close(fd);
+        return NULL;
+    }
+    uint64_t size = (uint64_t)st.st_size;
+    unsigned char h[HEADER_SIZE] = { 0 };
+    size_t hn = size < HEADER_SIZE ? (size_t)size : HEADER_SIZE;
+    unsigned char *buf = NULL;
+    struct ckpt_mem *m = NULL;
+    if (!read_full(fd, h, hn, 0)) {
+        snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        goto fail;
+    }
+    if (check_header(h, size, why, cap) != 0) goto fail;
+    buf = malloc((size_t)size);
+    if (!buf) {
+        snprintf(why, cap, "cannot allocate %" PRIu64 " bytes", size);
+        goto fail;
+    }
+    if (!read_full(fd, buf, (size_t)size, 0)) {
+        snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        goto fail;
+    }
+    uint32_t stored = get_u32(buf + size - TRAILER_SIZE), computed = crc32c(buf, (size_t)size - TRAILER_SIZE);
+    if (stored != computed) {
+        snprintf(why, cap, "bad CRC (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored, computed);
+        goto fail;
+    }
+    uint32_t n = get_u32(buf + 12);
+    if (n > CKPT_MAX_SECTIONS) {
+        snprintf(why, cap, "%" PRIu32 " sections (at most %d)", n, CKPT_MAX_SECTIONS);
+        goto fail;
+    }
+    size_t name_bytes;
+    if (walk_sections(buf, size, n, NULL, NULL, &name_bytes, why, cap) != 0) goto fail;
+    size_t plen = strlen(path) + 1;
+    m = trib_xcalloc(1, sizeof *m + n * sizeof(struct ckpt_section) + name_bytes + plen);
+    struct ckpt_section *sec = (struct ckpt_section *)(m + 1);
+    char *names = (char *)(sec + n);
+    if (walk_sections(buf, size, n, sec, names, &name_bytes, why, cap) != 0) goto fail;
+    m->c.path = names + name_bytes;
+    memcpy(m->c.path, path, plen);
+    m->c.step = (int64_t)get_u64(buf + 24);
+    m->c.n_sections = (int)n;
+    m->c.sections = sec;
+    m->buf = buf;
+    close(fd);
+    return &m->c;
+fail:
+    free(m);
+    free(buf);
+    close(fd);
+    return NULL;
+}
+
+struct ckpt *ckpt_load(const char *path)
+{
+    char why[256];
+    struct ckpt *c = load_file(path, why, sizeof why);
+    if (!c) rl_set_error("ckpt_load: %s: %s", path, why);
+    return c;
+}
+
+/* Appends printf output to a bounded string (truncating quietly). */
+static void append(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t cap, const char *fmt, ...)
+{
+    if (!cap) return;
+    size_t len = strnlen(buf, cap);
+    if (len + 1 >= cap) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t cap)
+{
+    *out = NULL;
+    if (cap) warning[0] = '\0';
+    struct ckpt_file *v;
+    int n = list_ckpts(dir, &v);
+    if (n < 0) {
+        if (errno == ENOENT) return 0;
+        return rl_set_error("ckpt_load_latest: %s: %s", dir, strerror(errno));
+    }
+    char refused[512] = "";
+    for (int i = 0; i < n && !*out; i++) {
+        char *p = NULL, why[256];
+        CHECK(asprintf(&p, "%s/%s", dir, v[i].name) >= 0);
+        *out = load_file(p, why, sizeof why);
+        if (*out) {
+            if (i) append(warning, cap, "loaded %s", p);
+        } else {
+            append(warning, cap, "refused %s: %s; ", p, why);
+            append(refused, sizeof refused, "%s%s: %s", i ? "; " : "", v[i].name, why);
+        }
+        free(p);
+    }
+    free_list(v, n);
+    if (*out) return 1;
+    if (cap) warning[0] = '\0';
+    if (n == 0) return 0;
+    return rl_set_error("ckpt_load_latest: %s: no checkpoint validates: %s", dir, refused);
+}
+
+const void *ckpt_get(const struct ckpt *c, const char *name, size_t *size)
+{
+    for (int i = 0; i < c->n_sections; i++)
+        if (strcmp(c->sections[i].name, name) == 0) {
+            if (size) *size = c->sections[i].size;
+            return c->sections[i].data;
+        }
+    char has[256] = "";
+    for (int i = 0; i < c->n_sections; i++) append(has, sizeof has, "%s%s", i ? ", " : "", c->sections[i].name);
+    rl_set_error("ckpt: %s: no section \"%s\" (has: %s)", c->path, name, has);
+    return NULL;
+}
+
+void ckpt_free(struct ckpt *c)
+{
+    if (!c) return;
+    struct ckpt_mem *m = (struct ckpt_mem *)c;
+    free(m->buf);
+    free(m);
+}

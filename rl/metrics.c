@@ -1,0 +1,211 @@
+/* metrics.csv + metrics.jsonl rows and config.json (contracts in metrics.h).
+ * Column names are checked and their JSON spellings (cJSON-escaped) made at
+ * open, so a row is formatted straight into the two FILE buffers. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "rl/ckpt.h"
+#include "rl/metrics.h"
+#include "rl/rl.h"
+
+struct metrics_log {
+    FILE *csv, *jsonl;
+    char *csv_path, *jsonl_path;
+    int ncols;
+    char **json_keys;       /* "\"name\":", cJSON-escaped */
+    char error[256];        /* set after the first failed write */
+};
+
+/* A finite v as an integer when it is one within +-2^53 (env steps stay
+ * "1000", not "1e+03"), else the shortest %.Ng (N <= 17) that strtod reads
+ * back as v. */
+static void format_double(char *buf, size_t cap, double v)
+{
+    if (v == floor(v) && fabs(v) <= 9007199254740992.0) {
+        snprintf(buf, cap, "%.0f", v);
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+static int check_cols(const char *const *cols, int ncols)
+{
+    if (ncols <= 0) return rl_set_error("metrics_open: no columns");
+    for (int i = 0; i < ncols; i++) {
+        if (!cols[i] || !*cols[i]) return rl_set_error("metrics_open: column %d has no name", i);
+        if (strpbrk(cols[i], "\",\r\n"))
+            return rl_set_error("metrics_open: column \"%s\" holds '\"', ',' or a line break", cols[i]);
+        for (int j = 0; j < i; j++)
+            if (strcmp(cols[i], cols[j]) == 0) return rl_set_error("metrics_open: duplicate column \"%s\"", cols[i]);
+    }
+    return 0;
+}
+
+/* cols joined with commas (malloc'd). */
+static char *join_cols(const char *const *cols, int ncols)
+{
+    size_t len = 1;
+    for (int i = 0; i < ncols; i++) len += strlen(cols[i]) + 1;
+    char *s = trib_xmalloc(len), *p = s;
+    for (int i = 0; i < ncols; i++) p += sprintf(p, "%s%s", i ? "," : "", cols[i]);
+    return s;
+}
+
+/* With resume, whether metrics.csv exists with content (*append) and its
+ * header line is `header`. */
+static int check_resume(const char *path, const char *header, bool *append)
+{
+    *append = false;
+    FILE *f = fopen(path, "r");
+    if (!f) return errno == ENOENT ? 0 : rl_set_error("metrics_open: %s: %s", path, strerror(errno));
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, f);
+    fclose(f);
+    int rc = 0;
+    if (n > 0) {
+        *append = true;
+        line[strcspn(line, "\r\n")] = '\0';
+        if (strcmp(line, header) != 0)
+            rc = rl_set_error("metrics_open: %s: has columns %.120s, not %.120s", path, line, header);
+    }
+    free(line);
+    return rc;
+}
+
+struct metrics_log *metrics_open(const char *dir, const char *const *cols, int ncols, bool resume)
+{
+    if (check_cols(cols, ncols) != 0 || ckpt_mkdirs(dir, "metrics_open") != 0) return NULL;
+    struct metrics_log *m = trib_xcalloc(1, sizeof *m);
+    CHECK(asprintf(&m->csv_path, "%s/metrics.csv", dir) >= 0);
+    CHECK(asprintf(&m->jsonl_path, "%s/metrics.jsonl", dir) >= 0);
+    char *header = join_cols(cols, ncols);
+    bool append = false;
+    if (resume && check_resume(m->csv_path, header, &append) != 0) goto fail;
+    const char *mode = append ? "a" : "w";
+    if (!(m->csv = fopen(m->csv_path, mode))) {
+        rl_set_error("metrics_open: %s: %s", m->csv_path, strerror(errno));
+        goto fail;
+    }
+    if (!(m->jsonl = fopen(m->jsonl_path, mode))) {
+        rl_set_error("metrics_open: %s: %s", m->jsonl_path, strerror(errno));
+        goto fail;
+    }
+    if (!append && (fprintf(m->csv, "%s\n", header) < 0 || fflush(m->csv) != 0)) {
+        rl_set_error("metrics_open: %s: %s", m->csv_path, strerror(errno));
+        goto fail;
+    }
+    m->ncols = ncols;
+    m->json_keys = trib_xcalloc((size_t)ncols, sizeof *m->json_keys);
+    for (int i = 0; i < ncols; i++) {
+        cJSON *s = cJSON_CreateString(cols[i]);
+        CHECK_ALLOC(s);
+        char *q = cJSON_PrintUnformatted(s);
+        CHECK_ALLOC(q);
+        CHECK(asprintf(&m->json_keys[i], "%s:", q) >= 0);
+        cJSON_free(q);
+        cJSON_Delete(s);
+    }
+    free(header);
+    return m;
+fail:
+    free(header);
+    metrics_close(m);
+    return NULL;
+}
+
+/* One row into both files; returns the failing file's path, or NULL. */
+static const char *write_row(struct metrics_log *m, const double *v)
+{
+    char num[32];
+    fputc('{', m->jsonl);
+    for (int i = 0; i < m->ncols; i++) {
+        const char *csv = num, *json = num;
+        if (isnan(v[i])) {
+            csv = "";
+            json = "null";
+        } else if (isinf(v[i])) {
+            csv = v[i] > 0 ? "inf" : "-inf";
+            json = v[i] > 0 ? "1e999" : "-1e999";
+        } else {
+            format_double(num, sizeof num, v[i]);
+        }
+        fprintf(m->csv, "%s%s", i ? "," : "", csv);
+        fprintf(m->jsonl, "%s%s%s", i ? "," : "", m->json_keys[i], json);
+    }
+    fputc('\n', m->csv);
+    fputs("}\n", m->jsonl);
+    if (fflush(m->csv) != 0 || ferror(m->csv)) return m->csv_path;
+    if (fflush(m->jsonl) != 0 || ferror(m->jsonl)) return m->jsonl_path;
+    return NULL;
+}
+
+int metrics_write(struct metrics_log *m, const double *values)
+{
+    if (m->error[0]) return rl_set_error("metrics_write: %s", m->error);
+    errno = 0;
+    const char *bad = write_row(m, values);
+    if (bad) {
+        snprintf(m->error, sizeof m->error, "%s: %s", bad, strerror(errno ? errno : EIO));
+        return rl_set_error("metrics_write: %s", m->error);
+    }
+    return 0;
+}
+
+void metrics_close(struct metrics_log *m)
+{
+    if (!m) return;
+    if (m->csv) fclose(m->csv);
+    if (m->jsonl) fclose(m->jsonl);
+    for (int i = 0; m->json_keys && i < m->ncols; i++) free(m->json_keys[i]);
+    free(m->json_keys);
+    free(m->csv_path);
+    free(m->jsonl_path);
+    free(m);
+}
+
+int metrics_write_config(const char *dir, const cJSON *config)
+{
+    if (!cJSON_IsObject(config)) return rl_set_error("metrics_write_config: config is not a JSON object");
+    if (ckpt_mkdirs(dir, "metrics_write_config") != 0) return -1;
+    char *text = cJSON_Print(config);
+    CHECK_ALLOC(text);
+    char *path = NULL;
+    CHECK(asprintf(&path, "%s/config.json", dir) >= 0);
+    struct ckpt_atomic a;
+    int rc = ckpt_atomic_open(&a, path, "metrics_write_config");
+    if (rc == 0) {
+        ckpt_atomic_write(&a, text, strlen(text));
+        ckpt_atomic_write(&a, "\n", 1);
+        rc = ckpt_atomic_commit(&a, "metrics_write_config");
+    }
+    free(path);
+    cJSON_free(text);
+    return rc;
+}
+
+int metrics_write_config_kv(const char *dir, const char *const *keys, const char *const *values, int n)
+{
+    cJSON *o = cJSON_CreateObject();
+    CHECK_ALLOC(o);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (!keys[i] || !values[i])
+            rc = rl_set_error("metrics_write_config_kv: entry %d has a NULL key or value", i);
+        else if (cJSON_GetObjectItemCaseSensitive(o, keys[i]))
+            rc = rl_set_error("metrics_write_config_kv: duplicate key \"%s\"", keys[i]);
+        else
+            CHECK(cJSON_AddStringToObject(o, keys[i], values[i]) != NULL);
+    }
+    if (rc == 0) rc = metrics_write_config(dir, o);
+    cJSON_Delete(o);
+    return rc;
+}

@@ -1,0 +1,437 @@
+/* safetensors writer and validating reader (format in safetensors.h). The
+ * header is written by hand so offsets always print as plain integers (a
+ * JSON library may print 1e+16, which serde's usize refuses); names are
+ * escaped by cJSON, which also parses the header on load. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/check.h"
+#include "rl/ckpt.h"
+#include "rl/rl.h"
+#include "rl/safetensors.h"
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian: the host's order");
+
+#define META_KEY "__metadata__"
+
+static const char *const st_dtype[DTYPE_COUNT] = {
+    [DTYPE_F32] = "F32", [DTYPE_F64] = "F64", [DTYPE_I32] = "I32", [DTYPE_I64] = "I64", [DTYPE_U8] = "U8",
+};
+
+/* s as a JSON string literal, quotes included (cJSON_free it). */
+static char *json_quote(const char *s)
+{
+    cJSON *j = cJSON_CreateString(s);
+    CHECK_ALLOC(j);
+    char *q = cJSON_PrintUnformatted(j);
+    CHECK_ALLOC(q);
+    cJSON_Delete(j);
+    return q;
+}
+
+/* ---- writing ----------------------------------------------------------------- */
+
+static int check_save_args(const struct safetensors_entry *t, int n, const struct safetensors_meta *meta, int n_meta)
+{
+    if (n < 0 || n_meta < 0) return rl_set_error("safetensors_save: negative count");
+    for (int i = 0; i < n; i++) {
+        if (!t[i].name || !*t[i].name) return rl_set_error("safetensors_save: tensor %d has no name", i);
+        if (strcmp(t[i].name, META_KEY) == 0)
+            return rl_set_error("safetensors_save: \"%s\" cannot name a tensor", META_KEY);
+        if (!t[i].tensor) return rl_set_error("safetensors_save: tensor \"%s\" is NULL", t[i].name);
+        if ((unsigned)t[i].tensor->dtype >= DTYPE_COUNT)
+            return rl_set_error("safetensors_save: tensor \"%s\" has an invalid dtype", t[i].name);
+        for (int j = 0; j < i; j++)
+            if (strcmp(t[i].name, t[j].name) == 0)
+                return rl_set_error("safetensors_save: duplicate tensor name \"%s\"", t[i].name);
+    }
+    for (int i = 0; i < n_meta; i++) {
+        if (!meta[i].key || !meta[i].value)
+            return rl_set_error("safetensors_save: metadata entry %d has a NULL key or value", i);
+        for (int j = 0; j < i; j++)
+            if (strcmp(meta[i].key, meta[j].key) == 0)
+                return rl_set_error("safetensors_save: duplicate metadata key \"%s\"", meta[i].key);
+    }
+    return 0;
+}
+
+/* The header JSON, padded with spaces so 8 + *len is a multiple of 8. */
+static char *build_header(const struct safetensors_entry *t, int n, const struct safetensors_meta *meta, int n_meta,
+                          size_t *len)
+{
+    char *buf = NULL;
+    size_t sz = 0;
+    FILE *f = open_memstream(&buf, &sz);
+    CHECK_ALLOC(f);
+    fputc('{', f);
+    if (n_meta > 0) {
+        fputs("\"" META_KEY "\":{", f);
+        for (int i = 0; i < n_meta; i++) {
+            char *k = json_quote(meta[i].key), *v = json_quote(meta[i].value);
+            fprintf(f, "%s%s:%s", i ? "," : "", k, v);
+            cJSON_free(k);
+            cJSON_free(v);
+        }
+        fputc('}', f);
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const struct tensor *x = t[i].tensor;
+        char *name = json_quote(t[i].name);
+        fprintf(f, "%s%s:{\"dtype\":\"%s\",\"shape\":[", i || n_meta > 0 ? "," : "", name, st_dtype[x->dtype]);
+        cJSON_free(name);
+        for (int d = 0; d < x->ndim; d++) fprintf(f, "%s%" PRId64, d ? "," : "", x->shape[d]);
+        uint64_t nb = tensor_nbytes(x);
+        fprintf(f, "],\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", off, off + nb);
+        off += nb;
+    }
+    fputc('}', f);
+    CHECK(fflush(f) == 0);
+    while ((8 + sz) % 8) {
+        fputc(' ', f);
+        CHECK(fflush(f) == 0);
+    }
+    CHECK(fclose(f) == 0);
+    *len = sz;
+    return buf;
+}
+
+int safetensors_save(const char *path, const struct safetensors_entry *tensors, int n,
+                     const struct safetensors_meta *meta, int n_meta)
+{
+    if (check_save_args(tensors, n, meta, n_meta) != 0) return -1;
+    size_t hlen;
+    char *header = build_header(tensors, n, meta, n_meta, &hlen);
+    struct ckpt_atomic a;
+    if (ckpt_atomic_open(&a, path, "safetensors_save") != 0) {
+        free(header);
+        return -1;
+    }
+    unsigned char len8[8];
+    uint64_t hl = hlen;
+    memcpy(len8, &hl, 8);
+    ckpt_atomic_write(&a, len8, 8);
+    ckpt_atomic_write(&a, header, hlen);
+    free(header);
+    for (int i = 0; i < n; i++) {
+        const struct tensor *x = tensors[i].tensor;
+        size_t nb = tensor_nbytes(x);
+        if (x->device == DEVICE_CPU || nb == 0) {
+            ckpt_atomic_write(&a, nb ? tensor_data(x) : NULL, nb);
+            continue;
+        }
+        void *host = trib_xmalloc(nb);
+        tensor_copy_to_host(x, host);
+        ckpt_atomic_write(&a, host, nb);
+        free(host);
+    }
+    return ckpt_atomic_commit(&a, "safetensors_save");
+}
+
+/* ---- reading ------------------------------------------------------------------ */
+
+/* Formats a failure reason into why; returns -1. */
+static int reason(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int reason(char *why, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+struct entry {
+    const char *name;       /* into the parsed JSON */
+    enum dtype dtype;
+    int ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+    uint64_t begin, end;
+};
+
+/* A JSON number that is an integer in 0..2^53 (exact in a double). */
+static bool json_uint(const cJSON *j, uint64_t *out)
+{
+    if (!cJSON_IsNumber(j)) return false;
+    double d = j->valuedouble;
+    if (!(d >= 0 && d <= 9007199254740992.0) || d != floor(d)) return false;
+    *out = (uint64_t)d;
+    return true;
+}
+
+static int parse_dtype(const cJSON *j, const char *name, char *why, size_t cap, enum dtype *out)
+{
+    if (!cJSON_IsString(j)) return reason(why, cap, "tensor \"%s\": dtype is missing or not a string", name);
+    for (int d = 0; d < DTYPE_COUNT; d++)
+        if (strcmp(j->valuestring, st_dtype[d]) == 0) {
+            *out = (enum dtype)d;
+            return 0;
+        }
+    snprintf(why, cap, "tensor \"%s\": dtype \"%.32s\" is not one of F32, F64, I32, I64, U8", name, j->valuestring);
+    return -1;
+}
+
+/* One header entry: dtype, shape and offsets, sizes checked. */
+static int parse_entry(const cJSON *j, uint64_t data_len, struct entry *e, char *why, size_t cap)
+{
+    const char *name = j->string;
+    e->name = name;
+    if (!cJSON_IsObject(j)) return reason(why, cap, "tensor \"%s\": entry is not an object", name);
+    if (parse_dtype(cJSON_GetObjectItemCaseSensitive(j, "dtype"), name, why, cap, &e->dtype) != 0) return -1;
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
+    if (!cJSON_IsArray(shape)) return reason(why, cap, "tensor \"%s\": shape is missing or not an array", name);
+    int nd = cJSON_GetArraySize(shape);
+    if (nd > TENSOR_MAX_DIMS)
+        return reason(why, cap, "tensor \"%s\": shape has %d dims (at most %d)", name, nd, TENSOR_MAX_DIMS);
+    e->ndim = nd;
+    uint64_t numel = 1;
+    bool overflow = false;
+    int d = 0;
+    for (const cJSON *x = shape->child; x; x = x->next, d++) {
+        uint64_t v;
+        if (!json_uint(x, &v))
+            return reason(why, cap, "tensor \"%s\": shape[%d] is not a non-negative integer", name, d);
+        e->shape[d] = (int64_t)v;
+        if (v && numel > INT64_MAX / 16 / v) overflow = true;   /* tensor_new's own bound */
+        numel *= v;
+    }
+    const cJSON *offs = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
+    if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(offs->child, &e->begin) ||
+        !json_uint(offs->child->next, &e->end))
+        return reason(why, cap, "tensor \"%s\": data_offsets is not [begin, end] of non-negative integers", name);
+    if (e->begin > e->end)
+        return reason(why, cap, "tensor \"%s\": data_offsets [%" PRIu64 ",%" PRIu64 "] end before they begin", name,
+                      e->begin, e->end);
+    char sh[96];
+    shape_str(e->ndim, e->shape, sh, sizeof sh);
+    if (overflow) return reason(why, cap, "tensor \"%s\": shape %s is too large", name, sh);
+    uint64_t want = numel * dtype_size(e->dtype);
+    if (want != e->end - e->begin)
+        return reason(why, cap, "tensor \"%s\": shape %s of %s needs %" PRIu64 " bytes but data_offsets span %" PRIu64,
+                      name, sh, st_dtype[e->dtype], want, e->end - e->begin);
+    if (e->end > data_len)
+        return reason(why, cap, "tensor \"%s\": data_offsets [%" PRIu64 ",%" PRIu64 "] run past the %" PRIu64
+                      "-byte data section", name, e->begin, e->end, data_len);
+    return 0;
+}
+
+static int parse_meta(const cJSON *j, char *why, size_t cap)
+{
+    if (!cJSON_IsObject(j)) return reason(why, cap, "\"%s\" is not an object", META_KEY);
+    for (const cJSON *x = j->child; x; x = x->next)
+        if (!cJSON_IsString(x))
+            return reason(why, cap, "\"%s\": value of \"%s\" is not a string", META_KEY, x->string);
+    return 0;
+}
+
+static int by_offset(const void *x, const void *y)
+{
+    const struct entry *a = x, *b = y;
+    if (a->begin != b->begin) return a->begin < b->begin ? -1 : 1;
+    return a->end < b->end ? -1 : a->end > b->end;
+}
+
+static int by_name(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+/* No two keys of the object are equal (cJSON keeps duplicates in order). */
+static int check_unique(const cJSON *root, char *why, size_t cap)
+{
+    int n = cJSON_GetArraySize(root);
+    const char **names = trib_xmalloc(sizeof *names * (size_t)(n ? n : 1));
+    int k = 0;
+    for (const cJSON *x = root->child; x; x = x->next) names[k++] = x->string;
+    qsort(names, (size_t)n, sizeof *names, by_name);
+    int rc = 0;
+    for (int i = 1; i < n && rc == 0; i++)
+        if (strcmp(names[i - 1], names[i]) == 0) rc = reason(why, cap, "duplicate name \"%s\"", names[i]);
+    free(names);
+    return rc;
+}
+
+/* The entries sorted by offset tile [0, data_len) exactly. */
+static int check_layout(const struct entry *e, int n, uint64_t data_len, char *why, size_t cap)
+{
+    uint64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (e[i].begin < at)
+            return reason(why, cap, "tensors \"%s\" [%" PRIu64 ",%" PRIu64 ") and \"%s\" [%" PRIu64 ",%" PRIu64
+                          ") overlap", e[i - 1].name, e[i - 1].begin, e[i - 1].end, e[i].name, e[i].begin, e[i].end);
+        if (e[i].begin > at)
+            return reason(why, cap, "%" PRIu64 " unindexed bytes before tensor \"%s\" at offset %" PRIu64,
+                          e[i].begin - at, e[i].name, e[i].begin);
+        at = e[i].end;
+    }
+    if (at < data_len) return reason(why, cap, "%" PRIu64 " unindexed bytes after the last tensor", data_len - at);
+    return 0;
+}
+
+static bool pread_full(int fd, void *buf, size_t n, off_t off)
+{
+    unsigned char *p = buf;
+    while (n) {
+        ssize_t r = pread(fd, p, n, off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) errno = 0;
+        if (r <= 0) return false;
+        p += r;
+        off += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
+/* Parses and validates the header; fills a new struct safetensors with
+ * tensors read from fd. */
+static struct safetensors *load_fd(int fd, uint64_t size, const char *path, char *why, size_t cap)
+{
+    uint64_t hlen = 0;
+    if (size < 8)
+        reason(why, cap, "%" PRIu64 " bytes, too short for the 8-byte header length", size);
+    else if (!pread_full(fd, &hlen, 8, 0))
+        reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+    else if (hlen > size - 8)
+        reason(why, cap, "header length %" PRIu64 " exceeds the %" PRIu64 " bytes after the length field", hlen,
+               size - 8);
+    else if (hlen > SAFETENSORS_MAX_HEADER)
+        reason(why, cap, "header length %" PRIu64 " exceeds the %d-byte limit", hlen, SAFETENSORS_MAX_HEADER);
+    else
+        why[0] = '\0';
+    if (why[0]) return NULL;
+    char *h = trib_xmalloc((size_t)hlen + 1);
+    struct safetensors *st = NULL;
+    struct entry *e = NULL;
+    cJSON *root = NULL;
+    if (!pread_full(fd, h, (size_t)hlen, 8)) {
+        snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        goto out;
+    }
+    h[hlen] = '\0';
+    if (hlen == 0 || h[0] != '{') {
+        snprintf(why, cap, "header does not start with '{'");
+        goto out;
+    }
+    const char *end = NULL;
+    root = cJSON_ParseWithLengthOpts(h, (size_t)hlen, &end, 0);
+    if (!root || !cJSON_IsObject(root)) {
+        snprintf(why, cap, "header is not valid JSON (error near byte %td of %" PRIu64 ")", end ? end - h : 0, hlen);
+        goto out;
+    }
+    for (const char *p = end; p < h + hlen; p++)
+        if (*p != ' ') {
+            snprintf(why, cap, "header has a byte other than space padding after its JSON object (byte %td)", p - h);
+            goto out;
+        }
+    if (check_unique(root, why, cap) != 0) goto out;
+    uint64_t data_len = size - 8 - hlen;
+    int total = cJSON_GetArraySize(root), n = 0;
+    e = trib_xcalloc((size_t)(total ? total : 1), sizeof *e);
+    const cJSON *meta = NULL;
+    for (const cJSON *x = root->child; x; x = x->next) {
+        if (strcmp(x->string, META_KEY) == 0) {
+            if (parse_meta(x, why, cap) != 0) goto out;
+            meta = x;
+        } else if (parse_entry(x, data_len, &e[n++], why, cap) != 0) {
+            goto out;
+        }
+    }
+    qsort(e, (size_t)n, sizeof *e, by_offset);
+    if (check_layout(e, n, data_len, why, cap) != 0) goto out;
+
+    st = trib_xcalloc(1, sizeof *st);
+    st->path = strdup(path);
+    CHECK_ALLOC(st->path);
+    st->n = n;
+    st->names = trib_xcalloc((size_t)(n ? n : 1), sizeof *st->names);
+    st->tensors = trib_xcalloc((size_t)(n ? n : 1), sizeof *st->tensors);
+    for (int i = 0; i < n; i++) {
+        st->names[i] = strdup(e[i].name);
+        CHECK_ALLOC(st->names[i]);
+        struct tensor *t = st->tensors[i] = tensor_new(e[i].dtype, DEVICE_CPU, e[i].ndim, e[i].shape);
+        if (!t)
+            reason(why, cap, "tensor \"%s\": %s", e[i].name, tensor_last_error());
+        else if (tensor_nbytes(t) && !pread_full(fd, tensor_data(t), tensor_nbytes(t), (off_t)(8 + hlen + e[i].begin)))
+            reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        else
+            continue;
+        safetensors_free(st);
+        st = NULL;
+        goto out;
+    }
+    st->n_meta = meta ? cJSON_GetArraySize(meta) : 0;
+    st->meta = trib_xcalloc((size_t)(st->n_meta ? st->n_meta : 1), sizeof *st->meta);
+    int k = 0;
+    for (const cJSON *x = meta ? meta->child : NULL; x; x = x->next, k++) {
+        st->meta[k].key = strdup(x->string);
+        st->meta[k].value = strdup(x->valuestring);
+        CHECK(st->meta[k].key && st->meta[k].value);
+    }
+out:
+    cJSON_Delete(root);
+    free(e);
+    free(h);
+    return st;
+}
+
+struct safetensors *safetensors_load(const char *path)
+{
+    char why[384];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        rl_set_error("safetensors_load: %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int bad = fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : -1;
+    struct safetensors *s = NULL;
+    if (bad)
+        snprintf(why, sizeof why, "%s", bad > 0 ? strerror(bad) : "not a regular file");
+    else
+        s = load_fd(fd, (uint64_t)st.st_size, path, why, sizeof why);
+    close(fd);
+    if (!s) rl_set_error("safetensors_load: %s: %s", path, why);
+    return s;
+}
+
+struct tensor *safetensors_get(const struct safetensors *st, const char *name)
+{
+    for (int i = 0; i < st->n; i++)
+        if (strcmp(st->names[i], name) == 0) return st->tensors[i];
+    rl_set_error("safetensors: %s: no tensor \"%s\"", st->path, name);
+    return NULL;
+}
+
+const char *safetensors_meta_get(const struct safetensors *st, const char *key)
+{
+    for (int i = 0; i < st->n_meta; i++)
+        if (strcmp(st->meta[i].key, key) == 0) return st->meta[i].value;
+    return NULL;
+}
+
+void safetensors_free(struct safetensors *st)
+{
+    if (!st) return;
+    for (int i = 0; i < st->n; i++) {
+        free(st->names[i]);
+        tensor_free(st->tensors[i]);
+    }
+    for (int i = 0; st->meta && i < st->n_meta; i++) {
+        free((char *)st->meta[i].key);
+        free((char *)st->meta[i].value);
+    }
+    free(st->names);
+    free(st->tensors);
+    free(st->meta);
+    free(st->path);
+    free(st);
+}
