@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent/policy.h"
+#include "agent/runlog.h"
 #include "agent/stats.h"
 #include "common/check.h"
 #include "envs/plugin.h"
@@ -39,6 +40,7 @@ struct agent {
     struct policy *policy;
     struct dist_optim *opt;
     struct run_stats *stats;
+    struct runlog *log;             /* --logdir, or NULL */
     struct obs_peer peers[RL_MAX_OBSERVERS];
     int n_peers, n_lost;
     pthread_mutex_t mu;             /* async updates: the optimizer, lr, stop */
@@ -194,6 +196,7 @@ static int sync_ppo_iteration(struct agent *a)
         else if (rl_report_unpack(&r, &rep) != 0) lose_peer(a, k, rl_last_error());
         else {
             run_stats_report(a->stats, &rep);
+            run_stats_observer_steps(a->stats, k, rep.steps);
             in[k] = true;
             n_in++;
         }
@@ -247,6 +250,7 @@ static int sync_reinforce_iteration(struct agent *a)
         for (int k = 0; k < a->n_peers; k++)
             if (ok[k]) {
                 run_stats_report(a->stats, &reps[k].report);
+                run_stats_observer_steps(a->stats, k, reps[k].report.steps);
                 least = fmin(least, reps[k].report.min_return);
             }
         rc = backward_and_step(a, ctx, reps, ok, version0);
@@ -256,6 +260,19 @@ static int sync_reinforce_iteration(struct agent *a)
         if (ok[k]) rl_loss_reply_clear(&reps[k]);
     dist_autograd_release(ctx);
     return rc;
+}
+
+/* The progress line and metrics row of an interval, when one is due. */
+static void log_interval(struct agent *a, bool force)
+{
+    struct run_interval iv;
+    if (!run_stats_interval(a->stats, dist_optim_local_version(), force, &iv)) return;
+    run_stats_print(a->stats, stdout, &iv);
+    if (a->log && runlog_write(a->log, &iv, a->lr) != 0) {
+        fprintf(stderr, PROG ": %s; no more metrics for this run\n", rl_last_error());
+        runlog_close(a->log);
+        a->log = NULL;
+    }
 }
 
 static const char *stop_reason(struct agent *a)
@@ -275,7 +292,7 @@ static int train_sync(struct agent *a, const char **why)
             *why = "failure";
             return -1;
         }
-        run_stats_progress(a->stats, stdout, dist_optim_local_version(), false);
+        log_interval(a, false);
     }
     return 0;
 }
@@ -294,7 +311,12 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
     if (!rep.stop) {
-        if (m.has_report) run_stats_report(a->stats, &m.report);
+        if (m.has_report) {
+            run_stats_report(a->stats, &m.report);
+            int caller = rpc_request_caller_id(req);
+            for (int k = 0; k < a->n_peers; k++)
+                if (a->peers[k].id == caller) run_stats_observer_steps(a->stats, k, m.report.steps);
+        }
         if (maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
         else {
             double t0 = now_s();
@@ -328,7 +350,7 @@ static int train_async(struct agent *a, const char **why)
             futs[k] = NULL;
             running--;
         }
-        run_stats_progress(a->stats, stdout, dist_optim_local_version(), false);
+        log_interval(a, false);
         if (running > 0) usleep(5000);
     }
     if (!*why) *why = live_peers(a) ? "observers stopped" : "failure";
@@ -432,10 +454,18 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     }
     double target = isnan(cfg->target) ? a->spec->reward_threshold : cfg->target;
     a->stats = run_stats_new(cfg, target);
+    if (cfg->logdir[0] && !(a->log = runlog_open(cfg->logdir, cfg, false))) {
+        fprintf(stderr, PROG ": --logdir %s: %s\n", cfg->logdir, rl_last_error());
+        run_stats_free(a->stats);
+        env_plugin_close(a->plugin);
+        free(a);
+        return 1;
+    }
     the_agent = a;
     if (rpc_init(opts) < 0) {
         fprintf(stderr, PROG ": rpc_init: %s\n", rpc_last_error());
         the_agent = NULL;
+        runlog_close(a->log);
         run_stats_free(a->stats);
         env_plugin_close(a->plugin);
         free(a);
@@ -454,7 +484,7 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
         policy_get_stats(a->policy, &ps);
         run_stats_busy(a->stats, ps.forward_s);
     }
-    run_stats_progress(a->stats, stdout, dist_optim_local_version(), true);
+    log_interval(a, true);
     atomic_store(&a->stop, true);
     shutdown_observers(a);
     dist_optim_free(a->opt);
@@ -463,6 +493,7 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     rpc_shutdown(true);
     the_agent = NULL;
     policy_free(a->policy);
+    runlog_close(a->log);
     run_stats_free(a->stats);
     env_plugin_close(a->plugin);
     pthread_mutex_destroy(&a->mu);

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "common/check.h"
@@ -16,7 +17,11 @@ struct run_stats {
     double t0, t_log;
     int64_t env_steps, episodes, updates;
     int64_t log_steps, log_updates;
-    struct rl_window win;
+    struct rl_window win, len_win;
+    double log_lag_sum;
+    int64_t log_lag_n, log_lag_max;
+    int64_t obs_steps[RL_MAX_OBSERVERS], obs_log_steps[RL_MAX_OBSERVERS];
+    bool have_loss;
     double running;                 /* PyTorch example's running reward */
     bool have_running;
     double lag_sum;
@@ -41,6 +46,7 @@ struct run_stats *run_stats_new(const struct rl_config *cfg, double target)
     s->target = target;
     s->t0 = s->t_log = now_s();
     rl_window_init(&s->win, 100);
+    rl_window_init(&s->len_win, 100);
     return s;
 }
 
@@ -57,7 +63,10 @@ void run_stats_report(struct run_stats *s, const struct rl_report *r)
     s->env_steps += r->steps;
     s->log_steps += r->steps;
     s->episodes += r->episodes;
-    for (int i = 0; i < r->n_returns; i++) rl_window_push(&s->win, r->returns[i]);
+    for (int i = 0; i < r->n_returns; i++) {
+        rl_window_push(&s->win, r->returns[i]);
+        rl_window_push(&s->len_win, r->lengths[i]);
+    }
     if (s->cfg.mode == RL_MODE_ASYNC && s->cfg.running_reward && r->episodes > 0) {
         s->running = 0.05 * r->min_return + 0.95 * s->running;
         s->have_running = true;
@@ -81,8 +90,14 @@ void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_s
     s->lag_sum += (double)lag;
     s->lag_n++;
     if (lag > s->lag_max) s->lag_max = lag;
+    s->log_lag_sum += (double)lag;
+    s->log_lag_n++;
+    if (lag > s->log_lag_max) s->log_lag_max = lag;
     s->lag_hist[lag < 0 ? 0 : lag >= RUN_STATS_LAG_BINS ? RUN_STATS_LAG_BINS - 1 : lag]++;
-    if (st) s->last = *st;
+    if (st) {
+        s->last = *st;
+        s->have_loss = true;
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -137,25 +152,78 @@ int64_t run_stats_env_steps(struct run_stats *s)
     return r;
 }
 
-void run_stats_progress(struct run_stats *s, FILE *f, int64_t version, bool force)
+void run_stats_observer_steps(struct run_stats *s, int k, int64_t steps)
+{
+    if (k < 0 || k >= RL_MAX_OBSERVERS) return;
+    pthread_mutex_lock(&s->mu);
+    s->obs_steps[k] += steps;
+    s->obs_log_steps[k] += steps;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* min and max of the window's values */
+static void window_range(const struct rl_window *w, double *lo, double *hi)
+{
+    *lo = *hi = NAN;
+    for (int i = 0; i < w->n; i++) {
+        double x = w->buf[i];
+        if (i == 0 || x < *lo) *lo = x;
+        if (i == 0 || x > *hi) *hi = x;
+    }
+}
+
+bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct run_interval *iv)
 {
     pthread_mutex_lock(&s->mu);
     double t = now_s(), dt = t - s->t_log;
-    if (!s->cfg.quiet && (force || dt >= s->cfg.log_every_s)) {
-        dt = fmax(dt, 1e-9);
-        char ret[64];
-        if (s->cfg.running_reward) snprintf(ret, sizeof ret, "running reward %7.2f", s->running);
-        else if (s->win.n > 0) snprintf(ret, sizeof ret, "return %8.2f (last %d)", rl_window_mean(&s->win), s->win.n);
-        else snprintf(ret, sizeof ret, "return        - (no episode yet)");
-        fprintf(f,
-                "%7.1fs  steps %9lld  sps %8.0f  episodes %7lld  %s  version %6lld  lag %.2f/%lld  updates/s %6.1f\n",
-                t - s->t0, (long long)s->env_steps, s->log_steps / dt, (long long)s->episodes, ret, (long long)version,
-                s->lag_n ? s->lag_sum / (double)s->lag_n : 0.0, (long long)s->lag_max, s->log_updates / dt);
-        fflush(f);
-        s->t_log = t;
-        s->log_steps = s->log_updates = 0;
+    if (!force && dt < s->cfg.log_every_s) {
+        pthread_mutex_unlock(&s->mu);
+        return false;
     }
+    dt = fmax(dt, 1e-9);
+    memset(iv, 0, sizeof *iv);
+    iv->wall_s = t - s->t0;
+    iv->env_steps = s->env_steps;
+    iv->episodes = s->episodes;
+    iv->updates = s->updates;
+    iv->version = version;
+    iv->sps = s->log_steps / dt;
+    iv->updates_per_s = s->log_updates / dt;
+    iv->return_mean = s->win.n ? rl_window_mean(&s->win) : NAN;
+    window_range(&s->win, &iv->return_min, &iv->return_max);
+    iv->length_mean = s->len_win.n ? rl_window_mean(&s->len_win) : NAN;
+    iv->running_reward = s->cfg.running_reward ? s->running : NAN;
+    iv->policy_loss = s->have_loss ? s->last.policy_loss : NAN;
+    iv->value_loss = s->have_loss && s->cfg.algo != RL_ALGO_REINFORCE ? s->last.value_loss : NAN;
+    iv->entropy = s->have_loss && s->cfg.algo != RL_ALGO_REINFORCE ? s->last.entropy : NAN;
+    iv->approx_kl = s->have_loss && s->cfg.algo == RL_ALGO_PPO ? s->last.approx_kl : NAN;
+    iv->clipfrac = s->have_loss && s->cfg.algo == RL_ALGO_PPO ? s->last.clipfrac : NAN;
+    iv->lag_mean = s->log_lag_n ? s->log_lag_sum / (double)s->log_lag_n : NAN;
+    iv->lag_max = s->log_lag_n ? (double)s->log_lag_max : NAN;
+    iv->n_observers = s->cfg.observers;
+    for (int k = 0; k < s->cfg.observers && k < RL_MAX_OBSERVERS; k++) {
+        iv->observer_sps[k] = s->obs_log_steps[k] / dt;
+        s->obs_log_steps[k] = 0;
+    }
+    s->t_log = t;
+    s->log_steps = s->log_updates = 0;
+    s->log_lag_sum = 0;
+    s->log_lag_n = s->log_lag_max = 0;
     pthread_mutex_unlock(&s->mu);
+    return true;
+}
+
+void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interval *iv)
+{
+    if (s->cfg.quiet) return;
+    char ret[64];
+    if (s->cfg.running_reward) snprintf(ret, sizeof ret, "running reward %7.2f", iv->running_reward);
+    else if (!isnan(iv->return_mean)) snprintf(ret, sizeof ret, "return %8.2f (last %d)", iv->return_mean, s->win.n);
+    else snprintf(ret, sizeof ret, "return        - (no episode yet)");
+    fprintf(f, "%7.1fs  steps %9lld  sps %8.0f  episodes %7lld  %s  version %6lld  lag %.2f/%.0f  updates/s %6.1f\n",
+            iv->wall_s, (long long)iv->env_steps, iv->sps, (long long)iv->episodes, ret, (long long)iv->version,
+            isnan(iv->lag_mean) ? 0.0 : iv->lag_mean, isnan(iv->lag_max) ? 0.0 : iv->lag_max, iv->updates_per_s);
+    fflush(f);
 }
 
 static void json_num(FILE *f, const char *key, double v)

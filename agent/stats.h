@@ -34,8 +34,28 @@ bool run_stats_solved(struct run_stats *s);
 /* Out of --max-steps / --max-seconds. */
 bool run_stats_out_of_budget(struct run_stats *s);
 int64_t run_stats_env_steps(struct run_stats *s);
-/* Prints a progress line to f if --log-every seconds passed (or force). */
-void run_stats_progress(struct run_stats *s, FILE *f, int64_t version, bool force);
+/* One logging interval's figures (the progress line and a metrics row). */
+struct run_interval {
+    double wall_s;                  /* since the start */
+    int64_t env_steps, episodes, updates, version;
+    double sps, updates_per_s;      /* over the interval */
+    double return_mean, return_min, return_max, length_mean;   /* last 100 episodes; NaN before one */
+    double running_reward;          /* NaN unless the preset uses it */
+    double policy_loss, value_loss, entropy, approx_kl, clipfrac;   /* last update; NaN before one */
+    double lag_mean, lag_max;       /* over the interval's updates; NaN without one */
+    double observer_sps[RL_MAX_OBSERVERS];
+    int n_observers;
+};
+
+/* Env steps reported by observer k (for per-observer steps/s). */
+void run_stats_observer_steps(struct run_stats *s, int k, int64_t steps);
+
+/* If --log-every seconds passed since the last interval (or force), fills
+ * *out, starts the next interval and returns true. */
+bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct run_interval *out);
+
+/* Prints the progress line of an interval (unless --quiet). */
+void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interval *iv);
 /* The one-line JSON summary: counts, rates, lag mean/p95/max and its
  * histogram (lag_hist[i]: updates with lag i; the last bin collects lags
  * >= RUN_STATS_LAG_BINS - 1), agent_busy_frac. */

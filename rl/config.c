@@ -194,6 +194,8 @@ static const struct flag flags[] = {
     F("log-every", T_DBL, log_every_s, "seconds between progress lines"),
     F("heartbeat-timeout", T_INT, heartbeat_timeout_ms, "ms of silence after which a peer is dead"),
     F("quiet", T_BOOL, quiet, "no progress lines (the summary line is still printed)"),
+    F("logdir", T_STR, logdir, "write metrics.csv, metrics.jsonl, config.json, TensorBoard events\n"
+                               "and, at the end, policy.safetensors into this directory"),
 };
 #undef F
 #define N_FLAGS ((int)(sizeof flags / sizeof flags[0]))
@@ -257,7 +259,7 @@ static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, b
         *(bool *)p = !negated;
         return 0;
     case T_STR:
-        if (strlen(v) >= sizeof c->env || !v[0]) return -1;
+        if (strlen(v) >= sizeof c->env || (!v[0] && fl->off == offsetof(struct rl_config, env))) return -1;
         snprintf(p, sizeof c->env, "%s", v);
         return 0;
     case T_ALGO:
@@ -389,6 +391,41 @@ static int apply_config(struct rl_config *c, const char *path, const cJSON *root
     return rc;
 }
 
+cJSON *rl_config_to_json(const struct rl_config *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "preset", c->preset);
+    for (int i = 0; i < N_FLAGS; i++) {
+        const struct flag *fl = &flags[i];
+        const char *p = (const char *)c + fl->off;
+        char buf[128];
+        switch (fl->type) {
+        case T_INT: cJSON_AddNumberToObject(o, fl->name, *(const int *)p); break;
+        case T_I64: cJSON_AddNumberToObject(o, fl->name, (double)*(const int64_t *)p); break;
+        case T_U64: cJSON_AddNumberToObject(o, fl->name, (double)*(const uint64_t *)p); break;
+        case T_DBL:
+            if (isfinite(*(const double *)p)) cJSON_AddNumberToObject(o, fl->name, *(const double *)p);
+            break;   /* NaN (an unset --target) is left out: the default applies */
+        case T_BOOL: cJSON_AddBoolToObject(o, fl->name, *(const bool *)p); break;
+        case T_STR: cJSON_AddStringToObject(o, fl->name, p); break;
+        case T_ALGO: cJSON_AddStringToObject(o, fl->name, rl_algo_name(c->algo)); break;
+        case T_MODE: cJSON_AddStringToObject(o, fl->name, rl_mode_name(c->mode)); break;
+        case T_ACT: cJSON_AddStringToObject(o, fl->name, c->tanh ? "tanh" : "relu"); break;
+        case T_DEVICE: cJSON_AddStringToObject(o, fl->name, c->cuda ? "cuda" : "cpu"); break;
+        case T_OPTIM: cJSON_AddStringToObject(o, fl->name, optim_kind_name((enum optim_kind)c->optimizer)); break;
+        case T_HIDDEN: {
+            size_t n = 0;
+            buf[0] = '\0';
+            for (int k = 0; k < c->n_hidden && n < sizeof buf; k++)
+                n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%d", k ? "," : "", c->hidden[k]);
+            cJSON_AddStringToObject(o, fl->name, buf);
+            break;
+        }
+        }
+    }
+    return o;
+}
+
 static int usage_error(const char *prog, const char *fmt, const char *a, const char *b)
 {
     fprintf(stderr, "%s: ", prog);
@@ -515,7 +552,7 @@ static const struct wire_field wire[] = {
     W("reward_scale", 'd', reward_scale), W("max_batch", 'i', max_batch_rows), W("max_wait_us", 'i', max_wait_us),
     W("max_steps", 'l', max_steps), W("max_seconds", 'd', max_seconds), W("max_updates", 'l', max_updates), W("target", 'd', target),
     W("running_reward", 'b', running_reward), W("log_every_s", 'd', log_every_s),
-    W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("quiet", 'b', quiet),
+    W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("quiet", 'b', quiet), W("logdir", 's', logdir),
 };
 #undef W
 #define N_WIRE ((int)(sizeof wire / sizeof wire[0]))

@@ -54,6 +54,8 @@ struct rl_config {
     double log_every_s;             /* progress line period */
     int heartbeat_timeout_ms;
     bool quiet;                     /* no progress lines */
+    /* what the run leaves behind (agent only) */
+    char logdir[512];               /* metrics, config.json, TensorBoard events, checkpoints, policy ("" none) */
 };
 
 /* Fills cfg with the named preset: "ppo" (CleanRL ppo.py on CartPole-v1),
@@ -97,6 +99,11 @@ const char *rl_mode_name(enum rl_mode m);
 
 /* One line describing cfg (algorithm, env, sizes, main hyper-parameters). */
 void rl_config_describe(const struct rl_config *cfg, char *out, size_t cap);
+
+/* The configuration as a JSON object of flags, the form --config reads
+ * back (so a run's config.json reproduces it). Caller frees (cJSON_Delete). */
+struct cJSON;
+struct cJSON *rl_config_to_json(const struct rl_config *cfg);
 
 /* The wire form (a map) and back. from_value checks every field and the
  * result with rl_config_check: 0, or -1 with rl_last_error(). */

@@ -1,0 +1,80 @@
+/* metrics.csv / metrics.jsonl / config.json / events.out.tfevents.* of a run. */
+#include "agent/runlog.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "rl/metrics.h"
+#include "rl/rl.h"
+#include "rl/tfevents.h"
+
+const char *const runlog_columns[] = {
+    "env_steps", "wall_s", "sps", "episodes", "return_mean", "return_min", "return_max", "length_mean",
+    "running_reward", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "lr", "version",
+    "lag_mean", "lag_max", "updates", "updates_per_s", NULL,
+};
+#define N_FIXED 20
+
+struct runlog {
+    struct metrics_log *m;
+    struct tfevents_writer *tf;
+    int ncols;
+    char **names;
+    double *row;
+};
+
+struct runlog *runlog_open(const char *dir, const struct rl_config *cfg, bool resume)
+{
+    struct runlog *r = trib_xcalloc(1, sizeof *r);
+    r->ncols = N_FIXED + cfg->observers;
+    r->names = trib_xcalloc((size_t)r->ncols, sizeof *r->names);
+    r->row = trib_xcalloc((size_t)r->ncols, sizeof *r->row);
+    for (int i = 0; i < N_FIXED; i++) r->names[i] = strdup(runlog_columns[i]);
+    for (int k = 0; k < cfg->observers; k++) {
+        char n[32];
+        snprintf(n, sizeof n, "sps_observer%d", k + 1);
+        r->names[N_FIXED + k] = strdup(n);
+    }
+    cJSON *cj = rl_config_to_json(cfg);
+    int rc = metrics_write_config(dir, cj);
+    cJSON_Delete(cj);
+    if (rc == 0) r->m = metrics_open(dir, (const char *const *)r->names, r->ncols, resume);
+    if (r->m) r->tf = tfevents_open(dir);
+    if (!r->tf) {
+        runlog_close(r);
+        return NULL;
+    }
+    return r;
+}
+
+int runlog_write(struct runlog *r, const struct run_interval *iv, double lr)
+{
+    const double fixed[N_FIXED] = {
+        (double)iv->env_steps, iv->wall_s, iv->sps, (double)iv->episodes, iv->return_mean, iv->return_min,
+        iv->return_max, iv->length_mean, iv->running_reward, iv->policy_loss, iv->value_loss, iv->entropy,
+        iv->approx_kl, iv->clipfrac, lr, (double)iv->version, iv->lag_mean, iv->lag_max, (double)iv->updates,
+        iv->updates_per_s,
+    };
+    memcpy(r->row, fixed, sizeof fixed);
+    for (int k = 0; k < r->ncols - N_FIXED; k++) r->row[N_FIXED + k] = k < iv->n_observers ? iv->observer_sps[k] : NAN;
+    if (metrics_write(r->m, r->row) != 0) return -1;
+    for (int i = 0; i < r->ncols; i++) {
+        if (i == 0 || isnan(r->row[i])) continue;   /* env_steps is the step */
+        if (tfevents_add_scalar(r->tf, r->names[i], (float)r->row[i], iv->env_steps) != 0) return -1;
+    }
+    return 0;
+}
+
+void runlog_close(struct runlog *r)
+{
+    if (!r) return;
+    metrics_close(r->m);
+    tfevents_close(r->tf);
+    for (int i = 0; i < r->ncols; i++) free(r->names[i]);
+    free(r->names);
+    free(r->row);
+    free(r);
+}
