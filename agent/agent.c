@@ -393,8 +393,8 @@ static int setup(struct agent *a)
         p->alive = true;
     }
     bool discrete = a->spec->act.kind == SPACE_DISCRETE;
-    struct policy_shape shape = policy_shape_for(&a->cfg, a->spec->obs.dim, discrete,
-                                                 discrete ? a->spec->act.n : a->spec->act.dim);
+    struct rl_arch shape = rl_arch_for(&a->cfg, a->spec->obs.dim, discrete,
+                                       discrete ? a->spec->act.n : a->spec->act.dim);
     a->policy = policy_new(&a->cfg, &shape);
     if (!a->policy) return rl_set_error("policy: %s", rpc_last_error());
     int np = 0;
@@ -489,6 +489,11 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     shutdown_observers(a);
     dist_optim_free(a->opt);
     if (a->policy) policy_stop(a->policy);
+    if (a->policy && cfg->logdir[0]) {
+        char path[600];
+        snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
+        if (policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    }
     run_stats_summary(a->stats, stdout, solved, a->n_lost, why);
     rpc_shutdown(true);
     the_agent = NULL;

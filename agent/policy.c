@@ -31,7 +31,7 @@ struct pending {
 
 struct policy {
     struct rl_config cfg;
-    struct policy_shape shape;
+    struct rl_arch shape;
     struct nn_module *actor;        /* obs -> logits or mean (+ log_std) */
     struct nn_module *critic;       /* obs -> value [N,1]; NULL without a value head */
     struct tensor **params;         /* actor's then critic's (borrowed) */
@@ -52,49 +52,7 @@ struct policy {
     struct policy_stats stats;
 };
 
-struct policy_shape policy_shape_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim)
-{
-    struct policy_shape s = { .obs_dim = obs_dim, .act_dim = act_n_or_dim, .gaussian = !discrete,
-                              .value_head = cfg->algo != RL_ALGO_REINFORCE };
-    return s;
-}
-
 /* ---- the module ---------------------------------------------------------------- */
-
-/* The actor and, with a value head, a separate critic of the same hidden
- * sizes (CleanRL's layout: a shared trunk lets the value loss's gradient
- * dominate the global-norm clip and starve the policy). PyTorch's default
- * initialisation (not CleanRL's orthogonal one). */
-static int build_modules(struct policy *p)
-{
-    const struct rl_config *cfg = &p->cfg;
-    const struct policy_shape *s = &p->shape;
-    uint64_t init_rng = cfg->seed;
-    int sizes[RL_MAX_HIDDEN + 2];
-    sizes[0] = s->obs_dim;
-    for (int i = 0; i < cfg->n_hidden; i++) sizes[i + 1] = cfg->hidden[i];
-    if (!s->gaussian) {
-        /* PyTorch's RL example: Linear, ReLU/tanh, dropout, ..., Linear to the logits */
-        sizes[cfg->n_hidden + 1] = s->act_dim;
-        p->actor = nn_mlp_new(cfg->n_hidden + 2, sizes, cfg->tanh ? NN_TANH : NN_RELU, (float)cfg->dropout, &init_rng);
-    } else {
-        struct nn_policy_config pc = { .obs_dim = s->obs_dim, .act_dim = s->act_dim, .n_hidden = cfg->n_hidden,
-                                       .act = cfg->tanh ? NN_TANH : NN_RELU, .dropout = (float)cfg->dropout,
-                                       .head = NN_HEAD_GAUSSIAN, .init_log_std = (float)cfg->init_log_std };
-        for (int i = 0; i < cfg->n_hidden; i++) pc.hidden[i] = cfg->hidden[i];
-        p->actor = nn_policy_new(&pc, &init_rng);
-    }
-    if (!p->actor) return -1;
-    if (s->value_head) {
-        sizes[cfg->n_hidden + 1] = 1;
-        p->critic = nn_mlp_new(cfg->n_hidden + 2, sizes, cfg->tanh ? NN_TANH : NN_RELU, 0.0f, &init_rng);
-        if (!p->critic) return -1;
-        p->critic->training = false;
-    }
-    p->actor->training = cfg->dropout > 0;
-    p->actor->rng = env_rng_seed(cfg->seed, 1000);
-    return 0;
-}
 
 static void collect_params(struct policy *p)
 {
@@ -349,10 +307,10 @@ static void *policy_ctor(struct rpc_request *req, const struct rpc_value *args, 
         free(p);
         return NULL;
     }
-    p->shape = (struct policy_shape){ .obs_dim = (int)od, .act_dim = (int)ad, .gaussian = args->list.items[3].b,
-                                      .value_head = args->list.items[4].b };
+    p->shape = rl_arch_for(&p->cfg, (int)od, !args->list.items[3].b, (int)ad);
+    p->shape.value_head = args->list.items[4].b;
     p->dev = p->cfg.cuda ? DEVICE_CUDA : DEVICE_CPU;
-    if (build_modules(p) != 0 || (p->dev != DEVICE_CPU && (nn_module_to(p->actor, p->dev) != 0 ||
+    if (rl_arch_build(&p->shape, p->cfg.seed, &p->actor, &p->critic) != 0 || (p->dev != DEVICE_CPU && (nn_module_to(p->actor, p->dev) != 0 ||
                                                           (p->critic && nn_module_to(p->critic, p->dev) != 0)))) {
         rpc_request_fail(req, "policy: %s", tensor_last_error());
         nn_module_free(p->actor);
@@ -375,7 +333,7 @@ void policy_register(void)
     rpc_register_method(RL_POLICY_TYPE, RL_METHOD_EVALUATE, m_evaluate, NULL);
 }
 
-struct policy *policy_new(const struct rl_config *cfg, const struct policy_shape *shape)
+struct policy *policy_new(const struct rl_config *cfg, const struct rl_arch *shape)
 {
     struct rpc_value args = rpc_list(5);
     args.list.items[0] = rl_config_to_value(cfg);
@@ -467,4 +425,12 @@ void policy_get_stats(struct policy *p, struct policy_stats *out)
     pthread_mutex_lock(&p->mu);
     *out = p->stats;
     pthread_mutex_unlock(&p->mu);
+}
+
+int policy_save(struct policy *p, const char *path)
+{
+    pthread_mutex_lock(&p->fwd_mu);
+    int rc = rl_policy_save(path, &p->shape, p->cfg.env, p->n_params, p->params);
+    pthread_mutex_unlock(&p->fwd_mu);
+    return rc;
 }

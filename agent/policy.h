@@ -14,26 +14,19 @@
 #include <stdint.h>
 
 #include "rl/config.h"
+#include "rl/policy_file.h"
 #include "rpc/rpc.h"
 
 struct policy;
-
-struct policy_shape {
-    int obs_dim, act_dim;
-    bool gaussian, value_head;
-};
 
 /* Registers the policy's RRef type, constructor and methods. Call before
  * rpc_init on the agent (observers only call them). */
 void policy_register(void);
 
-/* The policy's architecture for cfg on an env with these spaces. */
-struct policy_shape policy_shape_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim);
-
 /* Builds the policy on this worker (owner RRef) through rpc_remote, moves
  * it to the GPU if cfg->cuda, starts the serving thread and makes RRefs of
  * its parameters. Blocks. NULL with rpc_last_error(). */
-struct policy *policy_new(const struct rl_config *cfg, const struct policy_shape *shape);
+struct policy *policy_new(const struct rl_config *cfg, const struct rl_arch *arch);
 
 /* Stops serving: pending and later act calls fail ("shutting down").
  * Call before rpc_shutdown, so no deferred reply is left open. */
@@ -58,7 +51,11 @@ void policy_forget_caller(struct policy *p, int worker_id);
 struct policy_stats { int64_t act_calls, act_forwards, act_rows, evaluate_calls; double forward_s; };
 void policy_get_stats(struct policy *p, struct policy_stats *out);
 
-/* The module's parameters (borrowed; for export and tests). */
+/* The parameters, actor's then critic's (borrowed; for export and tests). */
 int policy_params(struct policy *p, struct tensor ***params);
+
+/* Writes the policy as a .safetensors file (rl_policy_save). 0 or -1 with
+ * rl_last_error(). */
+int policy_save(struct policy *p, const char *path);
 
 #endif

@@ -1,0 +1,206 @@
+/* tributary-eval: loads a trained policy (.safetensors from --logdir, or a
+ * checkpoint) and reports its mean return over N episodes, each env running
+ * exactly one episode (so short episodes are not over-counted). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envs/plugin.h"
+#include "envs/vec_env.h"
+#include "rl/policy_file.h"
+#include "rl/rl.h"
+#include "rl/sample.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+
+#define PROG "tributary-eval"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: " PROG " [options] POLICY\n"
+               "Runs a trained policy (the policy.safetensors that tributary-train --logdir writes)\n"
+               "for N episodes and prints the mean +- std of the episode return and length.\n"
+               "\n"
+               "  --env ID|PATH.so   the env (default: the one the policy was trained on)\n"
+               "  --episodes N       episodes (default 10); each runs in its own env, in parallel\n"
+               "  --sample           sample actions from the policy (default: greedy, the most\n"
+               "                     likely action or the Gaussian's mean)\n"
+               "  --seed S           seed of the envs and the sampling (default 1)\n"
+               "  --json             print one JSON object instead of text\n"
+               "  --help             this text\n"
+               "\n"
+               "Exit status: 0, 1 when the policy cannot be loaded or does not fit the env, 2 bad usage.\n");
+}
+
+static int bad(const char *what, const char *v)
+{
+    fprintf(stderr, PROG ": %s, not '%s' (see " PROG " --help)\n", what, v);
+    return 2;
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "env", required_argument, NULL, 'e' }, { "episodes", required_argument, NULL, 'n' },
+        { "sample", no_argument, NULL, 's' },    { "seed", required_argument, NULL, 'S' },
+        { "json", no_argument, NULL, 'j' },      { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *env_arg = NULL;
+    long episodes = 10;
+    unsigned long long seed = 1;
+    bool sample = false, json = false;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        char *end = NULL;
+        errno = 0;
+        switch (c) {
+        case 'e': env_arg = optarg; break;
+        case 'n':
+            episodes = strtol(optarg, &end, 10);
+            if (errno || end == optarg || *end || episodes < 1 || episodes > 100000)
+                return bad("--episodes must be an integer in 1..100000", optarg);
+            break;
+        case 's': sample = true; break;
+        case 'S':
+            seed = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || optarg[0] == '-') return bad("--seed must be a non-negative integer", optarg);
+            break;
+        case 'j': json = true; break;
+        case 'h': usage(stdout); return 0;
+        case ':': return bad("option needs a value", argv[optind - 1]);
+        default: return bad("unknown option", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, PROG ": give one POLICY file (see " PROG " --help)\n");
+        return 2;
+    }
+    const char *path = argv[optind];
+    struct rl_arch arch;
+    char trained_env[512];
+    struct nn_module *actor = NULL;
+    if (rl_policy_load(path, &arch, trained_env, sizeof trained_env, &actor, NULL) != 0) {
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        return 1;
+    }
+    actor->training = false;
+    const char *env_name = env_arg ? env_arg : trained_env;
+    struct env_plugin *plugin = NULL;
+    const struct env_spec *spec = env_open(env_name, &plugin);
+    if (!spec) {
+        fprintf(stderr, PROG ": %s\n", env_last_error());
+        nn_module_free(actor);
+        return 1;
+    }
+    bool discrete = spec->act.kind == SPACE_DISCRETE;
+    int A = discrete ? spec->act.n : spec->act.dim;
+    if (spec->obs.dim != arch.obs_dim || discrete == arch.gaussian || A != arch.act_dim) {
+        fprintf(stderr, PROG ": %s does not fit %s: the policy takes %d observations to %d %s actions, the env has %d "
+                        "observations and %d %s actions\n", path, spec->id, arch.obs_dim, arch.act_dim,
+                arch.gaussian ? "continuous" : "discrete", spec->obs.dim, A, discrete ? "discrete" : "continuous");
+        nn_module_free(actor);
+        env_plugin_close(plugin);
+        return 1;
+    }
+    int B = (int)episodes, D = spec->obs.dim;
+    struct vec_env *v = vec_env_new(spec, B, seed, 0);
+    float *obs = calloc((size_t)B * D, sizeof *obs), *rew = calloc((size_t)B, sizeof *rew);
+    float *act_f = calloc((size_t)B * A, sizeof *act_f);
+    int *act_i = calloc((size_t)B, sizeof *act_i);
+    bool *term = calloc((size_t)B, sizeof *term), *trunc = calloc((size_t)B, sizeof *trunc), *done = calloc((size_t)B, 1);
+    double *ret = calloc((size_t)B, sizeof *ret);
+    int *len = calloc((size_t)B, sizeof *len);
+    if (!v || !obs || !rew || !act_f || !act_i || !term || !trunc || !done || !ret || !len) {
+        fprintf(stderr, PROG ": out of memory for %d envs\n", B);
+        return 1;
+    }
+    uint64_t rng = seed ^ 0x5eed5eedull;
+    autograd_set_enabled(false);
+    vec_env_reset(v, obs);
+    int finished = 0, rc = 0;
+    int64_t shape[2] = { B, D };
+    while (finished < B) {
+        struct tensor *x = tensor_from_f32(2, shape, obs);
+        struct tensor *out[NN_MAX_IO] = { 0 };
+        int n_out = 0;
+        if (!x || nn_forward(actor, 1, &x, &n_out, out) != 0) {
+            fprintf(stderr, PROG ": forward: %s\n", tensor_last_error());
+            tensor_free(x);
+            rc = 1;
+            break;
+        }
+        tensor_free(x);
+        if (discrete) {
+            rl_sample_categorical(B, A, tensor_data(out[0]), &rng, !sample, act_i, NULL);
+        } else {
+            rl_sample_gaussian(B, A, tensor_data(out[0]), tensor_data(out[1]), &rng, !sample, act_f, NULL);
+            for (int i = 0; i < B * A; i++)
+                act_f[i] = (float)fmin(fmax(act_f[i], spec->act.low[i % A]), spec->act.high[i % A]);
+        }
+        for (int i = 0; i < n_out; i++) tensor_free(out[i]);
+        if (vec_env_step(v, discrete ? (const void *)act_i : (const void *)act_f, obs, rew, term, trunc, NULL) != 0) {
+            fprintf(stderr, PROG ": %s\n", env_last_error());
+            rc = 1;
+            break;
+        }
+        for (int b = 0; b < B; b++) {
+            if (done[b]) continue;
+            ret[b] += rew[b];
+            len[b]++;
+            if (term[b] || trunc[b]) {
+                done[b] = true;
+                finished++;
+            }
+        }
+    }
+    if (rc == 0) {
+        double m = 0, s = 0, ml = 0, sl = 0;
+        for (int b = 0; b < B; b++) {
+            m += ret[b];
+            ml += len[b];
+        }
+        m /= B;
+        ml /= B;
+        for (int b = 0; b < B; b++) {
+            s += (ret[b] - m) * (ret[b] - m);
+            sl += (len[b] - ml) * (len[b] - ml);
+        }
+        s = sqrt(s / B);
+        sl = sqrt(sl / B);
+        if (json) {
+            printf("{\"policy\":");
+            json_str(path);
+            printf(",\"env\":");
+            json_str(spec->id);
+            printf(",\"episodes\":%d,\"actions\":\"%s\",\"return_mean\":%.6g,\"return_std\":%.6g,"
+                   "\"length_mean\":%.6g,\"length_std\":%.6g}\n",
+                   B, sample ? "sampled" : "greedy", m, s, ml, sl);
+        } else {
+            printf("%s on %s, %d episodes, %s actions: return %.2f +- %.2f, length %.1f +- %.1f\n", path, spec->id, B,
+                   sample ? "sampled" : "greedy", m, s, ml, sl);
+        }
+    }
+    free(obs); free(rew); free(act_f); free(act_i); free(term); free(trunc); free(done); free(ret); free(len);
+    vec_env_free(v);
+    env_plugin_close(plugin);
+    nn_module_free(actor);
+    return rc;
+}

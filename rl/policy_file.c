@@ -1,0 +1,200 @@
+/* Policy architecture, construction and .safetensors form. */
+#include "rl/policy_file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "envs/env.h"
+#include "rl/rl.h"
+#include "rl/safetensors.h"
+
+#define FORMAT "tributary-policy-1"
+
+struct rl_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim)
+{
+    struct rl_arch a = { .obs_dim = obs_dim, .act_dim = act_n_or_dim, .gaussian = !discrete,
+                         .value_head = cfg->algo != RL_ALGO_REINFORCE, .n_hidden = cfg->n_hidden, .tanh = cfg->tanh,
+                         .dropout = cfg->dropout, .init_log_std = cfg->init_log_std };
+    for (int i = 0; i < cfg->n_hidden; i++) a.hidden[i] = cfg->hidden[i];
+    return a;
+}
+
+int rl_arch_build(const struct rl_arch *a, uint64_t seed, struct nn_module **actor, struct nn_module **critic)
+{
+    *actor = NULL;
+    if (critic) *critic = NULL;
+    uint64_t init_rng = seed;
+    int sizes[RL_MAX_HIDDEN + 2];
+    sizes[0] = a->obs_dim;
+    for (int i = 0; i < a->n_hidden; i++) sizes[i + 1] = a->hidden[i];
+    if (!a->gaussian) {
+        /* PyTorch's RL example: Linear, ReLU/tanh, dropout, ..., Linear to the logits */
+        sizes[a->n_hidden + 1] = a->act_dim;
+        *actor = nn_mlp_new(a->n_hidden + 2, sizes, a->tanh ? NN_TANH : NN_RELU, (float)a->dropout, &init_rng);
+    } else {
+        struct nn_policy_config pc = { .obs_dim = a->obs_dim, .act_dim = a->act_dim, .n_hidden = a->n_hidden,
+                                       .act = a->tanh ? NN_TANH : NN_RELU, .dropout = (float)a->dropout,
+                                       .head = NN_HEAD_GAUSSIAN, .init_log_std = (float)a->init_log_std };
+        for (int i = 0; i < a->n_hidden; i++) pc.hidden[i] = a->hidden[i];
+        *actor = nn_policy_new(&pc, &init_rng);
+    }
+    if (!*actor) return -1;
+    (*actor)->training = a->dropout > 0;
+    (*actor)->rng = env_rng_seed(seed, 1000);
+    if (a->value_head && critic) {
+        sizes[a->n_hidden + 1] = 1;
+        *critic = nn_mlp_new(a->n_hidden + 2, sizes, a->tanh ? NN_TANH : NN_RELU, 0.0f, &init_rng);
+        if (!*critic) {
+            nn_module_free(*actor);
+            *actor = NULL;
+            return -1;
+        }
+        (*critic)->training = false;
+    }
+    return 0;
+}
+
+int rl_arch_param_names(const struct rl_arch *a, int cap, char (*names)[64])
+{
+    int n = 0, step = 2 + (a->dropout > 0);   /* Linear, activation[, Dropout] */
+    for (int l = 0; l <= a->n_hidden && n + 2 <= cap; l++) {
+        snprintf(names[n++], 64, "actor.%d.weight", l * step);
+        snprintf(names[n++], 64, "actor.%d.bias", l * step);
+    }
+    if (a->gaussian && n < cap) snprintf(names[n++], 64, "actor_logstd");
+    for (int l = 0; a->value_head && l <= a->n_hidden && n + 2 <= cap; l++) {
+        snprintf(names[n++], 64, "critic.%d.weight", l * 2);
+        snprintf(names[n++], 64, "critic.%d.bias", l * 2);
+    }
+    return n;
+}
+
+int rl_policy_save(const char *path, const struct rl_arch *a, const char *env, int n, struct tensor *const *params)
+{
+    char names[2 * (RL_MAX_HIDDEN + 1) * 2 + 1][64];
+    int want = rl_arch_param_names(a, (int)(sizeof names / sizeof names[0]), names);
+    if (n != want) return rl_set_error("policy %s: %d parameters, the architecture has %d", path, n, want);
+    struct safetensors_entry e[sizeof names / sizeof names[0]];
+    struct tensor *snap[sizeof names / sizeof names[0]];
+    for (int i = 0; i < n; i++) {
+        snap[i] = tensor_snapshot(params[i]);
+        e[i] = (struct safetensors_entry){ names[i], snap[i] };
+    }
+    char hidden[64] = "", od[16], ad[16], dr[32], ls[32];
+    size_t k = 0;
+    for (int i = 0; i < a->n_hidden && k < sizeof hidden; i++)
+        k += (size_t)snprintf(hidden + k, sizeof hidden - k, "%s%d", i ? "," : "", a->hidden[i]);
+    snprintf(od, sizeof od, "%d", a->obs_dim);
+    snprintf(ad, sizeof ad, "%d", a->act_dim);
+    snprintf(dr, sizeof dr, "%.17g", a->dropout);
+    snprintf(ls, sizeof ls, "%.17g", a->init_log_std);
+    struct safetensors_meta meta[] = {
+        { "format", FORMAT }, { "env", env }, { "obs_dim", od }, { "act_dim", ad },
+        { "head", a->gaussian ? "gaussian" : "categorical" }, { "value_head", a->value_head ? "true" : "false" },
+        { "hidden", hidden }, { "activation", a->tanh ? "tanh" : "relu" }, { "dropout", dr }, { "init_log_std", ls },
+    };
+    int rc = safetensors_save(path, e, n, meta, (int)(sizeof meta / sizeof meta[0]));
+    for (int i = 0; i < n; i++) tensor_free(snap[i]);
+    return rc;
+}
+
+static int meta_int(const struct safetensors *st, const char *key, int lo, int hi, int *out)
+{
+    const char *v = safetensors_meta_get(st, key);
+    char *end = NULL;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || errno || end == v || *end || x < lo || x > hi)
+        return rl_set_error("policy %s: metadata '%s' missing or not in %d..%d", st->path, key, lo, hi);
+    *out = (int)x;
+    return 0;
+}
+
+int rl_policy_load(const char *path, struct rl_arch *a, char *env, size_t cap, struct nn_module **actor,
+                   struct nn_module **critic)
+{
+    *actor = NULL;
+    if (critic) *critic = NULL;
+    struct safetensors *st = safetensors_load(path);
+    if (!st) return -1;
+    int rc = -1;
+    const char *fmt = safetensors_meta_get(st, "format"), *head = safetensors_meta_get(st, "head"),
+               *act = safetensors_meta_get(st, "activation"), *hid = safetensors_meta_get(st, "hidden"),
+               *vh = safetensors_meta_get(st, "value_head"), *e = safetensors_meta_get(st, "env"),
+               *dr = safetensors_meta_get(st, "dropout");
+    memset(a, 0, sizeof *a);
+    if (!fmt || strcmp(fmt, FORMAT) != 0) {
+        rl_set_error("policy %s: not a tributary policy (metadata format is not '" FORMAT "')", path);
+        goto out;
+    }
+    if (meta_int(st, "obs_dim", 1, 65536, &a->obs_dim) || meta_int(st, "act_dim", 1, 65536, &a->act_dim)) goto out;
+    if (!head || !act || !hid || !vh || !e || !dr || (strcmp(head, "gaussian") && strcmp(head, "categorical")) ||
+        (strcmp(act, "tanh") && strcmp(act, "relu"))) {
+        rl_set_error("policy %s: metadata head/activation/hidden/value_head/env/dropout missing or unknown", path);
+        goto out;
+    }
+    a->gaussian = strcmp(head, "gaussian") == 0;
+    a->tanh = strcmp(act, "tanh") == 0;
+    a->value_head = strcmp(vh, "true") == 0;
+    a->dropout = strtod(dr, NULL);
+    if (!(a->dropout >= 0 && a->dropout < 1)) {
+        rl_set_error("policy %s: bad dropout '%s'", path, dr);
+        goto out;
+    }
+    for (const char *p = hid; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x < 1 || x > 65536 || a->n_hidden == RL_MAX_HIDDEN || (*end && *end != ',')) {
+            rl_set_error("policy %s: bad hidden sizes '%s'", path, hid);
+            goto out;
+        }
+        a->hidden[a->n_hidden++] = (int)x;
+        p = *end ? end + 1 : end;
+    }
+    if (a->n_hidden == 0) {
+        rl_set_error("policy %s: no hidden sizes", path);
+        goto out;
+    }
+    snprintf(env, cap, "%s", e);
+    struct nn_module *c = NULL;
+    if (rl_arch_build(a, 0, actor, critic ? &c : NULL) != 0) {
+        rl_set_error("policy %s: %s", path, tensor_last_error());
+        goto out;
+    }
+    char names[2 * (RL_MAX_HIDDEN + 1) * 2 + 1][64];
+    int n = rl_arch_param_names(a, (int)(sizeof names / sizeof names[0]), names);
+    int na = (*actor)->n_params;
+    for (int i = 0; i < n; i++) {
+        struct nn_module *m = i < na ? *actor : c;
+        if (!m) break;   /* a critic was not asked for */
+        struct tensor *dst = m->params[i < na ? i : i - na];
+        struct tensor *src = safetensors_get(st, names[i]);
+        char s1[64], s2[64];
+        if (!src) {
+            rl_set_error("policy %s: no tensor '%s'", path, names[i]);
+            goto fail;
+        }
+        if (src->dtype != DTYPE_F32 || !tensor_same_shape(src, dst)) {
+            rl_set_error("policy %s: '%s' is %s %s, expected f32 %s", path, names[i], dtype_name(src->dtype),
+                         shape_str(src->ndim, src->shape, s1, sizeof s1), shape_str(dst->ndim, dst->shape, s2, sizeof s2));
+            goto fail;
+        }
+        memcpy(tensor_data(dst), tensor_data(src), (size_t)dst->numel * sizeof(float));
+    }
+    if (st->n != n) {
+        rl_set_error("policy %s: %d tensors, the architecture has %d", path, st->n, n);
+        goto fail;
+    }
+    if (critic) *critic = c;
+    rc = 0;
+    goto out;
+fail:
+    nn_module_free(*actor);
+    nn_module_free(c);
+    *actor = NULL;
+out:
+    safetensors_free(st);
+    return rc;
+}

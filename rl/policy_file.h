@@ -1,0 +1,48 @@
+/* The policy's architecture, its construction (the actor and a separate
+ * critic), and its file form: a .safetensors file whose tensor names map
+ * onto PyTorch nn.Sequential modules ("actor.0.weight", "actor.0.bias",
+ * "actor.2.weight", ..., "critic.0.weight", ..., "actor_logstd") and whose
+ * metadata records the architecture, so tributary-eval (or PyTorch) can
+ * rebuild it. */
+#ifndef TRIB_RL_POLICY_FILE_H
+#define TRIB_RL_POLICY_FILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "rl/config.h"
+#include "tensor/nn.h"
+
+struct rl_arch {
+    int obs_dim, act_dim;           /* act_dim: actions (categorical) or action dims (Gaussian) */
+    bool gaussian, value_head;
+    int n_hidden, hidden[RL_MAX_HIDDEN];
+    bool tanh;
+    double dropout, init_log_std;
+};
+
+/* The architecture cfg asks for on an env with these spaces. */
+struct rl_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim);
+
+/* Builds the actor (obs -> logits, or mean and log_std: nn_mlp / nn_policy)
+ * and, with a value head, the critic (obs -> [N,1]), initialised from seed
+ * (PyTorch's default initialisation). 0, or -1 with tensor_last_error(). */
+int rl_arch_build(const struct rl_arch *a, uint64_t seed, struct nn_module **actor, struct nn_module **critic);
+
+/* Number of parameter tensors (actor's, then critic's) and their names in
+ * that order; names[i] has room for 64 bytes. */
+int rl_arch_param_names(const struct rl_arch *a, int cap, char (*names)[64]);
+
+/* Writes the parameters (actor's then critic's, n of them, CPU or CUDA) as
+ * a .safetensors file with the architecture and `env` in its metadata.
+ * Atomic. 0, or -1 with rl_last_error(). */
+int rl_policy_save(const char *path, const struct rl_arch *a, const char *env, int n, struct tensor *const *params);
+
+/* Reads a file written by rl_policy_save: the architecture, the env it was
+ * trained on (into env, cap bytes) and a new actor (and critic if the file
+ * has one, when critic is non-NULL) holding its parameters, on the CPU.
+ * 0, or -1 with rl_last_error() naming the file and what is wrong. */
+int rl_policy_load(const char *path, struct rl_arch *a, char *env, size_t cap, struct nn_module **actor,
+                   struct nn_module **critic);
+
+#endif
