@@ -1,0 +1,235 @@
+/* What a run leaves in --logdir, read back: metrics.csv / metrics.jsonl
+ * (one row per interval, the documented columns), the TensorBoard event
+ * file (record by record, CRCs checked, values equal to the CSV's),
+ * config.json (which --config reads back to the same run), and
+ * policy.safetensors (loaded by rl_policy_load and by tributary-eval). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rl/policy_file.h"
+#include "rl/rl.h"
+#include "rl/tfevents.h"
+
+extern char **environ;
+
+static char OUT[1 << 16], ERR[1 << 16];
+
+static int run(const char *bin, const char *const *args, char *out, char *err, size_t cap)
+{
+    const char *argv[40] = { bin };
+    int n = 1;
+    for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    char opath[] = "/tmp/test_rl_outputs_XXXXXX", epath[] = "/tmp/test_rl_outputs_XXXXXX";
+    int ofd = mkstemp(opath), efd = mkstemp(epath);
+    ck_assert(ofd >= 0 && efd >= 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, ofd, 1);
+    posix_spawn_file_actions_adddup2(&fa, efd, 2);
+    pid_t pid;
+    int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ck_assert_int_eq(rc, 0);
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ssize_t k = pread(ofd, out, cap - 1, 0);
+    out[k > 0 ? k : 0] = '\0';
+    k = pread(efd, err, cap - 1, 0);
+    err[k > 0 ? k : 0] = '\0';
+    close(ofd);
+    close(efd);
+    unlink(opath);
+    unlink(epath);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *slurp(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "missing %s", path);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return strdup(buf);
+}
+
+static void rm_rf(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[600];
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    closedir(d);
+    rmdir(dir);
+}
+
+static const char *const columns =
+    "env_steps,wall_s,sps,episodes,return_mean,return_min,return_max,length_mean,running_reward,policy_loss,"
+    "value_loss,entropy,approx_kl,clipfrac,lr,version,lag_mean,lag_max,updates,updates_per_s,sps_observer1,"
+    "sps_observer2";
+
+START_TEST(test_logdir_files)
+{
+    char dir[] = "/tmp/test_rl_logdir_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *args[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8",
+                           "--max-steps", "12000", "--log-every", "0.2", "--logdir", dir, "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);
+    /* CSV: the header, then rows whose env_steps grow */
+    char *csv = slurp(dir, "metrics.csv");
+    ck_assert_msg(strncmp(csv, columns, strlen(columns)) == 0 && csv[strlen(columns)] == '\n', "header: %.400s", csv);
+    int rows = 0;
+    double last_steps = -1, csv_return = NAN, csv_steps = 0;
+    for (char *line = strchr(csv, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+        double steps = strtod(line, NULL);
+        ck_assert(steps >= last_steps);
+        last_steps = steps;
+        /* column 5 is return_mean */
+        const char *p = line;
+        for (int i = 0; i < 4; i++) p = strchr(p, ',') + 1;
+        if (*p != ',') {
+            csv_return = strtod(p, NULL);
+            csv_steps = steps;
+        }
+        rows++;
+    }
+    ck_assert_msg(rows >= 2, "%d rows", rows);
+    ck_assert_msg(last_steps >= 12000, "last row at %g steps", last_steps);
+    /* JSONL: the same rows, the same keys, nulls for what does not apply */
+    char *jsonl = slurp(dir, "metrics.jsonl");
+    int jrows = 0;
+    for (char *line = jsonl; *line; jrows++) {
+        char *nl = strchr(line, '\n');
+        ck_assert_ptr_nonnull(nl);
+        *nl = '\0';
+        cJSON *o = cJSON_Parse(line);
+        ck_assert_msg(o != NULL, "bad JSON line %s", line);
+        ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "env_steps")));
+        ck_assert(cJSON_IsNull(cJSON_GetObjectItem(o, "running_reward")));
+        ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "sps_observer2")));
+        ck_assert_int_eq(cJSON_GetArraySize(o), 22);
+        cJSON_Delete(o);
+        line = nl + 1;
+    }
+    ck_assert_int_eq(jrows, rows);
+    /* the event file: every record's CRCs, and return_mean equal to the CSV's */
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char events[600] = "";
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0) snprintf(events, sizeof events, "%s/%s", dir, e->d_name);
+    closedir(d);
+    ck_assert_msg(events[0], "no event file in %s", dir);
+    struct tfevents_scalar *sc = NULL;
+    int n = 0;
+    ck_assert_msg(tfevents_read_scalars(events, &sc, &n) == 0, "%s", rl_last_error());
+    int found = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(sc[i].tag, "return_mean") == 0 && sc[i].step == (int64_t)csv_steps) {
+            ck_assert_float_eq_tol(sc[i].value, (float)csv_return, 1e-4f * fabsf((float)csv_return) + 1e-6f);
+            found++;
+        }
+    ck_assert_msg(found == 1, "return_mean at step %g found %d times among %d scalars", csv_steps, found, n);
+    tfevents_scalars_free(sc, n);
+    /* config.json is a --config file that gives the same run */
+    char cfgpath[600];
+    snprintf(cfgpath, sizeof cfgpath, "%s/config.json", dir);
+    char first[512];
+    snprintf(first, sizeof first, "%.*s", (int)(strchr(OUT, '\n') - OUT), OUT);
+    const char *args2[] = { "--config", cfgpath, "--max-steps", "10", "--logdir", "", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, args2, OUT, ERR, sizeof OUT), 1);
+    ck_assert_msg(strncmp(OUT, first, strlen(first)) == 0, "--config run:\n%s\nfirst run:\n%s", OUT, first);
+    /* the policy: loads, and evaluates */
+    char pol[600];
+    snprintf(pol, sizeof pol, "%s/policy.safetensors", dir);
+    struct rl_arch a;
+    char env[64];
+    struct nn_module *actor = NULL, *critic = NULL;
+    ck_assert_msg(rl_policy_load(pol, &a, env, sizeof env, &actor, &critic) == 0, "%s", rl_last_error());
+    ck_assert_str_eq(env, "CartPole-v1");
+    ck_assert(a.obs_dim == 4 && a.act_dim == 2 && !a.gaussian && a.value_head && a.n_hidden == 2 && a.tanh);
+    ck_assert_int_eq(actor->n_params, 6);
+    ck_assert_int_eq(critic->n_params, 6);
+    nn_module_free(actor);
+    nn_module_free(critic);
+    const char *eargs[] = { pol, "--episodes", "5", "--json", NULL };
+    rc = run(TRIB_EVAL_BIN, eargs, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, ERR);
+    cJSON *o = cJSON_Parse(OUT);
+    ck_assert_msg(o != NULL, "%s", OUT);
+    ck_assert_int_eq(cJSON_GetObjectItem(o, "episodes")->valueint, 5);
+    ck_assert(cJSON_GetObjectItem(o, "return_mean")->valuedouble >= 8);
+    cJSON_Delete(o);
+    free(csv);
+    free(jsonl);
+    rm_rf(dir);
+}
+END_TEST
+
+START_TEST(test_eval_errors)
+{
+    const char *a1[] = { "/nonexistent/policy.safetensors", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, a1, OUT, ERR, sizeof OUT), 1);
+    ck_assert_msg(strstr(ERR, "/nonexistent/policy.safetensors") != NULL, "%s", ERR);
+    const char *a2[] = { "--episodes", "0", "x", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, a2, OUT, ERR, sizeof OUT), 2);
+    ck_assert_str_eq(ERR, "tributary-eval: --episodes must be an integer in 1..100000, not '0' (see tributary-eval --help)\n");
+    const char *a3[] = { NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, a3, OUT, ERR, sizeof OUT), 2);
+    const char *a4[] = { "--help", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, a4, OUT, ERR, sizeof OUT), 0);
+    ck_assert_ptr_nonnull(strstr(OUT, "Usage: tributary-eval"));
+}
+END_TEST
+
+START_TEST(test_config_file_errors)
+{
+    char path[] = "/tmp/test_rl_cfg_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    const char *bad = "{\"lr\": 0.001, \"bogus_key\": 1}";
+    ck_assert(write(fd, bad, strlen(bad)) == (ssize_t)strlen(bad));
+    close(fd);
+    const char *args[] = { "--config", path, NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, args, OUT, ERR, sizeof OUT), 2);
+    char want[256];
+    snprintf(want, sizeof want, "tributary-train: --config %s: unknown key 'bogus_key' (see tributary-train --help)\n", path);
+    ck_assert_str_eq(ERR, want);
+    unlink(path);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("rl_outputs");
+    TCase *tc = tcase_create("outputs");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_logdir_files);
+    tcase_add_test(tc, test_eval_errors);
+    tcase_add_test(tc, test_config_file_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
