@@ -107,6 +107,85 @@ int vec_env_num_envs(const struct vec_env *v)
     return v->n;
 }
 
+/* Header of a saved vec_env: checked on load. */
+struct saved_head {
+    char magic[8];
+    uint64_t n, state_size, stride;
+    char id[64];
+    uint8_t was_reset;
+};
+
+static size_t saved_size(const struct vec_env *v)
+{
+    size_t n = (size_t)v->n;
+    return sizeof(struct saved_head) + v->stride * n + n * (sizeof *v->rng + sizeof *v->elapsed + sizeof *v->ret +
+                                                            sizeof *v->last_ret + sizeof *v->last_len) +
+           sizeof v->stats;
+}
+
+int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len)
+{
+    size_t n = (size_t)v->n, total = saved_size(v);
+    unsigned char *b = malloc(total);
+    if (!b) abort();
+    struct saved_head h = { .magic = "TRIBVEC1", .n = n, .state_size = v->spec->state_size, .stride = v->stride,
+                            .was_reset = v->was_reset };
+    snprintf(h.id, sizeof h.id, "%s", v->spec->id);
+    unsigned char *p = b;
+#define PUT(src, size) (memcpy(p, (src), (size)), p += (size))
+    PUT(&h, sizeof h);
+    PUT(v->states, v->stride * n);
+    PUT(v->rng, n * sizeof *v->rng);
+    PUT(v->elapsed, n * sizeof *v->elapsed);
+    PUT(v->ret, n * sizeof *v->ret);
+    PUT(v->last_ret, n * sizeof *v->last_ret);
+    PUT(v->last_len, n * sizeof *v->last_len);
+    PUT(&v->stats, sizeof v->stats);
+#undef PUT
+    *out = b;
+    *len = total;
+    return 0;
+}
+
+int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
+{
+    struct saved_head h;
+    if (len < sizeof h) {
+        env_set_error("vec_env_load: %zu bytes is too short", len);
+        return -1;
+    }
+    memcpy(&h, buf, sizeof h);
+    h.id[sizeof h.id - 1] = '\0';
+    if (memcmp(h.magic, "TRIBVEC1", 8) != 0) {
+        env_set_error("vec_env_load: not a saved vec_env");
+        return -1;
+    }
+    if (h.n != (uint64_t)v->n || h.state_size != v->spec->state_size || h.stride != v->stride ||
+        strncmp(h.id, v->spec->id, sizeof h.id - 1) != 0) {
+        env_set_error("vec_env_load: saved %llu envs of %s (state %llu bytes), this is %d of %s (%zu bytes)",
+                      (unsigned long long)h.n, h.id, (unsigned long long)h.state_size, v->n, v->spec->id,
+                      v->spec->state_size);
+        return -1;
+    }
+    if (len != saved_size(v)) {
+        env_set_error("vec_env_load: %zu bytes, expected %zu", len, saved_size(v));
+        return -1;
+    }
+    size_t n = (size_t)v->n;
+    const unsigned char *p = buf + sizeof h;
+#define GET(dst, size) (memcpy((dst), p, (size)), p += (size))
+    GET(v->states, v->stride * n);
+    GET(v->rng, n * sizeof *v->rng);
+    GET(v->elapsed, n * sizeof *v->elapsed);
+    GET(v->ret, n * sizeof *v->ret);
+    GET(v->last_ret, n * sizeof *v->last_ret);
+    GET(v->last_len, n * sizeof *v->last_len);
+    GET(&v->stats, sizeof v->stats);
+#undef GET
+    v->was_reset = h.was_reset;
+    return 0;
+}
+
 void *vec_env_state(struct vec_env *v, int i)
 {
     return v->states + (size_t)i * v->stride;

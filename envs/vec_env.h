@@ -77,6 +77,17 @@ int vec_env_episode_length(const struct vec_env *v, int i);
  * not finished one yet. */
 int vec_env_last_episode(const struct vec_env *v, int i, double *ret, int *len);
 
+/* The whole vec_env as bytes (for checkpoints): every env's state block and
+ * RNG, elapsed steps, running and last episode returns/lengths, the
+ * statistics. Env state blocks are copied raw, so a spec whose state holds
+ * pointers cannot be checkpointed. A new malloc'ed buffer in *out (caller
+ * frees), its size in *len. Returns 0. */
+int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len);
+/* Restores what vec_env_save wrote for a vec_env of the same spec (id and
+ * state size) and num_envs. Returns 0, or -1 with env_last_error() naming
+ * the mismatch (nothing changed). */
+int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len);
+
 /* Env i's state block (spec->state_size bytes), e.g. for get/set_state. */
 void *vec_env_state(struct vec_env *v, int i);
 

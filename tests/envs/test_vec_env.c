@@ -336,6 +336,56 @@ START_TEST(errors)
 }
 END_TEST
 
+/* A vec_env restored from vec_env_save continues exactly as the original:
+ * observations, rewards, dones and statistics, across autoresets. */
+START_TEST(save_and_load)
+{
+    const struct env_spec *spec = env_lookup("CartPole-v1");
+    enum { B = 8, STEPS = 300 };
+    struct vec_env *a = vec_env_new(spec, B, 42, 0), *b = vec_env_new(spec, B, 7, 0);
+    float oa[B * 4], ob[B * 4], ra[B], rb[B];
+    bool ta[B], tb[B], ua[B], ub[B];
+    int act[B];
+    vec_env_reset(a, oa);
+    for (int t = 0; t < 37; t++) {
+        for (int i = 0; i < B; i++) act[i] = (t + i) % 2;
+        ck_assert_int_eq(vec_env_step(a, act, oa, ra, ta, ua, NULL), 0);
+    }
+    unsigned char *buf;
+    size_t len;
+    ck_assert_int_eq(vec_env_save(a, &buf, &len), 0);
+    ck_assert_int_eq(vec_env_load(b, buf, len), 0);
+    memcpy(ob, oa, sizeof oa);
+    int finished = 0;
+    for (int t = 0; t < STEPS; t++) {
+        for (int i = 0; i < B; i++) act[i] = (t * 3 + i) % 2;
+        ck_assert_int_eq(vec_env_step(a, act, oa, ra, ta, ua, NULL), 0);
+        ck_assert_int_eq(vec_env_step(b, act, ob, rb, tb, ub, NULL), 0);
+        ck_assert(memcmp(oa, ob, sizeof oa) == 0 && memcmp(ra, rb, sizeof ra) == 0);
+        ck_assert(memcmp(ta, tb, sizeof ta) == 0 && memcmp(ua, ub, sizeof ua) == 0);
+        for (int i = 0; i < B; i++) finished += ta[i] || ua[i];
+    }
+    ck_assert_int_gt(finished, B);   /* autoresets happened after the restore */
+    struct vec_env_stats sa, sb;
+    vec_env_get_stats(a, &sa);
+    vec_env_get_stats(b, &sb);
+    ck_assert(memcmp(&sa, &sb, sizeof sa) == 0);
+    /* a different size or env is refused, naming both */
+    struct vec_env *c = vec_env_new(spec, B + 1, 1, 0), *d = vec_env_new(env_lookup("Acrobot-v1"), B, 1, 0);
+    ck_assert_int_eq(vec_env_load(c, buf, len), -1);
+    ck_assert_str_eq(env_last_error(),
+                     "vec_env_load: saved 8 envs of CartPole-v1 (state 40 bytes), this is 9 of CartPole-v1 (40 bytes)");
+    ck_assert_int_eq(vec_env_load(d, buf, len), -1);
+    ck_assert_int_eq(vec_env_load(a, buf, len - 1), -1);
+    ck_assert_str_eq(env_last_error(), "vec_env_load: 735 bytes, expected 736");
+    free(buf);
+    vec_env_free(a);
+    vec_env_free(b);
+    vec_env_free(c);
+    vec_env_free(d);
+}
+END_TEST
+
 static Suite *vec_env_suite(void)
 {
     Suite *s = suite_create("vec_env");
@@ -347,6 +397,7 @@ static Suite *vec_env_suite(void)
     tcase_add_test(tc, terminated_and_truncated_together);
     tcase_add_test(tc, seeds);
     tcase_add_test(tc, errors);
+    tcase_add_test(tc, save_and_load);
     suite_add_tcase(s, tc);
     return s;
 }
