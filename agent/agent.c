@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/checkpoint.h"
 #include "agent/policy.h"
 #include "agent/runlog.h"
 #include "agent/stats.h"
@@ -47,6 +48,8 @@ struct agent {
     atomic_bool stop;
     double lr;                      /* the lr last set */
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
+    struct ckpt *resume;            /* the checkpoint being resumed, until set-up */
+    int64_t ckpt_updates;           /* updates at the last checkpoint */
 };
 
 static volatile sig_atomic_t got_signal;
@@ -86,6 +89,7 @@ static void lose_peer(struct agent *a, int k, const char *why)
     a->peers[k].alive = false;
     a->n_lost++;
     policy_forget_caller(a->policy, a->peers[k].id);
+    policy_set_sync_callers(a->policy, live_peers(a));
     fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, live_peers(a),
             live_peers(a) == 1 ? "" : "s");
 }
@@ -96,7 +100,7 @@ static int maybe_anneal(struct agent *a)
     if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
     double frac = 1.0 - (double)run_stats_env_steps(a->stats) / (double)a->cfg.max_steps;
     double lr = a->cfg.lr * fmax(frac, 0.0);
-    if (fabs(lr - a->lr) < 1e-3 * a->cfg.lr) return 0;
+    if (lr == a->lr) return 0;   /* a function of the env steps alone, so a resumed run sets the same */
     a->lr = lr;
     return dist_optim_set_lr(a->opt, lr);
 }
@@ -183,6 +187,7 @@ static int sync_ppo_iteration(struct agent *a)
     bool ok[RL_MAX_OBSERVERS];
     if (maybe_anneal(a) != 0) return rl_set_error("set lr: %s", rpc_last_error());
     int64_t version0 = dist_optim_local_version();
+    policy_set_sync_callers(a->policy, live_peers(a));
     struct rpc_value none = rpc_list(0);
     call_live(a, RL_FN_ROLLOUT, &none, futs);
     rpc_value_clear(&none);
@@ -275,6 +280,33 @@ static void log_interval(struct agent *a, bool force)
     }
 }
 
+/* A checkpoint into LOGDIR/checkpoints; with observers (sync mode, at an
+ * iteration's end) their RNG and env states too. */
+static void write_checkpoint(struct agent *a, bool with_observers)
+{
+    struct rpc_value st[RL_MAX_OBSERVERS];
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    struct rpc_value none = rpc_list(0);
+    for (int k = 0; k < a->n_peers; k++) {
+        st[k] = rpc_nil();
+        futs[k] = with_observers && a->peers[k].alive ? rpc_async(a->peers[k].name, RL_FN_GET_STATE, &none, 0) : NULL;
+    }
+    rpc_value_clear(&none);
+    for (int k = 0; k < a->n_peers; k++) {
+        if (futs[k] && rpc_future_wait(futs[k], &st[k]) != 0)
+            fprintf(stderr, PROG ": checkpoint without %s's state: %s\n", a->peers[k].name, rpc_future_error(futs[k]));
+        rpc_future_free(futs[k]);
+    }
+    int64_t updates = run_stats_updates(a->stats);
+    struct agent_ckpt_in in = { .cfg = &a->cfg, .policy = a->policy, .opt = a->opt, .stats = a->stats,
+                                .n_observers = a->n_peers, .obs_state = st };
+    pthread_mutex_lock(&a->mu);
+    if (agent_ckpt_write(a->cfg.logdir, updates, &in) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    pthread_mutex_unlock(&a->mu);
+    a->ckpt_updates = updates;
+    for (int k = 0; k < a->n_peers; k++) rpc_value_clear(&st[k]);
+}
+
 static const char *stop_reason(struct agent *a)
 {
     if (got_signal) return got_signal == SIGINT ? "SIGINT" : "SIGTERM";
@@ -293,6 +325,9 @@ static int train_sync(struct agent *a, const char **why)
             return -1;
         }
         log_interval(a, false);
+        if (a->cfg.logdir[0] && a->cfg.checkpoint_every > 0 &&
+            run_stats_updates(a->stats) - a->ckpt_updates >= a->cfg.checkpoint_every)
+            write_checkpoint(a, true);
     }
     return 0;
 }
@@ -404,11 +439,24 @@ static int setup(struct agent *a)
     h.eps = a->cfg.opt_eps;
     a->opt = dist_optim_new((enum optim_kind)a->cfg.optimizer, &h, np, params);
     if (!a->opt) return rl_set_error("optimizer: %s", rpc_last_error());
+    if (a->resume) {
+        if (agent_ckpt_restore(a->resume, a->policy, a->opt, a->stats) != 0) return -1;
+        a->ckpt_updates = run_stats_updates(a->stats);
+        /* the saved optimizer state carries its lr: set the configured one
+         * (maybe_anneal then sets the restored env steps' one) */
+        if (dist_optim_set_lr(a->opt, a->cfg.lr) != 0) return rl_set_error("set lr: %s", rpc_last_error());
+        printf("tributary: resumed from %s: %lld env steps, %lld updates\n", a->resume->path,
+               (long long)run_stats_env_steps(a->stats), (long long)run_stats_updates(a->stats));
+    }
     struct rl_setup_msg m = { .config = rl_config_to_value(&a->cfg), .policy = policy_rref(a->policy) };
     struct rpc_future *futs[RL_MAX_OBSERVERS];
     for (int k = 0; k < a->n_peers; k++) {
         m.index = k;
+        size_t slen = 0;
+        const void *state = a->resume && a->cfg.mode == RL_MODE_SYNC ? agent_ckpt_observer_state(a->resume, k, &slen) : NULL;
+        m.state = state ? rpc_bytes(state, slen) : rpc_nil();
         struct rpc_value args = rl_setup_pack(&m);
+        rpc_value_clear(&m.state);
         futs[k] = rpc_async(a->peers[k].name, RL_FN_SETUP, &args, 0);
         rpc_value_clear(&args);
     }
@@ -453,8 +501,16 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
         return 1;
     }
     double target = isnan(cfg->target) ? a->spec->reward_threshold : cfg->target;
+    if (cfg->resume[0] && !cfg->logdir[0]) snprintf(a->cfg.logdir, sizeof a->cfg.logdir, "%s", cfg->resume);
+    cfg = &a->cfg;
+    if (cfg->resume[0] && !(a->resume = agent_ckpt_open(cfg->resume, cfg))) {
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        env_plugin_close(a->plugin);
+        free(a);
+        return 1;
+    }
     a->stats = run_stats_new(cfg, target);
-    if (cfg->logdir[0] && !(a->log = runlog_open(cfg->logdir, cfg, false))) {
+    if (cfg->logdir[0] && !(a->log = runlog_open(cfg->logdir, cfg, a->resume != NULL))) {
         fprintf(stderr, PROG ": --logdir %s: %s\n", cfg->logdir, rl_last_error());
         run_stats_free(a->stats);
         env_plugin_close(a->plugin);
@@ -486,6 +542,7 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     }
     log_interval(a, true);
     atomic_store(&a->stop, true);
+    if (a->policy && a->opt && cfg->logdir[0]) write_checkpoint(a, cfg->mode == RL_MODE_SYNC);
     shutdown_observers(a);
     dist_optim_free(a->opt);
     if (a->policy) policy_stop(a->policy);
@@ -499,6 +556,7 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     the_agent = NULL;
     policy_free(a->policy);
     runlog_close(a->log);
+    ckpt_free(a->resume);
     run_stats_free(a->stats);
     env_plugin_close(a->plugin);
     pthread_mutex_destroy(&a->mu);

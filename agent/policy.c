@@ -49,6 +49,7 @@ struct policy {
     int q_head, q_len, q_rows;
     bool active[MAX_CALLERS];       /* callers between their first act and their `last` one */
     int n_active;
+    int sync_callers;               /* sync mode: observers every merged forward waits for */
     struct policy_stats stats;
 };
 
@@ -172,6 +173,12 @@ static void serve_batch(struct policy *p, struct pending *batch, int n)
     pthread_mutex_unlock(&p->mu);
 }
 
+static int by_caller(const void *x, const void *y)
+{
+    const struct pending *a = x, *b = y;
+    return (a->caller > b->caller) - (a->caller < b->caller);
+}
+
 static void *serve_main(void *arg)
 {
     struct policy *p = arg;
@@ -180,9 +187,20 @@ static void *serve_main(void *arg)
     for (;;) {
         while (p->q_len == 0 && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
         if (p->stopping) break;
-        /* Wait for the other active callers' calls, bounded in rows and time. */
+        /* Wait for the other active callers' calls, bounded in rows and (async
+         * mode) time. Sync mode waits for all of them: observers step in
+         * lockstep there, and a merge of the same calls in the same order
+         * keeps the run reproducible (how rows are grouped changes sgemm's
+         * rounding); a lost observer is forgotten (policy_forget_caller). */
+        bool sync = p->cfg.mode == RL_MODE_SYNC;
         double deadline = now_s() + p->cfg.max_wait_us * 1e-6;
-        while (!p->stopping && p->q_len < p->n_active && p->q_rows < p->cfg.max_batch_rows) {
+        int want = sync ? p->sync_callers : p->n_active;
+        while (!p->stopping && p->q_len < want && p->q_rows < p->cfg.max_batch_rows) {
+            if (sync) {
+                pthread_cond_wait(&p->cv, &p->mu);
+                want = p->sync_callers;
+                continue;
+            }
             double left = deadline - now_s();
             if (left <= 0) break;
             struct timespec ts;
@@ -209,6 +227,7 @@ static void *serve_main(void *arg)
             }
         }
         pthread_mutex_unlock(&p->mu);
+        if (sync) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
         serve_batch(p, batch, n);
         pthread_mutex_lock(&p->mu);
     }
@@ -420,6 +439,14 @@ void policy_forget_caller(struct policy *p, int id)
     pthread_mutex_unlock(&p->mu);
 }
 
+void policy_set_sync_callers(struct policy *p, int n)
+{
+    pthread_mutex_lock(&p->mu);
+    p->sync_callers = n;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
 void policy_get_stats(struct policy *p, struct policy_stats *out)
 {
     pthread_mutex_lock(&p->mu);
@@ -433,4 +460,44 @@ int policy_save(struct policy *p, const char *path)
     int rc = rl_policy_save(path, &p->shape, p->cfg.env, p->n_params, p->params);
     pthread_mutex_unlock(&p->fwd_mu);
     return rc;
+}
+
+void policy_save_state(struct policy *p, unsigned char **out, size_t *len)
+{
+    pthread_mutex_lock(&p->fwd_mu);
+    size_t n = sizeof p->actor->rng;
+    for (int i = 0; i < p->n_params; i++) n += (size_t)p->params[i]->numel * sizeof(float);
+    unsigned char *b = trib_xmalloc(n), *q = b;
+    memcpy(q, &p->actor->rng, sizeof p->actor->rng);
+    q += sizeof p->actor->rng;
+    for (int i = 0; i < p->n_params; i++) {
+        struct tensor *snap = tensor_snapshot(p->params[i]);
+        tensor_copy_to_host(snap, q);
+        tensor_free(snap);
+        q += (size_t)p->params[i]->numel * sizeof(float);
+    }
+    pthread_mutex_unlock(&p->fwd_mu);
+    *out = b;
+    *len = n;
+}
+
+int policy_load_state(struct policy *p, const void *buf, size_t len)
+{
+    if (p->dev != DEVICE_CPU) return rl_set_error("resuming a policy on %s is not supported yet", device_name(p->dev));
+    size_t n = sizeof p->actor->rng;
+    for (int i = 0; i < p->n_params; i++) n += (size_t)p->params[i]->numel * sizeof(float);
+    if (len != n) return rl_set_error("policy: %zu bytes, this architecture needs %zu", len, n);
+    const unsigned char *q = buf;
+    pthread_mutex_lock(&p->fwd_mu);
+    memcpy(&p->actor->rng, q, sizeof p->actor->rng);
+    q += sizeof p->actor->rng;
+    for (int i = 0; i < p->n_params; i++) {
+        struct tensor_write w;
+        size_t bytes = (size_t)p->params[i]->numel * sizeof(float);
+        memcpy(tensor_write_begin(p->params[i], &w), q, bytes);
+        tensor_write_end(p->params[i], &w);
+        q += bytes;
+    }
+    pthread_mutex_unlock(&p->fwd_mu);
+    return 0;
 }

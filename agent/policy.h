@@ -46,6 +46,11 @@ struct rref **policy_param_rrefs(struct policy *p, int *n);
  * it died, so merged calls stop waiting for it. Any thread. */
 void policy_forget_caller(struct policy *p, int worker_id);
 
+/* Sync mode: the number of observers whose act calls every merged forward
+ * waits for (all of them step in lockstep), so that the same calls are
+ * merged in the same order (by worker id) on every run. Any thread. */
+void policy_set_sync_callers(struct policy *p, int n);
+
 /* Serving counters: act calls, forwards they were merged into, rows,
  * evaluate calls, and seconds spent in forwards (both methods). */
 struct policy_stats { int64_t act_calls, act_forwards, act_rows, evaluate_calls; double forward_s; };
@@ -53,6 +58,12 @@ void policy_get_stats(struct policy *p, struct policy_stats *out);
 
 /* The parameters, actor's then critic's (borrowed; for export and tests). */
 int policy_params(struct policy *p, struct tensor ***params);
+
+/* Checkpoints: the parameters (f32, actor's then critic's) and the dropout
+ * RNG as bytes; load checks the sizes and writes them in (staged writes).
+ * load: 0, or -1 with rl_last_error() (a size mismatch, a GPU policy). */
+void policy_save_state(struct policy *p, unsigned char **out, size_t *len);
+int policy_load_state(struct policy *p, const void *buf, size_t len);
 
 /* Writes the policy as a .safetensors file (rl_policy_save). 0 or -1 with
  * rl_last_error(). */

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/check.h"
+#include "rl/rl.h"
 #include "rl/rl_math.h"
 
 struct run_stats {
@@ -108,6 +109,14 @@ static bool solved_locked(struct run_stats *s)
     return s->win.n >= s->win.cap && rl_window_mean(&s->win) >= s->target;
 }
 
+int64_t run_stats_updates(struct run_stats *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int64_t r = s->updates;
+    pthread_mutex_unlock(&s->mu);
+    return r;
+}
+
 void run_stats_busy(struct run_stats *s, double seconds)
 {
     pthread_mutex_lock(&s->mu);
@@ -150,6 +159,60 @@ int64_t run_stats_env_steps(struct run_stats *s)
     int64_t r = s->env_steps;
     pthread_mutex_unlock(&s->mu);
     return r;
+}
+
+/* The part of struct run_stats a checkpoint keeps, in one plain struct. */
+struct saved_stats {
+    uint64_t magic;
+    int64_t env_steps, episodes, updates;
+    struct rl_window win, len_win;
+    double running;
+    bool have_running;
+    double lag_sum;
+    int64_t lag_n, lag_max;
+    int64_t lag_hist[RUN_STATS_LAG_BINS];
+    int64_t obs_steps[RL_MAX_OBSERVERS];
+};
+#define SAVED_MAGIC 0x5452494253544131ull   /* "TRIBSTA1" */
+
+void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len)
+{
+    struct saved_stats *v = trib_xcalloc(1, sizeof *v);
+    pthread_mutex_lock(&s->mu);
+    *v = (struct saved_stats){ .magic = SAVED_MAGIC, .env_steps = s->env_steps, .episodes = s->episodes,
+                               .updates = s->updates, .win = s->win, .len_win = s->len_win, .running = s->running,
+                               .have_running = s->have_running, .lag_sum = s->lag_sum, .lag_n = s->lag_n,
+                               .lag_max = s->lag_max };
+    memcpy(v->lag_hist, s->lag_hist, sizeof v->lag_hist);
+    memcpy(v->obs_steps, s->obs_steps, sizeof v->obs_steps);
+    pthread_mutex_unlock(&s->mu);
+    *out = (unsigned char *)v;
+    *len = sizeof *v;
+}
+
+int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len)
+{
+    struct saved_stats v;
+    if (len != sizeof v) return rl_set_error("counters: %zu bytes, expected %zu", len, sizeof v);
+    memcpy(&v, buf, sizeof v);
+    if (v.magic != SAVED_MAGIC || v.win.cap != s->win.cap || v.len_win.cap != s->len_win.cap || v.win.n > v.win.cap ||
+        v.len_win.n > v.len_win.cap || v.win.head >= v.win.cap || v.len_win.head >= v.len_win.cap || v.env_steps < 0)
+        return rl_set_error("counters: not valid saved counters");
+    pthread_mutex_lock(&s->mu);
+    s->env_steps = v.env_steps;
+    s->episodes = v.episodes;
+    s->updates = v.updates;
+    s->win = v.win;
+    s->len_win = v.len_win;
+    s->running = v.running;
+    s->have_running = v.have_running;
+    s->lag_sum = v.lag_sum;
+    s->lag_n = v.lag_n;
+    s->lag_max = v.lag_max;
+    memcpy(s->lag_hist, v.lag_hist, sizeof v.lag_hist);
+    memcpy(s->obs_steps, v.obs_steps, sizeof v.obs_steps);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
 }
 
 void run_stats_observer_steps(struct run_stats *s, int k, int64_t steps)

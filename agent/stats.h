@@ -34,6 +34,13 @@ bool run_stats_solved(struct run_stats *s);
 /* Out of --max-steps / --max-seconds. */
 bool run_stats_out_of_budget(struct run_stats *s);
 int64_t run_stats_env_steps(struct run_stats *s);
+int64_t run_stats_updates(struct run_stats *s);
+/* Checkpoints: the counters (env steps, episodes, updates, running reward,
+ * the window of returns and lengths, lag figures) as bytes, and back (-1
+ * with rl_last_error() on a size mismatch). */
+void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len);
+int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len);
+
 /* One logging interval's figures (the progress line and a metrics row). */
 struct run_interval {
     double wall_s;                  /* since the start */

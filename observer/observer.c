@@ -86,6 +86,45 @@ static void release_env(struct observer *o)
     o->ready = false;
 }
 
+/* The state a checkpoint needs to continue this observer exactly: its RNG,
+ * the observation the next step acts on, and the vec_env. */
+static struct rpc_value save_state(struct observer *o)
+{
+    unsigned char *venv;
+    size_t vl;
+    vec_env_save(o->venv, &venv, &vl);
+    size_t ol = (size_t)o->B * o->D * sizeof(float), n = sizeof o->rng + ol + vl;
+    unsigned char *b = trib_xmalloc(n);
+    memcpy(b, &o->rng, sizeof o->rng);
+    memcpy(b + sizeof o->rng, o->cur_obs, ol);
+    memcpy(b + sizeof o->rng + ol, venv, vl);
+    struct rpc_value v = rpc_bytes(b, n);
+    free(b);
+    free(venv);
+    return v;
+}
+
+static int restore_state(struct observer *o, const unsigned char *b, size_t n)
+{
+    size_t ol = (size_t)o->B * o->D * sizeof(float);
+    if (n < sizeof o->rng + ol) return rl_set_error("observer state: %zu bytes is too short", n);
+    if (vec_env_load(o->venv, b + sizeof o->rng + ol, n - sizeof o->rng - ol) != 0)
+        return rl_set_error("observer state: %s", env_last_error());
+    memcpy(&o->rng, b, sizeof o->rng);
+    memcpy(o->cur_obs, b + sizeof o->rng, ol);
+    return 0;
+}
+
+static int fn_get_state(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct observer *o = u;
+    pthread_mutex_lock(&o->mu);
+    if (o->ready) *res = save_state(o);
+    bool ready = o->ready;
+    pthread_mutex_unlock(&o->mu);
+    return ready ? 0 : rpc_request_fail(req, "not set up");
+}
+
 static int setup_env(struct observer *o, const struct rl_setup_msg *m)
 {
     if (rl_config_from_value(&m->config, &o->cfg) != 0) return -1;
@@ -127,6 +166,8 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
         !o->mb_logp || !o->mb_adv || !o->mb_ret || !o->mb_val)
         return rl_set_error("out of memory for %d envs", o->B);
     vec_env_reset(o->venv, o->cur_obs);
+    if (m->state.kind == RPC_BYTES && restore_state(o, (const unsigned char *)m->state.str.ptr, m->state.str.len) != 0)
+        return -1;
     o->policy = rref_retain(m->policy);
     o->ready = true;
     return 0;
@@ -485,6 +526,7 @@ struct observer *observer_new(void)
     rpc_register(RL_FN_EPISODE, fn_episode, o);
     rpc_register(RL_FN_RUN_ASYNC, fn_run_async, o);
     rpc_register(RL_FN_SHUTDOWN, fn_shutdown, o);
+    rpc_register(RL_FN_GET_STATE, fn_get_state, o);
     return o;
 }
 

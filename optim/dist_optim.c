@@ -24,6 +24,8 @@ static atomic_int_fast64_t local_version;
 
 int64_t dist_optim_local_version(void) { return atomic_load(&local_version); }
 
+void dist_optim_set_local_version(int64_t v) { atomic_store(&local_version, v); }
+
 static void local_destroy(void *p)
 {
     struct local_opt *l = p;
@@ -330,4 +332,59 @@ int dist_optim_get_version(const char *worker, int64_t *out)
     int rc = res.kind == RPC_INT ? (*out = res.i, 0) : (rpc_set_error("dist_optim_get_version: malformed reply"), -1);
     rpc_value_clear(&res);
     return rc;
+}
+
+static struct local_opt *owned(struct dist_optim *o, int i)
+{
+    if (!rref_is_owner(o->locals[i])) {
+        rpc_set_error("dist_optim: optimizer %d is owned by worker %d, not this one", i, rref_owner(o->locals[i]));
+        return NULL;
+    }
+    return rref_local_object(o->locals[i]);
+}
+
+int dist_optim_save_owned(struct dist_optim *o, uint8_t **out, size_t *len)
+{
+    uint8_t *buf = NULL;
+    size_t n = 0;
+    for (int i = 0; i < o->n_owners; i++) {
+        struct local_opt *l = owned(o, i);
+        uint8_t *b;
+        size_t bl;
+        if (!l || optim_save(l->opt, &b, &bl) != 0) {
+            if (l) rpc_set_error("dist_optim_save_owned: %s", optim_last_error());
+            free(buf);
+            return -1;
+        }
+        buf = trib_xrealloc(buf, n + sizeof(uint64_t) + bl);
+        uint64_t bl64 = bl;
+        memcpy(buf + n, &bl64, sizeof bl64);
+        memcpy(buf + n + sizeof bl64, b, bl);
+        n += sizeof bl64 + bl;
+        free(b);
+    }
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+int dist_optim_load_owned(struct dist_optim *o, const uint8_t *buf, size_t len)
+{
+    size_t off = 0;
+    for (int i = 0; i < o->n_owners; i++) {
+        struct local_opt *l = owned(o, i);
+        if (!l) return -1;
+        uint64_t bl;
+        if (len - off < sizeof bl) return rpc_set_error("dist_optim_load_owned: truncated at optimizer %d", i);
+        memcpy(&bl, buf + off, sizeof bl);
+        off += sizeof bl;
+        if (bl > len - off) return rpc_set_error("dist_optim_load_owned: truncated at optimizer %d", i);
+        pthread_mutex_lock(&step_mu);
+        int rc = optim_load(l->opt, buf + off, (size_t)bl);
+        pthread_mutex_unlock(&step_mu);
+        if (rc != 0) return rpc_set_error("dist_optim_load_owned: %s", optim_last_error());
+        off += bl;
+    }
+    if (off != len) return rpc_set_error("dist_optim_load_owned: %zu trailing bytes", len - off);
+    return 0;
 }

@@ -42,6 +42,16 @@ int64_t dist_optim_last_version(const struct dist_optim *o, int owner_index);
 
 /* This process's version: optimizer steps applied here as an owner. */
 int64_t dist_optim_local_version(void);
+/* Sets it (a run resumed from a checkpoint continues its count). */
+void dist_optim_set_local_version(int64_t v);
+
+/* Checkpoints: the state (optim_save) of every local optimizer of o, which
+ * must all be owned by this worker (the RL agent owns its whole policy).
+ * save: a new malloc'ed buffer in *out. load: 0, or -1 with
+ * rpc_last_error() (owners elsewhere, or optim_load's complaint). Not
+ * concurrently with a step. */
+int dist_optim_save_owned(struct dist_optim *o, uint8_t **out, size_t *len);
+int dist_optim_load_owned(struct dist_optim *o, const uint8_t *buf, size_t len);
 /* The version of worker `worker` (an RPC; blocks). 0 or -1 with error. */
 int dist_optim_get_version(const char *worker, int64_t *out);
 

@@ -134,6 +134,7 @@ int rl_config_check(const struct rl_config *c)
     if (!isfinite(c->reward_scale) || c->reward_scale == 0) return rl_set_error("reward scale must be finite and non-zero");
     if (c->max_batch_rows < 1 || c->max_wait_us < 0 || c->max_wait_us > 1000000)
         return rl_set_error("--max-batch must be >= 1 and --max-wait-us in 0..1000000");
+    if (c->checkpoint_every < 0) return rl_set_error("--checkpoint-every must be >= 0");
     if (c->max_steps < 0 || !(c->max_seconds >= 0) || c->max_updates < 0)
         return rl_set_error("--max-steps, --max-seconds and --max-updates must be >= 0");
     if (!(c->log_every_s > 0)) return rl_set_error("--log-every must be > 0 seconds");
@@ -196,6 +197,10 @@ static const struct flag flags[] = {
     F("quiet", T_BOOL, quiet, "no progress lines (the summary line is still printed)"),
     F("logdir", T_STR, logdir, "write metrics.csv, metrics.jsonl, config.json, TensorBoard events\n"
                                "and, at the end, policy.safetensors into this directory"),
+    F("checkpoint-every", T_I64, checkpoint_every, "with --logdir: a checkpoint every N updates into LOGDIR/checkpoints\n"
+                                                   "(the newest 3 kept; one is always written at the end, Ctrl-C too)"),
+    F("resume", T_STR, resume, "continue the run whose --logdir is DIR from its newest valid checkpoint\n"
+                               "(--logdir defaults to DIR; the flags must describe the same run)"),
 };
 #undef F
 #define N_FLAGS ((int)(sizeof flags / sizeof flags[0]))
@@ -553,6 +558,7 @@ static const struct wire_field wire[] = {
     W("max_steps", 'l', max_steps), W("max_seconds", 'd', max_seconds), W("max_updates", 'l', max_updates), W("target", 'd', target),
     W("running_reward", 'b', running_reward), W("log_every_s", 'd', log_every_s),
     W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("quiet", 'b', quiet), W("logdir", 's', logdir),
+    W("checkpoint_every", 'l', checkpoint_every), W("resume", 's', resume),
 };
 #undef W
 #define N_WIRE ((int)(sizeof wire / sizeof wire[0]))

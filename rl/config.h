@@ -56,6 +56,8 @@ struct rl_config {
     bool quiet;                     /* no progress lines */
     /* what the run leaves behind (agent only) */
     char logdir[512];               /* metrics, config.json, TensorBoard events, checkpoints, policy ("" none) */
+    int64_t checkpoint_every;       /* updates between checkpoints (0: only at the end) */
+    char resume[512];               /* a logdir whose newest valid checkpoint to continue ("" none) */
 };
 
 /* Fills cfg with the named preset: "ppo" (CleanRL ppo.py on CartPole-v1),

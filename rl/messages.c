@@ -18,29 +18,32 @@ static bool f32_matrix(const struct tensor *t, int64_t rows, int64_t cols)
 
 struct rpc_value rl_setup_pack(const struct rl_setup_msg *m)
 {
-    struct rpc_value v = rpc_list(3);
+    struct rpc_value v = rpc_list(4);
     v.list.items[0] = rpc_value_copy(&m->config);
     v.list.items[1] = rpc_rref(m->policy);
     v.list.items[2] = rpc_int(m->index);
+    v.list.items[3] = rpc_value_copy(&m->state);
     return v;
 }
 
 int rl_setup_unpack(const struct rpc_value *a, struct rl_setup_msg *m)
 {
     memset(m, 0, sizeof *m);
-    if (!is_list(a, 3) || a->list.items[0].kind != RPC_MAP || a->list.items[1].kind != RPC_RREF ||
-        a->list.items[2].kind != RPC_INT)
-        return rl_set_error("setup: expected (config map, policy RRef, index)");
+    if (!is_list(a, 4) || a->list.items[0].kind != RPC_MAP || a->list.items[1].kind != RPC_RREF ||
+        a->list.items[2].kind != RPC_INT || (a->list.items[3].kind != RPC_BYTES && a->list.items[3].kind != RPC_NIL))
+        return rl_set_error("setup: expected (config map, policy RRef, index, state bytes or nil)");
     if (a->list.items[2].i < 0 || a->list.items[2].i >= 65536) return rl_set_error("setup: bad observer index");
     m->config = rpc_value_copy(&a->list.items[0]);
     m->policy = rref_retain(a->list.items[1].rref);
     m->index = (int)a->list.items[2].i;
+    m->state = rpc_value_copy(&a->list.items[3]);
     return 0;
 }
 
 void rl_setup_clear(struct rl_setup_msg *m)
 {
     rpc_value_clear(&m->config);
+    rpc_value_clear(&m->state);
     rref_free(m->policy);
     m->policy = NULL;
 }

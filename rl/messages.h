@@ -20,16 +20,19 @@
 #define RL_FN_RUN_ASYNC "rl_run_async"  /* agent -> observer (async: loops until told to stop) */
 #define RL_FN_UPDATE "rl_update"        /* observer -> agent (async, in the observer's context) */
 #define RL_FN_SHUTDOWN "rl_shutdown"    /* agent -> observer: training is over, shut down gracefully */
+#define RL_FN_GET_STATE "rl_get_state"  /* agent -> observer: its RNG and env state, for a checkpoint */
 #define RL_POLICY_TYPE "rl_policy"      /* the agent's policy object, reached through an RRef */
 #define RL_POLICY_CTOR "rl_policy_new"
 #define RL_METHOD_ACT "act"             /* batched, no graph */
 #define RL_METHOD_EVALUATE "evaluate"   /* with graph, in the caller's context */
 
-/* setup(config, policy RRef, observer index 0..K-1) -> nil */
+/* setup(config, policy RRef, observer index 0..K-1, state) -> nil; state
+ * is what rl_get_state returned (bytes; resuming a checkpoint) or nil. */
 struct rl_setup_msg {
     struct rpc_value config;            /* rl_config_to_value's map */
     struct rref *policy;
     int index;
+    struct rpc_value state;             /* RPC_BYTES or RPC_NIL */
 };
 struct rpc_value rl_setup_pack(const struct rl_setup_msg *m);
 int rl_setup_unpack(const struct rpc_value *args, struct rl_setup_msg *m);

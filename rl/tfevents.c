@@ -71,8 +71,16 @@ struct tfevents_writer *tfevents_open(const char *dir)
     if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "localhost");
     host[sizeof host - 1] = '\0';
     char *path = NULL;
-    CHECK(asprintf(&path, "%s/events.out.tfevents.%lld.%s", dir, (long long)time(NULL), host) >= 0);
+    long long stamp = (long long)time(NULL);
+    CHECK(asprintf(&path, "%s/events.out.tfevents.%lld.%s", dir, stamp, host) >= 0);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    /* a second writer in the same second (a resumed run): a numbered suffix,
+     * which TensorBoard reads as another event file of the run */
+    for (int k = 1; fd < 0 && errno == EEXIST && k < 1000; k++) {
+        free(path);
+        CHECK(asprintf(&path, "%s/events.out.tfevents.%lld.%s.%d", dir, stamp, host, k) >= 0);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    }
     if (fd < 0) {
         rl_set_error("tfevents_open: %s: %s", path, strerror(errno));
         free(path);

@@ -18,7 +18,7 @@ struct tfevents_writer;
 
 /* Creates dir if missing (mkdir -p) and a new event file in it (never
  * overwriting one: a second writer opened in the same second and host gets
- * EEXIST), and writes the file_version event. Returns the writer
+ * a ".1", ".2"... suffix), and writes the file_version event. Returns the writer
  * (tfevents_close), or NULL with rl_last_error "tfevents_open: <path>:
  * <strerror>". */
 struct tfevents_writer *tfevents_open(const char *dir);

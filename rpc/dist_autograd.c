@@ -15,7 +15,17 @@
 #include "tensor/ops.h"
 
 struct send_entry { int64_t msg_id; struct ag_node *node; };
-struct grad_entry { struct tensor *leaf; struct tensor *grad; };
+/* A leaf's gradient in a context: one part per engine run that reached it,
+ * summed in the order of their keys (not of their arrival), so the result
+ * does not depend on how concurrent backwards from several workers
+ * interleave: a sync RL update with N observers is reproducible. */
+struct grad_part { uint64_t key; struct tensor *g; };
+struct grad_entry {
+    struct tensor *leaf;
+    struct tensor *grad;                /* the sum of the parts; NULL when a part came since */
+    struct grad_part *parts;
+    int n_parts, cap_parts;
+};
 
 struct dist_ctx {
     int64_t id;
@@ -41,6 +51,8 @@ static void ctx_free(struct dist_ctx *c)
     for (int i = 0; i < c->n_grads; i++) {
         tensor_free(c->grads[i].leaf);
         tensor_free(c->grads[i].grad);
+        for (int j = 0; j < c->grads[i].n_parts; j++) tensor_free(c->grads[i].parts[j].g);
+        free(c->grads[i].parts);
     }
     free(c->sends);
     free(c->grads);
@@ -133,9 +145,19 @@ int64_t dist_autograd_context_new(void)
 
 /* ---- gradients sink ------------------------------------------------------- */
 
+/* An engine run's sink: its context and the key its parts sort by (0 for
+ * a backward started here; (sender id + 1) << 40 | message id for one a
+ * peer's gradient started). */
+struct sink_user { struct dist_ctx *c; uint64_t key; };
+
 static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad)
 {
-    struct dist_ctx *c = user;
+    struct sink_user *su = user;
+    struct dist_ctx *c = su->c;
+    bool was = autograd_set_enabled(false);
+    struct tensor *copy = tensor_detach(grad);
+    autograd_set_enabled(was);
+    CHECK(copy != NULL);
     pthread_mutex_lock(&c->mu);
     int i = 0;
     while (i < c->n_grads && c->grads[i].leaf != leaf) i++;
@@ -144,18 +166,44 @@ static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad
             c->cap_grads = c->cap_grads ? 2 * c->cap_grads : 8;
             c->grads = trib_xrealloc(c->grads, (size_t)c->cap_grads * sizeof *c->grads);
         }
-        c->grads[i].leaf = tensor_retain(leaf);
-        c->grads[i].grad = tensor_detach(grad);
+        c->grads[i] = (struct grad_entry){ .leaf = tensor_retain(leaf) };
         c->n_grads++;
-    } else {
-        bool was = autograd_set_enabled(false);
-        struct tensor *sum = tensor_add(c->grads[i].grad, grad);
-        autograd_set_enabled(was);
-        CHECK(sum != NULL);
-        tensor_free(c->grads[i].grad);
-        c->grads[i].grad = sum;
     }
+    struct grad_entry *e = &c->grads[i];
+    if (e->n_parts == e->cap_parts) {
+        e->cap_parts = e->cap_parts ? 2 * e->cap_parts : 4;
+        e->parts = trib_xrealloc(e->parts, (size_t)e->cap_parts * sizeof *e->parts);
+    }
+    /* insertion keeps the parts sorted by key, arrival order among equal keys */
+    int j = e->n_parts++;
+    while (j > 0 && e->parts[j - 1].key > su->key) {
+        e->parts[j] = e->parts[j - 1];
+        j--;
+    }
+    e->parts[j] = (struct grad_part){ su->key, copy };
+    tensor_free(e->grad);
+    e->grad = NULL;
     pthread_mutex_unlock(&c->mu);
+}
+
+/* The entry's sum (caller holds c->mu): computed once after new parts. */
+static struct tensor *entry_grad(struct grad_entry *e)
+{
+    if (!e->grad && e->n_parts > 0) {
+        bool was = autograd_set_enabled(false);
+        struct tensor *sum = tensor_retain(e->parts[0].g);
+        for (int j = 1; j < e->n_parts; j++) {
+            struct tensor *s2 = tensor_add(sum, e->parts[j].g);
+            CHECK(s2 != NULL);
+            tensor_free(sum);
+            sum = s2;
+        }
+        autograd_set_enabled(was);
+        /* a private tensor: callers may scale it in place (gradient clipping) */
+        e->grad = e->n_parts == 1 ? tensor_detach(sum) : tensor_retain(sum);
+        tensor_free(sum);
+    }
+    return e->grad;
 }
 
 struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t)
@@ -165,7 +213,7 @@ struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t)
     struct tensor *g = NULL;
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->n_grads; i++)
-        if (c->grads[i].leaf == t) g = tensor_retain(c->grads[i].grad);
+        if (c->grads[i].leaf == t) g = tensor_retain(entry_grad(&c->grads[i]));
     pthread_mutex_unlock(&c->mu);
     ctx_free(c);
     return g;
@@ -182,7 +230,7 @@ int dist_autograd_get_gradients(int64_t ctx, int cap, struct tensor **leaves, st
     int n = c->n_grads < cap ? c->n_grads : cap;
     for (int i = 0; i < n; i++) {
         leaves[i] = tensor_retain(c->grads[i].leaf);
-        grads[i] = tensor_retain(c->grads[i].grad);
+        grads[i] = tensor_retain(entry_grad(&c->grads[i]));
     }
     pthread_mutex_unlock(&c->mu);
     ctx_free(c);
@@ -320,12 +368,13 @@ static void hook_handler(int64_t ctx_id, bool enter, void *user)
  * gradient it sent to other workers to be fully processed there. */
 /* Runs the local engine from the given roots within c; the gradients it
  * sends to other workers leave as futures in *p. 0, or -1 with error. */
-static int run_engine(struct dist_ctx *c, int n, const struct ag_edge *roots, struct tensor **grads,
+static int run_engine(struct dist_ctx *c, uint64_t key, int n, const struct ag_edge *roots, struct tensor **grads,
                       struct pending *p)
 {
     struct pending *outer = pending_here;
     pending_here = p;
-    struct ag_sink sink = {sink_accumulate, c};
+    struct sink_user su = { c, key };
+    struct ag_sink sink = {sink_accumulate, &su};
     int rc = autograd_run(n, roots, grads, &sink, true);
     pending_here = outer;
     if (rc != 0) rpc_set_error("dist_autograd_backward: %s", tensor_last_error());
@@ -352,7 +401,7 @@ static int wait_pending(struct pending *p, int rc)
 static int run_local(struct dist_ctx *c, int n, const struct ag_edge *roots, struct tensor **grads)
 {
     struct pending p = {0};
-    return wait_pending(&p, run_engine(c, n, roots, grads, &p));
+    return wait_pending(&p, run_engine(c, 0, n, roots, grads, &p));
 }
 
 int dist_autograd_backward(int64_t ctx, int n, struct tensor **roots, bool retain_graph)
@@ -460,7 +509,8 @@ static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
             grads[m++] = g->tensor;
         }
         struct pending p = {0};
-        if (rc == 0 && run_engine(c, m, edges, grads, &p) != 0) {
+        uint64_t key = ((uint64_t)(rpc_request_caller_id(req) + 1) << 40) | ((uint64_t)msg_id & ((1ull << 40) - 1));
+        if (rc == 0 && run_engine(c, key, m, edges, grads, &p) != 0) {
             wait_pending(&p, -1);
             rc = rpc_request_fail(req, "%s", rpc_last_error());
         } else if (rc == 0 && p.n > 0) {

@@ -1,0 +1,120 @@
+/* Checkpoint sections of the agent and their compatibility check. */
+#include "agent/checkpoint.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "rl/rl.h"
+
+static void dir_of(const char *logdir, char *out, size_t cap) { snprintf(out, cap, "%s/checkpoints", logdir); }
+
+int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckpt_in *in)
+{
+    char dir[1024];
+    dir_of(logdir, dir, sizeof dir);
+    struct ckpt_section sec[8 + RL_MAX_OBSERVERS];
+    char names[RL_MAX_OBSERVERS][32];
+    int n = 0;
+    cJSON *cj = rl_config_to_json(in->cfg);
+    char *cfg = cJSON_PrintUnformatted(cj);
+    cJSON_Delete(cj);
+    sec[n++] = (struct ckpt_section){ "config", cfg, strlen(cfg) };
+    unsigned char *params = NULL, *optim = NULL, *stats = NULL;
+    size_t plen = 0, olen = 0, slen = 0;
+    policy_save_state(in->policy, &params, &plen);
+    sec[n++] = (struct ckpt_section){ "policy", params, plen };
+    int rc = dist_optim_save_owned(in->opt, &optim, &olen);
+    if (rc != 0) rl_set_error("checkpoint: %s", rpc_last_error());
+    sec[n++] = (struct ckpt_section){ "optimizer", optim, olen };
+    run_stats_save(in->stats, &stats, &slen);
+    sec[n++] = (struct ckpt_section){ "counters", stats, slen };
+    int64_t version = dist_optim_local_version();
+    sec[n++] = (struct ckpt_section){ "version", &version, sizeof version };
+    for (int k = 0; k < in->n_observers && k < RL_MAX_OBSERVERS; k++) {
+        if (in->obs_state[k].kind != RPC_BYTES) continue;
+        snprintf(names[k], sizeof names[k], "observer%d", k);
+        sec[n++] = (struct ckpt_section){ names[k], in->obs_state[k].str.ptr, in->obs_state[k].str.len };
+    }
+    if (rc == 0) rc = ckpt_write(dir, updates, sec, n, AGENT_CKPT_KEEP);
+    free(cfg);
+    free(params);
+    free(optim);
+    free(stats);
+    return rc;
+}
+
+/* The keys of --config that must match for a checkpoint to be resumed. */
+static const char *const must_match[] = { "env", "algo", "mode", "observers", "envs-per-observer",
+                                          "steps-per-rollout", "hidden", "activation", "dropout", NULL };
+
+struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg)
+{
+    char dir[1024], warn[2048] = "";
+    dir_of(logdir, dir, sizeof dir);
+    struct ckpt *c = NULL;
+    int r = ckpt_load_latest(dir, &c, warn, sizeof warn);
+    if (warn[0]) fprintf(stderr, "agent: %s\n", warn);
+    if (r == 0) {
+        rl_set_error("--resume %s: no checkpoint in %s", logdir, dir);
+        return NULL;
+    }
+    if (r < 0) return NULL;
+    size_t len = 0;
+    const char *text = ckpt_get(c, "config", &len);
+    char *copy = text ? strndup(text, len) : NULL;
+    cJSON *saved = copy ? cJSON_Parse(copy) : NULL, *now = rl_config_to_json(cfg);
+    free(copy);
+    const char *bad = saved ? NULL : "config";
+    for (int i = 0; !bad && must_match[i]; i++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(saved, must_match[i]);
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(now, must_match[i]);
+        if (!a || !b || !cJSON_Compare(a, b, true)) bad = must_match[i];
+    }
+    char *was = bad && saved ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(saved, bad)) : NULL;
+    char *is = bad ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(now, bad)) : NULL;
+    if (bad)
+        rl_set_error("--resume %s: checkpoint %s was made with --%s %s, this run has %s", logdir, c->path, bad,
+                     was ? was : "(unreadable config)", is ? is : "?");
+    free(was);
+    free(is);
+    cJSON_Delete(saved);
+    cJSON_Delete(now);
+    if (bad) {
+        ckpt_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+int agent_ckpt_restore(const struct ckpt *c, struct policy *p, struct dist_optim *opt, struct run_stats *stats)
+{
+    size_t len;
+    const void *b = ckpt_get(c, "policy", &len);
+    if (!b || policy_load_state(p, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
+    b = ckpt_get(c, "optimizer", &len);
+    if (!b) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
+    if (dist_optim_load_owned(opt, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rpc_last_error());
+    b = ckpt_get(c, "counters", &len);
+    if (!b || run_stats_load(stats, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
+    b = ckpt_get(c, "version", &len);
+    if (!b || len != sizeof(int64_t)) return rl_set_error("checkpoint %s: no version", c->path);
+    int64_t v;
+    memcpy(&v, b, sizeof v);
+    dist_optim_set_local_version(v);
+    return 0;
+}
+
+const void *agent_ckpt_observer_state(const struct ckpt *c, int k, size_t *len)
+{
+    char name[32];
+    snprintf(name, sizeof name, "observer%d", k);
+    for (int i = 0; i < c->n_sections; i++)
+        if (strcmp(c->sections[i].name, name) == 0) {
+            *len = c->sections[i].size;
+            return c->sections[i].data;
+        }
+    return NULL;
+}

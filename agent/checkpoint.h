@@ -1,0 +1,45 @@
+/* The agent's checkpoints (rl/ckpt.h files in LOGDIR/checkpoints): the
+ * configuration, the policy's parameters and dropout RNG, the optimizer's
+ * state, the training counters and, in sync mode, every observer's RNG and
+ * env state, so a resumed sync run continues bit for bit. */
+#ifndef TRIB_AGENT_CHECKPOINT_H
+#define TRIB_AGENT_CHECKPOINT_H
+
+#include "agent/policy.h"
+#include "agent/stats.h"
+#include "optim/dist_optim.h"
+#include "rl/ckpt.h"
+#include "rl/config.h"
+
+#define AGENT_CKPT_KEEP 3
+
+/* What goes into a checkpoint. obs_state[k]: observer k's rl_get_state
+ * bytes, or nil (async mode, or a lost observer). */
+struct agent_ckpt_in {
+    const struct rl_config *cfg;
+    struct policy *policy;
+    struct dist_optim *opt;
+    struct run_stats *stats;
+    int n_observers;
+    const struct rpc_value *obs_state;
+};
+
+/* Writes LOGDIR/checkpoints/ckpt-<updates>.trib atomically, keeping the
+ * newest AGENT_CKPT_KEEP. 0, or -1 with rl_last_error(). */
+int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckpt_in *in);
+
+/* Loads the newest valid checkpoint of LOGDIR/checkpoints (newer ones that
+ * are refused are reported on stderr) and checks it against cfg: the env,
+ * algorithm, mode, observers, envs per observer, steps per rollout and the
+ * policy's architecture must match. NULL with rl_last_error() when there
+ * is none, none is valid, or it does not match. */
+struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg);
+
+/* Applies a checkpoint's parameters, policy RNG, optimizer state, counters
+ * and version. 0, or -1 with rl_last_error(). */
+int agent_ckpt_restore(const struct ckpt *c, struct policy *p, struct dist_optim *opt, struct run_stats *stats);
+
+/* Observer k's saved state (borrowed bytes, *len), or NULL if none. */
+const void *agent_ckpt_observer_state(const struct ckpt *c, int k, size_t *len);
+
+#endif
