@@ -23,6 +23,7 @@ struct run_stats {
     int64_t log_lag_n, log_lag_max;
     int64_t obs_steps[RL_MAX_OBSERVERS], obs_log_steps[RL_MAX_OBSERVERS];
     bool have_loss;
+    int64_t intervals;              /* run_stats_interval calls that returned one */
     double running;                 /* PyTorch example's running reward */
     bool have_running;
     double lag_sum;
@@ -239,7 +240,8 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
 {
     pthread_mutex_lock(&s->mu);
     double t = now_s(), dt = t - s->t_log;
-    if (!force && dt < s->cfg.log_every_s) {
+    /* a forced interval with nothing new would repeat the last row */
+    if ((!force && dt < s->cfg.log_every_s) || (force && s->intervals > 0 && s->log_steps == 0 && s->log_updates == 0)) {
         pthread_mutex_unlock(&s->mu);
         return false;
     }
@@ -269,6 +271,7 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
         s->obs_log_steps[k] = 0;
     }
     s->t_log = t;
+    s->intervals++;
     s->log_steps = s->log_updates = 0;
     s->log_lag_sum = 0;
     s->log_lag_n = s->log_lag_max = 0;
