@@ -89,9 +89,24 @@ static void lose_peer(struct agent *a, int k, const char *why)
     a->peers[k].alive = false;
     a->n_lost++;
     policy_forget_caller(a->policy, a->peers[k].id);
-    policy_set_sync_callers(a->policy, live_peers(a));
+    policy_drop_sync_caller(a->policy);
     fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, live_peers(a),
             live_peers(a) == 1 ? "" : "s");
+}
+
+/* Loses every observer the RPC layer no longer knows (dead or gone), with
+ * why; returns how many. */
+static int lose_dead_peers(struct agent *a, const char *why)
+{
+    int n = 0;
+    for (int k = 0; k < a->n_peers; k++) {
+        struct rpc_worker_info wi;
+        if (a->peers[k].alive && rpc_get_worker_info(a->peers[k].name, &wi) != 0) {
+            lose_peer(a, k, why);
+            n++;
+        }
+    }
+    return n;
 }
 
 /* lr for the next update: linear annealing over --max-steps (CleanRL). */
@@ -148,14 +163,21 @@ static void dump_params(struct agent *a, const char *name)
     if (rl_debug_dump(rl_debug_dump_dir(), name, n, arrays, counts) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
 }
 
-/* One backward over the observers' losses and one optimizer step, in ctx. */
+/* One backward over the observers' losses and one optimizer step, in ctx.
+ * 0; 1 when an observer was lost during the backward (no step); -1. */
 static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply *reps, const bool *ok, int64_t version0)
 {
     struct tensor *roots[RL_MAX_OBSERVERS];
     int n = 0;
     for (int k = 0; k < a->n_peers; k++)
         if (ok[k]) roots[n++] = reps[k].loss;
-    if (dist_autograd_backward(ctx, n, roots, false) != 0) return rl_set_error("backward: %s", rpc_last_error());
+    if (dist_autograd_backward(ctx, n, roots, false) != 0) {
+        /* an observer lost during the backward costs this update, not the run */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", rpc_last_error());
+        if (lose_dead_peers(a, why) > 0) return 1;
+        return rl_set_error("backward: %s", why);
+    }
     bool dump = rl_debug_dump_dir() && !a->dumped;
     if (dump) dump_params(a, "params_before.bin");
     double t0 = now_s();
@@ -191,22 +213,33 @@ static int sync_ppo_iteration(struct agent *a)
     struct rpc_value none = rpc_list(0);
     call_live(a, RL_FN_ROLLOUT, &none, futs);
     rpc_value_clear(&none);
+    /* Collected as they finish, not in order: a lost observer must be
+     * forgotten at once, or the merged act calls of the others would keep
+     * waiting for it (policy_set_sync_callers). */
     bool in[RL_MAX_OBSERVERS] = { 0 };
-    int n_in = 0;
-    for (int k = 0; k < a->n_peers; k++) {
-        if (!futs[k]) continue;
-        struct rpc_value r = rpc_nil();
-        struct rl_report rep;
-        if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
-        else if (rl_report_unpack(&r, &rep) != 0) lose_peer(a, k, rl_last_error());
-        else {
-            run_stats_report(a->stats, &rep);
-            run_stats_observer_steps(a->stats, k, rep.steps);
-            in[k] = true;
-            n_in++;
+    int n_in = 0, left = 0;
+    for (int k = 0; k < a->n_peers; k++) left += futs[k] != NULL;
+    while (left > 0) {
+        bool progress = false;
+        for (int k = 0; k < a->n_peers; k++) {
+            if (!futs[k] || !rpc_future_done(futs[k])) continue;
+            struct rpc_value r = rpc_nil();
+            struct rl_report rep;
+            if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
+            else if (rl_report_unpack(&r, &rep) != 0) lose_peer(a, k, rl_last_error());
+            else {
+                run_stats_report(a->stats, &rep);
+                run_stats_observer_steps(a->stats, k, rep.steps);
+                in[k] = true;
+                n_in++;
+            }
+            rpc_value_clear(&r);
+            rpc_future_free(futs[k]);
+            futs[k] = NULL;
+            left--;
+            progress = true;
         }
-        rpc_value_clear(&r);
-        rpc_future_free(futs[k]);
+        if (!progress) usleep(200);
     }
     if (n_in == 0) return rl_set_error("every observer is lost");
     struct rl_loss_req lr = { .weight = 1.0 / n_in };
@@ -223,7 +256,7 @@ static int sync_ppo_iteration(struct agent *a)
             int n = wait_losses(a, futs, reps, ok);
             int rc = 0;
             if (n != n_in) rc = 1;   /* an observer was lost: this update ends here */
-            else rc = backward_and_step(a, ctx, reps, ok, version0);
+            else rc = backward_and_step(a, ctx, reps, ok, version0);   /* 1: lost one in the backward */
             for (int k = 0; k < a->n_peers; k++)
                 if (ok[k]) rl_loss_reply_clear(&reps[k]);
             dist_autograd_release(ctx);
@@ -260,6 +293,7 @@ static int sync_reinforce_iteration(struct agent *a)
             }
         rc = backward_and_step(a, ctx, reps, ok, version0);
         if (rc == 0) run_stats_running(a->stats, least);
+        if (rc > 0) rc = live_peers(a) ? 0 : rl_set_error("every observer is lost");
     }
     for (int k = 0; k < a->n_peers; k++)
         if (ok[k]) rl_loss_reply_clear(&reps[k]);

@@ -49,7 +49,8 @@ struct policy {
     int q_head, q_len, q_rows;
     bool active[MAX_CALLERS];       /* callers between their first act and their `last` one */
     int n_active;
-    int sync_callers;               /* sync mode: observers every merged forward waits for */
+    int sync_callers;               /* sync mode: observers every merged forward waits for, */
+    int sync_done;                  /* less those whose `last` call of the rollout was served */
     struct policy_stats stats;
 };
 
@@ -194,11 +195,11 @@ static void *serve_main(void *arg)
          * rounding); a lost observer is forgotten (policy_forget_caller). */
         bool sync = p->cfg.mode == RL_MODE_SYNC;
         double deadline = now_s() + p->cfg.max_wait_us * 1e-6;
-        int want = sync ? p->sync_callers : p->n_active;
+        int want = sync ? p->sync_callers - p->sync_done : p->n_active;
         while (!p->stopping && p->q_len < want && p->q_rows < p->cfg.max_batch_rows) {
             if (sync) {
                 pthread_cond_wait(&p->cv, &p->mu);
-                want = p->sync_callers;
+                want = p->sync_callers - p->sync_done;
                 continue;
             }
             double left = deadline - now_s();
@@ -221,6 +222,7 @@ static void *serve_main(void *arg)
             p->q_head = (p->q_head + 1) % QUEUE_CAP;
             p->q_len--;
             p->q_rows -= r;
+            if (pd->last) p->sync_done++;
             if (pd->last && pd->caller >= 0 && pd->caller < MAX_CALLERS && p->active[pd->caller]) {
                 p->active[pd->caller] = false;
                 p->n_active--;
@@ -443,6 +445,15 @@ void policy_set_sync_callers(struct policy *p, int n)
 {
     pthread_mutex_lock(&p->mu);
     p->sync_callers = n;
+    p->sync_done = 0;
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void policy_drop_sync_caller(struct policy *p)
+{
+    pthread_mutex_lock(&p->mu);
+    if (p->sync_callers > 0) p->sync_callers--;
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }

@@ -46,10 +46,15 @@ struct rref **policy_param_rrefs(struct policy *p, int *n);
  * it died, so merged calls stop waiting for it. Any thread. */
 void policy_forget_caller(struct policy *p, int worker_id);
 
-/* Sync mode: the number of observers whose act calls every merged forward
- * waits for (all of them step in lockstep), so that the same calls are
- * merged in the same order (by worker id) on every run. Any thread. */
+/* Sync mode, at the start of a rollout: the number of observers whose act
+ * calls every merged forward waits for (all of them step in lockstep; one
+ * whose `last` call was served drops out until the next rollout), so that
+ * the same calls are merged in the same order (by worker id) on every run.
+ * Any thread. */
 void policy_set_sync_callers(struct policy *p, int n);
+
+/* Sync mode: an observer was lost before its `last` call of this rollout. */
+void policy_drop_sync_caller(struct policy *p);
 
 /* Serving counters: act calls, forwards they were merged into, rows,
  * evaluate calls, and seconds spent in forwards (both methods). */

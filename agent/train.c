@@ -99,7 +99,7 @@ static double now_s(void)
 }
 
 /* Reaps every observer (killing any still alive after timeout_s); reports
- * those that did not exit 0. Returns their number. */
+ * those that did not exit 0 on stderr. Returns their number. */
 static int reap_observers(double timeout_s)
 {
     for (int k = 0; k < n_children; k++)
@@ -160,7 +160,9 @@ int main(int argc, char **argv)
     struct rpc_opts o = agent_rpc_opts(&cfg, "tcp://127.0.0.1:0");
     o.on_listening = hand_out;
     rc = agent_run(&cfg, &o);
-    int bad = reap_observers(30);
-    if (bad && rc == 0) rc = 1;
+    /* An observer that died was reported by the agent (and continued
+     * without) and is reported here again with its exit status; the run's
+     * status is the agent's. */
+    reap_observers(30);
     return rc;
 }
