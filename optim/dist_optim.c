@@ -263,11 +263,25 @@ struct dist_optim *dist_optim_new(enum optim_kind kind, const struct optim_hyper
 static int call_all(struct dist_optim *o, const char *method, const struct rpc_value *args, bool versions)
 {
     struct rpc_future **fs = trib_xcalloc((size_t)o->n_owners, sizeof *fs);
-    /* A step on an optimizer this worker owns runs here, without a round trip to itself. */
+    /* A step or set_lr on an optimizer this worker owns runs here, without a
+     * round trip to itself. */
     bool local_step_ok[o->n_owners];
     int rc = 0;
     for (int i = 0; i < o->n_owners; i++) {
         local_step_ok[i] = false;
+        if (strcmp(method, "set_lr") == 0 && rref_is_owner(o->locals[i])) {
+            struct local_opt *l = rref_local_object(o->locals[i]);
+            if (!l) {
+                if (rc == 0) rpc_set_error("dist_optim_set_lr: %s", rpc_last_error());
+                rc = -1;
+            } else {
+                pthread_mutex_lock(&step_mu);
+                optim_set_lr(l->opt, args->list.items[0].d);
+                pthread_mutex_unlock(&step_mu);
+            }
+            local_step_ok[i] = true;
+            continue;
+        }
         if (strcmp(method, "step") == 0 && rref_is_owner(o->locals[i])) {
             struct local_opt *l = rref_local_object(o->locals[i]);
             double max_norm = args->list.len == 2 ? args->list.items[1].d : 0.0;
