@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# Tests of scripts/launch with the built tributary-agent/-observer as real
+# processes on ports chosen at run time:
+#   test_launch.sh CASE LAUNCH BUILD_DIR
+# CASE: local (-n 3 to the end), hosts (--hosts into a network namespace
+# over a veth pair; needs root and `ip netns`, else 77), slurm (three tasks
+# by hand with SLURM_* variables), sigint (Ctrl-C mid-run; SIGTERM during
+# the rendezvous), lost (an observer killed -9 mid-run is reported).
+# Every case checks that none of its processes is left.
+set -uo pipefail
+case_=${1:?case} launch=${2:?launch script} build=${3:?build dir}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_launch.XXXXXX")
+declare -a bg=()           # launchers and tasks this test started
+on_exit() {
+  local p
+  for p in "${bg[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  [ -n "${ns_cleanup:-}" ] && eval "$ns_cleanup"
+  rm -rf "$tmp"
+}
+trap on_exit EXIT
+
+fail() { echo "FAIL ($case_): $*" >&2; for f in "$tmp"/*.out "$tmp"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 30 "$f"; }; done >&2; exit 1; }
+skip() { echo "SKIP ($case_): $*"; exit 77; }
+
+for b in agent/tributary-agent observer/tributary-observer; do
+  [ -x "$build/$b" ] || fail "no $build/$b (build the programs first)"
+done
+
+# free_port: a port in 20000..32767 (below Linux's ephemeral range) no socket uses.
+free_port() {
+  local p used i
+  used=$(ss -Htan | awk '{ n = split($4, a, ":"); print ":" a[n] ":" }' | tr -d '\n')
+  for ((i = 0; i < 100; i++)); do
+    p=$((20000 + RANDOM % 12768))
+    [[ $used == *":$p:"* ]] || break
+  done
+  echo "$p"
+}
+
+# summary FILE: the JSON summary line of an agent's stdout.
+summary() { grep '^{"solved":' "$1" | tail -n 1; }
+
+# expect_summary FILE OBSERVERS LOST: a summary with these counts.
+expect_summary() {
+  local s
+  s=$(summary "$1")
+  [ -n "$s" ] || fail "no JSON summary in $1"
+  [[ $s == *"\"observers\":$2,"* ]] || fail "summary without \"observers\":$2: $s"
+  [[ $s == *"\"observers_lost\":$3}"* ]] || fail "summary without \"observers_lost\":$3: $s"
+}
+
+# no_leftovers MARKER PID...: none of the PIDs lives and no tributary
+# process has MARKER (its rendezvous address) on its command line.
+no_leftovers() {
+  local marker=$1 p i left
+  shift
+  for ((i = 0; i < 50; i++)); do        # a reaped child's exit can lag its parent's by a moment
+    left=""
+    for p in "$@"; do kill -0 "$p" 2>/dev/null && left+=" $p"; done
+    left+=$(pgrep -f "tributary-.*$marker" | tr '\n' ' ')
+    [ -z "${left// /}" ] && return 0
+    sleep 0.1
+  done
+  fail "processes left over:$left ($(ps -o pid,args -p "${left// /,}" 2>/dev/null | tail -n +2))"
+}
+
+# wait_for FILE REGEX SECONDS: until a line of FILE matches.
+wait_for() {
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do grep -Eq "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  fail "no line matching '$2' in $1 after $3 s"
+}
+
+# start_launcher OUT ERR ARGS...: runs the launcher in the background as a
+# terminal would (SIGINT not ignored: a shell's plain `&` ignores it, and
+# bash cannot trap a signal ignored at entry); sets L to its pid.
+start_launcher() {
+  local out=$1 err=$2
+  shift 2
+  set -m
+  "$launch" "$@" >"$out" 2>"$err" &
+  L=$!
+  set +m
+  bg+=("$L")
+}
+
+# agent_port LAUNCHER_PID: the port of the agent the launcher started.
+agent_port() {
+  local i a
+  for ((i = 0; i < 100; i++)); do
+    a=$(pgrep -P "$1" -f tributary-agent | head -n 1)
+    [ -n "$a" ] && tr '\0' '\n' <"/proc/$a/cmdline" | sed -n 's|^tcp://[0-9.]*:\([0-9]*\)$|\1|p' | head -n 1 && return 0
+    sleep 0.1
+  done
+  fail "the launcher started no agent"
+}
+
+progress_line='^ *[0-9.]+s +steps +[0-9]+'
+start=$SECONDS
+case $case_ in
+local)
+  port=$(free_port)
+  "$launch" -n 3 --port "$port" --build-dir "$build" -- --preset ppo-fast --max-steps 20000 --quiet \
+    >"$tmp/l.out" 2>"$tmp/l.err"
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "exit status $rc, not 0 or 1"
+  expect_summary "$tmp/l.out" 3 0
+  [ "$(tail -n 1 "$tmp/l.out")" = "$(summary "$tmp/l.out")" ] || fail "the summary is not the last stdout line"
+  [ ! -s "$tmp/l.err" ] || fail "stderr not empty"
+  no_leftovers "tcp://127.0.0.1:$port"
+  # usage errors: status 2 and a message
+  "$launch" -n 3 --build-dir "$build" -- --observers 2 >/dev/null 2>"$tmp/u.err"
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q 'the launcher sets --observers itself' "$tmp/u.err"; then
+    fail "--observers in the trainer flags: status $rc"
+  fi
+  "$launch" -n 2 --hosts a --build-dir "$build" >/dev/null 2>"$tmp/u.err"
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q 'exactly one of' "$tmp/u.err"; then fail "-n with --hosts: status $rc"; fi
+  ;;
+
+hosts)
+  [ "$(id -u)" -eq 0 ] || skip "needs root for ip netns"
+  command -v ip >/dev/null || skip "no ip(8)"
+  ns=trib-launch-$$-$RANDOM
+  ip netns add "$ns" 2>/dev/null || skip "cannot create a network namespace (ip netns add)"
+  veth=vlh$$ peer=vln$$
+  ns_cleanup="ip link del $veth 2>/dev/null; ip netns del $ns 2>/dev/null"
+  x=$((200 + $$ % 50)) y=$(($$ / 50 % 256))
+  for ((i = 0; i < 256; i++)); do     # a /24 no interface here has yet
+    ip -4 -o addr show | grep -q " 10\.$x\.$y\." || break
+    y=$(((y + 1) % 256))
+  done
+  ip link add "$veth" type veth peer name "$peer" || fail "ip link add veth"
+  ip link set "$peer" netns "$ns" || fail "moving the veth into $ns"
+  ip addr add "10.$x.$y.1/24" dev "$veth" || fail "ip addr add on $veth"
+  ip link set "$veth" up || fail "ip link set $veth up"
+  ip netns exec "$ns" sh -c "ip addr add 10.$x.$y.2/24 dev $peer && ip link set $peer up && ip link set lo up" ||
+    fail "namespace side of the veth"
+  # a stand-in for ssh: host ns-host is the namespace; options are ignored
+  cat >"$tmp/fake-ssh" <<EOF
+#!/bin/sh
+while [ \$# -gt 0 ]; do case \$1 in -o) shift 2 ;; -*) shift ;; *) break ;; esac; done
+host=\$1; shift; [ "\${1:-}" = -- ] && shift
+[ "\$host" = ns-host ] || { echo "fake-ssh: unknown host \$host" >&2; exit 255; }
+exec ip netns exec $ns sh -c "\$*"
+EOF
+  chmod +x "$tmp/fake-ssh"
+  LAUNCH_SSH="$tmp/fake-ssh -o BatchMode=yes" "$launch" --hosts "ns-host=10.$x.$y.2,ns-host=10.$x.$y.2" \
+    --master-addr "10.$x.$y.1" --build-dir "$build" -- --preset ppo-fast --max-steps 20000 --quiet \
+    >"$tmp/h.out" 2>"$tmp/h.err"
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "exit status $rc, not 0 or 1"
+  expect_summary "$tmp/h.out" 2 0
+  [ ! -s "$tmp/h.err" ] || fail "stderr not empty"
+  no_leftovers "tcp://10.$x.$y.1:"
+  ;;
+
+slurm)
+  [ "$("$launch" --hostnames 'node[01-03],other,r[1-2]-n[8,10]' | tr '\n' ' ')" = \
+    "node01 node02 node03 other r1-n8 r1-n10 r2-n8 r2-n10 " ] || fail "--hostnames expands wrongly"
+  port=$(free_port)
+  unset SLURM_JOB_NODELIST SLURM_JOB_ID MASTER_ADDR
+  export SLURM_NTASKS=3 SLURM_STEP_NODELIST=localhost MASTER_PORT=$port
+  dry=$(SLURM_PROCID=2 "$launch" --dry-run --build-dir "$build" -- --heartbeat-timeout 4000)
+  [[ $dry == *"/tributary-observer --rank 2 --world-size 3 --master tcp://127.0.0.1:$port --bind-host 127.0.0.1 --heartbeat-timeout 4000" ]] ||
+    fail "the Slurm task 2 would run: $dry"
+  pids=()
+  for r in 0 1 2; do
+    # task 0 says --slurm; the others find SLURM_PROCID on their own
+    flag=(); [ $r -eq 0 ] && flag=(--slurm)
+    SLURM_PROCID=$r "$launch" "${flag[@]}" --build-dir "$build" -- --preset ppo-fast --max-steps 20000 --quiet \
+      >"$tmp/s$r.out" 2>"$tmp/s$r.err" &
+    pids+=($!); bg+=($!)
+  done
+  for r in 0 1 2; do wait "${pids[r]}"; st[r]=$?; done
+  [ "${st[0]}" -eq 0 ] || [ "${st[0]}" -eq 1 ] || fail "task 0 (agent) exit status ${st[0]}"
+  if [ "${st[1]}" -ne 0 ] || [ "${st[2]}" -ne 0 ]; then fail "observer tasks exit status ${st[1]} ${st[2]}, not 0"; fi
+  expect_summary "$tmp/s0.out" 2 0
+  no_leftovers "tcp://127.0.0.1:$port" "${pids[@]}"
+  ;;
+
+sigint)
+  start_launcher "$tmp/i.out" "$tmp/i.err" -n 2 --build-dir "$build" -- --preset ppo-fast --max-steps 100000000 --target 1000 --log-every 0.5
+  port=$(agent_port "$L")
+  wait_for "$tmp/i.out" "$progress_line" 60
+  kids=$(pgrep -P "$L" | tr '\n' ' ')
+  kill -INT "$L"
+  wait "$L"
+  rc=$?
+  # The launcher passes SIGINT on; the agent stops gracefully with 130, which is the launcher's status.
+  [ $rc -eq 130 ] || fail "exit status $rc after SIGINT, not 130"
+  [[ $(summary "$tmp/i.out") == *'"stopped_by":"SIGINT"'* ]] || fail "summary without \"stopped_by\":\"SIGINT\""
+  grep -q '^launch: SIGINT: stopping the agent' "$tmp/i.err" || fail "no notice of the SIGINT on stderr"
+  if grep -v '^launch: SIGINT: stopping the agent' "$tmp/i.err" | grep -q .; then fail "unexpected stderr"; fi
+  # shellcheck disable=SC2086
+  no_leftovers "tcp://127.0.0.1:$port" "$L" $kids
+
+  # SIGTERM while the agent still waits for an observer whose "ssh" failed:
+  # the agent does not stop during the rendezvous, so after --grace it gets
+  # a second SIGTERM and exits 143 at once.
+  printf '#!/bin/sh\nexit 255\n' >"$tmp/no-ssh"
+  chmod +x "$tmp/no-ssh"
+  port=$(free_port)
+  LAUNCH_SSH=$tmp/no-ssh start_launcher "$tmp/t.out" "$tmp/t.err" --hosts nohost --master-addr 127.0.0.1 --port "$port" \
+    --grace 1 --build-dir "$build" -- --preset ppo-fast
+  wait_for "$tmp/t.err" '^launch: observer rank 1 on nohost exited with status 255' 30
+  kids=$(pgrep -P "$L" | tr '\n' ' ')
+  t0=$SECONDS
+  kill -TERM "$L"
+  wait "$L"
+  rc=$?
+  [ $rc -eq 143 ] || fail "exit status $rc after SIGTERM in the rendezvous, not 143"
+  [ $((SECONDS - t0)) -le 8 ] || fail "the launcher took $((SECONDS - t0)) s to stop"
+  # shellcheck disable=SC2086
+  no_leftovers "tcp://127.0.0.1:$port" "$L" $kids
+  ;;
+
+lost)
+  start_launcher "$tmp/o.out" "$tmp/o.err" -n 3 --build-dir "$build" -- --preset ppo-fast --heartbeat-timeout 1500 \
+    --max-steps 100000000 --max-seconds 8 --target 1000 --log-every 0.5
+  port=$(agent_port "$L")
+  wait_for "$tmp/o.out" "$progress_line" 60
+  victim=$(pgrep -f -- "tributary-observer --rank 2 --world-size 4 --master tcp://127.0.0.1:$port( |$)")
+  [ -n "$victim" ] || fail "no observer rank 2 on port $port"
+  kids=$(pgrep -P "$L" | tr '\n' ' ')
+  kill -KILL "$victim"
+  wait_for "$tmp/o.err" '^launch: observer rank 2 on localhost killed by signal 9$' 10
+  wait "$L"
+  rc=$?
+  [ $rc -eq 1 ] || fail "exit status $rc, not 1 (out of --max-seconds)"
+  expect_summary "$tmp/o.out" 3 1
+  [[ $(summary "$tmp/o.out") == *'"stopped_by":"budget"'* ]] || fail "the run did not go on to its budget"
+  grep -q 'lost observer2' "$tmp/o.err" || fail "the agent did not report observer2 lost"
+  # shellcheck disable=SC2086
+  no_leftovers "tcp://127.0.0.1:$port" "$L" $kids
+  ;;
+
+*) echo "test_launch.sh: unknown case $case_" >&2; exit 2 ;;
+esac
+echo "PASS ($case_) in $((SECONDS - start)) s"
