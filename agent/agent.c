@@ -569,6 +569,7 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     if (rc != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     else rc = cfg->mode == RL_MODE_SYNC ? train_sync(a, &why) : train_async(a, &why);
     bool solved = run_stats_solved(a->stats);
+    if (got_signal) why = got_signal == SIGINT ? "SIGINT" : "SIGTERM";
     if (a->policy) {
         struct policy_stats ps;
         policy_get_stats(a->policy, &ps);

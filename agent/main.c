@@ -24,6 +24,12 @@ static int set_master(void *u, const char *v)
     return 0;
 }
 
+static void listening(const char *endpoint, void *user)
+{
+    (void)user;
+    fprintf(stderr, PROG ": listening on %s\n", endpoint);
+}
+
 static const char about[] =
     "Usage: " PROG " [options]\n"
     "The agent alone: binds the rendezvous (rank 0) and waits for --observers\n"
@@ -49,5 +55,6 @@ int main(int argc, char **argv)
     dist_optim_init();
     agent_register();
     struct rpc_opts o = agent_rpc_opts(&cfg, master);
+    o.on_listening = listening;
     return agent_run(&cfg, &o);
 }
