@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/tfevents.h"
+#include "tensor/nn.h"
 
 extern char **environ;
 
@@ -305,6 +307,159 @@ START_TEST(test_reproducible_and_resume)
 }
 END_TEST
 
+/* An independent reading of policy.safetensors (8-byte length, JSON
+ * header, raw f32 data) and a plain float64 forward of the actor on fixed
+ * inputs, against the nn modules' forward (the agent's code). */
+START_TEST(test_export_independent_reader)
+{
+    char dir[] = "/tmp/test_rl_export_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *args[] = { "--observers", "1", "--envs-per-observer", "4", "--max-updates", "8", "--logdir", dir,
+                           "--quiet", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, args, OUT, ERR, sizeof OUT), 1);
+    char path[700];
+    snprintf(path, sizeof path, "%s/policy.safetensors", dir);
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static unsigned char b[1 << 20];
+    size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | b[i];   /* little-endian */
+    ck_assert(hl % 8 == 0 && 8 + hl <= n);
+    char *hjson = strndup((char *)b + 8, hl);
+    cJSON *h = cJSON_Parse(hjson);
+    ck_assert_ptr_nonnull(h);
+    const unsigned char *data = b + 8 + hl;
+    size_t data_len = n - 8 - hl, covered = 0;
+    /* W0 [64,4] b0 [64] W1 [64,64] b1 [64] W2 [2,64] b2 [2] */
+    const char *names[6] = { "actor.0.weight", "actor.0.bias", "actor.2.weight", "actor.2.bias", "actor.4.weight",
+                             "actor.4.bias" };
+    const float *w[6];
+    for (int i = 0; i < 6; i++) {
+        cJSON *e = cJSON_GetObjectItem(h, names[i]);
+        ck_assert_msg(e != NULL, "no %s", names[i]);
+        ck_assert_str_eq(cJSON_GetObjectItem(e, "dtype")->valuestring, "F32");
+        cJSON *sh = cJSON_GetObjectItem(e, "shape"), *off = cJSON_GetObjectItem(e, "data_offsets");
+        size_t numel = 1;
+        for (int k = 0; k < cJSON_GetArraySize(sh); k++) numel *= (size_t)cJSON_GetArrayItem(sh, k)->valueint;
+        size_t s0 = (size_t)cJSON_GetArrayItem(off, 0)->valuedouble, s1 = (size_t)cJSON_GetArrayItem(off, 1)->valuedouble;
+        ck_assert(s1 - s0 == numel * 4 && s1 <= data_len);
+        w[i] = (const float *)(data + s0);
+        covered += s1 - s0;
+    }
+    for (cJSON *e = h->child; e; e = e->next)
+        if (strncmp(e->string, "critic.", 7) == 0) {
+            cJSON *off = cJSON_GetObjectItem(e, "data_offsets");
+            covered += (size_t)cJSON_GetArrayItem(off, 1)->valuedouble - (size_t)cJSON_GetArrayItem(off, 0)->valuedouble;
+        }
+    ck_assert_uint_eq(covered, data_len);   /* every byte belongs to a tensor */
+    struct rl_arch a;
+    char env[64];
+    struct nn_module *actor;
+    ck_assert_int_eq(rl_policy_load(path, &a, env, sizeof env, &actor, NULL), 0);
+    const float inputs[3][4] = { { 0.01f, -0.2f, 0.03f, 0.4f }, { -1.0f, 0.5f, 0.1f, -0.3f }, { 0, 0, 0, 0 } };
+    int64_t shape[2] = { 3, 4 };
+    struct tensor *x = tensor_from_f32(2, shape, &inputs[0][0]);
+    struct tensor *y = nn_forward1(actor, x);
+    ck_assert_ptr_nonnull(y);
+    for (int r = 0; r < 3; r++) {
+        double h1[64], h2[64];
+        for (int j = 0; j < 64; j++) {
+            double acc = w[1][j];
+            for (int k = 0; k < 4; k++) acc += (double)w[0][j * 4 + k] * inputs[r][k];
+            h1[j] = tanh(acc);
+        }
+        for (int j = 0; j < 64; j++) {
+            double acc = w[3][j];
+            for (int k = 0; k < 64; k++) acc += (double)w[2][j * 64 + k] * h1[k];
+            h2[j] = tanh(acc);
+        }
+        for (int j = 0; j < 2; j++) {
+            double acc = w[5][j];
+            for (int k = 0; k < 64; k++) acc += (double)w[4][j * 64 + k] * h2[k];
+            float got = ((const float *)tensor_data(y))[r * 2 + j];
+            ck_assert_msg(fabs(got - acc) <= 1e-5 + 1e-5 * fabs(acc), "row %d logit %d: %g vs %g", r, j, got, acc);
+        }
+    }
+    tensor_free(x);
+    tensor_free(y);
+    nn_module_free(actor);
+    cJSON_Delete(h);
+    free(hjson);
+    rm_rf2(dir);
+}
+END_TEST
+
+/* kill -9 while checkpoints are being written (one per update) leaves one
+ * that loads; a bit-flipped newest checkpoint is refused with a message and
+ * the previous one used. */
+START_TEST(test_checkpoint_kill_and_bitflip)
+{
+    char dir[] = "/tmp/test_rl_kill_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *argv[] = { TRIB_TRAIN_BIN, "--observers", "2", "--envs-per-observer", "8", "--checkpoint-every", "1",
+                           "--max-steps", "100000000", "--logdir", dir, "--quiet", NULL };
+    for (int round = 0; round < 3; round++) {
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", 0, 0);
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", 0, 0);
+        pid_t pid;
+        ck_assert_int_eq(posix_spawn(&pid, TRIB_TRAIN_BIN, &fa, NULL, (char *const *)argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        /* wait until checkpoints appear, then kill at an arbitrary moment */
+        char ck[700];
+        snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+        for (int i = 0; i < 600; i++) {
+            DIR *d = opendir(ck);
+            int files = 0;
+            struct dirent *e;
+            while (d && (e = readdir(d)))
+                files += strncmp(e->d_name, "ckpt-", 5) == 0;
+            if (d) closedir(d);
+            if (files >= 2) break;
+            usleep(50000);
+        }
+        usleep(1000 * (37 * round + 11));
+        kill(pid, SIGKILL);   /* the observers die with it (PDEATHSIG) */
+        int st;
+        waitpid(pid, &st, 0);
+        const char *resume[] = { "--observers", "2", "--envs-per-observer", "8", "--max-updates", "1", "--resume", dir,
+                                 "--quiet", NULL };
+        int rc = run(TRIB_TRAIN_BIN, resume, OUT, ERR, sizeof OUT);
+        ck_assert_msg(rc == 1 && strstr(OUT, "tributary: resumed from "), "round %d: exit %d\n%s\n%s", round, rc, OUT, ERR);
+    }
+    /* flip one bit in the middle of the newest checkpoint */
+    char ck[700], newest[1024] = "";
+    snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+    DIR *d = opendir(ck);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, "ckpt-", 5) == 0 && strstr(e->d_name, ".trib") && !strstr(e->d_name, ".tmp") &&
+            strcmp(e->d_name, strrchr(newest, '/') ? strrchr(newest, '/') + 1 : "") > 0)
+            snprintf(newest, sizeof newest, "%s/%s", ck, e->d_name);
+    closedir(d);
+    ck_assert(newest[0]);
+    FILE *f = fopen(newest, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, size / 2, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, size / 2, SEEK_SET);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+    const char *resume[] = { "--observers", "2", "--envs-per-observer", "8", "--max-updates", "1", "--resume", dir,
+                             "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, resume, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 1 && strstr(OUT, "tributary: resumed from "), "exit %d\n%s\n%s", rc, OUT, ERR);
+    ck_assert_msg(strstr(ERR, strrchr(newest, '/') + 1) != NULL, "the flipped file is not named:\n%s", ERR);
+    ck_assert_msg(strstr(OUT, strrchr(newest, '/') + 1) == NULL, "the flipped file was resumed:\n%s", OUT);
+    rm_rf2(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rl_outputs");
@@ -314,6 +469,8 @@ int main(void)
     tcase_add_test(tc, test_eval_errors);
     tcase_add_test(tc, test_config_file_errors);
     tcase_add_test(tc, test_reproducible_and_resume);
+    tcase_add_test(tc, test_export_independent_reader);
+    tcase_add_test(tc, test_checkpoint_kill_and_bitflip);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
