@@ -11,6 +11,8 @@
 
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
+#include "rl/ckpt.h"
+#include "rl/config.h"
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
@@ -22,8 +24,9 @@
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: " PROG " [options] POLICY\n"
-               "Runs a trained policy (the policy.safetensors that tributary-train --logdir writes)\n"
-               "for N episodes and prints the mean +- std of the episode return and length.\n"
+               "Runs a trained policy for N episodes and prints the mean +- std of the episode\n"
+               "return and length. POLICY is the policy.safetensors that tributary-train --logdir\n"
+               "writes, or one of its checkpoints (LOGDIR/checkpoints/ckpt-*.trib).\n"
                "\n"
                "  --env ID|PATH.so   the env (default: the one the policy was trained on)\n"
                "  --episodes N       episodes (default 10); each runs in its own env, in parallel\n"
@@ -40,6 +43,56 @@ static int bad(const char *what, const char *v)
 {
     fprintf(stderr, PROG ": %s, not '%s' (see " PROG " --help)\n", what, v);
     return 2;
+}
+
+/* The actor of a checkpoint (ckpt-*.trib): the architecture from its
+ * config and the env's spaces, the parameters from its "policy" section
+ * (the dropout RNG, then the actor's parameters, then the critic's). */
+static int load_checkpoint(const char *path, struct rl_arch *arch, char *env, size_t cap, struct nn_module **actor)
+{
+    struct ckpt *c = ckpt_load(path);
+    if (!c) return -1;
+    struct rl_config cfg;
+    size_t len = 0, plen = 0;
+    const char *text = ckpt_get(c, "config", &len);
+    const unsigned char *pol = text ? ckpt_get(c, "policy", &plen) : NULL;
+    struct env_plugin *plugin = NULL;
+    const struct env_spec *spec = NULL;
+    int rc = -1;
+    if (!pol || rl_config_from_json(text, len, &cfg) != 0) {
+        rl_set_error("%s: %s", path, rl_last_error());
+        goto out;
+    }
+    if (!(spec = env_open(cfg.env, &plugin))) {
+        rl_set_error("%s: %s", path, env_last_error());
+        goto out;
+    }
+    bool discrete = spec->act.kind == SPACE_DISCRETE;
+    *arch = rl_arch_for(&cfg, spec->obs.dim, discrete, discrete ? spec->act.n : spec->act.dim);
+    snprintf(env, cap, "%s", cfg.env);
+    if (rl_arch_build(arch, 0, actor, NULL) != 0) {
+        rl_set_error("%s: %s", path, tensor_last_error());
+        goto out;
+    }
+    size_t need = sizeof(uint64_t);
+    for (int i = 0; i < (*actor)->n_params; i++) need += (size_t)(*actor)->params[i]->numel * sizeof(float);
+    if (plen < need) {
+        rl_set_error("%s: the policy section has %zu bytes, the actor needs %zu", path, plen, need);
+        nn_module_free(*actor);
+        *actor = NULL;
+        goto out;
+    }
+    const unsigned char *q = pol + sizeof(uint64_t);
+    for (int i = 0; i < (*actor)->n_params; i++) {
+        size_t bytes = (size_t)(*actor)->params[i]->numel * sizeof(float);
+        memcpy(tensor_data((*actor)->params[i]), q, bytes);
+        q += bytes;
+    }
+    rc = 0;
+out:
+    env_plugin_close(plugin);
+    ckpt_free(c);
+    return rc;
 }
 
 static void json_str(const char *s)
@@ -97,7 +150,10 @@ int main(int argc, char **argv)
     struct rl_arch arch;
     char trained_env[512];
     struct nn_module *actor = NULL;
-    if (rl_policy_load(path, &arch, trained_env, sizeof trained_env, &actor, NULL) != 0) {
+    size_t plen = strlen(path);
+    bool is_ckpt = plen > 5 && strcmp(path + plen - 5, ".trib") == 0;
+    if ((is_ckpt ? load_checkpoint(path, &arch, trained_env, sizeof trained_env, &actor)
+                 : rl_policy_load(path, &arch, trained_env, sizeof trained_env, &actor, NULL)) != 0) {
         fprintf(stderr, PROG ": %s\n", rl_last_error());
         return 1;
     }

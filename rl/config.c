@@ -431,6 +431,22 @@ cJSON *rl_config_to_json(const struct rl_config *c)
     return o;
 }
 
+int rl_config_from_json(const char *text, size_t len, struct rl_config *cfg)
+{
+    char *copy = strndup(text, len);
+    cJSON *root = copy ? cJSON_Parse(copy) : NULL;
+    free(copy);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return rl_set_error("config: not a JSON object");
+    }
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "preset");
+    int rc = rl_config_preset(cfg, cJSON_IsString(p) && p->valuestring[0] ? p->valuestring : "ppo-fast");
+    if (rc == 0) rc = apply_config(cfg, "(saved)", root);
+    cJSON_Delete(root);
+    return rc == 0 ? rl_config_check(cfg) : -1;
+}
+
 static int usage_error(const char *prog, const char *fmt, const char *a, const char *b)
 {
     fprintf(stderr, "%s: ", prog);

@@ -107,6 +107,10 @@ void rl_config_describe(const struct rl_config *cfg, char *out, size_t cap);
 struct cJSON;
 struct cJSON *rl_config_to_json(const struct rl_config *cfg);
 
+/* Parses rl_config_to_json's text (a checkpoint's config) into cfg. 0, or
+ * -1 with rl_last_error(). */
+int rl_config_from_json(const char *text, size_t len, struct rl_config *cfg);
+
 /* The wire form (a map) and back. from_value checks every field and the
  * result with rl_config_check: 0, or -1 with rl_last_error(). */
 struct rpc_value rl_config_to_value(const struct rl_config *cfg);

@@ -187,11 +187,28 @@ START_TEST(test_logdir_files)
     cJSON *o = cJSON_Parse(OUT);
     ck_assert_msg(o != NULL, "%s", OUT);
     ck_assert_int_eq(cJSON_GetObjectItem(o, "episodes")->valueint, 5);
-    ck_assert(cJSON_GetObjectItem(o, "return_mean")->valuedouble >= 8);
+    double ret = cJSON_GetObjectItem(o, "return_mean")->valuedouble;
+    ck_assert(ret >= 8);
+    cJSON_Delete(o);
+    /* the run's last checkpoint evaluates to the same */
+    char ckdir[700], ck[1024] = "";
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", dir);
+    DIR *cd = opendir(ckdir);
+    ck_assert_ptr_nonnull(cd);
+    struct dirent *ce;
+    while ((ce = readdir(cd)))
+        if (strncmp(ce->d_name, "ckpt-", 5) == 0) snprintf(ck, sizeof ck, "%s/%s", ckdir, ce->d_name);
+    closedir(cd);
+    const char *cargs[] = { ck, "--episodes", "5", "--json", NULL };
+    rc = run(TRIB_EVAL_BIN, cargs, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 0, "eval of %s: exit %d: %s", ck, rc, ERR);
+    o = cJSON_Parse(OUT);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_double_eq(cJSON_GetObjectItem(o, "return_mean")->valuedouble, ret);
     cJSON_Delete(o);
     free(csv);
     free(jsonl);
-    rm_rf(dir);
+    rm_rf2(dir);
 }
 END_TEST
 
