@@ -173,8 +173,9 @@ struct saved_stats {
     int64_t lag_n, lag_max;
     int64_t lag_hist[RUN_STATS_LAG_BINS];
     int64_t obs_steps[RL_MAX_OBSERVERS];
+    double wall_s;
 };
-#define SAVED_MAGIC 0x5452494253544131ull   /* "TRIBSTA1" */
+#define SAVED_MAGIC 0x5452494253544132ull   /* "TRIBSTA2" */
 
 void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len)
 {
@@ -183,7 +184,7 @@ void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len)
     *v = (struct saved_stats){ .magic = SAVED_MAGIC, .env_steps = s->env_steps, .episodes = s->episodes,
                                .updates = s->updates, .win = s->win, .len_win = s->len_win, .running = s->running,
                                .have_running = s->have_running, .lag_sum = s->lag_sum, .lag_n = s->lag_n,
-                               .lag_max = s->lag_max };
+                               .lag_max = s->lag_max, .wall_s = now_s() - s->t0 };
     memcpy(v->lag_hist, s->lag_hist, sizeof v->lag_hist);
     memcpy(v->obs_steps, s->obs_steps, sizeof v->obs_steps);
     pthread_mutex_unlock(&s->mu);
@@ -212,6 +213,8 @@ int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len)
     s->lag_max = v.lag_max;
     memcpy(s->lag_hist, v.lag_hist, sizeof v.lag_hist);
     memcpy(s->obs_steps, v.obs_steps, sizeof v.obs_steps);
+    /* the run's clock goes on from where the checkpoint left it */
+    if (v.wall_s >= 0 && v.wall_s < 1e9) s->t0 = now_s() - v.wall_s;
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
