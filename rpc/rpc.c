@@ -390,15 +390,20 @@ static void touch_peer(int id)
     if (id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->dealer) A->peers[id]->last_seen = rpc_now_ms();
 }
 
-static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *why)
+void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text)
 {
-    if (!req_id || !rid) return;
-    char buf[1024];
-    snprintf(buf, sizeof buf, "rpc: %s: bad message: %s", A->self.name, why);
-    struct outmsg *m = rpc_build_msg(WIRE_ERR, req_id, NULL, -1, true, 0, 0, 0, NULL, buf);
+    if (!req_id || !rid || !rid_len) return;
+    struct outmsg *m = rpc_build_msg(WIRE_ERR, req_id, NULL, -1, true, 0, 0, 0, NULL, text);
     memcpy(m->rid, rid, rid_len);
     m->rid_len = rid_len;
-    io_send(m);
+    rpc_out_push(m);
+}
+
+static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *why)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "rpc: %s: bad message: %s", A->self.name, why);
+    rpc_reply_error_to(rid, rid_len, req_id, buf);
 }
 
 /* A malformed message on the dealer to `peer` that names request req_id:
@@ -412,123 +417,185 @@ static void fail_bad_response(int peer, uint64_t req_id, const char *why)
     rpc_pending_done(f);
 }
 
-/* Handles one message: frames[0] header, frames[1..n) bodies. rid is the
- * router envelope, or NULL for a message on the dealer to worker `peer`. */
-static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_msg_t *frames, int n)
+/* Decodes the header of frames[0] (frames[1..n) are tensor bodies) into *h
+ * (its payload and strings point into `zone`). 0, or -1 with err; then
+ * h->req_id is the request id when it could be read (else 0), and
+ * *answerable says whether the sender should hear of the error. */
+static int decode_hdr(zmq_msg_t *frames, int n, struct wire_hdr *h, bool *answerable, char *err, size_t cap)
 {
-    char err[512];
-    struct wire_hdr h;
     msgpack_object root;
     const char *buf = zmq_msg_data(&frames[0]);
     size_t len = zmq_msg_size(&frames[0]);
     msgpack_zone_clear(&zone);
+    memset(h, 0, sizeof *h);
+    *answerable = false;
     size_t payload_off;
-    if (wire_validate(buf, len, &payload_off, err, sizeof err) < 0) {
+    if (wire_validate(buf, len, &payload_off, err, cap) < 0) {
         /* Answer by request id if the fields before the payload are sound:
          * parse them with a nil payload in place of the bad one. */
         char head[512];
-        if (payload_off == 0 || payload_off >= sizeof head) return;
+        if (payload_off == 0 || payload_off >= sizeof head) return -1;
         memcpy(head, buf, payload_off);
         head[payload_off] = (char)0xc0;
         size_t off = 0;
         char herr[256];
-        if (msgpack_unpack(head, payload_off + 1, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) return;
-        int prc = wire_parse_hdr(&root, &h, herr, sizeof herr);
-        if (!rid) fail_bad_response(peer, h.req_id, err);
-        else if (prc == 0 && h.type == WIRE_REQ) reply_bad(rid, rid_len, h.req_id, err);
-        return;
+        if (msgpack_unpack(head, payload_off + 1, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) return -1;
+        int prc = wire_parse_hdr(&root, h, herr, sizeof herr);
+        *answerable = prc == 0 && h->type == WIRE_REQ;
+        return -1;
     }
     size_t off = 0;
-    if (msgpack_unpack(buf, len, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) return;
-    if (wire_parse_hdr(&root, &h, err, sizeof err) < 0) {
-        if (!rid) fail_bad_response(peer, h.req_id, err);
-        else if (root.type == MSGPACK_OBJECT_ARRAY) reply_bad(rid, rid_len, h.req_id, err);
+    if (msgpack_unpack(buf, len, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) {
+        snprintf(err, cap, "undecodable msgpack");
+        return -1;
+    }
+    if (wire_parse_hdr(&root, h, err, cap) < 0) {
+        *answerable = root.type == MSGPACK_OBJECT_ARRAY;
+        return -1;
+    }
+    if (h->ntensors != n - 1) {
+        snprintf(err, cap, "header announces %d tensor frames, message has %d", h->ntensors, n - 1);
+        *answerable = h->type == WIRE_REQ;
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs (or queues) a request whose sender is known: `from` is the worker
+ * its connection belongs to, or -1 for the few requests any connection may
+ * make (__hello, __conn_check), which then carry no autograd context. */
+static void dispatch_request(const unsigned char *rid, size_t rid_len, int from, const struct wire_hdr *h,
+                             zmq_msg_t *frames, int n, rpc_fn fn, void *user, unsigned flags)
+{
+    char err[512];
+    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+    req->counted = true;
+    atomic_fetch_add(&A->active, 1);
+    req->next = NULL;
+    req->req_id = h->req_id;
+    req->caller = from;
+    memcpy(req->rid, rid, rid_len);
+    req->rid_len = rid_len;
+    memcpy(req->fn, h->fn, h->fn_len);
+    req->fn[h->fn_len] = '\0';
+    req->ac_ctx = from >= 0 ? h->ac_ctx : 0;
+    req->ac_msg = from >= 0 ? h->ac_msg : 0;
+    req->handler = fn;
+    req->user = user;
+    req->err = NULL;
+    req->job = NULL;
+    if (h->payload.type == MSGPACK_OBJECT_NIL) {
+        req->args = rpc_list(0);
+    } else if (wire_to_value(&h->payload, frames + 1, n - 1, from, &req->args, &rx_tensors, err, sizeof err) < 0) {
+        req->args.kind = RPC_NIL;
+        reply_bad(rid, rid_len, h->req_id, err);
+        rpc_request_free(req);
         return;
     }
-    touch_peer(h.sender);
-    if (h.type == WIRE_PING) return;
-    if (h.ntensors != n - 1) {
-        snprintf(err, sizeof err, "header announces %d tensor frames, message has %d", h.ntensors, n - 1);
-        if (!rid) fail_bad_response(peer, h.req_id, err);
-        else if (h.type == WIRE_REQ) reply_bad(rid, rid_len, h.req_id, err);
+    if (rpc_hooks.on_recv && from >= 0)
+        rpc_hooks.on_recv(from, false, rx_tensors.t, rx_tensors.n, req->ac_ctx, req->ac_msg, rpc_hooks.user);
+    if (flags & RPC_FN_INLINE) {
+        rpc_run_request(req);
+    } else if (!rpc_pool_push(req)) {
+        snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", A->self.name, MAX_QUEUE);
+        rpc_request_fail_text(req, err);
+        rpc_request_finish_error(req);
+    }
+}
+
+/* A message on the router from connection c: frames[0] header, frames[1..n)
+ * bodies. Requests are checked in this order: well-formed, a known
+ * function (neither needs to know the sender), then the sender against the
+ * connection; only then are the arguments decoded (RRefs in them start
+ * protocol traffic) and the handler run. */
+void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
+{
+    char err[512];
+    struct wire_hdr h;
+    bool answerable;
+    size_t rid_len;
+    const unsigned char *rid = rpc_conn_rid(c, &rid_len);
+    if (rpc_conn_is_cut(c)) {
+        atomic_fetch_add(&rpc_counters.cut_dropped, 1);
         return;
     }
+    if (decode_hdr(frames, n, &h, &answerable, err, sizeof err) < 0) {
+        rpc_conn_bad(c, RPC_DROP_MALFORMED, "%s", err);
+        if (answerable) reply_bad(rid, rid_len, h.req_id, err);
+        return;
+    }
+    rpc_fn fn = NULL;
+    void *user = NULL;
+    unsigned flags = 0;
     if (h.type == WIRE_REQ) {
-        if (!rid) return;
-        if (!h.fn) { reply_bad(rid, rid_len, h.req_id, "request without a function name"); return; }
-        if (h.payload.type != MSGPACK_OBJECT_ARRAY && h.payload.type != MSGPACK_OBJECT_NIL) {
-            reply_bad(rid, rid_len, h.req_id, "arguments are not a list");
+        const char *bad = !h.fn ? "request without a function name"
+                        : h.payload.type != MSGPACK_OBJECT_ARRAY && h.payload.type != MSGPACK_OBJECT_NIL ? "arguments are not a list"
+                        : NULL;
+        if (bad) {
+            rpc_conn_bad(c, RPC_DROP_MALFORMED, "%s", bad);
+            reply_bad(rid, rid_len, h.req_id, bad);
             return;
         }
-        rpc_fn fn = NULL;
-        void *user = NULL;
-        unsigned flags = 0;
         if (!rpc_find_fn(h.fn, h.fn_len, &fn, &user, &flags)) {
-            if (h.req_id) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "rpc: %s: unknown function '%.*s'", A->self.name, (int)h.fn_len, h.fn);
-                struct outmsg *m = rpc_build_msg(WIRE_ERR, h.req_id, NULL, h.sender, true, 0, 0, 0, NULL, msg);
-                memcpy(m->rid, rid, rid_len);
-                m->rid_len = rid_len;
-                io_send(m);
-            }
+            char msg[512];
+            snprintf(msg, sizeof msg, "rpc: %s: unknown function '%.*s'", A->self.name, (int)h.fn_len, h.fn);
+            rpc_reply_error_to(rid, rid_len, h.req_id, msg);
             return;
         }
-        struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
-        req->counted = true;
-        atomic_fetch_add(&A->active, 1);
-        req->next = NULL;
-        req->req_id = h.req_id;
-        req->caller = h.sender;
-        memcpy(req->rid, rid, rid_len);
-        req->rid_len = rid_len;
-        memcpy(req->fn, h.fn, h.fn_len);
-        req->fn[h.fn_len] = '\0';
-        req->ac_ctx = h.ac_ctx;
-        req->ac_msg = h.ac_msg;
-        req->handler = fn;
-        req->user = user;
-        req->err = NULL;
-        req->job = NULL;
-        if (h.payload.type == MSGPACK_OBJECT_NIL) {
-            req->args = rpc_list(0);
-        } else if (wire_to_value(&h.payload, frames + 1, n - 1, h.sender, &req->args, &rx_tensors, err, sizeof err) < 0) {
-            req->args.kind = RPC_NIL;
-            reply_bad(rid, rid_len, h.req_id, err);
-            rpc_request_free(req);
-            return;
-        }
-        if (rpc_hooks.on_recv)
-            rpc_hooks.on_recv(h.sender, false, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, rpc_hooks.user);
-        if (flags & RPC_FN_INLINE) {
-            rpc_run_request(req);
-        } else if (!rpc_pool_push(req)) {
-            snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", A->self.name, MAX_QUEUE);
-            rpc_request_fail_text(req, err);
-            rpc_request_finish_error(req);
-        }
+    }
+    int from;
+    char why[512];
+    switch (rpc_conn_verdict(c, &h, &from, why, sizeof why)) {
+    case CONN_REFUSE:
+        if (h.type == WIRE_REQ && why[0]) rpc_reply_error_to(rid, rid_len, h.req_id, why);
+        return;
+    case CONN_HOLD:
+        if (!rpc_conn_hold(c, &h, frames, n, why, sizeof why)) rpc_reply_error_to(rid, rid_len, h.req_id, why);
+        return;
+    default:
+        break;
+    }
+    touch_peer(from);
+    if (h.type == WIRE_PING) return;
+    dispatch_request(rid, rid_len, from, &h, frames, n, fn, user, flags);
+}
+
+/* A message on the dealer to worker `peer`: responses to our calls. */
+static void handle_dealer(int peer, zmq_msg_t *frames, int n)
+{
+    char err[512];
+    struct wire_hdr h;
+    bool answerable;
+    if (decode_hdr(frames, n, &h, &answerable, err, sizeof err) < 0) {
+        rpc_peer_bad(peer, "%s", err);
+        fail_bad_response(peer, h.req_id, err);
         return;
     }
-    /* A response: only on a dealer. */
-    if (rid) return;
+    touch_peer(peer);
+    if (h.type == WIRE_PING) return;
+    if (h.type == WIRE_REQ) {
+        rpc_peer_bad(peer, "a request on the response socket");
+        return;
+    }
     struct rpc_future *f = pending_take(h.req_id, peer);
     if (!f) return;                     /* timed out already, or bogus */
     if (h.sender != peer && h.sender != RPC_UNASSIGNED_ID) {
         /* The sender names the worker that recv functions send gradients
          * back to and that RRef forks come from: it must be the one called
          * (or a dynamic worker that has not yet learned its id). */
+        rpc_peer_bad(peer, "a response in the name of worker %d", h.sender);
         rpc_future_fail(f, "rpc: bad response from worker %d: sender %d is not the worker called", peer, h.sender);
     } else if (h.type == WIRE_ERR) {
         if (h.payload.type == MSGPACK_OBJECT_STR) {
             snprintf(err, sizeof err, "%.*s", (int)h.payload.via.str.size, h.payload.via.str.ptr);
             rpc_future_complete(f, NULL, err);
         } else {
-            rpc_future_fail(f, "rpc: malformed error from worker %d", h.sender);
+            rpc_future_fail(f, "rpc: malformed error from worker %d", peer);
         }
     } else {
         struct rpc_value v;
-        if (wire_to_value(&h.payload, frames + 1, n - 1, h.sender, &v, &rx_tensors, err, sizeof err) < 0) {
-            rpc_future_fail(f, "rpc: bad response from worker %d: %s", h.sender, err);
+        if (wire_to_value(&h.payload, frames + 1, n - 1, peer, &v, &rx_tensors, err, sizeof err) < 0) {
+            rpc_future_fail(f, "rpc: bad response from worker %d: %s", peer, err);
         } else {
             if (rpc_hooks.on_recv)
                 rpc_hooks.on_recv(peer, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, rpc_hooks.user);
@@ -584,8 +651,13 @@ static void drain_socket(void *sock, bool router, int peer)
         int n = recv_one(sock, router, rid, &rid_len);
         if (n == 0) return;
         if (n < 0) continue;
-        int first = router ? 1 : 0;
-        if (n > first) handle_msg(router ? rid : NULL, rid_len, peer, rx_frames + first, n - first);
+        if (!router) {
+            handle_dealer(peer, rx_frames, n);
+        } else if (n > 1) {
+            struct conn *c = rpc_conn_get(rid, rid_len, &rx_frames[1]);   /* from the wire: has its socket */
+            if (c) rpc_handle_router(c, rx_frames + 1, n - 1);
+            else atomic_fetch_add(&rpc_counters.unverified, 1);     /* the table is full */
+        }
         for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
     }
 }
@@ -691,6 +763,7 @@ static void *io_main(void *arg)
                 changed = A->peers_changed;
             }
         io_timers();
+        rpc_conn_poll();
         flush_out(false);               /* replies of inline handlers, pings */
     }
     /* Flush what is queued (replies, byes) before the sockets close. */
@@ -872,10 +945,12 @@ int rpc_init(const struct rpc_opts *opts)
     pthread_mutex_init(&A->ev_mu, NULL);
     pthread_cond_init(&A->ev_cv, NULL);
     atomic_init(&A->next_req, 1);
+    rpc_counters_reset();
     atomic_init(&A->next_gid, 1);
     snprintf(A->self.name, sizeof A->self.name, "%s", opts->name);
     atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
     rpc_membership_register();
+    rpc_conn_register();
     rref_register_builtins();
     rref_module_init();
 
@@ -986,6 +1061,7 @@ static void teardown(void)
     free(A->pool);
     A->up = false;
     rref_module_shutdown();
+    rpc_conn_reset();
     for (int i = 0; i < MAX_WORKERS; i++) {
         if (!A->peers[i]) continue;
         if (A->peers[i]->dealer) ZMQ_CHECK(zmq_close(A->peers[i]->dealer));

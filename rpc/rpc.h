@@ -145,6 +145,27 @@ int rpc_get_workers(struct rpc_worker_info *out, int cap);
  * Returns 1 with *ev filled, 0 on timeout. */
 int rpc_next_event(struct rpc_event *ev, int timeout_ms);
 
+/* ---- statistics ---------------------------------------------------------- */
+
+/* What this process's agent refused since rpc_init. Every connection on a
+ * worker's router belongs to the worker that vouched for it (or, on rank 0,
+ * said hello on it); a message whose claimed sender is another worker, or
+ * that no live worker vouches for in time, is dropped with a rate-limited
+ * line on stderr naming the connection, and a connection that sends more
+ * than 1000 bad messages is cut off. */
+struct rpc_stats {
+    uint64_t dropped_spoofed;     /* claimed a sender its connection does not belong to */
+    uint64_t dropped_unverified;  /* from a connection no live worker vouched for in time */
+    uint64_t dropped_malformed;   /* undecodable or ill-formed */
+    uint64_t dropped_cut;         /* from a connection already cut off */
+    uint64_t connections_cut;     /* connections cut off for too many bad messages */
+    uint64_t refused_busy;        /* requests refused by a bound on what may wait */
+    uint64_t forks_expired;       /* RRef forks that waited in vain for their RRef */
+    int held_messages;            /* requests now waiting for their connection's check */
+};
+/* Fills *out (zeros before the first rpc_init). Any thread. */
+void rpc_get_stats(struct rpc_stats *out);
+
 /* ---- functions --------------------------------------------------------- */
 
 #define RPC_DEFERRED 1

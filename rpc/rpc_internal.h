@@ -161,6 +161,13 @@ struct rref *rref_unpack(int owner, int parent, uint64_t rref_id, uint64_t fork_
 #define MAX_QUEUE 65536             /* calls waiting for the I/O thread; requests waiting for a handler */
 #define RECV_BATCH 256
 #define RPC_CURVE_MAX_ALLOW 64
+/* Routing id of every dealer: random, so that only the worker it connects
+ * to learns it (first byte non-zero: libzmq reserves those). */
+#define RPC_RID_LEN 16
+/* Bad messages after which a connection is cut off. */
+#define RPC_MAX_BAD 1000
+/* Connections the router remembers (bound ones and strangers). */
+#define RPC_MAX_CONNS 4096
 /* Waiting on a call no bigger than this starts with a short yielding spin
  * (rpc_opts.spin_us); bigger ones leave both cores to the copies. */
 #define RPC_SMALL_CALL_BYTES (256 * 1024)
@@ -228,6 +235,8 @@ struct peer {
     int64_t left_at;                /* left gracefully: the dealer stays open to
                                        drain replies already on their way */
     int npending;                   /* I/O thread: calls awaiting its reply */
+    unsigned char rid[RPC_RID_LEN]; /* the dealer's routing id (random, ours) */
+    uint32_t bad;                   /* I/O thread: bad messages on the dealer */
 };
 
 struct rpc_agent {
@@ -343,6 +352,50 @@ void rpc_membership_register(void);
 const char *rpc_arg_str(const struct rpc_value *args, size_t i);
 bool rpc_arg_int(const struct rpc_value *args, size_t i, int64_t *out);
 
+/* conn.c: who a connection on the router is (I/O thread, except the
+ * counters). A routing id is bound to worker W when W vouches for it
+ * (__conn_check, asked through our dealer to W's registered endpoint) or,
+ * on rank 0, when W says hello on it. */
+struct conn;
+enum rpc_drop { RPC_DROP_SPOOFED, RPC_DROP_UNVERIFIED, RPC_DROP_MALFORMED, RPC_DROP_BUSY };
+enum { CONN_ACCEPT, CONN_HOLD, CONN_REFUSE };
+struct rpc_counters {
+    atomic_uint_fast64_t spoofed, unverified, malformed, cut_dropped, cuts, busy, forks_expired;
+    atomic_int held;
+};
+extern struct rpc_counters rpc_counters;
+/* The connection of routing id rid, created on its first message (`first`:
+ * a frame it sent, for its address); NULL if the table is full. */
+struct conn *rpc_conn_get(const unsigned char *rid, size_t len, zmq_msg_t *first);
+bool rpc_conn_is_cut(const struct conn *c);
+const unsigned char *rpc_conn_rid(const struct conn *c, size_t *len);
+/* Checks a decoded header's sender against c: CONN_ACCEPT with *from the
+ * connection's worker (-1 for __hello/__conn_check from an unbound
+ * connection), CONN_HOLD (then call rpc_conn_hold), or CONN_REFUSE
+ * (counted and logged; why is the error for a request, "" for none). */
+int rpc_conn_verdict(struct conn *c, const struct wire_hdr *h, int *from, char *why, size_t cap);
+/* Keeps a request (frames moved out) until c is verified; false with why
+ * if the bounds on held messages are reached. */
+bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, int n, char *why, size_t cap);
+/* Counts a bad message from c (log line, maybe the cut-off). */
+void rpc_conn_bad(struct conn *c, enum rpc_drop kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Counts a bad message on the dealer to worker id; drops it past the limit. */
+void rpc_peer_bad(int id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rpc_conn_bind(const unsigned char *rid, size_t len, int worker);
+/* The worker rid is bound to, or -1. */
+int rpc_conn_worker(const unsigned char *rid, size_t len);
+/* Unbinds every connection of a worker that left or died. */
+void rpc_conn_forget_worker(int id);
+/* I/O loop: replays what newly verified connections held, starts and
+ * expires checks. */
+void rpc_conn_poll(void);
+/* After the I/O thread stopped: forgets every connection. */
+void rpc_conn_reset(void);
+void rpc_conn_register(void);
+void rpc_counters_reset(void);
+bool rpc_own_dealer_rid(const unsigned char *rid, size_t len);
+void rpc_new_rid(unsigned char rid[RPC_RID_LEN]);
+
 /* curve.c: no-ops unless opts.curve */
 int rpc_curve_setup(void);                    /* -1 with error on bad keys */
 void rpc_curve_server(void *sock);
@@ -358,5 +411,9 @@ void rpc_wake_io(void);
 void rpc_pending_done(struct rpc_future *f);
 void rpc_fail_pending_to(int peer, const char *why);
 void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
+/* Handles a message from router connection c (frames[0] the header). */
+void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n);
+/* Queues an error reply `text` to request req_id of router connection rid. */
+void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text);
 
 #endif
