@@ -468,9 +468,31 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
                              zmq_msg_t *frames, int n, rpc_fn fn, void *user, unsigned flags)
 {
     char err[512];
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += zmq_msg_size(&frames[i]);
+    if (from >= 0 && from < MAX_WORKERS) {
+        int np = atomic_load(&A->pending_by[from]);
+        int64_t nb = atomic_load(&A->pending_bytes_by[from]);
+        if (np >= A->opts.max_pending_per_worker ||
+            (np > 0 && (uint64_t)nb + bytes > A->opts.max_pending_bytes_per_worker)) {
+            char name[64];
+            rpc_peer_name(from, name, sizeof name);
+            snprintf(err, sizeof err, "rpc: %s: busy: %s has %d requests (%lld bytes) here not answered yet; "
+                     "the limit is %d requests, %zu bytes", A->self.name, name, np, (long long)nb,
+                     A->opts.max_pending_per_worker, A->opts.max_pending_bytes_per_worker);
+            atomic_fetch_add(&rpc_counters.busy, 1);
+            rpc_reply_error_to(rid, rid_len, h->req_id, err);
+            return;
+        }
+    }
     struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
     req->counted = true;
+    req->bytes = bytes;
     atomic_fetch_add(&A->active, 1);
+    if (from >= 0 && from < MAX_WORKERS) {
+        atomic_fetch_add(&A->pending_by[from], 1);
+        atomic_fetch_add(&A->pending_bytes_by[from], (int64_t)bytes);
+    }
     req->next = NULL;
     req->req_id = h->req_id;
     req->caller = from;
@@ -492,8 +514,13 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
         rpc_request_free(req);
         return;
     }
-    if (rpc_hooks.on_recv && from >= 0)
-        rpc_hooks.on_recv(from, false, rx_tensors.t, rx_tensors.n, req->ac_ctx, req->ac_msg, rpc_hooks.user);
+    if (rpc_hooks.on_recv && from >= 0 &&
+        rpc_hooks.on_recv(from, false, rx_tensors.t, rx_tensors.n, req->ac_ctx, req->ac_msg, err, sizeof err,
+                          rpc_hooks.user) < 0) {
+        rpc_request_fail(req, "%s", err);
+        rpc_request_finish_error(req);
+        return;
+    }
     if (flags & RPC_FN_INLINE) {
         rpc_run_request(req);
     } else if (!rpc_pool_push(req)) {
@@ -598,7 +625,8 @@ static void handle_dealer(int peer, zmq_msg_t *frames, int n)
             rpc_future_fail(f, "rpc: bad response from worker %d: %s", peer, err);
         } else {
             if (rpc_hooks.on_recv)
-                rpc_hooks.on_recv(peer, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, rpc_hooks.user);
+                rpc_hooks.on_recv(peer, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, err, sizeof err,
+                                  rpc_hooks.user);
             rpc_future_complete(f, &v, NULL);
         }
     }
@@ -674,6 +702,8 @@ static void io_timers(void)
     int64_t now = rpc_now_ms();
     if (now - A->last_hb >= A->opts.heartbeat_ms) {
         A->last_hb = now;
+        if (rpc_hooks.on_tick) rpc_hooks.on_tick(now, rpc_hooks.user);
+        rref_expire_parked(now);
         int self = rpc_self_id();
         for (int i = 0; i < MAX_WORKERS; i++) {
             struct peer *p = A->peers[i];
@@ -932,6 +962,9 @@ int rpc_init(const struct rpc_opts *opts)
     if (o->heartbeat_ms <= 0) o->heartbeat_ms = 200;
     if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 5000;
     if (!o->max_frame_bytes) o->max_frame_bytes = 1ull << 30;
+    if (o->max_pending_per_worker <= 0) o->max_pending_per_worker = 16384;
+    if (!o->max_pending_bytes_per_worker)
+        o->max_pending_bytes_per_worker = 2 * o->max_frame_bytes > (1ull << 30) ? 2 * o->max_frame_bytes : 1ull << 30;
     if (!o->spin_us) o->spin_us = 200;
     o->bind_host = o->bind_host ? o->bind_host : "127.0.0.1";
     o->name = NULL;
@@ -1118,6 +1151,7 @@ static bool pred_all_bye(void) { return all_static(A->bye_from); }
 void rpc_shutdown(bool graceful)
 {
     if (!A->up) return;
+    rref_module_closing();
     const int long_wait = A->opts.default_timeout_ms;
     if (graceful) {
         wait_state(pred_idle, long_wait);

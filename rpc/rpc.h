@@ -100,6 +100,12 @@ struct rpc_opts {
     int heartbeat_timeout_ms;  /* silence after which a peer is dead; 0: 5000 (a loaded box
                                   can starve a healthy process of CPU for a second) */
     size_t max_frame_bytes;    /* ZMQ_MAXMSGSIZE; 0: 1 GiB */
+    /* Requests from one worker received here and not yet answered (queued,
+     * running or deferred), beyond which its calls fail as busy: their
+     * number (0: 16384) and bytes (0: 2 x max_frame_bytes, at least 1 GiB;
+     * one request alone may always be as big as a frame). */
+    int max_pending_per_worker;
+    size_t max_pending_bytes_per_worker;
     int spin_us;               /* a thread waiting on a call of up to 256 KiB yields the CPU
                                   (sched_yield) up to this long before sleeping; 0: 200, <0: never */
     /* CURVE encryption (all workers must agree): this worker's keypair (Z85,

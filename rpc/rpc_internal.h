@@ -30,13 +30,19 @@
  *   header and every received tensor (nested ones too, in wire order) (owned by the message; the hook may retain them, set grad_fn on
  *   those with requires_grad to a "recv" function). For a request, the ids
  *   are also available to the handler through rpc_request_autograd_ids so
- *   it can make the context current while it runs.
- * Both may be NULL. Install before rpc_init; not thread-safe to change. */
+ *   it can make the context current while it runs. Returns 0, or -1 with
+ *   err to refuse a request (which then fails with that text; the return
+ *   is ignored for responses).
+ * on_peer_gone: on the I/O thread when a worker left or was found dead.
+ * on_tick: on the I/O thread every heartbeat (must be quick).
+ * Any may be NULL. Install before rpc_init; not thread-safe to change. */
 struct rpc_autograd_hooks {
     void (*on_send)(int to_worker, bool is_response, struct tensor **tensors, int n,
                     int64_t *ctx_id, int64_t *msg_id, void *user);
-    void (*on_recv)(int from_worker, bool is_response, struct tensor **tensors, int n,
-                    int64_t ctx_id, int64_t msg_id, void *user);
+    int (*on_recv)(int from_worker, bool is_response, struct tensor **tensors, int n,
+                   int64_t ctx_id, int64_t msg_id, char *err, size_t cap, void *user);
+    void (*on_peer_gone)(int worker, void *user);
+    void (*on_tick)(int64_t now_ms, void *user);
     /* Called on the handler's thread right before (enter) and after a
      * request's handler runs, with the request's context id (0: none). */
     void (*on_handler)(int64_t ctx_id, bool enter, void *user);
@@ -131,7 +137,14 @@ void rpc_request_fail_text(struct rpc_request *req, const char *text);
 void rref_pack_desc(unsigned char out[24], int owner, int parent, uint64_t id, uint64_t fork);
 
 /* rref.c */
+/* Fork registrations that may wait at an owner for their RRef's creation. */
+#define RREF_MAX_PARKED 16384
 void rref_module_init(void);
+/* At the start of rpc_shutdown: fails every waiting fork registration, and
+ * every later one fails at once. */
+void rref_module_closing(void);
+/* I/O thread: fails the fork registrations that waited past the default timeout. */
+void rref_expire_parked(int64_t now_ms);
 void rref_module_shutdown(void);
 void rref_register_builtins(void);
 /* Serialises r for a message to `to` (fork protocol, sending side). */
@@ -209,7 +222,8 @@ struct rpc_request {
     char *err;
     void (*job)(void *);
     void *job_arg;
-    bool counted;                   /* in agent.active until freed */
+    bool counted;                   /* in agent.active (and pending_by[caller]) until freed */
+    size_t bytes;                   /* its frames' size (pending_bytes_by) */
 };
 
 /* A message on its way to the I/O thread: header frame + tensor frames. */
@@ -269,6 +283,8 @@ struct rpc_agent {
     int npending;
     atomic_int inflight;            /* outstanding futures this process started */
     atomic_int active;              /* requests received and not yet answered */
+    atomic_int pending_by[MAX_WORKERS];             /* ...of them per calling worker */
+    _Atomic int64_t pending_bytes_by[MAX_WORKERS];  /* ...and their bytes on the wire */
 
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;
@@ -337,6 +353,9 @@ int rpc_future_take(struct rpc_future *f, struct rpc_value *out);
 bool rpc_find_fn(const char *name, size_t n, rpc_fn *fn, void **user, unsigned *flags);
 void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *err);
 void rpc_request_free(struct rpc_request *req);
+/* A deferred request that must not hold a graceful shutdown up (nor count
+ * toward its caller's bound) while it waits. */
+void rpc_request_uncount(struct rpc_request *req);
 void rpc_run_request(struct rpc_request *req);
 bool rpc_pool_push(struct rpc_request *req);
 void *rpc_pool_main(void *arg);

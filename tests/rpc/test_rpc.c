@@ -75,6 +75,27 @@ static int fn_deferred(struct rpc_request *req, const struct rpc_value *args, st
     return RPC_DEFERRED;
 }
 
+/* park(ms, ...): a deferred reply (nil) completed ms later by another thread. */
+static void *unpark_later(void *arg)
+{
+    struct deferred *d = arg;
+    usleep((useconds_t)d->x * 1000);
+    rpc_request_complete(d->req, NULL);
+    free(d);
+    return NULL;
+}
+
+static int fn_park(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct deferred *d = malloc(sizeof *d);
+    d->req = req;
+    d->x = args->list.items[0].i;
+    pthread_t t;
+    pthread_create(&t, NULL, unpark_later, d);
+    pthread_detach(t);
+    return RPC_DEFERRED;
+}
+
 /* Batching, the agent's pattern: requests wait until 4 have arrived, then
  * one thread answers them all with the batch's sum. */
 static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -317,14 +338,16 @@ static void hook_send(int to, bool is_response, struct tensor **ts, int n, int64
     else if (*ctx == 42) *msg = 8;
 }
 
-static void hook_recv(int from, bool is_response, struct tensor **ts, int n, int64_t ctx, int64_t msg, void *u)
+static int hook_recv(int from, bool is_response, struct tensor **ts, int n, int64_t ctx, int64_t msg,
+                     char *err, size_t cap, void *u)
 {
-    if (!ctx) return;
+    if (!ctx) return 0;
     pthread_mutex_lock(&hook_mu);
     size_t l = strlen(hook_log);
     snprintf(hook_log + l, sizeof hook_log - l, "%s from %d ctx %lld msg %lld n %d grad %d;",
              is_response ? "resp" : "req", from, (long long)ctx, (long long)msg, n, n ? ts[n - 1]->requires_grad : -1);
     pthread_mutex_unlock(&hook_mu);
+    return 0;
 }
 
 static int fn_hook_log(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
@@ -357,6 +380,7 @@ static void register_all(void)
     rpc_register("events", fn_events, NULL);
     rpc_register("leave", fn_leave, NULL);
     rpc_register("stats", fn_stats, NULL);
+    rpc_register("park", fn_park, NULL);
     rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
     rpc_register_ctor("slowval", &SLOWVAL, ctor_slowval, NULL);
     rpc_register_method("Counter", "add", m_add, NULL);
@@ -371,12 +395,18 @@ static char curve_pub[41], curve_sec[41];
  * of CPU on a loaded box must not be declared dead. Set before start_world
  * (children inherit it through fork). */
 static int hb_timeout_ms = 10000;
+/* Rank 0's default call timeout, and every worker's bound on one caller's
+ * unanswered requests (0: the defaults). */
+static int w0_timeout_ms = 20000;
+static int max_pending;
+static size_t max_pending_bytes;
 
 static struct rpc_opts opts_for(int rank, int world, const char *master)
 {
     struct rpc_opts o = { .name = NAMES[rank], .rank = rank, .world_size = world, .master = master,
-                          .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms, .default_timeout_ms = 20000,
-                          .on_event = on_event };
+                          .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms,
+                          .default_timeout_ms = rank == 0 ? w0_timeout_ms : 20000, .on_event = on_event,
+                          .max_pending_per_worker = max_pending, .max_pending_bytes_per_worker = max_pending_bytes };
     if (use_curve) {
         o.curve = true;
         o.curve_public_key = curve_pub;
@@ -1629,6 +1659,7 @@ END_TEST
 START_TEST(test_spoofed_join)
 {
     start_world(2);
+    assert_alive();         /* after w0's directory, on the same connection */
     struct rpc_worker_info w1;
     ck_assert_int_eq(rpc_get_worker_info("w1", &w1), 0);
     void *zctx = zmq_ctx_new();
@@ -1804,6 +1835,99 @@ START_TEST(test_garbage_cut_off)
     assert_alive();
     zmq_close(s);
     zmq_ctx_term(zctx);
+    stop_world();
+}
+END_TEST
+
+
+/* ---- bounded remote-created state ---------------------------------------- */
+
+/* A fork registration for an RRef that is never created waits at most the
+ * default timeout, and neither it nor one forwarded by a receiver of a
+ * forged RRef descriptor holds a graceful shutdown up (issue 11: 238 s). */
+START_TEST(test_forged_fork)
+{
+    w0_timeout_ms = 1500;
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    struct fake_worker a;
+    struct rpc_event ev;
+    fake_join(zctx, &a, "fakeA");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.id, 2);
+    /* creator w1 is alive: the fork waits for a creation that never comes */
+    uint64_t id = (1ull << 48) | 5;
+    bool ok = true;
+    fake_rref_msg(&a, 2, 11, "__rref_fork", id, (2ull << 48) | 6, NULL);
+    ck_assert_int_eq(fake_reply(&a, 300, &ok), 0);
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 11);
+    ck_assert(!ok);
+    struct rpc_stats st;
+    rpc_get_stats(&st);
+    ck_assert_int_eq(st.forks_expired, 1);
+
+    /* w1 is shutting down already (its serve loop): a fork forwarded to it
+     * for a forged RRef (owner w1, creator w0, parent fakeA) is refused */
+    unsigned char rd[24] = { 1, 0, 2, 0, 0, 0, 0, 0, 0x77, 0x07 };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, 12, 2, "add", 0);
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_ext_with_body(&pk, rd, sizeof rd, 2);
+    msgpack_pack_int(&pk, 1);
+    zmq_send(a.dealer, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 12);
+    ck_assert(!ok);
+    /* and one more waiting here when the shutdown starts */
+    fake_rref_msg(&a, 2, 13, "__rref_fork", id + 1, (2ull << 48) | 7, NULL);
+    ck_assert_int_eq(fake_reply(&a, 300, &ok), 0);
+    double t0 = h_now();
+    stop_world();
+    double secs = h_now() - t0;
+    ck_assert_msg(secs < 5.0, "graceful shutdown took %.2f s", secs);
+    fake_close(&a);
+    zmq_ctx_term(zctx);
+}
+END_TEST
+
+/* One caller's requests received and not yet answered are bounded, in
+ * number and in bytes. */
+START_TEST(test_pending_bound)
+{
+    max_pending = 8;
+    max_pending_bytes = 64 << 10;
+    start_world(2);
+    struct rpc_future *fs[9];
+    for (int i = 0; i < 9; i++) {
+        struct rpc_value args = rpc_list(1);
+        args.list.items[0] = rpc_int(i < 8 ? 1000 : 0);
+        fs[i] = rpc_async("w1", "park", &args, 0);
+        rpc_value_clear(&args);
+    }
+    ck_assert_int_eq(rpc_future_wait(fs[8], NULL), -1);
+    const char *want = "rpc: w1: busy: w0 has 8 requests (";
+    ck_assert_msg(strncmp(rpc_last_error(), want, strlen(want)) == 0, "got '%s'", rpc_last_error());
+    ck_assert_msg(strstr(rpc_last_error(), "the limit is 8 requests, 65536 bytes") != NULL, "got '%s'", rpc_last_error());
+    for (int i = 0; i < 8; i++) ck_assert_msg(rpc_future_wait(fs[i], NULL) == 0, "%s", rpc_last_error());
+    for (int i = 0; i < 9; i++) rpc_future_free(fs[i]);
+    /* bytes: a 40 KiB request waits; a second one would pass 64 KiB */
+    for (int i = 0; i < 2; i++) {
+        static char blob[40 << 10];
+        struct rpc_value args = rpc_list(2);
+        args.list.items[0] = rpc_int(i == 0 ? 500 : 0);
+        args.list.items[1] = rpc_bytes(blob, sizeof blob);
+        fs[i] = rpc_async("w1", "park", &args, 0);
+        rpc_value_clear(&args);
+    }
+    ck_assert_int_eq(rpc_future_wait(fs[1], NULL), -1);
+    ck_assert_msg(strncmp(rpc_last_error(), "rpc: w1: busy: w0 has 1 requests (", 34) == 0, "got '%s'", rpc_last_error());
+    ck_assert_msg(rpc_future_wait(fs[0], NULL) == 0, "%s", rpc_last_error());
+    rpc_future_free(fs[0]);
+    rpc_future_free(fs[1]);
+    assert_alive();
     stop_world();
 }
 END_TEST
@@ -2002,6 +2126,8 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_hello_refusals);
     tcase_add_test(tf, test_ping_for_dead_worker);
     tcase_add_test(tf, test_garbage_cut_off);
+    tcase_add_test(tf, test_forged_fork);
+    tcase_add_test(tf, test_pending_bound);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("rrefs");
     tcase_set_timeout(tr, 120);
