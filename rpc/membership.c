@@ -132,22 +132,25 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
         pthread_rwlock_unlock(&A->dir_lock);
         return p;
     }
-    void *d = zmq_socket(A->zctx, ZMQ_DEALER);
-    CHECK(d != NULL);
-    int zero = 0, hwm = HWM;
-    int64_t maxsz = (int64_t)A->opts.max_frame_bytes;
-    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero));
-    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
-    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
-    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
     unsigned char rid[RPC_RID_LEN];
     rpc_new_rid(rid);
-    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, sizeof rid));
-    rpc_curve_client(d);
-    if (zmq_connect(d, endpoint) < 0) {
-        rpc_set_error("rpc: cannot connect to '%s': %s", endpoint, zmq_strerror(zmq_errno()));
-        ZMQ_CHECK(zmq_close(d));
-        return NULL;
+    void *d = NULL;
+    if (!A->offline) {
+        d = zmq_socket(A->zctx, ZMQ_DEALER);
+        CHECK(d != NULL);
+        int zero = 0, hwm = HWM;
+        int64_t maxsz = (int64_t)A->opts.max_frame_bytes;
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero));
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, sizeof rid));
+        rpc_curve_client(d);
+        if (zmq_connect(d, endpoint) < 0) {
+            rpc_set_error("rpc: cannot connect to '%s': %s", endpoint, zmq_strerror(zmq_errno()));
+            ZMQ_CHECK(zmq_close(d));
+            return NULL;
+        }
     }
     if (!p) p = trib_xcalloc(1, sizeof *p);
     if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
@@ -173,8 +176,8 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
 void rpc_close_peer(int id, const char *why)
 {
     struct peer *p = A->peers[id];
-    if (!p || !p->dealer) return;
-    ZMQ_CHECK(zmq_close(p->dealer));
+    if (!p || (!p->dealer && !A->offline)) return;
+    if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
     p->dealer = NULL;
     p->left_at = 0;
     A->peers_changed = true;

@@ -140,6 +140,14 @@ void rpc_wake_io(void)
 
 void rpc_out_push(struct outmsg *m)
 {
+    if (A->offline) {           /* nowhere to send: calls fail at once */
+        if (m->fut) {
+            rpc_future_fail(m->fut, "rpc: offline calling worker %d.%s", m->peer, m->fut->fn);
+            rpc_pending_done(m->fut);
+        }
+        outmsg_free(m);
+        return;
+    }
     pthread_mutex_lock(&A->out_mu);
     const char *why = A->io_dead ? "shut down" : m->fut && A->out_len >= MAX_QUEUE ? "send queue full" : NULL;
     if (why) {
@@ -417,50 +425,6 @@ static void fail_bad_response(int peer, uint64_t req_id, const char *why)
     rpc_pending_done(f);
 }
 
-/* Decodes the header of frames[0] (frames[1..n) are tensor bodies) into *h
- * (its payload and strings point into `zone`). 0, or -1 with err; then
- * h->req_id is the request id when it could be read (else 0), and
- * *answerable says whether the sender should hear of the error. */
-static int decode_hdr(zmq_msg_t *frames, int n, struct wire_hdr *h, bool *answerable, char *err, size_t cap)
-{
-    msgpack_object root;
-    const char *buf = zmq_msg_data(&frames[0]);
-    size_t len = zmq_msg_size(&frames[0]);
-    msgpack_zone_clear(&zone);
-    memset(h, 0, sizeof *h);
-    *answerable = false;
-    size_t payload_off;
-    if (wire_validate(buf, len, &payload_off, err, cap) < 0) {
-        /* Answer by request id if the fields before the payload are sound:
-         * parse them with a nil payload in place of the bad one. */
-        char head[512];
-        if (payload_off == 0 || payload_off >= sizeof head) return -1;
-        memcpy(head, buf, payload_off);
-        head[payload_off] = (char)0xc0;
-        size_t off = 0;
-        char herr[256];
-        if (msgpack_unpack(head, payload_off + 1, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) return -1;
-        int prc = wire_parse_hdr(&root, h, herr, sizeof herr);
-        *answerable = prc == 0 && h->type == WIRE_REQ;
-        return -1;
-    }
-    size_t off = 0;
-    if (msgpack_unpack(buf, len, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) {
-        snprintf(err, cap, "undecodable msgpack");
-        return -1;
-    }
-    if (wire_parse_hdr(&root, h, err, cap) < 0) {
-        *answerable = root.type == MSGPACK_OBJECT_ARRAY;
-        return -1;
-    }
-    if (h->ntensors != n - 1) {
-        snprintf(err, cap, "header announces %d tensor frames, message has %d", h->ntensors, n - 1);
-        *answerable = h->type == WIRE_REQ;
-        return -1;
-    }
-    return 0;
-}
-
 /* Runs (or queues) a request whose sender is known: `from` is the worker
  * its connection belongs to, or -1 for the few requests any connection may
  * make (__hello, __conn_check), which then carry no autograd context. */
@@ -546,7 +510,7 @@ void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
         atomic_fetch_add(&rpc_counters.cut_dropped, 1);
         return;
     }
-    if (decode_hdr(frames, n, &h, &answerable, err, sizeof err) < 0) {
+    if (wire_decode(frames, n, &zone, &h, &answerable, err, sizeof err) < 0) {
         rpc_conn_bad(c, RPC_DROP_MALFORMED, "%s", err);
         if (answerable) reply_bad(rid, rid_len, h.req_id, err);
         return;
@@ -588,12 +552,12 @@ void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
 }
 
 /* A message on the dealer to worker `peer`: responses to our calls. */
-static void handle_dealer(int peer, zmq_msg_t *frames, int n)
+void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n)
 {
     char err[512];
     struct wire_hdr h;
     bool answerable;
-    if (decode_hdr(frames, n, &h, &answerable, err, sizeof err) < 0) {
+    if (wire_decode(frames, n, &zone, &h, &answerable, err, sizeof err) < 0) {
         rpc_peer_bad(peer, "%s", err);
         fail_bad_response(peer, h.req_id, err);
         return;
@@ -680,7 +644,7 @@ static void drain_socket(void *sock, bool router, int peer)
         if (n == 0) return;
         if (n < 0) continue;
         if (!router) {
-            handle_dealer(peer, rx_frames, n);
+            rpc_handle_dealer(peer, rx_frames, n);
         } else if (n > 1) {
             struct conn *c = rpc_conn_get(rid, rid_len, &rx_frames[1]);   /* from the wire: has its socket */
             if (c) rpc_handle_router(c, rx_frames + 1, n - 1);
@@ -933,6 +897,53 @@ static bool wait_state(bool (*pred)(void), int timeout_ms)
 
 static bool pred_dir(void) { return A->dir_ready; }
 
+/* Fills in the defaults of the options left 0. */
+static void apply_defaults(struct rpc_opts *o)
+{
+    if (!o->default_timeout_ms) o->default_timeout_ms = 60000;
+    if (!o->init_timeout_ms) o->init_timeout_ms = 30000;
+    if (o->num_handler_threads <= 0) o->num_handler_threads = 4;
+    if (o->heartbeat_ms <= 0) o->heartbeat_ms = 200;
+    if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 5000;
+    if (!o->max_frame_bytes) o->max_frame_bytes = 1ull << 30;
+    if (o->max_pending_per_worker <= 0) o->max_pending_per_worker = 16384;
+    if (!o->max_pending_bytes_per_worker)
+        o->max_pending_bytes_per_worker = 2 * o->max_frame_bytes > (1ull << 30) ? 2 * o->max_frame_bytes : 1ull << 30;
+    if (!o->spin_us) o->spin_us = 200;
+    o->bind_host = o->bind_host ? o->bind_host : "127.0.0.1";
+}
+
+/* Locks, counters, this worker's name and id, and the builtins: what both
+ * rpc_init and rpc_offline_init need. */
+static void init_state(const char *name)
+{
+    pthread_rwlock_init(&A->dir_lock, NULL);
+    pthread_mutex_init(&A->out_mu, NULL);
+    pthread_mutex_init(&A->pool_mu, NULL);
+    pthread_cond_init(&A->pool_cv, NULL);
+    pthread_mutex_init(&A->state_mu, NULL);
+    pthread_cond_init(&A->state_cv, NULL);
+    pthread_mutex_init(&A->ev_mu, NULL);
+    pthread_cond_init(&A->ev_cv, NULL);
+    atomic_init(&A->next_req, 1);
+    rpc_counters_reset();
+    atomic_init(&A->next_gid, 1);
+    snprintf(A->self.name, sizeof A->self.name, "%s", name);
+    atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
+    rpc_membership_register();
+    rpc_conn_register();
+    rref_register_builtins();
+    rref_module_init();
+}
+
+/* The other locks stay usable: calls after rpc_shutdown fail cleanly. */
+static void destroy_state(void)
+{
+    pthread_rwlock_destroy(&A->dir_lock);
+    rpc_fl_drain(&rpc_outmsg_fl);
+    rpc_fl_drain(&rpc_request_fl);
+}
+
 static void teardown(void);
 
 int rpc_init(const struct rpc_opts *opts)
@@ -956,37 +967,9 @@ int rpc_init(const struct rpc_opts *opts)
         if (!port) return rpc_set_error("rpc_init: no master address given and MASTER_PORT unset");
         snprintf(A->master, sizeof A->master, "tcp://%s:%s", addr ? addr : "127.0.0.1", port);
     }
-    if (!o->default_timeout_ms) o->default_timeout_ms = 60000;
-    if (!o->init_timeout_ms) o->init_timeout_ms = 30000;
-    if (o->num_handler_threads <= 0) o->num_handler_threads = 4;
-    if (o->heartbeat_ms <= 0) o->heartbeat_ms = 200;
-    if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 5000;
-    if (!o->max_frame_bytes) o->max_frame_bytes = 1ull << 30;
-    if (o->max_pending_per_worker <= 0) o->max_pending_per_worker = 16384;
-    if (!o->max_pending_bytes_per_worker)
-        o->max_pending_bytes_per_worker = 2 * o->max_frame_bytes > (1ull << 30) ? 2 * o->max_frame_bytes : 1ull << 30;
-    if (!o->spin_us) o->spin_us = 200;
-    o->bind_host = o->bind_host ? o->bind_host : "127.0.0.1";
+    apply_defaults(o);
     o->name = NULL;
-
-    pthread_rwlock_init(&A->dir_lock, NULL);
-    pthread_mutex_init(&A->out_mu, NULL);
-    pthread_mutex_init(&A->pool_mu, NULL);
-    pthread_cond_init(&A->pool_cv, NULL);
-    pthread_mutex_init(&A->state_mu, NULL);
-    pthread_cond_init(&A->state_cv, NULL);
-    pthread_mutex_init(&A->ev_mu, NULL);
-    pthread_cond_init(&A->ev_cv, NULL);
-    atomic_init(&A->next_req, 1);
-    rpc_counters_reset();
-    atomic_init(&A->next_gid, 1);
-    snprintf(A->self.name, sizeof A->self.name, "%s", opts->name);
-    atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
-    rpc_membership_register();
-    rpc_conn_register();
-    rref_register_builtins();
-    rref_module_init();
-
+    init_state(opts->name);
     A->zctx = zmq_ctx_new();
     CHECK(A->zctx != NULL);
     A->router = zmq_socket(A->zctx, ZMQ_ROUTER);
@@ -1114,9 +1097,7 @@ static void teardown(void)
     }
     A->out_head = A->out_tail = NULL;
     A->out_len = 0;
-    pthread_rwlock_destroy(&A->dir_lock);
-    rpc_fl_drain(&rpc_outmsg_fl);
-    rpc_fl_drain(&rpc_request_fl);
+    destroy_state();
 }
 
 static bool pred_idle(void) { return atomic_load(&A->inflight) == 0 && atomic_load(&A->active) == 0; }
@@ -1187,4 +1168,80 @@ void rpc_shutdown(bool graceful)
         }
     }
     teardown();
+}
+
+/* ---- offline agent ---------------------------------------------------------
+ * The agent without sockets or threads, for the fuzz targets and their
+ * corpus replay: messages are handed to rpc_handle_router/rpc_handle_dealer
+ * directly, whatever would be sent is dropped (calls fail at once), and
+ * handler jobs run when rpc_offline_run_jobs is called. */
+
+int rpc_offline_init(const char *name, int rank, int world)
+{
+    if (A->up) return rpc_set_error("rpc_offline_init: already initialised");
+    memset(A, 0, sizeof *A);
+    A->rank = rank;
+    A->world_size = world;
+    A->opts.rank = rank;
+    A->opts.world_size = world;
+    A->opts.default_timeout_ms = 1000;
+    A->opts.heartbeat_timeout_ms = 1000;
+    apply_defaults(&A->opts);
+    A->offline = true;
+    A->efd = -1;
+    init_state(name);
+    msgpack_zone_init(&zone, 8192);
+    A->self.id = rank;
+    snprintf(A->self.endpoint, sizeof A->self.endpoint, "offline://%s", name);
+    A->dir_ready = A->dir_sent = true;
+    A->up = true;
+    return 0;
+}
+
+void rpc_offline_run_jobs(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&A->pool_mu);
+        struct rpc_request *req = A->jobs_head;
+        if (req) {
+            A->jobs_head = req->next;
+            if (!A->jobs_head) A->jobs_tail = NULL;
+            A->njobs--;
+        }
+        pthread_mutex_unlock(&A->pool_mu);
+        if (!req) return;
+        rpc_run_request(req);
+    }
+}
+
+struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn)
+{
+    struct rpc_future *f = rpc_future_new();
+    snprintf(f->fn, sizeof f->fn, "%s", fn);
+    f->peer = peer;
+    f->req_id = req_id;
+    atomic_fetch_add(&f->refs, 1);        /* the pending table's */
+    atomic_fetch_add(&A->inflight, 1);
+    pending_add(f);
+    return f;
+}
+
+void rpc_offline_fini(void)
+{
+    if (!A->up || !A->offline) return;
+    rref_module_closing();
+    rpc_offline_run_jobs();
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (A->peers[i] && i != rpc_self_id() && rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(i, rpc_hooks.user);
+    rpc_fail_pending_to(-1, "shut down");
+    rpc_offline_run_jobs();
+    A->up = false;
+    rref_module_shutdown();
+    rpc_conn_reset();
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        free(A->peers[i]);
+        A->peers[i] = NULL;
+    }
+    msgpack_zone_destroy(&zone);
+    destroy_state();
 }

@@ -100,6 +100,12 @@ int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_t
  * *payload_off is where the payload starts (else 0), so that a request
  * with a bad payload can still be answered. */
 int wire_validate(const char *buf, size_t len, size_t *payload_off, char *err, size_t cap);
+/* Decodes a received message: frames[0] the header (checked with
+ * wire_validate, parsed with wire_parse_hdr), frames[1..n) tensor bodies,
+ * as many as the header announces. 0, or -1 with err; then h->req_id is the
+ * request id if it could be read (else 0) and *answerable says whether a
+ * request's sender should hear of the error. The payload is not decoded. */
+int wire_decode(zmq_msg_t *frames, int n, msgpack_zone *zone, struct wire_hdr *h, bool *answerable, char *err, size_t cap);
 /* Parses the header array. 0 or -1 with err; req_id is filled as soon as
  * it is known (0 otherwise). */
 int wire_parse_hdr(const msgpack_object *o, struct wire_hdr *h, char *err, size_t cap);
@@ -270,6 +276,7 @@ struct rpc_agent {
     pthread_rwlock_t dir_lock;      /* guards peers[] names/alive (writes on I/O thread) */
     struct peer *peers[MAX_WORKERS];
     bool peers_changed;             /* I/O thread only */
+    bool offline;                   /* rpc_offline_init: no sockets, no threads */
 
     pthread_mutex_t out_mu;
     struct outmsg *out_head, *out_tail;
@@ -432,6 +439,20 @@ void rpc_fail_pending_to(int peer, const char *why);
 void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
 /* Handles a message from router connection c (frames[0] the header). */
 void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n);
+/* Handles a message on the dealer to worker `peer` (its responses). */
+void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n);
+
+/* The offline agent (rpc.c), for fuzz targets and their corpus replay: the
+ * agent's state and builtins without sockets or threads. Messages are
+ * given to rpc_handle_router/rpc_handle_dealer directly; what would be sent
+ * is dropped and calls fail at once; handler jobs run in
+ * rpc_offline_run_jobs. Peers are added without connecting. */
+int rpc_offline_init(const char *name, int rank, int world);
+void rpc_offline_run_jobs(void);
+/* A call to `peer` that awaits its reply with request id req_id. */
+struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn);
+/* Fails what waits, runs what is queued and frees everything. */
+void rpc_offline_fini(void);
 /* Queues an error reply `text` to request req_id of router connection rid. */
 void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text);
 

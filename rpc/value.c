@@ -380,6 +380,50 @@ int wire_parse_hdr(const msgpack_object *o, struct wire_hdr *h, char *err, size_
     return 0;
 }
 
+/* Decodes the header of frames[0] (frames[1..n) are tensor bodies) into *h
+ * (its payload and strings point into zone, which is cleared first). 0, or -1 with err; then
+ * h->req_id is the request id when it could be read (else 0), and
+ * *answerable says whether the sender should hear of the error. */
+int wire_decode(zmq_msg_t *frames, int n, msgpack_zone *zone, struct wire_hdr *h, bool *answerable, char *err, size_t cap)
+{
+    msgpack_object root;
+    const char *buf = zmq_msg_data(&frames[0]);
+    size_t len = zmq_msg_size(&frames[0]);
+    msgpack_zone_clear(zone);
+    memset(h, 0, sizeof *h);
+    *answerable = false;
+    size_t payload_off;
+    if (wire_validate(buf, len, &payload_off, err, cap) < 0) {
+        /* Answer by request id if the fields before the payload are sound:
+         * parse them with a nil payload in place of the bad one. */
+        char head[512];
+        if (payload_off == 0 || payload_off >= sizeof head) return -1;
+        memcpy(head, buf, payload_off);
+        head[payload_off] = (char)0xc0;
+        size_t off = 0;
+        char herr[256];
+        if (msgpack_unpack(head, payload_off + 1, &off, zone, &root) != MSGPACK_UNPACK_SUCCESS) return -1;
+        int prc = wire_parse_hdr(&root, h, herr, sizeof herr);
+        *answerable = prc == 0 && h->type == WIRE_REQ;
+        return -1;
+    }
+    size_t off = 0;
+    if (msgpack_unpack(buf, len, &off, zone, &root) != MSGPACK_UNPACK_SUCCESS) {
+        snprintf(err, cap, "undecodable msgpack");
+        return -1;
+    }
+    if (wire_parse_hdr(&root, h, err, cap) < 0) {
+        *answerable = root.type == MSGPACK_OBJECT_ARRAY;
+        return -1;
+    }
+    if (h->ntensors != n - 1) {
+        snprintf(err, cap, "header announces %d tensor frames, message has %d", h->ntensors, n - 1);
+        *answerable = h->type == WIRE_REQ;
+        return -1;
+    }
+    return 0;
+}
+
 static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int from,
                     bool *used, struct wire_tensors *got, struct rpc_value *out, char *err, size_t cap, int depth)
 {
