@@ -91,6 +91,19 @@ struct wire_hdr {
  * the grad_fn the autograd hook needs). */
 struct wire_tensors { struct tensor *t[WIRE_MAX_TENSORS]; struct tensor *orig[WIRE_MAX_TENSORS]; int n; };
 
+/* How the codec packs and unpacks RRefs (rref.c installs them; without
+ * them an RRef neither encodes nor decodes). pack: writes r's descriptor
+ * for a message to worker `to` (the fork protocol's sending side).
+ * unpack: the receiving side for a descriptor from worker `from`; NULL
+ * with err. */
+struct wire_rref_hooks {
+    void (*pack)(msgpack_packer *pk, struct rref *r, int to);
+    struct rref *(*unpack)(int owner, int parent, uint64_t id, uint64_t fork, int from, char *err, size_t cap);
+};
+void wire_set_rref_hooks(const struct wire_rref_hooks *hooks);
+/* Writes an RRef descriptor (the body of ext type 2). */
+void wire_rref_desc(unsigned char out[24], int owner, int parent, uint64_t id, uint64_t fork);
+
 /* Encodes v; tensors are appended to *tl (retained), RRefs forked toward
  * worker `to`. -1 with error on too many tensors or an unencodable value. */
 int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_tensors *tl, int to, int depth);
@@ -140,11 +153,12 @@ const char *rpc_request_error_text(const struct rpc_request *req);
 void rpc_request_free_local(struct rpc_request *req);
 /* Sets a request's error to `text` verbatim (already prefixed). */
 void rpc_request_fail_text(struct rpc_request *req, const char *text);
-void rref_pack_desc(unsigned char out[24], int owner, int parent, uint64_t id, uint64_t fork);
 
 /* rref.c */
 /* Fork registrations that may wait at an owner for their RRef's creation. */
 #define RREF_MAX_PARKED 16384
+/* Installs the codec's RRef hooks (wire_set_rref_hooks). */
+void rref_install_wire_hooks(void);
 void rref_module_init(void);
 /* At the start of rpc_shutdown: fails every waiting fork registration, and
  * every later one fails at once. */
@@ -153,11 +167,6 @@ void rref_module_closing(void);
 void rref_expire_parked(int64_t now_ms);
 void rref_module_shutdown(void);
 void rref_register_builtins(void);
-/* Serialises r for a message to `to` (fork protocol, sending side). */
-void rref_pack(msgpack_packer *pk, struct rref *r, int to);
-/* Receiving side of the fork protocol; NULL with err on an unknown RRef. */
-struct rref *rref_unpack(int owner, int parent, uint64_t rref_id, uint64_t fork_id, int from,
-                         char *err, size_t cap);
 
 /* ---- agent internals (rpc.c owns the state; future.c, request.c and
  * membership.c share it) ------------------------------------------------ */
@@ -327,9 +336,9 @@ struct rpc_agent {
     int64_t last_hb;
     int64_t last_scan;
 };
-/* A bounded free list of fixed-size blocks shared by threads, so that
- * steady-state messages, requests and futures reuse memory instead of
- * calling malloc (CONVENTIONS.md "Memory and hot paths"). */
+/* freelist.c: a bounded free list of fixed-size blocks shared by threads,
+ * so that steady-state messages, requests and futures reuse memory instead
+ * of calling malloc (CONVENTIONS.md "Memory and hot paths"). */
 struct rpc_freelist { pthread_mutex_t mu; void *head; int n; size_t size; };
 #define RPC_FREELIST_INIT(sz) { PTHREAD_MUTEX_INITIALIZER, NULL, 0, (sz) }
 #define RPC_FREELIST_MAX 4096
@@ -428,21 +437,51 @@ void rpc_curve_server(void *sock);
 void rpc_curve_client(void *sock);
 void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests */
 
-/* rpc.c */
+/* value.c: a NUL-terminated copy of n bytes. */
+char *rpc_dup_bytes(const void *p, size_t n);
+
+/* wire.c: builds a message. payload may be NULL (nil); err non-NULL makes
+ * an error payload (a string). NULL with error if the payload cannot be
+ * encoded. */
 struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, bool is_response,
                              int64_t ac_ctx, int64_t ac_msg, int64_t timeout_ms,
                              const struct rpc_value *payload, const char *err);
+
+/* io.c: the I/O thread, the out queue and what it carries. */
+void *rpc_io_main(void *arg);
+/* A message of nframes frames (pooled when small), for rpc_out_push or
+ * rpc_outmsg_free. */
+struct outmsg *rpc_outmsg_new(int nframes);
+void rpc_outmsg_free(struct outmsg *m);
+/* Queues m for the I/O thread (takes it; a call's future fails if the
+ * queue is full or the agent down). Any thread. */
 void rpc_out_push(struct outmsg *m);
 void rpc_wake_io(void);
-void rpc_pending_done(struct rpc_future *f);
-void rpc_fail_pending_to(int peer, const char *why);
-void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
+
+/* message.c: received messages (I/O thread). */
+void rpc_msg_init(void);
+void rpc_msg_fini(void);
 /* Handles a message from router connection c (frames[0] the header). */
 void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n);
 /* Handles a message on the dealer to worker `peer` (its responses). */
 void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n);
+/* Queues an error reply `text` to request req_id of router connection rid. */
+void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text);
 
-/* The offline agent (rpc.c), for fuzz targets and their corpus replay: the
+/* call.c: calls and the pending table (the table: I/O thread). */
+void rpc_pending_add(struct rpc_future *f);
+/* The pending call req_id made to worker `peer`, unlinked; NULL if none. */
+struct rpc_future *rpc_pending_take(uint64_t req_id, int peer);
+/* Drops the table's reference to a completed call. */
+void rpc_pending_done(struct rpc_future *f);
+/* Fails the calls pending on worker `peer` (-1: all) with `why`. */
+void rpc_fail_pending_to(int peer, const char *why);
+/* Fails the calls whose deadline has passed. */
+void rpc_expire_pending(int64_t now_ms);
+/* Sends a one-way request (no reply, not tracked) to worker `to`. */
+void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
+
+/* rpc.c: the offline agent, for fuzz targets and their corpus replay: the
  * agent's state and builtins without sockets or threads. Messages are
  * given to rpc_handle_router/rpc_handle_dealer directly; what would be sent
  * is dropped and calls fail at once; handler jobs run in
@@ -453,7 +492,5 @@ void rpc_offline_run_jobs(void);
 struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn);
 /* Fails what waits, runs what is queued and frees everything. */
 void rpc_offline_fini(void);
-/* Queues an error reply `text` to request req_id of router connection rid. */
-void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text);
 
 #endif

@@ -269,7 +269,7 @@ int rref_owned_count(void)
 
 /* ---- fork protocol ----------------------------------------------------------- */
 
-void rref_pack(msgpack_packer *pk, struct rref *r, int to)
+static void rref_pack(msgpack_packer *pk, struct rref *r, int to)
 {
     uint64_t fork = rpc_gen_id();
     pthread_mutex_lock(&mu);
@@ -285,7 +285,7 @@ void rref_pack(msgpack_packer *pk, struct rref *r, int to)
     }
     pthread_mutex_unlock(&mu);
     unsigned char d[24];
-    rref_pack_desc(d, r->owner, rpc_self_id(), r->id, fork);
+    wire_rref_desc(d, r->owner, rpc_self_id(), r->id, fork);
     msgpack_pack_ext_with_body(pk, d, sizeof d, WIRE_EXT_RREF);
     (void)to;
 }
@@ -308,7 +308,7 @@ static void fork_acked(struct rpc_future *f, void *arg)
     free(c);
 }
 
-struct rref *rref_unpack(int owner, int parent, uint64_t id, uint64_t fork, int from, char *err, size_t cap)
+static struct rref *rref_unpack(int owner, int parent, uint64_t id, uint64_t fork, int from, char *err, size_t cap)
 {
     int self = rpc_self_id();
     if (parent != from) {
@@ -343,6 +343,12 @@ struct rref *rref_unpack(int owner, int parent, uint64_t id, uint64_t fork, int 
     struct rpc_value args = two_ints(id, fork);
     rpc_call_internal(owner, "__rref_fork", &args, 0, fork_acked, c);
     return r;
+}
+
+void rref_install_wire_hooks(void)
+{
+    static const struct wire_rref_hooks hooks = { .pack = rref_pack, .unpack = rref_unpack };
+    wire_set_rref_hooks(&hooks);
 }
 
 /* ---- construction ---------------------------------------------------------- */

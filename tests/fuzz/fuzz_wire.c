@@ -61,6 +61,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static zmq_msg_t frames[MAX_FRAMES];
     static struct wire_tensors got;
+    static bool hooks;
+    if (!hooks) {               /* RRef descriptors decode as a worker's do */
+        rref_install_wire_hooks();
+        hooks = true;
+    }
     int n = fuzz_frames(&data, &size, -1, frames, MAX_FRAMES);
     if (n == 0) return 0;
     msgpack_zone zone;
