@@ -29,6 +29,9 @@ struct grad_entry {
 
 struct dist_ctx {
     int64_t id;
+    struct dist_ctx *hnext;         /* registry bucket chain */
+    int creator;                    /* the worker whose request created it here; -1: made here */
+    atomic_int_fast64_t last_used;  /* ms; what the idle timeout measures (creator >= 0) */
     atomic_int refcount;
     pthread_mutex_t mu;
     struct send_entry *sends; int n_sends, cap_sends;
@@ -36,11 +39,18 @@ struct dist_ctx {
     int *workers; int n_workers, cap_workers;   /* peers this context touched */
 };
 
-/* ---- registry ------------------------------------------------------------ */
+/* ---- registry ------------------------------------------------------------
+ * A hash map from id to context (under reg_mu). Contexts other workers'
+ * requests create are bounded per creator and freed when released, when
+ * their creator or originating worker leaves or dies, or when idle. */
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct dist_ctx **reg;
-static int n_reg, cap_reg;
+static struct dist_ctx **buckets;
+static size_t nbuckets;                 /* a power of two, or 0 */
+static int n_reg;
+static int created_by[MAX_WORKERS];     /* live contexts each worker's requests created */
+static int limit_per_worker = DIST_AUTOGRAD_MAX_PER_WORKER;
+static int idle_ms = DIST_AUTOGRAD_IDLE_MS;
 static atomic_int_fast64_t next_ctx = 1, next_msg = 1;
 static _Thread_local int64_t current_ctx;
 
@@ -61,25 +71,99 @@ static void ctx_free(struct dist_ctx *c)
     free(c);
 }
 
-/* Retained context or NULL; with create, makes it if missing. */
-static struct dist_ctx *ctx_get(int64_t id, bool create)
+static size_t bucket_of(int64_t id, size_t n)
 {
-    struct dist_ctx *c = NULL;
+    uint64_t x = (uint64_t)id;              /* splitmix64's finaliser */
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return (size_t)(x ^ (x >> 31)) & (n - 1);
+}
+
+/* Under reg_mu. */
+static struct dist_ctx *find_locked(int64_t id)
+{
+    if (!nbuckets) return NULL;
+    for (struct dist_ctx *c = buckets[bucket_of(id, nbuckets)]; c; c = c->hnext)
+        if (c->id == id) return c;
+    return NULL;
+}
+
+/* Under reg_mu: doubles the table when it is fuller than one per bucket. */
+static void grow_locked(void)
+{
+    if (nbuckets && (size_t)n_reg < nbuckets) return;
+    size_t n = nbuckets ? 2 * nbuckets : 64;
+    struct dist_ctx **nb = trib_xcalloc(n, sizeof *nb);
+    for (size_t b = 0; b < nbuckets; b++)
+        for (struct dist_ctx *c = buckets[b], *next; c; c = next) {
+            next = c->hnext;
+            size_t k = bucket_of(c->id, n);
+            c->hnext = nb[k];
+            nb[k] = c;
+        }
+    free(buckets);
+    buckets = nb;
+    nbuckets = n;
+}
+
+/* Under reg_mu: unlinks c; the caller owns the registry's reference. */
+static void unlink_locked(struct dist_ctx *c)
+{
+    for (struct dist_ctx **pp = &buckets[bucket_of(c->id, nbuckets)]; *pp; pp = &(*pp)->hnext)
+        if (*pp == c) {
+            *pp = c->hnext;
+            n_reg--;
+            if (c->creator >= 0 && c->creator < MAX_WORKERS) created_by[c->creator]--;
+            return;
+        }
+    CHECK(!"context not in the registry");
+}
+
+/* The context `id`, retained, or NULL. */
+static struct dist_ctx *ctx_get(int64_t id)
+{
     pthread_mutex_lock(&reg_mu);
-    for (int i = 0; i < n_reg; i++)
-        if (reg[i]->id == id) { c = reg[i]; break; }
-    if (!c && create) {
+    struct dist_ctx *c = find_locked(id);
+    if (c) {
+        atomic_fetch_add(&c->refcount, 1);
+        atomic_store(&c->last_used, rpc_now_ms());
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return c;
+}
+
+/* The context `id`, retained, made if missing: by this worker (creator -1)
+ * or for a request from worker `creator`, who may have at most
+ * limit_per_worker of them here. NULL with err past that limit. */
+static struct dist_ctx *ctx_get_or_make(int64_t id, int creator, char *err, size_t cap)
+{
+    pthread_mutex_lock(&reg_mu);
+    struct dist_ctx *c = find_locked(id);
+    if (!c) {
+        if (creator >= MAX_WORKERS) creator = -1;
+        if (creator >= 0 && created_by[creator] >= limit_per_worker) {
+            int n = created_by[creator];
+            pthread_mutex_unlock(&reg_mu);
+            char name[64];
+            rpc_peer_name(creator, name, sizeof name);
+            snprintf(err, cap, "too many distributed autograd contexts from %s here (%d; the limit is %d)", name, n,
+                     limit_per_worker);
+            return NULL;
+        }
         c = trib_xcalloc(1, sizeof *c);
         c->id = id;
+        c->creator = creator;
         atomic_init(&c->refcount, 1);           /* the registry's */
         pthread_mutex_init(&c->mu, NULL);
-        if (n_reg == cap_reg) {
-            cap_reg = cap_reg ? 2 * cap_reg : 16;
-            reg = trib_xrealloc(reg, (size_t)cap_reg * sizeof *reg);
-        }
-        reg[n_reg++] = c;
+        grow_locked();
+        size_t b = bucket_of(id, nbuckets);
+        c->hnext = buckets[b];
+        buckets[b] = c;
+        n_reg++;
+        if (creator >= 0) created_by[creator]++;
     }
-    if (c) atomic_fetch_add(&c->refcount, 1);
+    atomic_fetch_add(&c->refcount, 1);
+    atomic_store(&c->last_used, rpc_now_ms());
     pthread_mutex_unlock(&reg_mu);
     return c;
 }
@@ -87,16 +171,47 @@ static struct dist_ctx *ctx_get(int64_t id, bool create)
 /* Removes id from the registry; returns the registry's reference or NULL. */
 static struct dist_ctx *ctx_remove(int64_t id)
 {
-    struct dist_ctx *c = NULL;
     pthread_mutex_lock(&reg_mu);
-    for (int i = 0; i < n_reg; i++)
-        if (reg[i]->id == id) {
-            c = reg[i];
-            reg[i] = reg[--n_reg];
-            break;
-        }
+    struct dist_ctx *c = find_locked(id);
+    if (c) unlink_locked(c);
     pthread_mutex_unlock(&reg_mu);
     return c;
+}
+
+/* Frees every context other workers made here that pred selects. */
+static void ctx_drop_where(bool (*pred)(const struct dist_ctx *, int64_t), int64_t arg)
+{
+    struct dist_ctx *dead = NULL;
+    pthread_mutex_lock(&reg_mu);
+    for (size_t b = 0; b < nbuckets; b++)
+        for (struct dist_ctx *c = buckets[b], *next; c; c = next) {
+            next = c->hnext;
+            if (c->creator < 0 || !pred(c, arg)) continue;
+            unlink_locked(c);
+            c->hnext = dead;
+            dead = c;
+        }
+    pthread_mutex_unlock(&reg_mu);
+    while (dead) {
+        struct dist_ctx *next = dead->hnext;
+        ctx_free(dead);
+        dead = next;
+    }
+}
+
+static bool made_by(const struct dist_ctx *c, int64_t worker)
+{
+    return c->creator == worker || ((c->id >> 48) & 0xffff) == worker;
+}
+
+static bool idle_since(const struct dist_ctx *c, int64_t cutoff) { return atomic_load(&c->last_used) < cutoff; }
+
+void dist_autograd_set_limits(int max_per_worker, int idle)
+{
+    pthread_mutex_lock(&reg_mu);
+    limit_per_worker = max_per_worker > 0 ? max_per_worker : DIST_AUTOGRAD_MAX_PER_WORKER;
+    idle_ms = idle == 0 ? DIST_AUTOGRAD_IDLE_MS : idle;
+    pthread_mutex_unlock(&reg_mu);
 }
 
 static void ctx_add_worker(struct dist_ctx *c, int w)
@@ -138,7 +253,8 @@ int64_t dist_autograd_context_new(void)
         return -1;
     }
     int64_t id = make_id(&next_ctx);
-    ctx_free(ctx_get(id, true));
+    char err[16];
+    ctx_free(ctx_get_or_make(id, -1, err, sizeof err));
     current_ctx = id;
     return id;
 }
@@ -208,7 +324,7 @@ static struct tensor *entry_grad(struct grad_entry *e)
 
 struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t)
 {
-    struct dist_ctx *c = ctx_get(ctx, false);
+    struct dist_ctx *c = ctx_get(ctx);
     if (!c) return NULL;
     struct tensor *g = NULL;
     pthread_mutex_lock(&c->mu);
@@ -221,7 +337,7 @@ struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t)
 
 int dist_autograd_get_gradients(int64_t ctx, int cap, struct tensor **leaves, struct tensor **grads)
 {
-    struct dist_ctx *c = ctx_get(ctx, false);
+    struct dist_ctx *c = ctx_get(ctx);
     if (!c) {
         rpc_set_error("dist_autograd_get_gradients: unknown context %lld", (long long)ctx);
         return -1;
@@ -310,7 +426,7 @@ static void hook_send(int to, bool is_response, struct tensor **tensors, int n,
     *ctx_id = id;
     *msg_id = 0;
     if (!id) return;
-    struct dist_ctx *c = ctx_get(id, false);
+    struct dist_ctx *c = ctx_get(id);
     if (!c) {           /* released while in use: send without autograd */
         *ctx_id = 0;
         return;
@@ -338,23 +454,40 @@ static void hook_send(int to, bool is_response, struct tensor **tensors, int n,
     ctx_free(c);
 }
 
-static void hook_recv(int from, bool is_response, struct tensor **tensors, int n,
-                      int64_t ctx_id, int64_t msg_id, void *user)
+static int hook_recv(int from, bool is_response, struct tensor **tensors, int n,
+                     int64_t ctx_id, int64_t msg_id, char *err, size_t cap, void *user)
 {
-    if (!ctx_id) return;
-    struct dist_ctx *c = ctx_get(ctx_id, !is_response);
-    if (!c) return;     /* a response for a context released meanwhile */
+    if (!ctx_id) return 0;
+    struct dist_ctx *c = is_response ? ctx_get(ctx_id) : ctx_get_or_make(ctx_id, from, err, cap);
+    if (!c) return is_response ? 0 : -1;    /* a response for a context released meanwhile */
     ctx_add_worker(c, from);
     ctx_free(c);
     int k = 0;
     for (int i = 0; i < n; i++) k += tensors[i]->requires_grad;
-    if (!k || !msg_id) return;
+    if (!k || !msg_id) return 0;
     struct recv_info *ri = trib_xmalloc(sizeof *ri);
     *ri = (struct recv_info){from, ctx_id, msg_id};
     struct ag_node *node = ag_node_new("RecvRpcBackward", k, 0, recv_backward, recv_release, ri);
     for (int i = 0, j = 0; i < n; i++)
         if (tensors[i]->requires_grad) tensor_set_grad_fn(tensors[i], node, j++);
     ag_node_free(node);
+    return 0;
+}
+
+/* I/O thread: a worker left or died; what it made here goes. */
+static void hook_peer_gone(int worker, void *user) { ctx_drop_where(made_by, worker); }
+
+/* I/O thread, every heartbeat: frees contexts idle past idle_ms (checked
+ * at most every quarter of it, and at least every second). */
+static void hook_tick(int64_t now, void *user)
+{
+    static int64_t last;
+    pthread_mutex_lock(&reg_mu);
+    int idle = idle_ms;
+    pthread_mutex_unlock(&reg_mu);
+    if (idle < 0 || now - last < (idle / 4 < 1000 ? idle / 4 : 1000)) return;
+    last = now;
+    ctx_drop_where(idle_since, now - idle);
 }
 
 static void hook_handler(int64_t ctx_id, bool enter, void *user)
@@ -407,7 +540,7 @@ static int run_local(struct dist_ctx *c, int n, const struct ag_edge *roots, str
 int dist_autograd_backward(int64_t ctx, int n, struct tensor **roots, bool retain_graph)
 {
     (void)retain_graph;
-    struct dist_ctx *c = ctx_get(ctx, false);
+    struct dist_ctx *c = ctx_get(ctx);
     if (!c) {
         rpc_set_error("dist_autograd_backward: unknown context %lld", (long long)ctx);
         return -1;
@@ -482,7 +615,7 @@ static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
         return rpc_request_fail(req, "expected (ctx_id, msg_id, [grads])");
     int64_t ctx_id = args->list.items[0].i, msg_id = args->list.items[1].i;
     const struct rpc_value *gl = &args->list.items[2];
-    struct dist_ctx *c = ctx_get(ctx_id, false);
+    struct dist_ctx *c = ctx_get(ctx_id);
     if (!c) return rpc_request_fail(req, "unknown context %lld", (long long)ctx_id);
     struct ag_node *node = NULL;
     pthread_mutex_lock(&c->mu);
@@ -593,6 +726,7 @@ int dist_autograd_init(void)
 {
     static const struct rpc_autograd_hooks hooks = {
         .on_send = hook_send, .on_recv = hook_recv, .on_handler = hook_handler,
+        .on_peer_gone = hook_peer_gone, .on_tick = hook_tick,
     };
     rpc_set_autograd_hooks(&hooks);
     rpc_register("dist_autograd._backprop", fn_backprop, NULL);

@@ -14,6 +14,17 @@
  * every process, before rpc_init. Returns 0. */
 int dist_autograd_init(void);
 
+/* Bounds on the contexts that other workers' requests create here: at
+ * most max_per_worker (0: DIST_AUTOGRAD_MAX_PER_WORKER) per creating worker
+ * (a request that would make one more fails with an error naming the
+ * limit), each freed when released, when its creator or the worker that
+ * made it leaves or dies, or after idle_ms without use (0:
+ * DIST_AUTOGRAD_IDLE_MS; < 0: never). Contexts made here with
+ * dist_autograd_context_new are not bounded. Any thread, any time. */
+#define DIST_AUTOGRAD_MAX_PER_WORKER 4096
+#define DIST_AUTOGRAD_IDLE_MS (10 * 60 * 1000)
+void dist_autograd_set_limits(int max_per_worker, int idle_ms);
+
 /* A new context, made current on this thread. The id is unique across
  * workers (this worker's id in the top 16 bits). Returns the id (> 0), or
  * -1 with rpc_last_error() when RPC is not initialised. */

@@ -132,19 +132,25 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
         pthread_rwlock_unlock(&A->dir_lock);
         return p;
     }
-    void *d = zmq_socket(A->zctx, ZMQ_DEALER);
-    CHECK(d != NULL);
-    int zero = 0, hwm = HWM;
-    int64_t maxsz = (int64_t)A->opts.max_frame_bytes;
-    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero));
-    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
-    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
-    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
-    rpc_curve_client(d);
-    if (zmq_connect(d, endpoint) < 0) {
-        rpc_set_error("rpc: cannot connect to '%s': %s", endpoint, zmq_strerror(zmq_errno()));
-        ZMQ_CHECK(zmq_close(d));
-        return NULL;
+    unsigned char rid[RPC_RID_LEN];
+    rpc_new_rid(rid);
+    void *d = NULL;
+    if (!A->offline) {
+        d = zmq_socket(A->zctx, ZMQ_DEALER);
+        CHECK(d != NULL);
+        int zero = 0, hwm = HWM;
+        int64_t maxsz = (int64_t)A->opts.max_frame_bytes;
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero));
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
+        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, sizeof rid));
+        rpc_curve_client(d);
+        if (zmq_connect(d, endpoint) < 0) {
+            rpc_set_error("rpc: cannot connect to '%s': %s", endpoint, zmq_strerror(zmq_errno()));
+            ZMQ_CHECK(zmq_close(d));
+            return NULL;
+        }
     }
     if (!p) p = trib_xcalloc(1, sizeof *p);
     if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
@@ -154,6 +160,8 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     snprintf(p->name, sizeof p->name, "%s", name);
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
     p->dealer = d;
+    memcpy(p->rid, rid, sizeof rid);
+    p->bad = 0;
     p->alive = true;
     p->dynamic = dynamic;
     p->last_seen = rpc_now_ms();
@@ -168,8 +176,8 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
 void rpc_close_peer(int id, const char *why)
 {
     struct peer *p = A->peers[id];
-    if (!p || !p->dealer) return;
-    ZMQ_CHECK(zmq_close(p->dealer));
+    if (!p || (!p->dealer && !A->offline)) return;
+    if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
     p->dealer = NULL;
     p->left_at = 0;
     A->peers_changed = true;
@@ -188,6 +196,8 @@ void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev)
     pthread_rwlock_unlock(&A->dir_lock);
     if (ev == RPC_EVENT_LEAVE && p->npending > 0) p->left_at = rpc_now_ms();
     else rpc_close_peer(id, why);
+    rpc_conn_forget_worker(id);
+    if (rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(id, rpc_hooks.user);
     rpc_post_event(ev, id, p->name);
     pthread_mutex_lock(&A->state_mu);
     pthread_cond_broadcast(&A->state_cv);
@@ -231,7 +241,15 @@ static struct rpc_value directory_value(void)
     return l;
 }
 
-/* rank 0, inline: [name, rank, endpoint] -> [id] */
+static int find_endpoint(const char *ep)
+{
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (A->peers[i] && A->peers[i]->alive && strcmp(A->peers[i]->endpoint, ep) == 0) return i;
+    return -1;
+}
+
+/* rank 0, inline, from any connection: [name, rank, endpoint] -> [id]. The
+ * connection it came on becomes the new worker's. */
 static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
     const char *name = rpc_arg_str(args, 0), *ep = rpc_arg_str(args, 2);
@@ -239,7 +257,15 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
     if (!name || !ep || !rpc_arg_int(args, 1, &rank) || strlen(name) >= 64 || strlen(ep) >= 128)
         return rpc_request_fail(req, "bad hello");
     if (A->rank != 0) return rpc_request_fail(req, "not the rendezvous (rank 0)");
+    int owner = rpc_conn_worker(req->rid, req->rid_len);
+    if (owner >= 0) {
+        char who[64];
+        rpc_peer_name(owner, who, sizeof who);
+        return rpc_request_fail(req, "this connection is already worker %d (%s)", owner, who);
+    }
     if (rpc_find_peer(name) >= 0) return rpc_request_fail(req, "worker name '%s' is taken", name);
+    int at = find_endpoint(ep);
+    if (at >= 0) return rpc_request_fail(req, "endpoint '%s' is worker %d's (%s)", ep, at, A->peers[at]->name);
     int id;
     bool dynamic = rank == RPC_RANK_DYNAMIC;
     if (dynamic) {
@@ -254,6 +280,7 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
     }
     struct peer *p = rpc_add_peer(id, name, ep, dynamic);
     if (!p) return rpc_request_fail(req, "cannot connect to endpoint '%s'", ep);
+    rpc_conn_bind(req->rid, req->rid_len, id);
     *result = rpc_list(1);
     result->list.items[0] = rpc_int(id);
     pthread_mutex_lock(&A->state_mu);

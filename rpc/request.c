@@ -103,9 +103,20 @@ void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *er
     rpc_out_push(m);
 }
 
+void rpc_request_uncount(struct rpc_request *req)
+{
+    if (!req->counted) return;
+    req->counted = false;
+    atomic_fetch_sub(&A->active, 1);
+    if (req->caller >= 0 && req->caller < MAX_WORKERS) {
+        atomic_fetch_sub(&A->pending_by[req->caller], 1);
+        atomic_fetch_sub(&A->pending_bytes_by[req->caller], (int64_t)req->bytes);
+    }
+}
+
 void rpc_request_free(struct rpc_request *req)
 {
-    if (req->counted) atomic_fetch_sub(&A->active, 1);
+    rpc_request_uncount(req);
     rpc_value_clear(&req->args);
     free(req->err);
     rpc_fl_put(&rpc_request_fl, req);

@@ -1,6 +1,9 @@
-/* The RPC agent: rendezvous and membership, one I/O thread owning every
- * ZeroMQ socket, a pool of handler threads, calls, futures, deferred
- * replies, heartbeats, timeouts and graceful shutdown (DESIGN.md §4.1-4.3). */
+/* The RPC agent's life (DESIGN.md §4.1-4.3): start-up (options, sockets,
+ * the I/O thread and the handler pool, the rendezvous), graceful and
+ * immediate shutdown, and the offline agent of the fuzz targets. The work
+ * in between lives in io.c (the I/O thread), message.c (received
+ * messages), call.c (calls and the pending table), request.c (handlers),
+ * membership.c, conn.c, rref.c and wire.c (the codec). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -63,741 +66,6 @@ const struct rpc_worker_info *rpc_self(void) { return &A->self; }
 const char *rpc_master_endpoint(void) { return A->master; }
 uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fetch_add(&A->next_gid, 1) & 0xffffffffffffull); }
 
-/* ---- out queue ------------------------------------------------------------- */
-
-static _Thread_local bool on_io_thread;
-
-struct rpc_freelist rpc_outmsg_fl =
-    RPC_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t));
-
-void *rpc_fl_get(struct rpc_freelist *fl)
-{
-    pthread_mutex_lock(&fl->mu);
-    void *p = fl->head;
-    if (p) {
-        fl->head = *(void **)p;
-        fl->n--;
-    }
-    pthread_mutex_unlock(&fl->mu);
-    if (!p) p = trib_xmalloc(fl->size);
-    memset(p, 0, fl->size);
-    return p;
-}
-
-void rpc_fl_put(struct rpc_freelist *fl, void *p)
-{
-    pthread_mutex_lock(&fl->mu);
-    if (fl->n < RPC_FREELIST_MAX) {
-        *(void **)p = fl->head;
-        fl->head = p;
-        fl->n++;
-        p = NULL;
-    }
-    pthread_mutex_unlock(&fl->mu);
-    free(p);
-}
-
-void rpc_fl_drain(struct rpc_freelist *fl)
-{
-    pthread_mutex_lock(&fl->mu);
-    void *p = fl->head;
-    fl->head = NULL;
-    fl->n = 0;
-    pthread_mutex_unlock(&fl->mu);
-    while (p) {
-        void *next = *(void **)p;
-        free(p);
-        p = next;
-    }
-}
-
-static struct outmsg *outmsg_new(int nframes)
-{
-    struct outmsg *m = nframes <= RPC_OUTMSG_POOLED_FRAMES
-        ? rpc_fl_get(&rpc_outmsg_fl)
-        : trib_xmalloc(sizeof *m + (size_t)nframes * sizeof(zmq_msg_t));
-    m->next = NULL;
-    m->peer = -1;
-    m->rid_len = 0;
-    m->fut = NULL;
-    m->nframes = nframes;
-    return m;
-}
-
-static void outmsg_free(struct outmsg *m)
-{
-    for (int i = 0; i < m->nframes; i++) ZMQ_CHECK(zmq_msg_close(&m->frames[i]));
-    if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) rpc_fl_put(&rpc_outmsg_fl, m);
-    else free(m);
-}
-
-void rpc_wake_io(void)
-{
-    uint64_t one = 1;
-    ssize_t r = write(A->efd, &one, sizeof one);
-    (void)r;
-}
-
-void rpc_out_push(struct outmsg *m)
-{
-    pthread_mutex_lock(&A->out_mu);
-    const char *why = A->io_dead ? "shut down" : m->fut && A->out_len >= MAX_QUEUE ? "send queue full" : NULL;
-    if (why) {
-        pthread_mutex_unlock(&A->out_mu);
-        if (m->fut) {
-            char name[64];
-            rpc_peer_name(m->peer, name, sizeof name);
-            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", why, name, m->fut->fn);
-            rpc_pending_done(m->fut);
-        }
-        outmsg_free(m);
-        return;
-    }
-    bool was_empty = A->out_head == NULL;
-    if (A->out_tail) A->out_tail->next = m; else A->out_head = m;
-    A->out_tail = m;
-    A->out_len++;
-    pthread_mutex_unlock(&A->out_mu);
-    /* The I/O thread flushes its own messages before it polls again. */
-    if (was_empty && !on_io_thread) rpc_wake_io();
-}
-
-static void free_tensor_hint(void *data, void *hint) { (void)data; tensor_free(hint); }
-
-/* A write target for msgpack that starts on the stack and spills to the
- * heap only for large payloads. */
-struct obuf { char *data; size_t size, cap; bool heap; char stack[1024]; };
-
-static void obuf_init(struct obuf *b) { b->data = b->stack; b->size = 0; b->cap = sizeof b->stack; b->heap = false; }
-static void obuf_fini(struct obuf *b) { if (b->heap) free(b->data); }
-
-static int obuf_write(void *data, const char *buf, size_t len)
-{
-    struct obuf *b = data;
-    if (b->size + len > b->cap) {
-        size_t cap = b->cap * 2;
-        while (cap < b->size + len) cap *= 2;
-        if (b->heap) {
-            b->data = trib_xrealloc(b->data, cap);
-        } else {
-            char *d = trib_xmalloc(cap);
-            memcpy(d, b->data, b->size);
-            b->data = d;
-            b->heap = true;
-        }
-        b->cap = cap;
-    }
-    memcpy(b->data + b->size, buf, len);
-    b->size += len;
-    return 0;
-}
-
-static _Thread_local struct wire_tensors tl_tensors;
-
-/* Builds a message. payload may be NULL (nil); err non-NULL makes an error
- * payload (a string). Returns NULL with error if the payload cannot be
- * encoded. */
-struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, bool is_response,
-                                int64_t ac_ctx, int64_t ac_msg, int64_t timeout_ms,
-                                const struct rpc_value *payload, const char *err)
-{
-    struct wire_tensors *tl = &tl_tensors;
-    tl->n = 0;
-    /* The payload first, so its tensors are known (and the autograd hook
-     * has run) before the header is written. */
-    struct obuf pb, hb;
-    obuf_init(&pb);
-    obuf_init(&hb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &pb, obuf_write);
-    if (err) {
-        msgpack_pack_str_with_body(&pk, err, strlen(err));
-    } else if (payload) {
-        if (wire_pack_value(&pk, payload, tl, to, 0) < 0) {
-            for (int i = 0; i < tl->n; i++) tensor_free(tl->t[i]);
-            obuf_fini(&pb);
-            return NULL;
-        }
-    } else {
-        msgpack_pack_nil(&pk);
-    }
-    /* Every request and answer, tensors or not, so a context propagates;
-     * the hook gets the payload's own tensors (they carry the grad_fn). */
-    if (rpc_hooks.on_send && type != WIRE_PING && type != WIRE_ERR)
-        rpc_hooks.on_send(to, is_response, tl->orig, tl->n, &ac_ctx, &ac_msg, rpc_hooks.user);
-    msgpack_packer hp;
-    msgpack_packer_init(&hp, &hb, obuf_write);
-    msgpack_pack_array(&hp, 10);
-    msgpack_pack_int(&hp, WIRE_VERSION);
-    msgpack_pack_int(&hp, type);
-    msgpack_pack_uint64(&hp, req_id);
-    msgpack_pack_int(&hp, rpc_self_id());
-    if (fn) msgpack_pack_str_with_body(&hp, fn, strlen(fn)); else msgpack_pack_nil(&hp);
-    msgpack_pack_int64(&hp, ac_ctx);
-    msgpack_pack_int64(&hp, ac_msg);
-    msgpack_pack_int64(&hp, timeout_ms);
-    msgpack_pack_int(&hp, tl->n);
-    struct outmsg *m = outmsg_new(1 + tl->n);
-    ZMQ_CHECK(zmq_msg_init_size(&m->frames[0], hb.size + pb.size));
-    char *d = zmq_msg_data(&m->frames[0]);
-    memcpy(d, hb.data, hb.size);
-    memcpy(d + hb.size, pb.data, pb.size);
-    obuf_fini(&hb);
-    obuf_fini(&pb);
-    for (int i = 0; i < tl->n; i++) {
-        struct tensor *t = tl->t[i];
-        size_t n = tensor_nbytes(t);
-        if (n <= 256) {
-            ZMQ_CHECK(zmq_msg_init_size(&m->frames[1 + i], n));
-            if (n) memcpy(zmq_msg_data(&m->frames[1 + i]), tensor_data(t), n);
-            tensor_free(t);
-        } else {
-            ZMQ_CHECK(zmq_msg_init_data(&m->frames[1 + i], tensor_data(t), n, free_tensor_hint, t));
-        }
-    }
-    return m;
-}
-
-/* ---- pending calls (I/O thread) ---------------------------------------- */
-
-static void peer_pending(int id, int delta)
-{
-    if (id >= 0 && id < MAX_WORKERS && A->peers[id]) A->peers[id]->npending += delta;
-}
-
-static void pending_add(struct rpc_future *f)
-{
-    peer_pending(f->peer, 1);
-    unsigned b = (unsigned)(f->req_id & (NBUCKETS - 1));
-    f->hnext = A->pending[b];
-    A->pending[b] = f;
-    A->npending++;
-}
-
-/* The pending call req_id made to worker `peer` (a reply only counts from
- * the worker that was called), unlinked; NULL if none. */
-static struct rpc_future *pending_take(uint64_t req_id, int peer)
-{
-    unsigned b = (unsigned)(req_id & (NBUCKETS - 1));
-    for (struct rpc_future **pp = &A->pending[b]; *pp; pp = &(*pp)->hnext)
-        if ((*pp)->req_id == req_id && (*pp)->peer == peer) {
-            struct rpc_future *f = *pp;
-            *pp = f->hnext;
-            A->npending--;
-            peer_pending(f->peer, -1);
-            return f;
-        }
-    return NULL;
-}
-
-/* Drops the table's reference after completing. */
-void rpc_pending_done(struct rpc_future *f)
-{
-    atomic_fetch_sub(&A->inflight, 1);
-    rpc_future_free(f);
-}
-
-static void scan_pending(bool (*pred)(struct rpc_future *, void *), void *arg, const char *fmt_kind)
-{
-    (void)fmt_kind;
-    for (int b = 0; b < NBUCKETS; b++)
-        for (struct rpc_future **pp = &A->pending[b]; *pp;) {
-            struct rpc_future *f = *pp;
-            if (pred(f, arg)) {
-                *pp = f->hnext;
-                A->npending--;
-                peer_pending(f->peer, -1);
-                rpc_pending_done(f);
-            } else {
-                pp = &f->hnext;
-            }
-        }
-}
-
-struct fail_arg { int peer; const char *why; };
-
-static bool fail_if_peer(struct rpc_future *f, void *arg)
-{
-    struct fail_arg *a = arg;
-    if (a->peer >= 0 && f->peer != a->peer) return false;
-    char name[64];
-    rpc_peer_name(f->peer, name, sizeof name);
-    rpc_future_fail(f, "rpc: %s calling %s.%s", a->why, name, f->fn);
-    return true;
-}
-
-void rpc_fail_pending_to(int peer, const char *why)
-{
-    struct fail_arg a = { peer, why };
-    scan_pending(fail_if_peer, &a, NULL);
-}
-
-static bool fail_if_expired(struct rpc_future *f, void *arg)
-{
-    int64_t now = *(int64_t *)arg;
-    if (!f->deadline || now < f->deadline) return false;
-    char name[64];
-    rpc_peer_name(f->peer, name, sizeof name);
-    rpc_future_fail(f, "rpc: timed out after %d ms calling %s.%s", f->timeout_ms, name, f->fn);
-    return true;
-}
-
-/* ---- sending (I/O thread) ------------------------------------------------- */
-
-static void send_frames(void *sock, struct outmsg *m, bool with_rid)
-{
-    int rc = 0;
-    if (with_rid) rc = zmq_send(sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    for (int i = 0; rc >= 0 && i < m->nframes; i++)
-        rc = zmq_msg_send(&m->frames[i], sock, (i + 1 < m->nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
-    if (rc < 0 && m->fut) {
-        char name[64];
-        rpc_peer_name(m->peer, name, sizeof name);
-        rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, zmq_strerror(zmq_errno()),
-                    name, m->fut->fn);
-        rpc_pending_done(m->fut);
-        m->fut = NULL;
-    }
-}
-
-static void io_send(struct outmsg *m)
-{
-    if (m->peer < 0) {
-        send_frames(A->router, m, true);
-    } else {
-        struct peer *p = m->peer < MAX_WORKERS ? A->peers[m->peer] : NULL;
-        if (!p || !p->alive) {
-            if (m->fut) {
-                if (p) rpc_future_fail(m->fut, "rpc: %s is not reachable (dead or gone) calling %s.%s", p->name, p->name, m->fut->fn);
-                else rpc_future_fail(m->fut, "rpc: worker %d is not reachable calling %s", m->peer, m->fut->fn);
-                rpc_pending_done(m->fut);
-            }
-        } else {
-            send_frames(p->dealer, m, false);   /* fails m->fut on error */
-            if (m->fut) pending_add(m->fut);
-        }
-    }
-    outmsg_free(m);
-}
-
-/* ---- receiving (I/O thread) ------------------------------------------------ */
-
-static msgpack_zone zone;
-static struct wire_tensors rx_tensors;      /* tensors of the message being decoded */
-
-static void touch_peer(int id)
-{
-    if (id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->dealer) A->peers[id]->last_seen = rpc_now_ms();
-}
-
-static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *why)
-{
-    if (!req_id || !rid) return;
-    char buf[1024];
-    snprintf(buf, sizeof buf, "rpc: %s: bad message: %s", A->self.name, why);
-    struct outmsg *m = rpc_build_msg(WIRE_ERR, req_id, NULL, -1, true, 0, 0, 0, NULL, buf);
-    memcpy(m->rid, rid, rid_len);
-    m->rid_len = rid_len;
-    io_send(m);
-}
-
-/* A malformed message on the dealer to `peer` that names request req_id:
- * fails the call it answers rather than leave it to its timeout (or to
- * wait forever when it has none). */
-static void fail_bad_response(int peer, uint64_t req_id, const char *why)
-{
-    struct rpc_future *f = req_id ? pending_take(req_id, peer) : NULL;
-    if (!f) return;
-    rpc_future_fail(f, "rpc: bad response from worker %d: %s", peer, why);
-    rpc_pending_done(f);
-}
-
-/* Handles one message: frames[0] header, frames[1..n) bodies. rid is the
- * router envelope, or NULL for a message on the dealer to worker `peer`. */
-static void handle_msg(const unsigned char *rid, size_t rid_len, int peer, zmq_msg_t *frames, int n)
-{
-    char err[512];
-    struct wire_hdr h;
-    msgpack_object root;
-    const char *buf = zmq_msg_data(&frames[0]);
-    size_t len = zmq_msg_size(&frames[0]);
-    msgpack_zone_clear(&zone);
-    size_t payload_off;
-    if (wire_validate(buf, len, &payload_off, err, sizeof err) < 0) {
-        /* Answer by request id if the fields before the payload are sound:
-         * parse them with a nil payload in place of the bad one. */
-        char head[512];
-        if (payload_off == 0 || payload_off >= sizeof head) return;
-        memcpy(head, buf, payload_off);
-        head[payload_off] = (char)0xc0;
-        size_t off = 0;
-        char herr[256];
-        if (msgpack_unpack(head, payload_off + 1, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) return;
-        int prc = wire_parse_hdr(&root, &h, herr, sizeof herr);
-        if (!rid) fail_bad_response(peer, h.req_id, err);
-        else if (prc == 0 && h.type == WIRE_REQ) reply_bad(rid, rid_len, h.req_id, err);
-        return;
-    }
-    size_t off = 0;
-    if (msgpack_unpack(buf, len, &off, &zone, &root) != MSGPACK_UNPACK_SUCCESS) return;
-    if (wire_parse_hdr(&root, &h, err, sizeof err) < 0) {
-        if (!rid) fail_bad_response(peer, h.req_id, err);
-        else if (root.type == MSGPACK_OBJECT_ARRAY) reply_bad(rid, rid_len, h.req_id, err);
-        return;
-    }
-    touch_peer(h.sender);
-    if (h.type == WIRE_PING) return;
-    if (h.ntensors != n - 1) {
-        snprintf(err, sizeof err, "header announces %d tensor frames, message has %d", h.ntensors, n - 1);
-        if (!rid) fail_bad_response(peer, h.req_id, err);
-        else if (h.type == WIRE_REQ) reply_bad(rid, rid_len, h.req_id, err);
-        return;
-    }
-    if (h.type == WIRE_REQ) {
-        if (!rid) return;
-        if (!h.fn) { reply_bad(rid, rid_len, h.req_id, "request without a function name"); return; }
-        if (h.payload.type != MSGPACK_OBJECT_ARRAY && h.payload.type != MSGPACK_OBJECT_NIL) {
-            reply_bad(rid, rid_len, h.req_id, "arguments are not a list");
-            return;
-        }
-        rpc_fn fn = NULL;
-        void *user = NULL;
-        unsigned flags = 0;
-        if (!rpc_find_fn(h.fn, h.fn_len, &fn, &user, &flags)) {
-            if (h.req_id) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "rpc: %s: unknown function '%.*s'", A->self.name, (int)h.fn_len, h.fn);
-                struct outmsg *m = rpc_build_msg(WIRE_ERR, h.req_id, NULL, h.sender, true, 0, 0, 0, NULL, msg);
-                memcpy(m->rid, rid, rid_len);
-                m->rid_len = rid_len;
-                io_send(m);
-            }
-            return;
-        }
-        struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
-        req->counted = true;
-        atomic_fetch_add(&A->active, 1);
-        req->next = NULL;
-        req->req_id = h.req_id;
-        req->caller = h.sender;
-        memcpy(req->rid, rid, rid_len);
-        req->rid_len = rid_len;
-        memcpy(req->fn, h.fn, h.fn_len);
-        req->fn[h.fn_len] = '\0';
-        req->ac_ctx = h.ac_ctx;
-        req->ac_msg = h.ac_msg;
-        req->handler = fn;
-        req->user = user;
-        req->err = NULL;
-        req->job = NULL;
-        if (h.payload.type == MSGPACK_OBJECT_NIL) {
-            req->args = rpc_list(0);
-        } else if (wire_to_value(&h.payload, frames + 1, n - 1, h.sender, &req->args, &rx_tensors, err, sizeof err) < 0) {
-            req->args.kind = RPC_NIL;
-            reply_bad(rid, rid_len, h.req_id, err);
-            rpc_request_free(req);
-            return;
-        }
-        if (rpc_hooks.on_recv)
-            rpc_hooks.on_recv(h.sender, false, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, rpc_hooks.user);
-        if (flags & RPC_FN_INLINE) {
-            rpc_run_request(req);
-        } else if (!rpc_pool_push(req)) {
-            snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", A->self.name, MAX_QUEUE);
-            rpc_request_fail_text(req, err);
-            rpc_request_finish_error(req);
-        }
-        return;
-    }
-    /* A response: only on a dealer. */
-    if (rid) return;
-    struct rpc_future *f = pending_take(h.req_id, peer);
-    if (!f) return;                     /* timed out already, or bogus */
-    if (h.sender != peer && h.sender != RPC_UNASSIGNED_ID) {
-        /* The sender names the worker that recv functions send gradients
-         * back to and that RRef forks come from: it must be the one called
-         * (or a dynamic worker that has not yet learned its id). */
-        rpc_future_fail(f, "rpc: bad response from worker %d: sender %d is not the worker called", peer, h.sender);
-    } else if (h.type == WIRE_ERR) {
-        if (h.payload.type == MSGPACK_OBJECT_STR) {
-            snprintf(err, sizeof err, "%.*s", (int)h.payload.via.str.size, h.payload.via.str.ptr);
-            rpc_future_complete(f, NULL, err);
-        } else {
-            rpc_future_fail(f, "rpc: malformed error from worker %d", h.sender);
-        }
-    } else {
-        struct rpc_value v;
-        if (wire_to_value(&h.payload, frames + 1, n - 1, h.sender, &v, &rx_tensors, err, sizeof err) < 0) {
-            rpc_future_fail(f, "rpc: bad response from worker %d: %s", h.sender, err);
-        } else {
-            if (rpc_hooks.on_recv)
-                rpc_hooks.on_recv(peer, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, rpc_hooks.user);
-            rpc_future_complete(f, &v, NULL);
-        }
-    }
-    rpc_pending_done(f);
-}
-
-static zmq_msg_t rx_frames[2 + WIRE_MAX_TENSORS];
-
-/* Reads one whole message from sock; returns frames read, 0 if none. */
-static int recv_one(void *sock, bool router, unsigned char *rid, size_t *rid_len)
-{
-    int n = 0;
-    for (;;) {
-        if (n < 2 + WIRE_MAX_TENSORS) {
-            ZMQ_CHECK(zmq_msg_init(&rx_frames[n]));
-            if (zmq_msg_recv(&rx_frames[n], sock, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
-                ZMQ_CHECK(zmq_msg_close(&rx_frames[n]));
-                if (n == 0) return 0;
-                CHECK(zmq_errno() == ETERM || zmq_errno() == EINTR);
-                break;
-            }
-            n++;
-            if (!zmq_msg_more(&rx_frames[n - 1])) break;
-        } else {
-            /* Too many frames: drain the rest and drop the message. */
-            zmq_msg_t junk;
-            ZMQ_CHECK(zmq_msg_init(&junk));
-            int more = 1;
-            while (more && zmq_msg_recv(&junk, sock, 0) >= 0) more = zmq_msg_more(&junk);
-            ZMQ_CHECK(zmq_msg_close(&junk));
-            for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
-            return -1;
-        }
-    }
-    if (router) {
-        size_t l = zmq_msg_size(&rx_frames[0]);
-        if (l > 255) l = 255;
-        memcpy(rid, zmq_msg_data(&rx_frames[0]), l);
-        *rid_len = l;
-    }
-    return n;
-}
-
-/* peer: the worker a dealer is connected to (-1 for the router). */
-static void drain_socket(void *sock, bool router, int peer)
-{
-    unsigned char rid[256];
-    size_t rid_len = 0;
-    for (int k = 0; k < RECV_BATCH; k++) {
-        int n = recv_one(sock, router, rid, &rid_len);
-        if (n == 0) return;
-        if (n < 0) continue;
-        int first = router ? 1 : 0;
-        if (n > first) handle_msg(router ? rid : NULL, rid_len, peer, rx_frames + first, n - first);
-        for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
-    }
-}
-
-static void send_ping(struct peer *p)
-{
-    struct outmsg *m = rpc_build_msg(WIRE_PING, 0, NULL, p->id, false, 0, 0, 0, NULL, NULL);
-    send_frames(p->dealer, m, false);
-    outmsg_free(m);
-}
-
-static void io_timers(void)
-{
-    int64_t now = rpc_now_ms();
-    if (now - A->last_hb >= A->opts.heartbeat_ms) {
-        A->last_hb = now;
-        int self = rpc_self_id();
-        for (int i = 0; i < MAX_WORKERS; i++) {
-            struct peer *p = A->peers[i];
-            if (p && p->left_at && (p->npending == 0 || now - p->left_at > A->opts.heartbeat_timeout_ms)) {
-                char why[128];
-                snprintf(why, sizeof why, "%s left", p->name);
-                rpc_close_peer(i, why);
-            }
-            if (!p || !p->alive || i == self) continue;
-            if (now - p->last_seen > A->opts.heartbeat_timeout_ms) {
-                char why[128];
-                snprintf(why, sizeof why, "lost %s (no heartbeat for %d ms)", p->name, A->opts.heartbeat_timeout_ms);
-                rpc_drop_peer(i, why, RPC_EVENT_FAILED);
-                continue;
-            }
-            send_ping(p);
-        }
-    }
-    if (A->npending && now - A->last_scan >= 5) {
-        A->last_scan = now;
-        scan_pending(fail_if_expired, &now, NULL);
-    }
-}
-
-/* Sends everything queued, including what sending itself queues (failure
- * callbacks that start new calls). */
-static void flush_out(bool last)
-{
-    for (;;) {
-        pthread_mutex_lock(&A->out_mu);
-        struct outmsg *m = A->out_head;
-        A->out_head = A->out_tail = NULL;
-        A->out_len = 0;
-        if (last && !m) A->io_dead = true;
-        pthread_mutex_unlock(&A->out_mu);
-        if (!m) return;
-        while (m) {
-            struct outmsg *next = m->next;
-            io_send(m);
-            m = next;
-        }
-    }
-}
-
-static void *io_main(void *arg)
-{
-    (void)arg;
-    on_io_thread = true;
-    zmq_pollitem_t items[3 + MAX_WORKERS];
-    int map[3 + MAX_WORKERS];
-    int nitems = 0, first_dealer = 2;
-    A->peers_changed = true;
-    msgpack_zone_init(&zone, 8192);
-    while (!atomic_load(&A->io_stop)) {
-        if (A->peers_changed) {
-            A->peers_changed = false;
-            items[0] = (zmq_pollitem_t){ .socket = A->router, .events = ZMQ_POLLIN };
-            items[1] = (zmq_pollitem_t){ .fd = A->efd, .events = ZMQ_POLLIN };
-            nitems = 2;
-            if (A->zap) items[nitems++] = (zmq_pollitem_t){ .socket = A->zap, .events = ZMQ_POLLIN };
-            first_dealer = nitems;
-            for (int i = 0; i < MAX_WORKERS; i++)
-                if (A->peers[i] && A->peers[i]->dealer) {
-                    map[nitems] = i;
-                    items[nitems++] = (zmq_pollitem_t){ .socket = A->peers[i]->dealer, .events = ZMQ_POLLIN };
-                }
-        }
-        long timeout = A->opts.heartbeat_ms;
-        if (A->npending) timeout = 5;
-        int rc = zmq_poll(items, nitems, timeout);
-        if (rc < 0) {
-            CHECK(zmq_errno() == EINTR);
-            continue;
-        }
-        if (items[1].revents & ZMQ_POLLIN) {
-            uint64_t v;
-            ssize_t r = read(A->efd, &v, sizeof v);
-            (void)r;
-        }
-        flush_out(false);
-        if (items[0].revents & ZMQ_POLLIN) drain_socket(A->router, true, -1);
-        bool changed = A->peers_changed;
-        if (A->zap && (items[2].revents & ZMQ_POLLIN)) rpc_curve_zap();
-        for (int i = first_dealer; i < nitems && !changed; i++)
-            if ((items[i].revents & ZMQ_POLLIN) && A->peers[map[i]] && A->peers[map[i]]->dealer) {
-                drain_socket(A->peers[map[i]]->dealer, false, map[i]);
-                changed = A->peers_changed;
-            }
-        io_timers();
-        flush_out(false);               /* replies of inline handlers, pings */
-    }
-    /* Flush what is queued (replies, byes) before the sockets close. */
-    flush_out(true);
-    rpc_fail_pending_to(-1, "shut down");
-    msgpack_zone_destroy(&zone);
-    return NULL;
-}
-
-/* ---- calls ------------------------------------------------------------------ */
-
-struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *args, int timeout_ms)
-{
-    struct rpc_future *f = rpc_future_new();
-    snprintf(f->fn, sizeof f->fn, "%s", fn);
-    f->peer = to;
-    if (!A->up) {
-        rpc_future_fail(f, "rpc: not initialised calling %s", fn);
-        return f;
-    }
-    if (to < 0 || to >= MAX_WORKERS) {
-        /* -1 would be taken for a router reply and the call never sent nor
-         * tracked: its future would stay pending forever. */
-        rpc_future_fail(f, "rpc: worker %d is not reachable calling %s", to, fn);
-        return f;
-    }
-    if (timeout_ms == 0) timeout_ms = A->opts.default_timeout_ms;
-    f->timeout_ms = timeout_ms;
-    f->deadline = timeout_ms > 0 ? rpc_now_ms() + timeout_ms : 0;
-    f->req_id = atomic_fetch_add(&A->next_req, 1);
-    if (args && args->kind != RPC_LIST) {
-        rpc_future_fail(f, "rpc: arguments to %s must be a list, not %s", fn, rpc_kind_name(args->kind));
-        return f;
-    }
-    struct outmsg *m = rpc_build_msg(WIRE_REQ, f->req_id, fn, to, false, 0, 0, timeout_ms > 0 ? timeout_ms : 0, args, NULL);
-    if (!m) {
-        rpc_future_complete(f, NULL, rpc_last_error());
-        return f;
-    }
-    m->peer = to;
-    m->fut = f;
-    size_t bytes = 0;
-    for (int i = 0; i < m->nframes; i++) bytes += zmq_msg_size(&m->frames[i]);
-    f->small = bytes <= RPC_SMALL_CALL_BYTES;
-    atomic_fetch_add(&f->refs, 1);        /* the pending table's reference */
-    atomic_fetch_add(&A->inflight, 1);
-    rpc_out_push(m);
-    return f;
-}
-
-static int lookup_id(const char *to)
-{
-    pthread_rwlock_rdlock(&A->dir_lock);
-    int id = A->up ? rpc_find_peer(to) : -1;
-    pthread_rwlock_unlock(&A->dir_lock);
-    return id;
-}
-
-struct rpc_future *rpc_async(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms)
-{
-    int id = lookup_id(to);
-    if (id < 0) {
-        struct rpc_future *f = rpc_future_new();
-        rpc_future_fail(f, "rpc: unknown worker '%s' calling %s.%s", to, to, fn);
-        return f;
-    }
-    return rpc_async_id(id, fn, args, timeout_ms);
-}
-
-int rpc_sync(const char *to, const char *fn, const struct rpc_value *args, struct rpc_value *result, int timeout_ms)
-{
-    struct rpc_future *f = rpc_async(to, fn, args, timeout_ms);
-    int rc = rpc_future_take(f, result);
-    rpc_future_free(f);
-    return rc;
-}
-
-struct internal_cb { void (*cb)(struct rpc_future *, void *); void *user; };
-
-static void internal_done(struct rpc_future *f, void *arg)
-{
-    struct internal_cb *ic = arg;
-    if (ic->cb) ic->cb(f, ic->user);
-    free(ic);
-    rpc_future_free(f);
-}
-
-void rpc_call_internal(int to, const char *fn, struct rpc_value *args, int timeout_ms,
-                       void (*cb)(struct rpc_future *, void *), void *user)
-{
-    struct rpc_future *f = rpc_async_id(to, fn, args, timeout_ms);
-    rpc_value_clear(args);
-    struct internal_cb *ic = trib_xmalloc(sizeof *ic);
-    ic->cb = cb;
-    ic->user = user;
-    rpc_future_then(f, internal_done, ic);
-}
-
-/* Sends a one-way request (no reply, not tracked) to worker `to`. */
-void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args)
-{
-    struct outmsg *m = rpc_build_msg(WIRE_REQ, 0, fn, to, false, 0, 0, 0, args, NULL);
-    CHECK(m != NULL);
-    m->peer = to;
-    rpc_out_push(m);
-}
-
 /* ---- init / shutdown ---------------------------------------------------- */
 
 static int env_int(const char *a, const char *b, int dflt)
@@ -830,6 +98,54 @@ static bool wait_state(bool (*pred)(void), int timeout_ms)
 
 static bool pred_dir(void) { return A->dir_ready; }
 
+/* Fills in the defaults of the options left 0. */
+static void apply_defaults(struct rpc_opts *o)
+{
+    if (!o->default_timeout_ms) o->default_timeout_ms = 60000;
+    if (!o->init_timeout_ms) o->init_timeout_ms = 30000;
+    if (o->num_handler_threads <= 0) o->num_handler_threads = 4;
+    if (o->heartbeat_ms <= 0) o->heartbeat_ms = 200;
+    if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 5000;
+    if (!o->max_frame_bytes) o->max_frame_bytes = 1ull << 30;
+    if (o->max_pending_per_worker <= 0) o->max_pending_per_worker = 16384;
+    if (!o->max_pending_bytes_per_worker)
+        o->max_pending_bytes_per_worker = 2 * o->max_frame_bytes > (1ull << 30) ? 2 * o->max_frame_bytes : 1ull << 30;
+    if (!o->spin_us) o->spin_us = 200;
+    o->bind_host = o->bind_host ? o->bind_host : "127.0.0.1";
+}
+
+/* Locks, counters, this worker's name and id, and the builtins: what both
+ * rpc_init and rpc_offline_init need. */
+static void init_state(const char *name)
+{
+    pthread_rwlock_init(&A->dir_lock, NULL);
+    pthread_mutex_init(&A->out_mu, NULL);
+    pthread_mutex_init(&A->pool_mu, NULL);
+    pthread_cond_init(&A->pool_cv, NULL);
+    pthread_mutex_init(&A->state_mu, NULL);
+    pthread_cond_init(&A->state_cv, NULL);
+    pthread_mutex_init(&A->ev_mu, NULL);
+    pthread_cond_init(&A->ev_cv, NULL);
+    atomic_init(&A->next_req, 1);
+    rpc_counters_reset();
+    atomic_init(&A->next_gid, 1);
+    snprintf(A->self.name, sizeof A->self.name, "%s", name);
+    atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
+    rpc_membership_register();
+    rpc_conn_register();
+    rref_register_builtins();
+    rref_install_wire_hooks();
+    rref_module_init();
+}
+
+/* The other locks stay usable: calls after rpc_shutdown fail cleanly. */
+static void destroy_state(void)
+{
+    pthread_rwlock_destroy(&A->dir_lock);
+    rpc_fl_drain(&rpc_outmsg_fl);
+    rpc_fl_drain(&rpc_request_fl);
+}
+
 static void teardown(void);
 
 int rpc_init(const struct rpc_opts *opts)
@@ -853,32 +169,9 @@ int rpc_init(const struct rpc_opts *opts)
         if (!port) return rpc_set_error("rpc_init: no master address given and MASTER_PORT unset");
         snprintf(A->master, sizeof A->master, "tcp://%s:%s", addr ? addr : "127.0.0.1", port);
     }
-    if (!o->default_timeout_ms) o->default_timeout_ms = 60000;
-    if (!o->init_timeout_ms) o->init_timeout_ms = 30000;
-    if (o->num_handler_threads <= 0) o->num_handler_threads = 4;
-    if (o->heartbeat_ms <= 0) o->heartbeat_ms = 200;
-    if (o->heartbeat_timeout_ms <= 0) o->heartbeat_timeout_ms = 5000;
-    if (!o->max_frame_bytes) o->max_frame_bytes = 1ull << 30;
-    if (!o->spin_us) o->spin_us = 200;
-    o->bind_host = o->bind_host ? o->bind_host : "127.0.0.1";
+    apply_defaults(o);
     o->name = NULL;
-
-    pthread_rwlock_init(&A->dir_lock, NULL);
-    pthread_mutex_init(&A->out_mu, NULL);
-    pthread_mutex_init(&A->pool_mu, NULL);
-    pthread_cond_init(&A->pool_cv, NULL);
-    pthread_mutex_init(&A->state_mu, NULL);
-    pthread_cond_init(&A->state_cv, NULL);
-    pthread_mutex_init(&A->ev_mu, NULL);
-    pthread_cond_init(&A->ev_cv, NULL);
-    atomic_init(&A->next_req, 1);
-    atomic_init(&A->next_gid, 1);
-    snprintf(A->self.name, sizeof A->self.name, "%s", opts->name);
-    atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
-    rpc_membership_register();
-    rref_register_builtins();
-    rref_module_init();
-
+    init_state(opts->name);
     A->zctx = zmq_ctx_new();
     CHECK(A->zctx != NULL);
     A->router = zmq_socket(A->zctx, ZMQ_ROUTER);
@@ -930,7 +223,7 @@ int rpc_init(const struct rpc_opts *opts)
         return rpc_set_error("rpc_init: %s", e);
     }
     A->up = true;
-    CHECK(pthread_create(&A->io_thread, NULL, io_main, NULL) == 0);
+    CHECK(pthread_create(&A->io_thread, NULL, rpc_io_main, NULL) == 0);
     A->npool = o->num_handler_threads;
     A->pool = trib_xcalloc((size_t)A->npool, sizeof *A->pool);
     for (int i = 0; i < A->npool; i++) CHECK(pthread_create(&A->pool[i], NULL, rpc_pool_main, NULL) == 0);
@@ -986,6 +279,7 @@ static void teardown(void)
     free(A->pool);
     A->up = false;
     rref_module_shutdown();
+    rpc_conn_reset();
     for (int i = 0; i < MAX_WORKERS; i++) {
         if (!A->peers[i]) continue;
         if (A->peers[i]->dealer) ZMQ_CHECK(zmq_close(A->peers[i]->dealer));
@@ -1000,14 +294,12 @@ static void teardown(void)
     while (m) {
         struct outmsg *next = m->next;
         if (m->fut) rpc_pending_done(m->fut);
-        outmsg_free(m);
+        rpc_outmsg_free(m);
         m = next;
     }
     A->out_head = A->out_tail = NULL;
     A->out_len = 0;
-    pthread_rwlock_destroy(&A->dir_lock);
-    rpc_fl_drain(&rpc_outmsg_fl);
-    rpc_fl_drain(&rpc_request_fl);
+    destroy_state();
 }
 
 static bool pred_idle(void) { return atomic_load(&A->inflight) == 0 && atomic_load(&A->active) == 0; }
@@ -1042,6 +334,7 @@ static bool pred_all_bye(void) { return all_static(A->bye_from); }
 void rpc_shutdown(bool graceful)
 {
     if (!A->up) return;
+    rref_module_closing();
     const int long_wait = A->opts.default_timeout_ms;
     if (graceful) {
         wait_state(pred_idle, long_wait);
@@ -1077,4 +370,80 @@ void rpc_shutdown(bool graceful)
         }
     }
     teardown();
+}
+
+/* ---- offline agent ---------------------------------------------------------
+ * The agent without sockets or threads, for the fuzz targets and their
+ * corpus replay: messages are handed to rpc_handle_router/rpc_handle_dealer
+ * directly, whatever would be sent is dropped (calls fail at once), and
+ * handler jobs run when rpc_offline_run_jobs is called. */
+
+int rpc_offline_init(const char *name, int rank, int world)
+{
+    if (A->up) return rpc_set_error("rpc_offline_init: already initialised");
+    memset(A, 0, sizeof *A);
+    A->rank = rank;
+    A->world_size = world;
+    A->opts.rank = rank;
+    A->opts.world_size = world;
+    A->opts.default_timeout_ms = 1000;
+    A->opts.heartbeat_timeout_ms = 1000;
+    apply_defaults(&A->opts);
+    A->offline = true;
+    A->efd = -1;
+    init_state(name);
+    rpc_msg_init();
+    A->self.id = rank;
+    snprintf(A->self.endpoint, sizeof A->self.endpoint, "offline://%s", name);
+    A->dir_ready = A->dir_sent = true;
+    A->up = true;
+    return 0;
+}
+
+void rpc_offline_run_jobs(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&A->pool_mu);
+        struct rpc_request *req = A->jobs_head;
+        if (req) {
+            A->jobs_head = req->next;
+            if (!A->jobs_head) A->jobs_tail = NULL;
+            A->njobs--;
+        }
+        pthread_mutex_unlock(&A->pool_mu);
+        if (!req) return;
+        rpc_run_request(req);
+    }
+}
+
+struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn)
+{
+    struct rpc_future *f = rpc_future_new();
+    snprintf(f->fn, sizeof f->fn, "%s", fn);
+    f->peer = peer;
+    f->req_id = req_id;
+    atomic_fetch_add(&f->refs, 1);        /* the pending table's */
+    atomic_fetch_add(&A->inflight, 1);
+    rpc_pending_add(f);
+    return f;
+}
+
+void rpc_offline_fini(void)
+{
+    if (!A->up || !A->offline) return;
+    rref_module_closing();
+    rpc_offline_run_jobs();
+    for (int i = 0; i < MAX_WORKERS; i++)
+        if (A->peers[i] && i != rpc_self_id() && rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(i, rpc_hooks.user);
+    rpc_fail_pending_to(-1, "shut down");
+    rpc_offline_run_jobs();
+    A->up = false;
+    rref_module_shutdown();
+    rpc_conn_reset();
+    for (int i = 0; i < MAX_WORKERS; i++) {
+        free(A->peers[i]);
+        A->peers[i] = NULL;
+    }
+    rpc_msg_fini();
+    destroy_state();
 }

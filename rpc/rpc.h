@@ -100,6 +100,12 @@ struct rpc_opts {
     int heartbeat_timeout_ms;  /* silence after which a peer is dead; 0: 5000 (a loaded box
                                   can starve a healthy process of CPU for a second) */
     size_t max_frame_bytes;    /* ZMQ_MAXMSGSIZE; 0: 1 GiB */
+    /* Requests from one worker received here and not yet answered (queued,
+     * running or deferred), beyond which its calls fail as busy: their
+     * number (0: 16384) and bytes (0: 2 x max_frame_bytes, at least 1 GiB;
+     * one request alone may always be as big as a frame). */
+    int max_pending_per_worker;
+    size_t max_pending_bytes_per_worker;
     int spin_us;               /* a thread waiting on a call of up to 256 KiB yields the CPU
                                   (sched_yield) up to this long before sleeping; 0: 200, <0: never */
     /* CURVE encryption (all workers must agree): this worker's keypair (Z85,
@@ -144,6 +150,27 @@ int rpc_get_workers(struct rpc_worker_info *out, int cap);
 /* Waits up to timeout_ms (<0: forever) for the next membership event.
  * Returns 1 with *ev filled, 0 on timeout. */
 int rpc_next_event(struct rpc_event *ev, int timeout_ms);
+
+/* ---- statistics ---------------------------------------------------------- */
+
+/* What this process's agent refused since rpc_init. Every connection on a
+ * worker's router belongs to the worker that vouched for it (or, on rank 0,
+ * said hello on it); a message whose claimed sender is another worker, or
+ * that no live worker vouches for in time, is dropped with a rate-limited
+ * line on stderr naming the connection, and a connection that sends more
+ * than 1000 bad messages is cut off. */
+struct rpc_stats {
+    uint64_t dropped_spoofed;     /* claimed a sender its connection does not belong to */
+    uint64_t dropped_unverified;  /* from a connection no live worker vouched for in time */
+    uint64_t dropped_malformed;   /* undecodable or ill-formed */
+    uint64_t dropped_cut;         /* from a connection already cut off */
+    uint64_t connections_cut;     /* connections cut off for too many bad messages */
+    uint64_t refused_busy;        /* requests refused by a bound on what may wait */
+    uint64_t forks_expired;       /* RRef forks that waited in vain for their RRef */
+    int held_messages;            /* requests now waiting for their connection's check */
+};
+/* Fills *out (zeros before the first rpc_init). Any thread. */
+void rpc_get_stats(struct rpc_stats *out);
 
 /* ---- functions --------------------------------------------------------- */
 

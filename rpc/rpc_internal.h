@@ -30,13 +30,19 @@
  *   header and every received tensor (nested ones too, in wire order) (owned by the message; the hook may retain them, set grad_fn on
  *   those with requires_grad to a "recv" function). For a request, the ids
  *   are also available to the handler through rpc_request_autograd_ids so
- *   it can make the context current while it runs.
- * Both may be NULL. Install before rpc_init; not thread-safe to change. */
+ *   it can make the context current while it runs. Returns 0, or -1 with
+ *   err to refuse a request (which then fails with that text; the return
+ *   is ignored for responses).
+ * on_peer_gone: on the I/O thread when a worker left or was found dead.
+ * on_tick: on the I/O thread every heartbeat (must be quick).
+ * Any may be NULL. Install before rpc_init; not thread-safe to change. */
 struct rpc_autograd_hooks {
     void (*on_send)(int to_worker, bool is_response, struct tensor **tensors, int n,
                     int64_t *ctx_id, int64_t *msg_id, void *user);
-    void (*on_recv)(int from_worker, bool is_response, struct tensor **tensors, int n,
-                    int64_t ctx_id, int64_t msg_id, void *user);
+    int (*on_recv)(int from_worker, bool is_response, struct tensor **tensors, int n,
+                   int64_t ctx_id, int64_t msg_id, char *err, size_t cap, void *user);
+    void (*on_peer_gone)(int worker, void *user);
+    void (*on_tick)(int64_t now_ms, void *user);
     /* Called on the handler's thread right before (enter) and after a
      * request's handler runs, with the request's context id (0: none). */
     void (*on_handler)(int64_t ctx_id, bool enter, void *user);
@@ -85,6 +91,19 @@ struct wire_hdr {
  * the grad_fn the autograd hook needs). */
 struct wire_tensors { struct tensor *t[WIRE_MAX_TENSORS]; struct tensor *orig[WIRE_MAX_TENSORS]; int n; };
 
+/* How the codec packs and unpacks RRefs (rref.c installs them; without
+ * them an RRef neither encodes nor decodes). pack: writes r's descriptor
+ * for a message to worker `to` (the fork protocol's sending side).
+ * unpack: the receiving side for a descriptor from worker `from`; NULL
+ * with err. */
+struct wire_rref_hooks {
+    void (*pack)(msgpack_packer *pk, struct rref *r, int to);
+    struct rref *(*unpack)(int owner, int parent, uint64_t id, uint64_t fork, int from, char *err, size_t cap);
+};
+void wire_set_rref_hooks(const struct wire_rref_hooks *hooks);
+/* Writes an RRef descriptor (the body of ext type 2). */
+void wire_rref_desc(unsigned char out[24], int owner, int parent, uint64_t id, uint64_t fork);
+
 /* Encodes v; tensors are appended to *tl (retained), RRefs forked toward
  * worker `to`. -1 with error on too many tensors or an unencodable value. */
 int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_tensors *tl, int to, int depth);
@@ -94,6 +113,12 @@ int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_t
  * *payload_off is where the payload starts (else 0), so that a request
  * with a bad payload can still be answered. */
 int wire_validate(const char *buf, size_t len, size_t *payload_off, char *err, size_t cap);
+/* Decodes a received message: frames[0] the header (checked with
+ * wire_validate, parsed with wire_parse_hdr), frames[1..n) tensor bodies,
+ * as many as the header announces. 0, or -1 with err; then h->req_id is the
+ * request id if it could be read (else 0) and *answerable says whether a
+ * request's sender should hear of the error. The payload is not decoded. */
+int wire_decode(zmq_msg_t *frames, int n, msgpack_zone *zone, struct wire_hdr *h, bool *answerable, char *err, size_t cap);
 /* Parses the header array. 0 or -1 with err; req_id is filled as soon as
  * it is known (0 otherwise). */
 int wire_parse_hdr(const msgpack_object *o, struct wire_hdr *h, char *err, size_t cap);
@@ -128,17 +153,20 @@ const char *rpc_request_error_text(const struct rpc_request *req);
 void rpc_request_free_local(struct rpc_request *req);
 /* Sets a request's error to `text` verbatim (already prefixed). */
 void rpc_request_fail_text(struct rpc_request *req, const char *text);
-void rref_pack_desc(unsigned char out[24], int owner, int parent, uint64_t id, uint64_t fork);
 
 /* rref.c */
+/* Fork registrations that may wait at an owner for their RRef's creation. */
+#define RREF_MAX_PARKED 16384
+/* Installs the codec's RRef hooks (wire_set_rref_hooks). */
+void rref_install_wire_hooks(void);
 void rref_module_init(void);
+/* At the start of rpc_shutdown: fails every waiting fork registration, and
+ * every later one fails at once. */
+void rref_module_closing(void);
+/* I/O thread: fails the fork registrations that waited past the default timeout. */
+void rref_expire_parked(int64_t now_ms);
 void rref_module_shutdown(void);
 void rref_register_builtins(void);
-/* Serialises r for a message to `to` (fork protocol, sending side). */
-void rref_pack(msgpack_packer *pk, struct rref *r, int to);
-/* Receiving side of the fork protocol; NULL with err on an unknown RRef. */
-struct rref *rref_unpack(int owner, int parent, uint64_t rref_id, uint64_t fork_id, int from,
-                         char *err, size_t cap);
 
 /* ---- agent internals (rpc.c owns the state; future.c, request.c and
  * membership.c share it) ------------------------------------------------ */
@@ -161,6 +189,13 @@ struct rref *rref_unpack(int owner, int parent, uint64_t rref_id, uint64_t fork_
 #define MAX_QUEUE 65536             /* calls waiting for the I/O thread; requests waiting for a handler */
 #define RECV_BATCH 256
 #define RPC_CURVE_MAX_ALLOW 64
+/* Routing id of every dealer: random, so that only the worker it connects
+ * to learns it (first byte non-zero: libzmq reserves those). */
+#define RPC_RID_LEN 16
+/* Bad messages after which a connection is cut off. */
+#define RPC_MAX_BAD 1000
+/* Connections the router remembers (bound ones and strangers). */
+#define RPC_MAX_CONNS 4096
 /* Waiting on a call no bigger than this starts with a short yielding spin
  * (rpc_opts.spin_us); bigger ones leave both cores to the copies. */
 #define RPC_SMALL_CALL_BYTES (256 * 1024)
@@ -202,7 +237,8 @@ struct rpc_request {
     char *err;
     void (*job)(void *);
     void *job_arg;
-    bool counted;                   /* in agent.active until freed */
+    bool counted;                   /* in agent.active (and pending_by[caller]) until freed */
+    size_t bytes;                   /* its frames' size (pending_bytes_by) */
 };
 
 /* A message on its way to the I/O thread: header frame + tensor frames. */
@@ -228,6 +264,8 @@ struct peer {
     int64_t left_at;                /* left gracefully: the dealer stays open to
                                        drain replies already on their way */
     int npending;                   /* I/O thread: calls awaiting its reply */
+    unsigned char rid[RPC_RID_LEN]; /* the dealer's routing id (random, ours) */
+    uint32_t bad;                   /* I/O thread: bad messages on the dealer */
 };
 
 struct rpc_agent {
@@ -247,6 +285,7 @@ struct rpc_agent {
     pthread_rwlock_t dir_lock;      /* guards peers[] names/alive (writes on I/O thread) */
     struct peer *peers[MAX_WORKERS];
     bool peers_changed;             /* I/O thread only */
+    bool offline;                   /* rpc_offline_init: no sockets, no threads */
 
     pthread_mutex_t out_mu;
     struct outmsg *out_head, *out_tail;
@@ -260,6 +299,8 @@ struct rpc_agent {
     int npending;
     atomic_int inflight;            /* outstanding futures this process started */
     atomic_int active;              /* requests received and not yet answered */
+    atomic_int pending_by[MAX_WORKERS];             /* ...of them per calling worker */
+    _Atomic int64_t pending_bytes_by[MAX_WORKERS];  /* ...and their bytes on the wire */
 
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;
@@ -295,9 +336,9 @@ struct rpc_agent {
     int64_t last_hb;
     int64_t last_scan;
 };
-/* A bounded free list of fixed-size blocks shared by threads, so that
- * steady-state messages, requests and futures reuse memory instead of
- * calling malloc (CONVENTIONS.md "Memory and hot paths"). */
+/* freelist.c: a bounded free list of fixed-size blocks shared by threads,
+ * so that steady-state messages, requests and futures reuse memory instead
+ * of calling malloc (CONVENTIONS.md "Memory and hot paths"). */
 struct rpc_freelist { pthread_mutex_t mu; void *head; int n; size_t size; };
 #define RPC_FREELIST_INIT(sz) { PTHREAD_MUTEX_INITIALIZER, NULL, 0, (sz) }
 #define RPC_FREELIST_MAX 4096
@@ -328,6 +369,9 @@ int rpc_future_take(struct rpc_future *f, struct rpc_value *out);
 bool rpc_find_fn(const char *name, size_t n, rpc_fn *fn, void **user, unsigned *flags);
 void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *err);
 void rpc_request_free(struct rpc_request *req);
+/* A deferred request that must not hold a graceful shutdown up (nor count
+ * toward its caller's bound) while it waits. */
+void rpc_request_uncount(struct rpc_request *req);
 void rpc_run_request(struct rpc_request *req);
 bool rpc_pool_push(struct rpc_request *req);
 void *rpc_pool_main(void *arg);
@@ -343,20 +387,110 @@ void rpc_membership_register(void);
 const char *rpc_arg_str(const struct rpc_value *args, size_t i);
 bool rpc_arg_int(const struct rpc_value *args, size_t i, int64_t *out);
 
+/* conn.c: who a connection on the router is (I/O thread, except the
+ * counters). A routing id is bound to worker W when W vouches for it
+ * (__conn_check, asked through our dealer to W's registered endpoint) or,
+ * on rank 0, when W says hello on it. */
+struct conn;
+enum rpc_drop { RPC_DROP_SPOOFED, RPC_DROP_UNVERIFIED, RPC_DROP_MALFORMED, RPC_DROP_BUSY };
+enum { CONN_ACCEPT, CONN_HOLD, CONN_REFUSE };
+struct rpc_counters {
+    atomic_uint_fast64_t spoofed, unverified, malformed, cut_dropped, cuts, busy, forks_expired;
+    atomic_int held;
+};
+extern struct rpc_counters rpc_counters;
+/* The connection of routing id rid, created on its first message (`first`:
+ * a frame it sent, for its address); NULL if the table is full. */
+struct conn *rpc_conn_get(const unsigned char *rid, size_t len, zmq_msg_t *first);
+bool rpc_conn_is_cut(const struct conn *c);
+const unsigned char *rpc_conn_rid(const struct conn *c, size_t *len);
+/* Checks a decoded header's sender against c: CONN_ACCEPT with *from the
+ * connection's worker (-1 for __hello/__conn_check from an unbound
+ * connection), CONN_HOLD (then call rpc_conn_hold), or CONN_REFUSE
+ * (counted and logged; why is the error for a request, "" for none). */
+int rpc_conn_verdict(struct conn *c, const struct wire_hdr *h, int *from, char *why, size_t cap);
+/* Keeps a request (frames moved out) until c is verified; false with why
+ * if the bounds on held messages are reached. */
+bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, int n, char *why, size_t cap);
+/* Counts a bad message from c (log line, maybe the cut-off). */
+void rpc_conn_bad(struct conn *c, enum rpc_drop kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Counts a bad message on the dealer to worker id; drops it past the limit. */
+void rpc_peer_bad(int id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void rpc_conn_bind(const unsigned char *rid, size_t len, int worker);
+/* The worker rid is bound to, or -1. */
+int rpc_conn_worker(const unsigned char *rid, size_t len);
+/* Unbinds every connection of a worker that left or died. */
+void rpc_conn_forget_worker(int id);
+/* I/O loop: replays what newly verified connections held, starts and
+ * expires checks. */
+void rpc_conn_poll(void);
+/* After the I/O thread stopped: forgets every connection. */
+void rpc_conn_reset(void);
+void rpc_conn_register(void);
+void rpc_counters_reset(void);
+bool rpc_own_dealer_rid(const unsigned char *rid, size_t len);
+void rpc_new_rid(unsigned char rid[RPC_RID_LEN]);
+
 /* curve.c: no-ops unless opts.curve */
 int rpc_curve_setup(void);                    /* -1 with error on bad keys */
 void rpc_curve_server(void *sock);
 void rpc_curve_client(void *sock);
 void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests */
 
-/* rpc.c */
+/* value.c: a NUL-terminated copy of n bytes. */
+char *rpc_dup_bytes(const void *p, size_t n);
+
+/* wire.c: builds a message. payload may be NULL (nil); err non-NULL makes
+ * an error payload (a string). NULL with error if the payload cannot be
+ * encoded. */
 struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, bool is_response,
                              int64_t ac_ctx, int64_t ac_msg, int64_t timeout_ms,
                              const struct rpc_value *payload, const char *err);
+
+/* io.c: the I/O thread, the out queue and what it carries. */
+void *rpc_io_main(void *arg);
+/* A message of nframes frames (pooled when small), for rpc_out_push or
+ * rpc_outmsg_free. */
+struct outmsg *rpc_outmsg_new(int nframes);
+void rpc_outmsg_free(struct outmsg *m);
+/* Queues m for the I/O thread (takes it; a call's future fails if the
+ * queue is full or the agent down). Any thread. */
 void rpc_out_push(struct outmsg *m);
 void rpc_wake_io(void);
+
+/* message.c: received messages (I/O thread). */
+void rpc_msg_init(void);
+void rpc_msg_fini(void);
+/* Handles a message from router connection c (frames[0] the header). */
+void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n);
+/* Handles a message on the dealer to worker `peer` (its responses). */
+void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n);
+/* Queues an error reply `text` to request req_id of router connection rid. */
+void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text);
+
+/* call.c: calls and the pending table (the table: I/O thread). */
+void rpc_pending_add(struct rpc_future *f);
+/* The pending call req_id made to worker `peer`, unlinked; NULL if none. */
+struct rpc_future *rpc_pending_take(uint64_t req_id, int peer);
+/* Drops the table's reference to a completed call. */
 void rpc_pending_done(struct rpc_future *f);
+/* Fails the calls pending on worker `peer` (-1: all) with `why`. */
 void rpc_fail_pending_to(int peer, const char *why);
+/* Fails the calls whose deadline has passed. */
+void rpc_expire_pending(int64_t now_ms);
+/* Sends a one-way request (no reply, not tracked) to worker `to`. */
 void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
+
+/* rpc.c: the offline agent, for fuzz targets and their corpus replay: the
+ * agent's state and builtins without sockets or threads. Messages are
+ * given to rpc_handle_router/rpc_handle_dealer directly; what would be sent
+ * is dropped and calls fail at once; handler jobs run in
+ * rpc_offline_run_jobs. Peers are added without connecting. */
+int rpc_offline_init(const char *name, int rank, int world);
+void rpc_offline_run_jobs(void);
+/* A call to `peer` that awaits its reply with request id req_id. */
+struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn);
+/* Fails what waits, runs what is queued and frees everything. */
+void rpc_offline_fini(void);
 
 #endif

@@ -51,8 +51,11 @@ static bool down = true;
  * (they travel on different connections: A creates on B, hands the RRef to
  * C, C's fork request may overtake A's __remote). Their replies wait here,
  * under mu, until the entry exists, as PyTorch's owner does. */
-struct parked_fork { struct parked_fork *next; uint64_t id, fork; struct rpc_request *req; };
+struct parked_fork { struct parked_fork *next; uint64_t id, fork; int64_t deadline; struct rpc_request *req; };
 static struct parked_fork *parked;
+static int nparked;
+/* Set when this worker starts shutting down: no fork waits any more. */
+static bool closing;
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct ctor_entry *ctors;
@@ -266,7 +269,7 @@ int rref_owned_count(void)
 
 /* ---- fork protocol ----------------------------------------------------------- */
 
-void rref_pack(msgpack_packer *pk, struct rref *r, int to)
+static void rref_pack(msgpack_packer *pk, struct rref *r, int to)
 {
     uint64_t fork = rpc_gen_id();
     pthread_mutex_lock(&mu);
@@ -282,7 +285,7 @@ void rref_pack(msgpack_packer *pk, struct rref *r, int to)
     }
     pthread_mutex_unlock(&mu);
     unsigned char d[24];
-    rref_pack_desc(d, r->owner, rpc_self_id(), r->id, fork);
+    wire_rref_desc(d, r->owner, rpc_self_id(), r->id, fork);
     msgpack_pack_ext_with_body(pk, d, sizeof d, WIRE_EXT_RREF);
     (void)to;
 }
@@ -305,7 +308,7 @@ static void fork_acked(struct rpc_future *f, void *arg)
     free(c);
 }
 
-struct rref *rref_unpack(int owner, int parent, uint64_t id, uint64_t fork, int from, char *err, size_t cap)
+static struct rref *rref_unpack(int owner, int parent, uint64_t id, uint64_t fork, int from, char *err, size_t cap)
 {
     int self = rpc_self_id();
     if (parent != from) {
@@ -340,6 +343,12 @@ struct rref *rref_unpack(int owner, int parent, uint64_t id, uint64_t fork, int 
     struct rpc_value args = two_ints(id, fork);
     rpc_call_internal(owner, "__rref_fork", &args, 0, fork_acked, c);
     return r;
+}
+
+void rref_install_wire_hooks(void)
+{
+    static const struct wire_rref_hooks hooks = { .pack = rref_pack, .unpack = rref_unpack };
+    wire_set_rref_hooks(&hooks);
 }
 
 /* ---- construction ---------------------------------------------------------- */
@@ -503,6 +512,7 @@ static int bi_remote(struct rpc_request *req, const struct rpc_value *args, stru
             continue;
         }
         *pp = p->next;
+        nparked--;
         fork_add(e, p->fork);
         p->next = ready;
         ready = p;
@@ -528,16 +538,70 @@ static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct
     pthread_mutex_lock(&mu);
     struct owner_entry *e = entry_find(id);
     if (e) fork_add(e, fork);
-    /* Not created yet, by another live worker: its __remote is on the way. */
-    if (!e && !down && creator_alive) {
+    /* Not created yet, by another live worker: its __remote is probably on
+     * the way. It may also never come (a forged descriptor): the fork
+     * waits at most the default timeout, never past the start of shutdown,
+     * and does not hold a graceful shutdown up. */
+    bool wait = !e && !down && !closing && creator_alive;
+    if (wait && nparked >= RREF_MAX_PARKED) {
+        pthread_mutex_unlock(&mu);
+        atomic_fetch_add(&rpc_counters.busy, 1);
+        return rpc_request_fail(req, "%d fork registrations already wait for their RRefs", RREF_MAX_PARKED);
+    }
+    if (wait) {
+        int t = rpc_agent_state.opts.default_timeout_ms;
         struct parked_fork *p = trib_xmalloc(sizeof *p);
-        *p = (struct parked_fork){parked, id, fork, req};
+        *p = (struct parked_fork){parked, id, fork, rpc_now_ms() + (t > 0 ? t : 60000), req};
         parked = p;
+        nparked++;
+        rpc_request_uncount(req);
         pthread_mutex_unlock(&mu);
         return RPC_DEFERRED;
     }
     pthread_mutex_unlock(&mu);
     return e ? 0 : rpc_request_fail(req, "unknown RRef %#llx", (unsigned long long)id);
+}
+
+/* Fails the parked forks whose deadline is past at `now` (all of them when now is 0). */
+static void fail_parked(int64_t now, const char *why)
+{
+    struct parked_fork *gone = NULL;
+    pthread_mutex_lock(&mu);
+    for (struct parked_fork **pp = &parked; *pp;) {
+        struct parked_fork *p = *pp;
+        if (now && now < p->deadline) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        nparked--;
+        p->next = gone;
+        gone = p;
+    }
+    pthread_mutex_unlock(&mu);
+    while (gone) {
+        struct parked_fork *next = gone->next;
+        if (now) atomic_fetch_add(&rpc_counters.forks_expired, 1);
+        rpc_request_fail(gone->req, "RRef %#llx %s", (unsigned long long)gone->id, why);
+        rpc_request_finish_error(gone->req);
+        free(gone);
+        gone = next;
+    }
+}
+
+void rref_expire_parked(int64_t now)
+{
+    char why[128];
+    snprintf(why, sizeof why, "was not created here within %d ms", rpc_agent_state.opts.default_timeout_ms);
+    fail_parked(now, why);
+}
+
+void rref_module_closing(void)
+{
+    pthread_mutex_lock(&mu);
+    closing = true;
+    pthread_mutex_unlock(&mu);
+    fail_parked(0, "was not created here before shutdown");
 }
 
 /* inline: [id, fork] a user is gone */
@@ -813,6 +877,7 @@ void rref_module_init(void)
 {
     pthread_mutex_lock(&mu);
     down = false;
+    closing = false;
     pthread_mutex_unlock(&mu);
 }
 
@@ -835,6 +900,7 @@ void rref_module_shutdown(void)
     children = NULL;
     struct parked_fork *pf = parked;    /* the I/O thread is gone: no replies */
     parked = NULL;
+    nparked = 0;
     pthread_mutex_unlock(&mu);
     while (pf) {
         struct parked_fork *next = pf->next;

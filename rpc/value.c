@@ -1,7 +1,5 @@
-/* The tagged value type of RPC arguments and results, and its wire form:
- * msgpack for the structure, raw frames for tensor bodies, every count and
- * length checked against the frame before anything is allocated. */
-#include <stdarg.h>
+/* The tagged value type of RPC arguments and results (its wire form is
+ * wire.c's). */
 #include <stdio.h>
 #include <string.h>
 
@@ -10,7 +8,7 @@
 
 /* ---- values ------------------------------------------------------------- */
 
-static char *dup_bytes(const void *p, size_t n)
+char *rpc_dup_bytes(const void *p, size_t n)
 {
     char *s = trib_xmalloc(n + 1);
     if (n) memcpy(s, p, n);
@@ -22,7 +20,7 @@ struct rpc_value rpc_str(const char *s)
 {
     size_t n = strlen(s);
     struct rpc_value v = { .kind = RPC_STR };
-    v.str.ptr = dup_bytes(s, n);
+    v.str.ptr = rpc_dup_bytes(s, n);
     v.str.len = n;
     return v;
 }
@@ -30,7 +28,7 @@ struct rpc_value rpc_str(const char *s)
 struct rpc_value rpc_bytes(const void *p, size_t n)
 {
     struct rpc_value v = { .kind = RPC_BYTES };
-    v.str.ptr = dup_bytes(p, n);
+    v.str.ptr = rpc_dup_bytes(p, n);
     v.str.len = n;
     return v;
 }
@@ -68,7 +66,7 @@ void rpc_map_set(struct rpc_value *map, size_t i, const char *key, struct rpc_va
     CHECK(map->kind == RPC_MAP && i < map->map.len);
     free(map->map.items[i].key);
     rpc_value_clear(&map->map.items[i].val);
-    map->map.items[i].key = dup_bytes(key, strlen(key));
+    map->map.items[i].key = rpc_dup_bytes(key, strlen(key));
     map->map.items[i].val = val;
 }
 
@@ -107,7 +105,7 @@ struct rpc_value rpc_value_copy(const struct rpc_value *v)
 {
     struct rpc_value c = *v;
     switch (v->kind) {
-    case RPC_STR: case RPC_BYTES: c.str.ptr = dup_bytes(v->str.ptr, v->str.len); break;
+    case RPC_STR: case RPC_BYTES: c.str.ptr = rpc_dup_bytes(v->str.ptr, v->str.len); break;
     case RPC_TENSOR: tensor_retain(v->tensor); break;
     case RPC_RREF: rref_retain(v->rref); break;
     case RPC_LIST:
@@ -117,7 +115,7 @@ struct rpc_value rpc_value_copy(const struct rpc_value *v)
     case RPC_MAP:
         c = rpc_map(v->map.len);
         for (size_t i = 0; i < v->map.len; i++) {
-            c.map.items[i].key = v->map.items[i].key ? dup_bytes(v->map.items[i].key, strlen(v->map.items[i].key)) : NULL;
+            c.map.items[i].key = v->map.items[i].key ? rpc_dup_bytes(v->map.items[i].key, strlen(v->map.items[i].key)) : NULL;
             c.map.items[i].val = rpc_value_copy(&v->map.items[i].val);
         }
         break;
@@ -162,333 +160,4 @@ const char *rpc_kind_name(enum rpc_kind k)
     static const char *names[] = { "nil", "bool", "int", "double", "str", "bytes",
                                    "tensor", "rref", "list", "map" };
     return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "?";
-}
-
-/* ---- encoding ------------------------------------------------------------ */
-
-static void put_u16(unsigned char *p, uint16_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
-static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i)); }
-static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get_u32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
-static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
-
-void rref_pack_desc(unsigned char out[24], int owner, int parent, uint64_t id, uint64_t fork)
-{
-    put_u16(out, (uint16_t)owner);
-    put_u16(out + 2, (uint16_t)parent);
-    put_u32(out + 4, 0);
-    put_u64(out + 8, id);
-    put_u64(out + 16, fork);
-}
-
-int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_tensors *tl, int to, int depth)
-{
-    if (depth > WIRE_MAX_DEPTH) return rpc_set_error("rpc: value nested deeper than %d", WIRE_MAX_DEPTH);
-    switch (v->kind) {
-    case RPC_NIL: msgpack_pack_nil(pk); break;
-    case RPC_BOOL: if (v->b) msgpack_pack_true(pk); else msgpack_pack_false(pk); break;
-    case RPC_INT: msgpack_pack_int64(pk, v->i); break;
-    case RPC_DOUBLE: msgpack_pack_double(pk, v->d); break;
-    case RPC_STR: msgpack_pack_str_with_body(pk, v->str.ptr, v->str.len); break;
-    case RPC_BYTES: msgpack_pack_bin_with_body(pk, v->str.ptr, v->str.len); break;
-    case RPC_TENSOR: {
-        struct tensor *t = v->tensor;
-        if (tl->n >= WIRE_MAX_TENSORS) return rpc_set_error("rpc: more than %d tensors in one message", WIRE_MAX_TENSORS);
-        struct tensor *snap;
-        if (t->device != DEVICE_CPU) {
-            snap = tensor_clone_to(t, DEVICE_CPU);
-            if (!snap) return rpc_set_error("rpc: cannot copy tensor to host: %s", tensor_last_error());
-        } else {
-            snap = tensor_snapshot(t);
-        }
-        snap->requires_grad = t->requires_grad;
-        unsigned char d[16 + 8 * TENSOR_MAX_DIMS];
-        d[0] = (unsigned char)t->dtype;
-        d[1] = (unsigned char)t->ndim;
-        d[2] = t->requires_grad ? 1 : 0;
-        d[3] = 0;
-        put_u32(d + 4, (uint32_t)tl->n);
-        put_u64(d + 8, tensor_nbytes(t));
-        for (int i = 0; i < t->ndim; i++) put_u64(d + 16 + 8 * i, (uint64_t)t->shape[i]);
-        size_t n = 16 + 8 * (size_t)t->ndim;
-        msgpack_pack_ext_with_body(pk, d, n, WIRE_EXT_TENSOR);
-        tl->orig[tl->n] = t;
-        tl->t[tl->n++] = snap;
-        break;
-    }
-    case RPC_RREF: rref_pack(pk, v->rref, to); break;
-    case RPC_LIST:
-        msgpack_pack_array(pk, v->list.len);
-        for (size_t i = 0; i < v->list.len; i++)
-            if (wire_pack_value(pk, &v->list.items[i], tl, to, depth + 1) < 0) return -1;
-        break;
-    case RPC_MAP:
-        msgpack_pack_map(pk, v->map.len);
-        for (size_t i = 0; i < v->map.len; i++) {
-            const char *k = v->map.items[i].key ? v->map.items[i].key : "";
-            msgpack_pack_str_with_body(pk, k, strlen(k));
-            if (wire_pack_value(pk, &v->map.items[i].val, tl, to, depth + 1) < 0) return -1;
-        }
-        break;
-    default: return rpc_set_error("rpc: cannot send a value of kind %d", (int)v->kind);
-    }
-    return 0;
-}
-
-/* ---- validation ---------------------------------------------------------- */
-
-struct cursor { const unsigned char *p, *end; char *err; size_t cap; uint64_t values; };
-
-static int verr(struct cursor *c, const char *msg)
-{
-    snprintf(c->err, c->cap, "%s", msg);
-    return -1;
-}
-
-static int need(struct cursor *c, uint64_t n)
-{
-    return (uint64_t)(c->end - c->p) >= n ? 0 : verr(c, "truncated msgpack");
-}
-
-static uint64_t be(const unsigned char *p, int n) { uint64_t v = 0; for (int i = 0; i < n; i++) v = v << 8 | p[i]; return v; }
-
-/* Reads one object; containers check their count against the bytes left
- * (each element needs at least one byte) before recursing. */
-static int walk(struct cursor *c, int depth)
-{
-    if (depth > WIRE_MAX_DEPTH) return verr(c, "msgpack nested too deep");
-    if (++c->values > WIRE_MAX_VALUES) {
-        snprintf(c->err, c->cap, "more than %d msgpack values in one message", WIRE_MAX_VALUES);
-        return -1;
-    }
-    if (need(c, 1) < 0) return -1;
-    unsigned b = *c->p++;
-    uint64_t count = 0, skip = 0;
-    int mult = 0;
-    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3) return 0;
-    if ((b & 0xf0) == 0x80) { count = b & 0x0f; mult = 2; }
-    else if ((b & 0xf0) == 0x90) { count = b & 0x0f; mult = 1; }
-    else if ((b & 0xe0) == 0xa0) skip = b & 0x1f;
-    else switch (b) {
-    case 0xcc: case 0xd0: skip = 1; break;
-    case 0xcd: case 0xd1: skip = 2; break;
-    case 0xce: case 0xd2: case 0xca: skip = 4; break;
-    case 0xcf: case 0xd3: case 0xcb: skip = 8; break;
-    case 0xc4: case 0xd9: if (need(c, 1)) return -1; skip = be(c->p, 1); c->p += 1; break;
-    case 0xc5: case 0xda: if (need(c, 2)) return -1; skip = be(c->p, 2); c->p += 2; break;
-    case 0xc6: case 0xdb: if (need(c, 4)) return -1; skip = be(c->p, 4); c->p += 4; break;
-    case 0xd4: skip = 2; break;
-    case 0xd5: skip = 3; break;
-    case 0xd6: skip = 5; break;
-    case 0xd7: skip = 9; break;
-    case 0xd8: skip = 17; break;
-    case 0xc7: if (need(c, 1)) return -1; skip = be(c->p, 1) + 1; c->p += 1; break;
-    case 0xc8: if (need(c, 2)) return -1; skip = be(c->p, 2) + 1; c->p += 2; break;
-    case 0xc9: if (need(c, 4)) return -1; skip = be(c->p, 4) + 1; c->p += 4; break;
-    case 0xdc: if (need(c, 2)) return -1; count = be(c->p, 2); c->p += 2; mult = 1; break;
-    case 0xdd: if (need(c, 4)) return -1; count = be(c->p, 4); c->p += 4; mult = 1; break;
-    case 0xde: if (need(c, 2)) return -1; count = be(c->p, 2); c->p += 2; mult = 2; break;
-    case 0xdf: if (need(c, 4)) return -1; count = be(c->p, 4); c->p += 4; mult = 2; break;
-    default: return verr(c, "invalid msgpack type byte");
-    }
-    if (mult) {
-        /* msgpack-c's unpacker holds at most 32 open containers (its
-         * MSGPACK_EMBED_STACK_SIZE; the outermost is at depth 0): one deeper
-         * would pass here and then fail to unpack, unanswered. */
-        if (depth >= WIRE_MAX_DEPTH) return verr(c, "msgpack nested too deep");
-        uint64_t elems = count * (uint64_t)mult;
-        if (elems > (uint64_t)(c->end - c->p)) return verr(c, "msgpack container count exceeds message size");
-        for (uint64_t i = 0; i < elems; i++)
-            if (walk(c, depth + 1) < 0) return -1;
-        return 0;
-    }
-    if (need(c, skip) < 0) return -1;
-    c->p += skip;
-    return 0;
-}
-
-int wire_validate(const char *buf, size_t len, size_t *payload_off, char *err, size_t cap)
-{
-    struct cursor c = { (const unsigned char *)buf, (const unsigned char *)buf + len, err, cap, 0 };
-    *payload_off = 0;
-    if (len > 0 && (unsigned char)buf[0] == 0x9a) {
-        /* The header array: remember where the payload starts so a bad
-         * payload can still be answered by request id. */
-        c.p++;
-        for (int i = 0; i < 9; i++)
-            if (walk(&c, 1) < 0) return -1;
-        *payload_off = (size_t)(c.p - (const unsigned char *)buf);
-        if (walk(&c, 1) < 0) return -1;
-    } else if (walk(&c, 0) < 0) {
-        return -1;
-    }
-    if (c.p != c.end) return verr(&c, "trailing bytes after msgpack header");
-    return 0;
-}
-
-/* ---- decoding ------------------------------------------------------------ */
-
-static int ferr(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int ferr(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-static bool obj_int(const msgpack_object *o, int64_t *out)
-{
-    if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
-        if (o->via.u64 > INT64_MAX) return false;
-        *out = (int64_t)o->via.u64;
-        return true;
-    }
-    if (o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) { *out = o->via.i64; return true; }
-    return false;
-}
-
-int wire_parse_hdr(const msgpack_object *o, struct wire_hdr *h, char *err, size_t cap)
-{
-    memset(h, 0, sizeof *h);
-    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 10)
-        return ferr(err, cap, "header is not a 10-element array");
-    const msgpack_object *a = o->via.array.ptr;
-    int64_t v;
-    /* The request id first, so that later errors can still be answered. */
-    if (a[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER) return ferr(err, cap, "bad request id");
-    h->req_id = a[2].via.u64;
-    if (!obj_int(&a[0], &v) || v != WIRE_VERSION) return ferr(err, cap, "unsupported wire version");
-    if (!obj_int(&a[1], &v) || v < WIRE_REQ || v > WIRE_PING) return ferr(err, cap, "bad message type");
-    h->type = (int)v;
-    if (!obj_int(&a[3], &v) || v < -1 || v > 65535) return ferr(err, cap, "bad sender id");
-    h->sender = (int)v;
-    if (a[4].type == MSGPACK_OBJECT_STR) {
-        if (a[4].via.str.size == 0 || a[4].via.str.size > 255) return ferr(err, cap, "bad function name");
-        h->fn = a[4].via.str.ptr;
-        h->fn_len = a[4].via.str.size;
-    } else if (a[4].type != MSGPACK_OBJECT_NIL) {
-        return ferr(err, cap, "bad function name");
-    }
-    if (!obj_int(&a[5], &h->ac_ctx) || !obj_int(&a[6], &h->ac_msg)) return ferr(err, cap, "bad autograd ids");
-    if (!obj_int(&a[7], &h->timeout_ms)) return ferr(err, cap, "bad timeout");
-    if (!obj_int(&a[8], &v) || v < 0 || v > WIRE_MAX_TENSORS) return ferr(err, cap, "bad tensor count");
-    h->ntensors = (int)v;
-    h->payload = a[9];
-    return 0;
-}
-
-static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int from,
-                    bool *used, struct wire_tensors *got, struct rpc_value *out, char *err, size_t cap, int depth)
-{
-    out->kind = RPC_NIL;
-    if (depth > WIRE_MAX_DEPTH) return ferr(err, cap, "value nested too deep");
-    switch (o->type) {
-    case MSGPACK_OBJECT_NIL: return 0;
-    case MSGPACK_OBJECT_BOOLEAN: *out = rpc_bool(o->via.boolean); return 0;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        if (o->via.u64 > INT64_MAX) return ferr(err, cap, "integer out of range");
-        *out = rpc_int((int64_t)o->via.u64);
-        return 0;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = rpc_int(o->via.i64); return 0;
-    case MSGPACK_OBJECT_FLOAT32: case MSGPACK_OBJECT_FLOAT64: *out = rpc_double(o->via.f64); return 0;
-    case MSGPACK_OBJECT_STR:
-        out->kind = RPC_STR;
-        out->str.ptr = dup_bytes(o->via.str.ptr, o->via.str.size);
-        out->str.len = o->via.str.size;
-        return 0;
-    case MSGPACK_OBJECT_BIN:
-        *out = rpc_bytes(o->via.bin.ptr, o->via.bin.size);
-        return 0;
-    case MSGPACK_OBJECT_ARRAY: {
-        struct rpc_value l = rpc_list(o->via.array.size);
-        for (uint32_t i = 0; i < o->via.array.size; i++)
-            if (to_value(&o->via.array.ptr[i], frames, nframes, from, used, got, &l.list.items[i], err, cap, depth + 1) < 0) {
-                rpc_value_clear(&l);
-                return -1;
-            }
-        *out = l;
-        return 0;
-    }
-    case MSGPACK_OBJECT_MAP: {
-        struct rpc_value m = rpc_map(o->via.map.size);
-        for (uint32_t i = 0; i < o->via.map.size; i++) {
-            const msgpack_object_kv *kv = &o->via.map.ptr[i];
-            if (kv->key.type != MSGPACK_OBJECT_STR) { rpc_value_clear(&m); return ferr(err, cap, "map key is not a string"); }
-            m.map.items[i].key = dup_bytes(kv->key.via.str.ptr, kv->key.via.str.size);
-            if (to_value(&kv->val, frames, nframes, from, used, got, &m.map.items[i].val, err, cap, depth + 1) < 0) {
-                rpc_value_clear(&m);
-                return -1;
-            }
-        }
-        *out = m;
-        return 0;
-    }
-    case MSGPACK_OBJECT_EXT: {
-        const unsigned char *d = (const unsigned char *)o->via.ext.ptr;
-        uint32_t n = o->via.ext.size;
-        if (o->via.ext.type == WIRE_EXT_TENSOR) {
-            if (n < 16) return ferr(err, cap, "tensor descriptor too short");
-            int dt = d[0], ndim = d[1];
-            uint32_t idx = get_u32(d + 4);
-            uint64_t nbytes = get_u64(d + 8);
-            if (dt >= DTYPE_COUNT) return ferr(err, cap, "tensor dtype %d unknown", dt);
-            if (ndim > TENSOR_MAX_DIMS) return ferr(err, cap, "tensor ndim %d exceeds %d", ndim, TENSOR_MAX_DIMS);
-            if (n != 16 + 8 * (uint32_t)ndim) return ferr(err, cap, "tensor descriptor size %u does not match ndim %d", n, ndim);
-            if (idx >= (uint32_t)nframes) return ferr(err, cap, "tensor %u has no body frame (%d frames)", idx, nframes);
-            if (used[idx]) return ferr(err, cap, "tensor frame %u used twice", idx);
-            int64_t shape[TENSOR_MAX_DIMS];
-            uint64_t numel = 1;
-            for (int i = 0; i < ndim; i++) {
-                uint64_t s = get_u64(d + 16 + 8 * i);
-                if (s > (1ull << 40)) return ferr(err, cap, "tensor dim %d is %llu", i, (unsigned long long)s);
-                shape[i] = (int64_t)s;
-                if (s && numel > (1ull << 40) / s) return ferr(err, cap, "tensor too large");
-                numel *= s;
-            }
-            size_t want = numel * dtype_size((enum dtype)dt);
-            size_t have = zmq_msg_size(&frames[idx]);
-            if (want != nbytes || want != have) {
-                char sb[96];
-                return ferr(err, cap, "tensor %u shape %s %s needs %zu bytes, descriptor says %llu, frame has %zu",
-                            idx, shape_str(ndim, shape, sb, sizeof sb), dtype_name((enum dtype)dt), want,
-                            (unsigned long long)nbytes, have);
-            }
-            struct tensor *t = tensor_from_data((enum dtype)dt, ndim, shape, zmq_msg_data(&frames[idx]));
-            if (!t) return ferr(err, cap, "tensor: %s", tensor_last_error());
-            t->requires_grad = (d[2] & 1) != 0;
-            used[idx] = true;
-            got->t[got->n++] = t;
-            out->kind = RPC_TENSOR;
-            out->tensor = t;
-            return 0;
-        }
-        if (o->via.ext.type == WIRE_EXT_RREF) {
-            if (n != 24) return ferr(err, cap, "RRef descriptor size %u", n);
-            struct rref *r = rref_unpack(get_u16(d), get_u16(d + 2), get_u64(d + 8), get_u64(d + 16), from, err, cap);
-            if (!r) return -1;
-            out->kind = RPC_RREF;
-            out->rref = r;
-            return 0;
-        }
-        return ferr(err, cap, "unknown ext type %d", o->via.ext.type);
-    }
-    default: return ferr(err, cap, "unsupported msgpack type %d", (int)o->type);
-    }
-}
-
-int wire_to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int from,
-                  struct rpc_value *out, struct wire_tensors *got, char *err, size_t cap)
-{
-    bool used[WIRE_MAX_TENSORS] = { 0 };
-    got->n = 0;
-    if (to_value(o, frames, nframes, from, used, got, out, err, cap, 0) < 0) return -1;
-    for (int i = 0; i < nframes; i++)
-        if (!used[i]) {
-            rpc_value_clear(out);
-            return ferr(err, cap, "tensor frame %d has no descriptor", i);
-        }
-    return 0;
 }

@@ -75,6 +75,27 @@ static int fn_deferred(struct rpc_request *req, const struct rpc_value *args, st
     return RPC_DEFERRED;
 }
 
+/* park(ms, ...): a deferred reply (nil) completed ms later by another thread. */
+static void *unpark_later(void *arg)
+{
+    struct deferred *d = arg;
+    usleep((useconds_t)d->x * 1000);
+    rpc_request_complete(d->req, NULL);
+    free(d);
+    return NULL;
+}
+
+static int fn_park(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct deferred *d = malloc(sizeof *d);
+    d->req = req;
+    d->x = args->list.items[0].i;
+    pthread_t t;
+    pthread_create(&t, NULL, unpark_later, d);
+    pthread_detach(t);
+    return RPC_DEFERRED;
+}
+
 /* Batching, the agent's pattern: requests wait until 4 have arrived, then
  * one thread answers them all with the batch's sum. */
 static pthread_mutex_t batch_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -267,6 +288,34 @@ static int fn_events(struct rpc_request *req, const struct rpc_value *args, stru
     return 0;
 }
 
+/* This process's rpc_get_stats: [spoofed, unverified, malformed, cut
+ * connections, forks expired]. */
+static int fn_stats(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct rpc_stats st;
+    rpc_get_stats(&st);
+    *res = rpc_list(5);
+    res->list.items[0] = rpc_int((int64_t)st.dropped_spoofed);
+    res->list.items[1] = rpc_int((int64_t)st.dropped_unverified);
+    res->list.items[2] = rpc_int((int64_t)st.dropped_malformed);
+    res->list.items[3] = rpc_int((int64_t)st.connections_cut);
+    res->list.items[4] = rpc_int((int64_t)st.forks_expired);
+    return 0;
+}
+
+/* Nothing was dropped here nor on `other`: honest traffic is never refused. */
+static void assert_nothing_dropped(const char *other)
+{
+    struct rpc_stats st;
+    rpc_get_stats(&st);
+    ck_assert_int_eq(st.dropped_spoofed + st.dropped_unverified + st.dropped_malformed + st.refused_busy, 0);
+    ck_assert_int_eq(st.held_messages, 0);
+    struct rpc_value r;
+    ck_assert_msg(rpc_sync(other, "stats", NULL, &r, 0) == 0, "%s", rpc_last_error());
+    for (int i = 0; i < 5; i++) ck_assert_int_eq(r.list.items[i].i, 0);
+    rpc_value_clear(&r);
+}
+
 static atomic_bool leave_now;
 static int fn_leave(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
@@ -289,14 +338,16 @@ static void hook_send(int to, bool is_response, struct tensor **ts, int n, int64
     else if (*ctx == 42) *msg = 8;
 }
 
-static void hook_recv(int from, bool is_response, struct tensor **ts, int n, int64_t ctx, int64_t msg, void *u)
+static int hook_recv(int from, bool is_response, struct tensor **ts, int n, int64_t ctx, int64_t msg,
+                     char *err, size_t cap, void *u)
 {
-    if (!ctx) return;
+    if (!ctx) return 0;
     pthread_mutex_lock(&hook_mu);
     size_t l = strlen(hook_log);
     snprintf(hook_log + l, sizeof hook_log - l, "%s from %d ctx %lld msg %lld n %d grad %d;",
              is_response ? "resp" : "req", from, (long long)ctx, (long long)msg, n, n ? ts[n - 1]->requires_grad : -1);
     pthread_mutex_unlock(&hook_mu);
+    return 0;
 }
 
 static int fn_hook_log(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
@@ -328,6 +379,8 @@ static void register_all(void)
     rpc_register("make_remote", fn_make_remote, NULL);
     rpc_register("events", fn_events, NULL);
     rpc_register("leave", fn_leave, NULL);
+    rpc_register("stats", fn_stats, NULL);
+    rpc_register("park", fn_park, NULL);
     rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
     rpc_register_ctor("slowval", &SLOWVAL, ctor_slowval, NULL);
     rpc_register_method("Counter", "add", m_add, NULL);
@@ -342,12 +395,18 @@ static char curve_pub[41], curve_sec[41];
  * of CPU on a loaded box must not be declared dead. Set before start_world
  * (children inherit it through fork). */
 static int hb_timeout_ms = 10000;
+/* Rank 0's default call timeout, and every worker's bound on one caller's
+ * unanswered requests (0: the defaults). */
+static int w0_timeout_ms = 20000;
+static int max_pending;
+static size_t max_pending_bytes;
 
 static struct rpc_opts opts_for(int rank, int world, const char *master)
 {
     struct rpc_opts o = { .name = NAMES[rank], .rank = rank, .world_size = world, .master = master,
-                          .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms, .default_timeout_ms = 20000,
-                          .on_event = on_event };
+                          .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms,
+                          .default_timeout_ms = rank == 0 ? w0_timeout_ms : 20000, .on_event = on_event,
+                          .max_pending_per_worker = max_pending, .max_pending_bytes_per_worker = max_pending_bytes };
     if (use_curve) {
         o.curve = true;
         o.curve_public_key = curve_pub;
@@ -553,6 +612,7 @@ START_TEST(test_nested_deferred_concurrent)
     }
     ck_assert_int_eq(rpc_sync("w1", "count", NULL, &res, 0), 0);
     ck_assert_int_eq(res.i, 64 * 20 + 1);
+    assert_nothing_dropped("w2");
     stop_world();
 }
 END_TEST
@@ -927,6 +987,81 @@ static void assert_alive(void)
     rpc_value_clear(&args);
 }
 
+/* A raw dynamic worker: a ROUTER it serves on and a DEALER to the master. */
+struct fake_worker { void *router, *dealer; char endpoint[128]; };
+
+static void fake_join(void *zctx, struct fake_worker *fw, const char *name)
+{
+    int zero = 0;
+    fw->router = zmq_socket(zctx, ZMQ_ROUTER);
+    zmq_setsockopt(fw->router, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_bind(fw->router, "tcp://127.0.0.1:*"), 0);
+    size_t len = sizeof fw->endpoint;
+    zmq_getsockopt(fw->router, ZMQ_LAST_ENDPOINT, fw->endpoint, &len);
+    fw->dealer = zmq_socket(zctx, ZMQ_DEALER);
+    zmq_setsockopt(fw->dealer, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(fw->dealer, rpc_master_endpoint()), 0);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr(&pk, 1, "__hello", 0);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_str_with_body(&pk, name, strlen(name));
+    msgpack_pack_int(&pk, RPC_RANK_DYNAMIC);
+    msgpack_pack_str_with_body(&pk, fw->endpoint, strlen(fw->endpoint));
+    zmq_msg_t f;
+    frame_from(&f, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    char err[256];
+    raw_call(fw->dealer, &f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "(unparsable reply)");      /* [id], not an error text */
+}
+
+/* Receives requests on fw's router until one calls fn (without tensors);
+ * leaves its envelope and header in in[0..1] and returns its request id. */
+static uint64_t fake_recv_call(struct fake_worker *fw, const char *fn, zmq_msg_t in[2])
+{
+    uint64_t req_id = 0;
+    while (!req_id) {                   /* skip the directory sent first */
+        zmq_pollitem_t it = { .socket = fw->router, .events = ZMQ_POLLIN };
+        ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
+        for (int i = 0; i < 2; i++) {
+            zmq_msg_init(&in[i]);
+            ck_assert_int_ge(zmq_msg_recv(&in[i], fw->router, 0), 0);
+        }
+        msgpack_unpacked u;
+        msgpack_unpacked_init(&u);
+        ck_assert_int_eq(msgpack_unpack_next(&u, zmq_msg_data(&in[1]), zmq_msg_size(&in[1]), NULL),
+                         MSGPACK_UNPACK_SUCCESS);
+        const msgpack_object *f = &u.data.via.array.ptr[4];
+        if (f->type == MSGPACK_OBJECT_STR && f->via.str.size == strlen(fn) && memcmp(f->via.str.ptr, fn, strlen(fn)) == 0)
+            req_id = u.data.via.array.ptr[2].via.u64;
+        msgpack_unpacked_destroy(&u);
+        if (!req_id) for (int i = 0; i < 2; i++) zmq_msg_close(&in[i]);
+    }
+    return req_id;
+}
+
+/* A heartbeat from fw (worker `id`), so the master keeps it alive. */
+static void fake_ping(struct fake_worker *fw, int id)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 4, 0, id, NULL, 0);
+    msgpack_pack_nil(&pk);
+    zmq_send(fw->dealer, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void fake_close(struct fake_worker *fw)
+{
+    zmq_close(fw->router);
+    zmq_close(fw->dealer);
+}
+
 START_TEST(test_bad_input)
 {
     start_world(2);
@@ -1002,33 +1137,7 @@ START_TEST(test_bad_input)
     ck_assert_str_eq(err, "rpc: w1: bad message: header announces 1 tensor frames, message has 0");
     assert_alive();
 
-    /* a shape that disagrees with its frame */
-    int64_t shape[2] = { 2, 3 };
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    pack_hdr(&pk, 7, "echo", 1);
-    msgpack_pack_array(&pk, 1);
-    tensor_desc(&pk, 0, 2, shape, 24);
-    frame_from(&f[0], sb.data, sb.size);
-    msgpack_sbuffer_destroy(&sb);
-    frame_from(&f[1], "12345678", 8);
-    raw_call(s, f, 2, err, sizeof err);
-    ck_assert_str_eq(err, "rpc: w1: bad message: tensor 0 shape [2,3] f32 needs 24 bytes, descriptor says 24, frame has 8");
-    assert_alive();
-
-    /* a bad dtype */
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    pack_hdr(&pk, 8, "echo", 1);
-    msgpack_pack_array(&pk, 1);
-    tensor_desc(&pk, 99, 1, shape, 8);
-    frame_from(&f[0], sb.data, sb.size);
-    msgpack_sbuffer_destroy(&sb);
-    frame_from(&f[1], "12345678", 8);
-    raw_call(s, f, 2, err, sizeof err);
-    ck_assert_str_eq(err, "rpc: w1: bad message: tensor dtype 99 unknown");
-
-    /* unknown function */
+    /* unknown function: answered whoever asks */
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     pack_hdr(&pk, 9, "nosuch", 0);
@@ -1038,17 +1147,78 @@ START_TEST(test_bad_input)
     raw_call(s, f, 1, err, sizeof err);
     ck_assert_str_eq(err, "rpc: w1: unknown function 'nosuch'");
 
-    /* unknown RRef id owned by w1 */
-    unsigned char rd[24] = { 1, 0, 0, 0, 0, 0, 0, 0, 0x34, 0x12 };
+    /* arguments are decoded only for a verified sender: this connection
+     * claims to be w0, which disowns it */
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    pack_hdr(&pk, 10, "echo", 0);
+    pack_hdr(&pk, 14, "echo", 0);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_int(&pk, 1);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call_wait(s, f, 1, err, sizeof err, 5000);
+    ck_assert_str_eq(err, "rpc: w1: refused: w0 disowns this connection");
+    assert_alive();
+
+    /* Lying arguments from a verified worker: a fake one that said hello
+     * to w0 (so w0 knows its connection) calls w0. */
+    void *zctx = zmq_ctx_new();
+    struct fake_worker fw;
+    fake_join(zctx, &fw, "fakeA");
+    struct rpc_event ev;
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.id, 2);
+
+    /* a shape that disagrees with its frame */
+    int64_t shape[2] = { 2, 3 };
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, 7, 2, "echo", 1);
+    msgpack_pack_array(&pk, 1);
+    tensor_desc(&pk, 0, 2, shape, 24);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    frame_from(&f[1], "12345678", 8);
+    raw_call(fw.dealer, f, 2, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w0: bad message: tensor 0 shape [2,3] f32 needs 24 bytes, descriptor says 24, frame has 8");
+
+    /* a bad dtype */
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, 8, 2, "echo", 1);
+    msgpack_pack_array(&pk, 1);
+    tensor_desc(&pk, 99, 1, shape, 8);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    frame_from(&f[1], "12345678", 8);
+    raw_call(fw.dealer, f, 2, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w0: bad message: tensor dtype 99 unknown");
+
+    /* unknown RRef id owned by w0, handed on by the fake (its parent) */
+    unsigned char rd[24] = { 0, 0, 2, 0, 0, 0, 0, 0, 0x34, 0x12 };
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, 10, 2, "echo", 0);
     msgpack_pack_array(&pk, 1);
     msgpack_pack_ext_with_body(&pk, rd, sizeof rd, 2);
     frame_from(&f[0], sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
-    raw_call(s, f, 1, err, sizeof err);
-    ck_assert_str_eq(err, "rpc: w1: bad message: unknown RRef 0x1234");
+    raw_call(fw.dealer, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w0: bad message: unknown RRef 0x1234");
+
+    /* ...and one that names another parent than its sender */
+    rd[2] = 1;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, 11, 2, "echo", 0);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_ext_with_body(&pk, rd, sizeof rd, 2);
+    frame_from(&f[0], sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call(fw.dealer, f, 1, err, sizeof err);
+    ck_assert_str_eq(err, "rpc: w0: bad message: RRef 0x1234: parent 1 is not the sender 2");
+    fake_close(&fw);
+    zmq_ctx_term(zctx);
 
     /* a header that is not the expected array, with deep nesting */
     unsigned char deep[64];
@@ -1165,84 +1335,10 @@ START_TEST(test_membership)
         usleep(10000);
     }
     ck_assert_int_eq(rpc_get_worker_info("late", &(struct rpc_worker_info){ 0 }), -1);
+    assert_nothing_dropped("w1");
     stop_world();
 }
 END_TEST
-
-/* A raw dynamic worker: a ROUTER it serves on and a DEALER to the master. */
-struct fake_worker { void *router, *dealer; char endpoint[128]; };
-
-static void fake_join(void *zctx, struct fake_worker *fw, const char *name)
-{
-    int zero = 0;
-    fw->router = zmq_socket(zctx, ZMQ_ROUTER);
-    zmq_setsockopt(fw->router, ZMQ_LINGER, &zero, sizeof zero);
-    ck_assert_int_eq(zmq_bind(fw->router, "tcp://127.0.0.1:*"), 0);
-    size_t len = sizeof fw->endpoint;
-    zmq_getsockopt(fw->router, ZMQ_LAST_ENDPOINT, fw->endpoint, &len);
-    fw->dealer = zmq_socket(zctx, ZMQ_DEALER);
-    zmq_setsockopt(fw->dealer, ZMQ_LINGER, &zero, sizeof zero);
-    ck_assert_int_eq(zmq_connect(fw->dealer, rpc_master_endpoint()), 0);
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    pack_hdr(&pk, 1, "__hello", 0);
-    msgpack_pack_array(&pk, 3);
-    msgpack_pack_str_with_body(&pk, name, strlen(name));
-    msgpack_pack_int(&pk, RPC_RANK_DYNAMIC);
-    msgpack_pack_str_with_body(&pk, fw->endpoint, strlen(fw->endpoint));
-    zmq_msg_t f;
-    frame_from(&f, sb.data, sb.size);
-    msgpack_sbuffer_destroy(&sb);
-    char err[256];
-    raw_call(fw->dealer, &f, 1, err, sizeof err);
-    ck_assert_str_eq(err, "(unparsable reply)");      /* [id], not an error text */
-}
-
-/* Receives requests on fw's router until one calls fn (without tensors);
- * leaves its envelope and header in in[0..1] and returns its request id. */
-static uint64_t fake_recv_call(struct fake_worker *fw, const char *fn, zmq_msg_t in[2])
-{
-    uint64_t req_id = 0;
-    while (!req_id) {                   /* skip the directory sent first */
-        zmq_pollitem_t it = { .socket = fw->router, .events = ZMQ_POLLIN };
-        ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
-        for (int i = 0; i < 2; i++) {
-            zmq_msg_init(&in[i]);
-            ck_assert_int_ge(zmq_msg_recv(&in[i], fw->router, 0), 0);
-        }
-        msgpack_unpacked u;
-        msgpack_unpacked_init(&u);
-        ck_assert_int_eq(msgpack_unpack_next(&u, zmq_msg_data(&in[1]), zmq_msg_size(&in[1]), NULL),
-                         MSGPACK_UNPACK_SUCCESS);
-        const msgpack_object *f = &u.data.via.array.ptr[4];
-        if (f->type == MSGPACK_OBJECT_STR && f->via.str.size == strlen(fn) && memcmp(f->via.str.ptr, fn, strlen(fn)) == 0)
-            req_id = u.data.via.array.ptr[2].via.u64;
-        msgpack_unpacked_destroy(&u);
-        if (!req_id) for (int i = 0; i < 2; i++) zmq_msg_close(&in[i]);
-    }
-    return req_id;
-}
-
-/* A heartbeat from fw (worker `id`), so the master keeps it alive. */
-static void fake_ping(struct fake_worker *fw, int id)
-{
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    pack_hdr_as(&pk, 4, 0, id, NULL, 0);
-    msgpack_pack_nil(&pk);
-    zmq_send(fw->dealer, sb.data, sb.size, 0);
-    msgpack_sbuffer_destroy(&sb);
-}
-
-static void fake_close(struct fake_worker *fw)
-{
-    zmq_close(fw->router);
-    zmq_close(fw->dealer);
-}
 
 /* A dynamic worker that left with a call of ours unanswered keeps its id
  * while its reply may still come (a heartbeat timeout): a worker joining
@@ -1465,6 +1561,377 @@ START_TEST(test_bad_response_fails_call)
 }
 END_TEST
 
+
+/* ---- identity ------------------------------------------------------------ */
+
+/* A raw DEALER (a stranger speaking the wire format) connected to ep. */
+static void *stranger(void *zctx, const char *ep)
+{
+    void *s = zmq_socket(zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(s, ep), 0);
+    return s;
+}
+
+/* Sends request fn(args...) as worker `sender` and returns the reply's error
+ * text ("" if none within wait_ms, "(unparsable reply)" for a success).
+ * args: a msgpack array already packed into *body. */
+static void spoof_call(void *sock, uint64_t req_id, int sender, const char *fn, const msgpack_sbuffer *body,
+                       char *err, size_t cap, int wait_ms)
+{
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, req_id, sender, fn, 0);
+    msgpack_sbuffer_write(&sb, body->data, body->size);
+    zmq_msg_t f;
+    frame_from(&f, sb.data, sb.size);
+    msgpack_sbuffer_destroy(&sb);
+    raw_call_wait(sock, &f, 1, err, cap, wait_ms);
+}
+
+static void stats_of(const char *who, int64_t out[5])
+{
+    struct rpc_value r;
+    ck_assert_msg(rpc_sync(who, "stats", NULL, &r, 0) == 0, "%s", rpc_last_error());
+    for (int i = 0; i < 5; i++) out[i] = r.list.items[i].i;
+    rpc_value_clear(&r);
+}
+
+/* A __leave in the name of w1 from a stranger's connection is refused:
+ * w1 disowns it. So is one from a verified worker in another's name. */
+START_TEST(test_spoofed_leave)
+{
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    void *s = stranger(zctx, rpc_master_endpoint());
+    msgpack_sbuffer body;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&body);
+    msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_int(&pk, 1);
+    char err[512];
+    spoof_call(s, 5, 1, "__leave", &body, err, sizeof err, 5000);
+    ck_assert_str_eq(err, "rpc: w0: refused: w1 disowns this connection");
+    struct rpc_event ev;
+    ck_assert_int_eq(rpc_next_event(&ev, 200), 0);
+    assert_alive();
+    /* the connection is known to be no w1's now: refused at once */
+    spoof_call(s, 6, 1, "__leave", &body, err, sizeof err, 1000);
+    ck_assert_str_eq(err, "rpc: w0: refused: w1 disowns this connection");
+
+    /* a worker that said hello (fakeA, id 2) speaking in w1's name */
+    struct fake_worker fw;
+    fake_join(zctx, &fw, "fakeA");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.id, 2);
+    spoof_call(fw.dealer, 7, 1, "__leave", &body, err, sizeof err, 1000);
+    ck_assert_str_eq(err, "rpc: w0: refused: this connection is fakeA's, not w1's");
+    spoof_call(fw.dealer, 8, 1, "echo", &body, err, sizeof err, 1000);
+    ck_assert_str_eq(err, "rpc: w0: refused: this connection is fakeA's, not w1's");
+    /* ...and in its own name, it may leave */
+    msgpack_sbuffer_clear(&body);
+    msgpack_pack_array(&pk, 1);
+    msgpack_pack_int(&pk, 2);
+    spoof_call(fw.dealer, 9, 2, "__leave", &body, err, sizeof err, 1000);
+    ck_assert_str_eq(err, "(unparsable reply)");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_LEAVE);
+    ck_assert_str_eq(ev.name, "fakeA");
+    msgpack_sbuffer_destroy(&body);
+    assert_alive();
+    struct rpc_stats st;
+    rpc_get_stats(&st);
+    ck_assert_int_eq(st.dropped_spoofed, 4);
+    ck_assert_int_eq(st.held_messages, 0);
+    fake_close(&fw);
+    zmq_close(s);
+    zmq_ctx_term(zctx);
+    stop_world();
+}
+END_TEST
+
+/* A __join sent to a non-master worker in rank 0's name neither adds a
+ * worker nor re-points its master. */
+START_TEST(test_spoofed_join)
+{
+    start_world(2);
+    assert_alive();         /* after w0's directory, on the same connection */
+    struct rpc_worker_info w1;
+    ck_assert_int_eq(rpc_get_worker_info("w1", &w1), 0);
+    void *zctx = zmq_ctx_new();
+    void *trap = zmq_socket(zctx, ZMQ_ROUTER);          /* where the stranger wants w1's calls */
+    int zero = 0;
+    zmq_setsockopt(trap, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_bind(trap, "tcp://127.0.0.1:*"), 0);
+    char trap_ep[128];
+    size_t len = sizeof trap_ep;
+    zmq_getsockopt(trap, ZMQ_LAST_ENDPOINT, trap_ep, &len);
+    void *s = stranger(zctx, w1.endpoint);
+    char err[512];
+    for (int k = 0; k < 2; k++) {
+        msgpack_sbuffer body;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&body);
+        msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_array(&pk, 4);
+        msgpack_pack_int(&pk, k == 0 ? 0 : 5);
+        msgpack_pack_str_with_body(&pk, k == 0 ? "w0" : "evil", k == 0 ? 2 : 4);
+        msgpack_pack_str_with_body(&pk, trap_ep, strlen(trap_ep));
+        msgpack_pack_false(&pk);
+        spoof_call(s, 20 + (uint64_t)k, 0, "__join", &body, err, sizeof err, 5000);
+        ck_assert_str_eq(err, "rpc: w1: refused: w0 disowns this connection");
+        msgpack_sbuffer_destroy(&body);
+    }
+    /* w1 still reaches the real w0, and heard of nobody */
+    struct rpc_value args = rpc_list(2), res;
+    args.list.items[0] = rpc_str("w0");
+    args.list.items[1] = rpc_int(1);
+    ck_assert_msg(rpc_sync("w1", "chain", &args, &res, 3000) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 1002);
+    rpc_value_clear(&args);
+    ck_assert_int_eq(rpc_sync("w1", "events", NULL, &res, 0), 0);
+    ck_assert_str_eq(res.str.ptr, "");
+    rpc_value_clear(&res);
+    int64_t st[5];
+    stats_of("w1", st);
+    ck_assert_int_eq(st[0], 2);
+    zmq_close(s);
+    zmq_close(trap);
+    zmq_ctx_term(zctx);
+    stop_world();
+}
+END_TEST
+
+/* A hello cannot take a live worker's name, rank or endpoint, nor make a
+ * connection that already is a worker a second one. */
+START_TEST(test_hello_refusals)
+{
+    start_world(2);
+    struct rpc_worker_info w1;
+    ck_assert_int_eq(rpc_get_worker_info("w1", &w1), 0);
+    void *zctx = zmq_ctx_new();
+    void *s = stranger(zctx, rpc_master_endpoint());
+    struct { const char *name; int rank; const char *ep; const char *want; } cases[] = {
+        { "w1", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", "rpc: w0: __hello: worker name 'w1' is taken" },
+        { "x1", 1, "tcp://127.0.0.1:1", "rpc: w0: __hello: rank 1 is taken" },
+        { "x2", RPC_RANK_DYNAMIC, w1.endpoint, NULL },
+    };
+    char err[512], want[512];
+    snprintf(want, sizeof want, "rpc: w0: __hello: endpoint '%s' is worker 1's (w1)", w1.endpoint);
+    cases[2].want = want;
+    for (int k = 0; k < 3; k++) {
+        msgpack_sbuffer body;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&body);
+        msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, 3);
+        msgpack_pack_str_with_body(&pk, cases[k].name, strlen(cases[k].name));
+        msgpack_pack_int(&pk, cases[k].rank);
+        msgpack_pack_str_with_body(&pk, cases[k].ep, strlen(cases[k].ep));
+        spoof_call(s, 30 + (uint64_t)k, RPC_UNASSIGNED_ID, "__hello", &body, err, sizeof err, 2000);
+        ck_assert_str_eq(err, cases[k].want);
+        msgpack_sbuffer_destroy(&body);
+    }
+    /* a worker saying hello again on its connection */
+    struct fake_worker fw;
+    fake_join(zctx, &fw, "fakeA");
+    struct rpc_event ev;
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    msgpack_sbuffer body;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&body);
+    msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
+    msgpack_pack_array(&pk, 3);
+    msgpack_pack_str_with_body(&pk, "fakeB", 5);
+    msgpack_pack_int(&pk, RPC_RANK_DYNAMIC);
+    msgpack_pack_str_with_body(&pk, "tcp://127.0.0.1:2", 17);
+    spoof_call(fw.dealer, 40, RPC_UNASSIGNED_ID, "__hello", &body, err, sizeof err, 2000);
+    ck_assert_str_eq(err, "rpc: w0: __hello: this connection is already worker 2 (fakeA)");
+    msgpack_sbuffer_destroy(&body);
+    ck_assert_int_eq(rpc_get_worker_info("fakeB", &w1), -1);
+    ck_assert_int_eq(rpc_get_worker_info("x2", &w1), -1);
+    fake_close(&fw);
+    zmq_close(s);
+    zmq_ctx_term(zctx);
+    stop_world();
+}
+END_TEST
+
+/* Pings in the name of a killed worker do not keep it alive. */
+START_TEST(test_ping_for_dead_worker)
+{
+    hb_timeout_ms = 1000;
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    void *s = stranger(zctx, rpc_master_endpoint());
+    kill(H.pid[0], SIGKILL);
+    double t0 = h_now();
+    struct rpc_event ev;
+    int got = 0;
+    while (!got && h_now() - t0 < 4.0) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        pack_hdr_as(&pk, 4, 0, 1, NULL, 0);
+        msgpack_pack_nil(&pk);
+        zmq_send(s, sb.data, sb.size, 0);
+        msgpack_sbuffer_destroy(&sb);
+        got = rpc_next_event(&ev, 50);
+    }
+    ck_assert_msg(got, "w1 was not declared dead while a stranger pinged in its name");
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_str_eq(ev.name, "w1");
+    /* its pings now count as bad */
+    for (int i = 0; i < 5; i++) {
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        pack_hdr_as(&pk, 4, 0, 1, NULL, 0);
+        msgpack_pack_nil(&pk);
+        zmq_send(s, sb.data, sb.size, 0);
+        msgpack_sbuffer_destroy(&sb);
+    }
+    struct rpc_stats st;
+    for (t0 = h_now(); h_now() - t0 < 2.0; usleep(10000)) {
+        rpc_get_stats(&st);
+        if (st.dropped_unverified >= 5) break;
+    }
+    ck_assert_int_ge(st.dropped_unverified, 5);
+    zmq_close(s);
+    zmq_ctx_term(zctx);
+    rpc_shutdown(true);
+    ck_assert_int_eq(h_reap(&H, 0, 10), 128 + SIGKILL);
+}
+END_TEST
+
+/* A connection that sends more than 1000 bad messages is cut off; the
+ * others are served as before. */
+START_TEST(test_garbage_cut_off)
+{
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    void *s = stranger(zctx, rpc_master_endpoint());
+    for (int i = 0; i < 1100; i++) zmq_send(s, "\xc1garbage", 8, 0);
+    struct rpc_stats st;
+    double t0 = h_now();
+    do {
+        usleep(10000);
+        rpc_get_stats(&st);
+    } while (st.connections_cut == 0 && h_now() - t0 < 10);
+    usleep(100000);
+    rpc_get_stats(&st);
+    /* What it had sent on when cut is dropped or lost; what it still had
+     * queued arrives on its next connection (libzmq reconnects). */
+    ck_assert_int_eq(st.connections_cut, 1);
+    ck_assert_int_ge(st.dropped_malformed, 1001);
+    ck_assert_int_le(st.dropped_malformed + st.dropped_cut, 1100);
+    assert_alive();
+    zmq_close(s);
+    zmq_ctx_term(zctx);
+    stop_world();
+}
+END_TEST
+
+
+/* ---- bounded remote-created state ---------------------------------------- */
+
+/* A fork registration for an RRef that is never created waits at most the
+ * default timeout, and neither it nor one forwarded by a receiver of a
+ * forged RRef descriptor holds a graceful shutdown up (issue 11: 238 s). */
+START_TEST(test_forged_fork)
+{
+    w0_timeout_ms = 1500;
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    struct fake_worker a;
+    struct rpc_event ev;
+    fake_join(zctx, &a, "fakeA");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.id, 2);
+    /* creator w1 is alive: the fork waits for a creation that never comes */
+    uint64_t id = (1ull << 48) | 5;
+    bool ok = true;
+    fake_rref_msg(&a, 2, 11, "__rref_fork", id, (2ull << 48) | 6, NULL);
+    ck_assert_int_eq(fake_reply(&a, 300, &ok), 0);
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 11);
+    ck_assert(!ok);
+    struct rpc_stats st;
+    rpc_get_stats(&st);
+    ck_assert_int_eq(st.forks_expired, 1);
+
+    /* w1 is shutting down already (its serve loop): a fork forwarded to it
+     * for a forged RRef (owner w1, creator w0, parent fakeA) is refused */
+    unsigned char rd[24] = { 1, 0, 2, 0, 0, 0, 0, 0, 0x77, 0x07 };
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    pack_hdr_as(&pk, 1, 12, 2, "add", 0);
+    msgpack_pack_array(&pk, 2);
+    msgpack_pack_ext_with_body(&pk, rd, sizeof rd, 2);
+    msgpack_pack_int(&pk, 1);
+    zmq_send(a.dealer, sb.data, sb.size, 0);
+    msgpack_sbuffer_destroy(&sb);
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 12);
+    ck_assert(!ok);
+    /* and one more waiting here when the shutdown starts */
+    fake_rref_msg(&a, 2, 13, "__rref_fork", id + 1, (2ull << 48) | 7, NULL);
+    ck_assert_int_eq(fake_reply(&a, 300, &ok), 0);
+    double t0 = h_now();
+    stop_world();
+    double secs = h_now() - t0;
+    ck_assert_msg(secs < 5.0, "graceful shutdown took %.2f s", secs);
+    fake_close(&a);
+    zmq_ctx_term(zctx);
+}
+END_TEST
+
+/* One caller's requests received and not yet answered are bounded, in
+ * number and in bytes. */
+START_TEST(test_pending_bound)
+{
+    max_pending = 8;
+    max_pending_bytes = 64 << 10;
+    start_world(2);
+    struct rpc_future *fs[9];
+    for (int i = 0; i < 9; i++) {
+        struct rpc_value args = rpc_list(1);
+        args.list.items[0] = rpc_int(i < 8 ? 1000 : 0);
+        fs[i] = rpc_async("w1", "park", &args, 0);
+        rpc_value_clear(&args);
+    }
+    ck_assert_int_eq(rpc_future_wait(fs[8], NULL), -1);
+    const char *want = "rpc: w1: busy: w0 has 8 requests (";
+    ck_assert_msg(strncmp(rpc_last_error(), want, strlen(want)) == 0, "got '%s'", rpc_last_error());
+    ck_assert_msg(strstr(rpc_last_error(), "the limit is 8 requests, 65536 bytes") != NULL, "got '%s'", rpc_last_error());
+    for (int i = 0; i < 8; i++) ck_assert_msg(rpc_future_wait(fs[i], NULL) == 0, "%s", rpc_last_error());
+    for (int i = 0; i < 9; i++) rpc_future_free(fs[i]);
+    /* bytes: a 40 KiB request waits; a second one would pass 64 KiB */
+    for (int i = 0; i < 2; i++) {
+        static char blob[40 << 10];
+        struct rpc_value args = rpc_list(2);
+        args.list.items[0] = rpc_int(i == 0 ? 500 : 0);
+        args.list.items[1] = rpc_bytes(blob, sizeof blob);
+        fs[i] = rpc_async("w1", "park", &args, 0);
+        rpc_value_clear(&args);
+    }
+    ck_assert_int_eq(rpc_future_wait(fs[1], NULL), -1);
+    ck_assert_msg(strncmp(rpc_last_error(), "rpc: w1: busy: w0 has 1 requests (", 34) == 0, "got '%s'", rpc_last_error());
+    ck_assert_msg(rpc_future_wait(fs[0], NULL) == 0, "%s", rpc_last_error());
+    rpc_future_free(fs[0]);
+    rpc_future_free(fs[1]);
+    assert_alive();
+    stop_world();
+}
+END_TEST
+
 START_TEST(test_init_errors)
 {
     struct rpc_opts o = { .name = "x", .rank = 3, .world_size = 2, .master = "tcp://127.0.0.1:0" };
@@ -1489,10 +1956,10 @@ START_TEST(test_init_errors)
     setenv("MASTER_ADDR", "127.0.0.1", 1);
     setenv("MASTER_PORT", "0", 1);
     struct rpc_opts e = { .name = "solo", .rank = RPC_RANK_ENV };
+    register_all();         /* hooks before rpc_init: the I/O thread reads them */
     ck_assert_msg(rpc_init(&e) == 0, "%s", rpc_last_error());
     ck_assert_int_eq(rpc_self()->id, 0);
     ck_assert(strncmp(rpc_master_endpoint(), "tcp://127.0.0.1:", 16) == 0);
-    register_all();
     struct rpc_value args = rpc_list(2), res;
     args.list.items[0] = rpc_int(2);
     args.list.items[1] = rpc_int(2);
@@ -1654,6 +2121,13 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_bad_response_fails_call);
     tcase_add_test(tf, test_fork_before_remote);
     tcase_add_test(tf, test_curve);
+    tcase_add_test(tf, test_spoofed_leave);
+    tcase_add_test(tf, test_spoofed_join);
+    tcase_add_test(tf, test_hello_refusals);
+    tcase_add_test(tf, test_ping_for_dead_worker);
+    tcase_add_test(tf, test_garbage_cut_off);
+    tcase_add_test(tf, test_forged_fork);
+    tcase_add_test(tf, test_pending_bound);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("rrefs");
     tcase_set_timeout(tr, 120);

@@ -1,0 +1,291 @@
+/* The I/O thread: it owns every ZeroMQ socket. Other threads queue
+ * messages for it (the out queue) and wake it; it sends them, receives
+ * whole messages from the router and the dealers and hands them to
+ * message.c, and runs the timers: heartbeats, call timeouts, connection
+ * checks. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/check.h"
+#include "rpc/rpc_internal.h"
+
+static struct rpc_agent *const A = &rpc_agent_state;
+
+/* ---- out queue ------------------------------------------------------------- */
+
+static _Thread_local bool on_io_thread;
+
+struct rpc_freelist rpc_outmsg_fl =
+    RPC_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t));
+
+struct outmsg *rpc_outmsg_new(int nframes)
+{
+    struct outmsg *m = nframes <= RPC_OUTMSG_POOLED_FRAMES
+        ? rpc_fl_get(&rpc_outmsg_fl)
+        : trib_xmalloc(sizeof *m + (size_t)nframes * sizeof(zmq_msg_t));
+    m->next = NULL;
+    m->peer = -1;
+    m->rid_len = 0;
+    m->fut = NULL;
+    m->nframes = nframes;
+    return m;
+}
+
+void rpc_outmsg_free(struct outmsg *m)
+{
+    for (int i = 0; i < m->nframes; i++) ZMQ_CHECK(zmq_msg_close(&m->frames[i]));
+    if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) rpc_fl_put(&rpc_outmsg_fl, m);
+    else free(m);
+}
+
+void rpc_wake_io(void)
+{
+    uint64_t one = 1;
+    ssize_t r = write(A->efd, &one, sizeof one);
+    (void)r;
+}
+
+void rpc_out_push(struct outmsg *m)
+{
+    if (A->offline) {           /* nowhere to send: calls fail at once */
+        if (m->fut) {
+            rpc_future_fail(m->fut, "rpc: offline calling worker %d.%s", m->peer, m->fut->fn);
+            rpc_pending_done(m->fut);
+        }
+        rpc_outmsg_free(m);
+        return;
+    }
+    pthread_mutex_lock(&A->out_mu);
+    const char *why = A->io_dead ? "shut down" : m->fut && A->out_len >= MAX_QUEUE ? "send queue full" : NULL;
+    if (why) {
+        pthread_mutex_unlock(&A->out_mu);
+        if (m->fut) {
+            char name[64];
+            rpc_peer_name(m->peer, name, sizeof name);
+            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", why, name, m->fut->fn);
+            rpc_pending_done(m->fut);
+        }
+        rpc_outmsg_free(m);
+        return;
+    }
+    bool was_empty = A->out_head == NULL;
+    if (A->out_tail) A->out_tail->next = m; else A->out_head = m;
+    A->out_tail = m;
+    A->out_len++;
+    pthread_mutex_unlock(&A->out_mu);
+    /* The I/O thread flushes its own messages before it polls again. */
+    if (was_empty && !on_io_thread) rpc_wake_io();
+}
+
+/* ---- sending (I/O thread) ------------------------------------------------- */
+
+static void send_frames(void *sock, struct outmsg *m, bool with_rid)
+{
+    int rc = 0;
+    if (with_rid) rc = zmq_send(sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    for (int i = 0; rc >= 0 && i < m->nframes; i++)
+        rc = zmq_msg_send(&m->frames[i], sock, (i + 1 < m->nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+    if (rc < 0 && m->fut) {
+        char name[64];
+        rpc_peer_name(m->peer, name, sizeof name);
+        rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, zmq_strerror(zmq_errno()),
+                    name, m->fut->fn);
+        rpc_pending_done(m->fut);
+        m->fut = NULL;
+    }
+}
+
+static void io_send(struct outmsg *m)
+{
+    if (m->peer < 0) {
+        send_frames(A->router, m, true);
+    } else {
+        struct peer *p = m->peer < MAX_WORKERS ? A->peers[m->peer] : NULL;
+        if (!p || !p->alive) {
+            if (m->fut) {
+                if (p) rpc_future_fail(m->fut, "rpc: %s is not reachable (dead or gone) calling %s.%s", p->name, p->name, m->fut->fn);
+                else rpc_future_fail(m->fut, "rpc: worker %d is not reachable calling %s", m->peer, m->fut->fn);
+                rpc_pending_done(m->fut);
+            }
+        } else {
+            send_frames(p->dealer, m, false);   /* fails m->fut on error */
+            if (m->fut) rpc_pending_add(m->fut);
+        }
+    }
+    rpc_outmsg_free(m);
+}
+
+/* ---- receiving and the loop ------------------------------------------------ */
+
+static zmq_msg_t rx_frames[2 + WIRE_MAX_TENSORS];
+
+/* Reads one whole message from sock; returns frames read, 0 if none. */
+static int recv_one(void *sock, bool router, unsigned char *rid, size_t *rid_len)
+{
+    int n = 0;
+    for (;;) {
+        if (n < 2 + WIRE_MAX_TENSORS) {
+            ZMQ_CHECK(zmq_msg_init(&rx_frames[n]));
+            if (zmq_msg_recv(&rx_frames[n], sock, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+                ZMQ_CHECK(zmq_msg_close(&rx_frames[n]));
+                if (n == 0) return 0;
+                CHECK(zmq_errno() == ETERM || zmq_errno() == EINTR);
+                break;
+            }
+            n++;
+            if (!zmq_msg_more(&rx_frames[n - 1])) break;
+        } else {
+            /* Too many frames: drain the rest and drop the message. */
+            zmq_msg_t junk;
+            ZMQ_CHECK(zmq_msg_init(&junk));
+            int more = 1;
+            while (more && zmq_msg_recv(&junk, sock, 0) >= 0) more = zmq_msg_more(&junk);
+            ZMQ_CHECK(zmq_msg_close(&junk));
+            for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
+            return -1;
+        }
+    }
+    if (router) {
+        size_t l = zmq_msg_size(&rx_frames[0]);
+        if (l > 255) l = 255;
+        memcpy(rid, zmq_msg_data(&rx_frames[0]), l);
+        *rid_len = l;
+    }
+    return n;
+}
+
+/* peer: the worker a dealer is connected to (-1 for the router). */
+static void drain_socket(void *sock, bool router, int peer)
+{
+    unsigned char rid[256];
+    size_t rid_len = 0;
+    for (int k = 0; k < RECV_BATCH; k++) {
+        int n = recv_one(sock, router, rid, &rid_len);
+        if (n == 0) return;
+        if (n < 0) continue;
+        if (!router) {
+            rpc_handle_dealer(peer, rx_frames, n);
+        } else if (n > 1) {
+            struct conn *c = rpc_conn_get(rid, rid_len, &rx_frames[1]);   /* from the wire: has its socket */
+            if (c) rpc_handle_router(c, rx_frames + 1, n - 1);
+            else atomic_fetch_add(&rpc_counters.unverified, 1);     /* the table is full */
+        }
+        for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
+    }
+}
+
+static void send_ping(struct peer *p)
+{
+    struct outmsg *m = rpc_build_msg(WIRE_PING, 0, NULL, p->id, false, 0, 0, 0, NULL, NULL);
+    send_frames(p->dealer, m, false);
+    rpc_outmsg_free(m);
+}
+
+static void io_timers(void)
+{
+    int64_t now = rpc_now_ms();
+    if (now - A->last_hb >= A->opts.heartbeat_ms) {
+        A->last_hb = now;
+        if (rpc_hooks.on_tick) rpc_hooks.on_tick(now, rpc_hooks.user);
+        rref_expire_parked(now);
+        int self = rpc_self_id();
+        for (int i = 0; i < MAX_WORKERS; i++) {
+            struct peer *p = A->peers[i];
+            if (p && p->left_at && (p->npending == 0 || now - p->left_at > A->opts.heartbeat_timeout_ms)) {
+                char why[128];
+                snprintf(why, sizeof why, "%s left", p->name);
+                rpc_close_peer(i, why);
+            }
+            if (!p || !p->alive || i == self) continue;
+            if (now - p->last_seen > A->opts.heartbeat_timeout_ms) {
+                char why[128];
+                snprintf(why, sizeof why, "lost %s (no heartbeat for %d ms)", p->name, A->opts.heartbeat_timeout_ms);
+                rpc_drop_peer(i, why, RPC_EVENT_FAILED);
+                continue;
+            }
+            send_ping(p);
+        }
+    }
+    if (A->npending && now - A->last_scan >= 5) {
+        A->last_scan = now;
+        rpc_expire_pending(now);
+    }
+}
+
+/* Sends everything queued, including what sending itself queues (failure
+ * callbacks that start new calls). */
+static void flush_out(bool last)
+{
+    for (;;) {
+        pthread_mutex_lock(&A->out_mu);
+        struct outmsg *m = A->out_head;
+        A->out_head = A->out_tail = NULL;
+        A->out_len = 0;
+        if (last && !m) A->io_dead = true;
+        pthread_mutex_unlock(&A->out_mu);
+        if (!m) return;
+        while (m) {
+            struct outmsg *next = m->next;
+            io_send(m);
+            m = next;
+        }
+    }
+}
+
+void *rpc_io_main(void *arg)
+{
+    (void)arg;
+    on_io_thread = true;
+    zmq_pollitem_t items[3 + MAX_WORKERS];
+    int map[3 + MAX_WORKERS];
+    int nitems = 0, first_dealer = 2;
+    A->peers_changed = true;
+    rpc_msg_init();
+    while (!atomic_load(&A->io_stop)) {
+        if (A->peers_changed) {
+            A->peers_changed = false;
+            items[0] = (zmq_pollitem_t){ .socket = A->router, .events = ZMQ_POLLIN };
+            items[1] = (zmq_pollitem_t){ .fd = A->efd, .events = ZMQ_POLLIN };
+            nitems = 2;
+            if (A->zap) items[nitems++] = (zmq_pollitem_t){ .socket = A->zap, .events = ZMQ_POLLIN };
+            first_dealer = nitems;
+            for (int i = 0; i < MAX_WORKERS; i++)
+                if (A->peers[i] && A->peers[i]->dealer) {
+                    map[nitems] = i;
+                    items[nitems++] = (zmq_pollitem_t){ .socket = A->peers[i]->dealer, .events = ZMQ_POLLIN };
+                }
+        }
+        long timeout = A->opts.heartbeat_ms;
+        if (A->npending) timeout = 5;
+        int rc = zmq_poll(items, nitems, timeout);
+        if (rc < 0) {
+            CHECK(zmq_errno() == EINTR);
+            continue;
+        }
+        if (items[1].revents & ZMQ_POLLIN) {
+            uint64_t v;
+            ssize_t r = read(A->efd, &v, sizeof v);
+            (void)r;
+        }
+        flush_out(false);
+        if (items[0].revents & ZMQ_POLLIN) drain_socket(A->router, true, -1);
+        bool changed = A->peers_changed;
+        if (A->zap && (items[2].revents & ZMQ_POLLIN)) rpc_curve_zap();
+        for (int i = first_dealer; i < nitems && !changed; i++)
+            if ((items[i].revents & ZMQ_POLLIN) && A->peers[map[i]] && A->peers[map[i]]->dealer) {
+                drain_socket(A->peers[map[i]]->dealer, false, map[i]);
+                changed = A->peers_changed;
+            }
+        io_timers();
+        rpc_conn_poll();
+        flush_out(false);               /* replies of inline handlers, pings */
+    }
+    /* Flush what is queued (replies, byes) before the sockets close. */
+    flush_out(true);
+    rpc_fail_pending_to(-1, "shut down");
+    rpc_msg_fini();
+    return NULL;
+}

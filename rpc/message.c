@@ -1,0 +1,222 @@
+/* Message handling on the I/O thread: a received request (checked, its
+ * sender verified against its connection, its arguments decoded, then run
+ * inline, queued for a handler thread or refused), and a received response
+ * (matched to the call it answers). */
+#include <stdio.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "rpc/rpc_internal.h"
+
+static struct rpc_agent *const A = &rpc_agent_state;
+
+
+static msgpack_zone zone;
+static struct wire_tensors rx_tensors;      /* tensors of the message being decoded */
+
+static void touch_peer(int id)
+{
+    if (id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->dealer) A->peers[id]->last_seen = rpc_now_ms();
+}
+
+void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text)
+{
+    if (!req_id || !rid || !rid_len) return;
+    struct outmsg *m = rpc_build_msg(WIRE_ERR, req_id, NULL, -1, true, 0, 0, 0, NULL, text);
+    memcpy(m->rid, rid, rid_len);
+    m->rid_len = rid_len;
+    rpc_out_push(m);
+}
+
+static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *why)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "rpc: %s: bad message: %s", A->self.name, why);
+    rpc_reply_error_to(rid, rid_len, req_id, buf);
+}
+
+/* A malformed message on the dealer to `peer` that names request req_id:
+ * fails the call it answers rather than leave it to its timeout (or to
+ * wait forever when it has none). */
+static void fail_bad_response(int peer, uint64_t req_id, const char *why)
+{
+    struct rpc_future *f = req_id ? rpc_pending_take(req_id, peer) : NULL;
+    if (!f) return;
+    rpc_future_fail(f, "rpc: bad response from worker %d: %s", peer, why);
+    rpc_pending_done(f);
+}
+
+/* Runs (or queues) a request whose sender is known: `from` is the worker
+ * its connection belongs to, or -1 for the few requests any connection may
+ * make (__hello, __conn_check), which then carry no autograd context. */
+static void dispatch_request(const unsigned char *rid, size_t rid_len, int from, const struct wire_hdr *h,
+                             zmq_msg_t *frames, int n, rpc_fn fn, void *user, unsigned flags)
+{
+    char err[512];
+    size_t bytes = 0;
+    for (int i = 0; i < n; i++) bytes += zmq_msg_size(&frames[i]);
+    if (from >= 0 && from < MAX_WORKERS) {
+        int np = atomic_load(&A->pending_by[from]);
+        int64_t nb = atomic_load(&A->pending_bytes_by[from]);
+        if (np >= A->opts.max_pending_per_worker ||
+            (np > 0 && (uint64_t)nb + bytes > A->opts.max_pending_bytes_per_worker)) {
+            char name[64];
+            rpc_peer_name(from, name, sizeof name);
+            snprintf(err, sizeof err, "rpc: %s: busy: %s has %d requests (%lld bytes) here not answered yet; "
+                     "the limit is %d requests, %zu bytes", A->self.name, name, np, (long long)nb,
+                     A->opts.max_pending_per_worker, A->opts.max_pending_bytes_per_worker);
+            atomic_fetch_add(&rpc_counters.busy, 1);
+            rpc_reply_error_to(rid, rid_len, h->req_id, err);
+            return;
+        }
+    }
+    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+    req->counted = true;
+    req->bytes = bytes;
+    atomic_fetch_add(&A->active, 1);
+    if (from >= 0 && from < MAX_WORKERS) {
+        atomic_fetch_add(&A->pending_by[from], 1);
+        atomic_fetch_add(&A->pending_bytes_by[from], (int64_t)bytes);
+    }
+    req->next = NULL;
+    req->req_id = h->req_id;
+    req->caller = from;
+    memcpy(req->rid, rid, rid_len);
+    req->rid_len = rid_len;
+    memcpy(req->fn, h->fn, h->fn_len);
+    req->fn[h->fn_len] = '\0';
+    req->ac_ctx = from >= 0 ? h->ac_ctx : 0;
+    req->ac_msg = from >= 0 ? h->ac_msg : 0;
+    req->handler = fn;
+    req->user = user;
+    req->err = NULL;
+    req->job = NULL;
+    if (h->payload.type == MSGPACK_OBJECT_NIL) {
+        req->args = rpc_list(0);
+    } else if (wire_to_value(&h->payload, frames + 1, n - 1, from, &req->args, &rx_tensors, err, sizeof err) < 0) {
+        req->args.kind = RPC_NIL;
+        reply_bad(rid, rid_len, h->req_id, err);
+        rpc_request_free(req);
+        return;
+    }
+    if (rpc_hooks.on_recv && from >= 0 &&
+        rpc_hooks.on_recv(from, false, rx_tensors.t, rx_tensors.n, req->ac_ctx, req->ac_msg, err, sizeof err,
+                          rpc_hooks.user) < 0) {
+        rpc_request_fail(req, "%s", err);
+        rpc_request_finish_error(req);
+        return;
+    }
+    if (flags & RPC_FN_INLINE) {
+        rpc_run_request(req);
+    } else if (!rpc_pool_push(req)) {
+        snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", A->self.name, MAX_QUEUE);
+        rpc_request_fail_text(req, err);
+        rpc_request_finish_error(req);
+    }
+}
+
+/* A message on the router from connection c: frames[0] header, frames[1..n)
+ * bodies. Requests are checked in this order: well-formed, a known
+ * function (neither needs to know the sender), then the sender against the
+ * connection; only then are the arguments decoded (RRefs in them start
+ * protocol traffic) and the handler run. */
+void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
+{
+    char err[512];
+    struct wire_hdr h;
+    bool answerable;
+    size_t rid_len;
+    const unsigned char *rid = rpc_conn_rid(c, &rid_len);
+    if (rpc_conn_is_cut(c)) {
+        atomic_fetch_add(&rpc_counters.cut_dropped, 1);
+        return;
+    }
+    if (wire_decode(frames, n, &zone, &h, &answerable, err, sizeof err) < 0) {
+        rpc_conn_bad(c, RPC_DROP_MALFORMED, "%s", err);
+        if (answerable) reply_bad(rid, rid_len, h.req_id, err);
+        return;
+    }
+    rpc_fn fn = NULL;
+    void *user = NULL;
+    unsigned flags = 0;
+    if (h.type == WIRE_REQ) {
+        const char *bad = !h.fn ? "request without a function name"
+                        : h.payload.type != MSGPACK_OBJECT_ARRAY && h.payload.type != MSGPACK_OBJECT_NIL ? "arguments are not a list"
+                        : NULL;
+        if (bad) {
+            rpc_conn_bad(c, RPC_DROP_MALFORMED, "%s", bad);
+            reply_bad(rid, rid_len, h.req_id, bad);
+            return;
+        }
+        if (!rpc_find_fn(h.fn, h.fn_len, &fn, &user, &flags)) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "rpc: %s: unknown function '%.*s'", A->self.name, (int)h.fn_len, h.fn);
+            rpc_reply_error_to(rid, rid_len, h.req_id, msg);
+            return;
+        }
+    }
+    int from;
+    char why[512];
+    switch (rpc_conn_verdict(c, &h, &from, why, sizeof why)) {
+    case CONN_REFUSE:
+        if (h.type == WIRE_REQ && why[0]) rpc_reply_error_to(rid, rid_len, h.req_id, why);
+        return;
+    case CONN_HOLD:
+        if (!rpc_conn_hold(c, &h, frames, n, why, sizeof why)) rpc_reply_error_to(rid, rid_len, h.req_id, why);
+        return;
+    default:
+        break;
+    }
+    touch_peer(from);
+    if (h.type == WIRE_PING) return;
+    dispatch_request(rid, rid_len, from, &h, frames, n, fn, user, flags);
+}
+
+/* A message on the dealer to worker `peer`: responses to our calls. */
+void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n)
+{
+    char err[512];
+    struct wire_hdr h;
+    bool answerable;
+    if (wire_decode(frames, n, &zone, &h, &answerable, err, sizeof err) < 0) {
+        rpc_peer_bad(peer, "%s", err);
+        fail_bad_response(peer, h.req_id, err);
+        return;
+    }
+    touch_peer(peer);
+    if (h.type == WIRE_PING) return;
+    if (h.type == WIRE_REQ) {
+        rpc_peer_bad(peer, "a request on the response socket");
+        return;
+    }
+    struct rpc_future *f = rpc_pending_take(h.req_id, peer);
+    if (!f) return;                     /* timed out already, or bogus */
+    if (h.sender != peer && h.sender != RPC_UNASSIGNED_ID) {
+        /* The sender names the worker that recv functions send gradients
+         * back to and that RRef forks come from: it must be the one called
+         * (or a dynamic worker that has not yet learned its id). */
+        rpc_peer_bad(peer, "a response in the name of worker %d", h.sender);
+        rpc_future_fail(f, "rpc: bad response from worker %d: sender %d is not the worker called", peer, h.sender);
+    } else if (h.type == WIRE_ERR) {
+        if (h.payload.type == MSGPACK_OBJECT_STR) {
+            snprintf(err, sizeof err, "%.*s", (int)h.payload.via.str.size, h.payload.via.str.ptr);
+            rpc_future_complete(f, NULL, err);
+        } else {
+            rpc_future_fail(f, "rpc: malformed error from worker %d", peer);
+        }
+    } else {
+        struct rpc_value v;
+        if (wire_to_value(&h.payload, frames + 1, n - 1, peer, &v, &rx_tensors, err, sizeof err) < 0) {
+            rpc_future_fail(f, "rpc: bad response from worker %d: %s", peer, err);
+        } else {
+            if (rpc_hooks.on_recv)
+                rpc_hooks.on_recv(peer, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, err, sizeof err,
+                                  rpc_hooks.user);
+            rpc_future_complete(f, &v, NULL);
+        }
+    }
+    rpc_pending_done(f);
+}
+
+void rpc_msg_init(void) { msgpack_zone_init(&zone, 8192); }
+void rpc_msg_fini(void) { msgpack_zone_destroy(&zone); }
