@@ -1,158 +1,1005 @@
-/* End-to-end tests of tributary-train: the built program runs as a real
- * process (agent + forked observers on loopback) for a few sync iterations,
- * and its command line rejects bad input with exit status 2. */
+/* End-to-end tests of the RL programs: tributary-train (the agent with its
+ * forked observers), tributary-agent + tributary-observer started apart, and
+ * a plug-in env. Every program runs as a real process on loopback; learning
+ * is judged by env-step budgets, never by wall-clock time. The TCase
+ * "known_bugs" holds tests that fail until the bugs they name are fixed. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <check.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <signal.h>
 #include <spawn.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
 
-/* Runs TRIB_TRAIN_BIN with argv (NULL-terminated, without argv[0]);
- * collects stdout into out and stderr into err (NUL-terminated, truncated
- * to cap). Returns the exit status, or 128+signal. */
-static int run_train(const char *const *args, char *out, char *err, size_t cap)
+/* ---- processes ----------------------------------------------------------------- */
+
+#define MAX_ARGS 48
+#define MAX_PROCS 8
+#define RUN_TIMEOUT_S 300.0         /* any one run, ASan included; a hang fails the test */
+
+struct proc {
+    const char *name;               /* the binary's path, for messages */
+    pid_t pid;                      /* 0 once reaped */
+    int status;                     /* exit status, or 128 + signal */
+    char out_path[64], err_path[64];
+    char *out, *err;                /* the whole stdout/stderr once proc_wait returns */
+};
+
+/* Started and not yet reaped, for the teardown. In CK_FORK mode Check also
+ * kills the test's process group (where these and their children stay)
+ * when a test ends, so a failed assertion leaves nothing behind either. */
+static pid_t running[MAX_PROCS];
+
+static double now_s(void)
 {
-    const char *argv[32] = { TRIB_TRAIN_BIN };
-    int n = 1;
-    for (; args[n - 1] && n < 31; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    char opath[] = "/tmp/test_rl_out_XXXXXX", epath[] = "/tmp/test_rl_err_XXXXXX";
-    int ofd = mkstemp(opath), efd = mkstemp(epath);
-    ck_assert(ofd >= 0 && efd >= 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, ofd, 1);
-    posix_spawn_file_actions_adddup2(&fa, efd, 2);
-    pid_t pid;
-    int rc = posix_spawn(&pid, TRIB_TRAIN_BIN, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    ck_assert_msg(rc == 0, "posix_spawn %s: %s", TRIB_TRAIN_BIN, strerror(rc));
-    int st = 0;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ssize_t k = pread(ofd, out, cap - 1, 0);
-    out[k > 0 ? k : 0] = '\0';
-    k = pread(efd, err, cap - 1, 0);
-    err[k > 0 ? k : 0] = '\0';
-    close(ofd);
-    close(efd);
-    unlink(opath);
-    unlink(epath);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int count_lines_starting(const char *text, const char *prefix)
+static char *slurp(const char *path)
 {
-    int n = 0;
-    size_t lp = strlen(prefix);
-    for (const char *p = text; p && *p;) {
-        if (strncmp(p, prefix, lp) == 0) n++;
-        p = strchr(p, '\n');
-        if (p) p++;
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *s = malloc(cap);
+    ck_assert_ptr_nonnull(s);
+    size_t k;
+    while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (cap - n - 1 == 0) {
+            cap *= 2;
+            s = realloc(s, cap);
+            ck_assert_ptr_nonnull(s);
+        }
     }
+    fclose(f);
+    s[n] = '\0';
+    return s;
+}
+
+/* The end of s (at most 2500 characters), for failure messages. */
+static const char *tail(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 2500 ? s + n - 2500 : s;
+}
+
+/* Inherited variables a test must not depend on. */
+static bool scrubbed(const char *kv)
+{
+    static const char *const keys[] = { "MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=", "SLURM_PROCID=",
+                                        "SLURM_NTASKS=", NULL };
+    for (int i = 0; keys[i]; i++)
+        if (strncmp(kv, keys[i], strlen(keys[i])) == 0) return true;
+    return false;
+}
+
+/* Starts bin with args (NULL-terminated, without argv[0]) and the
+ * environment minus the rendezvous variables plus env (NULL-terminated
+ * "K=V", or NULL); stdin is /dev/null, stdout and stderr go to files. */
+static void proc_start(struct proc *p, const char *bin, const char *const *args, const char *const *env)
+{
+    memset(p, 0, sizeof *p);
+    p->name = bin;
+    const char *argv[MAX_ARGS + 2] = { bin };
+    int n = 0;
+    while (args[n]) {
+        ck_assert_int_lt(n, MAX_ARGS);
+        argv[n + 1] = args[n];
+        n++;
+    }
+    int ne = 0;
+    while (environ[ne]) ne++;
+    for (int i = 0; env && env[i]; i++) ne++;
+    const char **envp = calloc((size_t)ne + 1, sizeof *envp);
+    ck_assert_ptr_nonnull(envp);
+    int k = 0;
+    for (int i = 0; environ[i]; i++)
+        if (!scrubbed(environ[i])) envp[k++] = environ[i];
+    for (int i = 0; env && env[i]; i++) envp[k++] = env[i];
+
+    snprintf(p->out_path, sizeof p->out_path, "/tmp/test_rl_train_out_XXXXXX");
+    snprintf(p->err_path, sizeof p->err_path, "/tmp/test_rl_train_err_XXXXXX");
+    int ofd = mkstemp(p->out_path), efd = mkstemp(p->err_path);
+    ck_assert_msg(ofd >= 0 && efd >= 0, "mkstemp: %s", strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, ofd, 1);
+    posix_spawn_file_actions_adddup2(&fa, efd, 2);
+    /* Signals as a fresh program expects them, whatever ran this test. */
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t none, dfl;
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGINT);
+    sigaddset(&dfl, SIGTERM);
+    sigaddset(&dfl, SIGPIPE);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    int rc = posix_spawn(&p->pid, bin, &fa, &at, (char *const *)argv, (char *const *)envp);
+    posix_spawnattr_destroy(&at);
+    posix_spawn_file_actions_destroy(&fa);
+    close(ofd);
+    close(efd);
+    free(envp);
+    ck_assert_msg(rc == 0, "posix_spawn %s: %s", bin, strerror(rc));
+    for (int i = 0; i < MAX_PROCS; i++)
+        if (!running[i]) {
+            running[i] = p->pid;
+            break;
+        }
+}
+
+static void proc_collect(struct proc *p, int st)
+{
+    for (int i = 0; i < MAX_PROCS; i++)
+        if (running[i] == p->pid) running[i] = 0;
+    p->pid = 0;
+    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    free(p->out);
+    free(p->err);
+    p->out = slurp(p->out_path);
+    p->err = slurp(p->err_path);
+    unlink(p->out_path);
+    unlink(p->err_path);
+}
+
+/* SIGKILLs p (a tributary-train takes its observers along: they die with
+ * their parent) and reaps it. */
+static void proc_kill(struct proc *p)
+{
+    if (p->pid <= 0) return;
+    kill(p->pid, SIGKILL);
+    int st = 0;
+    while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {}
+    proc_collect(p, st);
+}
+
+/* Waits for p to exit (at most timeout_s, then kills it and fails the
+ * test); returns its status and fills p->out and p->err. */
+static int proc_wait(struct proc *p, double timeout_s)
+{
+    double t0 = now_s();
+    for (;;) {
+        int st = 0;
+        pid_t r = waitpid(p->pid, &st, WNOHANG);
+        if (r == p->pid) {
+            proc_collect(p, st);
+            return p->status;
+        }
+        ck_assert_msg(r == 0, "waitpid %s: %s", p->name, strerror(errno));
+        if (now_s() - t0 > timeout_s) {
+            proc_kill(p);
+            ck_abort_msg("%s did not finish within %.0f s (killed)\nstdout:\n%s\nstderr:\n%s", p->name, timeout_s,
+                         tail(p->out), tail(p->err));
+        }
+        usleep(10000);
+    }
+}
+
+/* Whether p still runs (without reaping it). */
+static bool proc_running(struct proc *p)
+{
+    siginfo_t si = { 0 };
+    return p->pid > 0 && waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
+}
+
+/* The fixture's teardown: kills and reaps what a test left running. */
+static void kill_running(void)
+{
+    for (int i = 0; i < MAX_PROCS; i++)
+        if (running[i] > 0) {
+            kill(running[i], SIGKILL);
+            while (waitpid(running[i], NULL, 0) < 0 && errno == EINTR) {}
+            running[i] = 0;
+        }
+}
+
+static void proc_free(struct proc *p)
+{
+    free(p->out);
+    free(p->err);
+    p->out = p->err = NULL;
+}
+
+/* ---- output -------------------------------------------------------------------- */
+
+/* The last line of out (without its newline) into a fresh string. */
+static char *last_line(const char *out)
+{
+    size_t n = strlen(out);
+    while (n > 0 && out[n - 1] == '\n') n--;
+    size_t b = n;
+    while (b > 0 && out[b - 1] != '\n') b--;
+    return strndup(out + b, n - b);
+}
+
+/* The JSON summary, which must be the last line of p's stdout. */
+static cJSON *summary(const struct proc *p)
+{
+    char *line = last_line(p->out);
+    cJSON *j = cJSON_Parse(line);
+    ck_assert_msg(cJSON_IsObject(j), "the last line of stdout is not a JSON object: '%s'\nstdout:\n%s", line,
+                  tail(p->out));
+    free(line);
+    return j;
+}
+
+static double jnum(const cJSON *j, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    ck_assert_msg(cJSON_IsNumber(x), "summary: '%s' is missing or not a number", key);
+    return x->valuedouble;
+}
+
+static const char *jstr(const cJSON *j, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    ck_assert_msg(cJSON_IsString(x), "summary: '%s' is missing or not a string", key);
+    return x->valuestring;
+}
+
+static bool jbool(const cJSON *j, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, key);
+    ck_assert_msg(cJSON_IsBool(x), "summary: '%s' is missing or not a boolean", key);
+    return cJSON_IsTrue(x);
+}
+
+/* Every key the summary always has, with the right type. */
+static void check_summary_shape(const cJSON *j)
+{
+    static const char *const nums[] = { "observers", "envs_per_observer", "env_steps", "wall_s", "sps", "updates",
+                                        "episodes", "updates_per_s", "lag_mean", "lag_max", "observers_lost", NULL };
+    static const char *const strs[] = { "stopped_by", "mode", "algo", "env", NULL };
+    jbool(j, "solved");
+    for (int i = 0; nums[i]; i++) jnum(j, nums[i]);
+    for (int i = 0; strs[i]; i++) jstr(j, strs[i]);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "return_mean");
+    ck_assert_msg(cJSON_IsNumber(r) || cJSON_IsNull(r), "summary: return_mean is neither a number nor null");
+}
+
+/* Runs tributary-train with args to its end; asserts the exit status, an
+ * empty stderr, the first line and the summary's shape; returns the summary. */
+static cJSON *train(const char *const *args, int want_rc)
+{
+    struct proc p;
+    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    int rc = proc_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == want_rc, "exit %d, not %d\nstdout:\n%s\nstderr:\n%s", rc, want_rc, tail(p.out), tail(p.err));
+    ck_assert_msg(p.err[0] == '\0', "stderr:\n%s", tail(p.err));
+    ck_assert_msg(strncmp(p.out, "tributary: ", 11) == 0, "first line:\n%s", p.out);
+    char *nl = strchr(p.out, '\n');
+    ck_assert_msg(nl && memmem(p.out, (size_t)(nl - p.out), "; target ", 9), "first line:\n%s", p.out);
+    cJSON *j = summary(&p);
+    check_summary_shape(j);
+    proc_free(&p);
+    return j;
+}
+
+/* The env steps of the last progress line in out, or -1 without one. */
+static long long last_progress_steps(const char *out)
+{
+    long long steps = -1;
+    for (const char *s = strstr(out, "s  steps "); s; s = strstr(s + 1, "s  steps ")) steps = atoll(s + 9);
+    return steps;
+}
+
+/* Waits until p has printed a progress line with env steps counted (fails
+ * if it exits first); returns them. */
+static long long wait_progress(struct proc *p)
+{
+    double t0 = now_s();
+    for (;;) {
+        char *out = slurp(p->out_path);
+        long long steps = last_progress_steps(out);
+        free(out);
+        if (steps > 0) return steps;
+        if (!proc_running(p)) {
+            proc_wait(p, 1);
+            ck_abort_msg("%s exited (%d) before any progress line\nstdout:\n%s\nstderr:\n%s", p->name, p->status,
+                         tail(p->out), tail(p->err));
+        }
+        if (now_s() - t0 > RUN_TIMEOUT_S) {
+            proc_kill(p);
+            ck_abort_msg("no progress line within %.0f s", RUN_TIMEOUT_S);
+        }
+        usleep(5000);
+    }
+}
+
+/* Whether p's stderr file holds `what` yet. */
+static bool err_has(const struct proc *p, const char *what)
+{
+    char *err = slurp(p->err_path);
+    bool r = strstr(err, what) != NULL;
+    free(err);
+    return r;
+}
+
+/* ---- the observers a tributary-train forked ------------------------------------- */
+
+struct child {
+    pid_t pid;
+    unsigned long long start;       /* start time in ticks: tells a reused pid apart */
+};
+
+/* Start time of pid from /proc/pid/stat, or 0 when it does not exist. */
+static unsigned long long proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *s = strrchr(buf, ')');   /* the name may hold spaces */
+    if (!s) return 0;
+    unsigned long long v = 0;
+    /* fields 3.. after the name; the start time is field 22 */
+    for (int field = 3; field <= 22 && s; field++) {
+        s = strchr(s + 1, ' ');
+        if (s && field == 22) v = strtoull(s + 1, NULL, 10);
+    }
+    return v;
+}
+
+/* The children of the train process (its forked observers, in rank
+ * order), at most cap. */
+static int children_of(pid_t pid, struct child *out, int cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
+    FILE *f = fopen(path, "r");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    int n = 0, c;
+    while (n < cap && fscanf(f, "%d", &c) == 1) {
+        out[n].pid = c;
+        out[n].start = proc_start_time(c);
+        n++;
+    }
+    fclose(f);
     return n;
 }
 
-static char OUT[1 << 16], ERR[1 << 16];
-
-START_TEST(test_train_two_observers)
+/* Waits (a few seconds at most) until every one of kids is gone. */
+static void assert_gone(const struct child *kids, int n)
 {
-    const char *args[] = { "--observers", "2", "--max-iters", "20", "--target", "5", "--log-every", "1",
-                           "--seed", "3", NULL };
-    int rc = run_train(args, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 0, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, OUT, ERR);
-    int lines = count_lines_starting(OUT, "iter ");
-    /* running reward 0.05*r + 0.95*old needs a few iterations to pass 5 */
-    ck_assert_msg(lines >= 2 && lines <= 20, "%d progress lines:\n%s", lines, OUT);
-    ck_assert_msg(strstr(OUT, "iter      1  steps/s ") != NULL, "no first progress line:\n%s", OUT);
-    ck_assert_msg(strstr(OUT, "version 1\n") != NULL, "policy version 1 not reported:\n%s", OUT);
-    ck_assert_msg(strstr(OUT, "tributary-train: solved: running reward ") != NULL, "not solved:\n%s", OUT);
-    ck_assert_msg(ERR[0] == '\0', "stderr:\n%s", ERR);
-}
-END_TEST
-
-START_TEST(test_train_async)
-{
-    const char *args[] = { "--mode", "async", "--observers", "2", "--max-iters", "40", "--target", "5",
-                           "--log-every", "1", NULL };
-    int rc = run_train(args, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 0, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, OUT, ERR);
-    ck_assert_msg(strncmp(OUT, "tributary-train: async REINFORCE on CartPole-v1, 2 observers, seed 1", 68) == 0,
-                  "%s", OUT);
-    int lines = count_lines_starting(OUT, "iter ");
-    ck_assert_msg(lines >= 2 && lines <= 40, "%d progress lines:\n%s", lines, OUT);
-    /* the first update was computed on version 0: lag 0 */
-    ck_assert_msg(strstr(OUT, "iter      1  steps/s ") != NULL && strstr(OUT, "version 1  lag 0.00\n") != NULL,
-                  "no first progress line with lag 0:\n%s", OUT);
-    ck_assert_msg(strstr(OUT, "tributary-train: solved: running reward ") != NULL, "not solved:\n%s", OUT);
-    ck_assert_msg(ERR[0] == '\0', "stderr:\n%s", ERR);
-}
-END_TEST
-
-START_TEST(test_not_solved_exits_1)
-{
-    const char *args[] = { "--observers", "1", "--max-iters", "3", "--target", "475", NULL };
-    int rc = run_train(args, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, OUT, ERR);
-    ck_assert_msg(strstr(OUT, "tributary-train: not solved: running reward ") != NULL, "%s", OUT);
-    ck_assert_msg(strstr(OUT, "after 3 iterations") != NULL, "%s", OUT);
-    ck_assert_int_eq(count_lines_starting(OUT, "iter "), 1);   /* the last iteration is always logged */
-}
-END_TEST
-
-START_TEST(test_help)
-{
-    const char *args[] = { "--help", NULL };
-    int rc = run_train(args, OUT, ERR, sizeof OUT);
-    ck_assert_int_eq(rc, 0);
-    ck_assert_msg(strncmp(OUT, "Usage: tributary-train [options]\n", 33) == 0, "%s", OUT);
-    ck_assert_ptr_nonnull(strstr(OUT, "--observers N"));
-    ck_assert_ptr_nonnull(strstr(OUT, "--mode MODE     sync (default)"));
-    ck_assert_ptr_nonnull(strstr(OUT, "async: observers loop on their own"));
-    ck_assert_str_eq(ERR, "");
-}
-END_TEST
-
-START_TEST(test_bad_options)
-{
-    static const struct { const char *args[4]; const char *err; } cases[] = {
-        { { "--bogus", NULL }, "tributary-train: unknown option '--bogus' (see tributary-train --help)\n" },
-        { { "--observers", "0", NULL },
-          "tributary-train: --observers must be an integer in 1..32, not '0' (see tributary-train --help)\n" },
-        { { "--mode", "fast", NULL },
-          "tributary-train: --mode must be sync or async, not 'fast' (see tributary-train --help)\n" },
-        { { "--seed", "-1", NULL },
-          "tributary-train: --seed must be a non-negative integer, not '-1' (see tributary-train --help)\n" },
-        { { "--log-every", "0", NULL },
-          "tributary-train: --log-every must be a positive integer, not '0' (see tributary-train --help)\n" },
-        { { "--target", "x", NULL }, "tributary-train: --target must be a number, not 'x' (see tributary-train --help)\n" },
-        { { "--max-iters", NULL }, "tributary-train: option '--max-iters' needs a value (see tributary-train --help)\n" },
-        { { "extra", NULL }, "tributary-train: unexpected argument 'extra' (see tributary-train --help)\n" },
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int rc = run_train(cases[i].args, OUT, ERR, sizeof OUT);
-        ck_assert_msg(rc == 2, "case %zu: exit %d", i, rc);
-        ck_assert_str_eq(ERR, cases[i].err);
-        ck_assert_str_eq(OUT, "");
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        while (kids[i].start != 0 && proc_start_time(kids[i].pid) == kids[i].start) {
+            ck_assert_msg(now_s() - t0 < 10, "observer pid %d is still there after the run ended", (int)kids[i].pid);
+            usleep(20000);
+        }
     }
+}
+
+/* ---- cli ------------------------------------------------------------------------- */
+
+struct bad_usage {
+    const char *args[6];
+    const char *err;
+};
+
+static void check_bad_usage(const char *bin, const struct bad_usage *cases, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const char *arg0 = cases[i].args[0] ? cases[i].args[0] : "(no arguments)";
+        struct proc p;
+        proc_start(&p, bin, cases[i].args, NULL);
+        int rc = proc_wait(&p, 60);
+        ck_assert_msg(rc == 2, "%s %s: exit %d, not 2\nstderr:\n%s", bin, arg0, rc, p.err);
+        ck_assert_msg(strcmp(p.err, cases[i].err) == 0, "%s %s: stderr\n'%s'\nnot\n'%s'", bin, arg0, p.err,
+                      cases[i].err);
+        ck_assert_msg(p.out[0] == '\0', "%s %s: stdout:\n%s", bin, arg0, p.out);
+        proc_free(&p);
+    }
+}
+
+/* --help (and -h): usage on stdout, exit 0, nothing on stderr. */
+static void check_help(const char *bin, const char *flag, const char *usage_line, const char *const *mentions)
+{
+    const char *args[] = { flag, NULL };
+    struct proc p;
+    proc_start(&p, bin, args, NULL);
+    int rc = proc_wait(&p, 60);
+    ck_assert_msg(rc == 0, "%s %s: exit %d\nstderr:\n%s", bin, flag, rc, p.err);
+    ck_assert_msg(strncmp(p.out, usage_line, strlen(usage_line)) == 0, "%s %s:\n%s", bin, flag, p.out);
+    for (int i = 0; mentions[i]; i++)
+        ck_assert_msg(strstr(p.out, mentions[i]) != NULL, "%s %s does not mention '%s':\n%s", bin, flag, mentions[i],
+                      p.out);
+    ck_assert_msg(p.err[0] == '\0', "%s %s: stderr:\n%s", bin, flag, p.err);
+    proc_free(&p);
+}
+
+START_TEST(test_train_help)
+{
+    static const char *const mentions[] = { "--preset NAME", "ppo-fast", "pytorch-rl-example", "--mode X",
+                                            "--env X", "--observers X", "--envs-per-observer X",
+                                            "--steps-per-rollout X", "--seed X", "--max-steps X", "--max-seconds X",
+                                            "--target X", "--log-every X", "--heartbeat-timeout X", "--quiet",
+                                            "--help", "Exit status: 0 solved", NULL };
+    check_help(TRIB_TRAIN_BIN, "--help", "Usage: tributary-train [options]\n", mentions);
+    check_help(TRIB_TRAIN_BIN, "-h", "Usage: tributary-train [options]\n", mentions);
+}
+END_TEST
+
+#define SEE(prog) " (see " prog " --help)\n"
+
+START_TEST(test_train_bad_usage)
+{
+    static const struct bad_usage cases[] = {
+        { { "--bogus", NULL }, "tributary-train: unknown option '--bogus'" SEE("tributary-train") },
+        { { "extra", NULL }, "tributary-train: unexpected argument 'extra'" SEE("tributary-train") },
+        { { "--preset", "nope", NULL },
+          "tributary-train: unknown preset 'nope' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example)"
+          SEE("tributary-train") },
+        { { "--observers", "0", NULL }, "tributary-train: --observers must be in 1..64, not 0" SEE("tributary-train") },
+        { { "--observers=65", NULL }, "tributary-train: --observers must be in 1..64, not 65" SEE("tributary-train") },
+        { { "--mode", "fast", NULL }, "tributary-train: bad value 'fast' for --mode" SEE("tributary-train") },
+        { { "--seed", "-1", NULL }, "tributary-train: bad value '-1' for --seed" SEE("tributary-train") },
+        { { "--target", "nan", NULL }, "tributary-train: bad value 'nan' for --target" SEE("tributary-train") },
+        { { "--max-steps", NULL }, "tributary-train: option '--max-steps' needs a value" SEE("tributary-train") },
+        { { "--quiet=yes", NULL }, "tributary-train: option '--quiet' takes no value" SEE("tributary-train") },
+        { { "--heartbeat-timeout", "50", NULL },
+          "tributary-train: --heartbeat-timeout must be in 100..3600000 ms" SEE("tributary-train") },
+        { { "--log-every", "0", NULL }, "tributary-train: --log-every must be > 0 seconds" SEE("tributary-train") },
+        { { "--max-steps", "-5", NULL },
+          "tributary-train: --max-steps and --max-seconds must be >= 0" SEE("tributary-train") },
+        { { "--minibatches", "3", NULL },
+          "tributary-train: --minibatches (3) must divide --steps-per-rollout x --envs-per-observer (512)"
+          SEE("tributary-train") },
+        { { "--algo", "reinforce", "--envs-per-observer", "2", NULL },
+          "tributary-train: --algo reinforce runs one episode per observer: --envs-per-observer must be 1"
+          SEE("tributary-train") },
+    };
+    check_bad_usage(TRIB_TRAIN_BIN, cases, (int)(sizeof cases / sizeof cases[0]));
+}
+END_TEST
+
+START_TEST(test_agent_cli)
+{
+    static const char *const mentions[] = { "--master tcp://H:P", "MASTER_ADDR/MASTER_PORT", "--observers X",
+                                            "--preset NAME", "--help", NULL };
+    check_help(TRIB_AGENT_BIN, "--help", "Usage: tributary-agent [options]\n", mentions);
+    /* --master's own message has no "(see --help)", unlike every other one */
+    static const struct bad_usage cases[] = {
+        { { "--bogus", NULL }, "tributary-agent: unknown option '--bogus'" SEE("tributary-agent") },
+        { { "--master", NULL }, "tributary-agent: option '--master' needs a value" SEE("tributary-agent") },
+        { { "--master", "foo", NULL }, "tributary-agent: --master must look like tcp://HOST:PORT, not 'foo'\n" },
+        { { "--observers", "0", NULL }, "tributary-agent: --observers must be in 1..64, not 0" SEE("tributary-agent") },
+    };
+    check_bad_usage(TRIB_AGENT_BIN, cases, (int)(sizeof cases / sizeof cases[0]));
+}
+END_TEST
+
+START_TEST(test_observer_cli)
+{
+    static const char *const mentions[] = { "--master tcp://H:P", "--rank R", "--world-size W",
+                                            "--heartbeat-timeout MS", "--help", NULL };
+    check_help(TRIB_OBSERVER_BIN, "--help", "Usage: tributary-observer [options]\n", mentions);
+    static const struct bad_usage cases[] = {
+        { { NULL }, "tributary-observer: give --rank (or RANK / SLURM_PROCID) in 1..N, not '(unset)'"
+                    SEE("tributary-observer") },
+        { { "--rank", "0", NULL },
+          "tributary-observer: --rank must be an integer in 1..65535, not '0'" SEE("tributary-observer") },
+        { { "--rank", NULL }, "tributary-observer: option needs a value, not '--rank'" SEE("tributary-observer") },
+        { { "--bogus", NULL }, "tributary-observer: unknown option, not '--bogus'" SEE("tributary-observer") },
+        { { "--rank", "1", "extra", NULL },
+          "tributary-observer: unexpected argument, not 'extra'" SEE("tributary-observer") },
+        { { "--master", "foo", NULL },
+          "tributary-observer: --master must look like tcp://HOST:PORT, not 'foo'" SEE("tributary-observer") },
+        { { "--world-size", "1", NULL },
+          "tributary-observer: --world-size must be an integer >= 2, not '1'" SEE("tributary-observer") },
+        { { "--heartbeat-timeout", "5", NULL },
+          "tributary-observer: --heartbeat-timeout must be in 100..3600000, not '5'" SEE("tributary-observer") },
+    };
+    check_bad_usage(TRIB_OBSERVER_BIN, cases, (int)(sizeof cases / sizeof cases[0]));
+}
+END_TEST
+
+/* ---- learning ------------------------------------------------------------------ */
+
+/* Sync PPO on CartPole-v1 reaches 400 (mean of the last 100 episodes)
+ * within 150k env steps. The preset ppo-fast as it is (4 observers x 16
+ * envs, 4 epochs) mostly does not for seed 1: 4 runs of 5 ended at the
+ * budget with return_mean 163..341, one solved at 135k (sync runs vary,
+ * see known_bugs). Two observers of 16 envs with 8 epochs solve at 101,376
+ * steps (seeds 2 and 3: 81,920 and 90,112).
+ * --max-batch 16 keeps the agent from merging the two observers' act calls,
+ * which makes the run the same every time. */
+START_TEST(test_ppo_sync_learns)
+{
+    const char *args[] = { "--preset", "ppo-fast", "--seed", "1", "--max-steps", "150000", "--target", "400",
+                           "--observers", "2", "--envs-per-observer", "16", "--epochs", "8", "--max-batch", "16",
+                           "--device", "cpu", "--quiet", NULL };
+    struct proc p;
+    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    int rc = proc_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 0, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    ck_assert_str_eq(p.err, "");
+    char *first = strndup(p.out, strcspn(p.out, "\n"));
+    ck_assert_str_eq(first, "tributary: sync ppo (preset ppo-fast) on CartPole-v1: 2 observers x 16 envs x 32 steps, "
+                            "64-64 tanh, lr 0.0025, gamma 0.99, lambda 0.95, 8 epochs x 4 minibatches, policy on cpu, "
+                            "seed 1; target 400");
+    free(first);
+    /* --quiet: the first line and the summary only */
+    ck_assert_int_eq(last_progress_steps(p.out), -1);
+    cJSON *j = summary(&p);
+    check_summary_shape(j);
+    ck_assert_msg(jbool(j, "solved"), "not solved: %s", tail(p.out));
+    ck_assert_str_eq(jstr(j, "stopped_by"), "solved");
+    ck_assert_str_eq(jstr(j, "mode"), "sync");
+    ck_assert_str_eq(jstr(j, "algo"), "ppo");
+    ck_assert_str_eq(jstr(j, "env"), "CartPole-v1");
+    ck_assert_int_eq((int)jnum(j, "observers"), 2);
+    ck_assert_int_eq((int)jnum(j, "envs_per_observer"), 16);
+    ck_assert_double_ge(jnum(j, "return_mean"), 400);
+    ck_assert_double_le(jnum(j, "env_steps"), 150000 + 2 * 16 * 32);
+    ck_assert_double_ge(jnum(j, "episodes"), 100);
+    /* one rollout per 32 updates (8 epochs x 4 minibatches), all samples of
+     * an update from the version the rollout started at */
+    ck_assert_double_eq(jnum(j, "updates"), jnum(j, "env_steps") / (2 * 16 * 32) * 32);
+    ck_assert_double_eq(jnum(j, "lag_max"), 31);
+    ck_assert_double_eq(jnum(j, "observers_lost"), 0);
+    cJSON_Delete(j);
+    proc_free(&p);
+}
+END_TEST
+
+/* Async PPO, the preset as it is: solved at 80k..103k steps in 5 runs. */
+START_TEST(test_ppo_async_learns)
+{
+    const char *args[] = { "--preset", "ppo-fast", "--mode", "async", "--seed", "1", "--max-steps", "150000",
+                           "--target", "400", "--quiet", NULL };
+    cJSON *j = train(args, 0);
+    ck_assert(jbool(j, "solved"));
+    ck_assert_str_eq(jstr(j, "stopped_by"), "solved");
+    ck_assert_str_eq(jstr(j, "mode"), "async");
+    ck_assert_str_eq(jstr(j, "algo"), "ppo");
+    ck_assert_double_ge(jnum(j, "return_mean"), 400);
+    /* each of the 4 observers may finish one rollout after the stop */
+    ck_assert_double_le(jnum(j, "env_steps"), 150000 + 4 * 16 * 32);
+    ck_assert_double_gt(jnum(j, "lag_mean"), 0);
+    ck_assert_double_eq(jnum(j, "observers_lost"), 0);
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* REINFORCE as PyTorch's RPC RL example: a random CartPole policy returns
+ * ~22; 30k steps give 150..210 (60k: ~340). */
+START_TEST(test_reinforce_learns)
+{
+    const char *args[] = { "--preset", "pytorch-rl-example", "--max-steps", "30000", "--quiet", NULL };
+    cJSON *j = train(args, 1);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_str_eq(jstr(j, "algo"), "reinforce");
+    ck_assert_int_eq((int)jnum(j, "envs_per_observer"), 1);
+    ck_assert_double_ge(jnum(j, "env_steps"), 30000);
+    ck_assert_msg(jnum(j, "return_mean") > 100, "return_mean %g", jnum(j, "return_mean"));
+    jnum(j, "running_reward");
+    /* one episode per observer per update, all from the current version */
+    ck_assert_double_eq(jnum(j, "episodes"), 4 * jnum(j, "updates"));
+    ck_assert_double_eq(jnum(j, "lag_max"), 0);
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* PPO with a Gaussian head on Pendulum-v1: -1345 after 8k steps, -621
+ * after 60k (the preset solves -200 at ~92k). Episodes are exactly 200
+ * steps, so their number is known. */
+START_TEST(test_pendulum_improves)
+{
+    const char *small_args[] = { "--preset", "pendulum", "--max-steps", "8000", "--quiet", NULL };
+    const char *big_args[] = { "--preset", "pendulum", "--max-steps", "60000", "--quiet", NULL };
+    cJSON *small = train(small_args, 1), *big = train(big_args, 1);
+    ck_assert_str_eq(jstr(big, "env"), "Pendulum-v1");
+    ck_assert_str_eq(jstr(big, "algo"), "ppo");
+    /* 2 observers x 4 envs x 256 steps a rollout: 8192 and 61440 steps */
+    ck_assert_double_eq(jnum(small, "env_steps"), 8192);
+    ck_assert_double_eq(jnum(big, "env_steps"), 61440);
+    ck_assert_double_eq(jnum(small, "episodes"), 8 * (8192 / 8 / 200));
+    ck_assert_double_eq(jnum(big, "episodes"), 8 * (61440 / 8 / 200));
+    double r0 = jnum(small, "return_mean"), r1 = jnum(big, "return_mean");
+    ck_assert_msg(r1 - r0 > 400 && r1 > -900, "return_mean %g after 8k steps, %g after 60k", r0, r1);
+    cJSON_Delete(small);
+    cJSON_Delete(big);
+}
+END_TEST
+
+/* A2C (SB3's defaults): 222 after 40k steps (seeds 1..6: 205..265; it
+ * oscillates later, 141 at 100k). */
+START_TEST(test_a2c_learns)
+{
+    const char *args[] = { "--preset", "a2c", "--max-steps", "40000", "--quiet", NULL };
+    cJSON *j = train(args, 1);
+    ck_assert_str_eq(jstr(j, "algo"), "a2c");
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_double_eq(jnum(j, "env_steps"), 40000);
+    /* one update per 2 observers x 8 envs x 5 steps */
+    ck_assert_double_eq(jnum(j, "updates"), 40000 / 80);
+    ck_assert_msg(jnum(j, "return_mean") > 100, "return_mean %g", jnum(j, "return_mean"));
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* ---- plug-in envs ------------------------------------------------------------- */
+
+/* PointReach-v0 (continuous, no reward threshold: never solved). Each of
+ * the 8 envs runs 256 steps, past the 200-step time limit at least once. */
+START_TEST(test_plugin_env)
+{
+    const char *args[] = { "--env", POINT_REACH_SO, "--observers", "2", "--envs-per-observer", "4",
+                           "--steps-per-rollout", "64", "--max-steps", "2048", "--quiet", NULL };
+    cJSON *j = train(args, 1);
+    ck_assert(!jbool(j, "solved"));
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_str_eq(jstr(j, "env"), POINT_REACH_SO);
+    ck_assert_str_eq(jstr(j, "algo"), "ppo");
+    ck_assert_double_ge(jnum(j, "env_steps"), 2048);
+    ck_assert_double_ge(jnum(j, "episodes"), 8);
+    ck_assert(isfinite(jnum(j, "return_mean")));
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* The agent names what it cannot open; nothing on stdout. The lines after
+ * the first are the train process reporting its observers (which never
+ * got an endpoint) as "exited with status 99". */
+static void check_bad_env(const char *env, const char *first_err_line)
+{
+    const char *args[] = { "--env", env, "--observers", "1", NULL };
+    struct proc p;
+    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    int rc = proc_wait(&p, 60);
+    ck_assert_msg(rc == 1, "exit %d\nstderr:\n%s", rc, p.err);
+    char *first = strndup(p.err, strcspn(p.err, "\n"));
+    ck_assert_str_eq(first, first_err_line);
+    free(first);
+    ck_assert_str_eq(p.out, "");
+    proc_free(&p);
+}
+
+START_TEST(test_plugin_missing)
+{
+    check_bad_env("/nonexistent/libnope.so", "agent: plugin /nonexistent/libnope.so: cannot load: "
+                                             "/nonexistent/libnope.so: cannot open shared object file: "
+                                             "No such file or directory");
+    check_bad_env("Nope-v0", "agent: unknown env id 'Nope-v0' (built-ins: CartPole-v1, Acrobot-v1, "
+                             "MountainCar-v0, Pendulum-v1)");
+}
+END_TEST
+
+/* ---- faults -------------------------------------------------------------------- */
+
+/* 3 observers; once training is under way observer2 is SIGKILLed. The run
+ * goes on with the other two to its budget (--target 1000 is never met). */
+static void check_observer_killed(const char *mode)
+{
+    enum { BUDGET = 60000 };
+    /* Sync: observer2 dies at the start of a rollout (a progress line after
+     * every iteration, each of 512 steps and one update), not in the middle
+     * of an update's backward: that is the bug
+     * test_bug_sync_observer_lost_in_backward (a kill at a random time of a
+     * ppo-fast run hits it about 1 time in 6). */
+    const char *args[] = { "--observers", "3", "--heartbeat-timeout", "1500", "--max-steps", "60000", "--target",
+                           "1000", "--mode", mode, "--log-every", "0.25", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                           NULL, NULL };
+    if (strcmp(mode, "sync") == 0) {
+        const char *more[] = { "0.01", "--steps-per-rollout", "512", "--envs-per-observer", "8", "--epochs", "1",
+                               "--minibatches", "1", NULL };
+        memcpy(args + 11, more, sizeof more);
+    }
+    struct proc p;
+    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    long long steps_at_kill = wait_progress(&p);
+    struct child kids[4];
+    int n = children_of(p.pid, kids, 4);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(kill(kids[1].pid, SIGKILL), 0);
+    ck_assert_msg(steps_at_kill < BUDGET / 2, "%lld steps before the kill: the budget is too small", steps_at_kill);
+    int rc = proc_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    cJSON *j = summary(&p);
+    check_summary_shape(j);
+    ck_assert_str_eq(jstr(j, "mode"), mode);
+    ck_assert_msg(strcmp(jstr(j, "stopped_by"), "budget") == 0, "stopped by %s\nstderr:\n%s", jstr(j, "stopped_by"),
+                  p.err);
+    ck_assert_double_eq(jnum(j, "observers_lost"), 1);
+    ck_assert_double_ge(jnum(j, "env_steps"), BUDGET);
+    /* stderr: the agent's line, then the train process reaping observer2 */
+    char reaped[128];
+    snprintf(reaped, sizeof reaped, "tributary-train: observer2 (pid %d) was killed by signal 9\n", (int)kids[1].pid);
+    const char *lost = strstr(p.err, "agent: lost observer2: ");
+    ck_assert_msg(lost == p.err, "stderr does not start with the lost observer:\n%s", p.err);
+    const char *eol = strchr(lost, '\n');
+    ck_assert_msg(eol && memmem(lost, (size_t)(eol - lost), "; continuing with 2 observers", 29) &&
+                      strcmp(eol + 1, reaped) == 0,
+                  "stderr:\n%s", p.err);
+    assert_gone(kids, n);
+    cJSON_Delete(j);
+    proc_free(&p);
+}
+
+START_TEST(test_observer_killed_sync) { check_observer_killed("sync"); }
+END_TEST
+
+START_TEST(test_observer_killed_async) { check_observer_killed("async"); }
+END_TEST
+
+/* A signal mid-run: the summary says who stopped it, the exit status is
+ * 128 + the signal and no observer outlives the run. */
+static void check_signal(const char *mode, int sig, const char *name)
+{
+    const char *args[] = { "--observers", "2", "--max-steps", "0", "--target", "1000", "--log-every", "0.25",
+                           "--mode", mode, NULL };
+    struct proc p;
+    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    wait_progress(&p);
+    struct child kids[3];
+    int n = children_of(p.pid, kids, 3);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(kill(p.pid, sig), 0);
+    int rc = proc_wait(&p, 120);
+    ck_assert_msg(rc == 128 + sig, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    ck_assert_msg(p.err[0] == '\0', "stderr:\n%s", p.err);
+    cJSON *j = summary(&p);
+    check_summary_shape(j);
+    ck_assert_str_eq(jstr(j, "stopped_by"), name);
+    ck_assert(!jbool(j, "solved"));
+    ck_assert_str_eq(jstr(j, "mode"), mode);
+    ck_assert_double_gt(jnum(j, "env_steps"), 0);
+    ck_assert_double_eq(jnum(j, "observers_lost"), 0);
+    assert_gone(kids, n);
+    cJSON_Delete(j);
+    proc_free(&p);
+}
+
+START_TEST(test_sigint_sync) { check_signal("sync", SIGINT, "SIGINT"); }
+END_TEST
+
+START_TEST(test_sigterm_async) { check_signal("async", SIGTERM, "SIGTERM"); }
+END_TEST
+
+/* ---- separate programs ------------------------------------------------------------ */
+
+/* A free TCP port on 127.0.0.1 (free when this returns). */
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(s, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+/* tributary-agent and two tributary-observer processes, configured by
+ * MASTER_ADDR/MASTER_PORT (and RANK/WORLD_SIZE for the observers). */
+START_TEST(test_separate_programs)
+{
+    char port[32];
+    snprintf(port, sizeof port, "MASTER_PORT=%d", free_port());
+    const char *agent_env[] = { "MASTER_ADDR=127.0.0.1", port, NULL };
+    const char *obs_env[2][5] = { { "MASTER_ADDR=127.0.0.1", port, "RANK=1", "WORLD_SIZE=3", NULL },
+                                  { "MASTER_ADDR=127.0.0.1", port, "RANK=2", "WORLD_SIZE=3", NULL } };
+    const char *agent_args[] = { "--observers", "2", "--max-steps", "8192", "--quiet", NULL };
+    const char *obs_args[] = { NULL };
+    struct proc agent, obs[2];
+    proc_start(&agent, TRIB_AGENT_BIN, agent_args, agent_env);
+    proc_start(&obs[0], TRIB_OBSERVER_BIN, obs_args, obs_env[0]);
+    proc_start(&obs[1], TRIB_OBSERVER_BIN, obs_args, obs_env[1]);
+    int rc = proc_wait(&agent, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    ck_assert_msg(agent.err[0] == '\0', "agent stderr:\n%s", agent.err);
+    cJSON *j = summary(&agent);
+    check_summary_shape(j);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_int_eq((int)jnum(j, "observers"), 2);
+    ck_assert_double_ge(jnum(j, "env_steps"), 8192);
+    ck_assert_double_eq(jnum(j, "observers_lost"), 0);
+    for (int i = 0; i < 2; i++) {
+        rc = proc_wait(&obs[i], 60);
+        ck_assert_msg(rc == 0, "observer%d exit %d\nstderr:\n%s", i + 1, rc, obs[i].err);
+        ck_assert_msg(obs[i].err[0] == '\0', "observer%d stderr:\n%s", i + 1, obs[i].err);
+        proc_free(&obs[i]);
+    }
+    cJSON_Delete(j);
+    proc_free(&agent);
+}
+END_TEST
+
+/* ---- reproducibility ------------------------------------------------------------ */
+
+/* The summary without its timings, as text. */
+static char *untimed(cJSON *j)
+{
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "wall_s");
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "sps");
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "updates_per_s");
+    char *s = cJSON_PrintUnformatted(j);
+    ck_assert_ptr_nonnull(s);
+    return s;
+}
+
+/* Two runs of args; their summaries must agree but for the timings. */
+static void check_reproducible(const char *const *args, const char *bug)
+{
+    cJSON *a = train(args, 1), *b = train(args, 1);
+    ck_assert_double_ge(jnum(a, "episodes"), 100);
+    char *sa = untimed(a), *sb = untimed(b);
+    ck_assert_msg(strcmp(sa, sb) == 0, "%stwo runs differ:\n%s\n%s", bug, sa, sb);
+    free(sa);
+    free(sb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+
+/* Two observers whose act calls are never merged (--max-batch 16, their
+ * calls' size): the same seed gives the same run. */
+START_TEST(test_sync_reproducible_unmerged)
+{
+    const char *args[] = { "--preset", "ppo-fast", "--seed", "7", "--max-steps", "40000", "--observers", "2",
+                           "--max-batch", "16", "--quiet", NULL };
+    check_reproducible(args, "");
+}
+END_TEST
+
+/* ---- known bugs: these fail until the programs are fixed ------------------------- */
+
+/* KNOWN BUG: a sync run is not reproducible with more than one observer
+ * (DESIGN.md 6: "--seed makes a sync run reproducible").
+ *   build-rlt/agent/tributary-train --preset ppo-fast --seed 7 --max-steps 60000 --quiet
+ * gave 10 different summaries in 10 runs (episodes 576..627). At 20k and
+ * 30k the runs still agree (the differences have not yet changed an
+ * episode); at 40k they mostly differ (6 in 6, but one pair agreed later).
+ * Two causes, both timing:
+ * - agent/policy.c serve_main merges concurrent act calls into one forward,
+ *   and a row's output depends on the batch it is computed in (OpenBLAS
+ *   picks kernels by shape: rows 0..15 alone and as half of a batch of 32
+ *   differ in the last bits), while which calls meet in a batch depends on
+ *   timing. With --max-batch 16 two observers agree
+ *   (test_sync_reproducible_unmerged), four still do not:
+ * - rpc/dist_autograd.c sink_accumulate sums each parameter's gradient
+ *   contributions in their order of arrival from the observers, and float
+ *   addition of three or more terms depends on the order. With the
+ *   contributions summed in a fixed order (an experiment, not in the tree)
+ *   and --max-batch 16, four observers agreed in 3 runs of 3 at 60k. */
+START_TEST(test_bug_sync_not_reproducible)
+{
+    const char *args[] = { "--preset", "ppo-fast", "--seed", "7", "--max-steps", "60000", "--quiet", NULL };
+    check_reproducible(args, "KNOWN BUG (sync runs depend on act-call merging and on the order gradients "
+                             "arrive in; see the comment above this test): ");
+}
+END_TEST
+
+/* KNOWN BUG: in sync mode an observer lost while the agent runs an update's
+ * backward ends the whole run ("stopped_by":"failure") instead of that
+ * update: agent/agent.c backward_and_step returns -1 when
+ * dist_autograd_backward fails, and sync_ppo_iteration passes it on, e.g.
+ *   agent: backward: dist_autograd_backward: rpc: lost observer2 (no
+ *   heartbeat for 1500 ms) calling observer2.dist_autograd._backprop
+ * A random kill of one of 3 ppo-fast observers hits it about 1 time in 6.
+ * Here updates take nearly all the time (1-step rollouts, 50 epochs), so a
+ * kill lands in a backward a third to half of the time; observers 2..8 are
+ * killed one after the other and the run must outlive every loss (in 8
+ * runs so far the run failed by the 5th kill 7 times). */
+START_TEST(test_bug_sync_observer_lost_in_backward)
+{
+    const char *args[] = { "--observers", "8", "--heartbeat-timeout", "1000", "--max-steps", "0", "--target", "1000",
+                           "--log-every", "0.25", "--steps-per-rollout", "1", "--epochs", "50", "--minibatches", "1",
+                           NULL };
+    struct proc p;
+    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    wait_progress(&p);
+    struct child kids[9];
+    int n = children_of(p.pid, kids, 9);
+    ck_assert_int_eq(n, 8);
+    uint64_t rng = (uint64_t)getpid();
+    for (int k = 1; k < n; k++) {
+        rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+        usleep(200000 + (useconds_t)((rng >> 33) % 400000));
+        /* the observers go first when the run fails and shuts down */
+        if (!proc_running(&p) || kill(kids[k].pid, SIGKILL) != 0) break;
+        char lost[64];
+        snprintf(lost, sizeof lost, "agent: lost observer%d: ", k + 1);
+        double t0 = now_s();
+        while (proc_running(&p) && !err_has(&p, lost)) {
+            ck_assert_msg(now_s() - t0 < 60, "observer%d's loss not reported within 60 s", k + 1);
+            usleep(20000);
+        }
+    }
+    if (proc_running(&p)) kill(p.pid, SIGINT);
+    int rc = proc_wait(&p, RUN_TIMEOUT_S);
+    cJSON *j = summary(&p);
+    ck_assert_msg(rc == 130 && strcmp(jstr(j, "stopped_by"), "SIGINT") == 0,
+                  "KNOWN BUG (sync: an observer lost during an update's backward ends the run; see the comment "
+                  "above this test): exit %d, stopped by %s\nstderr:\n%s",
+                  rc, jstr(j, "stopped_by"), p.err);
+    ck_assert_double_eq(jnum(j, "observers_lost"), 7);
+    assert_gone(kids, n);
+    cJSON_Delete(j);
+    proc_free(&p);
 }
 END_TEST
 
 static Suite *rl_train_suite(void)
 {
     Suite *s = suite_create("rl_train");
-    TCase *tc = tcase_create("train");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test_train_two_observers);
-    tcase_add_test(tc, test_train_async);
-    tcase_add_test(tc, test_not_solved_exits_1);
-    tcase_add_test(tc, test_help);
-    tcase_add_test(tc, test_bad_options);
+    TCase *tc = tcase_create("cli");
+    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_train_help);
+    tcase_add_test(tc, test_train_bad_usage);
+    tcase_add_test(tc, test_agent_cli);
+    tcase_add_test(tc, test_observer_cli);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("learning");
+    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_ppo_sync_learns);
+    tcase_add_test(tc, test_ppo_async_learns);
+    tcase_add_test(tc, test_reinforce_learns);
+    tcase_add_test(tc, test_pendulum_improves);
+    tcase_add_test(tc, test_a2c_learns);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("plugin");
+    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_plugin_env);
+    tcase_add_test(tc, test_plugin_missing);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("faults");
+    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_observer_killed_sync);
+    tcase_add_test(tc, test_observer_killed_async);
+    tcase_add_test(tc, test_sigint_sync);
+    tcase_add_test(tc, test_sigterm_async);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("separate");
+    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_separate_programs);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("reproducible");
+    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_sync_reproducible_unmerged);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("known_bugs");
+    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_bug_sync_not_reproducible);
+    tcase_add_test(tc, test_bug_sync_observer_lost_in_backward);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -160,7 +1007,7 @@ static Suite *rl_train_suite(void)
 int main(void)
 {
     SRunner *sr = srunner_create(rl_train_suite());
-    srunner_run_all(sr, CK_NORMAL);
+    srunner_run_all(sr, CK_ENV);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
