@@ -217,6 +217,7 @@ static int sync_ppo_iteration(struct agent *a)
      * forgotten at once, or the merged act calls of the others would keep
      * waiting for it (policy_set_sync_callers). */
     bool in[RL_MAX_OBSERVERS] = { 0 };
+    static _Thread_local struct rl_report reports[RL_MAX_OBSERVERS];
     int n_in = 0, left = 0;
     for (int k = 0; k < a->n_peers; k++) left += futs[k] != NULL;
     while (left > 0) {
@@ -228,8 +229,7 @@ static int sync_ppo_iteration(struct agent *a)
             if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
             else if (rl_report_unpack(&r, &rep) != 0) lose_peer(a, k, rl_last_error());
             else {
-                run_stats_report(a->stats, &rep);
-                run_stats_observer_steps(a->stats, k, rep.steps);
+                reports[k] = rep;
                 in[k] = true;
                 n_in++;
             }
@@ -241,6 +241,13 @@ static int sync_ppo_iteration(struct agent *a)
         }
         if (!progress) usleep(200);
     }
+    /* in observer order, so the statistics (the window of the last 100
+     * returns) do not depend on which rollout finished first */
+    for (int k = 0; k < a->n_peers; k++)
+        if (in[k]) {
+            run_stats_report(a->stats, &reports[k]);
+            run_stats_observer_steps(a->stats, k, reports[k].steps);
+        }
     if (n_in == 0) return rl_set_error("every observer is lost");
     struct rl_loss_req lr = { .weight = 1.0 / n_in };
     for (int e = 0; e < a->cfg.epochs; e++) {
@@ -504,12 +511,18 @@ static int setup(struct agent *a)
     return rc;
 }
 
+/* Tells every observer the RPC layer still knows to shut down, including
+ * ones this run gave up on but that are alive (a failed call): a graceful
+ * rpc_shutdown waits for every live member. */
 static void shutdown_observers(struct agent *a)
 {
     struct rpc_future *futs[RL_MAX_OBSERVERS];
     struct rpc_value none = rpc_list(0);
-    for (int k = 0; k < a->n_peers; k++)
-        futs[k] = a->peers[k].alive ? rpc_async(a->peers[k].name, RL_FN_SHUTDOWN, &none, 10000) : NULL;
+    for (int k = 0; k < a->n_peers; k++) {
+        struct rpc_worker_info wi;
+        bool known = rpc_get_worker_info(a->peers[k].name, &wi) == 0;
+        futs[k] = known ? rpc_async(a->peers[k].name, RL_FN_SHUTDOWN, &none, 10000) : NULL;
+    }
     rpc_value_clear(&none);
     for (int k = 0; k < a->n_peers; k++) {
         if (futs[k] && rpc_future_wait(futs[k], NULL) != 0) lose_peer(a, k, rpc_future_error(futs[k]));

@@ -132,6 +132,9 @@ int rl_config_check(const struct rl_config *c)
     if (!isfinite(c->ent_coef) || !isfinite(c->vf_coef) || !(c->max_grad_norm >= 0))
         return rl_set_error("--ent-coef and --vf-coef must be finite, --max-grad-norm >= 0");
     if (!isfinite(c->reward_scale) || c->reward_scale == 0) return rl_set_error("reward scale must be finite and non-zero");
+    if (c->max_batch_rows < c->envs_per_observer)
+        return rl_set_error("--max-batch (%d) must be at least --envs-per-observer (%d): one act call has that many rows",
+                            c->max_batch_rows, c->envs_per_observer);
     if (c->max_batch_rows < 1 || c->max_wait_us < 0 || c->max_wait_us > 1000000)
         return rl_set_error("--max-batch must be >= 1 and --max-wait-us in 0..1000000");
     if (c->checkpoint_every < 0) return rl_set_error("--checkpoint-every must be >= 0");

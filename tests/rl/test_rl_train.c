@@ -1,8 +1,8 @@
 /* End-to-end tests of the RL programs: tributary-train (the agent with its
  * forked observers), tributary-agent + tributary-observer started apart, and
  * a plug-in env. Every program runs as a real process on loopback; learning
- * is judged by env-step budgets, never by wall-clock time. The TCase
- * "known_bugs" holds tests that fail until the bugs they name are fixed. */
+ * is judged by env-step budgets, never by wall-clock time. Cases are grouped by what they exercise.
+ */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <check.h>
@@ -464,7 +464,7 @@ START_TEST(test_train_bad_usage)
           "tributary-train: --heartbeat-timeout must be in 100..3600000 ms" SEE("tributary-train") },
         { { "--log-every", "0", NULL }, "tributary-train: --log-every must be > 0 seconds" SEE("tributary-train") },
         { { "--max-steps", "-5", NULL },
-          "tributary-train: --max-steps and --max-seconds must be >= 0" SEE("tributary-train") },
+          "tributary-train: --max-steps, --max-seconds and --max-updates must be >= 0" SEE("tributary-train") },
         { { "--minibatches", "3", NULL },
           "tributary-train: --minibatches (3) must divide --steps-per-rollout x --envs-per-observer (512)"
           SEE("tributary-train") },
@@ -523,15 +523,16 @@ END_TEST
  * within 150k env steps. The preset ppo-fast as it is (4 observers x 16
  * envs, 4 epochs) mostly does not for seed 1: 4 runs of 5 ended at the
  * budget with return_mean 163..341, one solved at 135k (sync runs vary,
- * see known_bugs). Two observers of 16 envs with 8 epochs solve at 101,376
+ * see test_sync_reproducible_merged). Two observers of 16 envs with 8 epochs solve at 101,376
  * steps (seeds 2 and 3: 81,920 and 90,112).
  * --max-batch 16 keeps the agent from merging the two observers' act calls,
  * which makes the run the same every time. */
 START_TEST(test_ppo_sync_learns)
 {
     const char *args[] = { "--preset", "ppo-fast", "--seed", "1", "--max-steps", "150000", "--target", "400",
-                           "--observers", "2", "--envs-per-observer", "16", "--epochs", "8", "--max-batch", "16",
-                           "--device", "cpu", "--quiet", NULL };
+                           "--observers", "2", "--envs-per-observer", "16", "--steps-per-rollout", "32",
+                           "--minibatches", "4", "--epochs", "8", "--max-batch", "16", "--device", "cpu", "--quiet",
+                           NULL };
     struct proc p;
     proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
     int rc = proc_wait(&p, RUN_TIMEOUT_S);
@@ -813,7 +814,9 @@ START_TEST(test_separate_programs)
     proc_start(&obs[1], TRIB_OBSERVER_BIN, obs_args, obs_env[1]);
     int rc = proc_wait(&agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
-    ck_assert_msg(agent.err[0] == '\0', "agent stderr:\n%s", agent.err);
+    ck_assert_msg(strncmp(agent.err, "tributary-agent: listening on tcp://127.0.0.1:", 46) == 0 &&
+                      strchr(agent.err, '\n') == agent.err + strlen(agent.err) - 1,
+                  "agent stderr:\n%s", agent.err);
     cJSON *j = summary(&agent);
     check_summary_shape(j);
     ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
@@ -839,6 +842,7 @@ static char *untimed(cJSON *j)
     cJSON_DeleteItemFromObjectCaseSensitive(j, "wall_s");
     cJSON_DeleteItemFromObjectCaseSensitive(j, "sps");
     cJSON_DeleteItemFromObjectCaseSensitive(j, "updates_per_s");
+    cJSON_DeleteItemFromObjectCaseSensitive(j, "agent_busy_frac");
     char *s = cJSON_PrintUnformatted(j);
     ck_assert_ptr_nonnull(s);
     return s;
@@ -861,52 +865,31 @@ static void check_reproducible(const char *const *args, const char *bug)
  * calls' size): the same seed gives the same run. */
 START_TEST(test_sync_reproducible_unmerged)
 {
-    const char *args[] = { "--preset", "ppo-fast", "--seed", "7", "--max-steps", "40000", "--observers", "2",
-                           "--max-batch", "16", "--quiet", NULL };
+    const char *args[] = { "--preset", "ppo-fast", "--seed", "7", "--max-steps", "30000", "--observers", "2",
+                           "--envs-per-observer", "16", "--max-batch", "16", "--quiet", NULL };
     check_reproducible(args, "");
 }
 END_TEST
 
-/* ---- known bugs: these fail until the programs are fixed ------------------------- */
-
-/* KNOWN BUG: a sync run is not reproducible with more than one observer
- * (DESIGN.md 6: "--seed makes a sync run reproducible").
- *   build-rlt/agent/tributary-train --preset ppo-fast --seed 7 --max-steps 60000 --quiet
- * gave 10 different summaries in 10 runs (episodes 576..627). At 20k and
- * 30k the runs still agree (the differences have not yet changed an
- * episode); at 40k they mostly differ (6 in 6, but one pair agreed later).
- * Two causes, both timing:
- * - agent/policy.c serve_main merges concurrent act calls into one forward,
- *   and a row's output depends on the batch it is computed in (OpenBLAS
- *   picks kernels by shape: rows 0..15 alone and as half of a batch of 32
- *   differ in the last bits), while which calls meet in a batch depends on
- *   timing. With --max-batch 16 two observers agree
- *   (test_sync_reproducible_unmerged), four still do not:
- * - rpc/dist_autograd.c sink_accumulate sums each parameter's gradient
- *   contributions in their order of arrival from the observers, and float
- *   addition of three or more terms depends on the order. With the
- *   contributions summed in a fixed order (an experiment, not in the tree)
- *   and --max-batch 16, four observers agreed in 3 runs of 3 at 60k. */
-START_TEST(test_bug_sync_not_reproducible)
+/* Four observers whose act calls the agent merges, and whose gradients
+ * reach the agent in any order: a sync run is still reproducible (the
+ * merge waits for every observer and orders calls by worker; dist autograd
+ * sums gradient parts in a fixed order). Before those fixes, 10 runs of
+ * this gave 10 different summaries. */
+START_TEST(test_sync_reproducible_merged)
 {
-    const char *args[] = { "--preset", "ppo-fast", "--seed", "7", "--max-steps", "60000", "--quiet", NULL };
-    check_reproducible(args, "KNOWN BUG (sync runs depend on act-call merging and on the order gradients "
-                             "arrive in; see the comment above this test): ");
+    const char *args[] = { "--preset", "ppo-fast", "--seed", "7", "--max-steps", "40000", "--quiet", NULL };
+    check_reproducible(args, "");
 }
 END_TEST
 
-/* KNOWN BUG: in sync mode an observer lost while the agent runs an update's
- * backward ends the whole run ("stopped_by":"failure") instead of that
- * update: agent/agent.c backward_and_step returns -1 when
- * dist_autograd_backward fails, and sync_ppo_iteration passes it on, e.g.
- *   agent: backward: dist_autograd_backward: rpc: lost observer2 (no
- *   heartbeat for 1500 ms) calling observer2.dist_autograd._backprop
- * A random kill of one of 3 ppo-fast observers hits it about 1 time in 6.
- * Here updates take nearly all the time (1-step rollouts, 50 epochs), so a
- * kill lands in a backward a third to half of the time; observers 2..8 are
- * killed one after the other and the run must outlive every loss (in 8
- * runs so far the run failed by the 5th kill 7 times). */
-START_TEST(test_bug_sync_observer_lost_in_backward)
+/* In sync mode an observer lost while the agent runs an update's backward
+ * costs that update, not the run. Updates take nearly all the time here
+ * (1-step rollouts, 50 epochs), so a kill lands in a backward a third to
+ * half of the time; observers 2..8 are killed one after the other and the
+ * run must outlive every loss (before the fix it failed by the 5th kill
+ * in 7 runs of 8). */
+START_TEST(test_sync_observer_lost_in_backward)
 {
     const char *args[] = { "--observers", "8", "--heartbeat-timeout", "1000", "--max-steps", "0", "--target", "1000",
                            "--log-every", "0.25", "--steps-per-rollout", "1", "--epochs", "50", "--minibatches", "1",
@@ -935,8 +918,7 @@ START_TEST(test_bug_sync_observer_lost_in_backward)
     int rc = proc_wait(&p, RUN_TIMEOUT_S);
     cJSON *j = summary(&p);
     ck_assert_msg(rc == 130 && strcmp(jstr(j, "stopped_by"), "SIGINT") == 0,
-                  "KNOWN BUG (sync: an observer lost during an update's backward ends the run; see the comment "
-                  "above this test): exit %d, stopped by %s\nstderr:\n%s",
+                  "exit %d, stopped by %s\nstderr:\n%s",
                   rc, jstr(j, "stopped_by"), p.err);
     ck_assert_double_eq(jnum(j, "observers_lost"), 7);
     assert_gone(kids, n);
@@ -993,13 +975,8 @@ static Suite *rl_train_suite(void)
     tcase_add_checked_fixture(tc, NULL, kill_running);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_sync_reproducible_unmerged);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("known_bugs");
-    tcase_add_checked_fixture(tc, NULL, kill_running);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_bug_sync_not_reproducible);
-    tcase_add_test(tc, test_bug_sync_observer_lost_in_backward);
+    tcase_add_test(tc, test_sync_reproducible_merged);
+    tcase_add_test(tc, test_sync_observer_lost_in_backward);
     suite_add_tcase(s, tc);
     return s;
 }
