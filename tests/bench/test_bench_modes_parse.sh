@@ -99,6 +99,12 @@ expect_eq "summary.md rows" "| loopback | ppo | sync | 1 | 200 | 6.0 | 2/3 | 20.
 | netns-10ms | reinforce | async | 2 | 150 | - | 2/2 | 5.0 | 50 | 485 (running) | 1.5 / 2 / 9 | - | - | 200 | 3.00 |
 | netns-10ms | reinforce | sync | 2 | 60 | - | 1/2 | not solved | not solved | 250 (running) | - / - / - | - | - | - | - |" \
   "$(grep -E '^\| (loopback|netns)' "$tmp/r/summary.md")"
+expect_eq "summary.md pivot" "| algo | mode | obs | loopback | netns-10ms |
+|---|---|--:|--:|--:|
+| ppo | sync | 1 | 200 | - |
+| ppo | async | 1 | 20 | - |
+| reinforce | async | 2 | - | 150 |
+| reinforce | sync | 2 | - | 60 |" "$(sed -n '/^| algo | mode | obs |/,/^$/p' "$tmp/r/summary.md" | sed '/^$/d')"
 grep -q 'RPC messages and bytes per env step: \*\*not measured\*\*' "$tmp/r/summary.md" || fail "summary.md does not say RPC counts are not measured"
 
 # A results.csv with another header is refused.
