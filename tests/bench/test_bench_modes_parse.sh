@@ -63,6 +63,14 @@ expect_eq "progress, running reward" $'0.5 33.84\n1.0 48.84\n1.5 68.83\n1.5 68.8
 expect_eq "progress, return" "0.5 21.50" "$("$bm" progress "$fx/no-summary.log")"
 expect_eq "progress, no episode yet" "" "$("$bm" progress "$fx/hist-no-p95.log")"
 
+# ---- return vs wall time from --logdir's metrics.csv when the run has one
+mkdir -p "$tmp/runs/r1"
+cp "$fx/reinforce-async-budget.log" "$tmp/runs/r1.log"
+printf 'env_steps,wall_s,sps,episodes,return_mean,running_reward\n801,0.5031,1591.9,42,19.07,9.40\n0,1.0,0,0,,\n2365,1.0072,3102.5,82,28.84,24.10\n' \
+  >"$tmp/runs/r1/metrics.csv"
+expect_eq "returns from metrics.csv" $'0.50 19.07\n1.01 28.84' "$("$bm" returns "$tmp/runs/r1.log")"
+expect_eq "returns from progress lines" "0.5 21.50" "$("$bm" returns "$fx/no-summary.log")"
+
 # ---- medians over seeds
 
 # mkrow KEY=VALUE...: a results.csv row, empty where not given.
@@ -96,8 +104,8 @@ netns-10ms,10,tun,reinforce,pytorch-rl-example,async,2,1,4,2,2,150,,5,50,,485,1.
 netns-10ms,10,tun,reinforce,pytorch-rl-example,sync,2,1,4,2,1,60,,,,,250,,,,,,," "$(cat "$tmp/r/summary.csv")"
 expect_eq "summary.md rows" "| loopback | ppo | sync | 1 | 200 | 6.0 | 2/3 | 20.0 | 200000 | 476 | 3.5 / 7 / 7 | 20% | 60% | - | - |
 | loopback | ppo | async | 1 | 20 | - | 1/3 | not solved | not solved | 295 | 4.5 / 8 / 20 | - | - | - | - |
-| netns-10ms | reinforce | async | 2 | 150 | - | 2/2 | 5.0 | 50 | 485 (running) | 1.5 / 2 / 9 | - | - | 200 | 3.00 |
-| netns-10ms | reinforce | sync | 2 | 60 | - | 1/2 | not solved | not solved | 250 (running) | - / - / - | - | - | - | - |" \
+| netns-10ms | reinforce | async | 2 | 150 | - | 2/2 | 5.0 | 50 | - (running 485) | 1.5 / 2 / 9 | - | - | 200 | 3.00 |
+| netns-10ms | reinforce | sync | 2 | 60 | - | 1/2 | not solved | not solved | - (running 250) | - / - / - | - | - | - | - |" \
   "$(grep -E '^\| (loopback|netns)' "$tmp/r/summary.md")"
 expect_eq "summary.md pivot" "| algo | mode | obs | loopback | netns-10ms |
 |---|---|--:|--:|--:|
