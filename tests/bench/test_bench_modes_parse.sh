@@ -15,46 +15,46 @@ fail() { echo "test_bench_modes_parse: FAILED: $*" >&2; failures=$((failures + 1
 expect_eq() {   # NAME WANT GOT
   [ "$2" = "$3" ] || fail "$1:"$'\n'"  want: $2"$'\n'"  got:  $3"
 }
-HEADER=network,delay_ms,delay_method,algo,preset,mode,observers,envs_per_observer,seed,budget_s,exit_code,solved,stopped_by,env_steps,wall_s,proc_s,sps,updates,updates_per_s,episodes,return_mean,running_reward,time_to_solve_s,steps_to_solve,lag_mean,lag_p95,lag_max,agent_busy_frac,agent_cpu_frac,rpc_msgs_per_step,rpc_bytes_per_step,wire_pkts_per_step,wire_bytes_per_step,observers_lost,load1,lag_hist,log
+HEADER=network,delay_ms,delay_method,algo,preset,mode,observers,envs_per_observer,seed,budget_s,exit_code,solved,stopped_by,env_steps,wall_s,proc_s,sps,sps_steady,startup_s,updates,updates_per_s,episodes,return_mean,running_reward,time_to_solve_s,steps_to_solve,lag_mean,lag_p95,lag_max,agent_busy_frac,agent_cpu_frac,rpc_msgs_per_step,rpc_bytes_per_step,wire_pkts_per_step,wire_bytes_per_step,observers_lost,load1,lag_hist,log
 
 # ---- one CSV row per run
 
 got=$("$bm" parse-run "$fx/ppo-sync-solved.log" network=loopback delay_ms=0 delay_method=loopback algo=ppo \
   preset=ppo-fast mode=sync observers=1 seed=1 budget_s=12 exit_code=0 proc_s=16.4 agent_cpu_s=4.1 load1=3.5 log=runs/a.log)
 expect_eq "solved PPO run" \
-  "loopback,0,loopback,ppo,ppo-fast,sync,1,32,1,12,0,true,solved,163840,16.2002,16.4,10113.5,2560,158.023,655,476.11,,16.2002,163840,3.5,7,7,0.133133,0.250,,,,,0,3.5,320;320;320;320;320;320;320;320,runs/a.log" "$got"
+  "loopback,0,loopback,ppo,ppo-fast,sync,1,32,1,12,0,true,solved,163840,16.2002,16.4,10113.5,10312.1,2,2560,158.023,655,476.11,,16.2002,163840,3.5,7,7,0.133133,0.250,,,,,0,3.5,320;320;320;320;320;320;320;320,runs/a.log" "$got"
 
 got=$("$bm" parse-run "$fx/reinforce-async-budget.log" network=netns-10ms delay_ms=10 delay_method=tun algo=reinforce \
   preset=pytorch-rl-example mode=async observers=2 seed=1 budget_s=4 exit_code=1 proc_s=5.2 load1=7.1 log=runs/b.log \
   wire_bytes=1000000 wire_pkts=7960)
 expect_eq "REINFORCE out of budget, wire counters" \
-  "netns-10ms,10,tun,reinforce,pytorch-rl-example,async,2,1,1,4,1,false,budget,3980,1.52781,5.2,2605.04,95,62.1805,95,41.8947,68.8337,,,0.894737,3,7,0.0244387,,,,2.000,251.3,0,7.1,41;37;10;4;1;1;0;1,runs/b.log" "$got"
+  "netns-10ms,10,tun,reinforce,pytorch-rl-example,async,2,1,1,4,1,false,budget,3980,1.52781,5.2,2605.04,2748.0,0.5,95,62.1805,95,41.8947,68.8337,,,0.894737,3,7,0.0244387,,,,2.000,251.3,0,7.1,41;37;10;4;1;1;0;1,runs/b.log" "$got"
 
 got=$("$bm" parse-run "$fx/no-summary.log" network=loopback delay_ms=0 delay_method=loopback algo=ppo \
   preset=ppo-fast mode=async observers=4 seed=2 budget_s=12 exit_code=124 proc_s=72.1 load1=0.5 log=runs/c.log)
 expect_eq "run without a summary" \
-  "loopback,0,loopback,ppo,ppo-fast,async,4,,2,12,124,false,no-summary,,,72.1,,,,,,,,,,,,,,,,,,,0.5,,runs/c.log" "$got"
+  "loopback,0,loopback,ppo,ppo-fast,async,4,,2,12,124,false,no-summary,,,72.1,,,0.5,,,,,,,,,,,,,,,,,,0.5,,runs/c.log" "$got"
 
 got=$("$bm" parse-run "$tmp/does-not-exist.log" network=loopback delay_ms=0 delay_method=loopback algo=reinforce \
   preset=pytorch-rl-example mode=sync observers=1 seed=1 budget_s=12 exit_code=127 proc_s=0.01 load1=1 log=runs/x.log)
 expect_eq "run without a log" \
-  "loopback,0,loopback,reinforce,pytorch-rl-example,sync,1,,1,12,127,false,no-summary,,,0.01,,,,,,,,,,,,,,,,,,,1,,runs/x.log" "$got"
+  "loopback,0,loopback,reinforce,pytorch-rl-example,sync,1,,1,12,127,false,no-summary,,,0.01,,,,,,,,,,,,,,,,,,,,,1,,runs/x.log" "$got"
 
 got=$("$bm" parse-run "$fx/old-format.log" network=loopback delay_ms=0 delay_method=loopback algo=reinforce \
   preset=pytorch-rl-example mode=sync observers=4 seed=2 budget_s=12 exit_code=1 proc_s=12.9 load1=2 log=runs/d.log)
 expect_eq "summary without lag p95, histogram and busy fraction" \
-  "loopback,0,loopback,reinforce,pytorch-rl-example,sync,4,1,2,12,1,false,budget,38929,12.3585,12.9,3149.99,72,5.82597,288,257,155.177,,,0,,0,,,,,,,0,2,,runs/d.log" "$got"
+  "loopback,0,loopback,reinforce,pytorch-rl-example,sync,4,1,2,12,1,false,budget,38929,12.3585,12.9,3149.99,,2,72,5.82597,288,257,155.177,,,0,,0,,,,,,,0,2,,runs/d.log" "$got"
 
 got=$("$bm" parse-run "$fx/hist-no-p95.log" network=netns-0ms delay_ms=0 delay_method=netem algo=ppo \
   preset=ppo-fast mode=async observers=2 seed=3 budget_s=4 exit_code=130 proc_s=1.0 load1=1 log=runs/e.log \
   wire_bytes=0 wire_pkts=0)
 expect_eq "p95 from the histogram, null return" \
-  "netns-0ms,0,netem,ppo,ppo-fast,async,2,32,3,4,130,false,signal,2048,0.9,1.0,2275.56,20,22.2,0,,,,,1.1,3,4,0.05,,,,0.000,0.0,1,1,10;5;3;1;1,runs/e.log" "$got"
+  "netns-0ms,0,netem,ppo,ppo-fast,async,2,32,3,4,130,false,signal,2048,0.9,1.0,2275.56,,,20,22.2,0,,,,,1.1,3,4,0.05,,,,0.000,0.0,1,1,10;5;3;1;1,runs/e.log" "$got"
 
 # Every row has the header's 36 columns.
 for f in ppo-sync-solved reinforce-async-budget no-summary old-format hist-no-p95; do
   n=$("$bm" parse-run "$fx/$f.log" network=loopback | awk -F, '{ print NF }')
-  expect_eq "$f: columns" 37 "$n"
+  expect_eq "$f: columns" 39 "$n"
 done
 
 # ---- return vs wall time from progress lines
@@ -62,6 +62,9 @@ done
 expect_eq "progress, running reward" $'0.5 33.84\n1.0 48.84\n1.5 68.83\n1.5 68.83' "$("$bm" progress "$fx/reinforce-async-budget.log")"
 expect_eq "progress, return" "0.5 21.50" "$("$bm" progress "$fx/no-summary.log")"
 expect_eq "progress, no episode yet" "" "$("$bm" progress "$fx/hist-no-p95.log")"
+expect_eq "steady: start-up and steps/s after it" "2 10312.1" "$("$bm" steady "$fx/ppo-sync-solved.log")"
+expect_eq "steady: one line with steps" "0.5" "$("$bm" steady "$fx/no-summary.log")"
+expect_eq "steady: no steps" "" "$("$bm" steady "$fx/hist-no-p95.log")"
 
 # ---- return vs wall time from --logdir's metrics.csv when the run has one
 mkdir -p "$tmp/runs/r1"
@@ -82,9 +85,9 @@ mkdir "$tmp/r"
 {
   echo "$HEADER"
   # 2 of 3 seeds solved: the median time and steps are the slower solved seed's.
-  mkrow $lp algo=ppo mode=sync observers=1 seed=1 solved=true time_to_solve_s=10 steps_to_solve=100000 sps=100 updates_per_s=5 return_mean=480 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.1 agent_cpu_frac=0.5
-  mkrow $lp algo=ppo mode=sync observers=1 seed=2 solved=true time_to_solve_s=20 steps_to_solve=200000 sps=300 updates_per_s=7 return_mean=476 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.3 agent_cpu_frac=0.7
-  mkrow $lp algo=ppo mode=sync observers=1 seed=3 solved=false sps=200 updates_per_s=6 return_mean=300 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.2 agent_cpu_frac=0.6
+  mkrow $lp algo=ppo mode=sync observers=1 seed=1 solved=true time_to_solve_s=10 steps_to_solve=100000 sps=100 sps_steady=180 startup_s=1 updates_per_s=5 return_mean=480 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.1 agent_cpu_frac=0.5
+  mkrow $lp algo=ppo mode=sync observers=1 seed=2 solved=true time_to_solve_s=20 steps_to_solve=200000 sps=300 sps_steady=200 startup_s=2 updates_per_s=7 return_mean=476 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.3 agent_cpu_frac=0.7
+  mkrow $lp algo=ppo mode=sync observers=1 seed=3 solved=false sps=200 sps_steady=190 startup_s=1.5 updates_per_s=6 return_mean=300 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.2 agent_cpu_frac=0.6
   # 1 of 3 solved: not solved.
   mkrow $lp algo=ppo mode=async observers=1 seed=1 solved=true time_to_solve_s=5 steps_to_solve=50000 sps=10 return_mean=490 lag_mean=4 lag_p95=8 lag_max=9
   mkrow $lp algo=ppo mode=async observers=1 seed=2 solved=false sps=30 return_mean=100 lag_mean=5 lag_p95=9 lag_max=20
@@ -97,17 +100,23 @@ mkdir "$tmp/r"
   mkrow $ns algo=reinforce mode=sync observers=2 seed=2 solved=false sps=70 running_reward=20
 } >"$tmp/r/results.csv"
 "$bm" summarize "$tmp/r" --no-plots || fail "summarize exited non-zero"
-expect_eq "summary.csv" "network,delay_ms,delay_method,algo,preset,mode,observers,envs_per_observer,budget_s,runs,solved,sps,updates_per_s,time_to_solve_s,steps_to_solve,return_mean,running_reward,lag_mean,lag_p95,lag_max,agent_busy_frac,agent_cpu_frac,wire_bytes_per_step,wire_pkts_per_step
-loopback,0,loopback,ppo,ppo-fast,sync,1,32,12,3,2,200,6,20,200000,476,,3.5,7,7,0.2,0.6,,
-loopback,0,loopback,ppo,ppo-fast,async,1,32,12,3,1,20,,,,295,,4.5,8.5,20,,,,
-netns-10ms,10,tun,reinforce,pytorch-rl-example,async,2,1,4,2,2,150,,5,50,,485,1.5,2.5,9,,,200,3
-netns-10ms,10,tun,reinforce,pytorch-rl-example,sync,2,1,4,2,1,60,,,,,250,,,,,,," "$(cat "$tmp/r/summary.csv")"
-expect_eq "summary.md rows" "| loopback | ppo | sync | 1 | 200 | 6.0 | 2/3 | 20.0 | 200000 | 476 | 3.5 / 7 / 7 | 20% | 60% | - | - |
-| loopback | ppo | async | 1 | 20 | - | 1/3 | not solved | not solved | 295 | 4.5 / 8 / 20 | - | - | - | - |
-| netns-10ms | reinforce | async | 2 | 150 | - | 2/2 | 5.0 | 50 | - (running 485) | 1.5 / 2 / 9 | - | - | 200 | 3.00 |
-| netns-10ms | reinforce | sync | 2 | 60 | - | 1/2 | not solved | not solved | - (running 250) | - / - / - | - | - | - | - |" \
+expect_eq "summary.csv" "network,delay_ms,delay_method,algo,preset,mode,observers,envs_per_observer,budget_s,runs,solved,sps,sps_steady,startup_s,updates_per_s,time_to_solve_s,steps_to_solve,return_mean,running_reward,lag_mean,lag_p95,lag_max,agent_busy_frac,agent_cpu_frac,wire_bytes_per_step,wire_pkts_per_step
+loopback,0,loopback,ppo,ppo-fast,sync,1,32,12,3,2,200,190,1.5,6,20,200000,476,,3.5,7,7,0.2,0.6,,
+loopback,0,loopback,ppo,ppo-fast,async,1,32,12,3,1,20,,,,,,295,,4.5,8.5,20,,,,
+netns-10ms,10,tun,reinforce,pytorch-rl-example,async,2,1,4,2,2,150,,,,5,50,,485,1.5,2.5,9,,,200,3
+netns-10ms,10,tun,reinforce,pytorch-rl-example,sync,2,1,4,2,1,60,,,,,,,250,,,,,,," "$(cat "$tmp/r/summary.csv")"
+expect_eq "summary.md rows" "| loopback | ppo | sync | 1 | 200 | 190 | 1.5 | 6.0 | 2/3 | 20.0 | 200000 | 476 | 3.5 / 7 / 7 | 20% | 60% | - | - |
+| loopback | ppo | async | 1 | 20 | - | - | - | 1/3 | not solved | not solved | 295 | 4.5 / 8 / 20 | - | - | - | - |
+| netns-10ms | reinforce | async | 2 | 150 | - | - | - | 2/2 | 5.0 | 50 | - (running 485) | 1.5 / 2 / 9 | - | - | 200 | 3.00 |
+| netns-10ms | reinforce | sync | 2 | 60 | - | - | - | 1/2 | not solved | not solved | - (running 250) | - / - / - | - | - | - | - |" \
   "$(grep -E '^\| (loopback|netns)' "$tmp/r/summary.md")"
 expect_eq "summary.md pivot" "| algo | mode | obs | loopback | netns-10ms |
+|---|---|--:|--:|--:|
+| ppo | sync | 1 | 190 | - |
+| ppo | async | 1 | - | - |
+| reinforce | async | 2 | - | - |
+| reinforce | sync | 2 | - | - |
+| algo | mode | obs | loopback | netns-10ms |
 |---|---|--:|--:|--:|
 | ppo | sync | 1 | 200 | - |
 | ppo | async | 1 | 20 | - |

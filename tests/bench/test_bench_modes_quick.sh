@@ -12,7 +12,7 @@ command -v gnuplot >/dev/null || { echo "test_bench_modes_quick: gnuplot is not 
 tmp=$(mktemp -d /tmp/trib-bench-modes-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "test_bench_modes_quick: FAILED: $*" >&2; exit 1; }
-HEADER=network,delay_ms,delay_method,algo,preset,mode,observers,envs_per_observer,seed,budget_s,exit_code,solved,stopped_by,env_steps,wall_s,proc_s,sps,updates,updates_per_s,episodes,return_mean,running_reward,time_to_solve_s,steps_to_solve,lag_mean,lag_p95,lag_max,agent_busy_frac,agent_cpu_frac,rpc_msgs_per_step,rpc_bytes_per_step,wire_pkts_per_step,wire_bytes_per_step,observers_lost,load1,lag_hist,log
+HEADER=network,delay_ms,delay_method,algo,preset,mode,observers,envs_per_observer,seed,budget_s,exit_code,solved,stopped_by,env_steps,wall_s,proc_s,sps,sps_steady,startup_s,updates,updates_per_s,episodes,return_mean,running_reward,time_to_solve_s,steps_to_solve,lag_mean,lag_p95,lag_max,agent_busy_frac,agent_cpu_frac,rpc_msgs_per_step,rpc_bytes_per_step,wire_pkts_per_step,wire_bytes_per_step,observers_lost,load1,lag_hist,log
 
 out=$tmp/out
 start=$(date +%s)
@@ -26,13 +26,13 @@ if grep -q '^namespace runs: delay by' "$out/machine.txt"; then rows=24 configs=
 [ "$(head -n 1 "$out/results.csv")" = "$HEADER" ] || fail "results.csv: unexpected header"
 n=$(($(wc -l <"$out/results.csv") - 1))
 [ "$n" -eq "$rows" ] || { cat "$tmp/log"; fail "results.csv: $n rows, want $rows"; }
-awk -F, 'NR > 1 && (NF != 37 || $11 !~ /^[0-9]+$/ || $12 !~ /^(true|false)$/ || $17 !~ /^[0-9.e+-]*$/) { print "bad row " NR ": " $0; bad = 1 }
+awk -F, 'NR > 1 && (NF != 39 || $11 !~ /^[0-9]+$/ || $12 !~ /^(true|false)$/ || $17 !~ /^[0-9.e+-]*$/) { print "bad row " NR ": " $0; bad = 1 }
          END { exit bad }' "$out/results.csv" || fail "results.csv: malformed rows"
 awk -F, 'NR > 1 && $13 == "no-summary" { print "no summary: " $0; bad = 1 } END { exit bad }' "$out/results.csv" ||
   { cat "$tmp/log"; fail "a run printed no summary"; }
 while IFS=, read -r log; do
   [ -s "$out/$log" ] || fail "$log: missing or empty"
-done < <(awk -F, 'NR > 1 { print $37 }' "$out/results.csv")
+done < <(awk -F, 'NR > 1 { print $39 }' "$out/results.csv")
 
 n=$(($(wc -l <"$out/summary.csv") - 1))
 [ "$n" -eq "$configs" ] || fail "summary.csv: $n rows, want $configs"
