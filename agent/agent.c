@@ -18,6 +18,7 @@
 #include "agent/runlog.h"
 #include "agent/stats.h"
 #include "common/check.h"
+#include "common/clock.h"
 #include "envs/plugin.h"
 #include "optim/dist_optim.h"
 #include "rl/debug_dump.h"
@@ -54,12 +55,6 @@ struct agent {
 
 static volatile sig_atomic_t got_signal;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 static struct agent *the_agent;     /* for the rl_update handler and signals only */
 
 static void on_signal(int sig)
@@ -180,10 +175,10 @@ static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply 
     }
     bool dump = rl_debug_dump_dir() && !a->dumped;
     if (dump) dump_params(a, "params_before.bin");
-    double t0 = now_s();
+    double t0 = trib_now_s();
     if (dist_optim_step_clipped(a->opt, ctx, a->cfg.max_grad_norm) != 0)
         return rl_set_error("optimizer step: %s", rpc_last_error());
-    run_stats_busy(a->stats, now_s() - t0);
+    run_stats_busy(a->stats, trib_now_s() - t0);
     if (dump) dump_params(a, "params_after.bin");
     a->dumped = true;
     struct rl_update_stats mean = { 0 };
@@ -395,12 +390,12 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
         }
         if (maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
         else {
-            double t0 = now_s();
+            double t0 = trib_now_s();
             if (dist_optim_step_clipped(a->opt, m.ctx, a->cfg.max_grad_norm) != 0)
                 rc = rpc_request_fail(req, "update: %s", rpc_last_error());
             else
                 run_stats_update(a->stats, dist_optim_local_version() - 1 - m.version0, &m.stats);
-            run_stats_busy(a->stats, now_s() - t0);
+            run_stats_busy(a->stats, trib_now_s() - t0);
         }
     }
     pthread_mutex_unlock(&a->mu);

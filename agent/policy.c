@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "envs/env.h"
 #include "optim/dist_optim.h"
 #include "rl/messages.h"
@@ -106,12 +107,6 @@ static int forward(struct policy *p, struct tensor *obs, struct rl_policy_out *o
 
 /* ---- the act server --------------------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void fail_pending(struct pending *pd, const char *why)
 {
@@ -133,9 +128,9 @@ static void serve_batch(struct policy *p, struct pending *batch, int n)
     struct rl_policy_out o = { 0 };
     bool was = autograd_set_enabled(false);
     pthread_mutex_lock(&p->fwd_mu);
-    double t0 = now_s();
+    double t0 = trib_now_s();
     int rc = x ? forward(p, x, &o) : -1;
-    double dt = now_s() - t0;
+    double dt = trib_now_s() - t0;
     pthread_mutex_unlock(&p->fwd_mu);
     autograd_set_enabled(was);
     tensor_free(x);
@@ -194,7 +189,7 @@ static void *serve_main(void *arg)
          * keeps the run reproducible (how rows are grouped changes sgemm's
          * rounding); a lost observer is forgotten (policy_forget_caller). */
         bool sync = p->cfg.mode == RL_MODE_SYNC;
-        double deadline = now_s() + p->cfg.max_wait_us * 1e-6;
+        double deadline = trib_now_s() + p->cfg.max_wait_us * 1e-6;
         int want = sync ? p->sync_callers - p->sync_done : p->n_active;
         while (!p->stopping && p->q_len < want && p->q_rows < p->cfg.max_batch_rows) {
             if (sync) {
@@ -202,7 +197,7 @@ static void *serve_main(void *arg)
                 want = p->sync_callers - p->sync_done;
                 continue;
             }
-            double left = deadline - now_s();
+            double left = deadline - trib_now_s();
             if (left <= 0) break;
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
@@ -286,9 +281,9 @@ static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value
         return rpc_request_fail(req, "evaluate: %s", rl_last_error());
     struct rl_policy_out o;
     pthread_mutex_lock(&p->fwd_mu);
-    double t0 = now_s();
+    double t0 = trib_now_s();
     int rc = forward(p, obs, &o);
-    double dt = now_s() - t0;
+    double dt = trib_now_s() - t0;
     pthread_mutex_unlock(&p->fwd_mu);
     tensor_free(obs);
     if (rc != 0) return rpc_request_fail(req, "evaluate: %s", tensor_last_error());

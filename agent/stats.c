@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
 
@@ -33,12 +34,6 @@ struct run_stats {
     struct rl_update_stats last;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 struct run_stats *run_stats_new(const struct rl_config *cfg, double target)
 {
@@ -46,7 +41,7 @@ struct run_stats *run_stats_new(const struct rl_config *cfg, double target)
     pthread_mutex_init(&s->mu, NULL);
     s->cfg = *cfg;
     s->target = target;
-    s->t0 = s->t_log = now_s();
+    s->t0 = s->t_log = trib_now_s();
     rl_window_init(&s->win, 100);
     rl_window_init(&s->len_win, 100);
     return s;
@@ -148,7 +143,7 @@ bool run_stats_out_of_budget(struct run_stats *s)
 {
     pthread_mutex_lock(&s->mu);
     bool r = (s->cfg.max_steps > 0 && s->env_steps >= s->cfg.max_steps) ||
-             (s->cfg.max_seconds > 0 && now_s() - s->t0 >= s->cfg.max_seconds) ||
+             (s->cfg.max_seconds > 0 && trib_now_s() - s->t0 >= s->cfg.max_seconds) ||
              (s->cfg.max_updates > 0 && s->updates >= s->cfg.max_updates);
     pthread_mutex_unlock(&s->mu);
     return r;
@@ -184,7 +179,7 @@ void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len)
     *v = (struct saved_stats){ .magic = SAVED_MAGIC, .env_steps = s->env_steps, .episodes = s->episodes,
                                .updates = s->updates, .win = s->win, .len_win = s->len_win, .running = s->running,
                                .have_running = s->have_running, .lag_sum = s->lag_sum, .lag_n = s->lag_n,
-                               .lag_max = s->lag_max, .wall_s = now_s() - s->t0 };
+                               .lag_max = s->lag_max, .wall_s = trib_now_s() - s->t0 };
     memcpy(v->lag_hist, s->lag_hist, sizeof v->lag_hist);
     memcpy(v->obs_steps, s->obs_steps, sizeof v->obs_steps);
     pthread_mutex_unlock(&s->mu);
@@ -214,7 +209,7 @@ int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len)
     memcpy(s->lag_hist, v.lag_hist, sizeof v.lag_hist);
     memcpy(s->obs_steps, v.obs_steps, sizeof v.obs_steps);
     /* the run's clock goes on from where the checkpoint left it */
-    if (v.wall_s >= 0 && v.wall_s < 1e9) s->t0 = now_s() - v.wall_s;
+    if (v.wall_s >= 0 && v.wall_s < 1e9) s->t0 = trib_now_s() - v.wall_s;
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -242,7 +237,7 @@ static void window_range(const struct rl_window *w, double *lo, double *hi)
 bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct run_interval *iv)
 {
     pthread_mutex_lock(&s->mu);
-    double t = now_s(), dt = t - s->t_log;
+    double t = trib_now_s(), dt = t - s->t_log;
     /* a forced interval with nothing new would repeat the last row */
     if ((!force && dt < s->cfg.log_every_s) || (force && s->intervals > 0 && s->log_steps == 0 && s->log_updates == 0)) {
         pthread_mutex_unlock(&s->mu);
@@ -304,7 +299,7 @@ static void json_num(FILE *f, const char *key, double v)
 void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, const char *stopped_by)
 {
     pthread_mutex_lock(&s->mu);
-    double wall = now_s() - s->t0;
+    double wall = trib_now_s() - s->t0;
     fprintf(f, "{\"solved\":%s,\"stopped_by\":\"%s\",\"mode\":\"%s\",\"algo\":\"%s\",\"env\":\"", solved ? "true" : "false",
             stopped_by, rl_mode_name(s->cfg.mode), rl_algo_name(s->cfg.algo));
     for (const char *p = s->cfg.env; *p; p++) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "common/clock.h"
 #include "observer/observer.h"
 #include "optim/dist_optim.h"
 #include "rpc/dist_autograd.h"
@@ -91,12 +92,6 @@ static void spawn_observers(int n, int heartbeat_timeout_ms)
     }
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Reaps every observer (killing any still alive after timeout_s); reports
  * those that did not exit 0 on stderr. Returns their number. */
@@ -108,7 +103,7 @@ static int reap_observers(double timeout_s)
             child_fd[k] = -1;
         }
     int bad = 0;
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (int k = 0; k < n_children; k++) {
         int st = 0;
         for (;;) {
@@ -118,7 +113,7 @@ static int reap_observers(double timeout_s)
                 st = -1;
                 break;
             }
-            if (now_s() - t0 > timeout_s) {
+            if (trib_now_s() - t0 > timeout_s) {
                 kill(child_pid[k], SIGKILL);
                 waitpid(child_pid[k], &st, 0);
                 break;
