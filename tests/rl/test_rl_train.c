@@ -35,7 +35,7 @@ struct proc {
     const char *name;               /* the binary's path, for messages */
     pid_t pid;                      /* 0 once reaped */
     int status;                     /* exit status, or 128 + signal */
-    char out_path[64], err_path[64];
+    int out_fd, err_fd;             /* its stdout and stderr: unlinked files, read from offset 0 */
     char *out, *err;                /* the whole stdout/stderr once proc_wait returns */
 };
 
@@ -51,25 +51,38 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static char *slurp(const char *path)
+/* Everything written to fd so far. */
+static char *slurp(int fd)
 {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "open %s: %s", path, strerror(errno));
     size_t cap = 4096, n = 0;
     char *s = malloc(cap);
     ck_assert_ptr_nonnull(s);
-    size_t k;
-    while ((k = fread(s + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
+    ssize_t k;
+    while ((k = pread(fd, s + n, cap - n - 1, (off_t)n)) != 0) {
+        if (k < 0) {
+            ck_assert_msg(errno == EINTR, "pread: %s", strerror(errno));
+            continue;
+        }
+        n += (size_t)k;
         if (cap - n - 1 == 0) {
             cap *= 2;
             s = realloc(s, cap);
             ck_assert_ptr_nonnull(s);
         }
     }
-    fclose(f);
     s[n] = '\0';
     return s;
+}
+
+/* A temporary file already unlinked: nothing is left behind however the
+ * test ends. */
+static int anon_file(void)
+{
+    char path[] = "/tmp/test_rl_train_XXXXXX";
+    int fd = mkostemp(path, O_CLOEXEC);
+    ck_assert_msg(fd >= 0, "mkostemp: %s", strerror(errno));
+    unlink(path);
+    return fd;
 }
 
 /* The end of s (at most 2500 characters), for failure messages. */
@@ -113,15 +126,13 @@ static void proc_start(struct proc *p, const char *bin, const char *const *args,
         if (!scrubbed(environ[i])) envp[k++] = environ[i];
     for (int i = 0; env && env[i]; i++) envp[k++] = env[i];
 
-    snprintf(p->out_path, sizeof p->out_path, "/tmp/test_rl_train_out_XXXXXX");
-    snprintf(p->err_path, sizeof p->err_path, "/tmp/test_rl_train_err_XXXXXX");
-    int ofd = mkstemp(p->out_path), efd = mkstemp(p->err_path);
-    ck_assert_msg(ofd >= 0 && efd >= 0, "mkstemp: %s", strerror(errno));
+    p->out_fd = anon_file();
+    p->err_fd = anon_file();
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, ofd, 1);
-    posix_spawn_file_actions_adddup2(&fa, efd, 2);
+    posix_spawn_file_actions_adddup2(&fa, p->out_fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, p->err_fd, 2);
     /* Signals as a fresh program expects them, whatever ran this test. */
     posix_spawnattr_t at;
     posix_spawnattr_init(&at);
@@ -137,8 +148,6 @@ static void proc_start(struct proc *p, const char *bin, const char *const *args,
     int rc = posix_spawn(&p->pid, bin, &fa, &at, (char *const *)argv, (char *const *)envp);
     posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
-    close(ofd);
-    close(efd);
     free(envp);
     ck_assert_msg(rc == 0, "posix_spawn %s: %s", bin, strerror(rc));
     for (int i = 0; i < MAX_PROCS; i++)
@@ -156,10 +165,11 @@ static void proc_collect(struct proc *p, int st)
     p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     free(p->out);
     free(p->err);
-    p->out = slurp(p->out_path);
-    p->err = slurp(p->err_path);
-    unlink(p->out_path);
-    unlink(p->err_path);
+    p->out = slurp(p->out_fd);
+    p->err = slurp(p->err_fd);
+    close(p->out_fd);
+    close(p->err_fd);
+    p->out_fd = p->err_fd = -1;
 }
 
 /* SIGKILLs p (a tributary-train takes its observers along: they die with
@@ -309,7 +319,7 @@ static long long wait_progress(struct proc *p)
 {
     double t0 = now_s();
     for (;;) {
-        char *out = slurp(p->out_path);
+        char *out = slurp(p->out_fd);
         long long steps = last_progress_steps(out);
         free(out);
         if (steps > 0) return steps;
@@ -329,7 +339,7 @@ static long long wait_progress(struct proc *p)
 /* Whether p's stderr file holds `what` yet. */
 static bool err_has(const struct proc *p, const char *what)
 {
-    char *err = slurp(p->err_path);
+    char *err = slurp(p->err_fd);
     bool r = strstr(err, what) != NULL;
     free(err);
     return r;
