@@ -634,6 +634,10 @@ void rpc_get_stats(struct rpc_stats *out)
     out->refused_busy = atomic_load(&rpc_counters.busy);
     out->forks_expired = atomic_load(&rpc_counters.forks_expired);
     out->held_messages = atomic_load(&rpc_counters.held);
+    out->msgs_sent = atomic_load_explicit(&rpc_counters.msgs_sent, memory_order_relaxed);
+    out->msgs_recv = atomic_load_explicit(&rpc_counters.msgs_recv, memory_order_relaxed);
+    out->bytes_sent = atomic_load_explicit(&rpc_counters.bytes_sent, memory_order_relaxed);
+    out->bytes_recv = atomic_load_explicit(&rpc_counters.bytes_recv, memory_order_relaxed);
 }
 
 /* Dealer side: a bad message on the dealer to worker `id` (its responses). */
@@ -663,7 +667,8 @@ void rpc_counters_reset(void)
 {
     atomic_uint_fast64_t *all[] = { &rpc_counters.spoofed, &rpc_counters.unverified, &rpc_counters.malformed,
                                     &rpc_counters.cut_dropped, &rpc_counters.cuts, &rpc_counters.busy,
-                                    &rpc_counters.forks_expired };
+                                    &rpc_counters.forks_expired, &rpc_counters.msgs_sent, &rpc_counters.msgs_recv,
+                                    &rpc_counters.bytes_sent, &rpc_counters.bytes_recv };
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) atomic_store(all[i], 0);
     atomic_store(&rpc_counters.held, 0);
 }

@@ -85,9 +85,16 @@ void rpc_out_push(struct outmsg *m)
 static void send_frames(void *sock, struct outmsg *m, bool with_rid)
 {
     int rc = 0;
+    size_t bytes = 0;
     if (with_rid) rc = zmq_send(sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    for (int i = 0; rc >= 0 && i < m->nframes; i++)
+    for (int i = 0; rc >= 0 && i < m->nframes; i++) {
+        bytes += zmq_msg_size(&m->frames[i]);   /* before the send empties it */
         rc = zmq_msg_send(&m->frames[i], sock, (i + 1 < m->nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+    }
+    if (rc >= 0) {
+        atomic_fetch_add_explicit(&rpc_counters.msgs_sent, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&rpc_counters.bytes_sent, bytes, memory_order_relaxed);
+    }
     if (rc < 0 && m->fut) {
         char name[64];
         rpc_peer_name(m->peer, name, sizeof name);
@@ -148,6 +155,10 @@ static int recv_one(void *sock, bool router, unsigned char *rid, size_t *rid_len
             return -1;
         }
     }
+    size_t bytes = 0;
+    for (int i = router ? 1 : 0; i < n; i++) bytes += zmq_msg_size(&rx_frames[i]);
+    atomic_fetch_add_explicit(&rpc_counters.msgs_recv, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rpc_counters.bytes_recv, bytes, memory_order_relaxed);
     if (router) {
         size_t l = zmq_msg_size(&rx_frames[0]);
         if (l > 255) l = 255;

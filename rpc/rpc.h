@@ -168,6 +168,11 @@ struct rpc_stats {
     uint64_t refused_busy;        /* requests refused by a bound on what may wait */
     uint64_t forks_expired;       /* RRef forks that waited in vain for their RRef */
     int held_messages;            /* requests now waiting for their connection's check */
+    /* Traffic on this worker's sockets since rpc_init: whole messages (calls,
+     * replies, heartbeats, membership) and the bytes of their frames (header
+     * + tensor frames; ZeroMQ's framing and TCP/IP not counted). Calls to
+     * itself do not touch the sockets and are not counted. */
+    uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
 };
 /* Fills *out (zeros before the first rpc_init). Any thread. */
 void rpc_get_stats(struct rpc_stats *out);

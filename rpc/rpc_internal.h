@@ -397,6 +397,9 @@ enum { CONN_ACCEPT, CONN_HOLD, CONN_REFUSE };
 struct rpc_counters {
     atomic_uint_fast64_t spoofed, unverified, malformed, cut_dropped, cuts, busy, forks_expired;
     atomic_int held;
+    /* Traffic on the sockets (I/O thread writes, relaxed): whole messages and
+     * their frames' bytes, routing-id frames not counted. */
+    atomic_uint_fast64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
 };
 extern struct rpc_counters rpc_counters;
 /* The connection of routing id rid, created on its first message (`first`:

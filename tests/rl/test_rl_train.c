@@ -572,6 +572,17 @@ START_TEST(test_ppo_sync_learns)
     ck_assert_double_eq(jnum(j, "updates"), jnum(j, "env_steps") / (2 * 16 * 32) * 32);
     ck_assert_double_eq(jnum(j, "lag_max"), 31);
     ck_assert_double_eq(jnum(j, "observers_lost"), 0);
+    /* The agent's traffic: one act call (request + reply) per observer step
+     * of 16 envs is 0.125 messages per env step; each of the 32 updates per
+     * 1,024 env steps costs about 20 more (loss round, the observers'
+     * evaluate calls, backward, step, context release): 0.76 in all here.
+     * Each env step's observation (16 bytes) goes in and its logits (8 bytes)
+     * come back. Nothing dropped. */
+    double mps = jnum(j, "rpc_msgs_per_step"), bps = jnum(j, "rpc_bytes_per_step");
+    ck_assert_msg(mps >= 0.125 && mps < 2, "rpc_msgs_per_step %g", mps);
+    ck_assert_msg(bps >= 24 && bps < 2000, "rpc_bytes_per_step %g", bps);
+    ck_assert_double_eq_tol(jnum(j, "rpc_msgs_sent") + jnum(j, "rpc_msgs_recv"), mps * jnum(j, "env_steps"), 1);
+    ck_assert_double_eq(jnum(j, "rpc_dropped"), 0);
     cJSON_Delete(j);
     proc_free(&p);
 }
@@ -856,6 +867,10 @@ static char *untimed(cJSON *j)
     cJSON_DeleteItemFromObjectCaseSensitive(j, "sps");
     cJSON_DeleteItemFromObjectCaseSensitive(j, "updates_per_s");
     cJSON_DeleteItemFromObjectCaseSensitive(j, "agent_busy_frac");
+    /* heartbeats are timed */
+    static const char *const traffic[] = { "rpc_msgs_sent", "rpc_msgs_recv", "rpc_bytes_sent", "rpc_bytes_recv",
+                                           "rpc_msgs_per_step", "rpc_bytes_per_step" };
+    for (size_t i = 0; i < sizeof traffic / sizeof *traffic; i++) cJSON_DeleteItemFromObjectCaseSensitive(j, traffic[i]);
     char *s = cJSON_PrintUnformatted(j);
     ck_assert_ptr_nonnull(s);
     return s;

@@ -541,6 +541,32 @@ START_TEST(test_echo_values)
 
     /* calling ourselves works too */
     echo_check("w0", rpc_str("self"));
+
+    /* Traffic counters: 10 echoes of a 4 MiB tensor are at least 10 messages
+     * and 40 MiB each way (heartbeats may add a few small ones); calls to
+     * ourselves touch no socket. */
+    struct rpc_stats before, after;
+    rpc_get_stats(&before);
+    struct tensor *big = random_f32(1 << 20, 99u);
+    for (int i = 0; i < 10; i++) {
+        struct rpc_value a = rpc_list(1), r;
+        a.list.items[0] = rpc_tensor(big);
+        ck_assert_int_eq(rpc_sync("w1", "echo", &a, &r, 0), 0);
+        rpc_value_clear(&r);
+        rpc_value_clear(&a);
+    }
+    tensor_free(big);
+    rpc_get_stats(&after);
+    uint64_t sent = after.msgs_sent - before.msgs_sent, recv = after.msgs_recv - before.msgs_recv;
+    ck_assert_msg(sent >= 10 && sent < 40, "sent %llu messages", (unsigned long long)sent);
+    ck_assert_msg(recv >= 10 && recv < 40, "received %llu messages", (unsigned long long)recv);
+    ck_assert_uint_ge(after.bytes_sent - before.bytes_sent, 10ull * 4 * 1048576);
+    ck_assert_uint_lt(after.bytes_sent - before.bytes_sent, 10ull * 4 * 1048576 + 100000);
+    ck_assert_uint_ge(after.bytes_recv - before.bytes_recv, 10ull * 4 * 1048576);
+    rpc_get_stats(&before);
+    echo_check("w0", rpc_str("self"));
+    rpc_get_stats(&after);
+    ck_assert_uint_lt(after.msgs_sent - before.msgs_sent, 3);   /* a heartbeat at most */
     stop_world();
 }
 END_TEST
