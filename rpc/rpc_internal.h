@@ -154,7 +154,7 @@ void rpc_request_free_local(struct rpc_request *req);
 /* Sets a request's error to `text` verbatim (already prefixed). */
 void rpc_request_fail_text(struct rpc_request *req, const char *text);
 
-/* rref.c */
+/* rref*.c (the module's own interface is rref_internal.h) */
 /* Fork registrations that may wait at an owner for their RRef's creation. */
 #define RREF_MAX_PARKED 16384
 /* Installs the codec's RRef hooks (wire_set_rref_hooks). */
