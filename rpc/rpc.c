@@ -3,7 +3,7 @@
  * immediate shutdown, and the offline agent of the fuzz targets. The work
  * in between lives in io.c (the I/O thread), message.c (received
  * messages), call.c (calls and the pending table), request.c (handlers),
- * membership.c, conn.c, rref.c and wire.c (the codec). */
+ * membership.c, conn.c, rref*.c and wire.c (the codec). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -134,7 +134,6 @@ static void init_state(const char *name)
     rpc_membership_register();
     rpc_conn_register();
     rref_register_builtins();
-    rref_install_wire_hooks();
     rref_module_init();
 }
 

@@ -11,6 +11,7 @@
 
 struct rref *rref_handle_new(uint64_t id, uint64_t fork, int owner, bool confirmed)
 {
+    rref_install_hooks();        /* an owner's handle can be made before rpc_init */
     struct rref *r = trib_xcalloc(1, sizeof *r);
     atomic_init(&r->refs, 1);
     r->id = id;

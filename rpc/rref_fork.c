@@ -15,7 +15,7 @@ static struct child *children;
 
 /* ---- sending ----------------------------------------------------------------- */
 
-static void rref_pack(msgpack_packer *pk, struct rref *r, int to)
+static void fork_out(struct rref *r, int to, struct wire_rref *out)
 {
     uint64_t fork = rpc_gen_id();
     pthread_mutex_lock(&rref_mu);
@@ -30,9 +30,7 @@ static void rref_pack(msgpack_packer *pk, struct rref *r, int to)
         children = c;
     }
     pthread_mutex_unlock(&rref_mu);
-    unsigned char d[24];
-    wire_rref_desc(d, r->owner, rpc_self_id(), r->id, fork);
-    msgpack_pack_ext_with_body(pk, d, sizeof d, WIRE_EXT_RREF);
+    *out = (struct wire_rref){ .owner = r->owner, .parent = rpc_self_id(), .id = r->id, .fork = fork };
     (void)to;
 }
 
@@ -76,8 +74,10 @@ static void fork_acked(struct rpc_future *f, void *arg)
     free(c);
 }
 
-static struct rref *rref_unpack(int owner, int parent, uint64_t id, uint64_t fork, int from, char *err, size_t cap)
+static struct rref *fork_in(const struct wire_rref *d, int from, char *err, size_t cap)
 {
+    int owner = d->owner, parent = d->parent;
+    uint64_t id = d->id, fork = d->fork;
     int self = rpc_self_id();
     if (parent != from) {
         snprintf(err, cap, "RRef %#llx: parent %d is not the sender %d", (unsigned long long)id, parent, from);
@@ -113,12 +113,20 @@ static struct rref *rref_unpack(int owner, int parent, uint64_t id, uint64_t for
     return r;
 }
 
-/* ---- the module ------------------------------------------------------------------ */
+/* ---- the module: its hooks in the value type and the codec ------------------------ */
 
-void rref_install_wire_hooks(void)
+static void install_hooks(void)
 {
-    static const struct wire_rref_hooks hooks = { .pack = rref_pack, .unpack = rref_unpack };
-    wire_set_rref_hooks(&hooks);
+    static const struct rpc_rref_hooks hooks = {
+        .fork = fork_out, .unfork = fork_in, .retain = rref_retain, .release = rref_free, .id = rref_id,
+    };
+    rpc_set_rref_hooks(&hooks);
+}
+
+void rref_install_hooks(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install_hooks);
 }
 
 void rref_fork_register_builtins(void)

@@ -351,6 +351,7 @@ void *rref_local_object(struct rref *r)
 
 void rref_module_init(void)
 {
+    rref_install_hooks();
     pthread_mutex_lock(&rref_mu);
     rref_down = false;
     closing = false;
