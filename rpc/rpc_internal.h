@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <zmq.h>
 
+#include "common/clock.h"
 #include "rpc/rpc.h"
 
 /* ---- distributed-autograd hooks ----------------------------------------
@@ -368,8 +369,6 @@ extern struct rpc_freelist rpc_future_fl, rpc_request_fl, rpc_outmsg_fl;
 extern struct rpc_agent rpc_agent_state;
 extern struct rpc_autograd_hooks rpc_hooks;
 
-int64_t rpc_now_us(void);
-int64_t rpc_now_ms(void);
 
 /* future.c */
 struct rpc_future *rpc_future_new(void);

@@ -180,7 +180,7 @@ static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct
     if (wait) {
         int t = rpc_agent_state.opts.default_timeout_ms;
         struct parked_fork *p = trib_xmalloc(sizeof *p);
-        *p = (struct parked_fork){parked, id, fork, rpc_now_ms() + (t > 0 ? t : 60000), req};
+        *p = (struct parked_fork){parked, id, fork, trib_now_ms() + (t > 0 ? t : 60000), req};
         parked = p;
         nparked++;
         rpc_request_uncount(req);
@@ -251,14 +251,7 @@ void rref_owner_register_builtins(void)
 
 struct owner_entry *rref_entry_wait(uint64_t id, int timeout_ms, char *err, size_t cap)
 {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-    if (until.tv_nsec >= 1000000000) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000;
-    }
+    struct timespec until = trib_deadline_ts(timeout_ms);
     struct owner_entry *e = rref_entry_find(id);
     while (e && e->state == OE_PENDING) {
         if (timeout_ms <= 0) {

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "optim/dist_optim.h"
 #include "rpc/dist_autograd.h"
 #include "rpc/remote_module.h"
@@ -23,13 +23,6 @@
 static const int SIZES[4] = { 32, 128, 128, 8 };
 enum { SEED = 7 };
 #define FIGURE_S 1.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, const char *msg)
 {
@@ -101,11 +94,11 @@ static void local_iter(struct nn_module *m, struct tensor *x)
     ({                                                                  \
         for (int w_ = 0; w_ < 3; w_++) call;                            \
         long it_ = 0;                                                   \
-        double t0_ = now_s(), el_ = 0;                                  \
+        double t0_ = trib_now_s(), el_ = 0;                                  \
         do {                                                            \
             call;                                                       \
             it_++;                                                      \
-            el_ = now_s() - t0_;                                        \
+            el_ = trib_now_s() - t0_;                                        \
         } while (el_ < FIGURE_S || it_ < 5);                            \
         el_ * 1e6 / (double)it_;                                        \
     })

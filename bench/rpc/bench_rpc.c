@@ -8,20 +8,13 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
+#include "common/clock.h"
 #include "rpc/rpc.h"
 
 static const int64_t SIZES[] = { 16, 65536, 1048576 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int iters_for(int64_t n) { return n <= 16 ? 21000 : n <= 65536 ? 3500 : 700; }
 
@@ -79,14 +72,14 @@ static void zmq_start(struct zclient *z)
 static double zmq_round_trips(struct zclient *z, const char *buf, int64_t n, int iters)
 {
     zmq_msg_t m;
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (int i = 0; i < iters; i++) {
         zmq_send(z->s, buf, (size_t)n, 0);
         zmq_msg_init(&m);
         zmq_msg_recv(&m, z->s, 0);
         zmq_msg_close(&m);
     }
-    return (now_s() - t0) / iters * 1e6;
+    return (trib_now_s() - t0) / iters * 1e6;
 }
 
 static void zmq_stop(struct zclient *z)
@@ -134,7 +127,7 @@ static int cmp_double(const void *a, const void *b)
 static double rpc_round_trips(const struct rpc_value *args, int iters)
 {
     struct rpc_value res;
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (int i = 0; i < iters; i++) {
         if (rpc_sync("callee", "echo", args, &res, 0) < 0) {
             fprintf(stderr, "bench_rpc: %s\n", rpc_last_error());
@@ -142,7 +135,7 @@ static double rpc_round_trips(const struct rpc_value *args, int iters)
         }
         rpc_value_clear(&res);
     }
-    return (now_s() - t0) / iters * 1e6;
+    return (trib_now_s() - t0) / iters * 1e6;
 }
 
 /* usage: bench_rpc [spin_us]   (rpc_opts.spin_us; 0: the default) */
@@ -209,13 +202,13 @@ int main(int argc, char **argv)
             for (int i = 0; i < WINDOW; i++) rpc_future_free(fs[i]);
         }
         int failed = 0;
-        double t0 = now_s();
+        double t0 = trib_now_s();
         for (int r = 0; r < ROUNDS; r++) {
             for (int i = 0; i < WINDOW; i++) fs[i] = rpc_async("callee", "echo", &args, 0);
             if (rpc_future_wait_all(fs, WINDOW) < 0) failed++;
             for (int i = 0; i < WINDOW; i++) rpc_future_free(fs[i]);
         }
-        double dt = now_s() - t0;
+        double dt = trib_now_s() - t0;
         if (failed) {
             fprintf(stderr, "bench_rpc: %d rounds had failures: %s\n", failed, rpc_last_error());
             return 1;

@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "optim/dist_optim.h"
@@ -55,8 +54,6 @@ static void (*dh_extra_register)(void);
 /* Rank 0's default RPC timeout (the others keep 30 s, which also bounds
  * their graceful shutdown); set before dh_start. */
 static int dh_w0_timeout_ms = 30000;
-
-static inline double dh_now(void) { return h_now(); }
 
 /* ---- query functions every process registers ------------------------------ */
 

@@ -56,9 +56,9 @@ static int call_in_new_context(int64_t *ctx)
 
 static void wait_nctx(const char *on, int64_t want, double timeout_s)
 {
-    double t0 = dh_now();
+    double t0 = trib_now_s();
     int64_t n;
-    while ((n = dh_remote_nctx(on)) != want && dh_now() - t0 < timeout_s) usleep(20000);
+    while ((n = dh_remote_nctx(on)) != want && trib_now_s() - t0 < timeout_s) usleep(20000);
     ck_assert_int_eq(n, want);
 }
 

@@ -9,8 +9,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "common/clock.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/lsan_interface.h>
@@ -81,24 +82,17 @@ static inline void h_go(struct harness *h, int i, const char *endpoint)
     }
 }
 
-static inline double h_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Waits for child i up to timeout_s (then kills it); returns its exit code,
  * 128+signal if killed by a signal, or -1 on timeout. */
 static inline int h_reap(struct harness *h, int i, double timeout_s)
 {
     if (h->pid[i] <= 0) return 0;
-    double t0 = h_now();
+    double t0 = trib_now_s();
     int st = 0;
     for (;;) {
         pid_t r = waitpid(h->pid[i], &st, WNOHANG);
         if (r == h->pid[i]) break;
-        if (h_now() - t0 > timeout_s) {
+        if (trib_now_s() - t0 > timeout_s) {
             kill(h->pid[i], SIGKILL);
             waitpid(h->pid[i], &st, 0);
             h->pid[i] = 0;

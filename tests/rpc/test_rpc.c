@@ -635,9 +635,9 @@ START_TEST(test_errors_and_timeouts)
 
     args = rpc_list(1);
     args.list.items[0] = rpc_int(600);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     ck_assert_int_eq(rpc_sync("w1", "slow", &args, &res, 100), -1);
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     ck_assert_str_eq(rpc_last_error(), "rpc: timed out after 100 ms calling w1.slow");
     ck_assert_msg(dt >= 0.095 && dt < 0.5, "timeout took %.3f s", dt);
     /* the late reply is dropped; the worker keeps serving */
@@ -658,8 +658,8 @@ START_TEST(test_errors_and_timeouts)
     int bad[] = { -1, -2, 1 << 20 };
     for (int i = 0; i < 3; i++) {
         f = rpc_async_id(bad[i], "add", NULL, -1);
-        t0 = h_now();
-        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        t0 = trib_now_s();
+        while (!rpc_future_done(f) && trib_now_s() - t0 < 2.0) usleep(1000);
         ck_assert_msg(rpc_future_done(f), "a call to worker %d is still pending", bad[i]);
         char want[128];
         snprintf(want, sizeof want, "rpc: worker %d is not reachable calling add", bad[i]);
@@ -681,13 +681,13 @@ START_TEST(test_kill9_peer)
     rpc_value_clear(&args);
     usleep(100000);
     kill(H.pid[0], SIGKILL);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     for (int i = 0; i < 5; i++) {
         ck_assert_int_eq(rpc_future_wait(fs[i], NULL), -1);
         ck_assert_str_eq(rpc_last_error(), "rpc: lost w1 (no heartbeat for 1000 ms) calling w1.slow");
         rpc_future_free(fs[i]);
     }
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     ck_assert_msg(dt < 2.0, "pending calls failed after %.3f s (heartbeat timeout 1 s)", dt);
     struct rpc_event ev;
     ck_assert_int_eq(rpc_next_event(&ev, 1000), 1);
@@ -718,9 +718,9 @@ static int64_t call_int(const char *to, const char *fn)
 
 static void wait_int(const char *to, const char *fn, int64_t want)
 {
-    double t0 = h_now();
+    double t0 = trib_now_s();
     int64_t got;
-    while ((got = call_int(to, fn)) != want && h_now() - t0 < 5) usleep(5000);
+    while ((got = call_int(to, fn)) != want && trib_now_s() - t0 < 5) usleep(5000);
     ck_assert_msg(got == want, "%s.%s = %lld, want %lld", to, fn, (long long)got, (long long)want);
 }
 
@@ -828,9 +828,9 @@ START_TEST(test_rref_lifecycle)
     usleep(100000);
     args.list.items[0] = rpc_int(12);
     r = rpc_remote("w0", "counter", &args, 0);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     ck_assert_int_eq(rref_to_here(r, &v, 100), -1);
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     char want[128];
     snprintf(want, sizeof want, "rpc: timed out after 100 ms waiting for RRef %#llx to be built",
              (unsigned long long)rref_id(r));
@@ -893,9 +893,9 @@ START_TEST(test_rref_slow_to_value)
     pthread_t t;
     pthread_create(&t, NULL, to_here_thread, slow);
     usleep(150000);                     /* w1 is in SlowVal's to_value */
-    double t0 = h_now();
+    double t0 = trib_now_s();
     ck_assert_msg(rref_rpc_sync(c, "add", &args, &res, 0) == 0, "%s", rpc_last_error());
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     ck_assert_int_eq(res.i, 3);
     ck_assert_msg(dt < 0.3, "a method call waited %.3f s for another RRef's to_value", dt);
     void *trc;
@@ -1322,11 +1322,11 @@ START_TEST(test_membership)
     ck_assert_str_eq(ev.name, "late");
     ck_assert_int_eq(h_reap(&late, 0, 10), 0);
     /* the other worker heard of both */
-    double t0 = h_now();
+    double t0 = trib_now_s();
     for (;;) {
         ck_assert_int_eq(rpc_sync("w1", "events", NULL, &res, 0), 0);
         bool done = strcmp(res.str.ptr, "join:late,leave:late,") == 0;
-        if (done || h_now() - t0 > 5) {
+        if (done || trib_now_s() - t0 > 5) {
             ck_assert_str_eq(res.str.ptr, "join:late,leave:late,");
             rpc_value_clear(&res);
             break;
@@ -1541,8 +1541,8 @@ START_TEST(test_bad_response_fails_call)
         msgpack_sbuffer_destroy(&sb);
         zmq_msg_close(&in[0]);
         zmq_msg_close(&in[1]);
-        double t0 = h_now();
-        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        double t0 = trib_now_s();
+        while (!rpc_future_done(f) && trib_now_s() - t0 < 2.0) usleep(1000);
         ck_assert_msg(rpc_future_done(f), "case %d: the call is still pending", k);
         if (want[k]) {
             ck_assert_str_eq(rpc_future_error(f), want[k]);
@@ -1770,10 +1770,10 @@ START_TEST(test_ping_for_dead_worker)
     void *zctx = zmq_ctx_new();
     void *s = stranger(zctx, rpc_master_endpoint());
     kill(H.pid[0], SIGKILL);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     struct rpc_event ev;
     int got = 0;
-    while (!got && h_now() - t0 < 4.0) {
+    while (!got && trib_now_s() - t0 < 4.0) {
         msgpack_sbuffer sb;
         msgpack_packer pk;
         msgpack_sbuffer_init(&sb);
@@ -1799,7 +1799,7 @@ START_TEST(test_ping_for_dead_worker)
         msgpack_sbuffer_destroy(&sb);
     }
     struct rpc_stats st;
-    for (t0 = h_now(); h_now() - t0 < 2.0; usleep(10000)) {
+    for (t0 = trib_now_s(); trib_now_s() - t0 < 2.0; usleep(10000)) {
         rpc_get_stats(&st);
         if (st.dropped_unverified >= 5) break;
     }
@@ -1820,11 +1820,11 @@ START_TEST(test_garbage_cut_off)
     void *s = stranger(zctx, rpc_master_endpoint());
     for (int i = 0; i < 1100; i++) zmq_send(s, "\xc1garbage", 8, 0);
     struct rpc_stats st;
-    double t0 = h_now();
+    double t0 = trib_now_s();
     do {
         usleep(10000);
         rpc_get_stats(&st);
-    } while (st.connections_cut == 0 && h_now() - t0 < 10);
+    } while (st.connections_cut == 0 && trib_now_s() - t0 < 10);
     usleep(100000);
     rpc_get_stats(&st);
     /* What it had sent on when cut is dropped or lost; what it still had
@@ -1884,9 +1884,9 @@ START_TEST(test_forged_fork)
     /* and one more waiting here when the shutdown starts */
     fake_rref_msg(&a, 2, 13, "__rref_fork", id + 1, (2ull << 48) | 7, NULL);
     ck_assert_int_eq(fake_reply(&a, 300, &ok), 0);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     stop_world();
-    double secs = h_now() - t0;
+    double secs = trib_now_s() - t0;
     ck_assert_msg(secs < 5.0, "graceful shutdown took %.2f s", secs);
     fake_close(&a);
     zmq_ctx_term(zctx);
@@ -2030,11 +2030,11 @@ START_TEST(test_graceful_shutdown_waits)
 
     args = rpc_list(1);
     args.list.items[0] = rpc_int(300);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     struct rpc_future *f = rpc_async("w1", "slow", &args, 0);
     rpc_value_clear(&args);
     rpc_shutdown(true);                  /* waits for the call in flight */
-    ck_assert(h_now() - t0 >= 0.29);
+    ck_assert(trib_now_s() - t0 >= 0.29);
     ck_assert(rpc_future_done(f));
     ck_assert_msg(rpc_future_wait(f, NULL) == 0, "%s", rpc_last_error());
     rpc_future_free(f);
