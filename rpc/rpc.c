@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/error.h"
 #include "rpc/rpc_internal.h"
 
 struct rpc_agent rpc_agent_state;
@@ -24,15 +25,15 @@ static struct rpc_agent *const A = &rpc_agent_state;
 
 /* ---- errors ---------------------------------------------------------------- */
 
-static _Thread_local char last_error[1024];
+static _Thread_local struct trib_error last_error;
 
-const char *rpc_last_error(void) { return last_error; }
+const char *rpc_last_error(void) { return trib_error_get(&last_error); }
 
 int rpc_set_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    trib_error_vset(&last_error, fmt, ap);
     va_end(ap);
     return -1;
 }
