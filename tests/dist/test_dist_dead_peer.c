@@ -28,8 +28,8 @@ static void forward(struct run *r)
 
 static void kill_w1(void)
 {
-    ck_assert_int_eq(kill(DH.h.pid[0], SIGKILL), 0);
-    ck_assert_int_eq(dh_reap(0, 10), 128 + SIGKILL);
+    ck_assert_int_eq(kill(DH.h.p[0].pid, SIGKILL), 0);
+    ck_assert_int_eq(proc_wait(&DH.h, 0, 10), 128 + SIGKILL);
 }
 
 static void finish(struct run *r)

@@ -430,9 +430,7 @@ static int serve_child(int idx, const char *master, void *arg)
     return 0;
 }
 
-static struct harness H;
-
-static void hand_out(const char *ep, void *u) { h_go(u, -1, ep); }
+static struct proc_group H;
 
 static void start_world(int world)
 {
@@ -441,11 +439,11 @@ static void start_world(int world)
     register_all();
     h_spawn(&H, world - 1, serve_child, &w);
     struct rpc_opts o = opts_for(0, world, "tcp://127.0.0.1:0");
-    o.on_listening = hand_out;
+    o.on_listening = proc_hand_out_all;
     o.listening_user = &H;
     int rc = rpc_init(&o);
     if (rc < 0) {
-        h_abort(&H);
+        proc_reap_all(&H, 10);
         ck_abort_msg("rpc_init: %s", rpc_last_error());
     }
 }
@@ -453,7 +451,7 @@ static void start_world(int world)
 static void stop_world(void)
 {
     rpc_shutdown(true);
-    for (int i = 0; i < H.n; i++) ck_assert_int_eq(h_reap(&H, i, 30), 0);
+    for (int i = 0; i < H.n; i++) ck_assert_int_eq(proc_wait(&H, i, 30), 0);
 }
 
 static struct tensor *random_f32(int64_t n, unsigned seed)
@@ -680,7 +678,7 @@ START_TEST(test_kill9_peer)
     for (int i = 0; i < 5; i++) fs[i] = rpc_async("w1", "slow", &args, 60000);
     rpc_value_clear(&args);
     usleep(100000);
-    kill(H.pid[0], SIGKILL);
+    kill(H.p[0].pid, SIGKILL);
     double t0 = trib_now_s();
     for (int i = 0; i < 5; i++) {
         ck_assert_int_eq(rpc_future_wait(fs[i], NULL), -1);
@@ -703,8 +701,8 @@ START_TEST(test_kill9_peer)
     ck_assert_int_eq(rpc_sync("w1", "echo", NULL, &res, 0), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w1' calling w1.echo");
     rpc_shutdown(true);
-    ck_assert_int_eq(h_reap(&H, 0, 10), 128 + SIGKILL);
-    ck_assert_int_eq(h_reap(&H, 1, 30), 0);
+    ck_assert_int_eq(proc_wait(&H, 0, 10), 128 + SIGKILL);
+    ck_assert_int_eq(proc_wait(&H, 1, 30), 0);
 }
 END_TEST
 
@@ -1289,15 +1287,15 @@ START_TEST(test_membership)
 {
     static int w = 2;
     register_all();
-    struct harness late;
+    struct proc_group late;
     h_spawn(&H, 1, serve_child, &w);
     h_spawn(&late, 1, late_child, NULL);
     struct rpc_opts o = opts_for(0, 2, "tcp://127.0.0.1:0");
-    o.on_listening = hand_out;
+    o.on_listening = proc_hand_out_all;
     o.listening_user = &H;
     ck_assert_msg(rpc_init(&o) == 0, "%s", rpc_last_error());
     usleep(50000);
-    h_go(&late, -1, rpc_master_endpoint());
+    proc_hand_out(&late, -1, rpc_master_endpoint());
     struct rpc_event ev;
     ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
@@ -1320,7 +1318,7 @@ START_TEST(test_membership)
     ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_LEAVE);
     ck_assert_str_eq(ev.name, "late");
-    ck_assert_int_eq(h_reap(&late, 0, 10), 0);
+    ck_assert_int_eq(proc_wait(&late, 0, 10), 0);
     /* the other worker heard of both */
     double t0 = trib_now_s();
     for (;;) {
@@ -1769,7 +1767,7 @@ START_TEST(test_ping_for_dead_worker)
     start_world(2);
     void *zctx = zmq_ctx_new();
     void *s = stranger(zctx, rpc_master_endpoint());
-    kill(H.pid[0], SIGKILL);
+    kill(H.p[0].pid, SIGKILL);
     double t0 = trib_now_s();
     struct rpc_event ev;
     int got = 0;
@@ -1807,7 +1805,7 @@ START_TEST(test_ping_for_dead_worker)
     zmq_close(s);
     zmq_ctx_term(zctx);
     rpc_shutdown(true);
-    ck_assert_int_eq(h_reap(&H, 0, 10), 128 + SIGKILL);
+    ck_assert_int_eq(proc_wait(&H, 0, 10), 128 + SIGKILL);
 }
 END_TEST
 
@@ -2038,7 +2036,7 @@ START_TEST(test_graceful_shutdown_waits)
     ck_assert(rpc_future_done(f));
     ck_assert_msg(rpc_future_wait(f, NULL) == 0, "%s", rpc_last_error());
     rpc_future_free(f);
-    for (int i = 0; i < H.n; i++) ck_assert_int_eq(h_reap(&H, i, 30), 0);
+    for (int i = 0; i < H.n; i++) ck_assert_int_eq(proc_wait(&H, i, 30), 0);
     /* after shutdown, calls fail cleanly */
     ck_assert_int_eq(rpc_sync("w1", "echo", NULL, &res, 0), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w1' calling w1.echo");
