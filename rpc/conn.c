@@ -120,7 +120,7 @@ static int log_lines, log_suppressed;
 static void drop_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void drop_log(const char *fmt, ...)
 {
-    int64_t now = rpc_now_ms();
+    int64_t now = trib_now_ms();
     if (now - log_window >= 1000) {
         log_window = now;
         log_lines = 0;
@@ -254,7 +254,7 @@ struct conn *rpc_conn_get(const unsigned char *rid, size_t len, zmq_msg_t *first
         table[b] = c;
         nconns++;
     }
-    c->last_seen = rpc_now_ms();
+    c->last_seen = trib_now_ms();
     return c;
 }
 
@@ -410,7 +410,7 @@ static void check_start(struct conn *c)
         return;
     }
     set_state(c, CONN_CHECKING);
-    c->since = rpc_now_ms();
+    c->since = trib_now_ms();
     c->gen = next_gen++;
     struct check *ck = trib_xmalloc(sizeof *ck);
     memcpy(ck->rid, c->rid, c->rid_len);
@@ -532,7 +532,7 @@ bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, 
     atomic_fetch_add(&rpc_counters.held, 1);
     if (c->state == CONN_NEW) {
         c->claimed = h->sender;
-        c->since = rpc_now_ms();
+        c->since = trib_now_ms();
         set_state(c, CONN_WAITING);
         if (askable(c->claimed) || c->claimed == rpc_self_id()) check_start(c);
     }
@@ -562,7 +562,7 @@ static int64_t last_sweep;
 void rpc_conn_poll(void)
 {
     if (replay_due) replay();
-    int64_t now = rpc_now_ms();
+    int64_t now = trib_now_ms();
     if (!nwaiting && now - last_sweep < 1000) return;
     last_sweep = now;
     int hold_ms = A->opts.heartbeat_timeout_ms;

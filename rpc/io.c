@@ -197,7 +197,7 @@ static void send_ping(struct peer *p)
 
 static void io_timers(void)
 {
-    int64_t now = rpc_now_ms();
+    int64_t now = trib_now_ms();
     if (now - A->last_hb >= A->opts.heartbeat_ms) {
         A->last_hb = now;
         if (rpc_hooks.on_tick) rpc_hooks.on_tick(now, rpc_hooks.user);

@@ -97,11 +97,7 @@ void rpc_post_event(enum rpc_event_kind kind, int id, const char *name)
 
 int rpc_next_event(struct rpc_event *ev, int timeout_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t ns = ts.tv_nsec + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) % 1000 * 1000000;
-    ts.tv_sec += (timeout_ms > 0 ? timeout_ms : 0) / 1000 + ns / 1000000000;
-    ts.tv_nsec = ns % 1000000000;
+    struct timespec ts = trib_deadline_ts(timeout_ms);
     pthread_mutex_lock(&A->ev_mu);
     while (A->ev_count == 0) {
         if (timeout_ms < 0) pthread_cond_wait(&A->ev_cv, &A->ev_mu);
@@ -164,7 +160,7 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     p->bad = 0;
     p->alive = true;
     p->dynamic = dynamic;
-    p->last_seen = rpc_now_ms();
+    p->last_seen = trib_now_ms();
     A->peers[id] = p;
     pthread_rwlock_unlock(&A->dir_lock);
     A->peers_changed = true;
@@ -194,7 +190,7 @@ void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev)
     pthread_rwlock_wrlock(&A->dir_lock);
     p->alive = false;
     pthread_rwlock_unlock(&A->dir_lock);
-    if (ev == RPC_EVENT_LEAVE && p->npending > 0) p->left_at = rpc_now_ms();
+    if (ev == RPC_EVENT_LEAVE && p->npending > 0) p->left_at = trib_now_ms();
     else rpc_close_peer(id, why);
     rpc_conn_forget_worker(id);
     if (rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(id, rpc_hooks.user);

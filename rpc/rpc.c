@@ -3,7 +3,7 @@
  * immediate shutdown, and the offline agent of the fuzz targets. The work
  * in between lives in io.c (the I/O thread), message.c (received
  * messages), call.c (calls and the pending table), request.c (handlers),
- * membership.c, conn.c, rref.c and wire.c (the codec). */
+ * membership.c, conn.c, rref*.c and wire.c (the codec). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -16,39 +16,26 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/error.h"
 #include "rpc/rpc_internal.h"
 
 struct rpc_agent rpc_agent_state;
 struct rpc_autograd_hooks rpc_hooks;
 static struct rpc_agent *const A = &rpc_agent_state;
 
-/* ---- errors and clocks ---------------------------------------------------- */
+/* ---- errors ---------------------------------------------------------------- */
 
-static _Thread_local char last_error[1024];
+static _Thread_local struct trib_error last_error;
 
-const char *rpc_last_error(void) { return last_error; }
+const char *rpc_last_error(void) { return trib_error_get(&last_error); }
 
 int rpc_set_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    trib_error_vset(&last_error, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-int64_t rpc_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-int64_t rpc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
@@ -78,17 +65,12 @@ static int env_int(const char *a, const char *b, int dflt)
 /* Waits until pred() holds, or timeout_ms (< 0: no limit) has passed. */
 static bool wait_state(bool (*pred)(void), int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : rpc_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : trib_now_ms() + timeout_ms;
     pthread_mutex_lock(&A->state_mu);
     while (!pred()) {
-        int64_t left = deadline - rpc_now_ms();
+        int64_t left = deadline - trib_now_ms();
         if (left <= 0) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t step = left < 50 ? left : 50;
-        ts.tv_nsec += step * 1000000;
-        ts.tv_sec += ts.tv_nsec / 1000000000;
-        ts.tv_nsec %= 1000000000;
+        struct timespec ts = trib_deadline_ts(left < 50 ? left : 50);
         pthread_cond_timedwait(&A->state_cv, &A->state_mu, &ts);
     }
     bool ok = pred();
@@ -134,7 +116,6 @@ static void init_state(const char *name)
     rpc_membership_register();
     rpc_conn_register();
     rref_register_builtins();
-    rref_install_wire_hooks();
     rref_module_init();
 }
 
@@ -250,7 +231,7 @@ int rpc_init(const struct rpc_opts *opts)
         int64_t id;
         if (rc < 0 || !rpc_arg_int(&res, 0, &id)) {
             char e[1024];
-            snprintf(e, sizeof e, "%s", last_error);
+            snprintf(e, sizeof e, "%s", rpc_last_error());
             rpc_value_clear(&res);
             teardown();
             return rpc_set_error("rpc_init: rendezvous with %s failed: %s", A->master, e);

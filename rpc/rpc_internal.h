@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <zmq.h>
 
+#include "common/clock.h"
 #include "rpc/rpc.h"
 
 /* ---- distributed-autograd hooks ----------------------------------------
@@ -91,18 +92,31 @@ struct wire_hdr {
  * the grad_fn the autograd hook needs). */
 struct wire_tensors { struct tensor *t[WIRE_MAX_TENSORS]; struct tensor *orig[WIRE_MAX_TENSORS]; int n; };
 
-/* How the codec packs and unpacks RRefs (rref.c installs them; without
- * them an RRef neither encodes nor decodes). pack: writes r's descriptor
- * for a message to worker `to` (the fork protocol's sending side).
- * unpack: the receiving side for a descriptor from worker `from`; NULL
- * with err. */
-struct wire_rref_hooks {
-    void (*pack)(msgpack_packer *pk, struct rref *r, int to);
-    struct rref *(*unpack)(int owner, int parent, uint64_t id, uint64_t fork, int from, char *err, size_t cap);
+/* ---- RRef hooks -----------------------------------------------------------
+ * The value type (value.c) and the codec (wire.c) reach RRefs only through
+ * these, which rref*.c installs (rref_install_hooks), as distributed
+ * autograd installs its own: neither calls into rref*.c. Without them no
+ * RRef can be made, and one received is refused.
+ * fork: the fork protocol's sending side: registers a fork of r for a
+ *   message to worker `to` and describes it in *out.
+ * unfork: the receiving side: a new handle for the descriptor d from worker
+ *   `from`; NULL with err.
+ * retain, release, id: rref_retain, rref_free, rref_id. */
+struct wire_rref { int owner, parent; uint64_t id, fork; };
+struct rpc_rref_hooks {
+    void (*fork)(struct rref *r, int to, struct wire_rref *out);
+    struct rref *(*unfork)(const struct wire_rref *d, int from, char *err, size_t cap);
+    struct rref *(*retain)(struct rref *r);
+    void (*release)(struct rref *r);
+    uint64_t (*id)(const struct rref *r);
 };
-void wire_set_rref_hooks(const struct wire_rref_hooks *hooks);
+/* The installed hooks (value.c); all NULL until rpc_set_rref_hooks. */
+extern struct rpc_rref_hooks rpc_rref_hooks;
+/* Copies *hooks in (NULL: none). Not thread-safe: rref_install_hooks calls
+ * it once, before any RRef exists. */
+void rpc_set_rref_hooks(const struct rpc_rref_hooks *hooks);
 /* Writes an RRef descriptor (the body of ext type 2). */
-void wire_rref_desc(unsigned char out[24], int owner, int parent, uint64_t id, uint64_t fork);
+void wire_rref_desc(unsigned char out[24], const struct wire_rref *d);
 
 /* Encodes v; tensors are appended to *tl (retained), RRefs forked toward
  * worker `to`. -1 with error on too many tensors or an unencodable value. */
@@ -154,11 +168,12 @@ void rpc_request_free_local(struct rpc_request *req);
 /* Sets a request's error to `text` verbatim (already prefixed). */
 void rpc_request_fail_text(struct rpc_request *req, const char *text);
 
-/* rref.c */
+/* rref*.c (the module's own interface is rref_internal.h) */
 /* Fork registrations that may wait at an owner for their RRef's creation. */
 #define RREF_MAX_PARKED 16384
-/* Installs the codec's RRef hooks (wire_set_rref_hooks). */
-void rref_install_wire_hooks(void);
+/* Installs the RRef hooks (rpc_set_rref_hooks) once; any thread. */
+void rref_install_hooks(void);
+/* Installs the hooks too. */
 void rref_module_init(void);
 /* At the start of rpc_shutdown: fails every waiting fork registration, and
  * every later one fails at once. */
@@ -354,8 +369,6 @@ extern struct rpc_freelist rpc_future_fl, rpc_request_fl, rpc_outmsg_fl;
 extern struct rpc_agent rpc_agent_state;
 extern struct rpc_autograd_hooks rpc_hooks;
 
-int64_t rpc_now_us(void);
-int64_t rpc_now_ms(void);
 
 /* future.c */
 struct rpc_future *rpc_future_new(void);

@@ -430,9 +430,7 @@ static int serve_child(int idx, const char *master, void *arg)
     return 0;
 }
 
-static struct harness H;
-
-static void hand_out(const char *ep, void *u) { h_go(u, -1, ep); }
+static struct proc_group H;
 
 static void start_world(int world)
 {
@@ -441,11 +439,11 @@ static void start_world(int world)
     register_all();
     h_spawn(&H, world - 1, serve_child, &w);
     struct rpc_opts o = opts_for(0, world, "tcp://127.0.0.1:0");
-    o.on_listening = hand_out;
+    o.on_listening = proc_hand_out_all;
     o.listening_user = &H;
     int rc = rpc_init(&o);
     if (rc < 0) {
-        h_abort(&H);
+        proc_reap_all(&H, 10);
         ck_abort_msg("rpc_init: %s", rpc_last_error());
     }
 }
@@ -453,7 +451,7 @@ static void start_world(int world)
 static void stop_world(void)
 {
     rpc_shutdown(true);
-    for (int i = 0; i < H.n; i++) ck_assert_int_eq(h_reap(&H, i, 30), 0);
+    for (int i = 0; i < H.n; i++) ck_assert_int_eq(proc_wait(&H, i, 30), 0);
 }
 
 static struct tensor *random_f32(int64_t n, unsigned seed)
@@ -661,9 +659,9 @@ START_TEST(test_errors_and_timeouts)
 
     args = rpc_list(1);
     args.list.items[0] = rpc_int(600);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     ck_assert_int_eq(rpc_sync("w1", "slow", &args, &res, 100), -1);
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     ck_assert_str_eq(rpc_last_error(), "rpc: timed out after 100 ms calling w1.slow");
     ck_assert_msg(dt >= 0.095 && dt < 0.5, "timeout took %.3f s", dt);
     /* the late reply is dropped; the worker keeps serving */
@@ -684,8 +682,8 @@ START_TEST(test_errors_and_timeouts)
     int bad[] = { -1, -2, 1 << 20 };
     for (int i = 0; i < 3; i++) {
         f = rpc_async_id(bad[i], "add", NULL, -1);
-        t0 = h_now();
-        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        t0 = trib_now_s();
+        while (!rpc_future_done(f) && trib_now_s() - t0 < 2.0) usleep(1000);
         ck_assert_msg(rpc_future_done(f), "a call to worker %d is still pending", bad[i]);
         char want[128];
         snprintf(want, sizeof want, "rpc: worker %d is not reachable calling add", bad[i]);
@@ -706,14 +704,14 @@ START_TEST(test_kill9_peer)
     for (int i = 0; i < 5; i++) fs[i] = rpc_async("w1", "slow", &args, 60000);
     rpc_value_clear(&args);
     usleep(100000);
-    kill(H.pid[0], SIGKILL);
-    double t0 = h_now();
+    kill(H.p[0].pid, SIGKILL);
+    double t0 = trib_now_s();
     for (int i = 0; i < 5; i++) {
         ck_assert_int_eq(rpc_future_wait(fs[i], NULL), -1);
         ck_assert_str_eq(rpc_last_error(), "rpc: lost w1 (no heartbeat for 1000 ms) calling w1.slow");
         rpc_future_free(fs[i]);
     }
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     ck_assert_msg(dt < 2.0, "pending calls failed after %.3f s (heartbeat timeout 1 s)", dt);
     struct rpc_event ev;
     ck_assert_int_eq(rpc_next_event(&ev, 1000), 1);
@@ -729,8 +727,8 @@ START_TEST(test_kill9_peer)
     ck_assert_int_eq(rpc_sync("w1", "echo", NULL, &res, 0), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w1' calling w1.echo");
     rpc_shutdown(true);
-    ck_assert_int_eq(h_reap(&H, 0, 10), 128 + SIGKILL);
-    ck_assert_int_eq(h_reap(&H, 1, 30), 0);
+    ck_assert_int_eq(proc_wait(&H, 0, 10), 128 + SIGKILL);
+    ck_assert_int_eq(proc_wait(&H, 1, 30), 0);
 }
 END_TEST
 
@@ -744,9 +742,9 @@ static int64_t call_int(const char *to, const char *fn)
 
 static void wait_int(const char *to, const char *fn, int64_t want)
 {
-    double t0 = h_now();
+    double t0 = trib_now_s();
     int64_t got;
-    while ((got = call_int(to, fn)) != want && h_now() - t0 < 5) usleep(5000);
+    while ((got = call_int(to, fn)) != want && trib_now_s() - t0 < 5) usleep(5000);
     ck_assert_msg(got == want, "%s.%s = %lld, want %lld", to, fn, (long long)got, (long long)want);
 }
 
@@ -854,9 +852,9 @@ START_TEST(test_rref_lifecycle)
     usleep(100000);
     args.list.items[0] = rpc_int(12);
     r = rpc_remote("w0", "counter", &args, 0);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     ck_assert_int_eq(rref_to_here(r, &v, 100), -1);
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     char want[128];
     snprintf(want, sizeof want, "rpc: timed out after 100 ms waiting for RRef %#llx to be built",
              (unsigned long long)rref_id(r));
@@ -919,9 +917,9 @@ START_TEST(test_rref_slow_to_value)
     pthread_t t;
     pthread_create(&t, NULL, to_here_thread, slow);
     usleep(150000);                     /* w1 is in SlowVal's to_value */
-    double t0 = h_now();
+    double t0 = trib_now_s();
     ck_assert_msg(rref_rpc_sync(c, "add", &args, &res, 0) == 0, "%s", rpc_last_error());
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     ck_assert_int_eq(res.i, 3);
     ck_assert_msg(dt < 0.3, "a method call waited %.3f s for another RRef's to_value", dt);
     void *trc;
@@ -1315,15 +1313,15 @@ START_TEST(test_membership)
 {
     static int w = 2;
     register_all();
-    struct harness late;
+    struct proc_group late;
     h_spawn(&H, 1, serve_child, &w);
     h_spawn(&late, 1, late_child, NULL);
     struct rpc_opts o = opts_for(0, 2, "tcp://127.0.0.1:0");
-    o.on_listening = hand_out;
+    o.on_listening = proc_hand_out_all;
     o.listening_user = &H;
     ck_assert_msg(rpc_init(&o) == 0, "%s", rpc_last_error());
     usleep(50000);
-    h_go(&late, -1, rpc_master_endpoint());
+    proc_hand_out(&late, -1, rpc_master_endpoint());
     struct rpc_event ev;
     ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
@@ -1346,13 +1344,13 @@ START_TEST(test_membership)
     ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_LEAVE);
     ck_assert_str_eq(ev.name, "late");
-    ck_assert_int_eq(h_reap(&late, 0, 10), 0);
+    ck_assert_int_eq(proc_wait(&late, 0, 10), 0);
     /* the other worker heard of both */
-    double t0 = h_now();
+    double t0 = trib_now_s();
     for (;;) {
         ck_assert_int_eq(rpc_sync("w1", "events", NULL, &res, 0), 0);
         bool done = strcmp(res.str.ptr, "join:late,leave:late,") == 0;
-        if (done || h_now() - t0 > 5) {
+        if (done || trib_now_s() - t0 > 5) {
             ck_assert_str_eq(res.str.ptr, "join:late,leave:late,");
             rpc_value_clear(&res);
             break;
@@ -1567,8 +1565,8 @@ START_TEST(test_bad_response_fails_call)
         msgpack_sbuffer_destroy(&sb);
         zmq_msg_close(&in[0]);
         zmq_msg_close(&in[1]);
-        double t0 = h_now();
-        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        double t0 = trib_now_s();
+        while (!rpc_future_done(f) && trib_now_s() - t0 < 2.0) usleep(1000);
         ck_assert_msg(rpc_future_done(f), "case %d: the call is still pending", k);
         if (want[k]) {
             ck_assert_str_eq(rpc_future_error(f), want[k]);
@@ -1795,11 +1793,11 @@ START_TEST(test_ping_for_dead_worker)
     start_world(2);
     void *zctx = zmq_ctx_new();
     void *s = stranger(zctx, rpc_master_endpoint());
-    kill(H.pid[0], SIGKILL);
-    double t0 = h_now();
+    kill(H.p[0].pid, SIGKILL);
+    double t0 = trib_now_s();
     struct rpc_event ev;
     int got = 0;
-    while (!got && h_now() - t0 < 4.0) {
+    while (!got && trib_now_s() - t0 < 4.0) {
         msgpack_sbuffer sb;
         msgpack_packer pk;
         msgpack_sbuffer_init(&sb);
@@ -1825,7 +1823,7 @@ START_TEST(test_ping_for_dead_worker)
         msgpack_sbuffer_destroy(&sb);
     }
     struct rpc_stats st;
-    for (t0 = h_now(); h_now() - t0 < 2.0; usleep(10000)) {
+    for (t0 = trib_now_s(); trib_now_s() - t0 < 2.0; usleep(10000)) {
         rpc_get_stats(&st);
         if (st.dropped_unverified >= 5) break;
     }
@@ -1833,7 +1831,7 @@ START_TEST(test_ping_for_dead_worker)
     zmq_close(s);
     zmq_ctx_term(zctx);
     rpc_shutdown(true);
-    ck_assert_int_eq(h_reap(&H, 0, 10), 128 + SIGKILL);
+    ck_assert_int_eq(proc_wait(&H, 0, 10), 128 + SIGKILL);
 }
 END_TEST
 
@@ -1846,11 +1844,11 @@ START_TEST(test_garbage_cut_off)
     void *s = stranger(zctx, rpc_master_endpoint());
     for (int i = 0; i < 1100; i++) zmq_send(s, "\xc1garbage", 8, 0);
     struct rpc_stats st;
-    double t0 = h_now();
+    double t0 = trib_now_s();
     do {
         usleep(10000);
         rpc_get_stats(&st);
-    } while (st.connections_cut == 0 && h_now() - t0 < 10);
+    } while (st.connections_cut == 0 && trib_now_s() - t0 < 10);
     usleep(100000);
     rpc_get_stats(&st);
     /* What it had sent on when cut is dropped or lost; what it still had
@@ -1910,9 +1908,9 @@ START_TEST(test_forged_fork)
     /* and one more waiting here when the shutdown starts */
     fake_rref_msg(&a, 2, 13, "__rref_fork", id + 1, (2ull << 48) | 7, NULL);
     ck_assert_int_eq(fake_reply(&a, 300, &ok), 0);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     stop_world();
-    double secs = h_now() - t0;
+    double secs = trib_now_s() - t0;
     ck_assert_msg(secs < 5.0, "graceful shutdown took %.2f s", secs);
     fake_close(&a);
     zmq_ctx_term(zctx);
@@ -2056,15 +2054,15 @@ START_TEST(test_graceful_shutdown_waits)
 
     args = rpc_list(1);
     args.list.items[0] = rpc_int(300);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     struct rpc_future *f = rpc_async("w1", "slow", &args, 0);
     rpc_value_clear(&args);
     rpc_shutdown(true);                  /* waits for the call in flight */
-    ck_assert(h_now() - t0 >= 0.29);
+    ck_assert(trib_now_s() - t0 >= 0.29);
     ck_assert(rpc_future_done(f));
     ck_assert_msg(rpc_future_wait(f, NULL) == 0, "%s", rpc_last_error());
     rpc_future_free(f);
-    for (int i = 0; i < H.n; i++) ck_assert_int_eq(h_reap(&H, i, 30), 0);
+    for (int i = 0; i < H.n; i++) ck_assert_int_eq(proc_wait(&H, i, 30), 0);
     /* after shutdown, calls fail cleanly */
     ck_assert_int_eq(rpc_sync("w1", "echo", NULL, &res, 0), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w1' calling w1.echo");
