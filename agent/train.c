@@ -16,6 +16,8 @@
 #include "common/clock.h"
 #include "observer/observer.h"
 #include "optim/dist_optim.h"
+#include "rl/keys.h"
+#include "rl/rl.h"
 #include "rpc/dist_autograd.h"
 
 #define PROG "tributary-train"
@@ -23,6 +25,7 @@
 static int n_children;
 static pid_t child_pid[RL_MAX_OBSERVERS];
 static int child_fd[RL_MAX_OBSERVERS];
+static struct rl_security sec;      /* --keys: the agent's and (forked) every observer's */
 
 static void hand_out(const char *endpoint, void *user)
 {
@@ -55,6 +58,7 @@ static int child_main(int rank, int world, int heartbeat_timeout_ms, int fd)
     struct rpc_opts o = { .name = name, .rank = rank, .world_size = world, .master = ep,
                           .default_timeout_ms = 120000, .init_timeout_ms = 60000, .heartbeat_ms = 200,
                           .heartbeat_timeout_ms = heartbeat_timeout_ms };
+    if (sec.curve) rl_keys_apply(&sec.keys, &o);
     return observer_run(&o);
 }
 
@@ -135,6 +139,7 @@ static const char about[] =
     "Trains a policy with an agent and N observer processes forked on this machine,\n"
     "talking over RPC on loopback (DESIGN.md 6). For observers on other hosts, start\n"
     "tributary-agent and tributary-observer yourself (or scripts/launch).\n"
+    "Loopback needs no key; with --keys DIR the agent and its observers encrypt anyway.\n"
     "Progress lines go to stdout every --log-every seconds; the last line of stdout is a\n"
     "JSON summary (solved, env_steps, wall_s, sps, updates, lag_mean, ...).\n"
     "Exit status: 0 solved, 1 not solved within --max-steps/--max-seconds or a failure,\n"
@@ -142,9 +147,16 @@ static const char about[] =
 
 int main(int argc, char **argv)
 {
+    struct rl_opt extra[2];
+    int n_extra = rl_security_opts(&sec, PROG, extra);
     struct rl_config cfg;
-    int rc = rl_config_parse(&cfg, PROG, about, argc, argv, NULL, 0);
+    int rc = rl_config_parse(&cfg, PROG, about, argc, argv, extra, n_extra);
     if (rc >= 0) return rc;
+    static const char *const loopback[] = { "tcp://127.0.0.1:0", NULL };
+    if (rl_security_resolve(&sec, loopback) != 0) {
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        return 2;
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     spawn_observers(cfg.observers, cfg.heartbeat_timeout_ms);
@@ -153,6 +165,7 @@ int main(int argc, char **argv)
     dist_optim_init();
     agent_register();
     struct rpc_opts o = agent_rpc_opts(&cfg, "tcp://127.0.0.1:0");
+    if (sec.curve) rl_keys_apply(&sec.keys, &o);
     o.on_listening = hand_out;
     rc = agent_run(&cfg, &o);
     /* An observer that died was reported by the agent (and continued
