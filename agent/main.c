@@ -47,22 +47,6 @@ static int make_keys_alone(void *u, const char *v)
     return -1;
 }
 
-/* tributary-agent --make-keys DIR */
-static int make_keys(const char *dir)
-{
-    struct rl_keys k;
-    if (rl_keys_make(dir, &k) != 0) {
-        fprintf(stderr, PROG ": %s\n", rl_last_error());
-        return 1;
-    }
-    char key[12];
-    rl_key_short(k.public_key, key);
-    explicit_bzero(k.secret_key, sizeof k.secret_key);
-    printf("wrote %s (public key %s); copy %s to every host of the run, keeping it private\n"
-           "(e.g. scp -rp), and give the agent and every observer --keys %s\n", k.path, key, dir, dir);
-    return 0;
-}
-
 static const char about[] =
     "Usage: " PROG " [options]\n"
     "       " PROG " --make-keys DIR\n"
@@ -81,7 +65,7 @@ int main(int argc, char **argv)
             make_keys_alone(NULL, NULL);
             return 2;
         }
-        return make_keys(argv[2]);
+        return rl_keys_make_cli(PROG, argv[2]);
     }
     struct rl_opt extra[4] = {
         { "master", true, "  --master tcp://H:P     the rendezvous address to bind\n", set_master, NULL },

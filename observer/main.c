@@ -18,6 +18,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: " PROG " [options]\n"
+            "       " PROG " --make-keys DIR   (as tributary-agent --make-keys DIR)\n"
             "Joins the agent's world as one observer and serves it until training ends.\n"
             "The env, sizes and algorithm come from the agent (tributary-agent --help).\n"
             "\n"
@@ -64,6 +65,10 @@ int main(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },              { NULL, 0, NULL, 0 },
     };
     static struct rl_security sec = { .prog = PROG };
+    if (argc >= 2 && strcmp(argv[1], "--make-keys") == 0) {
+        if (argc != 3) return bad("--make-keys DIR goes alone", argv[1]);
+        return rl_keys_make_cli(PROG, argv[2]);
+    }
     const char *master = NULL, *name = NULL, *bind_host = NULL;
     int rank = RPC_RANK_ENV, world = 0, hb = 15000;
     int c;

@@ -79,6 +79,21 @@ int rl_keys_make(const char *dir, struct rl_keys *k)
     return 0;
 }
 
+int rl_keys_make_cli(const char *prog, const char *dir)
+{
+    struct rl_keys k;
+    if (rl_keys_make(dir, &k) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, rl_last_error());
+        return 1;
+    }
+    char key[12];
+    rl_key_short(k.public_key, key);
+    explicit_bzero(k.secret_key, sizeof k.secret_key);
+    printf("wrote %s (public key %s); copy %s to every host of the run, keeping it private\n"
+           "(e.g. scp -rp), and give the agent and every observer --keys %s\n", k.path, key, dir, dir);
+    return 0;
+}
+
 /* Parses the key file's text (NUL-terminated) into *k. */
 static int parse_keys(char *text, struct rl_keys *k)
 {

@@ -28,6 +28,11 @@ struct rl_keys {
  * -1 with rl_last_error(). Blocks on the file system. */
 int rl_keys_make(const char *dir, struct rl_keys *k);
 
+/* `PROG --make-keys DIR`: rl_keys_make, then a line on stdout naming the
+ * file, its public key's start and what to do with it (or the error on
+ * stderr). Returns the exit status: 0, or 1. */
+int rl_keys_make_cli(const char *prog, const char *dir);
+
 /* Reads DIR/tributary.key into *k. -1 with rl_last_error() naming the file
  * when it is missing or unreadable, readable by group or others (the fix:
  * chmod 600), not a regular file, larger than 4 KiB, has a line that is not

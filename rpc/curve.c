@@ -326,7 +326,7 @@ void rpc_watch_rendezvous(void)
         if (!why[0]) continue;
         rdv_closed = 0;
         char text[320];
-        snprintf(text, sizeof text, "security handshake with %s failed: %s;", A->master, why);
+        snprintf(text, sizeof text, "security handshake with %s failed (%s)", A->master, why);
         pthread_mutex_lock(&A->state_mu);
         bool joined = A->dir_ready;
         pthread_mutex_unlock(&A->state_mu);
