@@ -11,11 +11,14 @@
 #include "common/proc.h"
 #include "observer/observer.h"
 #include "optim/dist_optim.h"
+#include "rl/keys.h"
+#include "rl/rl.h"
 #include "rpc/dist_autograd.h"
 
 #define PROG "tributary-train"
 
 static struct proc_group observers;
+static struct rl_security sec;      /* --keys: the agent's and (forked) every observer's */
 
 struct observer_args { int world, heartbeat_timeout_ms; };
 
@@ -28,6 +31,7 @@ static int observer_main(int idx, const char *endpoint, void *arg)
     struct rpc_opts o = { .name = name, .rank = idx + 1, .world_size = a->world, .master = endpoint,
                           .default_timeout_ms = 120000, .init_timeout_ms = 60000, .heartbeat_ms = 200,
                           .heartbeat_timeout_ms = a->heartbeat_timeout_ms };
+    if (sec.curve) rl_keys_apply(&sec.keys, &o);
     return observer_run(&o);
 }
 
@@ -62,6 +66,7 @@ static const char about[] =
     "Trains a policy with an agent and N observer processes forked on this machine,\n"
     "talking over RPC on loopback (DESIGN.md 6). For observers on other hosts, start\n"
     "tributary-agent and tributary-observer yourself (or scripts/launch).\n"
+    "Loopback needs no key; with --keys DIR the agent and its observers encrypt anyway.\n"
     "Progress lines go to stdout every --log-every seconds; the last line of stdout is a\n"
     "JSON summary (solved, env_steps, wall_s, sps, updates, lag_mean, ...).\n"
     "Exit status: 0 solved, 1 not solved within --max-steps/--max-seconds or a failure,\n"
@@ -69,9 +74,16 @@ static const char about[] =
 
 int main(int argc, char **argv)
 {
+    struct rl_opt extra[2];
+    int n_extra = rl_security_opts(&sec, PROG, extra);
     struct rl_config cfg;
-    int rc = rl_config_parse(&cfg, PROG, about, argc, argv, NULL, 0);
+    int rc = rl_config_parse(&cfg, PROG, about, argc, argv, extra, n_extra);
     if (rc >= 0) return rc;
+    static const char *const loopback[] = { "tcp://127.0.0.1:0", NULL };
+    if (rl_security_resolve(&sec, loopback) != 0) {
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        return 2;
+    }
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     spawn_observers(cfg.observers, cfg.heartbeat_timeout_ms);
@@ -80,6 +92,7 @@ int main(int argc, char **argv)
     dist_optim_init();
     agent_register();
     struct rpc_opts o = agent_rpc_opts(&cfg, "tcp://127.0.0.1:0");
+    if (sec.curve) rl_keys_apply(&sec.keys, &o);
     o.on_listening = proc_hand_out_all;
     o.listening_user = &observers;
     rc = agent_run(&cfg, &o);

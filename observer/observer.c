@@ -543,7 +543,14 @@ int observer_run(const struct rpc_opts *opts)
     dist_autograd_init();
     struct observer *o = observer_new();
     if (rpc_init(opts) < 0) {
-        fprintf(stderr, "%s: rpc_init: %s\n", opts->name ? opts->name : "observer", rpc_last_error());
+        const char *me = opts->name ? opts->name : "observer";
+        fprintf(stderr, "%s: %s\n", me, rpc_last_error());   /* "rpc_init: ..." */
+        struct rpc_stats st;
+        rpc_get_stats(&st);
+        if (st.handshakes_failed)
+            fprintf(stderr, "%s: could not reach the agent at %s; is it using --keys? %s\n", me, rpc_master_endpoint(),
+                    opts->curve ? "(this observer has --keys: the agent needs the same key)"
+                                : "(then give this observer the same --keys DIR)");
         observer_free(o);
         return 1;
     }

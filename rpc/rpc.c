@@ -166,7 +166,7 @@ int rpc_init(const struct rpc_opts *opts)
     if (rpc_curve_setup() < 0) {
         char e[1024];
         snprintf(e, sizeof e, "%s", rpc_last_error());
-        if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
+        rpc_curve_close();
         ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         return rpc_set_error("%s", e);
@@ -182,7 +182,7 @@ int rpc_init(const struct rpc_opts *opts)
     }
     if (zmq_bind(A->router, bind_ep) < 0) {
         rpc_set_error("rpc_init: cannot bind %s: %s", bind_ep, zmq_strerror(zmq_errno()));
-        if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
+        rpc_curve_close();
         ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         return -1;
@@ -197,12 +197,13 @@ int rpc_init(const struct rpc_opts *opts)
     if (!rpc_add_peer(0, A->rank == 0 ? A->self.name : "(rendezvous)", A->rank == 0 ? A->endpoint : A->master, false)) {
         char e[1024];
         snprintf(e, sizeof e, "%s", rpc_last_error());
-        if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
+        rpc_curve_close();
         ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         close(A->efd);
         return rpc_set_error("rpc_init: %s", e);
     }
+    rpc_watch_start();
     A->up = true;
     CHECK(pthread_create(&A->io_thread, NULL, rpc_io_main, NULL) == 0);
     A->npool = o->num_handler_threads;
@@ -268,7 +269,7 @@ static void teardown(void)
         A->peers[i] = NULL;
     }
     ZMQ_CHECK(zmq_close(A->router));
-    if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
+    rpc_curve_close();
     ZMQ_CHECK(zmq_ctx_term(A->zctx));
     close(A->efd);
     struct outmsg *m = A->out_head;

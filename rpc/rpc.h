@@ -167,6 +167,15 @@ struct rpc_stats {
     uint64_t connections_cut;     /* connections cut off for too many bad messages */
     uint64_t refused_busy;        /* requests refused by a bound on what may wait */
     uint64_t forks_expired;       /* RRef forks that waited in vain for their RRef */
+    /* Incoming connections whose handshake this worker refused: no CURVE
+     * facing its CURVE, another run's key, a key not on its allow-list, or
+     * CURVE facing it without. Each is logged (rate-limited) naming the
+     * peer's address when it can still be read, and for a key not on the
+     * allow-list the key's first characters. */
+    uint64_t refused_auth;
+    /* This worker's own handshakes with the rendezvous (rank 0) that failed;
+     * after a failed rpc_init, non-zero means "refused", not "unreachable". */
+    uint64_t handshakes_failed;
     int held_messages;            /* requests now waiting for their connection's check */
     /* Traffic on this worker's sockets since rpc_init: whole messages (calls,
      * replies, heartbeats, membership) and the bytes of their frames (header

@@ -342,6 +342,7 @@ struct rpc_agent {
     int ev_head, ev_count;
 
     void *zap;                      /* ZAP handler (REP), when curve is on */
+    void *mon_router, *mon_rdv;     /* monitors of the router / the dealer to rank 0 (PAIR) */
     char curve_public[41], curve_secret[41], curve_server[41];
     uint8_t allow[RPC_CURVE_MAX_ALLOW][32];
     int n_allow;
@@ -409,12 +410,16 @@ enum rpc_drop { RPC_DROP_SPOOFED, RPC_DROP_UNVERIFIED, RPC_DROP_MALFORMED, RPC_D
 enum { CONN_ACCEPT, CONN_HOLD, CONN_REFUSE };
 struct rpc_counters {
     atomic_uint_fast64_t spoofed, unverified, malformed, cut_dropped, cuts, busy, forks_expired;
+    atomic_uint_fast64_t refused_auth, handshakes_failed;
     atomic_int held;
     /* Traffic on the sockets (I/O thread writes, relaxed): whole messages and
      * their frames' bytes, routing-id frames not counted. */
     atomic_uint_fast64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
 };
 extern struct rpc_counters rpc_counters;
+/* A line on stderr, at most 10 a second (the next line printed says how
+ * many were suppressed). I/O thread only. */
+void rpc_drop_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The connection of routing id rid, created on its first message (`first`:
  * a frame it sent, for its address); NULL if the table is full. */
 struct conn *rpc_conn_get(const unsigned char *rid, size_t len, zmq_msg_t *first);
@@ -452,6 +457,20 @@ int rpc_curve_setup(void);                    /* -1 with error on bad keys */
 void rpc_curve_server(void *sock);
 void rpc_curve_client(void *sock);
 void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests */
+/* Handshake watch (curve.c, whether or not curve is on): a socket monitor
+ * on the router (refused incoming handshakes are logged and counted) and,
+ * on a worker that is not rank 0, on its dealer to the rendezvous (a
+ * handshake that cannot succeed fails the rendezvous's pending calls with
+ * the reason, instead of letting them time out). Call after the router is
+ * bound and peer 0 added, before the I/O thread starts. */
+void rpc_watch_start(void);
+/* I/O thread: reads the monitors' events (mon_router / mon_rendezvous are
+ * A->mon_router / A->mon_rdv, polled for POLLIN). */
+void rpc_watch_router(void);
+void rpc_watch_rendezvous(void);
+/* Closes the ZAP socket and the monitors (after the I/O thread stopped,
+ * before the context terminates). */
+void rpc_curve_close(void);
 
 /* value.c: a NUL-terminated copy of n bytes. */
 char *rpc_dup_bytes(const void *p, size_t n);

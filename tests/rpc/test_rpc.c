@@ -2117,6 +2117,19 @@ START_TEST(test_curve)
     ck_assert_str_eq(err, "");
     raw_probe(ctx, w1.endpoint, curve_pub, curve_sec, err, sizeof err); /* the cluster key */
     ck_assert_str_eq(err, "rpc: w1: unknown function 'nosuch'");
+    /* refusals are counted here too (each probe's connection at least once) */
+    struct rpc_stats st;
+    rpc_get_stats(&st);
+    ck_assert_int_eq(st.refused_auth, 0);
+    raw_probe(ctx, rpc_master_endpoint(), NULL, NULL, err, sizeof err);
+    raw_probe(ctx, rpc_master_endpoint(), opub, osec, err, sizeof err);
+    double t0 = trib_now_s();
+    do {
+        usleep(10000);
+        rpc_get_stats(&st);
+    } while (st.refused_auth < 2 && trib_now_s() - t0 < 5);
+    ck_assert_int_ge(st.refused_auth, 2);
+    ck_assert_int_eq(st.handshakes_failed, 0);
     zmq_ctx_term(ctx);
     assert_alive();
     stop_world();
