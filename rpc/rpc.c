@@ -239,10 +239,11 @@ int rpc_init(const struct rpc_opts *opts)
             return -1;
         }
     } else {
-        struct rpc_value args = rpc_list(3), res = rpc_nil();
+        struct rpc_value args = rpc_list(4), res = rpc_nil();
         args.list.items[0] = rpc_str(A->self.name);
         args.list.items[1] = rpc_int(A->rank);
         args.list.items[2] = rpc_str(A->endpoint);
+        args.list.items[3] = rpc_int(A->dynamic ? 0 : A->world_size);
         struct rpc_future *f = rpc_async_id(0, "__hello", &args, o->init_timeout_ms);
         rpc_value_clear(&args);
         int rc = rpc_future_take(f, &res);
@@ -334,6 +335,7 @@ static bool pred_all_bye(void) { return all_static(A->bye_from); }
 void rpc_shutdown(bool graceful)
 {
     if (!A->up) return;
+    if (A->rank == 0) rpc_refuse_joins("the world is shutting down");
     rref_module_closing();
     const int long_wait = A->opts.default_timeout_ms;
     if (graceful) {

@@ -320,6 +320,7 @@ struct rpc_agent {
     bool sd_go;
     int byes;
     bool bye_from[MAX_WORKERS];
+    char joins_refused[128];        /* rank 0, under state_mu: why hellos are refused ("": open) */
 
     pthread_mutex_t ev_mu;
     pthread_cond_t ev_cv;

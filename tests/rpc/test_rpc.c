@@ -1718,7 +1718,7 @@ START_TEST(test_hello_refusals)
     void *s = stranger(zctx, rpc_master_endpoint());
     struct { const char *name; int rank; const char *ep; const char *want; } cases[] = {
         { "w1", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", "rpc: w0: __hello: worker name 'w1' is taken" },
-        { "x1", 1, "tcp://127.0.0.1:1", "rpc: w0: __hello: rank 1 is taken" },
+        { "x1", 1, "tcp://127.0.0.1:1", "rpc: w0: __hello: rank 1 is taken by live worker w1" },
         { "x2", RPC_RANK_DYNAMIC, w1.endpoint, NULL },
     };
     char err[512], want[512];
@@ -1759,6 +1759,113 @@ START_TEST(test_hello_refusals)
     zmq_close(s);
     zmq_ctx_term(zctx);
     stop_world();
+}
+END_TEST
+
+/* What a child of test_static_rank_rejoins tries: join as (rank, world,
+ * name); want: the end of the error rpc_init must fail with, or NULL if it
+ * must be admitted (it then serves until the world shuts down). */
+struct join_try { int rank, world; const char *name, *want; };
+
+static int join_child(int idx, const char *master, void *arg)
+{
+    const struct join_try *t = (const struct join_try *)arg + idx;
+    register_all();
+    struct rpc_opts o = opts_for(1, t->world, master);
+    o.name = t->name;
+    o.rank = t->rank;
+    int rc = rpc_init(&o);
+    if (!t->want) {
+        if (rc < 0) {
+            fprintf(stderr, "%s: %s\n", t->name, rpc_last_error());
+            return 10;
+        }
+        rpc_shutdown(true);
+        return 0;
+    }
+    if (rc == 0) {
+        rpc_shutdown(false);
+        return 11;
+    }
+    const char *e = rpc_last_error();
+    size_t le = strlen(e), lw = strlen(t->want);
+    if (le < lw || strcmp(e + le - lw, t->want) != 0) {
+        fprintf(stderr, "%s: '%s', not ending in '%s'\n", t->name, e, t->want);
+        return 12;
+    }
+    return 0;
+}
+
+/* A static worker killed and started again under its rank (and name) is
+ * admitted once rank 0 has declared the old one dead: rank 0 and the other
+ * worker both reach the new one. Refused: a live worker's rank (with its
+ * name or another), a rank outside the world, another world size, and any
+ * hello after rpc_refuse_joins. */
+START_TEST(test_static_rank_rejoins)
+{
+    hb_timeout_ms = 1000;
+    static int w = 3;
+    static const struct join_try tries[] = {
+        { 1, 3, "w1", "rpc: w0: __hello: rank 1 is taken by live worker w1" },
+        { 3, 4, "w3", "rpc: w0: __hello: rank 3 out of range 1..2" },
+        { 2, 4, "w2", "rpc: w0: __hello: world size 4 does not match the master's 3" },
+        { 2, 3, "w2", NULL },
+        { 2, 3, "x2", "rpc: w0: __hello: rank 2 is taken by live worker w2" },
+        { RPC_RANK_DYNAMIC, 0, "late", "rpc: w0: __hello: the run is over" },
+    };
+    enum { N_TRIES = sizeof tries / sizeof tries[0] };
+    register_all();
+    struct harness J;
+    h_spawn(&H, 2, serve_child, &w);
+    h_spawn(&J, N_TRIES, join_child, (void *)tries);
+    struct rpc_opts o = opts_for(0, 3, "tcp://127.0.0.1:0");
+    o.on_listening = hand_out;
+    o.listening_user = &H;
+    if (rpc_init(&o) < 0) {
+        h_abort(&H);
+        h_abort(&J);
+        ck_abort_msg("rpc_init: %s", rpc_last_error());
+    }
+    for (int i = 0; i < 3; i++) {
+        h_go(&J, i, rpc_master_endpoint());
+        ck_assert_msg(h_reap(&J, i, 30) == 0, "try %d", i);
+    }
+    ck_assert_int_eq(kill(H.pid[1], SIGKILL), 0);
+    ck_assert_int_eq(h_reap(&H, 1, 10), 128 + SIGKILL);
+    struct rpc_event ev;
+    ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_str_eq(ev.name, "w2");
+    h_go(&J, 3, rpc_master_endpoint());
+    ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
+    ck_assert_int_eq(ev.id, 2);
+    ck_assert_str_eq(ev.name, "w2");
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_str("hi again");
+    ck_assert_msg(rpc_sync("w2", "echo", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    ck_assert_str_eq(res.str.ptr, "hi again");
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    /* the other worker reaches the new w2 too (and verifies its connection) */
+    args = rpc_list(2);
+    args.list.items[0] = rpc_str("w2");
+    args.list.items[1] = rpc_int(1);
+    ck_assert_msg(rpc_sync("w1", "chain", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 1002);
+    rpc_value_clear(&args);
+    ck_assert_int_eq(rpc_sync("w1", "events", NULL, &res, 0), 0);
+    ck_assert_msg(strlen(res.str.ptr) >= 8 && strcmp(res.str.ptr + strlen(res.str.ptr) - 8, "join:w2,") == 0,
+                  "w1's events: %s", res.str.ptr);
+    rpc_value_clear(&res);
+    h_go(&J, 4, rpc_master_endpoint());
+    ck_assert_int_eq(h_reap(&J, 4, 30), 0);
+    rpc_refuse_joins("the run is over");
+    h_go(&J, 5, rpc_master_endpoint());
+    ck_assert_int_eq(h_reap(&J, 5, 30), 0);
+    assert_nothing_dropped("w1");
+    stop_world();
+    ck_assert_int_eq(h_reap(&J, 3, 30), 0);
 }
 END_TEST
 
@@ -2124,6 +2231,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_spoofed_leave);
     tcase_add_test(tf, test_spoofed_join);
     tcase_add_test(tf, test_hello_refusals);
+    tcase_add_test(tf, test_static_rank_rejoins);
     tcase_add_test(tf, test_ping_for_dead_worker);
     tcase_add_test(tf, test_garbage_cut_off);
     tcase_add_test(tf, test_forged_fork);
