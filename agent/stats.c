@@ -296,7 +296,8 @@ static void json_num(FILE *f, const char *key, double v)
     else fprintf(f, ",\"%s\":null", key);
 }
 
-void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, const char *stopped_by)
+void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, int observers_rejoined,
+                       const char *stopped_by)
 {
     pthread_mutex_lock(&s->mu);
     double wall = trib_now_s() - s->t0;
@@ -325,7 +326,7 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
     for (int i = 0; i <= last; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)s->lag_hist[i]);
     fprintf(f, "]");
     json_num(f, "agent_busy_frac", s->busy_s / fmax(wall, 1e-9));
-    fprintf(f, ",\"observers_lost\":%d}\n", observers_lost);
+    fprintf(f, ",\"observers_rejoined\":%d,\"observers_lost\":%d}\n", observers_rejoined, observers_lost);
     fflush(f);
     pthread_mutex_unlock(&s->mu);
 }

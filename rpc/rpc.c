@@ -223,6 +223,7 @@ int rpc_init(const struct rpc_opts *opts)
         return rpc_set_error("rpc_init: %s", e);
     }
     A->up = true;
+    atomic_store(&A->admitted, A->rank == 0);
     CHECK(pthread_create(&A->io_thread, NULL, rpc_io_main, NULL) == 0);
     A->npool = o->num_handler_threads;
     A->pool = trib_xcalloc((size_t)A->npool, sizeof *A->pool);
@@ -258,6 +259,7 @@ int rpc_init(const struct rpc_opts *opts)
         }
         rpc_value_clear(&res);
         atomic_store(&A->self_id, (int)id);
+        atomic_store(&A->admitted, true);
         if (!wait_state(pred_dir, o->init_timeout_ms)) {
             teardown();
             return rpc_set_error("rpc_init: no directory from %s after %d ms", A->master, o->init_timeout_ms);
@@ -398,6 +400,7 @@ int rpc_offline_init(const char *name, int rank, int world)
     A->self.id = rank;
     snprintf(A->self.endpoint, sizeof A->self.endpoint, "offline://%s", name);
     A->dir_ready = A->dir_sent = true;
+    atomic_store(&A->admitted, true);
     A->up = true;
     return 0;
 }

@@ -294,6 +294,7 @@ struct rpc_agent {
 
     pthread_t io_thread;
     atomic_bool io_stop;
+    atomic_bool admitted;           /* rank 0, or a worker whose hello was answered: it may ping */
 
     struct rpc_future *pending[NBUCKETS];   /* I/O thread only */
     int npending;
