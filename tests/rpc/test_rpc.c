@@ -2,11 +2,14 @@
  * own ports. Values, nested and deferred calls, concurrency, errors,
  * timeouts, dead peers, RRef lifecycles, hostile input and membership. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <check.h>
 #include <msgpack.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
 #include "rpc/rpc.h"
@@ -1869,6 +1872,48 @@ START_TEST(test_static_rank_rejoins)
 }
 END_TEST
 
+/* A free TCP port on 127.0.0.1 (free when this returns). */
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(s, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+/* A worker started well before its rendezvous (several heartbeat timeouts)
+ * waits for it, up to its init timeout, rather than declaring it dead. */
+START_TEST(test_worker_waits_for_rendezvous)
+{
+    hb_timeout_ms = 500;
+    static int w = 2;
+    char master[64];
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_port());
+    register_all();
+    h_spawn(&H, 1, serve_child, &w);
+    h_go(&H, -1, master);
+    usleep(1500000);
+    struct rpc_opts o = opts_for(0, 2, master);
+    int rc = rpc_init(&o);
+    if (rc < 0) {
+        h_abort(&H);
+        ck_abort_msg("rpc_init: %s", rpc_last_error());
+    }
+    struct rpc_value args = rpc_list(2), res;
+    args.list.items[0] = rpc_int(2);
+    args.list.items[1] = rpc_int(3);
+    ck_assert_msg(rpc_sync("w1", "add", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 5);
+    rpc_value_clear(&args);
+    stop_world();
+}
+END_TEST
+
 /* Pings in the name of a killed worker do not keep it alive. */
 START_TEST(test_ping_for_dead_worker)
 {
@@ -2232,6 +2277,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_spoofed_join);
     tcase_add_test(tf, test_hello_refusals);
     tcase_add_test(tf, test_static_rank_rejoins);
+    tcase_add_test(tf, test_worker_waits_for_rendezvous);
     tcase_add_test(tf, test_ping_for_dead_worker);
     tcase_add_test(tf, test_garbage_cut_off);
     tcase_add_test(tf, test_forged_fork);
