@@ -210,7 +210,12 @@ static void io_timers(void)
                 snprintf(why, sizeof why, "%s left", p->name);
                 rpc_close_peer(i, why);
             }
-            if (!p || !p->alive || i == self) continue;
+            /* Until rank 0 has admitted us, its only peer is the rendezvous,
+             * which says nothing before it answers our hello (bounded by
+             * init_timeout_ms): no heartbeats either way. Pings in the name of
+             * a rank whose dead worker we replace, or that rank 0 refuses us,
+             * would count against our connection there. */
+            if (!p || !p->alive || i == self || !atomic_load(&A->admitted)) continue;
             if (now - p->last_seen > A->opts.heartbeat_timeout_ms) {
                 char why[128];
                 snprintf(why, sizeof why, "lost %s (no heartbeat for %d ms)", p->name, A->opts.heartbeat_timeout_ms);

@@ -205,6 +205,7 @@ int rpc_init(const struct rpc_opts *opts)
     }
     rpc_watch_start();
     A->up = true;
+    atomic_store(&A->admitted, A->rank == 0);
     CHECK(pthread_create(&A->io_thread, NULL, rpc_io_main, NULL) == 0);
     A->npool = o->num_handler_threads;
     A->pool = trib_xcalloc((size_t)A->npool, sizeof *A->pool);
@@ -221,10 +222,11 @@ int rpc_init(const struct rpc_opts *opts)
             return -1;
         }
     } else {
-        struct rpc_value args = rpc_list(3), res = rpc_nil();
+        struct rpc_value args = rpc_list(4), res = rpc_nil();
         args.list.items[0] = rpc_str(A->self.name);
         args.list.items[1] = rpc_int(A->rank);
         args.list.items[2] = rpc_str(A->endpoint);
+        args.list.items[3] = rpc_int(A->dynamic ? 0 : A->world_size);
         struct rpc_future *f = rpc_async_id(0, "__hello", &args, o->init_timeout_ms);
         rpc_value_clear(&args);
         int rc = rpc_future_take(f, &res);
@@ -239,6 +241,7 @@ int rpc_init(const struct rpc_opts *opts)
         }
         rpc_value_clear(&res);
         atomic_store(&A->self_id, (int)id);
+        atomic_store(&A->admitted, true);
         if (!wait_state(pred_dir, o->init_timeout_ms)) {
             teardown();
             return rpc_set_error("rpc_init: no directory from %s after %d ms", A->master, o->init_timeout_ms);
@@ -316,6 +319,7 @@ static bool pred_all_bye(void) { return all_static(A->bye_from); }
 void rpc_shutdown(bool graceful)
 {
     if (!A->up) return;
+    if (A->rank == 0) rpc_refuse_joins("the world is shutting down");
     rref_module_closing();
     const int long_wait = A->opts.default_timeout_ms;
     if (graceful) {
@@ -378,6 +382,7 @@ int rpc_offline_init(const char *name, int rank, int world)
     A->self.id = rank;
     snprintf(A->self.endpoint, sizeof A->self.endpoint, "offline://%s", name);
     A->dir_ready = A->dir_sent = true;
+    atomic_store(&A->admitted, true);
     A->up = true;
     return 0;
 }

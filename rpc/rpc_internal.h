@@ -309,6 +309,7 @@ struct rpc_agent {
 
     pthread_t io_thread;
     atomic_bool io_stop;
+    atomic_bool admitted;           /* rank 0, or a worker whose hello was answered: it may ping */
 
     struct rpc_future *pending[NBUCKETS];   /* I/O thread only */
     int npending;
@@ -335,6 +336,7 @@ struct rpc_agent {
     bool sd_go;
     int byes;
     bool bye_from[MAX_WORKERS];
+    char joins_refused[128];        /* rank 0, under state_mu: why hellos are refused ("": open) */
 
     pthread_mutex_t ev_mu;
     pthread_cond_t ev_cv;

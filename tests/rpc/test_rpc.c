@@ -2,11 +2,14 @@
  * own ports. Values, nested and deferred calls, concurrency, errors,
  * timeouts, dead peers, RRef lifecycles, hostile input and membership. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <check.h>
 #include <msgpack.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
 #include "rpc/rpc.h"
@@ -1742,7 +1745,7 @@ START_TEST(test_hello_refusals)
     void *s = stranger(zctx, rpc_master_endpoint());
     struct { const char *name; int rank; const char *ep; const char *want; } cases[] = {
         { "w1", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", "rpc: w0: __hello: worker name 'w1' is taken" },
-        { "x1", 1, "tcp://127.0.0.1:1", "rpc: w0: __hello: rank 1 is taken" },
+        { "x1", 1, "tcp://127.0.0.1:1", "rpc: w0: __hello: rank 1 is taken by live worker w1" },
         { "x2", RPC_RANK_DYNAMIC, w1.endpoint, NULL },
     };
     char err[512], want[512];
@@ -1782,6 +1785,157 @@ START_TEST(test_hello_refusals)
     fake_close(&fw);
     zmq_close(s);
     zmq_ctx_term(zctx);
+    stop_world();
+}
+END_TEST
+
+/* What a child of test_static_rank_rejoins tries: join as (rank, world,
+ * name); want: the end of the error rpc_init must fail with, or NULL if it
+ * must be admitted (it then serves until the world shuts down). */
+struct join_try { int rank, world; const char *name, *want; };
+
+static int join_child(int idx, const char *master, void *arg)
+{
+    const struct join_try *t = (const struct join_try *)arg + idx;
+    register_all();
+    struct rpc_opts o = opts_for(1, t->world, master);
+    o.name = t->name;
+    o.rank = t->rank;
+    int rc = rpc_init(&o);
+    if (!t->want) {
+        if (rc < 0) {
+            fprintf(stderr, "%s: %s\n", t->name, rpc_last_error());
+            return 10;
+        }
+        rpc_shutdown(true);
+        return 0;
+    }
+    if (rc == 0) {
+        rpc_shutdown(false);
+        return 11;
+    }
+    const char *e = rpc_last_error();
+    size_t le = strlen(e), lw = strlen(t->want);
+    if (le < lw || strcmp(e + le - lw, t->want) != 0) {
+        fprintf(stderr, "%s: '%s', not ending in '%s'\n", t->name, e, t->want);
+        return 12;
+    }
+    return 0;
+}
+
+/* A static worker killed and started again under its rank (and name) is
+ * admitted once rank 0 has declared the old one dead: rank 0 and the other
+ * worker both reach the new one. Refused: a live worker's rank (with its
+ * name or another), a rank outside the world, another world size, and any
+ * hello after rpc_refuse_joins. */
+START_TEST(test_static_rank_rejoins)
+{
+    hb_timeout_ms = 1000;
+    static int w = 3;
+    static const struct join_try tries[] = {
+        { 1, 3, "w1", "rpc: w0: __hello: rank 1 is taken by live worker w1" },
+        { 3, 4, "w3", "rpc: w0: __hello: rank 3 out of range 1..2" },
+        { 2, 4, "w2", "rpc: w0: __hello: world size 4 does not match the master's 3" },
+        { 2, 3, "w2", NULL },
+        { 2, 3, "x2", "rpc: w0: __hello: rank 2 is taken by live worker w2" },
+        { RPC_RANK_DYNAMIC, 0, "late", "rpc: w0: __hello: the run is over" },
+    };
+    enum { N_TRIES = sizeof tries / sizeof tries[0] };
+    register_all();
+    struct proc_group J;
+    h_spawn(&H, 2, serve_child, &w);
+    h_spawn(&J, N_TRIES, join_child, (void *)tries);
+    struct rpc_opts o = opts_for(0, 3, "tcp://127.0.0.1:0");
+    o.on_listening = proc_hand_out_all;
+    o.listening_user = &H;
+    if (rpc_init(&o) < 0) {
+        proc_reap_all(&H, 10);
+        proc_reap_all(&J, 10);
+        ck_abort_msg("rpc_init: %s", rpc_last_error());
+    }
+    for (int i = 0; i < 3; i++) {
+        proc_hand_out(&J, i, rpc_master_endpoint());
+        ck_assert_msg(proc_wait(&J, i, 30) == 0, "try %d", i);
+    }
+    ck_assert_int_eq(kill(H.p[1].pid, SIGKILL), 0);
+    ck_assert_int_eq(proc_wait(&H, 1, 10), 128 + SIGKILL);
+    struct rpc_event ev;
+    ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_str_eq(ev.name, "w2");
+    proc_hand_out(&J, 3, rpc_master_endpoint());
+    ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
+    ck_assert_int_eq(ev.id, 2);
+    ck_assert_str_eq(ev.name, "w2");
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_str("hi again");
+    ck_assert_msg(rpc_sync("w2", "echo", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    ck_assert_str_eq(res.str.ptr, "hi again");
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    /* the other worker reaches the new w2 too (and verifies its connection) */
+    args = rpc_list(2);
+    args.list.items[0] = rpc_str("w2");
+    args.list.items[1] = rpc_int(1);
+    ck_assert_msg(rpc_sync("w1", "chain", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 1002);
+    rpc_value_clear(&args);
+    ck_assert_int_eq(rpc_sync("w1", "events", NULL, &res, 0), 0);
+    ck_assert_msg(strlen(res.str.ptr) >= 8 && strcmp(res.str.ptr + strlen(res.str.ptr) - 8, "join:w2,") == 0,
+                  "w1's events: %s", res.str.ptr);
+    rpc_value_clear(&res);
+    proc_hand_out(&J, 4, rpc_master_endpoint());
+    ck_assert_int_eq(proc_wait(&J, 4, 30), 0);
+    rpc_refuse_joins("the run is over");
+    proc_hand_out(&J, 5, rpc_master_endpoint());
+    ck_assert_int_eq(proc_wait(&J, 5, 30), 0);
+    assert_nothing_dropped("w1");
+    rpc_shutdown(true);
+    ck_assert_int_eq(proc_wait(&H, 0, 30), 0);   /* H's w2 was killed above */
+    ck_assert_int_eq(proc_wait(&J, 3, 30), 0);
+    proc_group_deinit(&J);
+}
+END_TEST
+
+/* A free TCP port on 127.0.0.1 (free when this returns). */
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(s, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+/* A worker started well before its rendezvous (several heartbeat timeouts)
+ * waits for it, up to its init timeout, rather than declaring it dead. */
+START_TEST(test_worker_waits_for_rendezvous)
+{
+    hb_timeout_ms = 500;
+    static int w = 2;
+    char master[64];
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_port());
+    register_all();
+    h_spawn(&H, 1, serve_child, &w);
+    proc_hand_out(&H, -1, master);
+    usleep(1500000);
+    struct rpc_opts o = opts_for(0, 2, master);
+    int rc = rpc_init(&o);
+    if (rc < 0) {
+        proc_reap_all(&H, 10);
+        ck_abort_msg("rpc_init: %s", rpc_last_error());
+    }
+    struct rpc_value args = rpc_list(2), res;
+    args.list.items[0] = rpc_int(2);
+    args.list.items[1] = rpc_int(3);
+    ck_assert_msg(rpc_sync("w1", "add", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 5);
+    rpc_value_clear(&args);
     stop_world();
 }
 END_TEST
@@ -2161,6 +2315,8 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_spoofed_leave);
     tcase_add_test(tf, test_spoofed_join);
     tcase_add_test(tf, test_hello_refusals);
+    tcase_add_test(tf, test_static_rank_rejoins);
+    tcase_add_test(tf, test_worker_waits_for_rendezvous);
     tcase_add_test(tf, test_ping_for_dead_worker);
     tcase_add_test(tf, test_garbage_cut_off);
     tcase_add_test(tf, test_forged_fork);
