@@ -94,9 +94,10 @@ struct wire_tensors { struct tensor *t[WIRE_MAX_TENSORS]; struct tensor *orig[WI
 
 /* ---- RRef hooks -----------------------------------------------------------
  * The value type (value.c) and the codec (wire.c) reach RRefs only through
- * these, which rref*.c installs (rref_install_hooks), as distributed
- * autograd installs its own: neither calls into rref*.c. Without them no
- * RRef can be made, and one received is refused.
+ * these, as distributed autograd's are reached through its hooks: neither
+ * calls into rref*.c. rref*.c installs them (rref_install_hooks) at
+ * rpc_init and before it makes its first handle; until then the codec
+ * refuses to send or accept an RRef.
  * fork: the fork protocol's sending side: registers a fork of r for a
  *   message to worker `to` and describes it in *out.
  * unfork: the receiving side: a new handle for the descriptor d from worker
@@ -113,7 +114,7 @@ struct rpc_rref_hooks {
 /* The installed hooks (value.c); all NULL until rpc_set_rref_hooks. */
 extern struct rpc_rref_hooks rpc_rref_hooks;
 /* Copies *hooks in (NULL: none). Not thread-safe: rref_install_hooks calls
- * it once, before any RRef exists. */
+ * it once (pthread_once), before any RRef exists. */
 void rpc_set_rref_hooks(const struct rpc_rref_hooks *hooks);
 /* Writes an RRef descriptor (the body of ext type 2). */
 void wire_rref_desc(unsigned char out[24], const struct wire_rref *d);
@@ -371,7 +372,6 @@ extern struct rpc_freelist rpc_future_fl, rpc_request_fl, rpc_outmsg_fl;
 /* The one agent of this process (rpc.c). */
 extern struct rpc_agent rpc_agent_state;
 extern struct rpc_autograd_hooks rpc_hooks;
-
 
 /* future.c */
 struct rpc_future *rpc_future_new(void);
