@@ -8,11 +8,14 @@
 
 #include "agent/agent.h"
 #include "optim/dist_optim.h"
+#include "rl/keys.h"
+#include "rl/rl.h"
 #include "rpc/dist_autograd.h"
 
 #define PROG "tributary-agent"
 
 static char master[256];
+static struct rl_security sec;
 
 static int set_master(void *u, const char *v)
 {
@@ -27,26 +30,61 @@ static int set_master(void *u, const char *v)
 static void listening(const char *endpoint, void *user)
 {
     (void)user;
-    fprintf(stderr, PROG ": listening on %s\n", endpoint);
+    char key[12];
+    if (!sec.curve) {
+        fprintf(stderr, PROG ": listening on %s\n", endpoint);
+        return;
+    }
+    rl_key_short(sec.keys.public_key, key);
+    fprintf(stderr, PROG ": listening on %s (encrypted: %s, public key %s)\n", endpoint, sec.keys.path, key);
+}
+
+static int make_keys_alone(void *u, const char *v)
+{
+    (void)u;
+    (void)v;
+    fprintf(stderr, PROG ": --make-keys DIR goes alone: " PROG " --make-keys DIR\n");
+    return -1;
 }
 
 static const char about[] =
     "Usage: " PROG " [options]\n"
+    "       " PROG " --make-keys DIR\n"
     "The agent alone: binds the rendezvous (rank 0) and waits for --observers\n"
     "tributary-observer processes (ranks 1..N, any host) to join, then trains.\n"
-    "The address is --master, else MASTER_ADDR/MASTER_PORT, else tcp://127.0.0.1:29500.\n"
+    "The address is --master, else MASTER_ADDR/MASTER_PORT, else tcp://127.0.0.1:29500;\n"
+    "one that is not loopback needs --keys DIR or --insecure (README \"Security\").\n"
+    "--make-keys DIR writes a new run key to DIR/" RL_KEY_FILE " (DIR made mode 700, the\n"
+    "file 600) and exits.\n"
     "Exit status: 0 solved, 1 not solved or a failure, 2 bad usage, 130/143 interrupted.\n";
 
 int main(int argc, char **argv)
 {
-    struct rl_opt extra[] = { { "master", true, "  --master tcp://H:P     the rendezvous address to bind\n", set_master, NULL } };
+    if (argc >= 2 && strcmp(argv[1], "--make-keys") == 0) {
+        if (argc != 3) {
+            make_keys_alone(NULL, NULL);
+            return 2;
+        }
+        return rl_keys_make_cli(PROG, argv[2]);
+    }
+    struct rl_opt extra[4] = {
+        { "master", true, "  --master tcp://H:P     the rendezvous address to bind\n", set_master, NULL },
+        { "make-keys", true, "  --make-keys DIR        write a new run key to DIR/" RL_KEY_FILE " and exit (alone)\n",
+          make_keys_alone, NULL },
+    };
+    int n_extra = 2 + rl_security_opts(&sec, PROG, &extra[2]);
     struct rl_config cfg;
-    int rc = rl_config_parse(&cfg, PROG, about, argc, argv, extra, 1);
+    int rc = rl_config_parse(&cfg, PROG, about, argc, argv, extra, n_extra);
     if (rc >= 0) return rc;
     if (!master[0]) {
         const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
         snprintf(master, sizeof master, "tcp://%s:%s", addr && *addr ? addr : "127.0.0.1",
                  port && *port ? port : "29500");
+    }
+    const char *addrs[] = { master, NULL };
+    if (rl_security_resolve(&sec, addrs) != 0) {
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
@@ -55,6 +93,7 @@ int main(int argc, char **argv)
     dist_optim_init();
     agent_register();
     struct rpc_opts o = agent_rpc_opts(&cfg, master);
+    if (sec.curve) rl_keys_apply(&sec.keys, &o);
     o.on_listening = listening;
     return agent_run(&cfg, &o);
 }

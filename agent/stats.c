@@ -297,7 +297,8 @@ static void json_num(FILE *f, const char *key, double v)
     else fprintf(f, ",\"%s\":null", key);
 }
 
-void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, const char *stopped_by)
+void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, int observers_rejoined,
+                       const char *stopped_by)
 {
     pthread_mutex_lock(&s->mu);
     double wall = trib_now_s() - s->t0;
@@ -339,7 +340,7 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
     fprintf(f, ",\"rpc_dropped\":%llu",
             (unsigned long long)(rs.dropped_spoofed + rs.dropped_unverified + rs.dropped_malformed + rs.dropped_cut +
                                  rs.refused_busy));
-    fprintf(f, ",\"observers_lost\":%d}\n", observers_lost);
+    fprintf(f, ",\"observers_rejoined\":%d,\"observers_lost\":%d}\n", observers_rejoined, observers_lost);
     fflush(f);
     pthread_mutex_unlock(&s->mu);
 }

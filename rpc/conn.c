@@ -117,10 +117,9 @@ static int64_t log_window;
 static int log_lines, log_suppressed;
 
 /* At most 10 lines a second; the next line printed says how many were not. */
-static void drop_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void drop_log(const char *fmt, ...)
+void rpc_drop_log(const char *fmt, ...)
 {
-    int64_t now = rpc_now_ms();
+    int64_t now = trib_now_ms();
     if (now - log_window >= 1000) {
         log_window = now;
         log_lines = 0;
@@ -254,7 +253,7 @@ struct conn *rpc_conn_get(const unsigned char *rid, size_t len, zmq_msg_t *first
         table[b] = c;
         nconns++;
     }
-    c->last_seen = rpc_now_ms();
+    c->last_seen = trib_now_ms();
     return c;
 }
 
@@ -314,10 +313,10 @@ static void note_bad(struct conn *c, uint32_t n, const char *why)
     char name[192];
     conn_name(c, name, sizeof name);
     c->bad += n;
-    drop_log("rpc: %s: dropped %s from %s: %s (%u bad from it)", A->self.name, n == 1 ? "a message" : "messages",
+    rpc_drop_log("rpc: %s: dropped %s from %s: %s (%u bad from it)", A->self.name, n == 1 ? "a message" : "messages",
              name, why, c->bad);
     if (c->bad > RPC_MAX_BAD && c->state != CONN_CUT) {
-        drop_log("rpc: %s: cutting off %s: more than %d bad messages", A->self.name, name, RPC_MAX_BAD);
+        rpc_drop_log("rpc: %s: cutting off %s: more than %d bad messages", A->self.name, name, RPC_MAX_BAD);
         cut(c);
     }
 }
@@ -384,7 +383,7 @@ static void check_done(struct rpc_future *f, void *arg)
             set_state(c, CONN_NEW);
             int n = c->nheld;
             refuse_held(c, RPC_DROP_UNVERIFIED, why);
-            if (n) drop_log("rpc: %s: dropped %d request(s) from unverified connection %s in the name of %s: %s",
+            if (n) rpc_drop_log("rpc: %s: dropped %d request(s) from unverified connection %s in the name of %s: %s",
                             A->self.name, n, c->addr, name, err);
         }
     }
@@ -410,7 +409,7 @@ static void check_start(struct conn *c)
         return;
     }
     set_state(c, CONN_CHECKING);
-    c->since = rpc_now_ms();
+    c->since = trib_now_ms();
     c->gen = next_gen++;
     struct check *ck = trib_xmalloc(sizeof *ck);
     memcpy(ck->rid, c->rid, c->rid_len);
@@ -510,7 +509,7 @@ bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, 
     if (c->nheld >= HELD_MAX_MSGS_PER_CONN || held_msgs >= HELD_MAX_MSGS || held_bytes + bytes > held_bytes_cap()) {
         atomic_fetch_add(&rpc_counters.busy, 1);
         snprintf(why, cap, "rpc: %s: busy: too many requests wait for their connection to be verified", A->self.name);
-        drop_log("rpc: %s: dropped a request from unverified connection %s: too much is waiting for verification",
+        rpc_drop_log("rpc: %s: dropped a request from unverified connection %s: too much is waiting for verification",
                  A->self.name, c->addr);
         return false;
     }
@@ -532,7 +531,7 @@ bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, 
     atomic_fetch_add(&rpc_counters.held, 1);
     if (c->state == CONN_NEW) {
         c->claimed = h->sender;
-        c->since = rpc_now_ms();
+        c->since = trib_now_ms();
         set_state(c, CONN_WAITING);
         if (askable(c->claimed) || c->claimed == rpc_self_id()) check_start(c);
     }
@@ -562,7 +561,7 @@ static int64_t last_sweep;
 void rpc_conn_poll(void)
 {
     if (replay_due) replay();
-    int64_t now = rpc_now_ms();
+    int64_t now = trib_now_ms();
     if (!nwaiting && now - last_sweep < 1000) return;
     last_sweep = now;
     int hold_ms = A->opts.heartbeat_timeout_ms;
@@ -579,7 +578,7 @@ void rpc_conn_poll(void)
                     set_state(c, CONN_NEW);
                     int n = c->nheld;
                     refuse_held(c, RPC_DROP_UNVERIFIED, why);
-                    drop_log("rpc: %s: dropped %d request(s) from unverified connection %s in the name of %s: not a live worker",
+                    rpc_drop_log("rpc: %s: dropped %d request(s) from unverified connection %s in the name of %s: not a live worker",
                              A->self.name, n, c->addr, name);
                 }
             } else if ((c->state == CONN_NEW || c->state == CONN_CUT) && now - c->last_seen > CONN_IDLE_MS) {
@@ -633,6 +632,8 @@ void rpc_get_stats(struct rpc_stats *out)
     out->connections_cut = atomic_load(&rpc_counters.cuts);
     out->refused_busy = atomic_load(&rpc_counters.busy);
     out->forks_expired = atomic_load(&rpc_counters.forks_expired);
+    out->refused_auth = atomic_load(&rpc_counters.refused_auth);
+    out->handshakes_failed = atomic_load(&rpc_counters.handshakes_failed);
     out->held_messages = atomic_load(&rpc_counters.held);
     out->msgs_sent = atomic_load_explicit(&rpc_counters.msgs_sent, memory_order_relaxed);
     out->msgs_recv = atomic_load_explicit(&rpc_counters.msgs_recv, memory_order_relaxed);
@@ -652,10 +653,10 @@ void rpc_peer_bad(int id, const char *fmt, ...)
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     p->bad++;
-    drop_log("rpc: %s: dropped a message from %s (its endpoint %s): %s (%u bad from it)", A->self.name, p->name,
+    rpc_drop_log("rpc: %s: dropped a message from %s (its endpoint %s): %s (%u bad from it)", A->self.name, p->name,
              p->endpoint, why, p->bad);
     if (p->bad > RPC_MAX_BAD && p->alive) {
-        drop_log("rpc: %s: cutting off %s: more than %d bad messages", A->self.name, p->name, RPC_MAX_BAD);
+        rpc_drop_log("rpc: %s: cutting off %s: more than %d bad messages", A->self.name, p->name, RPC_MAX_BAD);
         atomic_fetch_add(&rpc_counters.cuts, 1);
         char reason[128];
         snprintf(reason, sizeof reason, "%s sent too many bad messages", p->name);
@@ -667,7 +668,8 @@ void rpc_counters_reset(void)
 {
     atomic_uint_fast64_t *all[] = { &rpc_counters.spoofed, &rpc_counters.unverified, &rpc_counters.malformed,
                                     &rpc_counters.cut_dropped, &rpc_counters.cuts, &rpc_counters.busy,
-                                    &rpc_counters.forks_expired, &rpc_counters.msgs_sent, &rpc_counters.msgs_recv,
+                                    &rpc_counters.forks_expired, &rpc_counters.refused_auth,
+                                    &rpc_counters.handshakes_failed, &rpc_counters.msgs_sent, &rpc_counters.msgs_recv,
                                     &rpc_counters.bytes_sent, &rpc_counters.bytes_recv };
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) atomic_store(all[i], 0);
     atomic_store(&rpc_counters.held, 0);

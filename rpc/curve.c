@@ -1,7 +1,15 @@
-/* Optional CURVE encryption (DESIGN.md §4.2): the router is a CURVE server,
- * dealers are CURVE clients, and a ZAP handler on the I/O thread admits only
- * clients whose public key is on the allow-list. */
+/* Handshakes: optional CURVE encryption (DESIGN.md §4.2; the router is a
+ * CURVE server, dealers are CURVE clients, and a ZAP handler on the I/O
+ * thread admits only clients whose public key is on the allow-list), and a
+ * watch on the handshakes that fail: socket monitors on the router (refused
+ * incoming connections are logged and counted) and on a worker's dealer to
+ * the rendezvous (a handshake that cannot succeed ends rpc_init with the
+ * reason rather than a timeout). */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
@@ -63,8 +71,21 @@ void rpc_curve_client(void *sock)
     ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, A->curve_secret, 40));
 }
 
+/* The first 8 characters of a binary key's Z85 form, for log lines. */
+static void key_prefix(const uint8_t key[32], char out[9])
+{
+    char z[41];
+    if (zmq_z85_encode(z, key, 32)) {
+        memcpy(out, z, 8);
+        out[8] = '\0';
+    } else {
+        snprintf(out, 9, "?");
+    }
+}
+
 /* I/O thread: answers pending ZAP requests (RFC 27): frames version,
- * request id, domain, address, identity, mechanism, client key. */
+ * request id, domain, address, identity, mechanism, client key. A refusal
+ * is counted and logged with the peer's address and the key's start. */
 void rpc_curve_zap(void)
 {
     for (;;) {
@@ -82,10 +103,20 @@ void rpc_curve_zap(void)
             if (n < 8) f[n++] = m;
             else ZMQ_CHECK(zmq_msg_close(&m));
         }
+        bool curve = n == 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
+                     zmq_msg_size(&f[6]) == 32;
         bool ok = false;
-        if (n == 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
-            zmq_msg_size(&f[6]) == 32)
-            for (int i = 0; i < A->n_allow && !ok; i++) ok = memcmp(zmq_msg_data(&f[6]), A->allow[i], 32) == 0;
+        for (int i = 0; curve && i < A->n_allow && !ok; i++) ok = memcmp(zmq_msg_data(&f[6]), A->allow[i], 32) == 0;
+        if (!ok) {
+            atomic_fetch_add(&rpc_counters.refused_auth, 1);
+            char addr[64] = "(unknown address)", key[9] = "?";
+            if (n >= 4 && zmq_msg_size(&f[3]) > 0)
+                snprintf(addr, sizeof addr, "%.*s", (int)(zmq_msg_size(&f[3]) < 63 ? zmq_msg_size(&f[3]) : 63),
+                         (const char *)zmq_msg_data(&f[3]));
+            if (curve) key_prefix(zmq_msg_data(&f[6]), key);
+            rpc_drop_log("rpc: %s: refused a connection from %s: its key (starting %s) is not on the allow-list", A->self.name,
+                         addr, key);
+        }
         const char *status = ok ? "200" : "400", *text = ok ? "OK" : "key not allowed";
         ZMQ_CHECK(zmq_send(A->zap, "1.0", 3, ZMQ_SNDMORE));
         if (n >= 2) ZMQ_CHECK(zmq_send(A->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE));
@@ -95,5 +126,211 @@ void rpc_curve_zap(void)
         ZMQ_CHECK(zmq_send(A->zap, "", 0, ZMQ_SNDMORE));
         ZMQ_CHECK(zmq_send(A->zap, "", 0, 0));
         for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&f[i]));
+    }
+}
+
+/* ---- the handshake watch ------------------------------------------------------ */
+
+#define HS_FAILED (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+/* Closed connections in a row during the handshake with the rendezvous
+ * after which it counts as refused (libzmq retries every 100 ms). */
+#define RDV_MAX_CLOSED 3
+
+/* Monitors sock into a PAIR this process reads; NULL if libzmq refuses. */
+static void *monitor(void *sock, const char *ep, int events)
+{
+    if (zmq_socket_monitor(sock, ep, events) != 0) return NULL;
+    void *m = zmq_socket(A->zctx, ZMQ_PAIR);
+    CHECK(m != NULL);
+    int zero = 0;
+    ZMQ_CHECK(zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof zero));
+    ZMQ_CHECK(zmq_connect(m, ep));
+    return m;
+}
+
+/* Router side. libzmq names a failed handshake's connection nowhere, but it
+ * reports ACCEPTED (with the descriptor), then HANDSHAKE_FAILED_*, then
+ * DISCONNECTED (same descriptor) in that order: the peer's address is read
+ * when the connection is accepted (it may already be closed by then; rarely
+ * the descriptor may even have been reused: best effort) and the failure
+ * is logged when its DISCONNECTED names the descriptor. */
+#define WATCH_FDS 64
+static struct { int fd; char addr[64]; } accepted[WATCH_FDS];
+static int n_accepted;
+static int pending_fail;            /* the failure awaiting its DISCONNECTED: event, or 0 */
+static uint32_t pending_value;
+
+static int rdv_closed;              /* connections closed in a row during the handshake with the rendezvous */
+
+void rpc_watch_start(void)
+{
+    n_accepted = 0;
+    pending_fail = 0;
+    rdv_closed = 0;
+    A->mon_router = monitor(A->router, "inproc://trib-watch-router",
+                            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HS_FAILED);
+    if (A->rank != 0 && A->peers[0] && A->peers[0]->dealer)
+        A->mon_rdv = monitor(A->peers[0]->dealer, "inproc://trib-watch-rendezvous",
+                             HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+}
+
+void rpc_curve_close(void)
+{
+    if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
+    if (A->mon_router) ZMQ_CHECK(zmq_close(A->mon_router));
+    if (A->mon_rdv) ZMQ_CHECK(zmq_close(A->mon_rdv));
+    A->zap = A->mon_router = A->mon_rdv = NULL;
+}
+
+/* Reads one monitor event (libzmq's v1 format: u16 event + u32 value, then
+ * the endpoint); false when none is waiting. */
+static bool next_event(void *m, int *event, uint32_t *value)
+{
+    zmq_msg_t a, b;
+    ZMQ_CHECK(zmq_msg_init(&a));
+    if (zmq_msg_recv(&a, m, ZMQ_DONTWAIT) < 0) {
+        ZMQ_CHECK(zmq_msg_close(&a));
+        return false;
+    }
+    bool ok = zmq_msg_size(&a) == 6 && zmq_msg_more(&a);
+    if (ok) {
+        uint16_t ev;
+        memcpy(&ev, zmq_msg_data(&a), 2);
+        memcpy(value, (const char *)zmq_msg_data(&a) + 2, 4);
+        *event = ev;
+    }
+    bool more = zmq_msg_more(&a);
+    ZMQ_CHECK(zmq_msg_close(&a));
+    while (more) {      /* the endpoint: libzmq names the bound one, not the peer */
+        ZMQ_CHECK(zmq_msg_init(&b));
+        ZMQ_CHECK(zmq_msg_recv(&b, m, 0));
+        more = zmq_msg_more(&b);
+        ZMQ_CHECK(zmq_msg_close(&b));
+    }
+    if (!ok) *event = 0;
+    return true;
+}
+
+static void remember(int fd)
+{
+    int slot = -1;
+    for (int i = 0; i < n_accepted && slot < 0; i++)
+        if (accepted[i].fd == fd) slot = i;
+    if (slot < 0) {
+        if (n_accepted == WATCH_FDS) {  /* full: forget the oldest */
+            memmove(&accepted[0], &accepted[1], (WATCH_FDS - 1) * sizeof accepted[0]);
+            n_accepted--;
+        }
+        slot = n_accepted++;
+    }
+    accepted[slot].fd = fd;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char ip[INET6_ADDRSTRLEN];
+    int port = -1;
+    if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET && inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof ip))
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        else if (ss.ss_family == AF_INET6 && inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof ip))
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    }
+    if (port >= 0) snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "%s:%d", ip, port);
+    else snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "an address gone before it was read");
+}
+
+/* Forgets fd's entry; its address into addr (or a stand-in). */
+static void forget(int fd, char *addr, size_t cap)
+{
+    snprintf(addr, cap, "an unknown address");
+    for (int i = 0; i < n_accepted; i++)
+        if (accepted[i].fd == fd) {
+            snprintf(addr, cap, "%s", accepted[i].addr);
+            memmove(&accepted[i], &accepted[i + 1], (size_t)(n_accepted - i - 1) * sizeof accepted[0]);
+            n_accepted--;
+            return;
+        }
+}
+
+/* Why a refused incoming handshake failed, in words; NULL when it is not
+ * a refusal (a ZAP refusal, already logged, or a plain worker's connection
+ * closed early). */
+static const char *refusal(int event, uint32_t value)
+{
+    bool curve = A->opts.curve;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) return NULL;
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        return curve ? "it closed the connection during the CURVE handshake (a worker without this run's key?)" : NULL;
+    if (value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        return curve ? "it does not use CURVE encryption (a worker without --keys?)"
+                     : "it uses CURVE encryption and this worker does not (a worker with --keys?)";
+    if (value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC || value == ZMQ_PROTOCOL_ERROR_ZMTP_KEY_EXCHANGE)
+        return "its CURVE handshake is not for this worker's key (a worker with another run's --keys?)";
+    return "its handshake broke the protocol";
+}
+
+static void log_refusal(const char *addr)
+{
+    const char *why = refusal(pending_fail, pending_value);
+    pending_fail = 0;
+    if (!why) return;
+    atomic_fetch_add(&rpc_counters.refused_auth, 1);
+    rpc_drop_log("rpc: %s: refused a connection from %s: %s", A->self.name, addr, why);
+}
+
+void rpc_watch_router(void)
+{
+    int ev;
+    uint32_t v;
+    while (next_event(A->mon_router, &ev, &v)) {
+        if (ev == ZMQ_EVENT_ACCEPTED) {
+            remember((int)v);
+        } else if (ev & HS_FAILED) {
+            if (pending_fail) log_refusal("an unknown address");
+            pending_fail = ev;
+            pending_value = v;
+        } else if (ev == ZMQ_EVENT_DISCONNECTED) {
+            char addr[64];
+            forget((int)v, addr, sizeof addr);
+            if (pending_fail) log_refusal(addr);
+        }
+    }
+}
+
+/* Dealer side: the handshakes with the rendezvous. */
+void rpc_watch_rendezvous(void)
+{
+    int ev;
+    uint32_t v;
+    while (next_event(A->mon_rdv, &ev, &v)) {
+        if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            rdv_closed = 0;
+            continue;
+        }
+        if (!(ev & HS_FAILED)) continue;
+        atomic_fetch_add(&rpc_counters.handshakes_failed, 1);
+        bool curve = A->opts.curve;
+        char why[256] = "";
+        if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            snprintf(why, sizeof why, "the peer refused this worker's key (ZAP status %u)", v);
+        else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && ++rdv_closed >= RDV_MAX_CLOSED)
+            snprintf(why, sizeof why, "the peer closed the connection during the %shandshake %d times in a row%s",
+                     curve ? "CURVE " : "", rdv_closed,
+                     curve ? " (does it use another key?)" : " (does it require CURVE encryption?)");
+        else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && v == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+            snprintf(why, sizeof why, "%s",
+                     curve ? "the peer does not use CURVE encryption and this worker does"
+                           : "the peer requires CURVE encryption and this worker has no key");
+        else if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+            snprintf(why, sizeof why, "protocol error 0x%x (%s)", v,
+                     curve ? "does the peer use another key?" : "does it require CURVE encryption?");
+        if (!why[0]) continue;
+        rdv_closed = 0;
+        char text[320];
+        snprintf(text, sizeof text, "security handshake with %s failed (%s)", A->master, why);
+        pthread_mutex_lock(&A->state_mu);
+        bool joined = A->dir_ready;
+        pthread_mutex_unlock(&A->state_mu);
+        if (joined) rpc_drop_log("rpc: %s: %s", A->self.name, text);
+        else rpc_fail_pending_to(0, text);   /* the rendezvous fails now, not at its timeout */
     }
 }

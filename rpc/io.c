@@ -197,7 +197,7 @@ static void send_ping(struct peer *p)
 
 static void io_timers(void)
 {
-    int64_t now = rpc_now_ms();
+    int64_t now = trib_now_ms();
     if (now - A->last_hb >= A->opts.heartbeat_ms) {
         A->last_hb = now;
         if (rpc_hooks.on_tick) rpc_hooks.on_tick(now, rpc_hooks.user);
@@ -210,7 +210,12 @@ static void io_timers(void)
                 snprintf(why, sizeof why, "%s left", p->name);
                 rpc_close_peer(i, why);
             }
-            if (!p || !p->alive || i == self) continue;
+            /* Until rank 0 has admitted us, its only peer is the rendezvous,
+             * which says nothing before it answers our hello (bounded by
+             * init_timeout_ms): no heartbeats either way. Pings in the name of
+             * a rank whose dead worker we replace, or that rank 0 refuses us,
+             * would count against our connection there. */
+            if (!p || !p->alive || i == self || !atomic_load(&A->admitted)) continue;
             if (now - p->last_seen > A->opts.heartbeat_timeout_ms) {
                 char why[128];
                 snprintf(why, sizeof why, "lost %s (no heartbeat for %d ms)", p->name, A->opts.heartbeat_timeout_ms);
@@ -250,9 +255,9 @@ void *rpc_io_main(void *arg)
 {
     (void)arg;
     on_io_thread = true;
-    zmq_pollitem_t items[3 + MAX_WORKERS];
-    int map[3 + MAX_WORKERS];
-    int nitems = 0, first_dealer = 2;
+    zmq_pollitem_t items[5 + MAX_WORKERS];
+    int map[5 + MAX_WORKERS];
+    int nitems = 0, first_dealer = 2, i_zap = -1, i_mon = -1, i_rdv = -1;
     A->peers_changed = true;
     rpc_msg_init();
     while (!atomic_load(&A->io_stop)) {
@@ -261,7 +266,19 @@ void *rpc_io_main(void *arg)
             items[0] = (zmq_pollitem_t){ .socket = A->router, .events = ZMQ_POLLIN };
             items[1] = (zmq_pollitem_t){ .fd = A->efd, .events = ZMQ_POLLIN };
             nitems = 2;
-            if (A->zap) items[nitems++] = (zmq_pollitem_t){ .socket = A->zap, .events = ZMQ_POLLIN };
+            i_zap = i_mon = i_rdv = -1;
+            if (A->zap) {
+                i_zap = nitems;
+                items[nitems++] = (zmq_pollitem_t){ .socket = A->zap, .events = ZMQ_POLLIN };
+            }
+            if (A->mon_router) {
+                i_mon = nitems;
+                items[nitems++] = (zmq_pollitem_t){ .socket = A->mon_router, .events = ZMQ_POLLIN };
+            }
+            if (A->mon_rdv) {
+                i_rdv = nitems;
+                items[nitems++] = (zmq_pollitem_t){ .socket = A->mon_rdv, .events = ZMQ_POLLIN };
+            }
             first_dealer = nitems;
             for (int i = 0; i < MAX_WORKERS; i++)
                 if (A->peers[i] && A->peers[i]->dealer) {
@@ -284,7 +301,9 @@ void *rpc_io_main(void *arg)
         flush_out(false);
         if (items[0].revents & ZMQ_POLLIN) drain_socket(A->router, true, -1);
         bool changed = A->peers_changed;
-        if (A->zap && (items[2].revents & ZMQ_POLLIN)) rpc_curve_zap();
+        if (i_zap >= 0 && (items[i_zap].revents & ZMQ_POLLIN)) rpc_curve_zap();
+        if (i_mon >= 0 && (items[i_mon].revents & ZMQ_POLLIN)) rpc_watch_router();
+        if (i_rdv >= 0 && (items[i_rdv].revents & ZMQ_POLLIN)) rpc_watch_rendezvous();
         for (int i = first_dealer; i < nitems && !changed; i++)
             if ((items[i].revents & ZMQ_POLLIN) && A->peers[map[i]] && A->peers[map[i]]->dealer) {
                 drain_socket(A->peers[map[i]]->dealer, false, map[i]);

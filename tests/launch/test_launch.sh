@@ -4,8 +4,11 @@
 #   test_launch.sh CASE LAUNCH BUILD_DIR
 # CASE: local (-n 3 to the end), hosts (--hosts into a network namespace
 # over a veth pair; needs root and `ip netns`, else 77), slurm (three tasks
-# by hand with SLURM_* variables), sigint (Ctrl-C mid-run; SIGTERM during
-# the rendezvous), lost (an observer killed -9 mid-run is reported).
+# by hand with SLURM_* variables, with a key), sigint (Ctrl-C mid-run;
+# SIGTERM during the rendezvous), lost (an observer killed -9 mid-run is
+# reported), keys (--hosts through a stand-in ssh that runs here: a run key
+# made and handed over stdin, or --keys DIR, or --insecure; no key on any
+# command line).
 # Every case checks that none of its processes is left.
 set -uo pipefail
 case_=${1:?case} launch=${2:?launch script} build=${3:?build dir}
@@ -162,15 +165,25 @@ slurm)
   port=$(free_port)
   unset SLURM_JOB_NODELIST SLURM_JOB_ID MASTER_ADDR
   export SLURM_NTASKS=3 SLURM_STEP_NODELIST=localhost MASTER_PORT=$port
-  dry=$(SLURM_PROCID=2 "$launch" --dry-run --build-dir "$build" -- --heartbeat-timeout 4000)
-  [[ $dry == *"/tributary-observer --rank 2 --world-size 3 --master tcp://127.0.0.1:$port --bind-host 127.0.0.1 --heartbeat-timeout 4000" ]] ||
+  # a key on the "shared" file system, or --insecure, is required
+  SLURM_PROCID=1 "$launch" --dry-run --build-dir "$build" >/dev/null 2>"$tmp/u.err"
+  rc=$?
+  if [ $rc -ne 2 ] || ! grep -q '^launch: --slurm runs are encrypted: pass --keys DIR' "$tmp/u.err"; then
+    fail "--slurm without --keys or --insecure: status $rc"
+  fi
+  "$build/agent/tributary-agent" --make-keys "$tmp/keys" >/dev/null || fail "--make-keys"
+  dry=$(SLURM_PROCID=2 "$launch" --keys "$tmp/keys" --dry-run --build-dir "$build" -- --heartbeat-timeout 4000)
+  [[ $dry == *"/tributary-observer --rank 2 --world-size 3 --master tcp://127.0.0.1:$port --bind-host 127.0.0.1 --keys $tmp/keys --heartbeat-timeout 4000" ]] ||
     fail "the Slurm task 2 would run: $dry"
+  dry=$(SLURM_PROCID=0 "$launch" --insecure --dry-run --build-dir "$build")
+  [[ $dry == *"/tributary-agent --observers 2 --master tcp://127.0.0.1:$port --insecure" ]] ||
+    fail "the Slurm task 0 would run: $dry"
   pids=()
   for r in 0 1 2; do
     # task 0 says --slurm; the others find SLURM_PROCID on their own
     flag=(); [ $r -eq 0 ] && flag=(--slurm)
-    SLURM_PROCID=$r "$launch" "${flag[@]}" --build-dir "$build" -- --preset ppo-fast --max-steps 20000 --quiet \
-      >"$tmp/s$r.out" 2>"$tmp/s$r.err" &
+    SLURM_PROCID=$r "$launch" "${flag[@]}" --keys "$tmp/keys" --build-dir "$build" -- --preset ppo-fast \
+      --max-steps 20000 --quiet >"$tmp/s$r.out" 2>"$tmp/s$r.err" &
     pids+=($!); bg+=($!)
   done
   for r in 0 1 2; do wait "${pids[r]}"; st[r]=$?; done
@@ -236,6 +249,84 @@ lost)
   grep -q 'lost observer2' "$tmp/o.err" || fail "the agent did not report observer2 lost"
   # shellcheck disable=SC2086
   no_leftovers "tcp://127.0.0.1:$port" "$L" $kids
+  ;;
+
+keys)
+  "$build/agent/tributary-agent" --make-keys "$tmp/keys" >/dev/null || fail "--make-keys"
+  pub=$(sed -n 's/^public = //p' "$tmp/keys/tributary.key")
+  sec=$(sed -n 's/^secret = //p' "$tmp/keys/tributary.key")
+  [ ${#pub} -eq 40 ] && [ ${#sec} -eq 40 ] || fail "no key in $tmp/keys"
+  # no_key FILE: FILE holds neither half of the key, nor any line of a key file
+  no_key() { ! grep -qF -e "$pub" -e "$sec" -e 'secret = ' "$1" || fail "a key in $1: $(cat "$1")"; }
+  # a stand-in for ssh: every host is this one; it logs the command it got
+  cat >"$tmp/here-ssh" <<EOF
+#!/bin/sh
+while [ \$# -gt 0 ]; do case \$1 in -o) shift 2 ;; -*) shift ;; *) break ;; esac; done
+host=\$1; shift; [ "\${1:-}" = -- ] && shift
+printf '%s\n' "\$host \$*" >>"$tmp/ssh.log"
+exec sh -c "\$*"
+EOF
+  chmod +x "$tmp/here-ssh"
+
+  # dry runs: where the key goes, never what it is
+  "$launch" --hosts a,b --master-addr 10.9.9.9 --port 5555 --build-dir "$build" --dry-run >"$tmp/d1.out" ||
+    fail "--dry-run"
+  grep -q "/tributary-agent --observers 2 --master tcp://10.9.9.9:5555 --keys ${TMPDIR:-/tmp}/launch.XXXXXX/keys\$" \
+    "$tmp/d1.out" || fail "the agent gets no per-run key: $(cat "$tmp/d1.out")"
+  [ "$(grep -c -- '--bind-host [ab] --keys "$d" & p=' "$tmp/d1.out")" -eq 2 ] ||
+    fail "the observers get no key: $(cat "$tmp/d1.out")"
+  "$launch" --hosts a --keys "$tmp/keys" --port 5555 --build-dir "$build" --dry-run >"$tmp/d2.out" || fail "--dry-run --keys"
+  grep -q -- "--keys $tmp/keys\$" "$tmp/d2.out" || fail "the agent does not get --keys $tmp/keys: $(cat "$tmp/d2.out")"
+  no_key "$tmp/d1.out"
+  no_key "$tmp/d2.out"
+  "$launch" --hosts a --insecure --port 5555 --build-dir "$build" --dry-run >"$tmp/d3.out" || fail "--dry-run --insecure"
+  [ "$(grep -c -- '--insecure' "$tmp/d3.out")" -eq 2 ] && ! grep -q -e '--keys' -e mktemp "$tmp/d3.out" ||
+    fail "--insecure: $(cat "$tmp/d3.out")"
+  "$launch" -n 1 --port 5555 --build-dir "$build" --dry-run >"$tmp/d4.out" || fail "--dry-run -n"
+  ! grep -q -e '--keys' -e '--insecure' "$tmp/d4.out" || fail "-n: $(cat "$tmp/d4.out")"
+  "$launch" -n 1 --keys "$tmp/keys" --port 5555 --build-dir "$build" --dry-run >"$tmp/d5.out" || fail "--dry-run -n --keys"
+  [ "$(grep -c -- "--keys $tmp/keys" "$tmp/d5.out")" -eq 2 ] || fail "-n --keys: $(cat "$tmp/d5.out")"
+  # usage errors
+  for bad in "--keys $tmp/keys --insecure|--keys and --insecure exclude each other" \
+             "--keys $tmp/nokeys|--keys $tmp/nokeys: no $tmp/nokeys/tributary.key" \
+             "-- --keys $tmp/keys|give --keys to the launcher, before --" \
+             "-- --insecure|give --insecure to the launcher, before --"; do
+    read -ra a <<<"${bad%%|*}"
+    "$launch" --hosts a --dry-run --build-dir "$build" "${a[@]}" >/dev/null 2>"$tmp/u.err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -qF "launch: ${bad#*|}" "$tmp/u.err" || fail "${bad%%|*}: status $rc, $(cat "$tmp/u.err")"
+  done
+
+  # a run with a key made for it: the observers get it over stdin, and it is
+  # gone (here and "there") when the launcher ends
+  mkdir -m 700 "$tmp/t"
+  TMPDIR=$tmp/t LAUNCH_SSH="$tmp/here-ssh -o BatchMode=yes" "$launch" --hosts localhost,localhost \
+    --master-addr 127.0.0.1 --build-dir "$build" -- --preset ppo-fast --max-updates 2 --quiet \
+    >"$tmp/k.out" 2>"$tmp/k.err"
+  rc=$?
+  [ $rc -eq 1 ] || fail "exit status $rc, not 1 (out of --max-updates)"
+  expect_summary "$tmp/k.out" 2 0
+  grep -q "^tributary-agent: listening on tcp://127.0.0.1:[0-9]* (encrypted: $tmp/t/launch\.[A-Za-z0-9]*/keys/tributary.key, public key " \
+    "$tmp/k.err" || fail "the agent did not use a per-run key: $(cat "$tmp/k.err")"
+  [ "$(grep -c -- '--keys "$d"' "$tmp/ssh.log")" -eq 2 ] || fail "the observers got no --keys: $(cat "$tmp/ssh.log")"
+  [ -z "$(ls -A "$tmp/t")" ] || fail "left behind: $(ls -lAR "$tmp/t")"
+  no_key "$tmp/ssh.log"
+
+  # --keys DIR: the same key here and over stdin; no command line shows it
+  : >"$tmp/ssh.log"
+  LAUNCH_SSH="$tmp/here-ssh" start_launcher "$tmp/k2.out" "$tmp/k2.err" --hosts localhost --master-addr 127.0.0.1 \
+    --keys "$tmp/keys" --build-dir "$build" -- --preset ppo-fast --max-updates 2 --quiet
+  : >"$tmp/ps.out"
+  while kill -0 "$L" 2>/dev/null; do ps -eo args >>"$tmp/ps.out"; sleep 0.05; done
+  wait "$L"
+  rc=$?
+  [ $rc -eq 1 ] || fail "--keys: exit status $rc, not 1"
+  expect_summary "$tmp/k2.out" 1 0
+  grep -qF "encrypted: $tmp/keys/tributary.key, public key ${pub:0:8}...)" "$tmp/k2.err" ||
+    fail "the agent did not use --keys $tmp/keys: $(cat "$tmp/k2.err")"
+  grep -q 'tributary-observer --rank 1 .*--keys' "$tmp/ps.out" || fail "ps never saw the observer"
+  no_key "$tmp/ps.out"
+  no_key "$tmp/ssh.log"
   ;;
 
 *) echo "test_launch.sh: unknown case $case_" >&2; exit 2 ;;
