@@ -331,6 +331,11 @@ void rpc_watch_rendezvous(void)
         bool joined = A->dir_ready;
         pthread_mutex_unlock(&A->state_mu);
         if (joined) rpc_drop_log("rpc: %s: %s", A->self.name, text);
-        else rpc_fail_pending_to(0, text);   /* the rendezvous fails now, not at its timeout */
+        else {
+            /* the rendezvous fails now, not at its timeout: what waits for
+             * a reply, and what is sent from now on (io_send) */
+            snprintf(A->rdv_refused, sizeof A->rdv_refused, "%s", text);
+            rpc_fail_pending_to(0, text);
+        }
     }
 }

@@ -328,6 +328,7 @@ struct rpc_agent {
 
     void *zap;                      /* ZAP handler (REP), when curve is on */
     void *mon_router, *mon_rdv;     /* monitors of the router / the dealer to rank 0 (PAIR) */
+    char rdv_refused[320];          /* I/O thread: why the rendezvous refused our handshake ("": it did not) */
     char curve_public[41], curve_secret[41], curve_server[41];
     uint8_t allow[RPC_CURVE_MAX_ALLOW][32];
     int n_allow;
