@@ -162,16 +162,19 @@ static uint32_t pending_value;
 
 static int rdv_closed;              /* connections closed in a row during the handshake with the rendezvous */
 
-void rpc_watch_start(void)
+void rpc_watch_router_start(void)
 {
     n_accepted = 0;
     pending_fail = 0;
     rdv_closed = 0;
     A->mon_router = monitor(A->router, "inproc://trib-watch-router",
                             ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HS_FAILED);
-    if (A->rank != 0 && A->peers[0] && A->peers[0]->dealer)
-        A->mon_rdv = monitor(A->peers[0]->dealer, "inproc://trib-watch-rendezvous",
-                             HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+}
+
+void rpc_watch_dealer(void *dealer)
+{
+    if (A->rank == 0 || A->mon_rdv || A->offline) return;
+    A->mon_rdv = monitor(dealer, "inproc://trib-watch-rendezvous", HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
 }
 
 void rpc_curve_close(void)
