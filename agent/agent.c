@@ -1,5 +1,5 @@
 /* The agent: set-up of the world, the sync driver, the async update
- * handler and bookkeeping of observers that are lost. */
+ * handler and bookkeeping of observers that are lost and that rejoin. */
 #define _GNU_SOURCE
 #include "agent/agent.h"
 
@@ -29,10 +29,16 @@
 
 #define PROG "agent"
 
+/* One observer rank of the run (slot k holds rank k + 1). Main thread
+ * only, but for id, which never changes. */
 struct obs_peer {
     char name[64];
-    int id;
-    bool alive;
+    int id;                         /* its RPC worker id, which is its rank */
+    bool alive;                     /* set up and taking part */
+    bool rejoining;                 /* a new process took the rank: set it up when its old calls are in */
+    int generation;                 /* processes that held the rank before the current one */
+    struct rpc_future *setup;       /* a rejoining observer's set-up in flight */
+    struct rpc_future *run;         /* async mode: its rl_run_async */
 };
 
 struct agent {
@@ -44,7 +50,7 @@ struct agent {
     struct run_stats *stats;
     struct runlog *log;             /* --logdir, or NULL */
     struct obs_peer peers[RL_MAX_OBSERVERS];
-    int n_peers, n_lost;
+    int n_peers, n_lost, n_rejoined;
     pthread_mutex_t mu;             /* async updates: the optimizer, lr, stop */
     atomic_bool stop;
     double lr;                      /* the lr last set */
@@ -113,6 +119,95 @@ static int maybe_anneal(struct agent *a)
     if (lr == a->lr) return 0;   /* a function of the env steps alone, so a resumed run sets the same */
     a->lr = lr;
     return dist_optim_set_lr(a->opt, lr);
+}
+
+/* rl_setup on observer k: the run's configuration, the policy, its index,
+ * its state (a checkpoint's, or NULL) and its generation. */
+static struct rpc_future *send_setup(struct agent *a, int k, const void *state, size_t slen)
+{
+    struct rl_setup_msg m = { .config = rl_config_to_value(&a->cfg), .policy = policy_rref(a->policy), .index = k,
+                              .state = state ? rpc_bytes(state, slen) : rpc_nil(),
+                              .generation = a->peers[k].generation };
+    struct rpc_value args = rl_setup_pack(&m);
+    rpc_value_clear(&m.config);
+    rpc_value_clear(&m.state);
+    struct rpc_future *f = rpc_async(a->peers[k].name, RL_FN_SETUP, &args, 0);
+    rpc_value_clear(&args);
+    return f;
+}
+
+static int peer_by_id(const struct agent *a, int id)
+{
+    for (int k = 0; k < a->n_peers; k++)
+        if (a->peers[k].id == id) return k;
+    return -1;
+}
+
+/* A membership event: an observer found dead is lost; a new process that
+ * took a run's observer rank (rank 0 admits one only once the old process
+ * is declared gone) is set up by tend_rejoins. */
+static void on_member_event(struct agent *a, const struct rpc_event *ev)
+{
+    int k = peer_by_id(a, ev->id);
+    if (ev->kind != RPC_EVENT_JOIN) {
+        if (k >= 0 && a->peers[k].alive) {
+            char why[128];
+            snprintf(why, sizeof why, "no heartbeat within %d ms", a->cfg.heartbeat_timeout_ms);
+            lose_peer(a, k, why);
+        }
+        if (k >= 0) a->peers[k].rejoining = false;
+        return;
+    }
+    if (k < 0) {
+        fprintf(stderr, PROG ": ignoring worker %s (id %d): not an observer rank of this run\n", ev->name, ev->id);
+        return;
+    }
+    struct obs_peer *p = &a->peers[k];
+    lose_peer(a, k, "a new process took its rank");
+    if (p->setup) {                 /* the set-up of a process that is gone already */
+        rpc_future_wait(p->setup, NULL);
+        rpc_future_free(p->setup);
+        p->setup = NULL;
+    }
+    snprintf(p->name, sizeof p->name, "%s", ev->name);
+    p->rejoining = true;
+}
+
+/* Sets up observers that rejoined (once the calls to their old process are
+ * in) and lets those that are set up take part: in async mode their loop
+ * starts. block: wait for set-ups in flight (sync mode, between
+ * iterations: a rejoined observer takes part from the next one). Main
+ * thread; never once the run is stopping. */
+static void tend_rejoins(struct agent *a, bool block)
+{
+    struct rpc_event ev;
+    while (rpc_next_event(&ev, 0) == 1) on_member_event(a, &ev);
+    bool async = a->cfg.mode == RL_MODE_ASYNC;
+    for (int k = 0; k < a->n_peers; k++) {
+        struct obs_peer *p = &a->peers[k];
+        if (p->rejoining && !p->run && !atomic_load(&a->stop)) {
+            p->rejoining = false;
+            p->generation++;
+            p->setup = send_setup(a, k, NULL, 0);
+        }
+        if (!p->setup || (!block && !rpc_future_done(p->setup))) continue;
+        if (rpc_future_wait(p->setup, NULL) != 0) {
+            fprintf(stderr, PROG ": %s (rank %d) rejoined but its set-up failed: %s\n", p->name, p->id,
+                    rpc_future_error(p->setup));
+        } else {
+            p->alive = true;
+            a->n_rejoined++;
+            fprintf(stderr, PROG ": %s rejoined (rank %d); training with %d observer%s\n", p->name, p->id,
+                    live_peers(a), live_peers(a) == 1 ? "" : "s");
+            if (async && !atomic_load(&a->stop)) {
+                struct rpc_value none = rpc_list(0);
+                p->run = rpc_async(p->name, RL_FN_RUN_ASYNC, &none, -1);
+                rpc_value_clear(&none);
+            }
+        }
+        rpc_future_free(p->setup);
+        p->setup = NULL;
+    }
 }
 
 /* ---- sync mode --------------------------------------------------------------------- */
@@ -354,6 +449,7 @@ static const char *stop_reason(struct agent *a)
 static int train_sync(struct agent *a, const char **why)
 {
     while (!(*why = stop_reason(a))) {
+        tend_rejoins(a, true);
         int rc = a->cfg.algo == RL_ALGO_REINFORCE ? sync_reinforce_iteration(a) : sync_ppo_iteration(a);
         if (rc != 0) {
             fprintf(stderr, PROG ": %s\n", rl_last_error());
@@ -404,25 +500,31 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     return 0;
 }
 
+static int running_loops(const struct agent *a)
+{
+    int n = 0;
+    for (int k = 0; k < a->n_peers; k++) n += a->peers[k].run != NULL || a->peers[k].setup != NULL;
+    return n;
+}
+
 static int train_async(struct agent *a, const char **why)
 {
-    struct rpc_future *futs[RL_MAX_OBSERVERS];
     struct rpc_value none = rpc_list(0);
-    for (int k = 0; k < a->n_peers; k++) futs[k] = rpc_async(a->peers[k].name, RL_FN_RUN_ASYNC, &none, -1);
+    for (int k = 0; k < a->n_peers; k++) a->peers[k].run = rpc_async(a->peers[k].name, RL_FN_RUN_ASYNC, &none, -1);
     rpc_value_clear(&none);
-    int running = a->n_peers;
     *why = NULL;
-    while (running > 0) {
+    while (running_loops(a) > 0) {
         if (!atomic_load(&a->stop) && (*why = stop_reason(a))) atomic_store(&a->stop, true);
         for (int k = 0; k < a->n_peers; k++) {
-            if (!futs[k] || !rpc_future_done(futs[k])) continue;
-            if (rpc_future_wait(futs[k], NULL) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
-            rpc_future_free(futs[k]);
-            futs[k] = NULL;
-            running--;
+            struct obs_peer *p = &a->peers[k];
+            if (!p->run || !rpc_future_done(p->run)) continue;
+            if (rpc_future_wait(p->run, NULL) != 0) lose_peer(a, k, rpc_future_error(p->run));
+            rpc_future_free(p->run);
+            p->run = NULL;
         }
+        tend_rejoins(a, false);
         log_interval(a, false);
-        if (running > 0) usleep(5000);
+        if (running_loops(a) > 0) usleep(5000);
     }
     if (!*why) *why = live_peers(a) ? "observers stopped" : "failure";
     if (live_peers(a) == 0) {
@@ -484,19 +586,12 @@ static int setup(struct agent *a)
         printf("tributary: resumed from %s: %lld env steps, %lld updates\n", a->resume->path,
                (long long)run_stats_env_steps(a->stats), (long long)run_stats_updates(a->stats));
     }
-    struct rl_setup_msg m = { .config = rl_config_to_value(&a->cfg), .policy = policy_rref(a->policy) };
     struct rpc_future *futs[RL_MAX_OBSERVERS];
     for (int k = 0; k < a->n_peers; k++) {
-        m.index = k;
         size_t slen = 0;
         const void *state = a->resume && a->cfg.mode == RL_MODE_SYNC ? agent_ckpt_observer_state(a->resume, k, &slen) : NULL;
-        m.state = state ? rpc_bytes(state, slen) : rpc_nil();
-        struct rpc_value args = rl_setup_pack(&m);
-        rpc_value_clear(&m.state);
-        futs[k] = rpc_async(a->peers[k].name, RL_FN_SETUP, &args, 0);
-        rpc_value_clear(&args);
+        futs[k] = send_setup(a, k, state, slen);
     }
-    rpc_value_clear(&m.config);
     int rc = 0;
     for (int k = 0; k < a->n_peers; k++) {
         if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0)
@@ -506,22 +601,24 @@ static int setup(struct agent *a)
     return rc;
 }
 
-/* Tells every observer the RPC layer still knows to shut down, including
- * ones this run gave up on but that are alive (a failed call): a graceful
- * rpc_shutdown waits for every live member. */
+/* Tells every worker the RPC layer still knows to shut down: the run's
+ * observers, ones this run gave up on but that are alive (a failed call),
+ * and one that took a lost observer's rank too late to be set up (joins
+ * are refused by now): a graceful rpc_shutdown waits for every live
+ * member. */
 static void shutdown_observers(struct agent *a)
 {
-    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    struct rpc_worker_info w[RL_MAX_OBSERVERS + 1];
+    struct rpc_future *futs[RL_MAX_OBSERVERS + 1];
+    int n = rpc_get_workers(w, RL_MAX_OBSERVERS + 1);
     struct rpc_value none = rpc_list(0);
-    for (int k = 0; k < a->n_peers; k++) {
-        struct rpc_worker_info wi;
-        bool known = rpc_get_worker_info(a->peers[k].name, &wi) == 0;
-        futs[k] = known ? rpc_async(a->peers[k].name, RL_FN_SHUTDOWN, &none, 10000) : NULL;
-    }
+    for (int i = 0; i < n; i++)
+        futs[i] = w[i].id != rpc_self()->id ? rpc_async(w[i].name, RL_FN_SHUTDOWN, &none, 10000) : NULL;
     rpc_value_clear(&none);
-    for (int k = 0; k < a->n_peers; k++) {
-        if (futs[k] && rpc_future_wait(futs[k], NULL) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
-        rpc_future_free(futs[k]);
+    for (int i = 0; i < n; i++) {
+        int k = peer_by_id(a, w[i].id);
+        if (futs[i] && rpc_future_wait(futs[i], NULL) != 0 && k >= 0) lose_peer(a, k, rpc_future_error(futs[i]));
+        rpc_future_free(futs[i]);
     }
 }
 
@@ -576,6 +673,8 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     int rc = setup(a);
     if (rc != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     else rc = cfg->mode == RL_MODE_SYNC ? train_sync(a, &why) : train_async(a, &why);
+    /* nobody joins a run that is ending: a graceful shutdown would wait for it */
+    rpc_refuse_joins("the run is ending");
     bool solved = run_stats_solved(a->stats);
     if (got_signal) why = got_signal == SIGINT ? "SIGINT" : "SIGTERM";
     if (a->policy) {
@@ -594,8 +693,12 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
         snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
         if (policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     }
-    run_stats_summary(a->stats, stdout, solved, a->n_lost, why);
+    run_stats_summary(a->stats, stdout, solved, a->n_lost, a->n_rejoined, why);
     rpc_shutdown(true);
+    for (int k = 0; k < a->n_peers; k++) {
+        rpc_future_free(a->peers[k].setup);
+        rpc_future_free(a->peers[k].run);
+    }
     the_agent = NULL;
     policy_free(a->policy);
     runlog_close(a->log);

@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
+#include "rpc/rpc.h"
 
 struct run_stats {
     pthread_mutex_t mu;
@@ -296,7 +297,8 @@ static void json_num(FILE *f, const char *key, double v)
     else fprintf(f, ",\"%s\":null", key);
 }
 
-void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, const char *stopped_by)
+void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, int observers_rejoined,
+                       const char *stopped_by)
 {
     pthread_mutex_lock(&s->mu);
     double wall = trib_now_s() - s->t0;
@@ -325,7 +327,20 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
     for (int i = 0; i <= last; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)s->lag_hist[i]);
     fprintf(f, "]");
     json_num(f, "agent_busy_frac", s->busy_s / fmax(wall, 1e-9));
-    fprintf(f, ",\"observers_lost\":%d}\n", observers_lost);
+    /* The agent's own sockets: every observer's traffic passes through them
+     * (observers call only the agent), their heartbeats to each other not. */
+    struct rpc_stats rs;
+    rpc_get_stats(&rs);
+    fprintf(f, ",\"rpc_msgs_sent\":%llu,\"rpc_msgs_recv\":%llu,\"rpc_bytes_sent\":%llu,\"rpc_bytes_recv\":%llu",
+            (unsigned long long)rs.msgs_sent, (unsigned long long)rs.msgs_recv, (unsigned long long)rs.bytes_sent,
+            (unsigned long long)rs.bytes_recv);
+    double steps = s->env_steps > 0 ? (double)s->env_steps : NAN;
+    json_num(f, "rpc_msgs_per_step", (double)(rs.msgs_sent + rs.msgs_recv) / steps);
+    json_num(f, "rpc_bytes_per_step", (double)(rs.bytes_sent + rs.bytes_recv) / steps);
+    fprintf(f, ",\"rpc_dropped\":%llu",
+            (unsigned long long)(rs.dropped_spoofed + rs.dropped_unverified + rs.dropped_malformed + rs.dropped_cut +
+                                 rs.refused_busy));
+    fprintf(f, ",\"observers_rejoined\":%d,\"observers_lost\":%d}\n", observers_rejoined, observers_lost);
     fflush(f);
     pthread_mutex_unlock(&s->mu);
 }

@@ -66,6 +66,7 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
 /* The one-line JSON summary: counts, rates, lag mean/p95/max and its
  * histogram (lag_hist[i]: updates with lag i; the last bin collects lags
  * >= RUN_STATS_LAG_BINS - 1), agent_busy_frac. */
-void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, const char *stopped_by);
+void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, int observers_rejoined,
+                       const char *stopped_by);
 
 #endif

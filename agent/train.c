@@ -2,18 +2,13 @@
  * machine (the same binary, before rpc_init), becomes the agent (rank 0) on
  * a free loopback port, hands the port to the observers and trains. */
 #define _GNU_SOURCE
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "agent/agent.h"
-#include "common/clock.h"
+#include "common/proc.h"
 #include "observer/observer.h"
 #include "optim/dist_optim.h"
 #include "rl/keys.h"
@@ -22,116 +17,48 @@
 
 #define PROG "tributary-train"
 
-static int n_children;
-static pid_t child_pid[RL_MAX_OBSERVERS];
-static int child_fd[RL_MAX_OBSERVERS];
+static struct proc_group observers;
 static struct rl_security sec;      /* --keys: the agent's and (forked) every observer's */
 
-static void hand_out(const char *endpoint, void *user)
-{
-    (void)user;
-    char ep[128] = { 0 };
-    snprintf(ep, sizeof ep, "%s", endpoint);
-    for (int k = 0; k < n_children; k++) {
-        if (child_fd[k] < 0) continue;
-        ssize_t w = write(child_fd[k], ep, sizeof ep);
-        (void)w;
-        close(child_fd[k]);
-        child_fd[k] = -1;
-    }
-}
+struct observer_args { int world, heartbeat_timeout_ms; };
 
-/* The observer child: wait for the agent's endpoint, then serve. */
-static int child_main(int rank, int world, int heartbeat_timeout_ms, int fd)
+/* An observer child: serves once the agent has handed it its endpoint. */
+static int observer_main(int idx, const char *endpoint, void *arg)
 {
-    char ep[128];
-    size_t got = 0;
-    while (got < sizeof ep) {
-        ssize_t r = read(fd, ep + got, sizeof ep - got);
-        if (r <= 0) return 99;   /* the agent failed before listening */
-        got += (size_t)r;
-    }
-    close(fd);
-    ep[sizeof ep - 1] = '\0';
+    const struct observer_args *a = arg;
     char name[32];
-    snprintf(name, sizeof name, "observer%d", rank);
-    struct rpc_opts o = { .name = name, .rank = rank, .world_size = world, .master = ep,
+    snprintf(name, sizeof name, "observer%d", idx + 1);
+    struct rpc_opts o = { .name = name, .rank = idx + 1, .world_size = a->world, .master = endpoint,
                           .default_timeout_ms = 120000, .init_timeout_ms = 60000, .heartbeat_ms = 200,
-                          .heartbeat_timeout_ms = heartbeat_timeout_ms };
+                          .heartbeat_timeout_ms = a->heartbeat_timeout_ms };
     if (sec.curve) rl_keys_apply(&sec.keys, &o);
     return observer_run(&o);
 }
 
 static void spawn_observers(int n, int heartbeat_timeout_ms)
 {
-    n_children = n;
-    for (int i = 0; i < n; i++) {
-        int p[2];
-        if (pipe(p) != 0) {
-            perror(PROG ": pipe");
-            exit(1);
-        }
-        fflush(stdout);
-        fflush(stderr);
-        pid_t parent = getpid();
-        pid_t pid = fork();
-        if (pid < 0) {
+    /* The children run inside proc_fork, so this frame outlives their use of args. */
+    struct observer_args args = { .world = n + 1, .heartbeat_timeout_ms = heartbeat_timeout_ms };
+    proc_group_init(&observers);
+    for (int i = 0; i < n; i++)
+        if (proc_fork(&observers, observer_main, &args, PROC_IGNORE_SIGINT) < 0) {
             perror(PROG ": fork");
             exit(1);
         }
-        if (pid == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (getppid() != parent) _exit(1);
-            signal(SIGINT, SIG_IGN);   /* Ctrl-C reaches the agent, which stops everyone */
-            close(p[1]);
-            for (int j = 0; j < i; j++) close(child_fd[j]);
-            int rc = child_main(i + 1, n + 1, heartbeat_timeout_ms, p[0]);
-            fflush(stdout);
-            fflush(stderr);
-            _exit(rc);
-        }
-        close(p[0]);
-        child_pid[i] = pid;
-        child_fd[i] = p[1];
-    }
 }
 
-
 /* Reaps every observer (killing any still alive after timeout_s); reports
- * those that did not exit 0 on stderr. Returns their number. */
-static int reap_observers(double timeout_s)
+ * those that did not exit 0 on stderr. */
+static void reap_observers(double timeout_s)
 {
-    for (int k = 0; k < n_children; k++)
-        if (child_fd[k] >= 0) {
-            close(child_fd[k]);
-            child_fd[k] = -1;
-        }
-    int bad = 0;
-    double t0 = trib_now_s();
-    for (int k = 0; k < n_children; k++) {
-        int st = 0;
-        for (;;) {
-            pid_t r = waitpid(child_pid[k], &st, WNOHANG);
-            if (r == child_pid[k]) break;
-            if (r < 0 && errno != EINTR) {
-                st = -1;
-                break;
-            }
-            if (trib_now_s() - t0 > timeout_s) {
-                kill(child_pid[k], SIGKILL);
-                waitpid(child_pid[k], &st, 0);
-                break;
-            }
-            usleep(2000);
-        }
-        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-            fprintf(stderr, PROG ": observer%d (pid %d) ", k + 1, (int)child_pid[k]);
-            if (WIFEXITED(st)) fprintf(stderr, "exited with status %d\n", WEXITSTATUS(st));
-            else fprintf(stderr, "was killed by signal %d\n", WIFSIGNALED(st) ? WTERMSIG(st) : -1);
-            bad++;
-        }
+    proc_reap_all(&observers, timeout_s);
+    for (int k = 0; k < observers.n; k++) {
+        const struct proc *p = &observers.p[k];
+        if (p->status == 0) continue;
+        fprintf(stderr, PROG ": observer%d (pid %d) ", k + 1, (int)p->pid);
+        if (p->sig) fprintf(stderr, "was killed by signal %d\n", p->sig);
+        else fprintf(stderr, "exited with status %d\n", p->status);
     }
-    return bad;
 }
 
 static const char about[] =
@@ -166,7 +93,8 @@ int main(int argc, char **argv)
     agent_register();
     struct rpc_opts o = agent_rpc_opts(&cfg, "tcp://127.0.0.1:0");
     if (sec.curve) rl_keys_apply(&sec.keys, &o);
-    o.on_listening = hand_out;
+    o.on_listening = proc_hand_out_all;
+    o.listening_user = &observers;
     rc = agent_run(&cfg, &o);
     /* An observer that died was reported by the agent (and continued
      * without) and is reported here again with its exit status; the run's

@@ -4,21 +4,22 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/error.h"
 #include "envs/builtin.h"
 
-static _Thread_local char last_error[512];
+static _Thread_local struct trib_error last_error;
 
 void env_set_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    trib_error_vset(&last_error, fmt, ap);
     va_end(ap);
 }
 
 const char *env_last_error(void)
 {
-    return last_error;
+    return trib_error_get(&last_error);
 }
 
 static const struct env_spec *const builtins[] = {

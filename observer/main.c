@@ -21,6 +21,7 @@ static void usage(FILE *f)
             "       " PROG " --make-keys DIR   (as tributary-agent --make-keys DIR)\n"
             "Joins the agent's world as one observer and serves it until training ends.\n"
             "The env, sizes and algorithm come from the agent (tributary-agent --help).\n"
+            "To rejoin a running job after an observer was lost, start one with its --rank.\n"
             "\n"
             "  --master tcp://H:P      the agent's rendezvous (default: MASTER_ADDR/MASTER_PORT)\n"
             "  --rank R                this observer's rank, 1..N (default: RANK or SLURM_PROCID)\n"

@@ -138,9 +138,12 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     o->value_head = o->cfg.algo != RL_ALGO_REINFORCE;
     if (o->cfg.algo == RL_ALGO_REINFORCE && !o->discrete)
         return rl_set_error("REINFORCE here needs a discrete action space (%s has a box)", o->spec->id);
-    o->venv = vec_env_new(o->spec, o->B, env_rng_seed(o->cfg.seed, 1u << 20 | (uint64_t)o->index), 0);
+    /* a restarted observer (generation > 0) starts fresh envs on streams of
+     * its own, not a replay of its predecessor's first episodes */
+    uint64_t stream = (uint64_t)m->generation << 32 | (uint64_t)o->index;
+    o->venv = vec_env_new(o->spec, o->B, env_rng_seed(o->cfg.seed, 1u << 20 | stream), 0);
     if (!o->venv) return rl_set_error("vec_env: %s", env_last_error());
-    o->rng = env_rng_seed(o->cfg.seed, 2u << 20 | (uint64_t)o->index);
+    o->rng = env_rng_seed(o->cfg.seed, 2u << 20 | stream);
     int T = o->cfg.algo == RL_ALGO_REINFORCE ? 1 : o->cfg.steps_per_rollout;
     if (rl_rollout_init(&o->ro, T, o->B, o->D, o->discrete, o->A) != 0) return -1;
     size_t B = (size_t)o->B, D = (size_t)o->D, n = (size_t)T * B;
@@ -560,8 +563,11 @@ int observer_run(const struct rpc_opts *opts)
         struct rpc_event ev;
         if (rpc_next_event(&ev, 100) != 1) continue;
         if (ev.id == 0 && (ev.kind == RPC_EVENT_FAILED || ev.kind == RPC_EVENT_LEAVE)) {
-            fprintf(stderr, "%s: lost the agent (%s): exiting\n", me,
-                    ev.kind == RPC_EVENT_FAILED ? "no heartbeat within the timeout" : "it left");
+            if (ev.kind == RPC_EVENT_FAILED)
+                fprintf(stderr, "%s: lost the agent (no heartbeat within %d ms): exiting\n", me,
+                        opts->heartbeat_timeout_ms);
+            else
+                fprintf(stderr, "%s: lost the agent (it left): exiting\n", me);
             rc = 1;
             break;
         }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "common/error.h"
 #include "tensor/backend.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -20,15 +21,15 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-static _Thread_local char last_error[512];
+static _Thread_local struct trib_error last_error;
 
-const char *optim_last_error(void) { return last_error; }
+const char *optim_last_error(void) { return trib_error_get(&last_error); }
 
 __attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    trib_error_vset(&last_error, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -169,7 +170,7 @@ struct optim *optim_new(enum optim_kind kind, const struct optim_hyper *hyper,
     CHECK_ALLOC(o->s1);
     CHECK_ALLOC(o->s2);
     CHECK_ALLOC(o->s3);
-    last_error[0] = '\0';
+    trib_error_clear(&last_error);
     return o;
 }
 
@@ -618,10 +619,6 @@ int optim_load_file(struct optim *o, const char *path)
     }
     int rc = optim_load(o, buf, len);
     free(buf);
-    if (rc < 0) {
-        char msg[sizeof last_error];
-        snprintf(msg, sizeof msg, "%s", last_error);
-        return fail("%s (file %s)", msg, path);
-    }
+    if (rc < 0) return fail("%s (file %s)", optim_last_error(), path);
     return 0;
 }

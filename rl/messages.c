@@ -18,25 +18,29 @@ static bool f32_matrix(const struct tensor *t, int64_t rows, int64_t cols)
 
 struct rpc_value rl_setup_pack(const struct rl_setup_msg *m)
 {
-    struct rpc_value v = rpc_list(4);
+    struct rpc_value v = rpc_list(5);
     v.list.items[0] = rpc_value_copy(&m->config);
     v.list.items[1] = rpc_rref(m->policy);
     v.list.items[2] = rpc_int(m->index);
     v.list.items[3] = rpc_value_copy(&m->state);
+    v.list.items[4] = rpc_int(m->generation);
     return v;
 }
 
 int rl_setup_unpack(const struct rpc_value *a, struct rl_setup_msg *m)
 {
     memset(m, 0, sizeof *m);
-    if (!is_list(a, 4) || a->list.items[0].kind != RPC_MAP || a->list.items[1].kind != RPC_RREF ||
-        a->list.items[2].kind != RPC_INT || (a->list.items[3].kind != RPC_BYTES && a->list.items[3].kind != RPC_NIL))
-        return rl_set_error("setup: expected (config map, policy RRef, index, state bytes or nil)");
+    if (!is_list(a, 5) || a->list.items[0].kind != RPC_MAP || a->list.items[1].kind != RPC_RREF ||
+        a->list.items[2].kind != RPC_INT || (a->list.items[3].kind != RPC_BYTES && a->list.items[3].kind != RPC_NIL) ||
+        a->list.items[4].kind != RPC_INT)
+        return rl_set_error("setup: expected (config map, policy RRef, index, state bytes or nil, generation)");
     if (a->list.items[2].i < 0 || a->list.items[2].i >= 65536) return rl_set_error("setup: bad observer index");
+    if (a->list.items[4].i < 0 || a->list.items[4].i >= 1 << 30) return rl_set_error("setup: bad generation");
     m->config = rpc_value_copy(&a->list.items[0]);
     m->policy = rref_retain(a->list.items[1].rref);
     m->index = (int)a->list.items[2].i;
     m->state = rpc_value_copy(&a->list.items[3]);
+    m->generation = (int)a->list.items[4].i;
     return 0;
 }
 

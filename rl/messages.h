@@ -26,13 +26,17 @@
 #define RL_METHOD_ACT "act"             /* batched, no graph */
 #define RL_METHOD_EVALUATE "evaluate"   /* with graph, in the caller's context */
 
-/* setup(config, policy RRef, observer index 0..K-1, state) -> nil; state
- * is what rl_get_state returned (bytes; resuming a checkpoint) or nil. */
+/* setup(config, policy RRef, observer index 0..K-1, state, generation)
+ * -> nil; state is what rl_get_state returned (bytes; resuming a
+ * checkpoint) or nil; generation counts the processes that held this
+ * observer's rank before (0 at the run's start, 1.. for a restarted one,
+ * whose envs and RNG are then seeded apart). */
 struct rl_setup_msg {
     struct rpc_value config;            /* rl_config_to_value's map */
     struct rref *policy;
     int index;
     struct rpc_value state;             /* RPC_BYTES or RPC_NIL */
+    int generation;
 };
 struct rpc_value rl_setup_pack(const struct rl_setup_msg *m);
 int rl_setup_unpack(const struct rpc_value *args, struct rl_setup_msg *m);

@@ -114,7 +114,7 @@ struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *
     }
     if (timeout_ms == 0) timeout_ms = A->opts.default_timeout_ms;
     f->timeout_ms = timeout_ms;
-    f->deadline = timeout_ms > 0 ? rpc_now_ms() + timeout_ms : 0;
+    f->deadline = timeout_ms > 0 ? trib_now_ms() + timeout_ms : 0;
     f->req_id = atomic_fetch_add(&A->next_req, 1);
     if (args && args->kind != RPC_LIST) {
         rpc_future_fail(f, "rpc: arguments to %s must be a list, not %s", fn, rpc_kind_name(args->kind));

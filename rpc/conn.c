@@ -119,7 +119,7 @@ static int log_lines, log_suppressed;
 /* At most 10 lines a second; the next line printed says how many were not. */
 void rpc_drop_log(const char *fmt, ...)
 {
-    int64_t now = rpc_now_ms();
+    int64_t now = trib_now_ms();
     if (now - log_window >= 1000) {
         log_window = now;
         log_lines = 0;
@@ -253,7 +253,7 @@ struct conn *rpc_conn_get(const unsigned char *rid, size_t len, zmq_msg_t *first
         table[b] = c;
         nconns++;
     }
-    c->last_seen = rpc_now_ms();
+    c->last_seen = trib_now_ms();
     return c;
 }
 
@@ -409,7 +409,7 @@ static void check_start(struct conn *c)
         return;
     }
     set_state(c, CONN_CHECKING);
-    c->since = rpc_now_ms();
+    c->since = trib_now_ms();
     c->gen = next_gen++;
     struct check *ck = trib_xmalloc(sizeof *ck);
     memcpy(ck->rid, c->rid, c->rid_len);
@@ -531,7 +531,7 @@ bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, 
     atomic_fetch_add(&rpc_counters.held, 1);
     if (c->state == CONN_NEW) {
         c->claimed = h->sender;
-        c->since = rpc_now_ms();
+        c->since = trib_now_ms();
         set_state(c, CONN_WAITING);
         if (askable(c->claimed) || c->claimed == rpc_self_id()) check_start(c);
     }
@@ -561,7 +561,7 @@ static int64_t last_sweep;
 void rpc_conn_poll(void)
 {
     if (replay_due) replay();
-    int64_t now = rpc_now_ms();
+    int64_t now = trib_now_ms();
     if (!nwaiting && now - last_sweep < 1000) return;
     last_sweep = now;
     int hold_ms = A->opts.heartbeat_timeout_ms;
@@ -635,6 +635,10 @@ void rpc_get_stats(struct rpc_stats *out)
     out->refused_auth = atomic_load(&rpc_counters.refused_auth);
     out->handshakes_failed = atomic_load(&rpc_counters.handshakes_failed);
     out->held_messages = atomic_load(&rpc_counters.held);
+    out->msgs_sent = atomic_load_explicit(&rpc_counters.msgs_sent, memory_order_relaxed);
+    out->msgs_recv = atomic_load_explicit(&rpc_counters.msgs_recv, memory_order_relaxed);
+    out->bytes_sent = atomic_load_explicit(&rpc_counters.bytes_sent, memory_order_relaxed);
+    out->bytes_recv = atomic_load_explicit(&rpc_counters.bytes_recv, memory_order_relaxed);
 }
 
 /* Dealer side: a bad message on the dealer to worker `id` (its responses). */
@@ -665,7 +669,8 @@ void rpc_counters_reset(void)
     atomic_uint_fast64_t *all[] = { &rpc_counters.spoofed, &rpc_counters.unverified, &rpc_counters.malformed,
                                     &rpc_counters.cut_dropped, &rpc_counters.cuts, &rpc_counters.busy,
                                     &rpc_counters.forks_expired, &rpc_counters.refused_auth,
-                                    &rpc_counters.handshakes_failed };
+                                    &rpc_counters.handshakes_failed, &rpc_counters.msgs_sent, &rpc_counters.msgs_recv,
+                                    &rpc_counters.bytes_sent, &rpc_counters.bytes_recv };
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) atomic_store(all[i], 0);
     atomic_store(&rpc_counters.held, 0);
 }

@@ -126,7 +126,7 @@ static struct dist_ctx *ctx_get(int64_t id)
     struct dist_ctx *c = find_locked(id);
     if (c) {
         atomic_fetch_add(&c->refcount, 1);
-        atomic_store(&c->last_used, rpc_now_ms());
+        atomic_store(&c->last_used, trib_now_ms());
     }
     pthread_mutex_unlock(&reg_mu);
     return c;
@@ -163,7 +163,7 @@ static struct dist_ctx *ctx_get_or_make(int64_t id, int creator, char *err, size
         if (creator >= 0) created_by[creator]++;
     }
     atomic_fetch_add(&c->refcount, 1);
-    atomic_store(&c->last_used, rpc_now_ms());
+    atomic_store(&c->last_used, trib_now_ms());
     pthread_mutex_unlock(&reg_mu);
     return c;
 }

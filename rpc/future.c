@@ -100,8 +100,8 @@ int rpc_future_wait(struct rpc_future *f, struct rpc_value *out)
      * idle virtual CPU costs a large part of that; yielding keeps the
      * other threads of the round trip (ours and libzmq's) running. */
     if (!future_settled(f) && f->small && A->opts.spin_us > 0) {
-        int64_t t0 = rpc_now_us();
-        while (!future_settled(f) && rpc_now_us() - t0 < A->opts.spin_us) sched_yield();
+        int64_t t0 = trib_now_us();
+        while (!future_settled(f) && trib_now_us() - t0 < A->opts.spin_us) sched_yield();
     }
     if (!future_settled(f)) {
         pthread_mutex_lock(&f->mu);

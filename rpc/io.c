@@ -85,9 +85,16 @@ void rpc_out_push(struct outmsg *m)
 static void send_frames(void *sock, struct outmsg *m, bool with_rid)
 {
     int rc = 0;
+    size_t bytes = 0;
     if (with_rid) rc = zmq_send(sock, m->rid, m->rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    for (int i = 0; rc >= 0 && i < m->nframes; i++)
+    for (int i = 0; rc >= 0 && i < m->nframes; i++) {
+        bytes += zmq_msg_size(&m->frames[i]);   /* before the send empties it */
         rc = zmq_msg_send(&m->frames[i], sock, (i + 1 < m->nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
+    }
+    if (rc >= 0) {
+        atomic_fetch_add_explicit(&rpc_counters.msgs_sent, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&rpc_counters.bytes_sent, bytes, memory_order_relaxed);
+    }
     if (rc < 0 && m->fut) {
         char name[64];
         rpc_peer_name(m->peer, name, sizeof name);
@@ -160,6 +167,10 @@ static int recv_one(void *sock, bool router, unsigned char *rid, size_t *rid_len
             return -1;
         }
     }
+    size_t bytes = 0;
+    for (int i = router ? 1 : 0; i < n; i++) bytes += zmq_msg_size(&rx_frames[i]);
+    atomic_fetch_add_explicit(&rpc_counters.msgs_recv, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&rpc_counters.bytes_recv, bytes, memory_order_relaxed);
     if (router) {
         size_t l = zmq_msg_size(&rx_frames[0]);
         if (l > 255) l = 255;
@@ -198,7 +209,7 @@ static void send_ping(struct peer *p)
 
 static void io_timers(void)
 {
-    int64_t now = rpc_now_ms();
+    int64_t now = trib_now_ms();
     if (now - A->last_hb >= A->opts.heartbeat_ms) {
         A->last_hb = now;
         if (rpc_hooks.on_tick) rpc_hooks.on_tick(now, rpc_hooks.user);
@@ -211,7 +222,12 @@ static void io_timers(void)
                 snprintf(why, sizeof why, "%s left", p->name);
                 rpc_close_peer(i, why);
             }
-            if (!p || !p->alive || i == self) continue;
+            /* Until rank 0 has admitted us, its only peer is the rendezvous,
+             * which says nothing before it answers our hello (bounded by
+             * init_timeout_ms): no heartbeats either way. Pings in the name of
+             * a rank whose dead worker we replace, or that rank 0 refuses us,
+             * would count against our connection there. */
+            if (!p || !p->alive || i == self || !atomic_load(&A->admitted)) continue;
             if (now - p->last_seen > A->opts.heartbeat_timeout_ms) {
                 char why[128];
                 snprintf(why, sizeof why, "lost %s (no heartbeat for %d ms)", p->name, A->opts.heartbeat_timeout_ms);

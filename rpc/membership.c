@@ -97,11 +97,7 @@ void rpc_post_event(enum rpc_event_kind kind, int id, const char *name)
 
 int rpc_next_event(struct rpc_event *ev, int timeout_ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t ns = ts.tv_nsec + (int64_t)(timeout_ms > 0 ? timeout_ms : 0) % 1000 * 1000000;
-    ts.tv_sec += (timeout_ms > 0 ? timeout_ms : 0) / 1000 + ns / 1000000000;
-    ts.tv_nsec = ns % 1000000000;
+    struct timespec ts = trib_deadline_ts(timeout_ms);
     pthread_mutex_lock(&A->ev_mu);
     while (A->ev_count == 0) {
         if (timeout_ms < 0) pthread_cond_wait(&A->ev_cv, &A->ev_mu);
@@ -154,6 +150,13 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
         }
     }
     if (!p) p = trib_xcalloc(1, sizeof *p);
+    if (p->dealer && id != 0) {
+        /* a worker restarted before we saw its old process die: what the
+         * old one was asked will never be answered */
+        char why[128];
+        snprintf(why, sizeof why, "%s was replaced by a new process", p->name);
+        rpc_fail_pending_to(id, why);
+    }
     if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
     p->left_at = 0;
     pthread_rwlock_wrlock(&A->dir_lock);
@@ -165,7 +168,7 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     p->bad = 0;
     p->alive = true;
     p->dynamic = dynamic;
-    p->last_seen = rpc_now_ms();
+    p->last_seen = trib_now_ms();
     A->peers[id] = p;
     pthread_rwlock_unlock(&A->dir_lock);
     A->peers_changed = true;
@@ -195,7 +198,7 @@ void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev)
     pthread_rwlock_wrlock(&A->dir_lock);
     p->alive = false;
     pthread_rwlock_unlock(&A->dir_lock);
-    if (ev == RPC_EVENT_LEAVE && p->npending > 0) p->left_at = rpc_now_ms();
+    if (ev == RPC_EVENT_LEAVE && p->npending > 0) p->left_at = trib_now_ms();
     else rpc_close_peer(id, why);
     rpc_conn_forget_worker(id);
     if (rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(id, rpc_hooks.user);
@@ -249,13 +252,16 @@ static int find_endpoint(const char *ep)
     return -1;
 }
 
-/* rank 0, inline, from any connection: [name, rank, endpoint] -> [id]. The
- * connection it came on becomes the new worker's. */
+/* rank 0, inline, from any connection: [name, rank, endpoint(, world
+ * size)] -> [id]. The connection it came on becomes the new worker's. A
+ * static rank whose worker is gone may be taken again (a restarted
+ * worker): it gets the directory and the others a __join, as a late one. */
 static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
     const char *name = rpc_arg_str(args, 0), *ep = rpc_arg_str(args, 2);
-    int64_t rank;
-    if (!name || !ep || !rpc_arg_int(args, 1, &rank) || strlen(name) >= 64 || strlen(ep) >= 128)
+    int64_t rank, world = 0;
+    if (!name || !ep || !rpc_arg_int(args, 1, &rank) || strlen(name) >= 64 || strlen(ep) >= 128 ||
+        (args->list.len > 3 && !rpc_arg_int(args, 3, &world)))
         return rpc_request_fail(req, "bad hello");
     if (A->rank != 0) return rpc_request_fail(req, "not the rendezvous (rank 0)");
     int owner = rpc_conn_worker(req->rid, req->rid_len);
@@ -264,19 +270,31 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
         rpc_peer_name(owner, who, sizeof who);
         return rpc_request_fail(req, "this connection is already worker %d (%s)", owner, who);
     }
+    char refused[sizeof A->joins_refused];
+    pthread_mutex_lock(&A->state_mu);
+    snprintf(refused, sizeof refused, "%s", A->joins_refused);
+    pthread_mutex_unlock(&A->state_mu);
+    if (refused[0]) return rpc_request_fail(req, "%s", refused);
+    bool dynamic = rank == RPC_RANK_DYNAMIC;
+    /* the rank first: a restarted worker asking for a live one's rank (and
+     * so, by default, its name) is told that the rank is taken */
+    if (!dynamic) {
+        if (rank < 1 || rank >= A->world_size) return rpc_request_fail(req, "rank %lld out of range 1..%d", (long long)rank, A->world_size - 1);
+        if (world > 0 && world != A->world_size)
+            return rpc_request_fail(req, "world size %lld does not match the master's %d", (long long)world, A->world_size);
+        if (A->peers[rank] && A->peers[rank]->alive)
+            return rpc_request_fail(req, "rank %lld is taken by live worker %s", (long long)rank, A->peers[rank]->name);
+    }
     if (rpc_find_peer(name) >= 0) return rpc_request_fail(req, "worker name '%s' is taken", name);
     int at = find_endpoint(ep);
     if (at >= 0) return rpc_request_fail(req, "endpoint '%s' is worker %d's (%s)", ep, at, A->peers[at]->name);
     int id;
-    bool dynamic = rank == RPC_RANK_DYNAMIC;
     if (dynamic) {
         /* Not the id of a worker that left and whose dealer still drains
          * the replies it sent before leaving (io_timers closes it). */
         for (id = A->world_size; id < MAX_WORKERS && A->peers[id] && (A->peers[id]->alive || A->peers[id]->dealer); id++) {}
         if (id >= MAX_WORKERS) return rpc_request_fail(req, "too many workers");
     } else {
-        if (rank < 1 || rank >= A->world_size) return rpc_request_fail(req, "rank %lld out of range 1..%d", (long long)rank, A->world_size - 1);
-        if (A->peers[rank] && A->peers[rank]->alive) return rpc_request_fail(req, "rank %lld is taken", (long long)rank);
         id = (int)rank;
     }
     struct peer *p = rpc_add_peer(id, name, ep, dynamic);
@@ -285,9 +303,13 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
     *result = rpc_list(1);
     result->list.items[0] = rpc_int(id);
     pthread_mutex_lock(&A->state_mu);
-    if (!dynamic) A->static_seen++;
-    bool complete = A->static_seen == A->world_size - 1;
     bool already = A->dir_sent;
+    if (!dynamic && !already) A->static_seen++;
+    /* a rank taken again: what its dead worker said at shutdown is not the new one's */
+    if (A->sd_ready_from[id]) A->sd_ready--;
+    if (A->bye_from[id]) A->byes--;
+    A->sd_ready_from[id] = A->bye_from[id] = false;
+    bool complete = A->static_seen == A->world_size - 1;
     if (complete && !already) A->dir_sent = true;
     pthread_mutex_unlock(&A->state_mu);
     if (complete && !already) {
@@ -311,6 +333,13 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
     }
     if (dynamic || already) rpc_post_event(RPC_EVENT_JOIN, id, name);
     return 0;
+}
+
+void rpc_refuse_joins(const char *why)
+{
+    pthread_mutex_lock(&A->state_mu);
+    snprintf(A->joins_refused, sizeof A->joins_refused, "%s", why && *why ? why : "joins are closed");
+    pthread_mutex_unlock(&A->state_mu);
 }
 
 static void add_entry(const struct rpc_value *e, bool event)

@@ -16,7 +16,7 @@ static struct wire_tensors rx_tensors;      /* tensors of the message being deco
 
 static void touch_peer(int id)
 {
-    if (id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->dealer) A->peers[id]->last_seen = rpc_now_ms();
+    if (id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->dealer) A->peers[id]->last_seen = trib_now_ms();
 }
 
 void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text)

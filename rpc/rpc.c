@@ -3,7 +3,7 @@
  * immediate shutdown, and the offline agent of the fuzz targets. The work
  * in between lives in io.c (the I/O thread), message.c (received
  * messages), call.c (calls and the pending table), request.c (handlers),
- * membership.c, conn.c, rref.c and wire.c (the codec). */
+ * membership.c, conn.c, rref*.c and wire.c (the codec). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -16,39 +16,26 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/error.h"
 #include "rpc/rpc_internal.h"
 
 struct rpc_agent rpc_agent_state;
 struct rpc_autograd_hooks rpc_hooks;
 static struct rpc_agent *const A = &rpc_agent_state;
 
-/* ---- errors and clocks ---------------------------------------------------- */
+/* ---- errors ---------------------------------------------------------------- */
 
-static _Thread_local char last_error[1024];
+static _Thread_local struct trib_error last_error;
 
-const char *rpc_last_error(void) { return last_error; }
+const char *rpc_last_error(void) { return trib_error_get(&last_error); }
 
 int rpc_set_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    trib_error_vset(&last_error, fmt, ap);
     va_end(ap);
     return -1;
-}
-
-int64_t rpc_now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-int64_t rpc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
@@ -78,17 +65,12 @@ static int env_int(const char *a, const char *b, int dflt)
 /* Waits until pred() holds, or timeout_ms (< 0: no limit) has passed. */
 static bool wait_state(bool (*pred)(void), int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : rpc_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : trib_now_ms() + timeout_ms;
     pthread_mutex_lock(&A->state_mu);
     while (!pred()) {
-        int64_t left = deadline - rpc_now_ms();
+        int64_t left = deadline - trib_now_ms();
         if (left <= 0) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t step = left < 50 ? left : 50;
-        ts.tv_nsec += step * 1000000;
-        ts.tv_sec += ts.tv_nsec / 1000000000;
-        ts.tv_nsec %= 1000000000;
+        struct timespec ts = trib_deadline_ts(left < 50 ? left : 50);
         pthread_cond_timedwait(&A->state_cv, &A->state_mu, &ts);
     }
     bool ok = pred();
@@ -134,7 +116,6 @@ static void init_state(const char *name)
     rpc_membership_register();
     rpc_conn_register();
     rref_register_builtins();
-    rref_install_wire_hooks();
     rref_module_init();
 }
 
@@ -224,6 +205,7 @@ int rpc_init(const struct rpc_opts *opts)
         return rpc_set_error("rpc_init: %s", e);
     }
     A->up = true;
+    atomic_store(&A->admitted, A->rank == 0);
     CHECK(pthread_create(&A->io_thread, NULL, rpc_io_main, NULL) == 0);
     A->npool = o->num_handler_threads;
     A->pool = trib_xcalloc((size_t)A->npool, sizeof *A->pool);
@@ -240,10 +222,11 @@ int rpc_init(const struct rpc_opts *opts)
             return -1;
         }
     } else {
-        struct rpc_value args = rpc_list(3), res = rpc_nil();
+        struct rpc_value args = rpc_list(4), res = rpc_nil();
         args.list.items[0] = rpc_str(A->self.name);
         args.list.items[1] = rpc_int(A->rank);
         args.list.items[2] = rpc_str(A->endpoint);
+        args.list.items[3] = rpc_int(A->dynamic ? 0 : A->world_size);
         struct rpc_future *f = rpc_async_id(0, "__hello", &args, o->init_timeout_ms);
         rpc_value_clear(&args);
         int rc = rpc_future_take(f, &res);
@@ -251,13 +234,14 @@ int rpc_init(const struct rpc_opts *opts)
         int64_t id;
         if (rc < 0 || !rpc_arg_int(&res, 0, &id)) {
             char e[1024];
-            snprintf(e, sizeof e, "%s", last_error);
+            snprintf(e, sizeof e, "%s", rpc_last_error());
             rpc_value_clear(&res);
             teardown();
             return rpc_set_error("rpc_init: rendezvous with %s failed: %s", A->master, e);
         }
         rpc_value_clear(&res);
         atomic_store(&A->self_id, (int)id);
+        atomic_store(&A->admitted, true);
         if (!wait_state(pred_dir, o->init_timeout_ms)) {
             teardown();
             return rpc_set_error("rpc_init: no directory from %s after %d ms", A->master, o->init_timeout_ms);
@@ -335,6 +319,7 @@ static bool pred_all_bye(void) { return all_static(A->bye_from); }
 void rpc_shutdown(bool graceful)
 {
     if (!A->up) return;
+    if (A->rank == 0) rpc_refuse_joins("the world is shutting down");
     rref_module_closing();
     const int long_wait = A->opts.default_timeout_ms;
     if (graceful) {
@@ -397,6 +382,7 @@ int rpc_offline_init(const char *name, int rank, int world)
     A->self.id = rank;
     snprintf(A->self.endpoint, sizeof A->self.endpoint, "offline://%s", name);
     A->dir_ready = A->dir_sent = true;
+    atomic_store(&A->admitted, true);
     A->up = true;
     return 0;
 }

@@ -128,6 +128,12 @@ struct rpc_opts {
 /* Starts this process's RPC agent and blocks until the rendezvous is done
  * (all static ranks present, or this dynamic worker admitted). Returns -1
  * with rpc_last_error() on bad options, a duplicate name/rank, or timeout.
+ * A static rank whose worker died (or left) may be taken again by a new
+ * process once rank 0 has declared the old one gone: it is admitted at
+ * once with the current directory, and every other worker sees an
+ * RPC_EVENT_JOIN for that id. Rank 0 refuses a rank that a live worker
+ * holds, a rank outside the world, a world size other than its own, a
+ * live worker's name, and every hello after rpc_refuse_joins.
  * One agent per process; not thread-safe against rpc_shutdown. */
 int rpc_init(const struct rpc_opts *opts);
 /* Stops the agent. graceful: static members wait until every static member
@@ -150,6 +156,11 @@ int rpc_get_workers(struct rpc_worker_info *out, int cap);
 /* Waits up to timeout_ms (<0: forever) for the next membership event.
  * Returns 1 with *ev filled, 0 on timeout. */
 int rpc_next_event(struct rpc_event *ev, int timeout_ms);
+/* Rank 0: from now on every hello (a late dynamic worker, or a static
+ * rank taken again after its worker died) is refused with `why` (copied),
+ * so that nobody joins a world that is winding down. rpc_shutdown does it
+ * too. Any thread; no effect on other ranks. */
+void rpc_refuse_joins(const char *why);
 
 /* ---- statistics ---------------------------------------------------------- */
 
@@ -177,6 +188,11 @@ struct rpc_stats {
      * after a failed rpc_init, non-zero means "refused", not "unreachable". */
     uint64_t handshakes_failed;
     int held_messages;            /* requests now waiting for their connection's check */
+    /* Traffic on this worker's sockets since rpc_init: whole messages (calls,
+     * replies, heartbeats, membership) and the bytes of their frames (header
+     * + tensor frames; ZeroMQ's framing and TCP/IP not counted). Calls to
+     * itself do not touch the sockets and are not counted. */
+    uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
 };
 /* Fills *out (zeros before the first rpc_init). Any thread. */
 void rpc_get_stats(struct rpc_stats *out);

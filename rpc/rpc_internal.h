@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <zmq.h>
 
+#include "common/clock.h"
 #include "rpc/rpc.h"
 
 /* ---- distributed-autograd hooks ----------------------------------------
@@ -91,18 +92,32 @@ struct wire_hdr {
  * the grad_fn the autograd hook needs). */
 struct wire_tensors { struct tensor *t[WIRE_MAX_TENSORS]; struct tensor *orig[WIRE_MAX_TENSORS]; int n; };
 
-/* How the codec packs and unpacks RRefs (rref.c installs them; without
- * them an RRef neither encodes nor decodes). pack: writes r's descriptor
- * for a message to worker `to` (the fork protocol's sending side).
- * unpack: the receiving side for a descriptor from worker `from`; NULL
- * with err. */
-struct wire_rref_hooks {
-    void (*pack)(msgpack_packer *pk, struct rref *r, int to);
-    struct rref *(*unpack)(int owner, int parent, uint64_t id, uint64_t fork, int from, char *err, size_t cap);
+/* ---- RRef hooks -----------------------------------------------------------
+ * The value type (value.c) and the codec (wire.c) reach RRefs only through
+ * these, as distributed autograd's are reached through its hooks: neither
+ * calls into rref*.c. rref*.c installs them (rref_install_hooks) at
+ * rpc_init and before it makes its first handle; until then the codec
+ * refuses to send or accept an RRef.
+ * fork: the fork protocol's sending side: registers a fork of r for a
+ *   message to worker `to` and describes it in *out.
+ * unfork: the receiving side: a new handle for the descriptor d from worker
+ *   `from`; NULL with err.
+ * retain, release, id: rref_retain, rref_free, rref_id. */
+struct wire_rref { int owner, parent; uint64_t id, fork; };
+struct rpc_rref_hooks {
+    void (*fork)(struct rref *r, int to, struct wire_rref *out);
+    struct rref *(*unfork)(const struct wire_rref *d, int from, char *err, size_t cap);
+    struct rref *(*retain)(struct rref *r);
+    void (*release)(struct rref *r);
+    uint64_t (*id)(const struct rref *r);
 };
-void wire_set_rref_hooks(const struct wire_rref_hooks *hooks);
+/* The installed hooks (value.c); all NULL until rpc_set_rref_hooks. */
+extern struct rpc_rref_hooks rpc_rref_hooks;
+/* Copies *hooks in (NULL: none). Not thread-safe: rref_install_hooks calls
+ * it once (pthread_once), before any RRef exists. */
+void rpc_set_rref_hooks(const struct rpc_rref_hooks *hooks);
 /* Writes an RRef descriptor (the body of ext type 2). */
-void wire_rref_desc(unsigned char out[24], int owner, int parent, uint64_t id, uint64_t fork);
+void wire_rref_desc(unsigned char out[24], const struct wire_rref *d);
 
 /* Encodes v; tensors are appended to *tl (retained), RRefs forked toward
  * worker `to`. -1 with error on too many tensors or an unencodable value. */
@@ -154,11 +169,12 @@ void rpc_request_free_local(struct rpc_request *req);
 /* Sets a request's error to `text` verbatim (already prefixed). */
 void rpc_request_fail_text(struct rpc_request *req, const char *text);
 
-/* rref.c */
+/* rref*.c (the module's own interface is rref_internal.h) */
 /* Fork registrations that may wait at an owner for their RRef's creation. */
 #define RREF_MAX_PARKED 16384
-/* Installs the codec's RRef hooks (wire_set_rref_hooks). */
-void rref_install_wire_hooks(void);
+/* Installs the RRef hooks (rpc_set_rref_hooks) once; any thread. */
+void rref_install_hooks(void);
+/* Installs the hooks too. */
 void rref_module_init(void);
 /* At the start of rpc_shutdown: fails every waiting fork registration, and
  * every later one fails at once. */
@@ -294,6 +310,7 @@ struct rpc_agent {
 
     pthread_t io_thread;
     atomic_bool io_stop;
+    atomic_bool admitted;           /* rank 0, or a worker whose hello was answered: it may ping */
 
     struct rpc_future *pending[NBUCKETS];   /* I/O thread only */
     int npending;
@@ -320,6 +337,7 @@ struct rpc_agent {
     bool sd_go;
     int byes;
     bool bye_from[MAX_WORKERS];
+    char joins_refused[128];        /* rank 0, under state_mu: why hellos are refused ("": open) */
 
     pthread_mutex_t ev_mu;
     pthread_cond_t ev_cv;
@@ -355,9 +373,6 @@ extern struct rpc_freelist rpc_future_fl, rpc_request_fl, rpc_outmsg_fl;
 /* The one agent of this process (rpc.c). */
 extern struct rpc_agent rpc_agent_state;
 extern struct rpc_autograd_hooks rpc_hooks;
-
-int64_t rpc_now_us(void);
-int64_t rpc_now_ms(void);
 
 /* future.c */
 struct rpc_future *rpc_future_new(void);
@@ -400,6 +415,9 @@ struct rpc_counters {
     atomic_uint_fast64_t spoofed, unverified, malformed, cut_dropped, cuts, busy, forks_expired;
     atomic_uint_fast64_t refused_auth, handshakes_failed;
     atomic_int held;
+    /* Traffic on the sockets (I/O thread writes, relaxed): whole messages and
+     * their frames' bytes, routing-id frames not counted. */
+    atomic_uint_fast64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
 };
 extern struct rpc_counters rpc_counters;
 /* A line on stderr, at most 10 a second (the next line printed says how

@@ -2,18 +2,14 @@
  * message (a msgpack header, the payload, one raw frame per tensor body),
  * and decoding a received one with every count, length, depth, dtype and
  * shape checked against the frames before anything is allocated. RRefs
- * are (un)packed through hooks (rref.c installs them), as distributed
- * autograd's ids are filled in through its hooks. */
+ * are forked and unforked through the RRef hooks (rref*.c installs them),
+ * as distributed autograd's ids are filled in through its hooks. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
-
-static struct wire_rref_hooks rref_hooks;
-
-void wire_set_rref_hooks(const struct wire_rref_hooks *h) { rref_hooks = h ? *h : (struct wire_rref_hooks){ 0 }; }
 
 /* ---- messages -------------------------------------------------------------- */
 
@@ -122,13 +118,13 @@ static uint16_t get_u16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] 
 static uint32_t get_u32(const unsigned char *p) { uint32_t v = 0; for (int i = 3; i >= 0; i--) v = v << 8 | p[i]; return v; }
 static uint64_t get_u64(const unsigned char *p) { uint64_t v = 0; for (int i = 7; i >= 0; i--) v = v << 8 | p[i]; return v; }
 
-void wire_rref_desc(unsigned char out[24], int owner, int parent, uint64_t id, uint64_t fork)
+void wire_rref_desc(unsigned char out[24], const struct wire_rref *d)
 {
-    put_u16(out, (uint16_t)owner);
-    put_u16(out + 2, (uint16_t)parent);
+    put_u16(out, (uint16_t)d->owner);
+    put_u16(out + 2, (uint16_t)d->parent);
     put_u32(out + 4, 0);
-    put_u64(out + 8, id);
-    put_u64(out + 16, fork);
+    put_u64(out + 8, d->id);
+    put_u64(out + 16, d->fork);
 }
 
 int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_tensors *tl, int to, int depth)
@@ -166,10 +162,15 @@ int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_t
         tl->t[tl->n++] = snap;
         break;
     }
-    case RPC_RREF:
-        if (!rref_hooks.pack) return rpc_set_error("rpc: cannot send an RRef: no RRef support installed");
-        rref_hooks.pack(pk, v->rref, to);
+    case RPC_RREF: {
+        if (!rpc_rref_hooks.fork) return rpc_set_error("rpc: cannot send an RRef: no RRef support installed");
+        struct wire_rref r;
+        rpc_rref_hooks.fork(v->rref, to, &r);
+        unsigned char d[24];
+        wire_rref_desc(d, &r);
+        msgpack_pack_ext_with_body(pk, d, sizeof d, WIRE_EXT_RREF);
         break;
+    }
     case RPC_LIST:
         msgpack_pack_array(pk, v->list.len);
         for (size_t i = 0; i < v->list.len; i++)
@@ -463,8 +464,9 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
         }
         if (o->via.ext.type == WIRE_EXT_RREF) {
             if (n != 24) return ferr(err, cap, "RRef descriptor size %u", n);
-            if (!rref_hooks.unpack) return ferr(err, cap, "RRef received but no RRef support installed");
-            struct rref *r = rref_hooks.unpack(get_u16(d), get_u16(d + 2), get_u64(d + 8), get_u64(d + 16), from, err, cap);
+            if (!rpc_rref_hooks.unfork) return ferr(err, cap, "RRef received but no RRef support installed");
+            struct wire_rref desc = { get_u16(d), get_u16(d + 2), get_u64(d + 8), get_u64(d + 16) };
+            struct rref *r = rpc_rref_hooks.unfork(&desc, from, err, cap);
             if (!r) return -1;
             out->kind = RPC_RREF;
             out->rref = r;

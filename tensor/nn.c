@@ -65,7 +65,7 @@ static struct layer add_linear(struct nn_impl *m, int in, int out, bool bias, ui
     if (m->failed) return l;
     float bound = in > 0 ? 1.0f / sqrtf((float)in) : 0.0f;
     struct tensor *w = tensor_try_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){out, in}, false);
-    struct tensor *b = bias ? tensor_try_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){out}, false) : NULL;
+    struct tensor *b = bias && w ? tensor_try_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){out}, false) : NULL;
     if (!w || (bias && !b)) {
         tensor_free(w);
         tensor_free(b);

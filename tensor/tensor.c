@@ -8,26 +8,27 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "common/error.h"
 #include "tensor/autograd.h"
 #include "tensor/backend.h"
 #include "tensor/ops_internal.h"
 
 /* ---- errors ------------------------------------------------------------ */
 
-static _Thread_local char last_error[512];
+static _Thread_local struct trib_error last_error;
 
-const char *tensor_last_error(void) { return last_error; }
+const char *tensor_last_error(void) { return trib_error_get(&last_error); }
 
 void *tensor_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    trib_error_vset(&last_error, fmt, ap);
     va_end(ap);
     return NULL;
 }
 
-void tensor_clear_error(void) { last_error[0] = '\0'; }
+void tensor_clear_error(void) { trib_error_clear(&last_error); }
 
 /* ---- dtypes and shapes ------------------------------------------------- */
 

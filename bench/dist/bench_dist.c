@@ -4,14 +4,12 @@
  * (tensor_backward). One JSON line per batch size:
  *   {"bench":"dist_fwd_bwd","batch":B,"remote_us":X,"local_us":Y,"ratio":X/Y} */
 #define _GNU_SOURCE
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "common/clock.h"
+#include "common/proc.h"
 #include "optim/dist_optim.h"
 #include "rpc/dist_autograd.h"
 #include "rpc/remote_module.h"
@@ -23,13 +21,6 @@
 static const int SIZES[4] = { 32, 128, 128, 8 };
 enum { SEED = 7 };
 #define FIGURE_S 1.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die(const char *what, const char *msg)
 {
@@ -44,14 +35,16 @@ static struct rpc_opts opts(int rank, const char *master)
     return o;
 }
 
-static int pipe_fd[2];
-
-static void hand_out(const char *ep, void *user)
+/* w1: serves the remote MLP until w0 shuts down. */
+static int serve(int idx, const char *master, void *arg)
 {
-    char buf[128] = { 0 };
-    snprintf(buf, sizeof buf, "%s", ep);
-    if (write(pipe_fd[1], buf, sizeof buf) != (ssize_t)sizeof buf) die("pipe", "short write");
-    close(pipe_fd[1]);
+    struct rpc_opts o = opts(1, master);
+    if (rpc_init(&o) < 0) {
+        fprintf(stderr, "bench_dist: w1: %s\n", rpc_last_error());
+        return 10;
+    }
+    rpc_shutdown(true);
+    return 0;
 }
 
 static struct tensor *input(int64_t batch)
@@ -101,11 +94,11 @@ static void local_iter(struct nn_module *m, struct tensor *x)
     ({                                                                  \
         for (int w_ = 0; w_ < 3; w_++) call;                            \
         long it_ = 0;                                                   \
-        double t0_ = now_s(), el_ = 0;                                  \
+        double t0_ = trib_now_s(), el_ = 0;                                  \
         do {                                                            \
             call;                                                       \
             it_++;                                                      \
-            el_ = now_s() - t0_;                                        \
+            el_ = trib_now_s() - t0_;                                        \
         } while (el_ < FIGURE_S || it_ < 5);                            \
         el_ * 1e6 / (double)it_;                                        \
     })
@@ -120,34 +113,14 @@ int main(int argc, char **argv)
     dist_autograd_init();
     remote_module_init();
     dist_optim_init();
-    if (pipe(pipe_fd) != 0) die("pipe", "failed");
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0) die("fork", "failed");
-    if (pid == 0) {
-        close(pipe_fd[1]);
-        char ep[128];
-        size_t got = 0;
-        while (got < sizeof ep) {
-            ssize_t r = read(pipe_fd[0], ep + got, sizeof ep - got);
-            if (r <= 0) _exit(99);
-            got += (size_t)r;
-        }
-        ep[sizeof ep - 1] = '\0';
-        struct rpc_opts o = opts(1, ep);
-        if (rpc_init(&o) < 0) {
-            fprintf(stderr, "bench_dist: w1: %s\n", rpc_last_error());
-            _exit(10);
-        }
-        rpc_shutdown(true);
-        _exit(0);
-    }
-    close(pipe_fd[0]);
+    struct proc_group w1;
+    proc_group_init(&w1);
+    if (proc_fork(&w1, serve, NULL, 0) < 0) die("fork", "failed");
     struct rpc_opts o = opts(0, "tcp://127.0.0.1:0");
-    o.on_listening = hand_out;
+    o.on_listening = proc_hand_out_all;
+    o.listening_user = &w1;
     if (rpc_init(&o) < 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        proc_group_deinit(&w1);
         die("rpc_init", rpc_last_error());
     }
 
@@ -178,7 +151,5 @@ int main(int argc, char **argv)
     nn_module_free(local);
     remote_module_free(rm);
     rpc_shutdown(true);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+    return proc_wait(&w1, 0, -1) == 0 ? 0 : 1;
 }

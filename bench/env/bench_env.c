@@ -8,16 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "envs/vec_env.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double run_once(struct vec_env *v, const struct env_spec *s, int B, double seconds,
                        uint64_t *lcg, float *obs, float *reward, bool *term, bool *trunc,
@@ -28,7 +21,7 @@ static double run_once(struct vec_env *v, const struct env_spec *s, int B, doubl
     const float lo = discrete ? 0.0f : (float)s->act.low[0];
     const float span = discrete ? 0.0f : (float)(s->act.high[0] - s->act.low[0]);
     uint64_t x = *lcg, steps = 0;
-    double t0 = now_s(), t;
+    double t0 = trib_now_s(), t;
     do {
         for (int k = 0; k < 64; k++) {
             if (discrete) {
@@ -46,7 +39,7 @@ static double run_once(struct vec_env *v, const struct env_spec *s, int B, doubl
                          trunc, NULL);
             steps += (uint64_t)B;
         }
-        t = now_s() - t0;
+        t = trib_now_s() - t0;
     } while (t < seconds);
     *lcg = x;
     return (double)steps / t;

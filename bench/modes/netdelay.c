@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 #define SLOT_BYTES 2048     /* > the TUN MTU (1500): TUN without GSO hands over whole IP packets */
 #define QUEUE_SLOTS 8192    /* per direction; a full queue drops, as netem's limit does */
 
@@ -46,13 +48,6 @@ struct queue {
 static volatile sig_atomic_t stop;
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void die(const char *what)
 {
@@ -92,7 +87,7 @@ static void drain(int fd, struct queue *q, int64_t delay_ns)
             continue;
         }
         struct slot *s = &q->s[(q->head + q->n) % QUEUE_SLOTS];
-        s->due_ns = now_ns() + delay_ns;
+        s->due_ns = trib_now_ns() + delay_ns;
         s->len = (uint16_t)n;
         memcpy(s->data, buf, (size_t)n);
         q->n++;
@@ -158,7 +153,7 @@ int main(int argc, char **argv)
     fflush(stdout);
 
     while (!stop) {
-        int64_t t = now_ns(), next = -1;
+        int64_t t = trib_now_ns(), next = -1;
         for (int i = 0; i < 2; i++)
             if (q[i].n > 0 && (next < 0 || q[i].s[q[i].head].due_ns < next)) next = q[i].s[q[i].head].due_ns;
         struct timespec to, *top = NULL;
@@ -173,7 +168,7 @@ int main(int argc, char **argv)
         if (r < 0 && errno != EINTR) die("ppoll");
         for (int i = 0; i < 2 && r > 0; i++)
             if (p[i].revents & POLLIN) drain(fd[i], &q[i], delay_ns);
-        t = now_ns();
+        t = trib_now_ns();
         release(fd[1], &q[0], t);
         release(fd[0], &q[1], t);
     }

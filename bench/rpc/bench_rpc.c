@@ -8,20 +8,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
+#include "common/clock.h"
+#include "common/proc.h"
 #include "rpc/rpc.h"
 
 static const int64_t SIZES[] = { 16, 65536, 1048576 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int iters_for(int64_t n) { return n <= 16 ? 21000 : n <= 65536 ? 3500 : 700; }
 
@@ -79,14 +73,14 @@ static void zmq_start(struct zclient *z)
 static double zmq_round_trips(struct zclient *z, const char *buf, int64_t n, int iters)
 {
     zmq_msg_t m;
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (int i = 0; i < iters; i++) {
         zmq_send(z->s, buf, (size_t)n, 0);
         zmq_msg_init(&m);
         zmq_msg_recv(&m, z->s, 0);
         zmq_msg_close(&m);
     }
-    return (now_s() - t0) / iters * 1e6;
+    return (trib_now_s() - t0) / iters * 1e6;
 }
 
 static void zmq_stop(struct zclient *z)
@@ -106,13 +100,16 @@ static int fn_echo(struct rpc_request *req, const struct rpc_value *args, struct
     return 0;
 }
 
-static void hand_out(const char *ep, void *u)
+/* The callee: echoes until the caller shuts down. */
+static int callee(int idx, const char *master, void *arg)
 {
-    int fd = *(int *)u;
-    char buf[128] = { 0 };
-    snprintf(buf, sizeof buf, "%s", ep);
-    if (write(fd, buf, sizeof buf) != (ssize_t)sizeof buf) abort();
-    close(fd);
+    struct rpc_opts o = { .name = "callee", .rank = 1, .world_size = 2, .master = master, .spin_us = *(int *)arg };
+    if (rpc_init(&o) < 0) {
+        fprintf(stderr, "callee: %s\n", rpc_last_error());
+        return 1;
+    }
+    rpc_shutdown(true);
+    return 0;
 }
 
 static struct rpc_value payload(int64_t n)
@@ -134,7 +131,7 @@ static int cmp_double(const void *a, const void *b)
 static double rpc_round_trips(const struct rpc_value *args, int iters)
 {
     struct rpc_value res;
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (int i = 0; i < iters; i++) {
         if (rpc_sync("callee", "echo", args, &res, 0) < 0) {
             fprintf(stderr, "bench_rpc: %s\n", rpc_last_error());
@@ -142,7 +139,7 @@ static double rpc_round_trips(const struct rpc_value *args, int iters)
         }
         rpc_value_clear(&res);
     }
-    return (now_s() - t0) / iters * 1e6;
+    return (trib_now_s() - t0) / iters * 1e6;
 }
 
 /* usage: bench_rpc [spin_us]   (rpc_opts.spin_us; 0: the default) */
@@ -153,26 +150,14 @@ int main(int argc, char **argv)
     zmq_start(&z);
 
     rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
-    int p[2];
-    if (pipe(p) != 0) abort();
-    pid_t pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        close(p[1]);
-        char ep[128];
-        if (read(p[0], ep, sizeof ep) != (ssize_t)sizeof ep) _exit(2);
-        struct rpc_opts o = { .name = "callee", .rank = 1, .world_size = 2, .master = ep, .spin_us = spin_us };
-        if (rpc_init(&o) < 0) { fprintf(stderr, "callee: %s\n", rpc_last_error()); _exit(1); }
-        rpc_shutdown(true);
-        _exit(0);
-    }
-    close(p[0]);
+    struct proc_group callees;
+    proc_group_init(&callees);
+    if (proc_fork(&callees, callee, &spin_us, 0) < 0) abort();
     struct rpc_opts o = { .name = "caller", .rank = 0, .world_size = 2, .master = "tcp://127.0.0.1:0",
-                          .on_listening = hand_out, .listening_user = &p[1], .spin_us = spin_us };
+                          .on_listening = proc_hand_out_all, .listening_user = &callees, .spin_us = spin_us };
     if (rpc_init(&o) < 0) {
         fprintf(stderr, "bench_rpc: %s\n", rpc_last_error());
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+        proc_group_deinit(&callees);
         return 1;
     }
     /* Alternate rounds of bare zmq and rpc so both see the same machine
@@ -209,13 +194,13 @@ int main(int argc, char **argv)
             for (int i = 0; i < WINDOW; i++) rpc_future_free(fs[i]);
         }
         int failed = 0;
-        double t0 = now_s();
+        double t0 = trib_now_s();
         for (int r = 0; r < ROUNDS; r++) {
             for (int i = 0; i < WINDOW; i++) fs[i] = rpc_async("callee", "echo", &args, 0);
             if (rpc_future_wait_all(fs, WINDOW) < 0) failed++;
             for (int i = 0; i < WINDOW; i++) rpc_future_free(fs[i]);
         }
-        double dt = now_s() - t0;
+        double dt = trib_now_s() - t0;
         if (failed) {
             fprintf(stderr, "bench_rpc: %d rounds had failures: %s\n", failed, rpc_last_error());
             return 1;
@@ -224,7 +209,6 @@ int main(int argc, char **argv)
         rpc_value_clear(&args);
     }
     rpc_shutdown(true);
-    int st;
-    waitpid(pid, &st, 0);
+    proc_wait(&callees, 0, -1);
     return 0;
 }

@@ -4,21 +4,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "tensor/autograd.h"
 #include "tensor/backend.h"
 #include "tensor/nn.h"
 #include "tensor/ops.h"
 
 static double budget_s = 2.0;   /* per figure: both measurements together */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Runs each step repeatedly, alternating between the two in 10 slices so
  * that both see the same machine load (the box is shared), for budget_s in
@@ -33,12 +26,12 @@ static void rates(void (*step[2])(void *), void *arg[2], const struct tensor_bac
     }
     for (int slice = 0; slice < 20; slice++) {
         int k = slice & 1;
-        double t0 = now(), t;
+        double t0 = trib_now_s(), t;
         do {
             step[k](arg[k]);
             be->synchronize();
             n[k]++;
-            t = now();
+            t = trib_now_s();
         } while (t - t0 < budget_s / 20);
         spent[k] += t - t0;
     }

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
 
@@ -125,13 +125,6 @@ static const char *json_number(char buf[32], double x)
     return buf;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int main(int argc, char **argv)
 {
     long episodes = 10, max_steps = -1, num_envs = 1, seed = 0;
@@ -234,7 +227,7 @@ int main(int argc, char **argv)
 
     struct vec_env_stats st;
     long t = 0;
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (;; t++) {
         vec_env_get_stats(v, &st);
         if ((long)st.episodes >= episodes || (max_steps > 0 && (long)st.steps >= max_steps))
@@ -264,7 +257,7 @@ int main(int argc, char **argv)
             break;
         }
     }
-    double secs = now_s() - t0;
+    double secs = trib_now_s() - t0;
     vec_env_get_stats(v, &st);
     double sps = secs > 0 ? (double)st.steps / secs : 0.0;
     double mean_ret = st.episodes ? st.return_sum / (double)st.episodes : 0.0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/bench modes' parsing and aggregation on recorded inputs: CSV rows
-# from recorded run outputs and what the sweep measured (solved, out of budget, no summary line, an older
-# summary without lag p95/histogram/busy fraction, a histogram without p95),
+# from recorded run outputs and what the sweep measured (solved, with RPC traffic, out of budget, no summary
+# line, an older summary without lag p95/histogram/busy fraction/RPC traffic, a histogram without p95),
 # return-vs-time points from progress lines, and medians over seeds with
 # unsolved seeds (summary.csv, summary.md). No training runs here.
 #   test_bench_modes_parse.sh PATH/TO/scripts/bench-modes
@@ -22,7 +22,7 @@ HEADER=network,delay_ms,delay_method,algo,preset,mode,observers,envs_per_observe
 got=$("$bm" parse-run "$fx/ppo-sync-solved.log" network=loopback delay_ms=0 delay_method=loopback algo=ppo \
   preset=ppo-fast mode=sync observers=1 seed=1 budget_s=12 exit_code=0 proc_s=16.4 agent_cpu_s=4.1 load1=3.5 log=runs/a.log)
 expect_eq "solved PPO run" \
-  "loopback,0,loopback,ppo,ppo-fast,sync,1,32,1,12,0,true,solved,163840,16.2002,16.4,10113.5,10312.1,2,2560,158.023,655,476.11,,16.2002,163840,3.5,7,7,0.133133,0.250,,,,,0,3.5,320;320;320;320;320;320;320;320,runs/a.log" "$got"
+  "loopback,0,loopback,ppo,ppo-fast,sync,1,32,1,12,0,true,solved,163840,16.2002,16.4,10113.5,10312.1,2,2560,158.023,655,476.11,,16.2002,163840,3.5,7,7,0.133133,0.250,0.230713,203.639,,,0,3.5,320;320;320;320;320;320;320;320,runs/a.log" "$got"
 
 got=$("$bm" parse-run "$fx/reinforce-async-budget.log" network=netns-10ms delay_ms=10 delay_method=tun algo=reinforce \
   preset=pytorch-rl-example mode=async observers=2 seed=1 budget_s=4 exit_code=1 proc_s=5.2 load1=7.1 log=runs/b.log \
@@ -85,9 +85,9 @@ mkdir "$tmp/r"
 {
   echo "$HEADER"
   # 2 of 3 seeds solved: the median time and steps are the slower solved seed's.
-  mkrow $lp algo=ppo mode=sync observers=1 seed=1 solved=true time_to_solve_s=10 steps_to_solve=100000 sps=100 sps_steady=180 startup_s=1 updates_per_s=5 return_mean=480 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.1 agent_cpu_frac=0.5
-  mkrow $lp algo=ppo mode=sync observers=1 seed=2 solved=true time_to_solve_s=20 steps_to_solve=200000 sps=300 sps_steady=200 startup_s=2 updates_per_s=7 return_mean=476 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.3 agent_cpu_frac=0.7
-  mkrow $lp algo=ppo mode=sync observers=1 seed=3 solved=false sps=200 sps_steady=190 startup_s=1.5 updates_per_s=6 return_mean=300 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.2 agent_cpu_frac=0.6
+  mkrow $lp algo=ppo mode=sync observers=1 seed=1 solved=true time_to_solve_s=10 steps_to_solve=100000 sps=100 sps_steady=180 startup_s=1 updates_per_s=5 return_mean=480 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.1 agent_cpu_frac=0.5 rpc_msgs_per_step=0.2 rpc_bytes_per_step=200
+  mkrow $lp algo=ppo mode=sync observers=1 seed=2 solved=true time_to_solve_s=20 steps_to_solve=200000 sps=300 sps_steady=200 startup_s=2 updates_per_s=7 return_mean=476 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.3 agent_cpu_frac=0.7 rpc_msgs_per_step=0.4 rpc_bytes_per_step=400
+  mkrow $lp algo=ppo mode=sync observers=1 seed=3 solved=false sps=200 sps_steady=190 startup_s=1.5 updates_per_s=6 return_mean=300 lag_mean=3.5 lag_p95=7 lag_max=7 agent_busy_frac=0.2 agent_cpu_frac=0.6 rpc_msgs_per_step=0.3 rpc_bytes_per_step=250
   # 1 of 3 solved: not solved.
   mkrow $lp algo=ppo mode=async observers=1 seed=1 solved=true time_to_solve_s=5 steps_to_solve=50000 sps=10 return_mean=490 lag_mean=4 lag_p95=8 lag_max=9
   mkrow $lp algo=ppo mode=async observers=1 seed=2 solved=false sps=30 return_mean=100 lag_mean=5 lag_p95=9 lag_max=20
@@ -100,15 +100,15 @@ mkdir "$tmp/r"
   mkrow $ns algo=reinforce mode=sync observers=2 seed=2 solved=false sps=70 running_reward=20
 } >"$tmp/r/results.csv"
 "$bm" summarize "$tmp/r" --no-plots || fail "summarize exited non-zero"
-expect_eq "summary.csv" "network,delay_ms,delay_method,algo,preset,mode,observers,envs_per_observer,budget_s,runs,solved,sps,sps_steady,startup_s,updates_per_s,time_to_solve_s,steps_to_solve,return_mean,running_reward,lag_mean,lag_p95,lag_max,agent_busy_frac,agent_cpu_frac,wire_bytes_per_step,wire_pkts_per_step
-loopback,0,loopback,ppo,ppo-fast,sync,1,32,12,3,2,200,190,1.5,6,20,200000,476,,3.5,7,7,0.2,0.6,,
-loopback,0,loopback,ppo,ppo-fast,async,1,32,12,3,1,20,,,,,,295,,4.5,8.5,20,,,,
-netns-10ms,10,tun,reinforce,pytorch-rl-example,async,2,1,4,2,2,150,,,,5,50,,485,1.5,2.5,9,,,200,3
-netns-10ms,10,tun,reinforce,pytorch-rl-example,sync,2,1,4,2,1,60,,,,,,,250,,,,,,," "$(cat "$tmp/r/summary.csv")"
-expect_eq "summary.md rows" "| loopback | ppo | sync | 1 | 200 | 190 | 1.5 | 6.0 | 2/3 | 20.0 | 200000 | 476 | 3.5 / 7 / 7 | 20% | 60% | - | - |
-| loopback | ppo | async | 1 | 20 | - | - | - | 1/3 | not solved | not solved | 295 | 4.5 / 8 / 20 | - | - | - | - |
-| netns-10ms | reinforce | async | 2 | 150 | - | - | - | 2/2 | 5.0 | 50 | - (running 485) | 1.5 / 2 / 9 | - | - | 200 | 3.00 |
-| netns-10ms | reinforce | sync | 2 | 60 | - | - | - | 1/2 | not solved | not solved | - (running 250) | - / - / - | - | - | - | - |" \
+expect_eq "summary.csv" "network,delay_ms,delay_method,algo,preset,mode,observers,envs_per_observer,budget_s,runs,solved,sps,sps_steady,startup_s,updates_per_s,time_to_solve_s,steps_to_solve,return_mean,running_reward,lag_mean,lag_p95,lag_max,agent_busy_frac,agent_cpu_frac,rpc_msgs_per_step,rpc_bytes_per_step,wire_bytes_per_step,wire_pkts_per_step
+loopback,0,loopback,ppo,ppo-fast,sync,1,32,12,3,2,200,190,1.5,6,20,200000,476,,3.5,7,7,0.2,0.6,0.3,250,,
+loopback,0,loopback,ppo,ppo-fast,async,1,32,12,3,1,20,,,,,,295,,4.5,8.5,20,,,,,,
+netns-10ms,10,tun,reinforce,pytorch-rl-example,async,2,1,4,2,2,150,,,,5,50,,485,1.5,2.5,9,,,,,200,3
+netns-10ms,10,tun,reinforce,pytorch-rl-example,sync,2,1,4,2,1,60,,,,,,,250,,,,,,,,," "$(cat "$tmp/r/summary.csv")"
+expect_eq "summary.md rows" "| loopback | ppo | sync | 1 | 200 | 190 | 1.5 | 6.0 | 2/3 | 20.0 | 200000 | 476 | 3.5 / 7 / 7 | 20% | 60% | 0.30 | 250 | - | - |
+| loopback | ppo | async | 1 | 20 | - | - | - | 1/3 | not solved | not solved | 295 | 4.5 / 8 / 20 | - | - | - | - | - | - |
+| netns-10ms | reinforce | async | 2 | 150 | - | - | - | 2/2 | 5.0 | 50 | - (running 485) | 1.5 / 2 / 9 | - | - | - | - | 200 | 3.00 |
+| netns-10ms | reinforce | sync | 2 | 60 | - | - | - | 1/2 | not solved | not solved | - (running 250) | - / - / - | - | - | - | - | - | - |" \
   "$(grep -E '^\| (loopback|netns)' "$tmp/r/summary.md")"
 expect_eq "summary.md pivot" "| algo | mode | obs | loopback | netns-10ms |
 |---|---|--:|--:|--:|
@@ -122,7 +122,7 @@ expect_eq "summary.md pivot" "| algo | mode | obs | loopback | netns-10ms |
 | ppo | async | 1 | 20 | - |
 | reinforce | async | 2 | - | 150 |
 | reinforce | sync | 2 | - | 60 |" "$(sed -n '/^| algo | mode | obs |/,/^$/p' "$tmp/r/summary.md" | sed '/^$/d')"
-grep -q 'RPC messages and bytes per env step: \*\*not measured\*\*' "$tmp/r/summary.md" || fail "summary.md does not say RPC counts are not measured"
+grep -q "RPC msgs/step, B/step: messages and bytes" "$tmp/r/summary.md" || fail "summary.md does not explain the RPC columns"
 
 # A results.csv with another header is refused.
 mkdir "$tmp/bad"

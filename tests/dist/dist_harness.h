@@ -1,6 +1,6 @@
 /* Multi-process harness for the distributed-autograd tests: forks the workers
  * before rank 0 ("w0", the test process) starts its agent on a free loopback
- * port, hands them the real endpoint through pipes, always reaps them, and
+ * port, hands them the real endpoint (common/proc.h), always reaps them, and
  * registers the query functions every test uses ("t.grads", "t.pgrad",
  * "t.nctx", "t.rss"). Header-only: each test binary includes it once. */
 #ifndef TRIB_TESTS_DIST_HARNESS_H
@@ -13,8 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "optim/dist_optim.h"
@@ -25,7 +23,7 @@
 #include "tensor/nn.h"
 #include "tensor/ops.h"
 
-#include "../rpc/rpc_harness.h"    /* fork before rpc_init, hand out the endpoint, reap */
+#include "../rpc/rpc_harness.h"    /* fork before rpc_init, hand out the endpoint */
 
 #define DH_MAX H_MAX
 #define DH_HEARTBEAT_MS 100
@@ -45,7 +43,7 @@ typedef int (*dh_child_fn)(int rank, const char *master, void *arg);
 
 struct dh_world {
     int world;
-    struct harness h;           /* children: ranks 1..world-1 at h.pid[0..] */
+    struct proc_group h;        /* children: ranks 1..world-1 at h.p[0..] */
 };
 
 static struct dh_world DH;
@@ -55,8 +53,6 @@ static void (*dh_extra_register)(void);
 /* Rank 0's default RPC timeout (the others keep 30 s, which also bounds
  * their graceful shutdown); set before dh_start. */
 static int dh_w0_timeout_ms = 30000;
-
-static inline double dh_now(void) { return h_now(); }
 
 /* ---- query functions every process registers ------------------------------ */
 
@@ -180,19 +176,6 @@ static inline void dh_spawn(int n, dh_child_fn fn, void *arg)
     h_spawn(&DH.h, n, dh_trampoline, NULL);
 }
 
-static inline void dh_hand_out(const char *endpoint, void *user)
-{
-    (void)user;
-    h_go(&DH.h, -1, endpoint);
-}
-
-/* Waits for child i (rank i+1) up to timeout_s, then kills it. Returns its
- * exit code, 128+signal if a signal ended it, or -1 on timeout. */
-static inline int dh_reap(int i, double timeout_s) { return h_reap(&DH.h, i, timeout_s); }
-
-/* Closes unsent pipes (those children exit 99) and reaps everyone. */
-static inline void dh_abort(void) { h_abort(&DH.h); }
-
 /* Starts a world of `world` processes: this one is rank 0 ("w0"), the others
  * run child (NULL: dh_serve). */
 static inline void dh_start(int world, dh_child_fn child, void *arg)
@@ -202,11 +185,12 @@ static inline void dh_start(int world, dh_child_fn child, void *arg)
     dh_register_all();
     dh_spawn(world - 1, child ? child : dh_serve, arg);
     struct rpc_opts o = dh_opts(0, world, "tcp://127.0.0.1:0");
-    o.on_listening = dh_hand_out;
+    o.on_listening = proc_hand_out_all;
+    o.listening_user = &DH.h;
     if (rpc_init(&o) < 0) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", rpc_last_error());
-        dh_abort();
+        proc_reap_all(&DH.h, 10);    /* the children still waiting exit 99 */
         ck_abort_msg("rpc_init: %s", msg);
     }
 }
@@ -216,7 +200,8 @@ static inline void dh_stop(void)
 {
     rpc_shutdown(true);
     for (int i = 0; i < DH.h.n; i++) {
-        int rc = dh_reap(i, 60);
+        if (DH.h.p[i].reaped) continue;             /* by the test (it killed it, say) */
+        int rc = proc_wait(&DH.h, i, 60);
         ck_assert_msg(rc == 0, "%s exited with %d", DH_NAMES[i + 1], rc);
     }
 }

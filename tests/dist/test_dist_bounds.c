@@ -56,9 +56,9 @@ static int call_in_new_context(int64_t *ctx)
 
 static void wait_nctx(const char *on, int64_t want, double timeout_s)
 {
-    double t0 = dh_now();
+    double t0 = trib_now_s();
     int64_t n;
-    while ((n = dh_remote_nctx(on)) != want && dh_now() - t0 < timeout_s) usleep(20000);
+    while ((n = dh_remote_nctx(on)) != want && trib_now_s() - t0 < timeout_s) usleep(20000);
     ck_assert_int_eq(n, want);
 }
 
@@ -97,8 +97,8 @@ START_TEST(test_context_bounds)
     a.list.items[1] = rpc_int(20);
     ck_assert_msg(dh_query("w2", "t.make_ctx", a, &r) == 0, "%s", rpc_last_error());
     ck_assert_int_eq(dh_remote_nctx("w1"), 20);
-    ck_assert_int_eq(kill(DH.h.pid[1], SIGKILL), 0);
-    ck_assert_int_eq(dh_reap(1, 10), 128 + SIGKILL);
+    ck_assert_int_eq(kill(DH.h.p[1].pid, SIGKILL), 0);
+    ck_assert_int_eq(proc_wait(&DH.h, 1, 10), 128 + SIGKILL);
     wait_nctx("w1", 0, 2.0 * DH_HEARTBEAT_TIMEOUT_MS / 1000.0 + 3.0);
     dh_stop();
 }

@@ -112,7 +112,7 @@ static int fn_train(struct rpc_request *req, const struct rpc_value *args, struc
     double last_loss = -1;
     int64_t first_version = -1, prev = -1, not_increasing = 0;
     uint32_t seed = (uint32_t)args->list.items[2].i;
-    double t_start = dh_now();
+    double t_start = trib_now_s();
     if (dist_optim_num_owners(opt) != 1) {
         snprintf(msg, sizeof msg, "dist_optim_num_owners %d, expected 1", dist_optim_num_owners(opt));
         err = msg;
@@ -159,7 +159,7 @@ static int fn_train(struct rpc_request *req, const struct rpc_value *args, struc
     res->list.items[2] = rpc_int(prev);
     res->list.items[3] = rpc_int(not_increasing);
     res->list.items[4] = rpc_double(t_start);
-    res->list.items[5] = rpc_double(dh_now());
+    res->list.items[5] = rpc_double(trib_now_s());
     return 0;
 }
 

@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct wire_tensors got;
     static bool hooks;
     if (!hooks) {               /* RRef descriptors decode as a worker's do */
-        rref_install_wire_hooks();
+        rref_install_hooks();
         hooks = true;
     }
     int n = fuzz_frames(&data, &size, -1, frames, MAX_FRAMES);

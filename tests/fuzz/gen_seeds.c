@@ -186,7 +186,7 @@ static void wire_seeds(void)
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     raw_hdr(&pk, WIRE_REQ, 7, 1, "echo", 0);
     unsigned char rd[24];
-    wire_rref_desc(rd, 0, 1, 0x1234, 0x5678);
+    wire_rref_desc(rd, &(struct wire_rref){ 0, 1, 0x1234, 0x5678 });
     msgpack_pack_array(&pk, 1);
     msgpack_pack_ext_with_body(&pk, rd, sizeof rd, WIRE_EXT_RREF);
     wire_raw("req-rref", sb.data, sb.size);
@@ -308,7 +308,7 @@ static void dispatch_seeds(void)
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     raw_hdr(&pk, WIRE_REQ, 1, 2, "echo", 0);
     unsigned char rd[24];
-    wire_rref_desc(rd, 0, 2, 0x777, (2ull << 48) | 1);
+    wire_rref_desc(rd, &(struct wire_rref){ 0, 2, 0x777, (2ull << 48) | 1 });
     msgpack_pack_array(&pk, 1);
     msgpack_pack_ext_with_body(&pk, rd, sizeof rd, WIRE_EXT_RREF);
     put_raw_on(&s, FROM_HIGH, sb.data, sb.size);

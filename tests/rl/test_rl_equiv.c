@@ -7,20 +7,17 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/proc.h"
 #include "optim/optim.h"
 #include "rl/losses.h"
 #include "tensor/autograd.h"
 #include "tensor/nn.h"
 #include "tensor/ops.h"
-
-extern char **environ;
 
 #define MAXA 16
 
@@ -58,17 +55,14 @@ static int run_train(const char *dump_dir, const char *const *extra)
     for (int i = 0; extra && extra[i]; i++) argv[n++] = extra[i];
     argv[n] = NULL;
     setenv("TRIB_DEBUG_DUMP", dump_dir, 1);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", 0, 0);
-    pid_t pid;
-    int rc = posix_spawn(&pid, TRIB_TRAIN_BIN, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    struct proc_group g;
+    proc_group_init(&g);
+    int i = proc_spawn(&g, argv, PROC_DISCARD, PROC_INHERIT);
     unsetenv("TRIB_DEBUG_DUMP");
-    ck_assert_int_eq(rc, 0);
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    ck_assert_int_eq(i, 0);
+    int rc = proc_wait(&g, 0, -1);
+    proc_group_deinit(&g);
+    return rc;
 }
 
 /* The policy tributary-train builds for CartPole with the ppo preset: a

@@ -8,20 +8,17 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/proc.h"
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/tfevents.h"
 #include "tensor/nn.h"
-
-extern char **environ;
 
 static char OUT[1 << 16], ERR[1 << 16];
 
@@ -31,28 +28,14 @@ static int run(const char *bin, const char *const *args, char *out, char *err, s
     int n = 1;
     for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
-    char opath[] = "/tmp/test_rl_outputs_XXXXXX", epath[] = "/tmp/test_rl_outputs_XXXXXX";
-    int ofd = mkstemp(opath), efd = mkstemp(epath);
-    ck_assert(ofd >= 0 && efd >= 0);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, ofd, 1);
-    posix_spawn_file_actions_adddup2(&fa, efd, 2);
-    pid_t pid;
-    int rc = posix_spawn(&pid, bin, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    ck_assert_int_eq(rc, 0);
-    int st = 0;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ssize_t k = pread(ofd, out, cap - 1, 0);
-    out[k > 0 ? k : 0] = '\0';
-    k = pread(efd, err, cap - 1, 0);
-    err[k > 0 ? k : 0] = '\0';
-    close(ofd);
-    close(efd);
-    unlink(opath);
-    unlink(epath);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    struct proc_group g;
+    proc_group_init(&g);
+    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
+    int rc = proc_wait(&g, 0, -1);
+    proc_output(&g, 0, 1, out, cap);
+    proc_output(&g, 0, 2, err, cap);
+    proc_group_deinit(&g);
+    return rc;
 }
 
 static char *slurp(const char *dir, const char *name)
@@ -418,13 +401,9 @@ START_TEST(test_checkpoint_kill_and_bitflip)
     const char *argv[] = { TRIB_TRAIN_BIN, "--observers", "2", "--envs-per-observer", "8", "--checkpoint-every", "1",
                            "--max-steps", "100000000", "--logdir", dir, "--quiet", NULL };
     for (int round = 0; round < 3; round++) {
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", 0, 0);
-        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", 0, 0);
-        pid_t pid;
-        ck_assert_int_eq(posix_spawn(&pid, TRIB_TRAIN_BIN, &fa, NULL, (char *const *)argv, environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
+        struct proc_group g;
+        proc_group_init(&g);
+        ck_assert_int_eq(proc_spawn(&g, argv, PROC_DISCARD, PROC_DISCARD), 0);
         /* wait until checkpoints appear, then kill at an arbitrary moment */
         char ck[700];
         snprintf(ck, sizeof ck, "%s/checkpoints", dir);
@@ -439,9 +418,7 @@ START_TEST(test_checkpoint_kill_and_bitflip)
             usleep(50000);
         }
         usleep(1000 * (37 * round + 11));
-        kill(pid, SIGKILL);   /* the observers die with it (PDEATHSIG) */
-        int st;
-        waitpid(pid, &st, 0);
+        proc_group_deinit(&g);   /* SIGKILL; the observers die with it (PDEATHSIG) */
         const char *resume[] = { "--observers", "2", "--envs-per-observer", "8", "--max-updates", "1", "--resume", dir,
                                  "--quiet", NULL };
         int rc = run(TRIB_TRAIN_BIN, resume, OUT, ERR, sizeof OUT);

@@ -2,11 +2,14 @@
  * own ports. Values, nested and deferred calls, concurrency, errors,
  * timeouts, dead peers, RRef lifecycles, hostile input and membership. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <check.h>
 #include <msgpack.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
 #include "rpc/rpc.h"
@@ -430,9 +433,7 @@ static int serve_child(int idx, const char *master, void *arg)
     return 0;
 }
 
-static struct harness H;
-
-static void hand_out(const char *ep, void *u) { h_go(u, -1, ep); }
+static struct proc_group H;
 
 static void start_world(int world)
 {
@@ -441,11 +442,11 @@ static void start_world(int world)
     register_all();
     h_spawn(&H, world - 1, serve_child, &w);
     struct rpc_opts o = opts_for(0, world, "tcp://127.0.0.1:0");
-    o.on_listening = hand_out;
+    o.on_listening = proc_hand_out_all;
     o.listening_user = &H;
     int rc = rpc_init(&o);
     if (rc < 0) {
-        h_abort(&H);
+        proc_reap_all(&H, 10);
         ck_abort_msg("rpc_init: %s", rpc_last_error());
     }
 }
@@ -453,7 +454,7 @@ static void start_world(int world)
 static void stop_world(void)
 {
     rpc_shutdown(true);
-    for (int i = 0; i < H.n; i++) ck_assert_int_eq(h_reap(&H, i, 30), 0);
+    for (int i = 0; i < H.n; i++) ck_assert_int_eq(proc_wait(&H, i, 30), 0);
 }
 
 static struct tensor *random_f32(int64_t n, unsigned seed)
@@ -541,6 +542,32 @@ START_TEST(test_echo_values)
 
     /* calling ourselves works too */
     echo_check("w0", rpc_str("self"));
+
+    /* Traffic counters: 10 echoes of a 4 MiB tensor are at least 10 messages
+     * and 40 MiB each way (heartbeats may add a few small ones); calls to
+     * ourselves touch no socket. */
+    struct rpc_stats before, after;
+    rpc_get_stats(&before);
+    struct tensor *big = random_f32(1 << 20, 99u);
+    for (int i = 0; i < 10; i++) {
+        struct rpc_value a = rpc_list(1), r;
+        a.list.items[0] = rpc_tensor(big);
+        ck_assert_int_eq(rpc_sync("w1", "echo", &a, &r, 0), 0);
+        rpc_value_clear(&r);
+        rpc_value_clear(&a);
+    }
+    tensor_free(big);
+    rpc_get_stats(&after);
+    uint64_t sent = after.msgs_sent - before.msgs_sent, recv = after.msgs_recv - before.msgs_recv;
+    ck_assert_msg(sent >= 10 && sent < 40, "sent %llu messages", (unsigned long long)sent);
+    ck_assert_msg(recv >= 10 && recv < 40, "received %llu messages", (unsigned long long)recv);
+    ck_assert_uint_ge(after.bytes_sent - before.bytes_sent, 10ull * 4 * 1048576);
+    ck_assert_uint_lt(after.bytes_sent - before.bytes_sent, 10ull * 4 * 1048576 + 100000);
+    ck_assert_uint_ge(after.bytes_recv - before.bytes_recv, 10ull * 4 * 1048576);
+    rpc_get_stats(&before);
+    echo_check("w0", rpc_str("self"));
+    rpc_get_stats(&after);
+    ck_assert_uint_lt(after.msgs_sent - before.msgs_sent, 3);   /* a heartbeat at most */
     stop_world();
 }
 END_TEST
@@ -635,9 +662,9 @@ START_TEST(test_errors_and_timeouts)
 
     args = rpc_list(1);
     args.list.items[0] = rpc_int(600);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     ck_assert_int_eq(rpc_sync("w1", "slow", &args, &res, 100), -1);
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     ck_assert_str_eq(rpc_last_error(), "rpc: timed out after 100 ms calling w1.slow");
     ck_assert_msg(dt >= 0.095 && dt < 0.5, "timeout took %.3f s", dt);
     /* the late reply is dropped; the worker keeps serving */
@@ -658,8 +685,8 @@ START_TEST(test_errors_and_timeouts)
     int bad[] = { -1, -2, 1 << 20 };
     for (int i = 0; i < 3; i++) {
         f = rpc_async_id(bad[i], "add", NULL, -1);
-        t0 = h_now();
-        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        t0 = trib_now_s();
+        while (!rpc_future_done(f) && trib_now_s() - t0 < 2.0) usleep(1000);
         ck_assert_msg(rpc_future_done(f), "a call to worker %d is still pending", bad[i]);
         char want[128];
         snprintf(want, sizeof want, "rpc: worker %d is not reachable calling add", bad[i]);
@@ -680,14 +707,14 @@ START_TEST(test_kill9_peer)
     for (int i = 0; i < 5; i++) fs[i] = rpc_async("w1", "slow", &args, 60000);
     rpc_value_clear(&args);
     usleep(100000);
-    kill(H.pid[0], SIGKILL);
-    double t0 = h_now();
+    kill(H.p[0].pid, SIGKILL);
+    double t0 = trib_now_s();
     for (int i = 0; i < 5; i++) {
         ck_assert_int_eq(rpc_future_wait(fs[i], NULL), -1);
         ck_assert_str_eq(rpc_last_error(), "rpc: lost w1 (no heartbeat for 1000 ms) calling w1.slow");
         rpc_future_free(fs[i]);
     }
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     ck_assert_msg(dt < 2.0, "pending calls failed after %.3f s (heartbeat timeout 1 s)", dt);
     struct rpc_event ev;
     ck_assert_int_eq(rpc_next_event(&ev, 1000), 1);
@@ -703,8 +730,8 @@ START_TEST(test_kill9_peer)
     ck_assert_int_eq(rpc_sync("w1", "echo", NULL, &res, 0), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w1' calling w1.echo");
     rpc_shutdown(true);
-    ck_assert_int_eq(h_reap(&H, 0, 10), 128 + SIGKILL);
-    ck_assert_int_eq(h_reap(&H, 1, 30), 0);
+    ck_assert_int_eq(proc_wait(&H, 0, 10), 128 + SIGKILL);
+    ck_assert_int_eq(proc_wait(&H, 1, 30), 0);
 }
 END_TEST
 
@@ -718,9 +745,9 @@ static int64_t call_int(const char *to, const char *fn)
 
 static void wait_int(const char *to, const char *fn, int64_t want)
 {
-    double t0 = h_now();
+    double t0 = trib_now_s();
     int64_t got;
-    while ((got = call_int(to, fn)) != want && h_now() - t0 < 5) usleep(5000);
+    while ((got = call_int(to, fn)) != want && trib_now_s() - t0 < 5) usleep(5000);
     ck_assert_msg(got == want, "%s.%s = %lld, want %lld", to, fn, (long long)got, (long long)want);
 }
 
@@ -828,9 +855,9 @@ START_TEST(test_rref_lifecycle)
     usleep(100000);
     args.list.items[0] = rpc_int(12);
     r = rpc_remote("w0", "counter", &args, 0);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     ck_assert_int_eq(rref_to_here(r, &v, 100), -1);
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     char want[128];
     snprintf(want, sizeof want, "rpc: timed out after 100 ms waiting for RRef %#llx to be built",
              (unsigned long long)rref_id(r));
@@ -893,9 +920,9 @@ START_TEST(test_rref_slow_to_value)
     pthread_t t;
     pthread_create(&t, NULL, to_here_thread, slow);
     usleep(150000);                     /* w1 is in SlowVal's to_value */
-    double t0 = h_now();
+    double t0 = trib_now_s();
     ck_assert_msg(rref_rpc_sync(c, "add", &args, &res, 0) == 0, "%s", rpc_last_error());
-    double dt = h_now() - t0;
+    double dt = trib_now_s() - t0;
     ck_assert_int_eq(res.i, 3);
     ck_assert_msg(dt < 0.3, "a method call waited %.3f s for another RRef's to_value", dt);
     void *trc;
@@ -1289,15 +1316,15 @@ START_TEST(test_membership)
 {
     static int w = 2;
     register_all();
-    struct harness late;
+    struct proc_group late;
     h_spawn(&H, 1, serve_child, &w);
     h_spawn(&late, 1, late_child, NULL);
     struct rpc_opts o = opts_for(0, 2, "tcp://127.0.0.1:0");
-    o.on_listening = hand_out;
+    o.on_listening = proc_hand_out_all;
     o.listening_user = &H;
     ck_assert_msg(rpc_init(&o) == 0, "%s", rpc_last_error());
     usleep(50000);
-    h_go(&late, -1, rpc_master_endpoint());
+    proc_hand_out(&late, -1, rpc_master_endpoint());
     struct rpc_event ev;
     ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
@@ -1320,13 +1347,13 @@ START_TEST(test_membership)
     ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_LEAVE);
     ck_assert_str_eq(ev.name, "late");
-    ck_assert_int_eq(h_reap(&late, 0, 10), 0);
+    ck_assert_int_eq(proc_wait(&late, 0, 10), 0);
     /* the other worker heard of both */
-    double t0 = h_now();
+    double t0 = trib_now_s();
     for (;;) {
         ck_assert_int_eq(rpc_sync("w1", "events", NULL, &res, 0), 0);
         bool done = strcmp(res.str.ptr, "join:late,leave:late,") == 0;
-        if (done || h_now() - t0 > 5) {
+        if (done || trib_now_s() - t0 > 5) {
             ck_assert_str_eq(res.str.ptr, "join:late,leave:late,");
             rpc_value_clear(&res);
             break;
@@ -1541,8 +1568,8 @@ START_TEST(test_bad_response_fails_call)
         msgpack_sbuffer_destroy(&sb);
         zmq_msg_close(&in[0]);
         zmq_msg_close(&in[1]);
-        double t0 = h_now();
-        while (!rpc_future_done(f) && h_now() - t0 < 2.0) usleep(1000);
+        double t0 = trib_now_s();
+        while (!rpc_future_done(f) && trib_now_s() - t0 < 2.0) usleep(1000);
         ck_assert_msg(rpc_future_done(f), "case %d: the call is still pending", k);
         if (want[k]) {
             ck_assert_str_eq(rpc_future_error(f), want[k]);
@@ -1718,7 +1745,7 @@ START_TEST(test_hello_refusals)
     void *s = stranger(zctx, rpc_master_endpoint());
     struct { const char *name; int rank; const char *ep; const char *want; } cases[] = {
         { "w1", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", "rpc: w0: __hello: worker name 'w1' is taken" },
-        { "x1", 1, "tcp://127.0.0.1:1", "rpc: w0: __hello: rank 1 is taken" },
+        { "x1", 1, "tcp://127.0.0.1:1", "rpc: w0: __hello: rank 1 is taken by live worker w1" },
         { "x2", RPC_RANK_DYNAMIC, w1.endpoint, NULL },
     };
     char err[512], want[512];
@@ -1762,6 +1789,157 @@ START_TEST(test_hello_refusals)
 }
 END_TEST
 
+/* What a child of test_static_rank_rejoins tries: join as (rank, world,
+ * name); want: the end of the error rpc_init must fail with, or NULL if it
+ * must be admitted (it then serves until the world shuts down). */
+struct join_try { int rank, world; const char *name, *want; };
+
+static int join_child(int idx, const char *master, void *arg)
+{
+    const struct join_try *t = (const struct join_try *)arg + idx;
+    register_all();
+    struct rpc_opts o = opts_for(1, t->world, master);
+    o.name = t->name;
+    o.rank = t->rank;
+    int rc = rpc_init(&o);
+    if (!t->want) {
+        if (rc < 0) {
+            fprintf(stderr, "%s: %s\n", t->name, rpc_last_error());
+            return 10;
+        }
+        rpc_shutdown(true);
+        return 0;
+    }
+    if (rc == 0) {
+        rpc_shutdown(false);
+        return 11;
+    }
+    const char *e = rpc_last_error();
+    size_t le = strlen(e), lw = strlen(t->want);
+    if (le < lw || strcmp(e + le - lw, t->want) != 0) {
+        fprintf(stderr, "%s: '%s', not ending in '%s'\n", t->name, e, t->want);
+        return 12;
+    }
+    return 0;
+}
+
+/* A static worker killed and started again under its rank (and name) is
+ * admitted once rank 0 has declared the old one dead: rank 0 and the other
+ * worker both reach the new one. Refused: a live worker's rank (with its
+ * name or another), a rank outside the world, another world size, and any
+ * hello after rpc_refuse_joins. */
+START_TEST(test_static_rank_rejoins)
+{
+    hb_timeout_ms = 1000;
+    static int w = 3;
+    static const struct join_try tries[] = {
+        { 1, 3, "w1", "rpc: w0: __hello: rank 1 is taken by live worker w1" },
+        { 3, 4, "w3", "rpc: w0: __hello: rank 3 out of range 1..2" },
+        { 2, 4, "w2", "rpc: w0: __hello: world size 4 does not match the master's 3" },
+        { 2, 3, "w2", NULL },
+        { 2, 3, "x2", "rpc: w0: __hello: rank 2 is taken by live worker w2" },
+        { RPC_RANK_DYNAMIC, 0, "late", "rpc: w0: __hello: the run is over" },
+    };
+    enum { N_TRIES = sizeof tries / sizeof tries[0] };
+    register_all();
+    struct proc_group J;
+    h_spawn(&H, 2, serve_child, &w);
+    h_spawn(&J, N_TRIES, join_child, (void *)tries);
+    struct rpc_opts o = opts_for(0, 3, "tcp://127.0.0.1:0");
+    o.on_listening = proc_hand_out_all;
+    o.listening_user = &H;
+    if (rpc_init(&o) < 0) {
+        proc_reap_all(&H, 10);
+        proc_reap_all(&J, 10);
+        ck_abort_msg("rpc_init: %s", rpc_last_error());
+    }
+    for (int i = 0; i < 3; i++) {
+        proc_hand_out(&J, i, rpc_master_endpoint());
+        ck_assert_msg(proc_wait(&J, i, 30) == 0, "try %d", i);
+    }
+    ck_assert_int_eq(kill(H.p[1].pid, SIGKILL), 0);
+    ck_assert_int_eq(proc_wait(&H, 1, 10), 128 + SIGKILL);
+    struct rpc_event ev;
+    ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_str_eq(ev.name, "w2");
+    proc_hand_out(&J, 3, rpc_master_endpoint());
+    ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
+    ck_assert_int_eq(ev.id, 2);
+    ck_assert_str_eq(ev.name, "w2");
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_str("hi again");
+    ck_assert_msg(rpc_sync("w2", "echo", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    ck_assert_str_eq(res.str.ptr, "hi again");
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    /* the other worker reaches the new w2 too (and verifies its connection) */
+    args = rpc_list(2);
+    args.list.items[0] = rpc_str("w2");
+    args.list.items[1] = rpc_int(1);
+    ck_assert_msg(rpc_sync("w1", "chain", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 1002);
+    rpc_value_clear(&args);
+    ck_assert_int_eq(rpc_sync("w1", "events", NULL, &res, 0), 0);
+    ck_assert_msg(strlen(res.str.ptr) >= 8 && strcmp(res.str.ptr + strlen(res.str.ptr) - 8, "join:w2,") == 0,
+                  "w1's events: %s", res.str.ptr);
+    rpc_value_clear(&res);
+    proc_hand_out(&J, 4, rpc_master_endpoint());
+    ck_assert_int_eq(proc_wait(&J, 4, 30), 0);
+    rpc_refuse_joins("the run is over");
+    proc_hand_out(&J, 5, rpc_master_endpoint());
+    ck_assert_int_eq(proc_wait(&J, 5, 30), 0);
+    assert_nothing_dropped("w1");
+    rpc_shutdown(true);
+    ck_assert_int_eq(proc_wait(&H, 0, 30), 0);   /* H's w2 was killed above */
+    ck_assert_int_eq(proc_wait(&J, 3, 30), 0);
+    proc_group_deinit(&J);
+}
+END_TEST
+
+/* A free TCP port on 127.0.0.1 (free when this returns). */
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(s, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+/* A worker started well before its rendezvous (several heartbeat timeouts)
+ * waits for it, up to its init timeout, rather than declaring it dead. */
+START_TEST(test_worker_waits_for_rendezvous)
+{
+    hb_timeout_ms = 500;
+    static int w = 2;
+    char master[64];
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_port());
+    register_all();
+    h_spawn(&H, 1, serve_child, &w);
+    proc_hand_out(&H, -1, master);
+    usleep(1500000);
+    struct rpc_opts o = opts_for(0, 2, master);
+    int rc = rpc_init(&o);
+    if (rc < 0) {
+        proc_reap_all(&H, 10);
+        ck_abort_msg("rpc_init: %s", rpc_last_error());
+    }
+    struct rpc_value args = rpc_list(2), res;
+    args.list.items[0] = rpc_int(2);
+    args.list.items[1] = rpc_int(3);
+    ck_assert_msg(rpc_sync("w1", "add", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 5);
+    rpc_value_clear(&args);
+    stop_world();
+}
+END_TEST
+
 /* Pings in the name of a killed worker do not keep it alive. */
 START_TEST(test_ping_for_dead_worker)
 {
@@ -1769,11 +1947,11 @@ START_TEST(test_ping_for_dead_worker)
     start_world(2);
     void *zctx = zmq_ctx_new();
     void *s = stranger(zctx, rpc_master_endpoint());
-    kill(H.pid[0], SIGKILL);
-    double t0 = h_now();
+    kill(H.p[0].pid, SIGKILL);
+    double t0 = trib_now_s();
     struct rpc_event ev;
     int got = 0;
-    while (!got && h_now() - t0 < 4.0) {
+    while (!got && trib_now_s() - t0 < 4.0) {
         msgpack_sbuffer sb;
         msgpack_packer pk;
         msgpack_sbuffer_init(&sb);
@@ -1799,7 +1977,7 @@ START_TEST(test_ping_for_dead_worker)
         msgpack_sbuffer_destroy(&sb);
     }
     struct rpc_stats st;
-    for (t0 = h_now(); h_now() - t0 < 2.0; usleep(10000)) {
+    for (t0 = trib_now_s(); trib_now_s() - t0 < 2.0; usleep(10000)) {
         rpc_get_stats(&st);
         if (st.dropped_unverified >= 5) break;
     }
@@ -1807,7 +1985,7 @@ START_TEST(test_ping_for_dead_worker)
     zmq_close(s);
     zmq_ctx_term(zctx);
     rpc_shutdown(true);
-    ck_assert_int_eq(h_reap(&H, 0, 10), 128 + SIGKILL);
+    ck_assert_int_eq(proc_wait(&H, 0, 10), 128 + SIGKILL);
 }
 END_TEST
 
@@ -1820,11 +1998,11 @@ START_TEST(test_garbage_cut_off)
     void *s = stranger(zctx, rpc_master_endpoint());
     for (int i = 0; i < 1100; i++) zmq_send(s, "\xc1garbage", 8, 0);
     struct rpc_stats st;
-    double t0 = h_now();
+    double t0 = trib_now_s();
     do {
         usleep(10000);
         rpc_get_stats(&st);
-    } while (st.connections_cut == 0 && h_now() - t0 < 10);
+    } while (st.connections_cut == 0 && trib_now_s() - t0 < 10);
     usleep(100000);
     rpc_get_stats(&st);
     /* What it had sent on when cut is dropped or lost; what it still had
@@ -1884,9 +2062,9 @@ START_TEST(test_forged_fork)
     /* and one more waiting here when the shutdown starts */
     fake_rref_msg(&a, 2, 13, "__rref_fork", id + 1, (2ull << 48) | 7, NULL);
     ck_assert_int_eq(fake_reply(&a, 300, &ok), 0);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     stop_world();
-    double secs = h_now() - t0;
+    double secs = trib_now_s() - t0;
     ck_assert_msg(secs < 5.0, "graceful shutdown took %.2f s", secs);
     fake_close(&a);
     zmq_ctx_term(zctx);
@@ -2030,15 +2208,15 @@ START_TEST(test_graceful_shutdown_waits)
 
     args = rpc_list(1);
     args.list.items[0] = rpc_int(300);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     struct rpc_future *f = rpc_async("w1", "slow", &args, 0);
     rpc_value_clear(&args);
     rpc_shutdown(true);                  /* waits for the call in flight */
-    ck_assert(h_now() - t0 >= 0.29);
+    ck_assert(trib_now_s() - t0 >= 0.29);
     ck_assert(rpc_future_done(f));
     ck_assert_msg(rpc_future_wait(f, NULL) == 0, "%s", rpc_last_error());
     rpc_future_free(f);
-    for (int i = 0; i < H.n; i++) ck_assert_int_eq(h_reap(&H, i, 30), 0);
+    for (int i = 0; i < H.n; i++) ck_assert_int_eq(proc_wait(&H, i, 30), 0);
     /* after shutdown, calls fail cleanly */
     ck_assert_int_eq(rpc_sync("w1", "echo", NULL, &res, 0), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w1' calling w1.echo");
@@ -2099,11 +2277,11 @@ START_TEST(test_curve)
     ck_assert_int_eq(st.refused_auth, 0);
     raw_probe(ctx, rpc_master_endpoint(), NULL, NULL, err, sizeof err);
     raw_probe(ctx, rpc_master_endpoint(), opub, osec, err, sizeof err);
-    double t0 = h_now();
+    double t0 = trib_now_s();
     do {
         usleep(10000);
         rpc_get_stats(&st);
-    } while (st.refused_auth < 2 && h_now() - t0 < 5);
+    } while (st.refused_auth < 2 && trib_now_s() - t0 < 5);
     ck_assert_int_ge(st.refused_auth, 2);
     ck_assert_int_eq(st.handshakes_failed, 0);
     zmq_ctx_term(ctx);
@@ -2137,6 +2315,8 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_spoofed_leave);
     tcase_add_test(tf, test_spoofed_join);
     tcase_add_test(tf, test_hello_refusals);
+    tcase_add_test(tf, test_static_rank_rejoins);
+    tcase_add_test(tf, test_worker_waits_for_rendezvous);
     tcase_add_test(tf, test_ping_for_dead_worker);
     tcase_add_test(tf, test_garbage_cut_off);
     tcase_add_test(tf, test_forged_fork);

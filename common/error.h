@@ -1,0 +1,28 @@
+/* A module's last-error text (CONVENTIONS.md "Errors"): each module keeps a
+ * `static _Thread_local struct trib_error` and its public x_last_error()
+ * and setter as thin wrappers over these. Header only, below every layer. */
+#ifndef TRIB_COMMON_ERROR_H
+#define TRIB_COMMON_ERROR_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define TRIB_ERROR_CAP 1024
+
+struct trib_error { char msg[TRIB_ERROR_CAP]; };
+
+/* Formats the message into e (truncated to TRIB_ERROR_CAP - 1 bytes). The
+ * arguments may point into e itself, so a message can wrap the previous
+ * one: set_error("loading: %s", x_last_error()). */
+static inline void trib_error_vset(struct trib_error *e, const char *fmt, va_list ap)
+{
+    char tmp[TRIB_ERROR_CAP];
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    memcpy(e->msg, tmp, strlen(tmp) + 1);
+}
+
+static inline const char *trib_error_get(const struct trib_error *e) { return e->msg; }
+static inline void trib_error_clear(struct trib_error *e) { e->msg[0] = '\0'; }
+
+#endif
