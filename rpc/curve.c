@@ -162,16 +162,19 @@ static uint32_t pending_value;
 
 static int rdv_closed;              /* connections closed in a row during the handshake with the rendezvous */
 
-void rpc_watch_start(void)
+void rpc_watch_router_start(void)
 {
     n_accepted = 0;
     pending_fail = 0;
     rdv_closed = 0;
     A->mon_router = monitor(A->router, "inproc://trib-watch-router",
                             ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HS_FAILED);
-    if (A->rank != 0 && A->peers[0] && A->peers[0]->dealer)
-        A->mon_rdv = monitor(A->peers[0]->dealer, "inproc://trib-watch-rendezvous",
-                             HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+}
+
+void rpc_watch_dealer(void *dealer)
+{
+    if (A->rank == 0 || A->mon_rdv || A->offline) return;
+    A->mon_rdv = monitor(dealer, "inproc://trib-watch-rendezvous", HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
 }
 
 void rpc_curve_close(void)
@@ -331,6 +334,11 @@ void rpc_watch_rendezvous(void)
         bool joined = A->dir_ready;
         pthread_mutex_unlock(&A->state_mu);
         if (joined) rpc_drop_log("rpc: %s: %s", A->self.name, text);
-        else rpc_fail_pending_to(0, text);   /* the rendezvous fails now, not at its timeout */
+        else {
+            /* the rendezvous fails now, not at its timeout: what waits for
+             * a reply, and what is sent from now on (io_send) */
+            snprintf(A->rdv_refused, sizeof A->rdv_refused, "%s", text);
+            rpc_fail_pending_to(0, text);
+        }
     }
 }

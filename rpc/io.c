@@ -98,8 +98,15 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
     if (rc < 0 && m->fut) {
         char name[64];
         rpc_peer_name(m->peer, name, sizeof name);
-        rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, zmq_strerror(zmq_errno()),
-                    name, m->fut->fn);
+        int err = zmq_errno();
+        /* A refused handshake with the rendezvous makes libzmq drop the
+         * connection (nothing left to send to): its event is already in. */
+        if (m->peer == 0 && A->mon_rdv) rpc_watch_rendezvous();
+        if (m->peer == 0 && A->rdv_refused[0])
+            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", A->rdv_refused, name, m->fut->fn);
+        else
+            rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, zmq_strerror(err), name,
+                            m->fut->fn);
         rpc_pending_done(m->fut);
         m->fut = NULL;
     }
@@ -111,7 +118,12 @@ static void io_send(struct outmsg *m)
         send_frames(A->router, m, true);
     } else {
         struct peer *p = m->peer < MAX_WORKERS ? A->peers[m->peer] : NULL;
-        if (!p || !p->alive) {
+        if (m->peer == 0 && A->rdv_refused[0] && m->fut) {
+            /* libzmq may have dropped the connection for good (a protocol
+             * error is not retried): the handshake's failure is the reason */
+            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", A->rdv_refused, p ? p->name : "(rendezvous)", m->fut->fn);
+            rpc_pending_done(m->fut);
+        } else if (!p || !p->alive) {
             if (m->fut) {
                 if (p) rpc_future_fail(m->fut, "rpc: %s is not reachable (dead or gone) calling %s.%s", p->name, p->name, m->fut->fn);
                 else rpc_future_fail(m->fut, "rpc: worker %d is not reachable calling %s", m->peer, m->fut->fn);

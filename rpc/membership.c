@@ -142,6 +142,7 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
         ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
         ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, sizeof rid));
         rpc_curve_client(d);
+        if (id == 0) rpc_watch_dealer(d);
         if (zmq_connect(d, endpoint) < 0) {
             rpc_set_error("rpc: cannot connect to '%s': %s", endpoint, zmq_strerror(zmq_errno()));
             ZMQ_CHECK(zmq_close(d));

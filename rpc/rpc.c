@@ -172,6 +172,7 @@ int rpc_init(const struct rpc_opts *opts)
         return rpc_set_error("%s", e);
     }
     rpc_curve_server(A->router);
+    rpc_watch_router_start();
     char bind_ep[160];
     if (A->rank == 0) {
         snprintf(bind_ep, sizeof bind_ep, "%s", A->master);
@@ -203,7 +204,6 @@ int rpc_init(const struct rpc_opts *opts)
         close(A->efd);
         return rpc_set_error("rpc_init: %s", e);
     }
-    rpc_watch_start();
     A->up = true;
     atomic_store(&A->admitted, A->rank == 0);
     CHECK(pthread_create(&A->io_thread, NULL, rpc_io_main, NULL) == 0);

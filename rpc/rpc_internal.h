@@ -346,6 +346,7 @@ struct rpc_agent {
 
     void *zap;                      /* ZAP handler (REP), when curve is on */
     void *mon_router, *mon_rdv;     /* monitors of the router / the dealer to rank 0 (PAIR) */
+    char rdv_refused[320];          /* I/O thread: why the rendezvous refused our handshake ("": it did not) */
     char curve_public[41], curve_secret[41], curve_server[41];
     uint8_t allow[RPC_CURVE_MAX_ALLOW][32];
     int n_allow;
@@ -462,10 +463,12 @@ void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests
 /* Handshake watch (curve.c, whether or not curve is on): a socket monitor
  * on the router (refused incoming handshakes are logged and counted) and,
  * on a worker that is not rank 0, on its dealer to the rendezvous (a
- * handshake that cannot succeed fails the rendezvous's pending calls with
- * the reason, instead of letting them time out). Call after the router is
- * bound and peer 0 added, before the I/O thread starts. */
-void rpc_watch_start(void);
+ * handshake that cannot succeed fails the rendezvous's calls with the
+ * reason, instead of letting them time out). Attached before the socket
+ * binds or connects (events before that are lost): the router's in
+ * rpc_init, the dealer's by rpc_add_peer (the first dealer to rank 0). */
+void rpc_watch_router_start(void);
+void rpc_watch_dealer(void *dealer);
 /* I/O thread: reads the monitors' events (mon_router / mon_rendezvous are
  * A->mon_router / A->mon_rdv, polled for POLLIN). */
 void rpc_watch_router(void);

@@ -152,6 +152,8 @@ static void proc_collect(struct proc *p, int st)
     p->err = slurp(p->err_fd);
     close(p->out_fd);
     close(p->err_fd);
+    /* under ASan/UBSan: whatever else a test checks, no sanitizer report */
+    ck_assert_msg(!strstr(p->err, "Sanitizer") && !strstr(p->err, "runtime error:"), "%s:\n%s", p->name, p->err);
 }
 
 /* Waits at most timeout_s for p (then kills it and fails); its status. */
