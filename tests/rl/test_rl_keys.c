@@ -10,8 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,181 +17,95 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <zmq.h>
 
+#include "common/clock.h"
+#include "common/proc.h"
 #include "rl/keys.h"
 #include "rl/rl.h"
 
-extern char **environ;
+/* ---- processes (common/proc.h) ------------------------------------------------ */
 
-/* ---- processes ------------------------------------------------------------- */
-
-#define MAX_PROCS 8
 #define RUN_TIMEOUT_S 120.0         /* any one run, ASan included */
+#define OUTPUT_MAX (1 << 16)
 
-struct proc {
-    const char *name;
-    pid_t pid;                      /* 0 once reaped */
+static struct proc_group G;         /* this test's children: killed and reaped by the teardown */
+
+struct run {
+    const char *name;               /* the binary's path, for messages */
+    int i;                          /* its index in G */
     int status;                     /* exit status, or 128 + signal */
-    int out_fd, err_fd;             /* unlinked files holding its stdout / stderr */
-    char *out, *err;                /* filled by proc_wait */
+    char *out, *err;                /* filled by run_wait */
 };
 
-static pid_t running[MAX_PROCS];
-
-static double now_s(void)
+/* Starts bin with args (NULL-terminated, without argv[0]) and this
+ * process's environment (the setup dropped the rendezvous variables) plus
+ * env (NULL or NULL-terminated "K=V"); stdout and stderr are captured. */
+static void run_start(struct run *r, const char *bin, const char *const *args, const char *const *env)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *slurp(int fd)
-{
-    size_t cap = 4096, n = 0;
-    char *s = malloc(cap);
-    ck_assert_ptr_nonnull(s);
-    ssize_t k;
-    while ((k = pread(fd, s + n, cap - n - 1, (off_t)n)) != 0) {
-        if (k < 0) {
-            ck_assert_msg(errno == EINTR, "pread: %s", strerror(errno));
-            continue;
-        }
-        n += (size_t)k;
-        if (cap - n - 1 == 0) {
-            cap *= 2;
-            s = realloc(s, cap);
-            ck_assert_ptr_nonnull(s);
-        }
-    }
-    s[n] = '\0';
-    return s;
-}
-
-static int anon_file(void)
-{
-    char path[] = "/tmp/test_rl_keys_XXXXXX";
-    int fd = mkostemp(path, O_CLOEXEC);
-    ck_assert_msg(fd >= 0, "mkostemp: %s", strerror(errno));
-    unlink(path);
-    return fd;
-}
-
-/* Whether an inherited variable would steer the programs (dropped). */
-static bool scrubbed(const char *kv)
-{
-    static const char *const keys[] = { "MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=", "SLURM_PROCID=",
-                                        "SLURM_NTASKS=", NULL };
-    for (int i = 0; keys[i]; i++)
-        if (strncmp(kv, keys[i], strlen(keys[i])) == 0) return true;
-    return false;
-}
-
-/* Starts bin with args (NULL-terminated, without argv[0]), the environment
- * minus the rendezvous variables plus env (NULL or NULL-terminated "K=V"). */
-static void proc_start(struct proc *p, const char *bin, const char *const *args, const char *const *env)
-{
-    memset(p, 0, sizeof *p);
-    p->name = bin;
+    memset(r, 0, sizeof *r);
+    r->name = bin;
     const char *argv[32] = { bin };
     for (int n = 0; args[n]; n++) {
         ck_assert_int_lt(n, 30);
         argv[n + 1] = args[n];
     }
-    int ne = 0;
-    while (environ[ne]) ne++;
-    for (int i = 0; env && env[i]; i++) ne++;
-    const char **envp = calloc((size_t)ne + 1, sizeof *envp);
-    ck_assert_ptr_nonnull(envp);
-    int k = 0;
-    for (int i = 0; environ[i]; i++)
-        if (!scrubbed(environ[i])) envp[k++] = environ[i];
-    for (int i = 0; env && env[i]; i++) envp[k++] = env[i];
-    p->out_fd = anon_file();
-    p->err_fd = anon_file();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, p->out_fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, p->err_fd, 2);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGINT);
-    sigaddset(&dfl, SIGTERM);
-    sigaddset(&dfl, SIGPIPE);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &dfl);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    int rc = posix_spawn(&p->pid, bin, &fa, &at, (char *const *)argv, (char *const *)envp);
-    posix_spawnattr_destroy(&at);
-    posix_spawn_file_actions_destroy(&fa);
-    free(envp);
-    ck_assert_msg(rc == 0, "posix_spawn %s: %s", bin, strerror(rc));
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (!running[i]) {
-            running[i] = p->pid;
-            break;
-        }
-}
-
-static void proc_collect(struct proc *p, int st)
-{
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (running[i] == p->pid) running[i] = 0;
-    p->pid = 0;
-    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    p->out = slurp(p->out_fd);
-    p->err = slurp(p->err_fd);
-    close(p->out_fd);
-    close(p->err_fd);
-    /* under ASan/UBSan: whatever else a test checks, no sanitizer report */
-    ck_assert_msg(!strstr(p->err, "Sanitizer") && !strstr(p->err, "runtime error:"), "%s:\n%s", p->name, p->err);
-}
-
-/* Waits at most timeout_s for p (then kills it and fails); its status. */
-static int proc_wait(struct proc *p, double timeout_s)
-{
-    double t0 = now_s();
-    for (;;) {
-        int st = 0;
-        pid_t r = waitpid(p->pid, &st, WNOHANG);
-        if (r == p->pid) {
-            proc_collect(p, st);
-            return p->status;
-        }
-        ck_assert_msg(r == 0, "waitpid %s: %s", p->name, strerror(errno));
-        if (now_s() - t0 > timeout_s) {
-            kill(p->pid, SIGKILL);
-            while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {}
-            proc_collect(p, st);
-            ck_abort_msg("%s did not finish within %.0f s\nstdout:\n%s\nstderr:\n%s", p->name, timeout_s, p->out,
-                         p->err);
-        }
-        usleep(10000);
+    char kv[8][128];
+    for (int k = 0; env && env[k]; k++) {
+        ck_assert_int_lt(k, 8);
+        snprintf(kv[k], sizeof kv[k], "%s", env[k]);
+        char *eq = strchr(kv[k], '=');
+        ck_assert_ptr_nonnull(eq);
+        *eq = '\0';
+        setenv(kv[k], eq + 1, 1);
     }
+    r->i = proc_spawn(&G, argv, PROC_CAPTURE, PROC_CAPTURE);
+    for (int k = 0; env && env[k]; k++) unsetenv(kv[k]);
+    ck_assert_msg(r->i >= 0, "spawning %s: %s", bin, strerror(errno));
 }
 
-static bool proc_running(const struct proc *p)
+/* What r has written to fd 1 or 2 so far (caller frees). */
+static char *output(const struct run *r, int fd)
+{
+    char *buf = malloc(OUTPUT_MAX);
+    ck_assert_ptr_nonnull(buf);
+    proc_output(&G, r->i, fd, buf, OUTPUT_MAX);
+    return buf;
+}
+
+/* Waits at most timeout_s for r (then it is killed and the test fails);
+ * returns its status with r->out and r->err filled. */
+static int run_wait(struct run *r, double timeout_s)
+{
+    int st = proc_wait(&G, r->i, timeout_s);
+    r->out = output(r, 1);
+    r->err = output(r, 2);
+    ck_assert_msg(st != -1, "%s did not finish within %.0f s\nstdout:\n%s\nstderr:\n%s", r->name, timeout_s, r->out,
+                  r->err);
+    /* under ASan/UBSan: whatever else a test checks, no sanitizer report */
+    ck_assert_msg(!strstr(r->err, "Sanitizer") && !strstr(r->err, "runtime error:"), "%s:\n%s", r->name, r->err);
+    r->status = st;
+    return st;
+}
+
+static bool run_running(const struct run *r)
 {
     siginfo_t si = { 0 };
-    return p->pid > 0 && waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
+    pid_t pid = G.p[r->i].pid;
+    return !G.p[r->i].reaped && waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
 }
 
-/* Waits until p's stderr holds `what` (failing after timeout_s). */
-static void wait_err(const struct proc *p, const char *what, double timeout_s)
+/* Waits until r's stderr holds `what` (failing after timeout_s). */
+static void wait_err(const struct run *r, const char *what, double timeout_s)
 {
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (;;) {
-        char *err = slurp(p->err_fd);
+        char *err = output(r, 2);
         bool found = strstr(err, what) != NULL;
-        if (found || now_s() - t0 > timeout_s) {
-            ck_assert_msg(found, "%s: no '%s' on stderr within %.0f s:\n%s", p->name, what, timeout_s, err);
+        if (found || trib_now_s() - t0 > timeout_s) {
+            ck_assert_msg(found, "%s: no '%s' on stderr within %.0f s:\n%s", r->name, what, timeout_s, err);
             free(err);
             return;
         }
@@ -202,11 +114,11 @@ static void wait_err(const struct proc *p, const char *what, double timeout_s)
     }
 }
 
-static void proc_free(struct proc *p)
+static void run_free(struct run *r)
 {
-    free(p->out);
-    free(p->err);
-    p->out = p->err = NULL;
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
 }
 
 /* ---- key directories --------------------------------------------------------- */
@@ -215,6 +127,10 @@ static char tmpdir[64];             /* this test's scratch directory */
 
 static void setup(void)
 {
+    static const char *const steer[] = { "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "SLURM_PROCID",
+                                         "SLURM_NTASKS", NULL };
+    for (int i = 0; steer[i]; i++) unsetenv(steer[i]);      /* the programs would read them */
+    proc_group_init(&G);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_rl_keys_XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
@@ -223,12 +139,7 @@ static void setup(void)
  * levels: key directories and their files). */
 static void teardown(void)
 {
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (running[i] > 0) {
-            kill(running[i], SIGKILL);
-            while (waitpid(running[i], NULL, 0) < 0 && errno == EINTR) {}
-            running[i] = 0;
-        }
+    proc_group_deinit(&G);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     ck_assert_int_eq(system(cmd), 0);
@@ -245,11 +156,11 @@ static const char *in_tmp(char *out, size_t cap, const char *name)
 static void make_keys(const char *dir)
 {
     const char *args[] = { "--make-keys", dir, NULL };
-    struct proc p;
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
-    int rc = proc_wait(&p, 60);
+    struct run p;
+    run_start(&p, TRIB_AGENT_BIN, args, NULL);
+    int rc = run_wait(&p, 60);
     ck_assert_msg(rc == 0, "--make-keys %s: exit %d\n%s", dir, rc, p.err);
-    proc_free(&p);
+    run_free(&p);
 }
 
 /* Writes text into dir/tributary.key (dir made 0700) with mode `mode`. */
@@ -287,19 +198,19 @@ START_TEST(test_make_keys)
     char dir[128], path[160];
     in_tmp(dir, sizeof dir, "run/keys");       /* a missing parent is an error */
     const char *args[] = { "--make-keys", dir, NULL };
-    struct proc p;
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
-    ck_assert_int_eq(proc_wait(&p, 60), 1);
+    struct run p;
+    run_start(&p, TRIB_AGENT_BIN, args, NULL);
+    ck_assert_int_eq(run_wait(&p, 60), 1);
     char want[512];
     snprintf(want, sizeof want, "tributary-agent: cannot make the key directory %s: No such file or directory\n", dir);
     ck_assert_str_eq(p.err, want);
-    proc_free(&p);
+    run_free(&p);
 
     in_tmp(dir, sizeof dir, "keys");
     mode_t old = umask(0);                     /* the programs must not rely on the umask */
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
+    run_start(&p, TRIB_AGENT_BIN, args, NULL);
     umask(old);
-    ck_assert_int_eq(proc_wait(&p, 60), 0);
+    ck_assert_int_eq(run_wait(&p, 60), 0);
     ck_assert_str_eq(p.err, "");
     snprintf(path, sizeof path, "%s/tributary.key", dir);
     struct rl_keys k;
@@ -308,7 +219,7 @@ START_TEST(test_make_keys)
     snprintf(want, sizeof want, "wrote %s (public key %.8s...); copy %s to every host of the run", path, k.public_key,
              dir);
     ck_assert_msg(strncmp(p.out, want, strlen(want)) == 0, "stdout:\n%s", p.out);
-    proc_free(&p);
+    run_free(&p);
     struct stat st;
     ck_assert_int_eq(stat(dir, &st), 0);
     ck_assert_int_eq(st.st_mode & 07777, 0700);
@@ -326,20 +237,20 @@ START_TEST(test_make_keys)
     ck_assert_int_eq(text[0], '#');
 
     /* a second --make-keys does not overwrite it */
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
-    ck_assert_int_eq(proc_wait(&p, 60), 1);
+    run_start(&p, TRIB_AGENT_BIN, args, NULL);
+    ck_assert_int_eq(run_wait(&p, 60), 1);
     snprintf(want, sizeof want, "tributary-agent: %s exists: not overwriting it (remove it to make a new key)\n", path);
     ck_assert_str_eq(p.err, want);
-    proc_free(&p);
+    run_free(&p);
     struct rl_keys k2;
     ck_assert_int_eq(rl_keys_load(dir, &k2), 0);
     ck_assert_str_eq(k2.secret_key, k.secret_key);
     /* --make-keys goes alone */
     const char *mixed[] = { "--observers", "1", "--make-keys", dir, NULL };
-    proc_start(&p, TRIB_AGENT_BIN, mixed, NULL);
-    ck_assert_int_eq(proc_wait(&p, 60), 2);
+    run_start(&p, TRIB_AGENT_BIN, mixed, NULL);
+    ck_assert_int_eq(run_wait(&p, 60), 2);
     ck_assert_str_eq(p.err, "tributary-agent: --make-keys DIR goes alone: tributary-agent --make-keys DIR\n");
-    proc_free(&p);
+    run_free(&p);
 }
 END_TEST
 
@@ -456,14 +367,14 @@ struct refusal {
 static void check_refusals(const struct refusal *cases, int n)
 {
     for (int i = 0; i < n; i++) {
-        struct proc p;
-        proc_start(&p, cases[i].bin, cases[i].args, cases[i].env);
-        int rc = proc_wait(&p, 30);
+        struct run p;
+        run_start(&p, cases[i].bin, cases[i].args, cases[i].env);
+        int rc = run_wait(&p, 30);
         ck_assert_msg(rc == 2, "case %d (%s %s): exit %d, not 2\nstderr:\n%s", i, cases[i].bin, cases[i].args[0], rc,
                       p.err);
         ck_assert_msg(strcmp(p.err, cases[i].err) == 0, "case %d: stderr\n'%s'\nnot\n'%s'", i, p.err, cases[i].err);
         ck_assert_str_eq(p.out, "");
-        proc_free(&p);
+        run_free(&p);
     }
 }
 
@@ -498,12 +409,12 @@ START_TEST(test_non_loopback_refused)
     /* --insecure gets past the check: the agent fails later, binding an
      * address this host does not have */
     const char *args[] = { "--observers", "1", "--master", "tcp://10.255.0.1:5555", "--insecure", NULL };
-    struct proc p;
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
-    ck_assert_int_eq(proc_wait(&p, 30), 1);
+    struct run p;
+    run_start(&p, TRIB_AGENT_BIN, args, NULL);
+    ck_assert_int_eq(run_wait(&p, 30), 1);
     ck_assert_msg(strstr(p.err, "cannot bind tcp://10.255.0.1:5555: ") && !strstr(p.err, "multi-host"),
                   "stderr:\n%s", p.err);
-    proc_free(&p);
+    run_free(&p);
 }
 END_TEST
 
@@ -534,7 +445,7 @@ END_TEST
 /* ---- encrypted runs ------------------------------------------------------------------ */
 
 /* The JSON summary (last stdout line) has "stopped_by":"budget". */
-static void assert_budget_summary(const struct proc *p, int observers)
+static void assert_budget_summary(const struct run *p, int observers)
 {
     char want[64];
     snprintf(want, sizeof want, "\"observers\":%d,", observers);
@@ -545,7 +456,7 @@ static void assert_budget_summary(const struct proc *p, int observers)
 }
 
 struct agent_run {
-    struct proc agent;
+    struct run agent;
     char master[64];
     char keys[128];
 };
@@ -558,17 +469,17 @@ static void start_agent(struct agent_run *r, const char *keys)
     snprintf(r->keys, sizeof r->keys, "%s", keys ? keys : "");
     const char *args[] = { "--observers", "1", "--master", r->master, "--max-updates", "2", "--quiet",
                            keys ? "--keys" : NULL, keys, NULL };
-    proc_start(&r->agent, TRIB_AGENT_BIN, args, NULL);
+    run_start(&r->agent, TRIB_AGENT_BIN, args, NULL);
     wait_err(&r->agent, "tributary-agent: listening on tcp://", 60);
 }
 
 /* Runs an observer against r's agent with keys (NULL: none) to its end. */
-static int run_observer(const struct agent_run *r, const char *keys, struct proc *p, double timeout_s)
+static int run_observer(const struct agent_run *r, const char *keys, struct run *p, double timeout_s)
 {
     const char *args[] = { "--rank", "1", "--world-size", "2", "--master", r->master, keys ? "--keys" : NULL, keys,
                            NULL };
-    proc_start(p, TRIB_OBSERVER_BIN, args, NULL);
-    return proc_wait(p, timeout_s);
+    run_start(p, TRIB_OBSERVER_BIN, args, NULL);
+    return run_wait(p, timeout_s);
 }
 
 /* An observer with the agent's key trains to the agent's budget, the
@@ -582,36 +493,36 @@ START_TEST(test_same_key_trains)
     ck_assert_int_eq(rl_keys_load(keys, &k), 0);
     struct agent_run r;
     start_agent(&r, keys);
-    struct proc obs;
+    struct run obs;
     int rc = run_observer(&r, keys, &obs, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, obs.err);
     ck_assert_str_eq(obs.err, "");
-    rc = proc_wait(&r.agent, RUN_TIMEOUT_S);
+    rc = run_wait(&r.agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstderr:\n%s", rc, r.agent.err);
     assert_budget_summary(&r.agent, 1);
     char want[512];
     snprintf(want, sizeof want, "tributary-agent: listening on %s (encrypted: %s/tributary.key, public key %.8s...)\n",
              r.master, keys, k.public_key);
     ck_assert_str_eq(r.agent.err, want);
-    proc_free(&obs);
-    proc_free(&r.agent);
+    run_free(&obs);
+    run_free(&r.agent);
 
     /* tributary-train hands its --keys to the observers it forks */
     const char *args[] = { "--keys", keys, "--observers", "2", "--max-updates", "2", "--quiet", NULL };
-    struct proc t;
-    proc_start(&t, TRIB_TRAIN_BIN, args, NULL);
-    rc = proc_wait(&t, RUN_TIMEOUT_S);
+    struct run t;
+    run_start(&t, TRIB_TRAIN_BIN, args, NULL);
+    rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train exit %d\nstderr:\n%s", rc, t.err);
     ck_assert_str_eq(t.err, "");
     assert_budget_summary(&t, 2);
-    proc_free(&t);
+    run_free(&t);
     /* ...and --insecure changes nothing on loopback */
     const char *plain[] = { "--insecure", "--observers", "1", "--max-updates", "1", "--quiet", NULL };
-    proc_start(&t, TRIB_TRAIN_BIN, plain, NULL);
-    rc = proc_wait(&t, RUN_TIMEOUT_S);
+    run_start(&t, TRIB_TRAIN_BIN, plain, NULL);
+    rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train --insecure exit %d\nstderr:\n%s", rc, t.err);
     ck_assert_str_eq(t.err, "");
-    proc_free(&t);
+    run_free(&t);
 }
 END_TEST
 
@@ -625,10 +536,10 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
 {
     struct agent_run r;
     start_agent(&r, agent_keys);
-    struct proc bad;
-    double t0 = now_s();
+    struct run bad;
+    double t0 = trib_now_s();
     int rc = run_observer(&r, obs_keys, &bad, 60);
-    double took = now_s() - t0;
+    double took = trib_now_s() - t0;
     ck_assert_msg(rc == 1, "refused observer exit %d\nstderr:\n%s", rc, bad.err);
     ck_assert_msg(took < 20, "the refused observer took %.1f s to give up", took);
     bool match = false;
@@ -644,22 +555,22 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
     ck_assert_str_eq(bad.out, "");
     if (agent_whys) {
         wait_err(&r.agent, "rpc: agent: refused a connection from ", 10);
-        char *err = slurp(r.agent.err_fd);
+        char *err = output(&r.agent, 2);
         bool any = false;
         for (int i = 0; agent_whys[i]; i++) any |= strstr(err, agent_whys[i]) != NULL;
         ck_assert_msg(any, "agent stderr names no expected reason:\n%s", err);
         free(err);
     }
-    ck_assert_msg(proc_running(&r.agent), "the agent ended after the refusal");
-    struct proc good;
+    ck_assert_msg(run_running(&r.agent), "the agent ended after the refusal");
+    struct run good;
     rc = run_observer(&r, agent_keys, &good, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, good.err);
-    rc = proc_wait(&r.agent, RUN_TIMEOUT_S);
+    rc = run_wait(&r.agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstderr:\n%s", rc, r.agent.err);
     assert_budget_summary(&r.agent, 1);
-    proc_free(&good);
-    proc_free(&bad);
-    proc_free(&r.agent);
+    run_free(&good);
+    run_free(&bad);
+    run_free(&r.agent);
 }
 
 #define CLOSED_3(curve, q) "the peer closed the connection during the " curve "handshake 3 times in a row (" q ")"
