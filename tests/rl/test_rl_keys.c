@@ -5,120 +5,44 @@
  * run's key and none. Ports are chosen at run time; every process started
  * is reaped, and every key directory removed. */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <zmq.h>
 
-#include "common/clock.h"
-#include "common/proc.h"
 #include "rl/keys.h"
 #include "rl/rl.h"
+#include "rl_harness.h"
 
-/* ---- processes (common/proc.h) ------------------------------------------------ */
+/* ---- processes (rl_harness.h) ------------------------------------------------------ */
 
-#define RUN_TIMEOUT_S 120.0         /* any one run, ASan included */
-#define OUTPUT_MAX (1 << 16)
-
-static struct proc_group G;         /* this test's children: killed and reaped by the teardown */
-
-struct run {
-    const char *name;               /* the binary's path, for messages */
-    int i;                          /* its index in G */
-    int status;                     /* exit status, or 128 + signal */
-    char *out, *err;                /* filled by run_wait */
-};
-
-/* Starts bin with args (NULL-terminated, without argv[0]) and this
- * process's environment (the setup dropped the rendezvous variables) plus
- * env (NULL or NULL-terminated "K=V"); stdout and stderr are captured. */
-static void run_start(struct run *r, const char *bin, const char *const *args, const char *const *env)
+/* proc_wait, and no sanitizer report on its stderr (under ASan/UBSan),
+ * whatever else a test checks. */
+static int run_wait(struct proc *p, double timeout_s)
 {
-    memset(r, 0, sizeof *r);
-    r->name = bin;
-    const char *argv[32] = { bin };
-    for (int n = 0; args[n]; n++) {
-        ck_assert_int_lt(n, 30);
-        argv[n + 1] = args[n];
-    }
-    char kv[8][128];
-    for (int k = 0; env && env[k]; k++) {
-        ck_assert_int_lt(k, 8);
-        snprintf(kv[k], sizeof kv[k], "%s", env[k]);
-        char *eq = strchr(kv[k], '=');
-        ck_assert_ptr_nonnull(eq);
-        *eq = '\0';
-        setenv(kv[k], eq + 1, 1);
-    }
-    r->i = proc_spawn(&G, argv, PROC_CAPTURE, PROC_CAPTURE);
-    for (int k = 0; env && env[k]; k++) unsetenv(kv[k]);
-    ck_assert_msg(r->i >= 0, "spawning %s: %s", bin, strerror(errno));
+    int rc = proc_wait(p, timeout_s);
+    ck_assert_msg(!strstr(p->err, "Sanitizer") && !strstr(p->err, "runtime error:"), "%s:\n%s", p->name, p->err);
+    return rc;
 }
 
-/* What r has written to fd 1 or 2 so far (caller frees). */
-static char *output(const struct run *r, int fd)
+/* Waits until p's stderr holds `what` (failing after timeout_s). */
+static void wait_err(const struct proc *p, const char *what, double timeout_s)
 {
-    char *buf = malloc(OUTPUT_MAX);
-    ck_assert_ptr_nonnull(buf);
-    proc_output(&G, r->i, fd, buf, OUTPUT_MAX);
-    return buf;
-}
-
-/* Waits at most timeout_s for r (then it is killed and the test fails);
- * returns its status with r->out and r->err filled. */
-static int run_wait(struct run *r, double timeout_s)
-{
-    int st = proc_wait(&G, r->i, timeout_s);
-    r->out = output(r, 1);
-    r->err = output(r, 2);
-    ck_assert_msg(st != -1, "%s did not finish within %.0f s\nstdout:\n%s\nstderr:\n%s", r->name, timeout_s, r->out,
-                  r->err);
-    /* under ASan/UBSan: whatever else a test checks, no sanitizer report */
-    ck_assert_msg(!strstr(r->err, "Sanitizer") && !strstr(r->err, "runtime error:"), "%s:\n%s", r->name, r->err);
-    r->status = st;
-    return st;
-}
-
-static bool run_running(const struct run *r)
-{
-    siginfo_t si = { 0 };
-    pid_t pid = G.p[r->i].pid;
-    return !G.p[r->i].reaped && waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
-}
-
-/* Waits until r's stderr holds `what` (failing after timeout_s). */
-static void wait_err(const struct run *r, const char *what, double timeout_s)
-{
-    double t0 = trib_now_s();
-    for (;;) {
-        char *err = output(r, 2);
-        bool found = strstr(err, what) != NULL;
-        if (found || trib_now_s() - t0 > timeout_s) {
-            ck_assert_msg(found, "%s: no '%s' on stderr within %.0f s:\n%s", r->name, what, timeout_s, err);
-            free(err);
-            return;
+    double t0 = now_s();
+    while (!err_has(p, what)) {
+        if (now_s() - t0 > timeout_s) {
+            char *err = slurp(p->err_fd);
+            ck_abort_msg("%s: no '%s' on stderr within %.0f s:\n%s", p->name, what, timeout_s, err);
         }
-        free(err);
         usleep(20000);
     }
-}
-
-static void run_free(struct run *r)
-{
-    free(r->out);
-    free(r->err);
-    r->out = r->err = NULL;
 }
 
 /* ---- key directories --------------------------------------------------------- */
@@ -127,10 +51,6 @@ static char tmpdir[64];             /* this test's scratch directory */
 
 static void setup(void)
 {
-    static const char *const steer[] = { "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "SLURM_PROCID",
-                                         "SLURM_NTASKS", NULL };
-    for (int i = 0; steer[i]; i++) unsetenv(steer[i]);      /* the programs would read them */
-    proc_group_init(&G);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/test_rl_keys_XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(tmpdir));
 }
@@ -139,7 +59,7 @@ static void setup(void)
  * levels: key directories and their files). */
 static void teardown(void)
 {
-    proc_group_deinit(&G);
+    kill_running();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     ck_assert_int_eq(system(cmd), 0);
@@ -156,11 +76,11 @@ static const char *in_tmp(char *out, size_t cap, const char *name)
 static void make_keys(const char *dir)
 {
     const char *args[] = { "--make-keys", dir, NULL };
-    struct run p;
-    run_start(&p, TRIB_AGENT_BIN, args, NULL);
+    struct proc p;
+    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
     int rc = run_wait(&p, 60);
     ck_assert_msg(rc == 0, "--make-keys %s: exit %d\n%s", dir, rc, p.err);
-    run_free(&p);
+    proc_free(&p);
 }
 
 /* Writes text into dir/tributary.key (dir made 0700) with mode `mode`. */
@@ -176,19 +96,6 @@ static void write_key_file(const char *dir, const char *text, mode_t mode)
     ck_assert_int_eq(chmod(path, mode), 0);
 }
 
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(s, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
-    close(s);
-    return ntohs(a.sin_port);
-}
-
 /* ---- key files ------------------------------------------------------------------ */
 
 /* A fresh key from --make-keys: 0700 directory, 0600 file (whatever the
@@ -198,17 +105,17 @@ START_TEST(test_make_keys)
     char dir[128], path[160];
     in_tmp(dir, sizeof dir, "run/keys");       /* a missing parent is an error */
     const char *args[] = { "--make-keys", dir, NULL };
-    struct run p;
-    run_start(&p, TRIB_AGENT_BIN, args, NULL);
+    struct proc p;
+    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
     ck_assert_int_eq(run_wait(&p, 60), 1);
     char want[512];
     snprintf(want, sizeof want, "tributary-agent: cannot make the key directory %s: No such file or directory\n", dir);
     ck_assert_str_eq(p.err, want);
-    run_free(&p);
+    proc_free(&p);
 
     in_tmp(dir, sizeof dir, "keys");
     mode_t old = umask(0);                     /* the programs must not rely on the umask */
-    run_start(&p, TRIB_AGENT_BIN, args, NULL);
+    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
     umask(old);
     ck_assert_int_eq(run_wait(&p, 60), 0);
     ck_assert_str_eq(p.err, "");
@@ -219,7 +126,7 @@ START_TEST(test_make_keys)
     snprintf(want, sizeof want, "wrote %s (public key %.8s...); copy %s to every host of the run", path, k.public_key,
              dir);
     ck_assert_msg(strncmp(p.out, want, strlen(want)) == 0, "stdout:\n%s", p.out);
-    run_free(&p);
+    proc_free(&p);
     struct stat st;
     ck_assert_int_eq(stat(dir, &st), 0);
     ck_assert_int_eq(st.st_mode & 07777, 0700);
@@ -237,20 +144,20 @@ START_TEST(test_make_keys)
     ck_assert_int_eq(text[0], '#');
 
     /* a second --make-keys does not overwrite it */
-    run_start(&p, TRIB_AGENT_BIN, args, NULL);
+    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
     ck_assert_int_eq(run_wait(&p, 60), 1);
     snprintf(want, sizeof want, "tributary-agent: %s exists: not overwriting it (remove it to make a new key)\n", path);
     ck_assert_str_eq(p.err, want);
-    run_free(&p);
+    proc_free(&p);
     struct rl_keys k2;
     ck_assert_int_eq(rl_keys_load(dir, &k2), 0);
     ck_assert_str_eq(k2.secret_key, k.secret_key);
     /* --make-keys goes alone */
     const char *mixed[] = { "--observers", "1", "--make-keys", dir, NULL };
-    run_start(&p, TRIB_AGENT_BIN, mixed, NULL);
+    proc_start(&p, TRIB_AGENT_BIN, mixed, NULL);
     ck_assert_int_eq(run_wait(&p, 60), 2);
     ck_assert_str_eq(p.err, "tributary-agent: --make-keys DIR goes alone: tributary-agent --make-keys DIR\n");
-    run_free(&p);
+    proc_free(&p);
 }
 END_TEST
 
@@ -279,7 +186,7 @@ START_TEST(test_key_file_errors)
         { "public = %1$s\nsecret = %2$.39s~\n", 2, "'secret' is not a 40-character Z85 key" }, /* '~' is no Z85 */
         { "public = %1$.40s0\nsecret = %2$s\n", 1, "'public' is not a 40-character Z85 key" }, /* 41 characters */
         { "public = %1$s\npublic = %1$s\n", 2, "'public' given twice" },
-        { "# ok\npublic %1$s\n", 2, "expected 'public = KEY' or 'secret = KEY'" },
+        { "# ok\npublic\n", 2, "expected 'public = KEY' or 'secret = KEY'" },
         { "private = %1$s\n", 1, "expected 'public = KEY' or 'secret = KEY'" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -367,14 +274,14 @@ struct refusal {
 static void check_refusals(const struct refusal *cases, int n)
 {
     for (int i = 0; i < n; i++) {
-        struct run p;
-        run_start(&p, cases[i].bin, cases[i].args, cases[i].env);
+        struct proc p;
+        proc_start(&p, cases[i].bin, cases[i].args, cases[i].env);
         int rc = run_wait(&p, 30);
         ck_assert_msg(rc == 2, "case %d (%s %s): exit %d, not 2\nstderr:\n%s", i, cases[i].bin, cases[i].args[0], rc,
                       p.err);
         ck_assert_msg(strcmp(p.err, cases[i].err) == 0, "case %d: stderr\n'%s'\nnot\n'%s'", i, p.err, cases[i].err);
         ck_assert_str_eq(p.out, "");
-        run_free(&p);
+        proc_free(&p);
     }
 }
 
@@ -409,12 +316,12 @@ START_TEST(test_non_loopback_refused)
     /* --insecure gets past the check: the agent fails later, binding an
      * address this host does not have */
     const char *args[] = { "--observers", "1", "--master", "tcp://10.255.0.1:5555", "--insecure", NULL };
-    struct run p;
-    run_start(&p, TRIB_AGENT_BIN, args, NULL);
+    struct proc p;
+    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
     ck_assert_int_eq(run_wait(&p, 30), 1);
     ck_assert_msg(strstr(p.err, "cannot bind tcp://10.255.0.1:5555: ") && !strstr(p.err, "multi-host"),
                   "stderr:\n%s", p.err);
-    run_free(&p);
+    proc_free(&p);
 }
 END_TEST
 
@@ -444,19 +351,21 @@ END_TEST
 
 /* ---- encrypted runs ------------------------------------------------------------------ */
 
-/* The JSON summary (last stdout line) has "stopped_by":"budget". */
-static void assert_budget_summary(const struct run *p, int observers)
+/* The summary (the last stdout line): out of budget, with `observers`
+ * observers and none lost. */
+static void assert_budget_summary(const struct proc *p, int observers)
 {
-    char want[64];
-    snprintf(want, sizeof want, "\"observers\":%d,", observers);
-    const char *last = strrchr(p->out, '{');
-    ck_assert_msg(last && strstr(last, "\"stopped_by\":\"budget\"") && strstr(last, want) &&
-                      strstr(last, "\"observers_lost\":0}"),
-                  "summary:\n%s\nstderr:\n%s", p->out, p->err);
+    cJSON *j = summary(p);
+    check_summary_shape(j);
+    ck_assert_msg(strcmp(jstr(j, "stopped_by"), "budget") == 0, "stopped by %s\nstderr:\n%s", jstr(j, "stopped_by"),
+                  p->err);
+    ck_assert_int_eq((int)jnum(j, "observers"), observers);
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), 0);
+    cJSON_Delete(j);
 }
 
 struct agent_run {
-    struct run agent;
+    struct proc agent;
     char master[64];
     char keys[128];
 };
@@ -469,16 +378,16 @@ static void start_agent(struct agent_run *r, const char *keys)
     snprintf(r->keys, sizeof r->keys, "%s", keys ? keys : "");
     const char *args[] = { "--observers", "1", "--master", r->master, "--max-updates", "2", "--quiet",
                            keys ? "--keys" : NULL, keys, NULL };
-    run_start(&r->agent, TRIB_AGENT_BIN, args, NULL);
+    proc_start(&r->agent, TRIB_AGENT_BIN, args, NULL);
     wait_err(&r->agent, "tributary-agent: listening on tcp://", 60);
 }
 
 /* Runs an observer against r's agent with keys (NULL: none) to its end. */
-static int run_observer(const struct agent_run *r, const char *keys, struct run *p, double timeout_s)
+static int run_observer(const struct agent_run *r, const char *keys, struct proc *p, double timeout_s)
 {
     const char *args[] = { "--rank", "1", "--world-size", "2", "--master", r->master, keys ? "--keys" : NULL, keys,
                            NULL };
-    run_start(p, TRIB_OBSERVER_BIN, args, NULL);
+    proc_start(p, TRIB_OBSERVER_BIN, args, NULL);
     return run_wait(p, timeout_s);
 }
 
@@ -493,7 +402,7 @@ START_TEST(test_same_key_trains)
     ck_assert_int_eq(rl_keys_load(keys, &k), 0);
     struct agent_run r;
     start_agent(&r, keys);
-    struct run obs;
+    struct proc obs;
     int rc = run_observer(&r, keys, &obs, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, obs.err);
     ck_assert_str_eq(obs.err, "");
@@ -504,25 +413,25 @@ START_TEST(test_same_key_trains)
     snprintf(want, sizeof want, "tributary-agent: listening on %s (encrypted: %s/tributary.key, public key %.8s...)\n",
              r.master, keys, k.public_key);
     ck_assert_str_eq(r.agent.err, want);
-    run_free(&obs);
-    run_free(&r.agent);
+    proc_free(&obs);
+    proc_free(&r.agent);
 
     /* tributary-train hands its --keys to the observers it forks */
     const char *args[] = { "--keys", keys, "--observers", "2", "--max-updates", "2", "--quiet", NULL };
-    struct run t;
-    run_start(&t, TRIB_TRAIN_BIN, args, NULL);
+    struct proc t;
+    proc_start(&t, TRIB_TRAIN_BIN, args, NULL);
     rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train exit %d\nstderr:\n%s", rc, t.err);
     ck_assert_str_eq(t.err, "");
     assert_budget_summary(&t, 2);
-    run_free(&t);
+    proc_free(&t);
     /* ...and --insecure changes nothing on loopback */
     const char *plain[] = { "--insecure", "--observers", "1", "--max-updates", "1", "--quiet", NULL };
-    run_start(&t, TRIB_TRAIN_BIN, plain, NULL);
+    proc_start(&t, TRIB_TRAIN_BIN, plain, NULL);
     rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train --insecure exit %d\nstderr:\n%s", rc, t.err);
     ck_assert_str_eq(t.err, "");
-    run_free(&t);
+    proc_free(&t);
 }
 END_TEST
 
@@ -536,10 +445,10 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
 {
     struct agent_run r;
     start_agent(&r, agent_keys);
-    struct run bad;
-    double t0 = trib_now_s();
+    struct proc bad;
+    double t0 = now_s();
     int rc = run_observer(&r, obs_keys, &bad, 60);
-    double took = trib_now_s() - t0;
+    double took = now_s() - t0;
     ck_assert_msg(rc == 1, "refused observer exit %d\nstderr:\n%s", rc, bad.err);
     ck_assert_msg(took < 20, "the refused observer took %.1f s to give up", took);
     bool match = false;
@@ -555,22 +464,22 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
     ck_assert_str_eq(bad.out, "");
     if (agent_whys) {
         wait_err(&r.agent, "rpc: agent: refused a connection from ", 10);
-        char *err = output(&r.agent, 2);
+        char *err = slurp(r.agent.err_fd);
         bool any = false;
         for (int i = 0; agent_whys[i]; i++) any |= strstr(err, agent_whys[i]) != NULL;
         ck_assert_msg(any, "agent stderr names no expected reason:\n%s", err);
         free(err);
     }
-    ck_assert_msg(run_running(&r.agent), "the agent ended after the refusal");
-    struct run good;
+    ck_assert_msg(proc_running(&r.agent), "the agent ended after the refusal");
+    struct proc good;
     rc = run_observer(&r, agent_keys, &good, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, good.err);
     rc = run_wait(&r.agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstderr:\n%s", rc, r.agent.err);
     assert_budget_summary(&r.agent, 1);
-    run_free(&good);
-    run_free(&bad);
-    run_free(&r.agent);
+    proc_free(&good);
+    proc_free(&bad);
+    proc_free(&r.agent);
 }
 
 #define CLOSED_3(curve, q) "the peer closed the connection during the " curve "handshake 3 times in a row (" q ")"
