@@ -5,208 +5,44 @@
  * run's key and none. Ports are chosen at run time; every process started
  * is reaped, and every key directory removed. */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <zmq.h>
 
 #include "rl/keys.h"
 #include "rl/rl.h"
+#include "rl_harness.h"
 
-extern char **environ;
+/* ---- processes (rl_harness.h) ------------------------------------------------------ */
 
-/* ---- processes ------------------------------------------------------------- */
-
-#define MAX_PROCS 8
-#define RUN_TIMEOUT_S 120.0         /* any one run, ASan included */
-
-struct proc {
-    const char *name;
-    pid_t pid;                      /* 0 once reaped */
-    int status;                     /* exit status, or 128 + signal */
-    int out_fd, err_fd;             /* unlinked files holding its stdout / stderr */
-    char *out, *err;                /* filled by proc_wait */
-};
-
-static pid_t running[MAX_PROCS];
-
-static double now_s(void)
+/* proc_wait, and no sanitizer report on its stderr (under ASan/UBSan),
+ * whatever else a test checks. */
+static int run_wait(struct proc *p, double timeout_s)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static char *slurp(int fd)
-{
-    size_t cap = 4096, n = 0;
-    char *s = malloc(cap);
-    ck_assert_ptr_nonnull(s);
-    ssize_t k;
-    while ((k = pread(fd, s + n, cap - n - 1, (off_t)n)) != 0) {
-        if (k < 0) {
-            ck_assert_msg(errno == EINTR, "pread: %s", strerror(errno));
-            continue;
-        }
-        n += (size_t)k;
-        if (cap - n - 1 == 0) {
-            cap *= 2;
-            s = realloc(s, cap);
-            ck_assert_ptr_nonnull(s);
-        }
-    }
-    s[n] = '\0';
-    return s;
-}
-
-static int anon_file(void)
-{
-    char path[] = "/tmp/test_rl_keys_XXXXXX";
-    int fd = mkostemp(path, O_CLOEXEC);
-    ck_assert_msg(fd >= 0, "mkostemp: %s", strerror(errno));
-    unlink(path);
-    return fd;
-}
-
-/* Whether an inherited variable would steer the programs (dropped). */
-static bool scrubbed(const char *kv)
-{
-    static const char *const keys[] = { "MASTER_ADDR=", "MASTER_PORT=", "RANK=", "WORLD_SIZE=", "SLURM_PROCID=",
-                                        "SLURM_NTASKS=", NULL };
-    for (int i = 0; keys[i]; i++)
-        if (strncmp(kv, keys[i], strlen(keys[i])) == 0) return true;
-    return false;
-}
-
-/* Starts bin with args (NULL-terminated, without argv[0]), the environment
- * minus the rendezvous variables plus env (NULL or NULL-terminated "K=V"). */
-static void proc_start(struct proc *p, const char *bin, const char *const *args, const char *const *env)
-{
-    memset(p, 0, sizeof *p);
-    p->name = bin;
-    const char *argv[32] = { bin };
-    for (int n = 0; args[n]; n++) {
-        ck_assert_int_lt(n, 30);
-        argv[n + 1] = args[n];
-    }
-    int ne = 0;
-    while (environ[ne]) ne++;
-    for (int i = 0; env && env[i]; i++) ne++;
-    const char **envp = calloc((size_t)ne + 1, sizeof *envp);
-    ck_assert_ptr_nonnull(envp);
-    int k = 0;
-    for (int i = 0; environ[i]; i++)
-        if (!scrubbed(environ[i])) envp[k++] = environ[i];
-    for (int i = 0; env && env[i]; i++) envp[k++] = env[i];
-    p->out_fd = anon_file();
-    p->err_fd = anon_file();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, p->out_fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, p->err_fd, 2);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGINT);
-    sigaddset(&dfl, SIGTERM);
-    sigaddset(&dfl, SIGPIPE);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &dfl);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    int rc = posix_spawn(&p->pid, bin, &fa, &at, (char *const *)argv, (char *const *)envp);
-    posix_spawnattr_destroy(&at);
-    posix_spawn_file_actions_destroy(&fa);
-    free(envp);
-    ck_assert_msg(rc == 0, "posix_spawn %s: %s", bin, strerror(rc));
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (!running[i]) {
-            running[i] = p->pid;
-            break;
-        }
-}
-
-static void proc_collect(struct proc *p, int st)
-{
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (running[i] == p->pid) running[i] = 0;
-    p->pid = 0;
-    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    p->out = slurp(p->out_fd);
-    p->err = slurp(p->err_fd);
-    close(p->out_fd);
-    close(p->err_fd);
-    /* under ASan/UBSan: whatever else a test checks, no sanitizer report */
+    int rc = proc_wait(p, timeout_s);
     ck_assert_msg(!strstr(p->err, "Sanitizer") && !strstr(p->err, "runtime error:"), "%s:\n%s", p->name, p->err);
-}
-
-/* Waits at most timeout_s for p (then kills it and fails); its status. */
-static int proc_wait(struct proc *p, double timeout_s)
-{
-    double t0 = now_s();
-    for (;;) {
-        int st = 0;
-        pid_t r = waitpid(p->pid, &st, WNOHANG);
-        if (r == p->pid) {
-            proc_collect(p, st);
-            return p->status;
-        }
-        ck_assert_msg(r == 0, "waitpid %s: %s", p->name, strerror(errno));
-        if (now_s() - t0 > timeout_s) {
-            kill(p->pid, SIGKILL);
-            while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {}
-            proc_collect(p, st);
-            ck_abort_msg("%s did not finish within %.0f s\nstdout:\n%s\nstderr:\n%s", p->name, timeout_s, p->out,
-                         p->err);
-        }
-        usleep(10000);
-    }
-}
-
-static bool proc_running(const struct proc *p)
-{
-    siginfo_t si = { 0 };
-    return p->pid > 0 && waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
+    return rc;
 }
 
 /* Waits until p's stderr holds `what` (failing after timeout_s). */
 static void wait_err(const struct proc *p, const char *what, double timeout_s)
 {
     double t0 = now_s();
-    for (;;) {
-        char *err = slurp(p->err_fd);
-        bool found = strstr(err, what) != NULL;
-        if (found || now_s() - t0 > timeout_s) {
-            ck_assert_msg(found, "%s: no '%s' on stderr within %.0f s:\n%s", p->name, what, timeout_s, err);
-            free(err);
-            return;
+    while (!err_has(p, what)) {
+        if (now_s() - t0 > timeout_s) {
+            char *err = slurp(p->err_fd);
+            ck_abort_msg("%s: no '%s' on stderr within %.0f s:\n%s", p->name, what, timeout_s, err);
         }
-        free(err);
         usleep(20000);
     }
-}
-
-static void proc_free(struct proc *p)
-{
-    free(p->out);
-    free(p->err);
-    p->out = p->err = NULL;
 }
 
 /* ---- key directories --------------------------------------------------------- */
@@ -223,12 +59,7 @@ static void setup(void)
  * levels: key directories and their files). */
 static void teardown(void)
 {
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (running[i] > 0) {
-            kill(running[i], SIGKILL);
-            while (waitpid(running[i], NULL, 0) < 0 && errno == EINTR) {}
-            running[i] = 0;
-        }
+    kill_running();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     ck_assert_int_eq(system(cmd), 0);
@@ -247,7 +78,7 @@ static void make_keys(const char *dir)
     const char *args[] = { "--make-keys", dir, NULL };
     struct proc p;
     proc_start(&p, TRIB_AGENT_BIN, args, NULL);
-    int rc = proc_wait(&p, 60);
+    int rc = run_wait(&p, 60);
     ck_assert_msg(rc == 0, "--make-keys %s: exit %d\n%s", dir, rc, p.err);
     proc_free(&p);
 }
@@ -265,19 +96,6 @@ static void write_key_file(const char *dir, const char *text, mode_t mode)
     ck_assert_int_eq(chmod(path, mode), 0);
 }
 
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(s, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
-    close(s);
-    return ntohs(a.sin_port);
-}
-
 /* ---- key files ------------------------------------------------------------------ */
 
 /* A fresh key from --make-keys: 0700 directory, 0600 file (whatever the
@@ -289,7 +107,7 @@ START_TEST(test_make_keys)
     const char *args[] = { "--make-keys", dir, NULL };
     struct proc p;
     proc_start(&p, TRIB_AGENT_BIN, args, NULL);
-    ck_assert_int_eq(proc_wait(&p, 60), 1);
+    ck_assert_int_eq(run_wait(&p, 60), 1);
     char want[512];
     snprintf(want, sizeof want, "tributary-agent: cannot make the key directory %s: No such file or directory\n", dir);
     ck_assert_str_eq(p.err, want);
@@ -299,7 +117,7 @@ START_TEST(test_make_keys)
     mode_t old = umask(0);                     /* the programs must not rely on the umask */
     proc_start(&p, TRIB_AGENT_BIN, args, NULL);
     umask(old);
-    ck_assert_int_eq(proc_wait(&p, 60), 0);
+    ck_assert_int_eq(run_wait(&p, 60), 0);
     ck_assert_str_eq(p.err, "");
     snprintf(path, sizeof path, "%s/tributary.key", dir);
     struct rl_keys k;
@@ -327,7 +145,7 @@ START_TEST(test_make_keys)
 
     /* a second --make-keys does not overwrite it */
     proc_start(&p, TRIB_AGENT_BIN, args, NULL);
-    ck_assert_int_eq(proc_wait(&p, 60), 1);
+    ck_assert_int_eq(run_wait(&p, 60), 1);
     snprintf(want, sizeof want, "tributary-agent: %s exists: not overwriting it (remove it to make a new key)\n", path);
     ck_assert_str_eq(p.err, want);
     proc_free(&p);
@@ -337,7 +155,7 @@ START_TEST(test_make_keys)
     /* --make-keys goes alone */
     const char *mixed[] = { "--observers", "1", "--make-keys", dir, NULL };
     proc_start(&p, TRIB_AGENT_BIN, mixed, NULL);
-    ck_assert_int_eq(proc_wait(&p, 60), 2);
+    ck_assert_int_eq(run_wait(&p, 60), 2);
     ck_assert_str_eq(p.err, "tributary-agent: --make-keys DIR goes alone: tributary-agent --make-keys DIR\n");
     proc_free(&p);
 }
@@ -368,7 +186,7 @@ START_TEST(test_key_file_errors)
         { "public = %1$s\nsecret = %2$.39s~\n", 2, "'secret' is not a 40-character Z85 key" }, /* '~' is no Z85 */
         { "public = %1$.40s0\nsecret = %2$s\n", 1, "'public' is not a 40-character Z85 key" }, /* 41 characters */
         { "public = %1$s\npublic = %1$s\n", 2, "'public' given twice" },
-        { "# ok\npublic %1$s\n", 2, "expected 'public = KEY' or 'secret = KEY'" },
+        { "# ok\npublic\n", 2, "expected 'public = KEY' or 'secret = KEY'" },
         { "private = %1$s\n", 1, "expected 'public = KEY' or 'secret = KEY'" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -458,7 +276,7 @@ static void check_refusals(const struct refusal *cases, int n)
     for (int i = 0; i < n; i++) {
         struct proc p;
         proc_start(&p, cases[i].bin, cases[i].args, cases[i].env);
-        int rc = proc_wait(&p, 30);
+        int rc = run_wait(&p, 30);
         ck_assert_msg(rc == 2, "case %d (%s %s): exit %d, not 2\nstderr:\n%s", i, cases[i].bin, cases[i].args[0], rc,
                       p.err);
         ck_assert_msg(strcmp(p.err, cases[i].err) == 0, "case %d: stderr\n'%s'\nnot\n'%s'", i, p.err, cases[i].err);
@@ -500,7 +318,7 @@ START_TEST(test_non_loopback_refused)
     const char *args[] = { "--observers", "1", "--master", "tcp://10.255.0.1:5555", "--insecure", NULL };
     struct proc p;
     proc_start(&p, TRIB_AGENT_BIN, args, NULL);
-    ck_assert_int_eq(proc_wait(&p, 30), 1);
+    ck_assert_int_eq(run_wait(&p, 30), 1);
     ck_assert_msg(strstr(p.err, "cannot bind tcp://10.255.0.1:5555: ") && !strstr(p.err, "multi-host"),
                   "stderr:\n%s", p.err);
     proc_free(&p);
@@ -533,15 +351,17 @@ END_TEST
 
 /* ---- encrypted runs ------------------------------------------------------------------ */
 
-/* The JSON summary (last stdout line) has "stopped_by":"budget". */
+/* The summary (the last stdout line): out of budget, with `observers`
+ * observers and none lost. */
 static void assert_budget_summary(const struct proc *p, int observers)
 {
-    char want[64];
-    snprintf(want, sizeof want, "\"observers\":%d,", observers);
-    const char *last = strrchr(p->out, '{');
-    ck_assert_msg(last && strstr(last, "\"stopped_by\":\"budget\"") && strstr(last, want) &&
-                      strstr(last, "\"observers_lost\":0}"),
-                  "summary:\n%s\nstderr:\n%s", p->out, p->err);
+    cJSON *j = summary(p);
+    check_summary_shape(j);
+    ck_assert_msg(strcmp(jstr(j, "stopped_by"), "budget") == 0, "stopped by %s\nstderr:\n%s", jstr(j, "stopped_by"),
+                  p->err);
+    ck_assert_int_eq((int)jnum(j, "observers"), observers);
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), 0);
+    cJSON_Delete(j);
 }
 
 struct agent_run {
@@ -568,7 +388,7 @@ static int run_observer(const struct agent_run *r, const char *keys, struct proc
     const char *args[] = { "--rank", "1", "--world-size", "2", "--master", r->master, keys ? "--keys" : NULL, keys,
                            NULL };
     proc_start(p, TRIB_OBSERVER_BIN, args, NULL);
-    return proc_wait(p, timeout_s);
+    return run_wait(p, timeout_s);
 }
 
 /* An observer with the agent's key trains to the agent's budget, the
@@ -586,7 +406,7 @@ START_TEST(test_same_key_trains)
     int rc = run_observer(&r, keys, &obs, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, obs.err);
     ck_assert_str_eq(obs.err, "");
-    rc = proc_wait(&r.agent, RUN_TIMEOUT_S);
+    rc = run_wait(&r.agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstderr:\n%s", rc, r.agent.err);
     assert_budget_summary(&r.agent, 1);
     char want[512];
@@ -600,7 +420,7 @@ START_TEST(test_same_key_trains)
     const char *args[] = { "--keys", keys, "--observers", "2", "--max-updates", "2", "--quiet", NULL };
     struct proc t;
     proc_start(&t, TRIB_TRAIN_BIN, args, NULL);
-    rc = proc_wait(&t, RUN_TIMEOUT_S);
+    rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train exit %d\nstderr:\n%s", rc, t.err);
     ck_assert_str_eq(t.err, "");
     assert_budget_summary(&t, 2);
@@ -608,7 +428,7 @@ START_TEST(test_same_key_trains)
     /* ...and --insecure changes nothing on loopback */
     const char *plain[] = { "--insecure", "--observers", "1", "--max-updates", "1", "--quiet", NULL };
     proc_start(&t, TRIB_TRAIN_BIN, plain, NULL);
-    rc = proc_wait(&t, RUN_TIMEOUT_S);
+    rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train --insecure exit %d\nstderr:\n%s", rc, t.err);
     ck_assert_str_eq(t.err, "");
     proc_free(&t);
@@ -654,7 +474,7 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
     struct proc good;
     rc = run_observer(&r, agent_keys, &good, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, good.err);
-    rc = proc_wait(&r.agent, RUN_TIMEOUT_S);
+    rc = run_wait(&r.agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstderr:\n%s", rc, r.agent.err);
     assert_budget_summary(&r.agent, 1);
     proc_free(&good);
