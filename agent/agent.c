@@ -658,7 +658,7 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     }
     the_agent = a;
     if (rpc_init(opts) < 0) {
-        fprintf(stderr, PROG ": rpc_init: %s\n", rpc_last_error());
+        fprintf(stderr, PROG ": %s\n", rpc_last_error());
         the_agent = NULL;
         runlog_close(a->log);
         run_stats_free(a->stats);
