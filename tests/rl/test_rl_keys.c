@@ -246,9 +246,9 @@ END_TEST
 
 START_TEST(test_loopback)
 {
-    static const char *const yes[] = { "tcp://127.0.0.1:5555", "tcp://127.1.2.3:1", "tcp://localhost:80",
+    static const char *const yes[] = { "tcp://127.0.0.1:5917", "tcp://127.1.2.3:1", "tcp://localhost:80",
                                        "tcp://[::1]:7", "127.0.0.1", "::1", "localhost", NULL };
-    static const char *const no[] = { "tcp://10.1.2.3:5555", "tcp://*:5555", "tcp://0.0.0.0:5555", "10.0.0.7",
+    static const char *const no[] = { "tcp://10.1.2.3:5917", "tcp://*:5917", "tcp://0.0.0.0:5917", "10.0.0.7",
                                       "0.0.0.0", "tcp://[::]:5", "tcp://no-such-host.invalid:5", "", "tcp://127.0.0.1",
                                       NULL };
     for (int i = 0; yes[i]; i++) ck_assert_msg(rl_addr_is_loopback(yes[i]), "%s counts as loopback", yes[i]);
@@ -294,18 +294,18 @@ START_TEST(test_non_loopback_refused)
              "tributary-agent --make-keys %s)\n", keys, keys);
     snprintf(err_both, sizeof err_both, "tributary-agent: --keys and --insecure exclude each other\n");
     const struct refusal cases[] = {
-        { TRIB_AGENT_BIN, { "--observers", "1", "--master", "tcp://10.255.0.1:5555", NULL }, { NULL },
-          REFUSED("tributary-agent", "tcp://10.255.0.1:5555") },
-        { TRIB_AGENT_BIN, { "--observers", "1", NULL }, { "MASTER_ADDR=0.0.0.0", "MASTER_PORT=5555", NULL },
-          REFUSED("tributary-agent", "tcp://0.0.0.0:5555") },
-        { TRIB_AGENT_BIN, { "--master", "tcp://*:5555", NULL }, { NULL },
-          REFUSED("tributary-agent", "tcp://*:5555") },
-        { TRIB_OBSERVER_BIN, { "--rank", "1", "--world-size", "2", "--master", "tcp://10.255.0.1:5555", NULL },
-          { NULL }, REFUSED("tributary-observer", "tcp://10.255.0.1:5555") },
-        { TRIB_OBSERVER_BIN, { "--rank", "1", "--master", "tcp://127.0.0.1:5555", "--bind-host", "10.255.0.2", NULL },
+        { TRIB_AGENT_BIN, { "--observers", "1", "--master", "tcp://10.255.0.1:5917", NULL }, { NULL },
+          REFUSED("tributary-agent", "tcp://10.255.0.1:5917") },
+        { TRIB_AGENT_BIN, { "--observers", "1", NULL }, { "MASTER_ADDR=0.0.0.0", "MASTER_PORT=5917", NULL },
+          REFUSED("tributary-agent", "tcp://0.0.0.0:5917") },
+        { TRIB_AGENT_BIN, { "--master", "tcp://*:5917", NULL }, { NULL },
+          REFUSED("tributary-agent", "tcp://*:5917") },
+        { TRIB_OBSERVER_BIN, { "--rank", "1", "--world-size", "2", "--master", "tcp://10.255.0.1:5917", NULL },
+          { NULL }, REFUSED("tributary-observer", "tcp://10.255.0.1:5917") },
+        { TRIB_OBSERVER_BIN, { "--rank", "1", "--master", "tcp://127.0.0.1:5917", "--bind-host", "10.255.0.2", NULL },
           { NULL }, REFUSED("tributary-observer", "10.255.0.2") },
-        { TRIB_OBSERVER_BIN, { "--rank", "1", NULL }, { "MASTER_ADDR=10.255.0.1", "MASTER_PORT=5555", NULL },
-          REFUSED("tributary-observer", "tcp://10.255.0.1:5555") },
+        { TRIB_OBSERVER_BIN, { "--rank", "1", NULL }, { "MASTER_ADDR=10.255.0.1", "MASTER_PORT=5917", NULL },
+          REFUSED("tributary-observer", "tcp://10.255.0.1:5917") },
         { TRIB_AGENT_BIN, { "--keys", keys, "--insecure", NULL }, { NULL }, err_both },
         { TRIB_OBSERVER_BIN, { "--rank", "1", "--keys", keys, NULL }, { NULL }, err_keys },
         { TRIB_TRAIN_BIN, { "--keys", "", NULL }, { NULL },
@@ -315,11 +315,11 @@ START_TEST(test_non_loopback_refused)
 
     /* --insecure gets past the check: the agent fails later, binding an
      * address this host does not have */
-    const char *args[] = { "--observers", "1", "--master", "tcp://10.255.0.1:5555", "--insecure", NULL };
+    const char *args[] = { "--observers", "1", "--master", "tcp://10.255.0.1:5917", "--insecure", NULL };
     struct proc p;
     proc_start(&p, TRIB_AGENT_BIN, args, NULL);
     ck_assert_int_eq(run_wait(&p, 30), 1);
-    ck_assert_msg(strstr(p.err, "cannot bind tcp://10.255.0.1:5555: ") && !strstr(p.err, "multi-host"),
+    ck_assert_msg(strstr(p.err, "cannot bind tcp://10.255.0.1:5917: ") && !strstr(p.err, "multi-host"),
                   "stderr:\n%s", p.err);
     proc_free(&p);
 }
@@ -339,9 +339,9 @@ START_TEST(test_group_readable_refused)
         snprintf(err[i], sizeof err[i], "%s: %s is readable by group or others (mode 0640): run chmod 600 %s\n",
                  progs[i], path, path);
     const struct refusal cases[] = {
-        { TRIB_AGENT_BIN, { "--keys", dir, "--observers", "1", "--master", "tcp://127.0.0.1:5555", NULL }, { NULL },
+        { TRIB_AGENT_BIN, { "--keys", dir, "--observers", "1", "--master", "tcp://127.0.0.1:5917", NULL }, { NULL },
           err[0] },
-        { TRIB_OBSERVER_BIN, { "--rank", "1", "--master", "tcp://127.0.0.1:5555", "--keys", dir, NULL }, { NULL },
+        { TRIB_OBSERVER_BIN, { "--rank", "1", "--master", "tcp://127.0.0.1:5917", "--keys", dir, NULL }, { NULL },
           err[1] },
         { TRIB_TRAIN_BIN, { "--keys", dir, NULL }, { NULL }, err[2] },
     };
