@@ -4,7 +4,9 @@
 #define _GNU_SOURCE
 #include "common/proc.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -243,4 +246,18 @@ void proc_group_deinit(struct proc_group *g)
         close_fd(&p->err_fd);
     }
     g->n = 0;
+}
+
+int proc_free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return -1;
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    int rc = bind(s, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(s, (struct sockaddr *)&a, &len) == 0 ? 0 : -1;
+    int e = errno;
+    close(s);
+    errno = e;
+    return rc == 0 ? ntohs(a.sin_port) : -1;
 }

@@ -83,4 +83,9 @@ int proc_wait(struct proc_group *g, int i, double timeout_s);
  * what is left. Returns how many of the children reaped here did not exit 0. */
 int proc_reap_all(struct proc_group *g, double timeout_s);
 
+/* A TCP port on 127.0.0.1 that was free when this returns (bound to port 0
+ * and read back; another process may take it before the caller binds it).
+ * Returns -1 with errno set if no socket could be bound. */
+int proc_free_port(void);
+
 #endif

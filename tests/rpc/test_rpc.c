@@ -1898,19 +1898,6 @@ START_TEST(test_static_rank_rejoins)
 }
 END_TEST
 
-/* A free TCP port on 127.0.0.1 (free when this returns). */
-static int free_port(void)
-{
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(s, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
-    close(s);
-    return ntohs(a.sin_port);
-}
 
 /* A worker started well before its rendezvous (several heartbeat timeouts)
  * waits for it, up to its init timeout, rather than declaring it dead. */
@@ -1919,7 +1906,9 @@ START_TEST(test_worker_waits_for_rendezvous)
     hb_timeout_ms = 500;
     static int w = 2;
     char master[64];
-    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_port());
+    int port = proc_free_port();
+    ck_assert_int_gt(port, 0);
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", port);
     register_all();
     h_spawn(&H, 1, serve_child, &w);
     proc_hand_out(&H, -1, master);
