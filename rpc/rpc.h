@@ -190,8 +190,9 @@ struct rpc_stats {
     int held_messages;            /* requests now waiting for their connection's check */
     /* Traffic on this worker's sockets since rpc_init: whole messages (calls,
      * replies, heartbeats, membership) and the bytes of their frames (header
-     * + tensor frames; ZeroMQ's framing and TCP/IP not counted). Calls to
-     * itself do not touch the sockets and are not counted. */
+     * + tensor frames; ZeroMQ's framing and TCP/IP not counted). A call to
+     * itself goes through its own sockets and counts twice: sent and
+     * received, request and reply. */
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
 };
 /* Fills *out (zeros before the first rpc_init). Any thread. */
