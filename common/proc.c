@@ -145,15 +145,39 @@ static int stream_action(posix_spawn_file_actions_t *fa, int fd, enum proc_strea
 
 int proc_spawn(struct proc_group *g, const char *const *argv, enum proc_stream out, enum proc_stream err)
 {
+    return proc_spawn_env(g, argv, NULL, PROC_INHERIT, out, err);
+}
+
+int proc_spawn_env(struct proc_group *g, const char *const *argv, const char *const *envp, enum proc_stream in,
+                   enum proc_stream out, enum proc_stream err)
+{
+    if (in == PROC_CAPTURE) {
+        errno = EINVAL;
+        return -1;
+    }
     struct proc *p = slot(g);
     if (!p) return -1;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    /* Signals as a fresh program expects them, whatever this process does. */
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    sigset_t none, dfl;
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGINT);
+    sigaddset(&dfl, SIGTERM);
+    sigaddset(&dfl, SIGPIPE);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     int rc = -1;
-    if (stream_action(&fa, 1, out, &p->out_fd) == 0 && stream_action(&fa, 2, err, &p->err_fd) == 0) {
-        rc = posix_spawn(&p->pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+    bool ok = in != PROC_DISCARD || posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0) == 0;
+    if (ok && stream_action(&fa, 1, out, &p->out_fd) == 0 && stream_action(&fa, 2, err, &p->err_fd) == 0) {
+        rc = posix_spawn(&p->pid, argv[0], &fa, &at, (char *const *)argv, envp ? (char *const *)envp : environ);
         if (rc != 0) errno = rc;
     }
+    posix_spawnattr_destroy(&at);
     posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) {
         int e = errno;

@@ -64,9 +64,16 @@ enum proc_stream { PROC_INHERIT, PROC_DISCARD, PROC_CAPTURE };
 
 /* Starts the program argv[0] with argv (NULL-terminated) and this
  * environment; its stdout and stderr are inherited, sent to /dev/null or
- * captured in unlinked files (read with proc_output). Returns its index,
- * or -1 with errno set. */
+ * captured in unlinked files (read with proc_output). It starts with no
+ * signal blocked and SIGINT, SIGTERM and SIGPIPE at their defaults,
+ * whatever this process does with them. Returns its index, or -1 with
+ * errno set. */
 int proc_spawn(struct proc_group *g, const char *const *argv, enum proc_stream out, enum proc_stream err);
+/* The same with the environment envp ("K=V", NULL-terminated; NULL: this
+ * one) and stdin `in`: PROC_INHERIT, or PROC_DISCARD for /dev/null
+ * (PROC_CAPTURE is EINVAL). */
+int proc_spawn_env(struct proc_group *g, const char *const *argv, const char *const *envp, enum proc_stream in,
+                   enum proc_stream out, enum proc_stream err);
 
 /* Copies what child i has written so far to its captured stdout (fd 1) or
  * stderr (fd 2) into buf (NUL-terminated, cut at cap - 1 bytes); returns

@@ -1,54 +1,52 @@
 /* Helpers of the RL programs' end-to-end tests (test_rl_train,
- * test_rl_rejoin): start real processes with their output in unlinked
- * files, wait for them with a time limit, reap whatever a test leaves, and
- * read the JSON summary the agent prints last. One includer per binary. */
+ * test_rl_rejoin, test_rl_keys): start real programs with their output in
+ * unlinked files, wait for them with a time limit, reap whatever a test
+ * leaves, and read the JSON summary the agent prints last. The processes
+ * themselves are common/proc's (one group per test process); this adds
+ * what the tests assert on: the whole output as strings, and a failed
+ * test instead of an error code. One includer per binary. */
 #ifndef TRIB_TESTS_RL_HARNESS_H
 #define TRIB_TESTS_RL_HARNESS_H
 
-#include <arpa/inet.h>
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "common/clock.h"
+#include "common/proc.h"
 
 extern char **environ;
 
 /* ---- processes ----------------------------------------------------------------- */
 
 #define MAX_ARGS 48
-#define MAX_PROCS 8
 #define RUN_TIMEOUT_S 300.0         /* any one run, ASan included; a hang fails the test */
 
-struct proc {
+/* One started program. */
+struct rl_proc {
     const char *name;               /* the binary's path, for messages */
+    int idx;                        /* its slot in rl_group */
     pid_t pid;                      /* 0 once reaped */
     int status;                     /* exit status, or 128 + signal */
-    int out_fd, err_fd;             /* its stdout and stderr: unlinked files, read from offset 0 */
-    char *out, *err;                /* the whole stdout/stderr once proc_wait returns */
+    int out_fd, err_fd;             /* its stdout and stderr: unlinked files, read from offset 0; -1 once reaped */
+    char *out, *err;                /* the whole stdout/stderr once rl_wait returns */
 };
 
-/* Started and not yet reaped, for the teardown. In CK_FORK mode Check also
- * kills the test's process group (where these and their children stay)
- * when a test ends, so a failed assertion leaves nothing behind either. */
-static pid_t running[MAX_PROCS];
+/* Every program this test process started. In CK_FORK mode each test
+ * starts with it empty (the forked copy of an empty group); rl_kill_all,
+ * the fixtures' teardown, kills and reaps what a test left and empties it.
+ * Check also kills the test's process group when a test ends, so a failed
+ * assertion leaves nothing behind either. */
+static struct proc_group rl_group;
 
-static inline double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static inline double now_s(void) { return trib_now_s(); }
 
 /* Everything written to fd so far. */
 static inline char *slurp(int fd)
@@ -73,17 +71,6 @@ static inline char *slurp(int fd)
     return s;
 }
 
-/* A temporary file already unlinked: nothing is left behind however the
- * test ends. */
-static inline int anon_file(void)
-{
-    char path[] = "/tmp/test_rl_XXXXXX";
-    int fd = mkostemp(path, O_CLOEXEC);
-    ck_assert_msg(fd >= 0, "mkostemp: %s", strerror(errno));
-    unlink(path);
-    return fd;
-}
-
 /* The end of s (at most 2500 characters), for failure messages. */
 static inline const char *tail(const char *s)
 {
@@ -104,7 +91,7 @@ static inline bool scrubbed(const char *kv)
 /* Starts bin with args (NULL-terminated, without argv[0]) and the
  * environment minus the rendezvous variables plus env (NULL-terminated
  * "K=V", or NULL); stdin is /dev/null, stdout and stderr go to files. */
-static inline void proc_start(struct proc *p, const char *bin, const char *const *args, const char *const *env)
+static inline void rl_start(struct rl_proc *p, const char *bin, const char *const *args, const char *const *env)
 {
     memset(p, 0, sizeof *p);
     p->name = bin;
@@ -125,104 +112,69 @@ static inline void proc_start(struct proc *p, const char *bin, const char *const
         if (!scrubbed(environ[i])) envp[k++] = environ[i];
     for (int i = 0; env && env[i]; i++) envp[k++] = env[i];
 
-    p->out_fd = anon_file();
-    p->err_fd = anon_file();
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, p->out_fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, p->err_fd, 2);
-    /* Signals as a fresh program expects them, whatever ran this test. */
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t none, dfl;
-    sigemptyset(&none);
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGINT);
-    sigaddset(&dfl, SIGTERM);
-    sigaddset(&dfl, SIGPIPE);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &dfl);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    int rc = posix_spawn(&p->pid, bin, &fa, &at, (char *const *)argv, (char *const *)envp);
-    posix_spawnattr_destroy(&at);
-    posix_spawn_file_actions_destroy(&fa);
+    p->idx = proc_spawn_env(&rl_group, argv, envp, PROC_DISCARD, PROC_CAPTURE, PROC_CAPTURE);
+    int e = errno;
     free(envp);
-    ck_assert_msg(rc == 0, "posix_spawn %s: %s", bin, strerror(rc));
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (!running[i]) {
-            running[i] = p->pid;
-            break;
-        }
+    ck_assert_msg(p->idx >= 0, "starting %s: %s%s", bin, strerror(e),
+                  e == EAGAIN ? " (more than PROC_MAX programs in one test)" : "");
+    p->pid = rl_group.p[p->idx].pid;
+    p->out_fd = rl_group.p[p->idx].out_fd;
+    p->err_fd = rl_group.p[p->idx].err_fd;
 }
 
-static inline void proc_collect(struct proc *p, int st)
+/* After proc_wait: the status and the whole output into p, and the
+ * output files closed. */
+static inline void rl_collect(struct rl_proc *p)
 {
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (running[i] == p->pid) running[i] = 0;
+    struct proc *c = &rl_group.p[p->idx];
     p->pid = 0;
-    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    p->status = c->status;
     free(p->out);
     free(p->err);
-    p->out = slurp(p->out_fd);
-    p->err = slurp(p->err_fd);
-    close(p->out_fd);
-    close(p->err_fd);
-    p->out_fd = p->err_fd = -1;
+    p->out = slurp(c->out_fd);
+    p->err = slurp(c->err_fd);
+    close(c->out_fd);
+    close(c->err_fd);
+    c->out_fd = c->err_fd = p->out_fd = p->err_fd = -1;
 }
 
 /* SIGKILLs p (a tributary-train takes its observers along: they die with
  * their parent) and reaps it. */
-static inline void proc_kill(struct proc *p)
+static inline void rl_kill(struct rl_proc *p)
 {
     if (p->pid <= 0) return;
     kill(p->pid, SIGKILL);
-    int st = 0;
-    while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR) {}
-    proc_collect(p, st);
+    proc_wait(&rl_group, p->idx, -1);
+    rl_collect(p);
 }
 
 /* Waits for p to exit (at most timeout_s, then kills it and fails the
  * test); returns its status and fills p->out and p->err. */
-static inline int proc_wait(struct proc *p, double timeout_s)
+static inline int rl_wait(struct rl_proc *p, double timeout_s)
 {
-    double t0 = now_s();
-    for (;;) {
-        int st = 0;
-        pid_t r = waitpid(p->pid, &st, WNOHANG);
-        if (r == p->pid) {
-            proc_collect(p, st);
-            return p->status;
-        }
-        ck_assert_msg(r == 0, "waitpid %s: %s", p->name, strerror(errno));
-        if (now_s() - t0 > timeout_s) {
-            proc_kill(p);
-            ck_abort_msg("%s did not finish within %.0f s (killed)\nstdout:\n%s\nstderr:\n%s", p->name, timeout_s,
-                         tail(p->out), tail(p->err));
-        }
-        usleep(10000);
-    }
+    proc_wait(&rl_group, p->idx, timeout_s);
+    bool killed = rl_group.p[p->idx].status == -1;
+    rl_collect(p);
+    ck_assert_msg(!killed, "%s did not finish within %.0f s (killed)\nstdout:\n%s\nstderr:\n%s", p->name, timeout_s,
+                  tail(p->out), tail(p->err));
+    return p->status;
 }
 
 /* Whether p still runs (without reaping it). */
-static inline bool proc_running(struct proc *p)
+static inline bool rl_running(struct rl_proc *p)
 {
     siginfo_t si = { 0 };
     return p->pid > 0 && waitid(P_PID, (id_t)p->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == 0;
 }
 
-/* The fixture's teardown: kills and reaps what a test left running. */
-static inline void kill_running(void)
+/* The fixtures' teardown: kills and reaps what a test left running. */
+static inline void rl_kill_all(void)
 {
-    for (int i = 0; i < MAX_PROCS; i++)
-        if (running[i] > 0) {
-            kill(running[i], SIGKILL);
-            while (waitpid(running[i], NULL, 0) < 0 && errno == EINTR) {}
-            running[i] = 0;
-        }
+    proc_group_deinit(&rl_group);
+    proc_group_init(&rl_group);
 }
 
-static inline void proc_free(struct proc *p)
+static inline void rl_free(struct rl_proc *p)
 {
     free(p->out);
     free(p->err);
@@ -242,7 +194,7 @@ static inline char *last_line(const char *out)
 }
 
 /* The JSON summary, which must be the last line of p's stdout. */
-static inline cJSON *summary(const struct proc *p)
+static inline cJSON *summary(const struct rl_proc *p)
 {
     char *line = last_line(p->out);
     cJSON *j = cJSON_Parse(line);
@@ -297,7 +249,7 @@ static inline long long last_progress_steps(const char *out)
 
 /* Waits until p has printed a progress line with env steps counted (fails
  * if it exits first); returns them. */
-static inline long long wait_progress(struct proc *p)
+static inline long long wait_progress(struct rl_proc *p)
 {
     double t0 = now_s();
     for (;;) {
@@ -305,13 +257,13 @@ static inline long long wait_progress(struct proc *p)
         long long steps = last_progress_steps(out);
         free(out);
         if (steps > 0) return steps;
-        if (!proc_running(p)) {
-            proc_wait(p, 1);
+        if (!rl_running(p)) {
+            rl_wait(p, 1);
             ck_abort_msg("%s exited (%d) before any progress line\nstdout:\n%s\nstderr:\n%s", p->name, p->status,
                          tail(p->out), tail(p->err));
         }
         if (now_s() - t0 > RUN_TIMEOUT_S) {
-            proc_kill(p);
+            rl_kill(p);
             ck_abort_msg("no progress line within %.0f s", RUN_TIMEOUT_S);
         }
         usleep(5000);
@@ -319,7 +271,7 @@ static inline long long wait_progress(struct proc *p)
 }
 
 /* Whether p's stderr file holds `what` yet. */
-static inline bool err_has(const struct proc *p, const char *what)
+static inline bool err_has(const struct rl_proc *p, const char *what)
 {
     char *err = slurp(p->err_fd);
     bool r = strstr(err, what) != NULL;
@@ -330,15 +282,9 @@ static inline bool err_has(const struct proc *p, const char *what)
 /* A free TCP port on 127.0.0.1 (free when this returns). */
 static inline int free_port(void)
 {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(s, 0);
-    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(bind(s, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    ck_assert_int_eq(getsockname(s, (struct sockaddr *)&a, &len), 0);
-    close(s);
-    return ntohs(a.sin_port);
+    int port = proc_free_port();
+    ck_assert_msg(port > 0, "no free port: %s", strerror(errno));
+    return port;
 }
 
 #endif

@@ -25,15 +25,15 @@
 
 /* proc_wait, and no sanitizer report on its stderr (under ASan/UBSan),
  * whatever else a test checks. */
-static int run_wait(struct proc *p, double timeout_s)
+static int run_wait(struct rl_proc *p, double timeout_s)
 {
-    int rc = proc_wait(p, timeout_s);
+    int rc = rl_wait(p, timeout_s);
     ck_assert_msg(!strstr(p->err, "Sanitizer") && !strstr(p->err, "runtime error:"), "%s:\n%s", p->name, p->err);
     return rc;
 }
 
 /* Waits until p's stderr holds `what` (failing after timeout_s). */
-static void wait_err(const struct proc *p, const char *what, double timeout_s)
+static void wait_err(const struct rl_proc *p, const char *what, double timeout_s)
 {
     double t0 = now_s();
     while (!err_has(p, what)) {
@@ -59,7 +59,7 @@ static void setup(void)
  * levels: key directories and their files). */
 static void teardown(void)
 {
-    kill_running();
+    rl_kill_all();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     ck_assert_int_eq(system(cmd), 0);
@@ -76,11 +76,11 @@ static const char *in_tmp(char *out, size_t cap, const char *name)
 static void make_keys(const char *dir)
 {
     const char *args[] = { "--make-keys", dir, NULL };
-    struct proc p;
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
+    struct rl_proc p;
+    rl_start(&p, TRIB_AGENT_BIN, args, NULL);
     int rc = run_wait(&p, 60);
     ck_assert_msg(rc == 0, "--make-keys %s: exit %d\n%s", dir, rc, p.err);
-    proc_free(&p);
+    rl_free(&p);
 }
 
 /* Writes text into dir/tributary.key (dir made 0700) with mode `mode`. */
@@ -105,17 +105,17 @@ START_TEST(test_make_keys)
     char dir[128], path[160];
     in_tmp(dir, sizeof dir, "run/keys");       /* a missing parent is an error */
     const char *args[] = { "--make-keys", dir, NULL };
-    struct proc p;
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
+    struct rl_proc p;
+    rl_start(&p, TRIB_AGENT_BIN, args, NULL);
     ck_assert_int_eq(run_wait(&p, 60), 1);
     char want[512];
     snprintf(want, sizeof want, "tributary-agent: cannot make the key directory %s: No such file or directory\n", dir);
     ck_assert_str_eq(p.err, want);
-    proc_free(&p);
+    rl_free(&p);
 
     in_tmp(dir, sizeof dir, "keys");
     mode_t old = umask(0);                     /* the programs must not rely on the umask */
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
+    rl_start(&p, TRIB_AGENT_BIN, args, NULL);
     umask(old);
     ck_assert_int_eq(run_wait(&p, 60), 0);
     ck_assert_str_eq(p.err, "");
@@ -126,7 +126,7 @@ START_TEST(test_make_keys)
     snprintf(want, sizeof want, "wrote %s (public key %.8s...); copy %s to every host of the run", path, k.public_key,
              dir);
     ck_assert_msg(strncmp(p.out, want, strlen(want)) == 0, "stdout:\n%s", p.out);
-    proc_free(&p);
+    rl_free(&p);
     struct stat st;
     ck_assert_int_eq(stat(dir, &st), 0);
     ck_assert_int_eq(st.st_mode & 07777, 0700);
@@ -144,20 +144,20 @@ START_TEST(test_make_keys)
     ck_assert_int_eq(text[0], '#');
 
     /* a second --make-keys does not overwrite it */
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
+    rl_start(&p, TRIB_AGENT_BIN, args, NULL);
     ck_assert_int_eq(run_wait(&p, 60), 1);
     snprintf(want, sizeof want, "tributary-agent: %s exists: not overwriting it (remove it to make a new key)\n", path);
     ck_assert_str_eq(p.err, want);
-    proc_free(&p);
+    rl_free(&p);
     struct rl_keys k2;
     ck_assert_int_eq(rl_keys_load(dir, &k2), 0);
     ck_assert_str_eq(k2.secret_key, k.secret_key);
     /* --make-keys goes alone */
     const char *mixed[] = { "--observers", "1", "--make-keys", dir, NULL };
-    proc_start(&p, TRIB_AGENT_BIN, mixed, NULL);
+    rl_start(&p, TRIB_AGENT_BIN, mixed, NULL);
     ck_assert_int_eq(run_wait(&p, 60), 2);
     ck_assert_str_eq(p.err, "tributary-agent: --make-keys DIR goes alone: tributary-agent --make-keys DIR\n");
-    proc_free(&p);
+    rl_free(&p);
 }
 END_TEST
 
@@ -274,14 +274,14 @@ struct refusal {
 static void check_refusals(const struct refusal *cases, int n)
 {
     for (int i = 0; i < n; i++) {
-        struct proc p;
-        proc_start(&p, cases[i].bin, cases[i].args, cases[i].env);
+        struct rl_proc p;
+        rl_start(&p, cases[i].bin, cases[i].args, cases[i].env);
         int rc = run_wait(&p, 30);
         ck_assert_msg(rc == 2, "case %d (%s %s): exit %d, not 2\nstderr:\n%s", i, cases[i].bin, cases[i].args[0], rc,
                       p.err);
         ck_assert_msg(strcmp(p.err, cases[i].err) == 0, "case %d: stderr\n'%s'\nnot\n'%s'", i, p.err, cases[i].err);
         ck_assert_str_eq(p.out, "");
-        proc_free(&p);
+        rl_free(&p);
     }
 }
 
@@ -316,12 +316,12 @@ START_TEST(test_non_loopback_refused)
     /* --insecure gets past the check: the agent fails later, binding an
      * address this host does not have */
     const char *args[] = { "--observers", "1", "--master", "tcp://10.255.0.1:5917", "--insecure", NULL };
-    struct proc p;
-    proc_start(&p, TRIB_AGENT_BIN, args, NULL);
+    struct rl_proc p;
+    rl_start(&p, TRIB_AGENT_BIN, args, NULL);
     ck_assert_int_eq(run_wait(&p, 30), 1);
     ck_assert_msg(strstr(p.err, "cannot bind tcp://10.255.0.1:5917: ") && !strstr(p.err, "multi-host"),
                   "stderr:\n%s", p.err);
-    proc_free(&p);
+    rl_free(&p);
 }
 END_TEST
 
@@ -353,7 +353,7 @@ END_TEST
 
 /* The summary (the last stdout line): out of budget, with `observers`
  * observers and none lost. */
-static void assert_budget_summary(const struct proc *p, int observers)
+static void assert_budget_summary(const struct rl_proc *p, int observers)
 {
     cJSON *j = summary(p);
     check_summary_shape(j);
@@ -365,7 +365,7 @@ static void assert_budget_summary(const struct proc *p, int observers)
 }
 
 struct agent_run {
-    struct proc agent;
+    struct rl_proc agent;
     char master[64];
     char keys[128];
 };
@@ -378,16 +378,16 @@ static void start_agent(struct agent_run *r, const char *keys)
     snprintf(r->keys, sizeof r->keys, "%s", keys ? keys : "");
     const char *args[] = { "--observers", "1", "--master", r->master, "--max-updates", "2", "--quiet",
                            keys ? "--keys" : NULL, keys, NULL };
-    proc_start(&r->agent, TRIB_AGENT_BIN, args, NULL);
+    rl_start(&r->agent, TRIB_AGENT_BIN, args, NULL);
     wait_err(&r->agent, "tributary-agent: listening on tcp://", 60);
 }
 
 /* Runs an observer against r's agent with keys (NULL: none) to its end. */
-static int run_observer(const struct agent_run *r, const char *keys, struct proc *p, double timeout_s)
+static int run_observer(const struct agent_run *r, const char *keys, struct rl_proc *p, double timeout_s)
 {
     const char *args[] = { "--rank", "1", "--world-size", "2", "--master", r->master, keys ? "--keys" : NULL, keys,
                            NULL };
-    proc_start(p, TRIB_OBSERVER_BIN, args, NULL);
+    rl_start(p, TRIB_OBSERVER_BIN, args, NULL);
     return run_wait(p, timeout_s);
 }
 
@@ -402,7 +402,7 @@ START_TEST(test_same_key_trains)
     ck_assert_int_eq(rl_keys_load(keys, &k), 0);
     struct agent_run r;
     start_agent(&r, keys);
-    struct proc obs;
+    struct rl_proc obs;
     int rc = run_observer(&r, keys, &obs, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, obs.err);
     ck_assert_str_eq(obs.err, "");
@@ -413,25 +413,25 @@ START_TEST(test_same_key_trains)
     snprintf(want, sizeof want, "tributary-agent: listening on %s (encrypted: %s/tributary.key, public key %.8s...)\n",
              r.master, keys, k.public_key);
     ck_assert_str_eq(r.agent.err, want);
-    proc_free(&obs);
-    proc_free(&r.agent);
+    rl_free(&obs);
+    rl_free(&r.agent);
 
     /* tributary-train hands its --keys to the observers it forks */
     const char *args[] = { "--keys", keys, "--observers", "2", "--max-updates", "2", "--quiet", NULL };
-    struct proc t;
-    proc_start(&t, TRIB_TRAIN_BIN, args, NULL);
+    struct rl_proc t;
+    rl_start(&t, TRIB_TRAIN_BIN, args, NULL);
     rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train exit %d\nstderr:\n%s", rc, t.err);
     ck_assert_str_eq(t.err, "");
     assert_budget_summary(&t, 2);
-    proc_free(&t);
+    rl_free(&t);
     /* ...and --insecure changes nothing on loopback */
     const char *plain[] = { "--insecure", "--observers", "1", "--max-updates", "1", "--quiet", NULL };
-    proc_start(&t, TRIB_TRAIN_BIN, plain, NULL);
+    rl_start(&t, TRIB_TRAIN_BIN, plain, NULL);
     rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train --insecure exit %d\nstderr:\n%s", rc, t.err);
     ck_assert_str_eq(t.err, "");
-    proc_free(&t);
+    rl_free(&t);
 }
 END_TEST
 
@@ -445,7 +445,7 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
 {
     struct agent_run r;
     start_agent(&r, agent_keys);
-    struct proc bad;
+    struct rl_proc bad;
     double t0 = now_s();
     int rc = run_observer(&r, obs_keys, &bad, 60);
     double took = now_s() - t0;
@@ -470,16 +470,16 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
         ck_assert_msg(any, "agent stderr names no expected reason:\n%s", err);
         free(err);
     }
-    ck_assert_msg(proc_running(&r.agent), "the agent ended after the refusal");
-    struct proc good;
+    ck_assert_msg(rl_running(&r.agent), "the agent ended after the refusal");
+    struct rl_proc good;
     rc = run_observer(&r, agent_keys, &good, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, good.err);
     rc = run_wait(&r.agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstderr:\n%s", rc, r.agent.err);
     assert_budget_summary(&r.agent, 1);
-    proc_free(&good);
-    proc_free(&bad);
-    proc_free(&r.agent);
+    rl_free(&good);
+    rl_free(&bad);
+    rl_free(&r.agent);
 }
 
 #define CLOSED_3(curve, q) "the peer closed the connection during the " curve "handshake 3 times in a row (" q ")"

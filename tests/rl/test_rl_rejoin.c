@@ -6,6 +6,7 @@
  * outside the world, is refused; the agent's death makes every observer
  * exit within the heartbeat timeout. */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <ftw.h>
 
 #include "rl_harness.h"
@@ -26,18 +27,18 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 
 static void teardown(void)
 {
-    kill_running();
+    rl_kill_all();
     if (logdir[0]) nftw(logdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     logdir[0] = '\0';
 }
 
 /* Waits until `what` is in p's stderr (fails after WAIT_S, or if p exits first). */
-static void wait_err(struct proc *p, const char *what)
+static void wait_err(struct rl_proc *p, const char *what)
 {
     double t0 = now_s();
     while (!err_has(p, what)) {
-        if (!proc_running(p)) {
-            proc_wait(p, 1);
+        if (!rl_running(p)) {
+            rl_wait(p, 1);
             ck_abort_msg("%s exited (%d) before printing '%s'\nstdout:\n%s\nstderr:\n%s", p->name, p->status, what,
                          tail(p->out), tail(p->err));
         }
@@ -49,7 +50,7 @@ static void wait_err(struct proc *p, const char *what)
 /* Starts tributary-agent for 2 observers on a free port of its choosing
  * (its endpoint into ep), with args after the common ones: never solved
  * (--target 1000), no step budget (the test stops it with SIGTERM). */
-static void start_agent(struct proc *agent, char *ep, size_t cap, const char *const *extra)
+static void start_agent(struct rl_proc *agent, char *ep, size_t cap, const char *const *extra)
 {
     const char *args[MAX_ARGS + 1] = { "--master", "tcp://127.0.0.1:0", "--observers", "2", "--heartbeat-timeout",
                                        HB_MS, "--max-steps", "0", "--target", "1000", "--log-every", "0.2",
@@ -61,7 +62,7 @@ static void start_agent(struct proc *agent, char *ep, size_t cap, const char *co
         args[n++] = extra[i];
     }
     args[n] = NULL;
-    proc_start(agent, TRIB_AGENT_BIN, args, NULL);
+    rl_start(agent, TRIB_AGENT_BIN, args, NULL);
     static const char pre[] = "tributary-agent: listening on ";
     wait_err(agent, "\n");
     char *err = slurp(agent->err_fd);
@@ -75,7 +76,7 @@ static void start_agent(struct proc *agent, char *ep, size_t cap, const char *co
 
 /* Starts tributary-observer --rank rank --world-size world --master ep
  * (plus extra flags, NULL-terminated, or NULL). */
-static void start_observer(struct proc *p, const char *ep, int rank, int world, const char *const *extra)
+static void start_observer(struct rl_proc *p, const char *ep, int rank, int world, const char *const *extra)
 {
     char r[16], w[16];
     snprintf(r, sizeof r, "%d", rank);
@@ -84,15 +85,15 @@ static void start_observer(struct proc *p, const char *ep, int rank, int world, 
     int n = 8;
     for (int i = 0; extra && extra[i]; i++) args[n++] = extra[i];
     args[n] = NULL;
-    proc_start(p, TRIB_OBSERVER_BIN, args, NULL);
+    rl_start(p, TRIB_OBSERVER_BIN, args, NULL);
 }
 
 /* SIGTERMs the agent (a graceful stop: summary, observers shut down) and
  * returns its summary; exit status 143. */
-static cJSON *stop_agent(struct proc *agent)
+static cJSON *stop_agent(struct rl_proc *agent)
 {
     ck_assert_int_eq(kill(agent->pid, SIGTERM), 0);
-    int rc = proc_wait(agent, RUN_TIMEOUT_S);
+    int rc = rl_wait(agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 143, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent->out), tail(agent->err));
     cJSON *j = summary(agent);
     check_summary_shape(j);
@@ -101,12 +102,12 @@ static cJSON *stop_agent(struct proc *agent)
 }
 
 /* An observer that served to the end: exit 0, nothing on stderr. */
-static void assert_clean_exit(struct proc *p, const char *who)
+static void assert_clean_exit(struct rl_proc *p, const char *who)
 {
-    int rc = proc_wait(p, 60);
+    int rc = rl_wait(p, 60);
     ck_assert_msg(rc == 0, "%s exit %d\nstderr:\n%s", who, rc, p->err);
     ck_assert_msg(p->err[0] == '\0', "%s stderr:\n%s", who, p->err);
-    proc_free(p);
+    rl_free(p);
 }
 
 /* The complete lines of metrics.jsonl so far. */
@@ -176,27 +177,27 @@ static void check_rejoin(const char *mode)
     snprintf(logdir, sizeof logdir, "/tmp/test_rl_rejoin_XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(logdir));
     const char *extra[] = { "--mode", mode, "--logdir", logdir, NULL };
-    struct proc agent, obs1, obs2, again;
+    struct rl_proc agent, obs1, obs2, again;
     char ep[128];
     start_agent(&agent, ep, sizeof ep, extra);
     start_observer(&obs1, ep, 1, 3, NULL);
     start_observer(&obs2, ep, 2, 3, NULL);
     wait_progress(&agent);
     ck_assert_int_eq(kill(obs2.pid, SIGKILL), 0);
-    ck_assert_int_eq(proc_wait(&obs2, 10), 128 + SIGKILL);
-    proc_free(&obs2);
+    ck_assert_int_eq(rl_wait(&obs2, 10), 128 + SIGKILL);
+    rl_free(&obs2);
     wait_err(&agent, "agent: lost observer2: ");
     if (strcmp(mode, "sync") == 0) {
         const char *as_obs1[] = { "--name", "observer1", NULL };
         start_observer(&again, ep, 2, 3, as_obs1);
-        int rc = proc_wait(&again, 30);
+        int rc = rl_wait(&again, 30);
         char want[512];
         snprintf(want, sizeof want,
                  "observer1: rpc_init: rendezvous with %s failed: rpc: agent: __hello: worker name 'observer1' is "
                  "taken\n", ep);
         ck_assert_msg(rc == 1, "exit %d\nstderr:\n%s", rc, again.err);
         ck_assert_str_eq(again.err, want);
-        proc_free(&again);
+        rl_free(&again);
     }
     start_observer(&again, ep, 2, 3, NULL);
     wait_err(&agent, "agent: observer2 rejoined (rank 2); training with 2 observers\n");
@@ -216,7 +217,7 @@ static void check_rejoin(const char *mode)
     assert_clean_exit(&obs1, "observer1");
     assert_clean_exit(&again, "the new observer2");
     cJSON_Delete(j);
-    proc_free(&agent);
+    rl_free(&agent);
 }
 
 START_TEST(test_rejoin_sync) { check_rejoin("sync"); }
@@ -230,7 +231,7 @@ END_TEST
  * why; the run goes on untouched. */
 START_TEST(test_rejoin_refused)
 {
-    struct proc agent, obs1, obs2, bad;
+    struct rl_proc agent, obs1, obs2, bad;
     char ep[128];
     start_agent(&agent, ep, sizeof ep, NULL);
     start_observer(&obs1, ep, 1, 3, NULL);
@@ -249,20 +250,20 @@ START_TEST(test_rejoin_refused)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         start_observer(&bad, ep, cases[i].rank, cases[i].world, cases[i].extra);
-        int rc = proc_wait(&bad, 30);
+        int rc = rl_wait(&bad, 30);
         char want[512];
         snprintf(want, sizeof want, "%s: rpc_init: rendezvous with %s failed: rpc: agent: __hello: %s\n", cases[i].who,
                  ep, cases[i].why);
         ck_assert_msg(rc == 1, "case %zu: exit %d\nstderr:\n%s", i, rc, bad.err);
         ck_assert_str_eq(bad.err, want);
         ck_assert_str_eq(bad.out, "");
-        proc_free(&bad);
+        rl_free(&bad);
     }
     /* outside the world by its own account: refused before it says hello */
     start_observer(&bad, ep, 3, 3, NULL);
-    ck_assert_int_eq(proc_wait(&bad, 30), 1);
+    ck_assert_int_eq(rl_wait(&bad, 30), 1);
     ck_assert_str_eq(bad.err, "observer3: rpc_init: rank 3 out of range for world size 3\n");
-    proc_free(&bad);
+    rl_free(&bad);
     cJSON *j = stop_agent(&agent);
     ck_assert_double_eq(jnum(j, "observers_lost"), 0);
     ck_assert_double_eq(jnum(j, "observers_rejoined"), 0);
@@ -270,7 +271,7 @@ START_TEST(test_rejoin_refused)
     assert_clean_exit(&obs1, "observer1");
     assert_clean_exit(&obs2, "observer2");
     cJSON_Delete(j);
-    proc_free(&agent);
+    rl_free(&agent);
 }
 END_TEST
 
@@ -281,7 +282,7 @@ END_TEST
 static void check_agent_death(const char *mode)
 {
     const char *extra[] = { "--mode", mode, NULL };
-    struct proc agent, obs[2];
+    struct rl_proc agent, obs[2];
     char ep[128];
     start_agent(&agent, ep, sizeof ep, extra);
     start_observer(&obs[0], ep, 1, 3, NULL);
@@ -289,18 +290,18 @@ static void check_agent_death(const char *mode)
     wait_progress(&agent);
     ck_assert_int_eq(kill(agent.pid, SIGKILL), 0);
     double t0 = now_s();
-    ck_assert_int_eq(proc_wait(&agent, 10), 128 + SIGKILL);
+    ck_assert_int_eq(rl_wait(&agent, 10), 128 + SIGKILL);
     for (int i = 0; i < 2; i++) {
-        int rc = proc_wait(&obs[i], HB_S + 8);
+        int rc = rl_wait(&obs[i], HB_S + 8);
         double dt = now_s() - t0;
         char want[128];
         snprintf(want, sizeof want, "observer%d: lost the agent (no heartbeat within " HB_MS " ms): exiting\n", i + 1);
         ck_assert_msg(rc == 1, "%s: observer%d exit %d\nstderr:\n%s", mode, i + 1, rc, obs[i].err);
         ck_assert_str_eq(obs[i].err, want);
         ck_assert_msg(dt < HB_S + 5, "%s: observer%d exited %.1f s after the agent's death", mode, i + 1, dt);
-        proc_free(&obs[i]);
+        rl_free(&obs[i]);
     }
-    proc_free(&agent);
+    rl_free(&agent);
 }
 
 START_TEST(test_agent_death_sync) { check_agent_death("sync"); }

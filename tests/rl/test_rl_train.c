@@ -13,9 +13,9 @@
  * empty stderr, the first line and the summary's shape; returns the summary. */
 static cJSON *train(const char *const *args, int want_rc)
 {
-    struct proc p;
-    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
-    int rc = proc_wait(&p, RUN_TIMEOUT_S);
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
     ck_assert_msg(rc == want_rc, "exit %d, not %d\nstdout:\n%s\nstderr:\n%s", rc, want_rc, tail(p.out), tail(p.err));
     ck_assert_msg(p.err[0] == '\0', "stderr:\n%s", tail(p.err));
     ck_assert_msg(strncmp(p.out, "tributary: ", 11) == 0, "first line:\n%s", p.out);
@@ -23,7 +23,7 @@ static cJSON *train(const char *const *args, int want_rc)
     ck_assert_msg(nl && memmem(p.out, (size_t)(nl - p.out), "; target ", 9), "first line:\n%s", p.out);
     cJSON *j = summary(&p);
     check_summary_shape(j);
-    proc_free(&p);
+    rl_free(&p);
     return j;
 }
 
@@ -96,14 +96,14 @@ static void check_bad_usage(const char *bin, const struct bad_usage *cases, int 
 {
     for (int i = 0; i < n; i++) {
         const char *arg0 = cases[i].args[0] ? cases[i].args[0] : "(no arguments)";
-        struct proc p;
-        proc_start(&p, bin, cases[i].args, NULL);
-        int rc = proc_wait(&p, 60);
+        struct rl_proc p;
+        rl_start(&p, bin, cases[i].args, NULL);
+        int rc = rl_wait(&p, 60);
         ck_assert_msg(rc == 2, "%s %s: exit %d, not 2\nstderr:\n%s", bin, arg0, rc, p.err);
         ck_assert_msg(strcmp(p.err, cases[i].err) == 0, "%s %s: stderr\n'%s'\nnot\n'%s'", bin, arg0, p.err,
                       cases[i].err);
         ck_assert_msg(p.out[0] == '\0', "%s %s: stdout:\n%s", bin, arg0, p.out);
-        proc_free(&p);
+        rl_free(&p);
     }
 }
 
@@ -111,16 +111,16 @@ static void check_bad_usage(const char *bin, const struct bad_usage *cases, int 
 static void check_help(const char *bin, const char *flag, const char *usage_line, const char *const *mentions)
 {
     const char *args[] = { flag, NULL };
-    struct proc p;
-    proc_start(&p, bin, args, NULL);
-    int rc = proc_wait(&p, 60);
+    struct rl_proc p;
+    rl_start(&p, bin, args, NULL);
+    int rc = rl_wait(&p, 60);
     ck_assert_msg(rc == 0, "%s %s: exit %d\nstderr:\n%s", bin, flag, rc, p.err);
     ck_assert_msg(strncmp(p.out, usage_line, strlen(usage_line)) == 0, "%s %s:\n%s", bin, flag, p.out);
     for (int i = 0; mentions[i]; i++)
         ck_assert_msg(strstr(p.out, mentions[i]) != NULL, "%s %s does not mention '%s':\n%s", bin, flag, mentions[i],
                       p.out);
     ck_assert_msg(p.err[0] == '\0', "%s %s: stderr:\n%s", bin, flag, p.err);
-    proc_free(&p);
+    rl_free(&p);
 }
 
 START_TEST(test_train_help)
@@ -225,9 +225,9 @@ START_TEST(test_ppo_sync_learns)
                            "--observers", "2", "--envs-per-observer", "16", "--steps-per-rollout", "32",
                            "--minibatches", "4", "--epochs", "8", "--max-batch", "16", "--device", "cpu", "--quiet",
                            NULL };
-    struct proc p;
-    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
-    int rc = proc_wait(&p, RUN_TIMEOUT_S);
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
     ck_assert_str_eq(p.err, "");
     char *first = strndup(p.out, strcspn(p.out, "\n"));
@@ -266,7 +266,7 @@ START_TEST(test_ppo_sync_learns)
     ck_assert_double_eq_tol(jnum(j, "rpc_msgs_sent") + jnum(j, "rpc_msgs_recv"), mps * jnum(j, "env_steps"), 1);
     ck_assert_double_eq(jnum(j, "rpc_dropped"), 0);
     cJSON_Delete(j);
-    proc_free(&p);
+    rl_free(&p);
 }
 END_TEST
 
@@ -375,15 +375,15 @@ END_TEST
 static void check_bad_env(const char *env, const char *first_err_line)
 {
     const char *args[] = { "--env", env, "--observers", "1", NULL };
-    struct proc p;
-    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
-    int rc = proc_wait(&p, 60);
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    int rc = rl_wait(&p, 60);
     ck_assert_msg(rc == 1, "exit %d\nstderr:\n%s", rc, p.err);
     char *first = strndup(p.err, strcspn(p.err, "\n"));
     ck_assert_str_eq(first, first_err_line);
     free(first);
     ck_assert_str_eq(p.out, "");
-    proc_free(&p);
+    rl_free(&p);
 }
 
 START_TEST(test_plugin_missing)
@@ -416,15 +416,15 @@ static void check_observer_killed(const char *mode)
                                "--minibatches", "1", NULL };
         memcpy(args + 11, more, sizeof more);
     }
-    struct proc p;
-    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
     long long steps_at_kill = wait_progress(&p);
     struct child kids[4];
     int n = children_of(p.pid, kids, 4);
     ck_assert_int_eq(n, 3);
     ck_assert_int_eq(kill(kids[1].pid, SIGKILL), 0);
     ck_assert_msg(steps_at_kill < BUDGET / 2, "%lld steps before the kill: the budget is too small", steps_at_kill);
-    int rc = proc_wait(&p, RUN_TIMEOUT_S);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
     cJSON *j = summary(&p);
     check_summary_shape(j);
@@ -444,7 +444,7 @@ static void check_observer_killed(const char *mode)
                   "stderr:\n%s", p.err);
     assert_gone(kids, n);
     cJSON_Delete(j);
-    proc_free(&p);
+    rl_free(&p);
 }
 
 START_TEST(test_observer_killed_sync) { check_observer_killed("sync"); }
@@ -459,14 +459,14 @@ static void check_signal(const char *mode, int sig, const char *name)
 {
     const char *args[] = { "--observers", "2", "--max-steps", "0", "--target", "1000", "--log-every", "0.25",
                            "--mode", mode, NULL };
-    struct proc p;
-    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
     wait_progress(&p);
     struct child kids[3];
     int n = children_of(p.pid, kids, 3);
     ck_assert_int_eq(n, 2);
     ck_assert_int_eq(kill(p.pid, sig), 0);
-    int rc = proc_wait(&p, 120);
+    int rc = rl_wait(&p, 120);
     ck_assert_msg(rc == 128 + sig, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
     ck_assert_msg(p.err[0] == '\0', "stderr:\n%s", p.err);
     cJSON *j = summary(&p);
@@ -478,7 +478,7 @@ static void check_signal(const char *mode, int sig, const char *name)
     ck_assert_double_eq(jnum(j, "observers_lost"), 0);
     assert_gone(kids, n);
     cJSON_Delete(j);
-    proc_free(&p);
+    rl_free(&p);
 }
 
 START_TEST(test_sigint_sync) { check_signal("sync", SIGINT, "SIGINT"); }
@@ -500,11 +500,11 @@ START_TEST(test_separate_programs)
                                   { "MASTER_ADDR=127.0.0.1", port, "RANK=2", "WORLD_SIZE=3", NULL } };
     const char *agent_args[] = { "--observers", "2", "--max-steps", "8192", "--quiet", NULL };
     const char *obs_args[] = { NULL };
-    struct proc agent, obs[2];
-    proc_start(&agent, TRIB_AGENT_BIN, agent_args, agent_env);
-    proc_start(&obs[0], TRIB_OBSERVER_BIN, obs_args, obs_env[0]);
-    proc_start(&obs[1], TRIB_OBSERVER_BIN, obs_args, obs_env[1]);
-    int rc = proc_wait(&agent, RUN_TIMEOUT_S);
+    struct rl_proc agent, obs[2];
+    rl_start(&agent, TRIB_AGENT_BIN, agent_args, agent_env);
+    rl_start(&obs[0], TRIB_OBSERVER_BIN, obs_args, obs_env[0]);
+    rl_start(&obs[1], TRIB_OBSERVER_BIN, obs_args, obs_env[1]);
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
     ck_assert_msg(strncmp(agent.err, "tributary-agent: listening on tcp://127.0.0.1:", 46) == 0 &&
                       strchr(agent.err, '\n') == agent.err + strlen(agent.err) - 1,
@@ -516,13 +516,13 @@ START_TEST(test_separate_programs)
     ck_assert_double_ge(jnum(j, "env_steps"), 8192);
     ck_assert_double_eq(jnum(j, "observers_lost"), 0);
     for (int i = 0; i < 2; i++) {
-        rc = proc_wait(&obs[i], 60);
+        rc = rl_wait(&obs[i], 60);
         ck_assert_msg(rc == 0, "observer%d exit %d\nstderr:\n%s", i + 1, rc, obs[i].err);
         ck_assert_msg(obs[i].err[0] == '\0', "observer%d stderr:\n%s", i + 1, obs[i].err);
-        proc_free(&obs[i]);
+        rl_free(&obs[i]);
     }
     cJSON_Delete(j);
-    proc_free(&agent);
+    rl_free(&agent);
 }
 END_TEST
 
@@ -590,8 +590,8 @@ START_TEST(test_sync_observer_lost_in_backward)
     const char *args[] = { "--observers", "8", "--heartbeat-timeout", "1000", "--max-steps", "0", "--target", "1000",
                            "--log-every", "0.25", "--steps-per-rollout", "1", "--epochs", "50", "--minibatches", "1",
                            NULL };
-    struct proc p;
-    proc_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
     wait_progress(&p);
     struct child kids[9];
     int n = children_of(p.pid, kids, 9);
@@ -601,17 +601,17 @@ START_TEST(test_sync_observer_lost_in_backward)
         rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
         usleep(200000 + (useconds_t)((rng >> 33) % 400000));
         /* the observers go first when the run fails and shuts down */
-        if (!proc_running(&p) || kill(kids[k].pid, SIGKILL) != 0) break;
+        if (!rl_running(&p) || kill(kids[k].pid, SIGKILL) != 0) break;
         char lost[64];
         snprintf(lost, sizeof lost, "agent: lost observer%d: ", k + 1);
         double t0 = now_s();
-        while (proc_running(&p) && !err_has(&p, lost)) {
+        while (rl_running(&p) && !err_has(&p, lost)) {
             ck_assert_msg(now_s() - t0 < 60, "observer%d's loss not reported within 60 s", k + 1);
             usleep(20000);
         }
     }
-    if (proc_running(&p)) kill(p.pid, SIGINT);
-    int rc = proc_wait(&p, RUN_TIMEOUT_S);
+    if (rl_running(&p)) kill(p.pid, SIGINT);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
     cJSON *j = summary(&p);
     ck_assert_msg(rc == 130 && strcmp(jstr(j, "stopped_by"), "SIGINT") == 0,
                   "exit %d, stopped by %s\nstderr:\n%s",
@@ -619,7 +619,7 @@ START_TEST(test_sync_observer_lost_in_backward)
     ck_assert_double_eq(jnum(j, "observers_lost"), 7);
     assert_gone(kids, n);
     cJSON_Delete(j);
-    proc_free(&p);
+    rl_free(&p);
 }
 END_TEST
 
@@ -627,7 +627,7 @@ static Suite *rl_train_suite(void)
 {
     Suite *s = suite_create("rl_train");
     TCase *tc = tcase_create("cli");
-    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_train_help);
     tcase_add_test(tc, test_train_bad_usage);
@@ -636,7 +636,7 @@ static Suite *rl_train_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("learning");
-    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_ppo_sync_learns);
     tcase_add_test(tc, test_ppo_async_learns);
@@ -646,14 +646,14 @@ static Suite *rl_train_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("plugin");
-    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_plugin_env);
     tcase_add_test(tc, test_plugin_missing);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("faults");
-    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_observer_killed_sync);
     tcase_add_test(tc, test_observer_killed_async);
@@ -662,13 +662,13 @@ static Suite *rl_train_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("separate");
-    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_separate_programs);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("reproducible");
-    tcase_add_checked_fixture(tc, NULL, kill_running);
+    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_sync_reproducible_unmerged);
     tcase_add_test(tc, test_sync_reproducible_merged);
