@@ -62,6 +62,9 @@ struct agent {
 static volatile sig_atomic_t got_signal;
 
 static struct agent *the_agent;     /* for the rl_update handler and signals only */
+static bool rendezvous_done;        /* agent_rendezvous_done */
+
+bool agent_rendezvous_done(void) { return rendezvous_done; }
 
 static void on_signal(int sig)
 {
@@ -548,7 +551,7 @@ struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master)
     struct rpc_opts o = { .name = "agent", .rank = 0, .world_size = cfg->observers + 1, .master = master,
                           .default_timeout_ms = 120000, .init_timeout_ms = 60000, .heartbeat_ms = 200,
                           .heartbeat_timeout_ms = cfg->heartbeat_timeout_ms,
-                          .num_handler_threads = cfg->observers + 4 };
+                          .num_handler_threads = cfg->observers + 4, .cancel = &got_signal };
     return o;
 }
 
@@ -657,15 +660,21 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
         return 1;
     }
     the_agent = a;
+    rendezvous_done = false;
     if (rpc_init(opts) < 0) {
         fprintf(stderr, PROG ": %s\n", rpc_last_error());
+        /* Ctrl-C while waiting for the observers: the summary of a run
+         * that never started, and the signal's status */
+        int sig = got_signal;
+        if (sig) run_stats_summary(a->stats, stdout, false, 0, 0, sig == SIGINT ? "SIGINT" : "SIGTERM");
         the_agent = NULL;
         runlog_close(a->log);
         run_stats_free(a->stats);
         env_plugin_close(a->plugin);
         free(a);
-        return 1;
+        return sig ? 128 + sig : 1;
     }
+    rendezvous_done = true;
     char desc[512];
     rl_config_describe(cfg, desc, sizeof desc);
     printf("tributary: %s; target %g\n", desc, target);

@@ -23,9 +23,12 @@ struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master);
  * down. Returns the exit status: 0 solved, 1 not solved or failed, 130/143
  * interrupted. */
 int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts);
+/* Whether the last agent_run got through rpc_init (every observer joined);
+ * false when it failed or was interrupted before that. */
+bool agent_rendezvous_done(void);
 
-/* SIGINT/SIGTERM stop training at the next step boundary (a second one
- * exits at once). */
+/* SIGINT/SIGTERM stop training at the next step boundary, or the wait
+ * for the observers in rpc_init (a second one exits at once). */
 void agent_install_signals(void);
 
 #endif

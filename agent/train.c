@@ -96,6 +96,14 @@ int main(int argc, char **argv)
     o.on_listening = proc_hand_out_all;
     o.listening_user = &observers;
     rc = agent_run(&cfg, &o);
+    if (!agent_rendezvous_done()) {
+        /* The agent failed or was interrupted (and said so) before every
+         * observer joined: they wait for an agent that is gone. */
+        for (int k = 0; k < observers.n; k++)
+            if (!observers.p[k].reaped) kill(observers.p[k].pid, SIGTERM);
+        proc_reap_all(&observers, 5);
+        return rc;
+    }
     /* An observer that died was reported by the agent (and continued
      * without) and is reported here again with its exit status; the run's
      * status is the agent's. */

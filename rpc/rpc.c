@@ -79,6 +79,8 @@ static bool wait_state(bool (*pred)(void), int timeout_ms)
 }
 
 static bool pred_dir(void) { return A->dir_ready; }
+static bool cancelled(void) { return A->opts.cancel && *A->opts.cancel; }
+static bool pred_dir_or_cancel(void) { return A->dir_ready || cancelled(); }
 
 /* Fills in the defaults of the options left 0. */
 static void apply_defaults(struct rpc_opts *o)
@@ -215,9 +217,13 @@ int rpc_init(const struct rpc_opts *opts)
     if (A->rank == 0) {
         if (A->world_size == 1) {
             A->dir_ready = A->dir_sent = true;
-        } else if (!wait_state(pred_dir, o->init_timeout_ms)) {
-            rpc_set_error("rpc_init: rendezvous timed out after %d ms (%d of %d workers arrived)",
-                          o->init_timeout_ms, A->static_seen + 1, A->world_size);
+        } else if (!wait_state(pred_dir_or_cancel, o->init_timeout_ms) || !wait_state(pred_dir, 0)) {
+            if (cancelled())
+                rpc_set_error("rpc_init: interrupted while waiting for the rendezvous (%d of %d workers arrived)",
+                              A->static_seen + 1, A->world_size);
+            else
+                rpc_set_error("rpc_init: rendezvous timed out after %d ms (%d of %d workers arrived)",
+                              o->init_timeout_ms, A->static_seen + 1, A->world_size);
             teardown();
             return -1;
         }

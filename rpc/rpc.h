@@ -4,6 +4,7 @@
 #ifndef TRIB_RPC_RPC_H
 #define TRIB_RPC_RPC_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -123,6 +124,10 @@ struct rpc_opts {
      * port 0: hand it to the other processes here). */
     void (*on_listening)(const char *endpoint, void *user);
     void *listening_user;
+    /* Rank 0 only: rpc_init stops waiting for the other workers, and
+     * fails, once *cancel is non-zero (a signal handler's flag; looked at
+     * every 50 ms). NULL: it waits up to init_timeout_ms. */
+    const volatile sig_atomic_t *cancel;
 };
 
 /* Starts this process's RPC agent and blocks until the rendezvous is done

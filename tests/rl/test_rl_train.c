@@ -487,6 +487,39 @@ END_TEST
 START_TEST(test_sigterm_async) { check_signal("async", SIGTERM, "SIGTERM"); }
 END_TEST
 
+/* Ctrl-C of tributary-agent while it waits for its observers: it stops
+ * waiting at once, says so, prints the summary of a run that never
+ * started and exits 130 (it used to wait out the 60 s rendezvous). */
+START_TEST(test_sigint_while_waiting)
+{
+    char master[64];
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_port());
+    const char *args[] = { "--observers", "2", "--master", master, NULL };
+    struct rl_proc p;
+    rl_start(&p, TRIB_AGENT_BIN, args, NULL);
+    double t0 = now_s();
+    while (!err_has(&p, "listening on")) {
+        ck_assert_msg(rl_running(&p) && now_s() - t0 < 60, "no 'listening on' from tributary-agent");
+        usleep(10000);
+    }
+    ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+    int rc = rl_wait(&p, 20);
+    char want[256];
+    snprintf(want, sizeof want,
+             "tributary-agent: listening on %s\nagent: rpc_init: interrupted while waiting for the rendezvous "
+             "(1 of 3 workers arrived)\n", master);
+    ck_assert_msg(rc == 130, "exit %d\nstderr:\n%s", rc, p.err);
+    ck_assert_str_eq(p.err, want);
+    cJSON *j = summary(&p);
+    check_summary_shape(j);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "SIGINT");
+    ck_assert(!jbool(j, "solved"));
+    ck_assert_double_eq(jnum(j, "env_steps"), 0);
+    cJSON_Delete(j);
+    rl_free(&p);
+}
+END_TEST
+
 /* ---- separate programs ------------------------------------------------------------ */
 
 /* tributary-agent and two tributary-observer processes, configured by
@@ -659,6 +692,7 @@ static Suite *rl_train_suite(void)
     tcase_add_test(tc, test_observer_killed_async);
     tcase_add_test(tc, test_sigint_sync);
     tcase_add_test(tc, test_sigterm_async);
+    tcase_add_test(tc, test_sigint_while_waiting);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("separate");
