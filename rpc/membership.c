@@ -202,6 +202,7 @@ void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev)
     else rpc_close_peer(id, why);
     rpc_conn_forget_worker(id);
     if (rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(id, rpc_hooks.user);
+    if (rpc_rref_hooks.peer_gone) rpc_rref_hooks.peer_gone(id);
     rpc_post_event(ev, id, p->name);
     pthread_mutex_lock(&A->state_mu);
     pthread_cond_broadcast(&A->state_cv);

@@ -110,6 +110,8 @@ struct rpc_rref_hooks {
     struct rref *(*retain)(struct rref *r);
     void (*release)(struct rref *r);
     uint64_t (*id)(const struct rref *r);
+    /* On the I/O thread when a worker left or was found dead. */
+    void (*peer_gone)(int worker);
 };
 /* The installed hooks (value.c); all NULL until rpc_set_rref_hooks. */
 extern struct rpc_rref_hooks rpc_rref_hooks;

@@ -8,9 +8,10 @@
 #include "common/check.h"
 #include "rpc/rref_internal.h"
 
-/* The forks a user of this worker has sent, each holding that user (the
- * parent) until the owner has confirmed the child. Under rref_mu. */
-struct child { struct child *next; uint64_t fork_id; struct rref *r; };
+/* The forks a user of this worker has sent (to worker `to`), each holding
+ * that user (the parent) until the owner has confirmed the child, or `to`
+ * is gone. Under rref_mu. */
+struct child { struct child *next; uint64_t fork_id; int to; struct rref *r; };
 static struct child *children;
 
 /* ---- sending ----------------------------------------------------------------- */
@@ -20,18 +21,44 @@ static void fork_out(struct rref *r, int to, struct wire_rref *out)
     uint64_t fork = rpc_gen_id();
     pthread_mutex_lock(&rref_mu);
     if (r->is_owner) {
-        if (r->oe) rref_entry_add_fork(r->oe, fork);
+        if (r->oe) rref_entry_add_fork(r->oe, fork, to);
     } else {
         /* G2: keep this user (the parent) alive until the child is accepted. */
         struct child *c = trib_xmalloc(sizeof *c);
         c->fork_id = fork;
+        c->to = to;
         c->r = rref_retain(r);
         c->next = children;
         children = c;
     }
     pthread_mutex_unlock(&rref_mu);
     *out = (struct wire_rref){ .owner = r->owner, .parent = rpc_self_id(), .id = r->id, .fork = fork };
-    (void)to;
+}
+
+/* Worker `worker` is gone: the forks it held are released on this worker,
+ * as owner and as the parent of children it never accepted. */
+static void peer_gone(int worker)
+{
+    rref_owner_peer_gone(worker);
+    struct child *gone = NULL;
+    pthread_mutex_lock(&rref_mu);
+    for (struct child **pp = &children; *pp;) {
+        struct child *c = *pp;
+        if (c->to != worker) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        c->next = gone;
+        gone = c;
+    }
+    pthread_mutex_unlock(&rref_mu);
+    while (gone) {
+        struct child *next = gone->next;
+        rref_free(gone->r);
+        free(gone);
+        gone = next;
+    }
 }
 
 /* inline: [fork] the child of one of our users is confirmed */
@@ -119,6 +146,7 @@ static void install_hooks(void)
 {
     static const struct rpc_rref_hooks hooks = {
         .fork = fork_out, .unfork = fork_in, .retain = rref_retain, .release = rref_free, .id = rref_id,
+        .peer_gone = peer_gone,
     };
     rpc_set_rref_hooks(&hooks);
 }

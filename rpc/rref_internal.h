@@ -10,8 +10,12 @@
 
 enum { OE_PENDING, OE_READY, OE_FAILED };
 
+/* A user the owner has not heard a delete from: its fork id and the
+ * worker that holds it (whose loss releases it). */
+struct fork_hold { uint64_t fork; int holder; };
+
 /* What the owner keeps for one RRef: the object or value (once built) and
- * the fork ids of the users it has not heard a delete from. */
+ * its users' forks. */
 struct owner_entry {
     struct owner_entry *next;
     uint64_t id;
@@ -21,7 +25,7 @@ struct owner_entry {
     struct rpc_type type;
     struct rpc_value value;
     char *err;
-    uint64_t *forks;
+    struct fork_hold *forks;
     size_t nforks, cap;
     struct rref *handle;            /* the owner's local RRef, if any */
 };
@@ -48,7 +52,7 @@ extern bool rref_down;
 struct owner_entry *rref_entry_find(uint64_t id);
 /* A new pending entry for id, linked into the table. */
 struct owner_entry *rref_entry_new(uint64_t id);
-void rref_entry_add_fork(struct owner_entry *e, uint64_t fork);
+void rref_entry_add_fork(struct owner_entry *e, uint64_t fork, int holder);
 /* False if e had no such fork. */
 bool rref_entry_del_fork(struct owner_entry *e, uint64_t fork);
 /* Unlinks e if nobody can reach it any more and returns it for
@@ -58,10 +62,14 @@ struct owner_entry *rref_entry_unlink_if_unused(struct owner_entry *e);
 void rref_entry_destroy(struct owner_entry *e);
 /* The owner's handle on e (a new reference; made on first use). */
 struct rref *rref_entry_handle(struct owner_entry *e);
-/* Creates the entry of a __remote (id, with the creator's fork) and
- * registers the forks that waited for it; NULL if id exists. Takes and
- * releases rref_mu itself. */
-struct owner_entry *rref_entry_new_remote(uint64_t id, uint64_t fork);
+/* Creates the entry of a __remote (id, with the fork of its creator,
+ * worker `creator`) and registers the forks that waited for it; NULL if id
+ * exists. Takes and releases rref_mu itself. */
+struct owner_entry *rref_entry_new_remote(uint64_t id, uint64_t fork, int creator);
+/* Worker `worker` is gone (left or dead): drops every fork it held, frees
+ * the entries nobody can reach any more and fails the fork registrations
+ * it parked. Takes rref_mu itself; on the I/O thread. */
+void rref_owner_peer_gone(int worker);
 /* Waits for entry id's construction, at most timeout_ms (<= 0: no limit);
  * the entry or NULL with err. */
 struct owner_entry *rref_entry_wait(uint64_t id, int timeout_ms, char *err, size_t cap);

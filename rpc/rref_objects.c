@@ -194,7 +194,7 @@ static int bi_remote(struct rpc_request *req, const struct rpc_value *args, stru
     if (!rref_arg_u64(args, 0, &id) || !rref_arg_u64(args, 1, &fork) || args->list.len != 4 ||
         args->list.items[2].kind != RPC_STR || args->list.items[3].kind != RPC_LIST)
         return rpc_request_fail(req, "bad arguments");
-    struct owner_entry *e = rref_entry_new_remote(id, fork);
+    struct owner_entry *e = rref_entry_new_remote(id, fork, rpc_request_caller_id(req));
     if (!e) return rpc_request_fail(req, "RRef %#llx exists", (unsigned long long)id);
     rref_submit_construct(e, req, args->list.items[2].str.ptr, &args->list.items[3]);
     return RPC_DEFERRED;

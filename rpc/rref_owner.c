@@ -21,7 +21,7 @@ static int nentries;
  * (they travel on different connections: A creates on B, hands the RRef to
  * C, C's fork request may overtake A's __remote). Their replies wait here,
  * under rref_mu, until the entry exists, as PyTorch's owner does. */
-struct parked_fork { struct parked_fork *next; uint64_t id, fork; int64_t deadline; struct rpc_request *req; };
+struct parked_fork { struct parked_fork *next; uint64_t id, fork; int holder; int64_t deadline; struct rpc_request *req; };
 static struct parked_fork *parked;
 static int nparked;
 /* Set when this worker starts shutting down: no fork waits any more. */
@@ -47,19 +47,19 @@ struct owner_entry *rref_entry_new(uint64_t id)
     return e;
 }
 
-void rref_entry_add_fork(struct owner_entry *e, uint64_t fork)
+void rref_entry_add_fork(struct owner_entry *e, uint64_t fork, int holder)
 {
     if (e->nforks == e->cap) {
         e->cap = e->cap ? 2 * e->cap : 4;
         e->forks = trib_xrealloc(e->forks, e->cap * sizeof *e->forks);
     }
-    e->forks[e->nforks++] = fork;
+    e->forks[e->nforks++] = (struct fork_hold){ fork, holder };
 }
 
 bool rref_entry_del_fork(struct owner_entry *e, uint64_t fork)
 {
     for (size_t i = 0; i < e->nforks; i++)
-        if (e->forks[i] == fork) {
+        if (e->forks[i].fork == fork) {
             e->forks[i] = e->forks[--e->nforks];
             return true;
         }
@@ -125,7 +125,7 @@ struct rref *rref_new_local_value(struct rpc_value *v)
 
 /* ---- fork registrations ---------------------------------------------------- */
 
-struct owner_entry *rref_entry_new_remote(uint64_t id, uint64_t fork)
+struct owner_entry *rref_entry_new_remote(uint64_t id, uint64_t fork, int creator)
 {
     pthread_mutex_lock(&rref_mu);
     if (rref_entry_find(id)) {
@@ -133,7 +133,7 @@ struct owner_entry *rref_entry_new_remote(uint64_t id, uint64_t fork)
         return NULL;
     }
     struct owner_entry *e = rref_entry_new(id);
-    rref_entry_add_fork(e, fork);
+    rref_entry_add_fork(e, fork, creator);
     struct parked_fork *ready = NULL;
     for (struct parked_fork **pp = &parked; *pp;) {
         struct parked_fork *p = *pp;
@@ -143,7 +143,7 @@ struct owner_entry *rref_entry_new_remote(uint64_t id, uint64_t fork)
         }
         *pp = p->next;
         nparked--;
-        rref_entry_add_fork(e, p->fork);
+        rref_entry_add_fork(e, p->fork, p->holder);
         p->next = ready;
         ready = p;
     }
@@ -166,7 +166,7 @@ static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct
     bool creator_alive = creator != rpc_self_id() && rpc_worker_alive(creator);   /* before rref_mu */
     pthread_mutex_lock(&rref_mu);
     struct owner_entry *e = rref_entry_find(id);
-    if (e) rref_entry_add_fork(e, fork);
+    if (e) rref_entry_add_fork(e, fork, rpc_request_caller_id(req));
     /* Not created yet, by another live worker: its __remote is probably on
      * the way. It may also never come (a forged descriptor): the fork
      * waits at most the default timeout, never past the start of shutdown,
@@ -180,7 +180,7 @@ static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct
     if (wait) {
         int t = rpc_agent_state.opts.default_timeout_ms;
         struct parked_fork *p = trib_xmalloc(sizeof *p);
-        *p = (struct parked_fork){parked, id, fork, trib_now_ms() + (t > 0 ? t : 60000), req};
+        *p = (struct parked_fork){parked, id, fork, rpc_request_caller_id(req), trib_now_ms() + (t > 0 ? t : 60000), req};
         parked = p;
         nparked++;
         rpc_request_uncount(req);
@@ -191,14 +191,15 @@ static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct
     return e ? 0 : rpc_request_fail(req, "unknown RRef %#llx", (unsigned long long)id);
 }
 
-/* Fails the parked forks whose deadline is past at `now` (all of them when now is 0). */
-static void fail_parked(int64_t now, const char *why)
+/* Fails the parked forks whose deadline is past at `now` (all of them when
+ * now is 0) that worker `holder` registered (any worker's when -1). */
+static void fail_parked(int64_t now, int holder, const char *why)
 {
     struct parked_fork *gone = NULL;
     pthread_mutex_lock(&rref_mu);
     for (struct parked_fork **pp = &parked; *pp;) {
         struct parked_fork *p = *pp;
-        if (now && now < p->deadline) {
+        if ((now && now < p->deadline) || (holder >= 0 && p->holder != holder)) {
             pp = &p->next;
             continue;
         }
@@ -222,7 +223,33 @@ void rref_expire_parked(int64_t now)
 {
     char why[128];
     snprintf(why, sizeof why, "was not created here within %d ms", rpc_agent_state.opts.default_timeout_ms);
-    fail_parked(now, why);
+    fail_parked(now, -1, why);
+}
+
+void rref_owner_peer_gone(int worker)
+{
+    struct owner_entry *dead = NULL;
+    pthread_mutex_lock(&rref_mu);
+    for (size_t b = 0; b < sizeof entries / sizeof *entries; b++)
+        for (struct owner_entry *e = entries[b], *next; e; e = next) {
+            next = e->next;
+            size_t before = e->nforks;
+            for (size_t i = 0; i < e->nforks;)
+                if (e->forks[i].holder == worker) e->forks[i] = e->forks[--e->nforks];
+                else i++;
+            struct owner_entry *d = e->nforks < before ? rref_entry_unlink_if_unused(e) : NULL;
+            if (d) {
+                d->next = dead;
+                dead = d;
+            }
+        }
+    pthread_mutex_unlock(&rref_mu);
+    while (dead) {
+        struct owner_entry *next = dead->next;
+        rref_entry_destroy(dead);
+        dead = next;
+    }
+    fail_parked(0, worker, "was registered by a worker that is gone");
 }
 
 /* inline: [id, fork] a user is gone */
@@ -356,7 +383,7 @@ void rref_module_closing(void)
     pthread_mutex_lock(&rref_mu);
     closing = true;
     pthread_mutex_unlock(&rref_mu);
-    fail_parked(0, "was not created here before shutdown");
+    fail_parked(0, -1, "was not created here before shutdown");
 }
 
 void rref_module_shutdown(void)

@@ -1527,6 +1527,50 @@ START_TEST(test_fork_before_remote)
 }
 END_TEST
 
+/* A worker that dies holding forks: the owner drops exactly its forks
+ * (an RRef only it used is freed; one another live worker holds stays). */
+START_TEST(test_forks_of_dead_worker_released)
+{
+    hb_timeout_ms = 3000;      /* the fake worker never pings: declared dead after 3 s */
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    struct fake_worker a;
+    struct rpc_event ev;
+    fake_join(zctx, &a, "fakeA");
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.id, 2);
+    /* fakeA creates an RRef here and registers a second fork of it */
+    uint64_t id = (2ull << 48) | 77, fork0 = (2ull << 48) | 78, fork1 = (2ull << 48) | 79;
+    bool ok = false;
+    fake_rref_msg(&a, 2, 11, "__remote", id, fork0, "echo");
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 11);
+    ck_assert(ok);
+    fake_rref_msg(&a, 2, 12, "__rref_fork", id, fork1, NULL);
+    ck_assert_int_eq(fake_reply(&a, 5000, &ok), 12);
+    ck_assert(ok);
+    /* w1 holds a fork of another RRef owned here */
+    struct rpc_value v = rpc_int(5), args = rpc_list(1), res;
+    struct rref *r = rref_new_local_value(&v);
+    args.list.items[0] = rpc_rref(r);
+    ck_assert_msg(rpc_sync("w1", "hold", &args, &res, 5000) == 0, "%s", rpc_last_error());
+    rpc_value_clear(&args);
+    rref_free(r);
+    ck_assert_int_eq(rref_owned_count(), 2);
+    /* fakeA goes silent and is declared dead: its two forks go with it */
+    fake_close(&a);
+    ck_assert_int_eq(rpc_next_event(&ev, 15000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_int_eq(ev.id, 2);
+    ck_assert_int_eq(rref_owned_count(), 1);
+    /* w1's fork is untouched until w1 lets go */
+    ck_assert_int_eq(rpc_sync("w1", "drop", NULL, &res, 5000), 0);
+    for (int i = 0; i < 500 && rref_owned_count() > 0; i++) usleep(10000);
+    ck_assert_int_eq(rref_owned_count(), 0);
+    zmq_ctx_term(zctx);
+    stop_world();
+}
+END_TEST
+
 START_TEST(test_bad_response_fails_call)
 {
     hb_timeout_ms = 1000;      /* a silent fake worker is dropped */
@@ -2342,6 +2386,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_left_worker_id_not_reused_while_draining);
     tcase_add_test(tf, test_bad_response_fails_call);
     tcase_add_test(tf, test_fork_before_remote);
+    tcase_add_test(tf, test_forks_of_dead_worker_released);
     tcase_add_test(tf, test_curve);
     tcase_add_test(tf, test_spoofed_leave);
     tcase_add_test(tf, test_spoofed_join);
