@@ -93,6 +93,7 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
     req->job = NULL;
     if (h->payload.type == MSGPACK_OBJECT_NIL) {
         req->args = rpc_list(0);
+        rx_tensors.n = 0;               /* not the previous message's (freed) tensors */
     } else if (wire_to_value(&h->payload, frames + 1, n - 1, from, &req->args, &rx_tensors, err, sizeof err) < 0) {
         req->args.kind = RPC_NIL;
         reply_bad(rid, rid_len, h->req_id, err);

@@ -324,6 +324,13 @@ static void dispatch_seeds(void)
     put_on(&s, FROM_LOW, build(0, WIRE_REQ, 3, "dist_autograd._release", 0, 0, list_of(1, rpc_int(ctx)), NULL));
     dispatch_save("autograd", &s);
 
+    /* a request with no payload after one with tensors: the receive hook
+     * must not see the earlier request's tensors (freed by then) */
+    s = role(ROLE_RANK1);
+    put_on(&s, FROM_LOW, build(0, WIRE_REQ, 1, "echo", ctx, msg, list_of(1, a_tensor(DTYPE_F32, true)), NULL));
+    put_on(&s, FROM_LOW, build(0, WIRE_REQ, 2, "echo", ctx, msg + 1, rpc_nil(), NULL));
+    dispatch_save("nil-after-tensors", &s);
+
     s = role(ROLE_RANK1);
     put_on(&s, DEALER_LOW, build(0, WIRE_RESP, 1, NULL, 0, 0, every_kind(), NULL));
     put_on(&s, DEALER_LOW, build(0, WIRE_ERR, 2, NULL, 0, 0, rpc_nil(), "rpc: fz0: echo: failed"));
