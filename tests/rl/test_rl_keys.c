@@ -23,7 +23,7 @@
 
 /* ---- processes (rl_harness.h) ------------------------------------------------------ */
 
-/* proc_wait, and no sanitizer report on its stderr (under ASan/UBSan),
+/* rl_wait, and no sanitizer report on its stderr (under ASan/UBSan),
  * whatever else a test checks. */
 static int run_wait(struct rl_proc *p, double timeout_s)
 {
