@@ -35,16 +35,15 @@ static void fork_out(struct rref *r, int to, struct wire_rref *out)
     *out = (struct wire_rref){ .owner = r->owner, .parent = rpc_self_id(), .id = r->id, .fork = fork };
 }
 
-/* Worker `worker` is gone: the forks it held are released on this worker,
- * as owner and as the parent of children it never accepted. */
-static void peer_gone(int worker)
+/* Unlinks the children sent to `worker` (every child when -1) and drops
+ * their parents' holds. */
+static void release_children(int worker)
 {
-    rref_owner_peer_gone(worker);
     struct child *gone = NULL;
     pthread_mutex_lock(&rref_mu);
     for (struct child **pp = &children; *pp;) {
         struct child *c = *pp;
-        if (c->to != worker) {
+        if (worker >= 0 && c->to != worker) {
             pp = &c->next;
             continue;
         }
@@ -59,6 +58,14 @@ static void peer_gone(int worker)
         free(gone);
         gone = next;
     }
+}
+
+/* Worker `worker` is gone: the forks it held are released on this worker,
+ * as owner and as the parent of children it never accepted. */
+static void peer_gone(int worker)
+{
+    rref_owner_peer_gone(worker);
+    release_children(worker);
 }
 
 /* inline: [fork] the child of one of our users is confirmed */
@@ -162,16 +169,4 @@ void rref_fork_register_builtins(void)
     rpc_register_ex("__rref_accept", bi_accept, NULL, RPC_FN_INLINE);
 }
 
-void rref_fork_shutdown(void)
-{
-    pthread_mutex_lock(&rref_mu);
-    struct child *c = children;
-    children = NULL;
-    pthread_mutex_unlock(&rref_mu);
-    while (c) {
-        struct child *next = c->next;
-        rref_free(c->r);
-        free(c);
-        c = next;
-    }
-}
+void rref_fork_shutdown(void) { release_children(-1); }
