@@ -46,7 +46,6 @@ struct rl_proc {
  * assertion leaves nothing behind either. */
 static struct proc_group rl_group;
 
-static inline double now_s(void) { return trib_now_s(); }
 
 /* Everything written to fd so far. */
 static inline char *slurp(int fd)
@@ -251,7 +250,7 @@ static inline long long last_progress_steps(const char *out)
  * if it exits first); returns them. */
 static inline long long wait_progress(struct rl_proc *p)
 {
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (;;) {
         char *out = slurp(p->out_fd);
         long long steps = last_progress_steps(out);
@@ -262,7 +261,7 @@ static inline long long wait_progress(struct rl_proc *p)
             ck_abort_msg("%s exited (%d) before any progress line\nstdout:\n%s\nstderr:\n%s", p->name, p->status,
                          tail(p->out), tail(p->err));
         }
-        if (now_s() - t0 > RUN_TIMEOUT_S) {
+        if (trib_now_s() - t0 > RUN_TIMEOUT_S) {
             rl_kill(p);
             ck_abort_msg("no progress line within %.0f s", RUN_TIMEOUT_S);
         }

@@ -35,9 +35,9 @@ static int run_wait(struct rl_proc *p, double timeout_s)
 /* Waits until p's stderr holds `what` (failing after timeout_s). */
 static void wait_err(const struct rl_proc *p, const char *what, double timeout_s)
 {
-    double t0 = now_s();
+    double t0 = trib_now_s();
     while (!err_has(p, what)) {
-        if (now_s() - t0 > timeout_s) {
+        if (trib_now_s() - t0 > timeout_s) {
             char *err = slurp(p->err_fd);
             ck_abort_msg("%s: no '%s' on stderr within %.0f s:\n%s", p->name, what, timeout_s, err);
         }
@@ -446,9 +446,9 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
     struct agent_run r;
     start_agent(&r, agent_keys);
     struct rl_proc bad;
-    double t0 = now_s();
+    double t0 = trib_now_s();
     int rc = run_observer(&r, obs_keys, &bad, 60);
-    double took = now_s() - t0;
+    double took = trib_now_s() - t0;
     ck_assert_msg(rc == 1, "refused observer exit %d\nstderr:\n%s", rc, bad.err);
     ck_assert_msg(took < 20, "the refused observer took %.1f s to give up", took);
     bool match = false;

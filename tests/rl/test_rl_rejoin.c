@@ -35,14 +35,14 @@ static void teardown(void)
 /* Waits until `what` is in p's stderr (fails after WAIT_S, or if p exits first). */
 static void wait_err(struct rl_proc *p, const char *what)
 {
-    double t0 = now_s();
+    double t0 = trib_now_s();
     while (!err_has(p, what)) {
         if (!rl_running(p)) {
             rl_wait(p, 1);
             ck_abort_msg("%s exited (%d) before printing '%s'\nstdout:\n%s\nstderr:\n%s", p->name, p->status, what,
                          tail(p->out), tail(p->err));
         }
-        ck_assert_msg(now_s() - t0 < WAIT_S, "'%s' not on %s's stderr within %.0f s", what, p->name, WAIT_S);
+        ck_assert_msg(trib_now_s() - t0 < WAIT_S, "'%s' not on %s's stderr within %.0f s", what, p->name, WAIT_S);
         usleep(10000);
     }
 }
@@ -139,7 +139,7 @@ static void wait_observer_steps(int k, int after)
     char key[32];
     snprintf(key, sizeof key, "sps_observer%d", k);
     static cJSON *rows[MAX_ROWS];
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (;;) {
         int n = metrics_rows(rows, MAX_ROWS);
         bool seen = false;
@@ -149,7 +149,7 @@ static void wait_observer_steps(int k, int after)
             cJSON_Delete(rows[i]);
         }
         if (seen) return;
-        ck_assert_msg(now_s() - t0 < WAIT_S, "no metrics row with %s > 0 after row %d within %.0f s", key, after,
+        ck_assert_msg(trib_now_s() - t0 < WAIT_S, "no metrics row with %s > 0 after row %d within %.0f s", key, after,
                       WAIT_S);
         usleep(20000);
     }
@@ -289,11 +289,11 @@ static void check_agent_death(const char *mode)
     start_observer(&obs[1], ep, 2, 3, NULL);
     wait_progress(&agent);
     ck_assert_int_eq(kill(agent.pid, SIGKILL), 0);
-    double t0 = now_s();
+    double t0 = trib_now_s();
     ck_assert_int_eq(rl_wait(&agent, 10), 128 + SIGKILL);
     for (int i = 0; i < 2; i++) {
         int rc = rl_wait(&obs[i], HB_S + 8);
-        double dt = now_s() - t0;
+        double dt = trib_now_s() - t0;
         char want[128];
         snprintf(want, sizeof want, "observer%d: lost the agent (no heartbeat within " HB_MS " ms): exiting\n", i + 1);
         ck_assert_msg(rc == 1, "%s: observer%d exit %d\nstderr:\n%s", mode, i + 1, rc, obs[i].err);

@@ -76,10 +76,10 @@ static int children_of(pid_t pid, struct child *out, int cap)
 /* Waits (a few seconds at most) until every one of kids is gone. */
 static void assert_gone(const struct child *kids, int n)
 {
-    double t0 = now_s();
+    double t0 = trib_now_s();
     for (int i = 0; i < n; i++) {
         while (kids[i].start != 0 && proc_start_time(kids[i].pid) == kids[i].start) {
-            ck_assert_msg(now_s() - t0 < 10, "observer pid %d is still there after the run ended", (int)kids[i].pid);
+            ck_assert_msg(trib_now_s() - t0 < 10, "observer pid %d is still there after the run ended", (int)kids[i].pid);
             usleep(20000);
         }
     }
@@ -497,9 +497,9 @@ START_TEST(test_sigint_while_waiting)
     const char *args[] = { "--observers", "2", "--master", master, NULL };
     struct rl_proc p;
     rl_start(&p, TRIB_AGENT_BIN, args, NULL);
-    double t0 = now_s();
+    double t0 = trib_now_s();
     while (!err_has(&p, "listening on")) {
-        ck_assert_msg(rl_running(&p) && now_s() - t0 < 60, "no 'listening on' from tributary-agent");
+        ck_assert_msg(rl_running(&p) && trib_now_s() - t0 < 60, "no 'listening on' from tributary-agent");
         usleep(10000);
     }
     ck_assert_int_eq(kill(p.pid, SIGINT), 0);
@@ -637,9 +637,9 @@ START_TEST(test_sync_observer_lost_in_backward)
         if (!rl_running(&p) || kill(kids[k].pid, SIGKILL) != 0) break;
         char lost[64];
         snprintf(lost, sizeof lost, "agent: lost observer%d: ", k + 1);
-        double t0 = now_s();
+        double t0 = trib_now_s();
         while (rl_running(&p) && !err_has(&p, lost)) {
-            ck_assert_msg(now_s() - t0 < 60, "observer%d's loss not reported within 60 s", k + 1);
+            ck_assert_msg(trib_now_s() - t0 < 60, "observer%d's loss not reported within 60 s", k + 1);
             usleep(20000);
         }
     }

@@ -1302,6 +1302,24 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* A worker that just joined answers this one (echo of msg) and w1 (w1's
+ * chain call to it), each within timeout_ms (0: the default). */
+static void check_reachable(const char *name, const char *msg, int timeout_ms)
+{
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_str(msg);
+    ck_assert_msg(rpc_sync(name, "echo", &args, &res, timeout_ms) == 0, "%s", rpc_last_error());
+    ck_assert_str_eq(res.str.ptr, msg);
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    args = rpc_list(2);
+    args.list.items[0] = rpc_str(name);
+    args.list.items[1] = rpc_int(1);
+    ck_assert_msg(rpc_sync("w1", "chain", &args, &res, timeout_ms) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 1002);
+    rpc_value_clear(&args);
+}
+
 /* ---- membership ------------------------------------------------------------ */
 
 static int late_child(int idx, const char *master, void *arg)
@@ -1337,19 +1355,9 @@ START_TEST(test_membership)
     ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
     ck_assert_str_eq(ev.name, "late");
     ck_assert_int_eq(ev.id, 2);
-    struct rpc_value args = rpc_list(1), res;
-    args.list.items[0] = rpc_str("hi late");
-    ck_assert_msg(rpc_sync("late", "echo", &args, &res, 0) == 0, "%s", rpc_last_error());
-    ck_assert_str_eq(res.str.ptr, "hi late");
-    rpc_value_clear(&res);
-    rpc_value_clear(&args);
-    /* the static worker can call the late one too */
-    args = rpc_list(2);
-    args.list.items[0] = rpc_str("late");
-    args.list.items[1] = rpc_int(1);
-    ck_assert_msg(rpc_sync("w1", "chain", &args, &res, 0) == 0, "%s", rpc_last_error());
-    ck_assert_int_eq(res.i, 1002);
-    rpc_value_clear(&args);
+    struct rpc_value res;
+    /* the late worker answers, and the static worker can call it too */
+    check_reachable("late", "hi late", 0);
     ck_assert_int_eq(rpc_sync("late", "leave", NULL, &res, 0), 0);
     ck_assert_int_eq(rpc_next_event(&ev, 10000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_LEAVE);
@@ -1919,19 +1927,9 @@ START_TEST(test_static_rank_rejoins)
     ck_assert_int_eq(ev.kind, RPC_EVENT_JOIN);
     ck_assert_int_eq(ev.id, 2);
     ck_assert_str_eq(ev.name, "w2");
-    struct rpc_value args = rpc_list(1), res;
-    args.list.items[0] = rpc_str("hi again");
-    ck_assert_msg(rpc_sync("w2", "echo", &args, &res, 5000) == 0, "%s", rpc_last_error());
-    ck_assert_str_eq(res.str.ptr, "hi again");
-    rpc_value_clear(&res);
-    rpc_value_clear(&args);
+    struct rpc_value res;
     /* the other worker reaches the new w2 too (and verifies its connection) */
-    args = rpc_list(2);
-    args.list.items[0] = rpc_str("w2");
-    args.list.items[1] = rpc_int(1);
-    ck_assert_msg(rpc_sync("w1", "chain", &args, &res, 5000) == 0, "%s", rpc_last_error());
-    ck_assert_int_eq(res.i, 1002);
-    rpc_value_clear(&args);
+    check_reachable("w2", "hi again", 5000);
     ck_assert_int_eq(rpc_sync("w1", "events", NULL, &res, 0), 0);
     ck_assert_msg(strlen(res.str.ptr) >= 8 && strcmp(res.str.ptr + strlen(res.str.ptr) - 8, "join:w2,") == 0,
                   "w1's events: %s", res.str.ptr);
