@@ -588,6 +588,9 @@ static int setup(struct agent *a)
         if (dist_optim_set_lr(a->opt, a->cfg.lr) != 0) return rl_set_error("set lr: %s", rpc_last_error());
         printf("tributary: resumed from %s: %lld env steps, %lld updates\n", a->resume->path,
                (long long)run_stats_env_steps(a->stats), (long long)run_stats_updates(a->stats));
+        char spent[160];
+        if (run_stats_budget_spent(a->stats, spent, sizeof spent))
+            fprintf(stderr, PROG ": the resumed run has already reached %s; give a larger one to train on\n", spent);
     }
     struct rpc_future *futs[RL_MAX_OBSERVERS];
     for (int k = 0; k < a->n_peers; k++) {

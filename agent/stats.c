@@ -18,6 +18,7 @@ struct run_stats {
     struct rl_config cfg;
     double target;
     double t0, t_log;
+    double t_start;                 /* this process's start: --max-seconds counts from here */
     int64_t env_steps, episodes, updates;
     int64_t log_steps, log_updates;
     struct rl_window win, len_win;
@@ -42,7 +43,7 @@ struct run_stats *run_stats_new(const struct rl_config *cfg, double target)
     pthread_mutex_init(&s->mu, NULL);
     s->cfg = *cfg;
     s->target = target;
-    s->t0 = s->t_log = trib_now_s();
+    s->t0 = s->t_log = s->t_start = trib_now_s();
     rl_window_init(&s->win, 100);
     rl_window_init(&s->len_win, 100);
     return s;
@@ -140,14 +141,26 @@ bool run_stats_solved(struct run_stats *s)
     return r;
 }
 
-bool run_stats_out_of_budget(struct run_stats *s)
+const char *run_stats_budget_spent(struct run_stats *s, char *buf, size_t cap)
 {
     pthread_mutex_lock(&s->mu);
-    bool r = (s->cfg.max_steps > 0 && s->env_steps >= s->cfg.max_steps) ||
-             (s->cfg.max_seconds > 0 && trib_now_s() - s->t0 >= s->cfg.max_seconds) ||
-             (s->cfg.max_updates > 0 && s->updates >= s->cfg.max_updates);
+    const struct rl_config *c = &s->cfg;
+    const char *r = buf;
+    if (c->max_steps > 0 && s->env_steps >= c->max_steps)
+        snprintf(buf, cap, "--max-steps %lld (at %lld env steps)", (long long)c->max_steps, (long long)s->env_steps);
+    else if (c->max_updates > 0 && s->updates >= c->max_updates)
+        snprintf(buf, cap, "--max-updates %lld (at %lld updates)", (long long)c->max_updates, (long long)s->updates);
+    else if (c->max_seconds > 0 && trib_now_s() - s->t_start >= c->max_seconds)
+        snprintf(buf, cap, "--max-seconds %g", c->max_seconds);
+    else r = NULL;
     pthread_mutex_unlock(&s->mu);
     return r;
+}
+
+bool run_stats_out_of_budget(struct run_stats *s)
+{
+    char buf[128];
+    return run_stats_budget_spent(s, buf, sizeof buf) != NULL;
 }
 
 int64_t run_stats_env_steps(struct run_stats *s)

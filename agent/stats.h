@@ -31,8 +31,13 @@ void run_stats_busy(struct run_stats *s, double seconds);
 
 /* Solved by the configured criterion. */
 bool run_stats_solved(struct run_stats *s);
-/* Out of --max-steps / --max-seconds. */
+/* Out of --max-steps / --max-updates (counted over the whole run, resumed
+ * sessions included) or --max-seconds (counted from this process's start:
+ * a resumed run gets --max-seconds more). */
 bool run_stats_out_of_budget(struct run_stats *s);
+/* The same, naming the budget that is spent in buf ("--max-steps 12000 (at
+ * 12288 env steps)") and returning buf, or NULL when none is. */
+const char *run_stats_budget_spent(struct run_stats *s, char *buf, size_t cap);
 int64_t run_stats_env_steps(struct run_stats *s);
 int64_t run_stats_updates(struct run_stats *s);
 /* Checkpoints: the counters (env steps, episodes, updates, running reward,

@@ -1,5 +1,6 @@
 /* The run configuration: presets, a table-driven command line, checks and
  * the wire form the agent sends to its observers. */
+#define _GNU_SOURCE
 #include "rl/config.h"
 
 #include <errno.h>
@@ -9,8 +10,11 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <limits.h>
+#include <unistd.h>
 
 #include "optim/optim.h"
+#include "rl/metrics.h"
 #include "rl/rl.h"
 
 const char *const rl_preset_names[] = { "ppo-fast", "ppo", "a2c", "pendulum", "pytorch-rl-example", NULL };
@@ -190,8 +194,9 @@ static const struct flag flags[] = {
     F("reward-scale", T_DBL, reward_scale, "rewards are multiplied by this for learning"),
     F("max-batch", T_INT, max_batch_rows, "the agent merges concurrent act calls up to this many rows"),
     F("max-wait-us", T_INT, max_wait_us, "... waiting at most this long for more calls"),
-    F("max-steps", T_I64, max_steps, "stop (exit 1) after this many env steps (0: no limit)"),
-    F("max-seconds", T_DBL, max_seconds, "stop (exit 1) after this many seconds (0: no limit)"),
+    F("max-steps", T_I64, max_steps, "stop (exit 1) after this many env steps of the whole run (0: no limit)"),
+    F("max-seconds", T_DBL, max_seconds, "stop (exit 1) after this many seconds of this process, the wait for\n"
+                                         "the observers included (0: no limit; a resumed run gets this many more)"),
     F("max-updates", T_I64, max_updates, "stop (exit 1) after this many optimizer updates (0: no limit)"),
     F("target", T_DBL, target, "solved (exit 0) when the mean return of the last 100 episodes\n"
                                "reaches this (default: the env's reward threshold)"),
@@ -199,17 +204,22 @@ static const struct flag flags[] = {
     F("heartbeat-timeout", T_INT, heartbeat_timeout_ms, "ms of silence after which a peer is dead"),
     F("quiet", T_BOOL, quiet, "no progress lines (the summary line is still printed)"),
     F("logdir", T_STR, logdir, "write metrics.csv, metrics.jsonl, config.json, TensorBoard events\n"
-                               "and, at the end, policy.safetensors into this directory"),
+                               "and, at the end, policy.safetensors into this directory (one run per\n"
+                               "directory: one that holds a run is refused; see --resume, --overwrite)"),
     F("checkpoint-every", T_I64, checkpoint_every, "with --logdir: a checkpoint every N updates into LOGDIR/checkpoints\n"
                                                    "(the newest 3 kept; one is always written at the end, Ctrl-C too)"),
-    F("resume", T_STR, resume, "continue the run whose --logdir is DIR from its newest valid checkpoint\n"
-                               "(--logdir defaults to DIR; the flags must describe the same run)"),
+    F("resume", T_STR, resume, "continue the run whose --logdir is DIR from its newest valid checkpoint,\n"
+                               "with every flag of that run (DIR/config.json); flags given here override\n"
+                               "them (e.g. a larger --max-steps), but not the env, algorithm, mode,\n"
+                               "observers, envs, steps per rollout or architecture"),
 };
 #undef F
 #define N_FLAGS ((int)(sizeof flags / sizeof flags[0]))
 
 void rl_config_usage(FILE *f)
 {
+    fprintf(f, "  --overwrite            with --logdir DIR holding another run: remove that run's files\n"
+               "                         (metrics, config.json, event files, checkpoints, policy) first\n");
     fprintf(f, "  --config FILE          a JSON object of these flags (keys without --, e.g.\n"
                "                         {\"preset\": \"ppo\", \"lr\": 0.001, \"anneal-lr\": false});\n"
                "                         flags on the command line override it; unknown keys are errors\n"
@@ -331,19 +341,19 @@ static const struct flag *find_flag(const char *name, bool *negated)
 }
 
 /* Reads a JSON object from path into *root. 0, or -1 with rl_last_error(). */
-static int load_json(const char *path, cJSON **root)
+static int load_json(const char *path, cJSON **root, const char *flag)
 {
     *root = NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) return rl_set_error("--config %s: %s", path, strerror(errno));
+    if (!f) return rl_set_error("%s %s: %s", flag, path, strerror(errno));
     size_t cap = 1u << 20;
     char *buf = malloc(cap + 1);
     size_t len = buf ? fread(buf, 1, cap + 1, f) : 0;
     fclose(f);
-    if (!buf) return rl_set_error("--config %s: out of memory", path);
+    if (!buf) return rl_set_error("%s %s: out of memory", flag, path);
     if (len > cap) {
         free(buf);
-        return rl_set_error("--config %s: larger than 1 MiB", path);
+        return rl_set_error("%s %s: larger than 1 MiB", flag, path);
     }
     buf[len] = '\0';
     *root = cJSON_Parse(buf);
@@ -351,7 +361,7 @@ static int load_json(const char *path, cJSON **root)
     if (!*root || !cJSON_IsObject(*root)) {
         cJSON_Delete(*root);
         *root = NULL;
-        return rl_set_error("--config %s: not a JSON object", path);
+        return rl_set_error("%s %s: not a JSON object", flag, path);
     }
     return 0;
 }
@@ -360,13 +370,13 @@ static int load_json(const char *path, cJSON **root)
  * "anneal-lr": false, "hidden": "64,64"}); keys are the flags' names
  * without "--" ("_" may stand for "-"); "preset" is applied before. -1
  * with rl_last_error() naming the file and the key. */
-static int apply_config(struct rl_config *c, const char *path, const cJSON *root)
+static int apply_config(struct rl_config *c, const char *flag, const char *path, const cJSON *root)
 {
     int rc = 0;
     for (cJSON *it = root->child; it && rc == 0; it = it->next) {
         char name[64];
         if (!it->string || strlen(it->string) >= sizeof name) {
-            rc = rl_set_error("--config %s: bad key", path);
+            rc = rl_set_error("%s %s: bad key", flag, path);
             break;
         }
         snprintf(name, sizeof name, "%s", it->string);
@@ -376,12 +386,12 @@ static int apply_config(struct rl_config *c, const char *path, const cJSON *root
         bool negated;
         const struct flag *fl = find_flag(name, &negated);
         if (!fl || negated) {
-            rc = rl_set_error("--config %s: unknown key '%s'", path, it->string);
+            rc = rl_set_error("%s %s: unknown key '%s'", flag, path, it->string);
             break;
         }
         char val[600];
         if (fl->type == T_BOOL) {
-            if (!cJSON_IsBool(it)) rc = rl_set_error("--config %s: '%s' must be true or false", path, it->string);
+            if (!cJSON_IsBool(it)) rc = rl_set_error("%s %s: '%s' must be true or false", flag, path, it->string);
             else *(bool *)((char *)c + fl->off) = cJSON_IsTrue(it);
             continue;
         }
@@ -391,10 +401,10 @@ static int apply_config(struct rl_config *c, const char *path, const cJSON *root
             if (d == (double)(int64_t)d && fabs(d) < 9e15) snprintf(val, sizeof val, "%lld", (long long)d);
             else snprintf(val, sizeof val, "%.17g", d);
         } else {
-            rc = rl_set_error("--config %s: '%s' must be a number or a string", path, it->string);
+            rc = rl_set_error("%s %s: '%s' must be a number or a string", flag, path, it->string);
             break;
         }
-        if (set_flag(c, fl, val, false) != 0) rc = rl_set_error("--config %s: bad value '%s' for '%s'", path, val, it->string);
+        if (set_flag(c, fl, val, false) != 0) rc = rl_set_error("%s %s: bad value '%s' for '%s'", flag, path, val, it->string);
     }
     return rc;
 }
@@ -407,6 +417,9 @@ cJSON *rl_config_to_json(const struct rl_config *c)
         const struct flag *fl = &flags[i];
         const char *p = (const char *)c + fl->off;
         char buf[128];
+        /* a run's config.json describes the run; which checkpoint it was
+         * resumed from is not a setting a new run should inherit */
+        if (fl->off == offsetof(struct rl_config, resume)) continue;
         switch (fl->type) {
         case T_INT: cJSON_AddNumberToObject(o, fl->name, *(const int *)p); break;
         case T_I64: cJSON_AddNumberToObject(o, fl->name, (double)*(const int64_t *)p); break;
@@ -445,7 +458,7 @@ int rl_config_from_json(const char *text, size_t len, struct rl_config *cfg)
     }
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "preset");
     int rc = rl_config_preset(cfg, cJSON_IsString(p) && p->valuestring[0] ? p->valuestring : "ppo-fast");
-    if (rc == 0) rc = apply_config(cfg, "(saved)", root);
+    if (rc == 0) rc = apply_config(cfg, "config", "(saved)", root);
     cJSON_Delete(root);
     return rc == 0 ? rl_config_check(cfg) : -1;
 }
@@ -458,11 +471,55 @@ static int usage_error(const char *prog, const char *fmt, const char *a, const c
     return 2;
 }
 
+/* Whether a and b name the same directory (the same path when either is
+ * missing). */
+static bool same_dir(const char *a, const char *b)
+{
+    char ra[PATH_MAX], rb[PATH_MAX];
+    if (realpath(a, ra) && realpath(b, rb)) return strcmp(ra, rb) == 0;
+    return strcmp(a, b) == 0;
+}
+
+/* The value of --name VALUE or --name=VALUE at argv[i], or NULL. */
+static const char *prescan(int argc, char **argv, int i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[i], name, n) != 0) return NULL;
+    if (argv[i][n] == '=') return argv[i] + n + 1;
+    if (argv[i][n] == '\0' && i + 1 < argc) return argv[i + 1];
+    return NULL;
+}
+
+/* --logdir: a directory that holds another run is refused (two runs'
+ * metrics, event files and checkpoints would mix), unless --overwrite
+ * clears it first. 0, or 2 after printing why. */
+static int claim_logdir(struct rl_config *cfg, const char *prog)
+{
+    if (!cfg->logdir[0]) return 0;
+    bool resuming_here = cfg->resume[0] && same_dir(cfg->logdir, cfg->resume);
+    if (resuming_here && cfg->overwrite)
+        return usage_error(prog, "--overwrite starts a new run; it does not go with --resume %s%s", cfg->resume, "");
+    if (resuming_here) return 0;
+    char what[300];
+    int h = metrics_dir_holds_run(cfg->logdir, what, sizeof what);
+    if (h < 0) return usage_error(prog, "--logdir %s: %s", cfg->logdir, rl_last_error());
+    if (h == 0) return 0;
+    if (!cfg->overwrite) {
+        fprintf(stderr,
+                "%s: --logdir %s already holds a run (%s); continue it with --resume %s, write this run to a new "
+                "directory, or pass --overwrite to replace it (see %s --help)\n",
+                prog, cfg->logdir, what, cfg->logdir, prog);
+        return 2;
+    }
+    if (metrics_dir_clear(cfg->logdir) != 0) return usage_error(prog, "--overwrite: %s%s", rl_last_error(), "");
+    return 0;
+}
+
 int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, int argc, char **argv,
                     const struct rl_opt *extra, int n_extra)
 {
-    const char *preset = "ppo-fast", *config_file = NULL;
-    bool device_given = false;
+    const char *preset = NULL, *config_file = NULL, *resume_dir = NULL, *v;
+    bool device_given = false, logdir_given = false, overwrite = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("%s", about);
@@ -472,26 +529,45 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
             printf("  --help                 this text\n");
             return 0;
         }
-        if (strcmp(argv[i], "--preset") == 0 && i + 1 < argc) preset = argv[i + 1];
-        else if (strncmp(argv[i], "--preset=", 9) == 0) preset = argv[i] + 9;
-        else if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) config_file = argv[i + 1];
-        else if (strncmp(argv[i], "--config=", 9) == 0) config_file = argv[i] + 9;
+        if ((v = prescan(argc, argv, i, "--preset"))) preset = v;
+        else if ((v = prescan(argc, argv, i, "--config"))) config_file = v;
+        else if ((v = prescan(argc, argv, i, "--resume"))) resume_dir = v;
+        else if (strcmp(argv[i], "--overwrite") == 0) overwrite = true;
     }
-    cJSON *file = NULL;
-    if (config_file) {
-        if (load_json(config_file, &file) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(file, "preset");
+    /* the layers, first to last: the preset, the resumed run's config.json,
+     * --config, the command line */
+    cJSON *saved = NULL, *file = NULL;
+    if (resume_dir) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/config.json", resume_dir);
+        if (!resume_dir[0] || access(path, R_OK) != 0)
+            return usage_error(prog, "--resume %s: no run to resume there (no %s)", resume_dir, path);
+        if (load_json(path, &saved, "--resume") != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
+    }
+    if (config_file && load_json(config_file, &file, "--config") != 0) {
+        cJSON_Delete(saved);
+        return usage_error(prog, "%s%s", rl_last_error(), "");
+    }
+    const cJSON *layers[2] = { saved, file };
+    const char *layer_paths[2] = { resume_dir, config_file };
+    for (int l = 0; l < 2; l++) {
+        if (!layers[l]) continue;
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(layers[l], "preset");
+        if (p && !cJSON_IsString(p)) {
+            cJSON_Delete(saved);
+            cJSON_Delete(file);
+            return usage_error(prog, "%s: 'preset' must be a string%s", layer_paths[l], "");
+        }
         bool flag_preset = false;
         for (int i = 1; i < argc; i++)
             if (strncmp(argv[i], "--preset", 8) == 0) flag_preset = true;
-        if (p && !cJSON_IsString(p)) {
-            cJSON_Delete(file);
-            return usage_error(prog, "--config %s: 'preset' must be a string%s", config_file, "");
-        }
-        if (p && !flag_preset) preset = p->valuestring;
+        if (p && p->valuestring[0] && !flag_preset) preset = p->valuestring;
+        if (cJSON_GetObjectItemCaseSensitive(layers[l], "device")) device_given = true;
     }
-    int prc = rl_config_preset(cfg, preset);
-    if (prc == 0 && file) prc = apply_config(cfg, config_file, file);
+    int prc = rl_config_preset(cfg, preset ? preset : "ppo-fast");
+    if (prc == 0 && saved) prc = apply_config(cfg, "--resume", resume_dir, saved);
+    if (prc == 0 && file) prc = apply_config(cfg, "--config", config_file, file);
+    cJSON_Delete(saved);
     cJSON_Delete(file);
     if (prc != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
 
@@ -505,8 +581,12 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
         memcpy(name, a + 2, len);
         name[len] = '\0';
         const char *val = eq ? eq + 1 : NULL;
-        if (strcmp(name, "preset") == 0 || strcmp(name, "config") == 0) {
+        if (strcmp(name, "preset") == 0 || strcmp(name, "config") == 0 || strcmp(name, "resume") == 0) {
             if (!val) i++;
+            continue;
+        }
+        if (strcmp(name, "overwrite") == 0) {
+            if (val) return usage_error(prog, "option '--%s' takes no value%s", name, "");
             continue;
         }
         bool negated;
@@ -521,6 +601,7 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
             if (set_flag(cfg, fl, val ? val : "", negated) != 0)
                 return usage_error(prog, "bad value '%s' for --%s", val, name);
             if (fl->type == T_DEVICE) device_given = true;
+            if (fl->off == offsetof(struct rl_config, logdir)) logdir_given = true;
             continue;
         }
         const struct rl_opt *ex = NULL;
@@ -535,9 +616,15 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
         }
         if (ex->set(ex->user, val) != 0) return 2;
     }
+    if (resume_dir) {
+        if (strlen(resume_dir) >= sizeof cfg->resume) return usage_error(prog, "--resume %s: path too long%s", resume_dir, "");
+        snprintf(cfg->resume, sizeof cfg->resume, "%s", resume_dir);
+        if (!logdir_given) snprintf(cfg->logdir, sizeof cfg->logdir, "%s", resume_dir);
+    }
+    cfg->overwrite = overwrite;
     if (!device_given) cfg->cuda = tensor_cuda_available();
     if (rl_config_check(cfg) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
-    return -1;
+    return claim_logdir(cfg, prog) == 0 ? -1 : 2;
 }
 
 void rl_config_describe(const struct rl_config *c, char *out, size_t cap)

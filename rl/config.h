@@ -58,6 +58,7 @@ struct rl_config {
     char logdir[512];               /* metrics, config.json, TensorBoard events, checkpoints, policy ("" none) */
     int64_t checkpoint_every;       /* updates between checkpoints (0: only at the end) */
     char resume[512];               /* a logdir whose newest valid checkpoint to continue ("" none) */
+    bool overwrite;                 /* --overwrite: replace the run in --logdir (command line only) */
 };
 
 /* Fills cfg with the named preset: "ppo" (CleanRL ppo.py on CartPole-v1),
@@ -87,9 +88,13 @@ struct rl_opt {
 /* Parses the trainer's flags (see rl_config_usage) into cfg, starting from
  * the preset named by --preset (default "ppo-fast"; a --preset flag applies
  * first wherever it stands, other flags override it), plus the program's own
- * flags `extra` (n_extra of them). Returns -1 to go on, 0 after --help (usage
- * printed to stdout, with `about` first), 2 for bad usage (message on
- * stderr, naming `prog`). */
+ * flags `extra` (n_extra of them). With --resume DIR the run's own
+ * DIR/config.json comes first (its preset, then its flags), then --config,
+ * then the command line, and --logdir defaults to DIR. A --logdir that
+ * already holds a run (metrics_dir_holds_run) is refused unless it is the
+ * run being resumed or --overwrite is given (which clears it). Returns -1
+ * to go on, 0 after --help (usage printed to stdout, with `about` first),
+ * 2 for bad usage (message on stderr, naming `prog`). */
 int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, int argc, char **argv,
                     const struct rl_opt *extra, int n_extra);
 

@@ -2,11 +2,13 @@
  * Column names are checked and their JSON spellings (cJSON-escaped) made at
  * open, so a row is formatted straight into the two FILE buffers. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/check.h"
 #include "rl/ckpt.h"
@@ -209,3 +211,75 @@ int metrics_write_config_kv(const char *dir, const char *const *keys, const char
     cJSON_Delete(o);
     return rc;
 }
+
+/* The files a run leaves at the top of its directory (README "What a run
+ * leaves"); checkpoints/ckpt-* are looked for separately. */
+static bool run_file(const char *name)
+{
+    static const char *const exact[] = { "config.json", "metrics.csv", "metrics.jsonl", "policy.safetensors", NULL };
+    for (int i = 0; exact[i]; i++)
+        if (strcmp(name, exact[i]) == 0) return true;
+    return strncmp(name, "events.out.tfevents.", 20) == 0;
+}
+
+/* Calls fn(path) for each run file of dir (top level, then checkpoints/ckpt-*)
+ * until it returns non-zero; returns that, 0, or -1 when dir cannot be read. */
+static int each_run_file(const char *dir, int (*fn)(const char *path, const char *name, void *u), void *u)
+{
+    DIR *d = opendir(dir);
+    if (!d) return errno == ENOENT ? 0 : rl_set_error("%s: %s", dir, strerror(errno));
+    int rc = 0;
+    struct dirent *e;
+    char path[4096 + 512];
+    while (rc == 0 && (e = readdir(d)))
+        if (run_file(e->d_name)) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            rc = fn(path, e->d_name, u);
+        }
+    closedir(d);
+    if (rc != 0) return rc;
+    char sub[4096];
+    snprintf(sub, sizeof sub, "%s/checkpoints", dir);
+    if (!(d = opendir(sub))) return errno == ENOENT || errno == ENOTDIR ? 0 : rl_set_error("%s: %s", sub, strerror(errno));
+    while (rc == 0 && (e = readdir(d)))
+        if (strncmp(e->d_name, "ckpt-", 5) == 0) {
+            snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
+            char name[300];
+            snprintf(name, sizeof name, "checkpoints/%s", e->d_name);
+            rc = fn(path, name, u);
+        }
+    closedir(d);
+    return rc;
+}
+
+struct found { char *what; size_t cap; };
+
+static int note_found(const char *path, const char *name, void *u)
+{
+    (void)path;
+    struct found *f = u;
+    snprintf(f->what, f->cap, "%s", name);
+    return 1;
+}
+
+int metrics_dir_holds_run(const char *dir, char *what, size_t cap)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (access(path, F_OK) == 0) {   /* named first: it is what --resume reads */
+        snprintf(what, cap, "config.json");
+        return 1;
+    }
+    struct found f = { what, cap };
+    return each_run_file(dir, note_found, &f);
+}
+
+static int remove_file(const char *path, const char *name, void *u)
+{
+    (void)name;
+    (void)u;
+    if (unlink(path) != 0 && errno != ENOENT) return rl_set_error("cannot remove %s: %s", path, strerror(errno));
+    return 0;
+}
+
+int metrics_dir_clear(const char *dir) { return each_run_file(dir, remove_file, NULL); }

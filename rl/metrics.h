@@ -46,4 +46,15 @@ int metrics_write_config(const char *dir, const cJSON *config);
  * error. */
 int metrics_write_config_kv(const char *dir, const char *const *keys, const char *const *values, int n);
 
+/* Whether dir already holds a run (config.json, metrics.csv/.jsonl,
+ * TensorBoard event files, policy.safetensors or checkpoints/ckpt-*):
+ * 1 (*what names the first such file, e.g. "config.json"), 0 when it does
+ * not or does not exist, -1 with rl_last_error() when it cannot be read. */
+int metrics_dir_holds_run(const char *dir, char *what, size_t cap);
+
+/* Removes those files of a run from dir (never anything else), so a new
+ * run can start there (--overwrite). 0, or -1 with rl_last_error() naming
+ * the file that could not be removed. */
+int metrics_dir_clear(const char *dir);
+
 #endif

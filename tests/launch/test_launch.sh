@@ -2,7 +2,8 @@
 # Tests of scripts/launch with the built tributary-agent/-observer as real
 # processes on ports chosen at run time:
 #   test_launch.sh CASE LAUNCH BUILD_DIR
-# CASE: local (-n 3 to the end), hosts (--hosts into a network namespace
+# CASE: local (-n 3 to the end; its logdir refused to a second run, then
+# continued with --resume DIR alone), hosts (--hosts into a network namespace
 # over a veth pair; needs root and `ip netns`, else 77), slurm (three tasks
 # by hand with SLURM_* variables, with a key), sigint (Ctrl-C mid-run;
 # SIGTERM during the rendezvous), lost (an observer killed -9 mid-run is
@@ -104,12 +105,25 @@ case $case_ in
 local)
   port=$(free_port)
   "$launch" -n 3 --port "$port" --build-dir "$build" -- --preset ppo-fast --max-steps 20000 --quiet \
-    >"$tmp/l.out" 2>"$tmp/l.err"
+    --logdir "$tmp/run" >"$tmp/l.out" 2>"$tmp/l.err"
   rc=$?
   [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "exit status $rc, not 0 or 1"
   expect_summary "$tmp/l.out" 3 0
   [ "$(tail -n 1 "$tmp/l.out")" = "$(summary "$tmp/l.out")" ] || fail "the summary is not the last stdout line"
   ! grep -v '^tributary-agent: listening on tcp://' "$tmp/l.err" | grep -q . || fail "stderr not empty"
+  no_leftovers "tcp://127.0.0.1:$port"
+  # the run's directory: another run there is refused; --resume DIR alone
+  # continues it with its 3 observers and its flags, the budget extended
+  "$launch" -n 3 --build-dir "$build" -- --max-steps 20000 --logdir "$tmp/run" >/dev/null 2>"$tmp/u.err"
+  rc=$?
+  grep -q "^tributary-agent: --logdir $tmp/run already holds a run (config.json); continue it with --resume $tmp/run, write this run to a new directory, or pass --overwrite to replace it" "$tmp/u.err" ||
+    fail "a second run into the logdir: status $rc, $(cat "$tmp/u.err")"
+  [ $rc -eq 2 ] || fail "a second run into the logdir: status $rc, not 2"
+  "$launch" --port "$port" --build-dir "$build" -- --resume "$tmp/run" --max-steps 30000 >"$tmp/r.out" 2>"$tmp/r.err"
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "resume: exit status $rc"
+  grep -q "^tributary: resumed from $tmp/run/checkpoints/ckpt-" "$tmp/r.out" || fail "resume: no 'resumed from' line"
+  expect_summary "$tmp/r.out" 3 0
   no_leftovers "tcp://127.0.0.1:$port"
   # usage errors: status 2 and a message
   "$launch" -n 3 --build-dir "$build" -- --observers 2 >/dev/null 2>"$tmp/u.err"

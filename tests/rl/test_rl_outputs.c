@@ -255,11 +255,14 @@ static int files_equal(const char *a, const char *b)
 
 /* A sync run is bit-reproducible for a seed (4 observers whose calls
  * interleave differently each time), and a run resumed from a checkpoint
- * ends bit-identical to an uninterrupted one. */
+ * ends bit-identical to an uninterrupted one, whether resumed with --resume
+ * DIR alone (its flags restored from DIR/config.json, the budget extended)
+ * or with every flag given again. */
 START_TEST(test_reproducible_and_resume)
 {
     char d1[] = "/tmp/test_rl_rep1_XXXXXX", d2[] = "/tmp/test_rl_rep2_XXXXXX", d3[] = "/tmp/test_rl_rep3_XXXXXX";
-    ck_assert(mkdtemp(d1) && mkdtemp(d2) && mkdtemp(d3));
+    char d4[] = "/tmp/test_rl_rep4_XXXXXX";
+    ck_assert(mkdtemp(d1) && mkdtemp(d2) && mkdtemp(d3) && mkdtemp(d4));
     const char *a1[] = { "--observers", "4", "--envs-per-observer", "8", "--seed", "11", "--max-updates", "48",
                          "--logdir", d1, "--quiet", NULL };
     ck_assert_int_eq(run(TRIB_TRAIN_BIN, a1, OUT, ERR, sizeof OUT), 1);
@@ -270,12 +273,26 @@ START_TEST(test_reproducible_and_resume)
                          "--logdir", d3, "--quiet", NULL };
     ck_assert_int_eq(run(TRIB_TRAIN_BIN, a3, OUT, ERR, sizeof OUT), 1);
     ck_assert_msg(!files_equal(d1, d3), "24 and 48 updates left the same policy");
+    a3[9] = d4;
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a3, OUT, ERR, sizeof OUT), 1);
+    /* with every flag again */
     const char *a4[] = { "--observers", "4", "--envs-per-observer", "8", "--seed", "11", "--max-updates", "48",
-                         "--resume", d3, "--quiet", NULL };
+                         "--resume", d4, "--quiet", NULL };
     int rc = run(TRIB_TRAIN_BIN, a4, OUT, ERR, sizeof OUT);
     ck_assert_msg(rc == 1, "resume exit %d: %s", rc, ERR);
+    ck_assert_msg(files_equal(d1, d4), "the run resumed with every flag differs from the uninterrupted one");
+    /* with none but the budget: the flags come from d3/config.json */
+    const char *a4b[] = { "--resume", d3, "--max-updates", "48", NULL };
+    rc = run(TRIB_TRAIN_BIN, a4b, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, ERR);
     ck_assert_msg(strstr(OUT, "tributary: resumed from ") && strstr(OUT, "ckpt-000000000024.trib: "), "%s", OUT);
-    ck_assert_msg(files_equal(d1, d3), "the resumed run differs from the uninterrupted one");
+    ck_assert_msg(files_equal(d1, d3), "the run resumed with --resume alone differs from the uninterrupted one");
+    /* a run that is already at its budget says so */
+    const char *a4c[] = { "--resume", d4, NULL };
+    rc = run(TRIB_TRAIN_BIN, a4c, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, ERR);
+    ck_assert_msg(strstr(ERR, "agent: the resumed run has already reached --max-updates 48 (at 48 updates); give a "
+                              "larger one to train on\n"), "%s", ERR);
     /* metrics were appended: rows from both halves, one header */
     char *csv = slurp(d3, "metrics.csv");
     ck_assert_int_eq(strstr(csv + 1, "env_steps,") == NULL, 1);
@@ -298,12 +315,65 @@ START_TEST(test_reproducible_and_resume)
     ck_assert_msg(strstr(ERR, "was made with --observers 4, this run has 2") != NULL, "%s", ERR);
     /* nothing to resume */
     const char *a7[] = { "--resume", "/nonexistent-logdir", "--quiet", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a7, OUT, ERR, sizeof OUT), 1);
-    ck_assert_msg(strstr(ERR, "--resume /nonexistent-logdir: no checkpoint in /nonexistent-logdir/checkpoints") != NULL,
-                  "%s", ERR);
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a7, OUT, ERR, sizeof OUT), 2);
+    ck_assert_str_eq(ERR, "tributary-train: --resume /nonexistent-logdir: no run to resume there (no "
+                          "/nonexistent-logdir/config.json) (see tributary-train --help)\n");
     rm_rf2(d1);
     rm_rf2(d2);
     rm_rf2(d3);
+    rm_rf2(d4);
+}
+END_TEST
+
+/* One run per directory: a --logdir that holds a run is refused (status
+ * 2, naming the choices) before anything starts; --overwrite replaces the
+ * old run's files (its checkpoints gone, not mixed with the new ones); a
+ * directory with only other files is taken. */
+START_TEST(test_logdir_refused)
+{
+    char dir[] = "/tmp/test_rl_refuse_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char other[600];
+    snprintf(other, sizeof other, "%s/notes.txt", dir);
+    FILE *f = fopen(other, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("mine\n", f);
+    fclose(f);
+    const char *a1[] = { "--observers", "1", "--envs-per-observer", "8", "--epochs", "1", "--minibatches", "1",
+                         "--max-updates", "6", "--logdir", dir,
+                         "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, a1, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    rc = run(TRIB_TRAIN_BIN, a1, OUT, ERR, sizeof OUT);
+    ck_assert_int_eq(rc, 2);
+    char want[1024];
+    snprintf(want, sizeof want,
+             "tributary-train: --logdir %s already holds a run (config.json); continue it with --resume %s, write "
+             "this run to a new directory, or pass --overwrite to replace it (see tributary-train --help)\n",
+             dir, dir);
+    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(OUT, "");
+    /* --overwrite: the old run's checkpoint (6 updates) is gone, the user's file kept */
+    const char *a2[] = { "--observers", "1", "--envs-per-observer", "8", "--epochs", "1", "--minibatches", "1",
+                         "--max-updates", "3", "--logdir", dir,
+                         "--quiet", "--overwrite", NULL };
+    rc = run(TRIB_TRAIN_BIN, a2, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    char ck[700];
+    snprintf(ck, sizeof ck, "%s/checkpoints/ckpt-000000000006.trib", dir);
+    ck_assert_msg(access(ck, F_OK) != 0, "the old run's checkpoint is still there");
+    snprintf(ck, sizeof ck, "%s/checkpoints/ckpt-000000000003.trib", dir);
+    ck_assert_msg(access(ck, F_OK) == 0, "no checkpoint of the new run");
+    ck_assert_int_eq(access(other, F_OK), 0);
+    /* --overwrite and --resume of the same directory contradict each other */
+    const char *a3[] = { "--resume", dir, "--overwrite", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a3, OUT, ERR, sizeof OUT), 2);
+    snprintf(want, sizeof want,
+             "tributary-train: --overwrite starts a new run; it does not go with --resume %s (see tributary-train "
+             "--help)\n", dir);
+    ck_assert_str_eq(ERR, want);
+    unlink(other);
+    rm_rf2(dir);
 }
 END_TEST
 
@@ -463,6 +533,7 @@ int main(void)
     tcase_add_test(tc, test_eval_errors);
     tcase_add_test(tc, test_config_file_errors);
     tcase_add_test(tc, test_reproducible_and_resume);
+    tcase_add_test(tc, test_logdir_refused);
     tcase_add_test(tc, test_export_independent_reader);
     tcase_add_test(tc, test_checkpoint_kill_and_bitflip);
     suite_add_tcase(s, tc);
