@@ -13,16 +13,27 @@
 
 const char *const runlog_columns[] = {
     "env_steps", "wall_s", "sps", "episodes", "return_mean", "return_min", "return_max", "length_mean",
-    "running_reward", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "lr", "version",
-    "lag_mean", "lag_max", "updates", "updates_per_s", NULL,
+    "running_reward", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "lr",
+    "version", "lag_mean", "lag_max", "updates", "updates_per_s", NULL,
 };
-#define N_FIXED 20
+#define N_FIXED 21
+
+/* The TensorBoard tag of each column, grouped as CleanRL groups them
+ * (charts/, losses/); the per-observer columns go under observers/. */
+const char *const runlog_tags[] = {
+    NULL, "charts/wall_s", "charts/SPS", "charts/episodes", "charts/episodic_return", "charts/episodic_return_min",
+    "charts/episodic_return_max", "charts/episodic_length", "charts/running_reward", "losses/policy_loss",
+    "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance",
+    "charts/learning_rate", "charts/policy_version", "charts/policy_lag_mean", "charts/policy_lag_max",
+    "charts/updates", "charts/updates_per_s",
+};
 
 struct runlog {
     struct metrics_log *m;
     struct tfevents_writer *tf;
     int ncols;
     char **names;
+    char **tags;
     double *row;
 };
 
@@ -31,12 +42,18 @@ struct runlog *runlog_open(const char *dir, const struct rl_config *cfg, bool re
     struct runlog *r = trib_xcalloc(1, sizeof *r);
     r->ncols = N_FIXED + cfg->observers;
     r->names = trib_xcalloc((size_t)r->ncols, sizeof *r->names);
+    r->tags = trib_xcalloc((size_t)r->ncols, sizeof *r->tags);
     r->row = trib_xcalloc((size_t)r->ncols, sizeof *r->row);
-    for (int i = 0; i < N_FIXED; i++) r->names[i] = strdup(runlog_columns[i]);
+    for (int i = 0; i < N_FIXED; i++) {
+        r->names[i] = strdup(runlog_columns[i]);
+        r->tags[i] = runlog_tags[i] ? strdup(runlog_tags[i]) : NULL;
+    }
     for (int k = 0; k < cfg->observers; k++) {
-        char n[32];
+        char n[32], t[48];
         snprintf(n, sizeof n, "sps_observer%d", k + 1);
+        snprintf(t, sizeof t, "observers/sps_observer%d", k + 1);
         r->names[N_FIXED + k] = strdup(n);
+        r->tags[N_FIXED + k] = strdup(t);
     }
     cJSON *cj = rl_config_to_json(cfg);
     int rc = metrics_write_config(dir, cj);
@@ -55,7 +72,7 @@ int runlog_write(struct runlog *r, const struct run_interval *iv, double lr)
     const double fixed[N_FIXED] = {
         (double)iv->env_steps, iv->wall_s, iv->sps, (double)iv->episodes, iv->return_mean, iv->return_min,
         iv->return_max, iv->length_mean, iv->running_reward, iv->policy_loss, iv->value_loss, iv->entropy,
-        iv->approx_kl, iv->clipfrac, lr, (double)iv->version, iv->lag_mean, iv->lag_max, (double)iv->updates,
+        iv->approx_kl, iv->clipfrac, iv->explained_var, lr, (double)iv->version, iv->lag_mean, iv->lag_max, (double)iv->updates,
         iv->updates_per_s,
     };
     memcpy(r->row, fixed, sizeof fixed);
@@ -63,7 +80,7 @@ int runlog_write(struct runlog *r, const struct run_interval *iv, double lr)
     if (metrics_write(r->m, r->row) != 0) return -1;
     for (int i = 0; i < r->ncols; i++) {
         if (i == 0 || isnan(r->row[i])) continue;   /* env_steps is the step */
-        if (tfevents_add_scalar(r->tf, r->names[i], (float)r->row[i], iv->env_steps) != 0) return -1;
+        if (tfevents_add_scalar(r->tf, r->tags[i], (float)r->row[i], iv->env_steps) != 0) return -1;
     }
     return 0;
 }
@@ -73,8 +90,12 @@ void runlog_close(struct runlog *r)
     if (!r) return;
     metrics_close(r->m);
     tfevents_close(r->tf);
-    for (int i = 0; i < r->ncols; i++) free(r->names[i]);
+    for (int i = 0; i < r->ncols; i++) {
+        free(r->names[i]);
+        if (r->tags) free(r->tags[i]);
+    }
     free(r->names);
+    free(r->tags);
     free(r->row);
     free(r);
 }

@@ -26,5 +26,8 @@ void runlog_close(struct runlog *r);
 /* The documented column names, NULL-terminated (per-observer columns
  * sps_observer1.. follow them). */
 extern const char *const runlog_columns[];
+/* Their TensorBoard tags (charts/..., losses/...; NULL for env_steps, the
+ * step), in the same order. */
+extern const char *const runlog_tags[];
 
 #endif

@@ -25,7 +25,10 @@ struct run_stats {
     double log_lag_sum;
     int64_t log_lag_n, log_lag_max;
     int64_t obs_steps[RL_MAX_OBSERVERS], obs_log_steps[RL_MAX_OBSERVERS];
-    bool have_loss;
+    struct rl_update_stats iv_sum;  /* this interval's updates: sums of their figures */
+    int64_t iv_n;
+    double iv_ev_sum;               /* this interval's rollouts: sum of explained variances */
+    int64_t iv_ev_n;
     int64_t intervals;              /* run_stats_interval calls that returned one */
     double running;                 /* PyTorch example's running reward */
     bool have_running;
@@ -33,7 +36,6 @@ struct run_stats {
     int64_t lag_n, lag_max;
     int64_t lag_hist[RUN_STATS_LAG_BINS];   /* last bin: >= RUN_STATS_LAG_BINS - 1 */
     double busy_s;                          /* agent time in forward/backward/optimizer */
-    struct rl_update_stats last;
 };
 
 
@@ -66,6 +68,10 @@ void run_stats_report(struct run_stats *s, const struct rl_report *r)
         rl_window_push(&s->win, r->returns[i]);
         rl_window_push(&s->len_win, r->lengths[i]);
     }
+    if (isfinite(r->explained_var)) {
+        s->iv_ev_sum += r->explained_var;
+        s->iv_ev_n++;
+    }
     if (s->cfg.mode == RL_MODE_ASYNC && s->cfg.running_reward && r->episodes > 0) {
         s->running = 0.05 * r->min_return + 0.95 * s->running;
         s->have_running = true;
@@ -86,24 +92,35 @@ void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_s
     pthread_mutex_lock(&s->mu);
     s->updates++;
     s->log_updates++;
-    s->lag_sum += (double)lag;
-    s->lag_n++;
-    if (lag > s->lag_max) s->lag_max = lag;
-    s->log_lag_sum += (double)lag;
-    s->log_lag_n++;
-    if (lag > s->log_lag_max) s->log_lag_max = lag;
-    s->lag_hist[lag < 0 ? 0 : lag >= RUN_STATS_LAG_BINS ? RUN_STATS_LAG_BINS - 1 : lag]++;
+    /* Sync mode: every sample of an update comes from the version its
+     * rollout began at, and the update's index within the rollout (epochs
+     * x minibatches) is PPO's design, not staleness: no lag is recorded. */
+    if (s->cfg.mode == RL_MODE_ASYNC) {
+        s->lag_sum += (double)lag;
+        s->lag_n++;
+        if (lag > s->lag_max) s->lag_max = lag;
+        s->log_lag_sum += (double)lag;
+        s->log_lag_n++;
+        if (lag > s->log_lag_max) s->log_lag_max = lag;
+        s->lag_hist[lag < 0 ? 0 : lag >= RUN_STATS_LAG_BINS ? RUN_STATS_LAG_BINS - 1 : lag]++;
+    }
     if (st) {
-        s->last = *st;
-        s->have_loss = true;
+        s->iv_sum.policy_loss += st->policy_loss;
+        s->iv_sum.value_loss += st->value_loss;
+        s->iv_sum.entropy += st->entropy;
+        s->iv_sum.approx_kl += st->approx_kl;
+        s->iv_sum.clipfrac += st->clipfrac;
+        s->iv_n++;
     }
     pthread_mutex_unlock(&s->mu);
 }
 
+/* README's one rule for every algorithm: the mean return of the last 100
+ * episodes reaches the target (REINFORCE's running reward is reported, not
+ * judged). */
 static bool solved_locked(struct run_stats *s)
 {
     if (isnan(s->target)) return false;
-    if (s->cfg.running_reward) return s->have_running && s->running > s->target;
     return s->win.n >= s->win.cap && rl_window_mean(&s->win) >= s->target;
 }
 
@@ -270,11 +287,15 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     window_range(&s->win, &iv->return_min, &iv->return_max);
     iv->length_mean = s->len_win.n ? rl_window_mean(&s->len_win) : NAN;
     iv->running_reward = s->cfg.running_reward ? s->running : NAN;
-    iv->policy_loss = s->have_loss ? s->last.policy_loss : NAN;
-    iv->value_loss = s->have_loss && s->cfg.algo != RL_ALGO_REINFORCE ? s->last.value_loss : NAN;
-    iv->entropy = s->have_loss && s->cfg.algo != RL_ALGO_REINFORCE ? s->last.entropy : NAN;
-    iv->approx_kl = s->have_loss && s->cfg.algo == RL_ALGO_PPO ? s->last.approx_kl : NAN;
-    iv->clipfrac = s->have_loss && s->cfg.algo == RL_ALGO_PPO ? s->last.clipfrac : NAN;
+    double n = s->iv_n ? (double)s->iv_n : NAN;   /* means over the interval's updates */
+    bool ac = s->cfg.algo != RL_ALGO_REINFORCE, ppo = s->cfg.algo == RL_ALGO_PPO;
+    iv->policy_loss = s->iv_sum.policy_loss / n;
+    iv->value_loss = ac ? s->iv_sum.value_loss / n : NAN;
+    iv->entropy = ac ? s->iv_sum.entropy / n : NAN;
+    iv->approx_kl = ppo ? s->iv_sum.approx_kl / n : NAN;
+    iv->clipfrac = ppo ? s->iv_sum.clipfrac / n : NAN;
+    iv->explained_var = ac && s->iv_ev_n ? s->iv_ev_sum / (double)s->iv_ev_n : NAN;
+    iv->first = s->intervals == 0;
     iv->lag_mean = s->log_lag_n ? s->log_lag_sum / (double)s->log_lag_n : NAN;
     iv->lag_max = s->log_lag_n ? (double)s->log_lag_max : NAN;
     iv->n_observers = s->cfg.observers;
@@ -287,20 +308,60 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     s->log_steps = s->log_updates = 0;
     s->log_lag_sum = 0;
     s->log_lag_n = s->log_lag_max = 0;
+    s->iv_sum = (struct rl_update_stats){ 0 };
+    s->iv_n = 0;
+    s->iv_ev_sum = 0;
+    s->iv_ev_n = 0;
     pthread_mutex_unlock(&s->mu);
     return true;
+}
+
+/* " name value" into buf at *n, or " name -" for NaN. */
+static void field(char *buf, size_t cap, size_t *n, const char *name, const char *fmt, double v)
+{
+    if (*n >= cap) return;
+    *n += (size_t)snprintf(buf + *n, cap - *n, "  %s ", name);
+    if (*n >= cap) return;
+    if (isnan(v)) *n += (size_t)snprintf(buf + *n, cap - *n, "-");
+    else *n += (size_t)snprintf(buf + *n, cap - *n, fmt, v);
 }
 
 void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interval *iv)
 {
     if (s->cfg.quiet) return;
-    char ret[64];
-    if (s->cfg.running_reward) snprintf(ret, sizeof ret, "running reward %7.2f", iv->running_reward);
-    else if (!isnan(iv->return_mean)) snprintf(ret, sizeof ret, "return %8.2f (last %d)", iv->return_mean, s->win.n);
-    else snprintf(ret, sizeof ret, "return        - (no episode yet)");
-    fprintf(f, "%7.1fs  steps %9lld  sps %8.0f  episodes %7lld  %s  version %6lld  lag %.2f/%.0f  updates/s %6.1f\n",
-            iv->wall_s, (long long)iv->env_steps, iv->sps, (long long)iv->episodes, ret, (long long)iv->version,
-            isnan(iv->lag_mean) ? 0.0 : iv->lag_mean, isnan(iv->lag_max) ? 0.0 : iv->lag_max, iv->updates_per_s);
+    bool async = s->cfg.mode == RL_MODE_ASYNC, ac = s->cfg.algo != RL_ALGO_REINFORCE, ppo = s->cfg.algo == RL_ALGO_PPO;
+    if (iv->first) {
+        fprintf(f, "progress every %gs: return and len: mean of the last 100 episodes; sps and upd/s: over the "
+                   "interval;\n", s->cfg.log_every_s);
+        fprintf(f, "  %s: means over the interval's updates%s%s\n",
+                ppo ? "pg (policy loss), vf (value loss), ent (entropy), kl (approx KL), clip (clip fraction)"
+                : ac ? "pg (policy loss), vf (value loss), ent (entropy)" : "loss (REINFORCE's policy loss)",
+                ac ? "; ev: explained variance of the interval's rollouts" : "; running: the running reward",
+                async ? "; lag: mean/max policy versions between a rollout and its updates" : "");
+    }
+    char line[512];
+    size_t n = (size_t)snprintf(line, sizeof line, "%7.1fs  steps %9lld  sps %7.0f  ep %6lld", iv->wall_s,
+                                (long long)iv->env_steps, iv->sps, (long long)iv->episodes);
+    field(line, sizeof line, &n, "return", "%8.2f", iv->return_mean);
+    field(line, sizeof line, &n, "len", "%6.1f", iv->length_mean);
+    if (ac) {
+        field(line, sizeof line, &n, "pg", "%+.4f", iv->policy_loss);
+        field(line, sizeof line, &n, "vf", "%.4g", iv->value_loss);
+        field(line, sizeof line, &n, "ent", "%.4f", iv->entropy);
+        if (ppo) {
+            field(line, sizeof line, &n, "kl", "%.5f", iv->approx_kl);
+            field(line, sizeof line, &n, "clip", "%.3f", iv->clipfrac);
+        }
+        field(line, sizeof line, &n, "ev", "%+.3f", iv->explained_var);
+    } else {
+        field(line, sizeof line, &n, "loss", "%+.4g", iv->policy_loss);
+        if (s->cfg.running_reward) field(line, sizeof line, &n, "running", "%7.2f", iv->running_reward);
+    }
+    field(line, sizeof line, &n, "upd/s", "%.1f", iv->updates_per_s);
+    if (async && n < sizeof line)
+        snprintf(line + n, sizeof line - n, "  lag %.1f/%.0f", isnan(iv->lag_mean) ? 0.0 : iv->lag_mean,
+                 isnan(iv->lag_max) ? 0.0 : iv->lag_max);
+    fprintf(f, "%s\n", line);
     fflush(f);
 }
 
@@ -330,15 +391,22 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
     fprintf(f, ",\"updates\":%lld,\"episodes\":%lld", (long long)s->updates, (long long)s->episodes);
     json_num(f, "updates_per_s", s->updates / fmax(wall, 1e-9));
     json_num(f, "return_mean", s->win.n ? rl_window_mean(&s->win) : NAN);
+    fprintf(f, ",\"episodes_judged\":%d", s->win.n);
+    /* what "solved" judged: one rule for every algorithm (README) */
+    json_num(f, "target", s->target);
+    fprintf(f, ",\"solved_when\":\"return_mean of the last 100 episodes >= target\"");
     if (s->cfg.running_reward) json_num(f, "running_reward", s->running);
-    json_num(f, "lag_mean", s->lag_n ? s->lag_sum / (double)s->lag_n : 0.0);
-    fprintf(f, ",\"lag_p95\":%lld,\"lag_max\":%lld", (long long)lag_quantile(s, 0.95), (long long)s->lag_max);
-    fprintf(f, ",\"lag_hist\":[");
-    int last = 0;
-    for (int i = 0; i < RUN_STATS_LAG_BINS; i++)
-        if (s->lag_hist[i]) last = i;
-    for (int i = 0; i <= last; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)s->lag_hist[i]);
-    fprintf(f, "]");
+    /* policy lag is an async figure: sync updates use one version's samples */
+    if (s->cfg.mode == RL_MODE_ASYNC) {
+        json_num(f, "lag_mean", s->lag_n ? s->lag_sum / (double)s->lag_n : 0.0);
+        fprintf(f, ",\"lag_p95\":%lld,\"lag_max\":%lld", (long long)lag_quantile(s, 0.95), (long long)s->lag_max);
+        fprintf(f, ",\"lag_hist\":[");
+        int last = 0;
+        for (int i = 0; i < RUN_STATS_LAG_BINS; i++)
+            if (s->lag_hist[i]) last = i;
+        for (int i = 0; i <= last; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)s->lag_hist[i]);
+        fprintf(f, "]");
+    }
     json_num(f, "agent_busy_frac", s->busy_s / fmax(wall, 1e-9));
     /* The agent's own sockets: every observer's traffic passes through them
      * (observers call only the agent), their heartbeats to each other not. */

@@ -23,7 +23,8 @@ void run_stats_free(struct run_stats *s);
 void run_stats_report(struct run_stats *s, const struct rl_report *r);
 /* One iteration of the sync REINFORCE example: running reward update. */
 void run_stats_running(struct run_stats *s, double min_reward);
-/* An optimizer update with this lag and these loss statistics. */
+/* An optimizer update with this lag (async mode; ignored in sync mode)
+ * and these loss statistics. */
 void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_stats *st);
 
 /* Adds agent time spent computing (forward, backward, optimizer step). */
@@ -53,8 +54,12 @@ struct run_interval {
     double sps, updates_per_s;      /* over the interval */
     double return_mean, return_min, return_max, length_mean;   /* last 100 episodes; NaN before one */
     double running_reward;          /* NaN unless the preset uses it */
-    double policy_loss, value_loss, entropy, approx_kl, clipfrac;   /* last update; NaN before one */
-    double lag_mean, lag_max;       /* over the interval's updates; NaN without one */
+    /* means over the interval's updates; NaN without one, or where the
+     * algorithm has no such figure */
+    double policy_loss, value_loss, entropy, approx_kl, clipfrac;
+    double explained_var;           /* mean over the interval's rollouts (PPO/A2C) */
+    double lag_mean, lag_max;       /* over the interval's updates (async only); NaN without one */
+    bool first;                     /* the run's first interval (the progress line's legend goes first) */
     double observer_sps[RL_MAX_OBSERVERS];
     int n_observers;
 };
@@ -68,9 +73,10 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
 
 /* Prints the progress line of an interval (unless --quiet). */
 void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interval *iv);
-/* The one-line JSON summary: counts, rates, lag mean/p95/max and its
- * histogram (lag_hist[i]: updates with lag i; the last bin collects lags
- * >= RUN_STATS_LAG_BINS - 1), agent_busy_frac. */
+/* The one-line JSON summary: counts, rates, what "solved" judged (target,
+ * solved_when), in async mode the policy lag mean/p95/max and its histogram
+ * (lag_hist[i]: updates with lag i; the last bin collects lags >=
+ * RUN_STATS_LAG_BINS - 1; sync mode has no lag), agent_busy_frac. */
 void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, int observers_rejoined,
                        const char *stopped_by);
 

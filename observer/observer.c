@@ -286,6 +286,7 @@ static int rollout(struct observer *o)
     memcpy(ro->next_values, tensor_data(out.value), (size_t)B * sizeof(float));
     rl_policy_out_clear(&out);
     rl_rollout_advantages(ro, o->cfg.gamma, o->cfg.gae_lambda);
+    o->report.explained_var = ro->explained_var;
     return 0;
 }
 
@@ -384,6 +385,7 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
 static struct tensor *episode(struct observer *o)
 {
     memset(&o->report, 0, sizeof o->report);
+    o->report.explained_var = NAN;
     int64_t is[2] = { 1, 1 };
     int n = 0;
     bool done = false;
@@ -440,6 +442,7 @@ static int fn_episode(struct rpc_request *req, const struct rpc_value *args, str
                                                   : episode(o);
     if (rep.loss) {
         rep.report = o->report;
+        rep.stats.policy_loss = *(const float *)tensor_data(rep.loss);   /* REINFORCE's own loss */
         *res = rl_loss_reply_pack(&rep);
     }
     pthread_mutex_unlock(&o->mu);
@@ -459,6 +462,7 @@ static int async_update(struct observer *o, int epoch, int mb, bool first, bool 
     struct rl_update_req u = { .ctx = ctx, .version0 = o->report.version0, .has_report = first };
     struct tensor *loss = o->cfg.algo == RL_ALGO_REINFORCE ? episode(o) : minibatch_loss(o, epoch, mb, 1.0, &u.stats);
     int rc = loss ? 0 : -1;
+    if (loss && o->cfg.algo == RL_ALGO_REINFORCE) u.stats.policy_loss = *(const float *)tensor_data(loss);
     if (rc == 0 && dist_autograd_backward(ctx, 1, &loss, false) != 0)
         rc = rl_set_error("backward: %s", rpc_last_error());
     if (rc == 0) {

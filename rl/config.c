@@ -199,7 +199,8 @@ static const struct flag flags[] = {
                                          "the observers included (0: no limit; a resumed run gets this many more)"),
     F("max-updates", T_I64, max_updates, "stop (exit 1) after this many optimizer updates (0: no limit)"),
     F("target", T_DBL, target, "solved (exit 0) when the mean return of the last 100 episodes\n"
-                               "reaches this (default: the env's reward threshold)"),
+                               "reaches this, for every algorithm (REINFORCE's running reward is\n"
+                               "reported, not judged; default: the env's reward threshold)"),
     F("log-every", T_DBL, log_every_s, "seconds between progress lines"),
     F("heartbeat-timeout", T_INT, heartbeat_timeout_ms, "ms of silence after which a peer is dead"),
     F("quiet", T_BOOL, quiet, "no progress lines (the summary line is still printed)"),
@@ -629,16 +630,28 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
 
 void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
 {
-    char hid[64] = "";
+    char hid[64] = "", shape[128], update[128];
     size_t n = 0;
     for (int i = 0; i < c->n_hidden && n < sizeof hid; i++)
         n += (size_t)snprintf(hid + n, sizeof hid - n, "%s%d", i ? "-" : "", c->hidden[i]);
-    snprintf(out, cap,
-             "%s %s (preset %s) on %s: %d observers x %d envs x %d steps, %s %s, lr %g, gamma %g, "
-             "lambda %g, %d epochs x %d minibatches, policy on %s, seed %llu",
-             rl_mode_name(c->mode), rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, c->observers,
-             c->envs_per_observer, c->steps_per_rollout, hid, c->tanh ? "tanh" : "relu", c->lr, c->gamma,
-             c->gae_lambda, c->epochs, c->minibatches, c->cuda ? "cuda" : "cpu", (unsigned long long)c->seed);
+    const char *obs = c->observers == 1 ? "observer" : "observers";
+    if (c->algo == RL_ALGO_REINFORCE) {
+        /* what applies to REINFORCE: one whole episode per observer per update */
+        snprintf(shape, sizeof shape, "%d %s x 1 episode per update", c->observers, obs);
+        snprintf(update, sizeof update, "gamma %g", c->gamma);
+    } else {
+        snprintf(shape, sizeof shape, "%d %s x %d env%s x %d steps", c->observers, obs, c->envs_per_observer,
+                 c->envs_per_observer == 1 ? "" : "s", c->steps_per_rollout);
+        if (c->algo == RL_ALGO_PPO)
+            snprintf(update, sizeof update, "gamma %g, lambda %g, %d epoch%s x %d minibatch%s, clip %g", c->gamma,
+                     c->gae_lambda, c->epochs, c->epochs == 1 ? "" : "s", c->minibatches,
+                     c->minibatches == 1 ? "" : "es", c->clip);
+        else
+            snprintf(update, sizeof update, "gamma %g, lambda %g", c->gamma, c->gae_lambda);
+    }
+    snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s, lr %g, %s, policy on %s, seed %llu", rl_mode_name(c->mode),
+             rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid, c->tanh ? "tanh" : "relu",
+             c->lr, update, c->cuda ? "cuda" : "cpu", (unsigned long long)c->seed);
 }
 
 /* ---- wire form -------------------------------------------------------------- */

@@ -142,23 +142,24 @@ void rl_report_add(struct rl_report *r, double ret, int len)
 
 struct rpc_value rl_report_pack(const struct rl_report *r)
 {
-    struct rpc_value v = rpc_list(6);
+    struct rpc_value v = rpc_list(7);
     v.list.items[0] = rpc_int(r->steps);
     v.list.items[1] = rpc_int(r->version0);
     v.list.items[2] = rpc_int(r->episodes);
     v.list.items[3] = rpc_bytes(r->returns, (size_t)r->n_returns * sizeof r->returns[0]);
     v.list.items[4] = rpc_bytes(r->lengths, (size_t)r->n_returns * sizeof r->lengths[0]);
     v.list.items[5] = rpc_double(r->min_return);
+    v.list.items[6] = rpc_double(r->explained_var);
     return v;
 }
 
 int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
 {
     memset(r, 0, sizeof *r);
-    if (!is_list(v, 6) || v->list.items[0].kind != RPC_INT || v->list.items[1].kind != RPC_INT ||
+    if (!is_list(v, 7) || v->list.items[0].kind != RPC_INT || v->list.items[1].kind != RPC_INT ||
         v->list.items[2].kind != RPC_INT || v->list.items[3].kind != RPC_BYTES || v->list.items[4].kind != RPC_BYTES ||
-        v->list.items[5].kind != RPC_DOUBLE)
-        return rl_set_error("report: expected (steps, version0, episodes, returns, lengths, min)");
+        v->list.items[5].kind != RPC_DOUBLE || v->list.items[6].kind != RPC_DOUBLE)
+        return rl_set_error("report: expected (steps, version0, episodes, returns, lengths, min, explained_var)");
     size_t nb = v->list.items[3].str.len, nl = v->list.items[4].str.len;
     if (nb % sizeof(double) || nb / sizeof(double) > RL_REPORT_EPISODES || nl != nb / sizeof(double) * sizeof(int))
         return rl_set_error("report: bad returns/lengths sizes (%zu, %zu bytes)", nb, nl);
@@ -170,6 +171,7 @@ int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
     memcpy(r->returns, v->list.items[3].str.ptr, nb);
     memcpy(r->lengths, v->list.items[4].str.ptr, nl);
     r->min_return = v->list.items[5].d;
+    r->explained_var = v->list.items[6].d;
     for (int i = 0; i < r->n_returns; i++)
         if (!isfinite(r->returns[i]) || r->lengths[i] < 0) return rl_set_error("report: a non-finite return or negative length");
     return 0;

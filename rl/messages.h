@@ -72,6 +72,7 @@ struct rl_report {
     double returns[RL_REPORT_EPISODES];
     int lengths[RL_REPORT_EPISODES];
     double min_return;                  /* PyTorch example's running reward uses the smallest */
+    double explained_var;               /* of the rollout's values for its returns; NaN: none (REINFORCE) */
 };
 /* Adds a finished episode. */
 void rl_report_add(struct rl_report *r, double ret, int len);

@@ -107,3 +107,22 @@ void rl_permutation(int n, uint64_t *rng, int *out)
         out[j] = tmp;
     }
 }
+
+double rl_explained_variance(const float *y_pred, const float *y, int n)
+{
+    if (n < 1) return NAN;
+    double my = 0, md = 0;
+    for (int i = 0; i < n; i++) {
+        my += y[i];
+        md += (double)y[i] - y_pred[i];
+    }
+    my /= n;
+    md /= n;
+    double vy = 0, vd = 0;
+    for (int i = 0; i < n; i++) {
+        double a = y[i] - my, d = (double)y[i] - y_pred[i] - md;
+        vy += a * a;
+        vd += d * d;
+    }
+    return vy == 0 ? NAN : 1.0 - vd / vy;
+}

@@ -58,6 +58,11 @@ void rl_window_push(struct rl_window *w, double x);
 /* Mean of the values held; 0 when empty. */
 double rl_window_mean(const struct rl_window *w);
 
+/* Explained variance of predictions y_pred for targets y (CleanRL's
+ * 1 - Var[y - y_pred] / Var[y], population variances): 1 perfect, 0 no
+ * better than the mean, negative worse. NaN when Var[y] is 0 or n < 1. */
+double rl_explained_variance(const float *y_pred, const float *y, int n);
+
 /* A uniformly random permutation of 0..n-1 into out (Fisher–Yates, unbiased
  * bounded draws from env_rng_next of envs/env.h), advancing *rng: the same
  * seed gives the same permutation. n <= 0 writes nothing. */

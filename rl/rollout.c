@@ -60,6 +60,7 @@ void rl_rollout_advantages(struct rl_rollout *r, double gamma, double lambda)
 {
     rl_gae(r->T, r->B, gamma, lambda, r->rewards, r->values, r->terminated, r->truncated, r->final_values,
            r->next_values, r->adv, r->ret);
+    r->explained_var = rl_explained_variance(r->values, r->ret, r->T * r->B);
 }
 
 int rl_rollout_gather(const struct rl_rollout *r, int start, int n, struct tensor **obs, struct tensor **actions,

@@ -20,13 +20,15 @@ struct rl_rollout {
     bool *terminated, *truncated;   /* [T*B] */
     float *next_values;             /* [B] */
     int *perm;                      /* [T*B] */
+    double explained_var;           /* of values for ret, by rl_rollout_advantages */
 };
 
 /* Allocates every buffer (zeroed). 0, or -1 with rl_last_error(). */
 int rl_rollout_init(struct rl_rollout *r, int T, int B, int obs_dim, bool discrete, int act_dim);
 void rl_rollout_deinit(struct rl_rollout *r);
 
-/* advantages and returns by rl_gae over the buffer. */
+/* advantages and returns by rl_gae over the buffer, and how much of the
+ * returns' variance the values explained (rl_explained_variance). */
 void rl_rollout_advantages(struct rl_rollout *r, double gamma, double lambda);
 
 /* The rows perm[start .. start+n) as new CPU tensors: obs f32 [n,obs_dim],

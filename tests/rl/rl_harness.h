@@ -228,12 +228,18 @@ static inline bool jbool(const cJSON *j, const char *key)
 static inline void check_summary_shape(const cJSON *j)
 {
     static const char *const nums[] = { "observers", "envs_per_observer", "env_steps", "wall_s", "sps", "updates",
-                                        "episodes", "updates_per_s", "lag_mean", "lag_max", "observers_lost",
-                                        "observers_rejoined", NULL };
+                                        "episodes", "updates_per_s", "observers_lost", "observers_rejoined", NULL };
     static const char *const strs[] = { "stopped_by", "mode", "algo", "env", NULL };
+    static const char *const lags[] = { "lag_mean", "lag_p95", "lag_max", "lag_hist", NULL };
     jbool(j, "solved");
     for (int i = 0; nums[i]; i++) jnum(j, nums[i]);
     for (int i = 0; strs[i]; i++) jstr(j, strs[i]);
+    ck_assert_str_eq(jstr(j, "solved_when"), "return_mean of the last 100 episodes >= target");
+    /* policy lag is an async figure: a sync summary has none */
+    bool async = strcmp(jstr(j, "mode"), "async") == 0;
+    for (int i = 0; lags[i]; i++)
+        ck_assert_msg((cJSON_GetObjectItemCaseSensitive(j, lags[i]) != NULL) == async, "summary of a %s run %s '%s'",
+                      jstr(j, "mode"), async ? "without" : "with", lags[i]);
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "return_mean");
     ck_assert_msg(cJSON_IsNumber(r) || cJSON_IsNull(r), "summary: return_mean is neither a number nor null");
 }

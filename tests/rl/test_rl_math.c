@@ -353,6 +353,20 @@ START_TEST(test_window)
 }
 END_TEST
 
+/* Explained variance, against values worked by hand: a perfect fit 1, the
+ * targets' mean 0, a shuffle of y = 1..4 (residuals -1,1,-1,1: variance 1
+ * of y's 1.25) 0.2, constant targets NaN. */
+START_TEST(test_explained_variance)
+{
+    const float y[4] = { 1, 2, 3, 4 }, mean[4] = { 2.5f, 2.5f, 2.5f, 2.5f }, shuf[4] = { 2, 1, 4, 3 };
+    ck_assert_double_eq(rl_explained_variance(y, y, 4), 1.0);
+    ck_assert_double_eq(rl_explained_variance(mean, y, 4), 0.0);
+    ck_assert_double_eq_tol(rl_explained_variance(shuf, y, 4), 0.2, 1e-12);
+    ck_assert(isnan(rl_explained_variance(y, mean, 4)));
+    ck_assert(isnan(rl_explained_variance(y, y, 0)));
+}
+END_TEST
+
 START_TEST(test_permutation)
 {
     enum { N = 257 };
@@ -853,6 +867,7 @@ static Suite *rl_math_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("window_and_permutation");
     tcase_add_test(tc, test_window);
+    tcase_add_test(tc, test_explained_variance);
     tcase_add_test(tc, test_permutation);
     tcase_add_test(tc, test_permutation_uniform);
     suite_add_tcase(s, tc);

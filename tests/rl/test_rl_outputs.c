@@ -76,8 +76,8 @@ static void rm_rf2(const char *dir)
 
 static const char *const columns =
     "env_steps,wall_s,sps,episodes,return_mean,return_min,return_max,length_mean,running_reward,policy_loss,"
-    "value_loss,entropy,approx_kl,clipfrac,lr,version,lag_mean,lag_max,updates,updates_per_s,sps_observer1,"
-    "sps_observer2";
+    "value_loss,entropy,approx_kl,clipfrac,explained_variance,lr,version,lag_mean,lag_max,updates,updates_per_s,"
+    "sps_observer1,sps_observer2";
 
 START_TEST(test_logdir_files)
 {
@@ -119,7 +119,9 @@ START_TEST(test_logdir_files)
         ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "env_steps")));
         ck_assert(cJSON_IsNull(cJSON_GetObjectItem(o, "running_reward")));
         ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(o, "sps_observer2")));
-        ck_assert_int_eq(cJSON_GetArraySize(o), 22);
+        /* sync mode: no policy lag */
+        ck_assert(cJSON_IsNull(cJSON_GetObjectItem(o, "lag_mean")) && cJSON_IsNull(cJSON_GetObjectItem(o, "lag_max")));
+        ck_assert_int_eq(cJSON_GetArraySize(o), 23);
         cJSON_Delete(o);
         line = nl + 1;
     }
@@ -137,11 +139,24 @@ START_TEST(test_logdir_files)
     ck_assert_msg(tfevents_read_scalars(events, &sc, &n) == 0, "%s", rl_last_error());
     int found = 0;
     for (int i = 0; i < n; i++)
-        if (strcmp(sc[i].tag, "return_mean") == 0 && sc[i].step == (int64_t)csv_steps) {
+        if (strcmp(sc[i].tag, "charts/episodic_return") == 0 && sc[i].step == (int64_t)csv_steps) {
             ck_assert_float_eq_tol(sc[i].value, (float)csv_return, 1e-4f * fabsf((float)csv_return) + 1e-6f);
             found++;
         }
-    ck_assert_msg(found == 1, "return_mean at step %g found %d times among %d scalars", csv_steps, found, n);
+    ck_assert_msg(found == 1, "charts/episodic_return at step %g found %d times among %d scalars", csv_steps, found, n);
+    /* tags grouped as CleanRL's: charts/ and losses/ */
+    static const char *const want_tags[] = { "charts/SPS", "charts/episodic_length", "charts/learning_rate",
+                                             "losses/policy_loss", "losses/value_loss", "losses/entropy",
+                                             "losses/approx_kl", "losses/clipfrac", "losses/explained_variance",
+                                             "observers/sps_observer2", NULL };
+    for (int t = 0; want_tags[t]; t++) {
+        int k = 0;
+        while (k < n && strcmp(sc[k].tag, want_tags[t]) != 0) k++;
+        ck_assert_msg(k < n, "no scalar tagged %s", want_tags[t]);
+    }
+    for (int k = 0; k < n; k++)
+        ck_assert_msg(strncmp(sc[k].tag, "charts/", 7) == 0 || strncmp(sc[k].tag, "losses/", 7) == 0 ||
+                          strncmp(sc[k].tag, "observers/", 10) == 0, "ungrouped tag %s", sc[k].tag);
     tfevents_scalars_free(sc, n);
     /* config.json is a --config file that gives the same run */
     char cfgpath[600];
@@ -322,6 +337,40 @@ START_TEST(test_reproducible_and_resume)
     rm_rf2(d2);
     rm_rf2(d3);
     rm_rf2(d4);
+}
+END_TEST
+
+/* REINFORCE's metrics rows carry its real policy loss (they carried 0),
+ * and nulls for the figures it has not (value loss, entropy, KL, clip
+ * fraction, explained variance). */
+START_TEST(test_reinforce_metrics)
+{
+    char dir[] = "/tmp/test_rl_rfm_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *args[] = { "--preset", "pytorch-rl-example", "--observers", "2", "--max-steps", "3000",
+                           "--log-every", "0.1", "--logdir", dir, "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    char *jsonl = slurp(dir, "metrics.jsonl");
+    int rows = 0, nonzero = 0;
+    for (char *line = jsonl; *line; rows++) {
+        char *nl = strchr(line, '\n');
+        ck_assert_ptr_nonnull(nl);
+        *nl = '\0';
+        cJSON *o = cJSON_Parse(line);
+        ck_assert_ptr_nonnull(o);
+        const cJSON *pl = cJSON_GetObjectItem(o, "policy_loss");
+        if (cJSON_IsNumber(pl) && pl->valuedouble != 0) nonzero++;
+        static const char *const none[] = { "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance",
+                                            "lag_mean", NULL };
+        for (int i = 0; none[i]; i++)
+            ck_assert_msg(cJSON_IsNull(cJSON_GetObjectItem(o, none[i])), "%s in a REINFORCE row: %s", none[i], line);
+        cJSON_Delete(o);
+        line = nl + 1;
+    }
+    ck_assert_msg(rows >= 2 && nonzero == rows, "%d of %d rows with a non-zero policy loss", nonzero, rows);
+    free(jsonl);
+    rm_rf2(dir);
 }
 END_TEST
 
@@ -534,6 +583,7 @@ int main(void)
     tcase_add_test(tc, test_config_file_errors);
     tcase_add_test(tc, test_reproducible_and_resume);
     tcase_add_test(tc, test_logdir_refused);
+    tcase_add_test(tc, test_reinforce_metrics);
     tcase_add_test(tc, test_export_independent_reader);
     tcase_add_test(tc, test_checkpoint_kill_and_bitflip);
     suite_add_tcase(s, tc);
