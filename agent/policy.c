@@ -67,41 +67,11 @@ static void collect_params(struct policy *p)
     for (int i = 0; i < nc; i++) p->params[na + i] = p->critic->params[i];
 }
 
-/* Forward of obs (CPU) on the policy's device; outputs moved to the CPU
- * (recorded when grad is on). Caller holds fwd_mu. */
+/* Forward of obs (CPU) on the policy's device (rl_arch_forward), with the
+ * version. Caller holds fwd_mu. */
 static int forward(struct policy *p, struct tensor *obs, struct rl_policy_out *o)
 {
-    memset(o, 0, sizeof *o);
-    struct tensor *x = p->dev == DEVICE_CPU ? tensor_retain(obs) : tensor_to(obs, p->dev);
-    if (!x) return -1;
-    struct tensor *out[NN_MAX_IO + 1] = { 0 };
-    int n_out = 0;
-    int rc = nn_forward(p->actor, 1, &x, &n_out, out);
-    CHECK(rc != 0 || n_out == (p->shape.gaussian ? 2 : 1));
-    if (rc == 0 && p->critic) {
-        struct tensor *v = nn_forward1(p->critic, x);
-        int64_t len = x->shape[0];
-        out[n_out] = v ? tensor_reshape(v, 1, &len) : NULL;
-        tensor_free(v);
-        if (!out[n_out++]) rc = -1;
-    }
-    tensor_free(x);
-    struct tensor *cpu[NN_MAX_IO + 1] = { 0 };
-    for (int i = 0; i < n_out; i++) {
-        if (rc == 0) {
-            cpu[i] = p->dev == DEVICE_CPU ? tensor_retain(out[i]) : tensor_to(out[i], DEVICE_CPU);
-            if (!cpu[i]) rc = -1;
-        }
-        tensor_free(out[i]);
-    }
-    if (rc != 0) {
-        for (int i = 0; i < n_out; i++) tensor_free(cpu[i]);
-        return -1;
-    }
-    int k = 0;
-    o->a = cpu[k++];
-    o->log_std = p->shape.gaussian ? cpu[k++] : NULL;
-    o->value = p->shape.value_head ? cpu[k++] : NULL;
+    if (rl_arch_forward(&p->shape, p->actor, p->critic, p->dev, obs, o) != 0) return -1;
     o->version = dist_optim_local_version();
     return 0;
 }
