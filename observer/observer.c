@@ -294,6 +294,9 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
     pthread_mutex_unlock(&o->mu);
     tensor_free(loss);
     rl_loss_req_clear(&m);
+    /* this observer's part of the update is over: its copy of the context
+     * goes without a message (the agent frees its own after the step) */
+    dist_autograd_release_local(ctx);
     return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
 }
 
@@ -410,9 +413,9 @@ static int async_update(struct observer *o, int epoch, int mb, bool first, bool 
         rpc_value_clear(&r);
     }
     tensor_free(loss);
-    /* the agent's reply comes after its step: nothing here needs the
-     * context any more, so its release does not wait for the agent */
-    dist_autograd_release_nowait(ctx);
+    /* the agent's reply comes after its step, and it frees its own copy of
+     * the context then: this one goes without a message */
+    dist_autograd_release_local(ctx);
     return rc;
 }
 
