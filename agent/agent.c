@@ -538,14 +538,16 @@ static int train_sync(struct agent *a, const char **why)
 
 /* ---- async mode ------------------------------------------------------------------------ */
 
-/* rl_update(ctx, version0, report, stats) -> (stop): steps the policy with
- * the gradients the observer's backward left in ctx here. */
+/* rl_update(ctx, version0, report, stats, next_obs) -> (stop, out): steps
+ * the policy with the gradients the observer's backward left in ctx here,
+ * then evaluates its next minibatch (with graph, in the request's context)
+ * when it sent one. */
 static int fn_update(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct agent *a = the_agent;
     struct rl_update_req m;
     if (!a) return rpc_request_fail(req, "update: no training in progress");
-    if (rl_update_req_unpack(args, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
+    if (rl_update_req_unpack(args, a->spec->obs.dim, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
@@ -570,8 +572,14 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     /* the observer's context is done with here; it frees its own copy when
      * this reply reaches it */
     dist_autograd_release_local(m.ctx);
+    if (rc == 0 && !rep.stop && m.next_obs) {
+        if (policy_evaluate(a->policy, m.next_obs, &rep.out) != 0) rc = rpc_request_fail(req, "update: %s", rpc_last_error());
+        else rep.has_out = true;
+    }
+    rl_update_req_clear(&m);
     if (rc != 0) return rc;
     *res = rl_update_reply_pack(&rep);
+    rl_update_reply_clear(&rep);
     return 0;
 }
 
