@@ -23,7 +23,8 @@ static void usage(FILE *f)
             "The env, sizes and algorithm come from the agent (tributary-agent --help).\n"
             "To rejoin a running job after an observer was lost, start one with its --rank.\n"
             "\n"
-            "  --master tcp://H:P      the agent's rendezvous (default: MASTER_ADDR/MASTER_PORT)\n"
+            "  --master tcp://H:P      the agent's rendezvous (default: MASTER_ADDR/MASTER_PORT, else\n"
+            "                          tcp://127.0.0.1:29500, the agent's default)\n"
             "  --rank R                this observer's rank, 1..N (default: RANK or SLURM_PROCID)\n"
             "  --world-size W          N observers + 1 (default: WORLD_SIZE or SLURM_NTASKS)\n"
             "  --name NAME             worker name (default: observer<rank>)\n"
@@ -116,11 +117,12 @@ int main(int argc, char **argv)
         name = defname;
     }
     char env_master[256];
-    if (!master) {      /* as rpc_init will read it */
+    if (!master) {      /* as tributary-agent picks its own: MASTER_ADDR/MASTER_PORT, else 127.0.0.1:29500 */
         const char *a = getenv("MASTER_ADDR"), *p = getenv("MASTER_PORT");
-        snprintf(env_master, sizeof env_master, "tcp://%s:%s", a ? a : "127.0.0.1", p ? p : "0");
+        snprintf(env_master, sizeof env_master, "tcp://%s:%s", a && *a ? a : "127.0.0.1", p && *p ? p : "29500");
+        master = env_master;
     }
-    const char *addrs[] = { master ? master : env_master, bind_host ? bind_host : "127.0.0.1", NULL };
+    const char *addrs[] = { master, bind_host ? bind_host : "127.0.0.1", NULL };
     if (rl_security_resolve(&sec, addrs) != 0) {
         fprintf(stderr, PROG ": %s\n", rl_last_error());
         return 2;
@@ -130,5 +132,5 @@ int main(int argc, char **argv)
                           .default_timeout_ms = 120000, .init_timeout_ms = 120000, .heartbeat_ms = 200,
                           .heartbeat_timeout_ms = hb };
     if (sec.curve) rl_keys_apply(&sec.keys, &o);
-    return observer_run(&o);
+    return observer_run(&o, true);
 }

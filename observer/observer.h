@@ -20,8 +20,10 @@ void observer_free(struct observer *o);
 
 /* A whole observer process: dist_autograd_init, observer_new, rpc_init with
  * opts, serve until the agent shuts the world down. Messages go to stderr
- * prefixed with the worker's name. Returns the exit status (0, or 1 when
- * rpc_init failed or the agent was lost). */
-int observer_run(const struct rpc_opts *opts);
+ * prefixed with the worker's name; with announce (a process started on
+ * its own, not forked by tributary-train), also what it waits for while
+ * it waits for the agent, every few seconds, and when it joined. Returns
+ * the exit status (0, or 1 when rpc_init failed or the agent was lost). */
+int observer_run(const struct rpc_opts *opts, bool announce);
 
 #endif

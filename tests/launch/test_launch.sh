@@ -110,7 +110,10 @@ local)
   [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "exit status $rc, not 0 or 1"
   expect_summary "$tmp/l.out" 3 0
   [ "$(tail -n 1 "$tmp/l.out")" = "$(summary "$tmp/l.out")" ] || fail "the summary is not the last stdout line"
-  ! grep -v '^tributary-agent: listening on tcp://' "$tmp/l.err" | grep -q . || fail "stderr not empty"
+  # the agent says where it listens, each observer when it joined; nothing else
+  ! grep -v -e '^tributary-agent: listening on tcp://' -e '^observer[0-9]*: joined the agent at tcp://' "$tmp/l.err" |
+    grep -q . || fail "stderr not empty"
+  [ "$(grep -c '^observer[0-9]*: joined the agent at tcp://' "$tmp/l.err")" -eq 3 ] || fail "not 3 observers said they joined"
   no_leftovers "tcp://127.0.0.1:$port"
   # the run's directory: another run there is refused; --resume DIR alone
   # continues it with its 3 observers and its flags, the budget extended
@@ -169,7 +172,8 @@ EOF
   rc=$?
   [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "exit status $rc, not 0 or 1"
   expect_summary "$tmp/h.out" 2 0
-  ! grep -v '^tributary-agent: listening on tcp://' "$tmp/h.err" | grep -q . || fail "stderr not empty"
+  ! grep -v -e '^tributary-agent: listening on tcp://' -e '^observer[0-9]*: joined the agent at tcp://' "$tmp/h.err" |
+    grep -q . || fail "stderr not empty"
   no_leftovers "tcp://10.$x.$y.1:"
   ;;
 
@@ -219,7 +223,8 @@ sigint)
   [ $rc -eq 130 ] || fail "exit status $rc after SIGINT, not 130"
   [[ $(summary "$tmp/i.out") == *'"stopped_by":"SIGINT"'* ]] || fail "summary without \"stopped_by\":\"SIGINT\""
   grep -q '^launch: SIGINT: stopping the agent' "$tmp/i.err" || fail "no notice of the SIGINT on stderr"
-  if grep -v -e '^launch: SIGINT: stopping the agent' -e '^tributary-agent: listening on tcp://' "$tmp/i.err" | grep -q .; then
+  if grep -v -e '^launch: SIGINT: stopping the agent' -e '^tributary-agent: listening on tcp://' \
+       -e '^observer[0-9]*: joined the agent at tcp://' "$tmp/i.err" | grep -q .; then
     fail "unexpected stderr"
   fi
   # shellcheck disable=SC2086

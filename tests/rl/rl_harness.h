@@ -275,6 +275,17 @@ static inline long long wait_progress(struct rl_proc *p)
     }
 }
 
+/* A tributary-observer's stderr after its first line, which must say it
+ * joined ("observerN: joined the agent at tcp://...:P as rank N"). */
+static inline const char *after_joined(const char *err)
+{
+    const char *nl = strchr(err, '\n');
+    ck_assert_msg(nl && strstr(err, ": joined the agent at tcp://") && strstr(err, ": joined the agent at tcp://") < nl &&
+                      memmem(err, (size_t)(nl - err), " as rank ", 9),
+                  "stderr does not begin with the observer's 'joined' line:\n%s", err);
+    return nl + 1;
+}
+
 /* Whether p's stderr file holds `what` yet. */
 static inline bool err_has(const struct rl_proc *p, const char *what)
 {

@@ -405,7 +405,7 @@ START_TEST(test_same_key_trains)
     struct rl_proc obs;
     int rc = run_observer(&r, keys, &obs, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, obs.err);
-    ck_assert_str_eq(obs.err, "");
+    ck_assert_str_eq(after_joined(obs.err), "");
     rc = run_wait(&r.agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstderr:\n%s", rc, r.agent.err);
     assert_budget_summary(&r.agent, 1);

@@ -583,6 +583,85 @@ START_TEST(test_sigint_while_waiting)
 }
 END_TEST
 
+/* ---- waits that say what they wait for ------------------------------------------------ */
+
+/* Waits until p's stderr holds what, at most within_s seconds. */
+static void expect_err_within(struct rl_proc *p, const char *what, double within_s)
+{
+    double t0 = trib_now_s();
+    while (!err_has(p, what)) {
+        if (trib_now_s() - t0 > within_s || !rl_running(p)) {
+            char *err = slurp(p->err_fd);
+            ck_abort_msg("%s: no '%s' on stderr within %.0f s:\n%s", p->name, what, within_s, err);
+        }
+        usleep(20000);
+    }
+}
+
+/* tributary-observer with no agent says, within a few seconds and again
+ * every few, what it waits for; it defaults to the agent's default address
+ * (tcp://127.0.0.1:29500); once the agent comes, it says it joined. */
+START_TEST(test_observer_says_it_waits)
+{
+    const char *env[] = { NULL };
+    const char *dflt[] = { "--rank", "1", "--world-size", "2", NULL };
+    struct rl_proc o;
+    rl_start(&o, TRIB_OBSERVER_BIN, dflt, env);
+    expect_err_within(&o, "observer1: waiting for the agent at tcp://127.0.0.1:29500 (the run starts once the agent "
+                          "and all its observers have joined) (3 s so far)\n", 6);
+    rl_kill(&o);
+    rl_free(&o);
+    char master[64];
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_port());
+    const char *oargs[] = { "--rank", "1", "--world-size", "2", "--master", master, NULL };
+    rl_start(&o, TRIB_OBSERVER_BIN, oargs, NULL);
+    char want[256];
+    snprintf(want, sizeof want, "observer1: waiting for the agent at %s (the run starts once the agent and all its "
+                                "observers have joined) (8 s so far)\n", master);
+    expect_err_within(&o, want, 12);
+    const char *aargs[] = { "--observers", "1", "--master", master, "--max-updates", "2", "--quiet", NULL };
+    struct rl_proc a;
+    rl_start(&a, TRIB_AGENT_BIN, aargs, NULL);
+    snprintf(want, sizeof want, "observer1: joined the agent at %s as rank 1\n", master);
+    expect_err_within(&o, want, 60);
+    ck_assert_int_eq(rl_wait(&a, RUN_TIMEOUT_S), 1);
+    ck_assert_int_eq(rl_wait(&o, 60), 0);
+    rl_free(&a);
+    rl_free(&o);
+}
+END_TEST
+
+/* tributary-agent with no observers says what it waits for within a few
+ * seconds (how to start them included) and honours --max-seconds while it
+ * waits: it stops, saying so, with the summary of a run stopped by its
+ * budget. */
+START_TEST(test_agent_says_it_waits)
+{
+    char master[64];
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", free_port());
+    const char *args[] = { "--observers", "2", "--master", master, "--max-seconds", "4", NULL };
+    struct rl_proc p;
+    rl_start(&p, TRIB_AGENT_BIN, args, NULL);
+    double t0 = trib_now_s();
+    char what[256], want[512];
+    snprintf(what, sizeof what, "2 observers to join at %s (tributary-observer --master %s --rank R --world-size 3)",
+             master, master);
+    snprintf(want, sizeof want, "agent: waiting for %s (3 s so far)\n", what);
+    expect_err_within(&p, want, 6);
+    int rc = rl_wait(&p, 30);
+    ck_assert_msg(rc == 1, "exit %d\n%s", rc, p.err);
+    ck_assert_msg(trib_now_s() - t0 < 15, "stopped after %.1f s", trib_now_s() - t0);
+    snprintf(want, sizeof want, "agent: --max-seconds 4 passed while waiting for %s; stopping\n", what);
+    ck_assert_msg(strstr(p.err, want) != NULL, "stderr:\n%s", p.err);
+    cJSON *j = summary(&p);
+    check_summary_shape(j);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_double_eq(jnum(j, "env_steps"), 0);
+    cJSON_Delete(j);
+    rl_free(&p);
+}
+END_TEST
+
 /* ---- separate programs ------------------------------------------------------------ */
 
 /* tributary-agent and two tributary-observer processes, configured by
@@ -614,7 +693,11 @@ START_TEST(test_separate_programs)
     for (int i = 0; i < 2; i++) {
         rc = rl_wait(&obs[i], 60);
         ck_assert_msg(rc == 0, "observer%d exit %d\nstderr:\n%s", i + 1, rc, obs[i].err);
-        ck_assert_msg(obs[i].err[0] == '\0', "observer%d stderr:\n%s", i + 1, obs[i].err);
+        /* an observer says when it joined */
+        char joined[128];
+        snprintf(joined, sizeof joined, "observer%d: joined the agent at tcp://127.0.0.1:%s as rank %d\n", i + 1,
+                 port + strlen("MASTER_PORT="), i + 1);
+        ck_assert_str_eq(obs[i].err, joined);
         rl_free(&obs[i]);
     }
     cJSON_Delete(j);
@@ -764,6 +847,8 @@ static Suite *rl_train_suite(void)
     tcase_add_checked_fixture(tc, NULL, rl_kill_all);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_separate_programs);
+    tcase_add_test(tc, test_observer_says_it_waits);
+    tcase_add_test(tc, test_agent_says_it_waits);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("reproducible");
