@@ -3,11 +3,14 @@
  * exactly one episode (so short episodes are not over-counted). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <dirent.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
@@ -23,10 +26,11 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: " PROG " [options] POLICY\n"
+    fprintf(f, "Usage: " PROG " [options] POLICY|LOGDIR\n"
                "Runs a trained policy for N episodes and prints the mean +- std of the episode\n"
                "return and length. POLICY is the policy.safetensors that tributary-train --logdir\n"
-               "writes, or one of its checkpoints (LOGDIR/checkpoints/ckpt-*.trib).\n"
+               "writes, or one of its checkpoints (LOGDIR/checkpoints/ckpt-*.trib), or the run's\n"
+               "directory LOGDIR itself (its policy.safetensors, else its newest checkpoint).\n"
                "\n"
                "  --env ID|PATH.so   the env (default: the one the policy was trained on)\n"
                "  --episodes N       episodes (default 10); each runs in its own env, in parallel\n"
@@ -95,6 +99,29 @@ out:
     return rc;
 }
 
+/* DIR/policy.safetensors when the run wrote one, else the newest
+ * DIR/checkpoints/ckpt-*.trib (their names sort by update). 0 or -1. */
+static int pick_run_policy(const char *dir, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/policy.safetensors", dir);
+    if (access(out, R_OK) == 0) return 0;
+    char sub[3000], best[512] = "";
+    snprintf(sub, sizeof sub, "%s/checkpoints", dir);
+    DIR *d = opendir(sub);
+    if (!d) return -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "ckpt-", 5) == 0 && n > 5 && strcmp(e->d_name + n - 5, ".trib") == 0 &&
+            strcmp(e->d_name, best) > 0 && n < sizeof best)
+            snprintf(best, sizeof best, "%s", e->d_name);
+    }
+    closedir(d);
+    if (!best[0]) return -1;
+    snprintf(out, cap, "%s/%s", sub, best);
+    return 0;
+}
+
 static void json_str(const char *s)
 {
     putchar('"');
@@ -147,6 +174,16 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *path = argv[optind];
+    char picked[4096];
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* a run directory: its final policy, else its newest checkpoint */
+        if (pick_run_policy(path, picked, sizeof picked) != 0) {
+            fprintf(stderr, PROG ": %s: a directory without policy.safetensors or checkpoints/ckpt-*.trib\n", path);
+            return 1;
+        }
+        path = picked;
+    }
     struct rl_arch arch;
     char trained_env[512];
     struct nn_module *actor = NULL;
@@ -164,7 +201,7 @@ int main(int argc, char **argv)
     if (!spec) {
         fprintf(stderr, PROG ": %s\n", env_last_error());
         nn_module_free(actor);
-        return 1;
+        return env_arg ? 2 : 1;   /* an unknown --env is bad usage */
     }
     bool discrete = spec->act.kind == SPACE_DISCRETE;
     int A = discrete ? spec->act.n : spec->act.dim;

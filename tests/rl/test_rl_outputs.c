@@ -188,6 +188,17 @@ START_TEST(test_logdir_files)
     double ret = cJSON_GetObjectItem(o, "return_mean")->valuedouble;
     ck_assert(ret >= 8);
     cJSON_Delete(o);
+    /* the run's directory evaluates its policy.safetensors */
+    const char *dargs[] = { dir, "--episodes", "5", "--json", NULL };
+    rc = run(TRIB_EVAL_BIN, dargs, OUT, ERR, sizeof OUT);
+    ck_assert_msg(rc == 0, "eval of %s: exit %d: %s", dir, rc, ERR);
+    o = cJSON_Parse(OUT);
+    ck_assert_ptr_nonnull(o);
+    ck_assert_double_eq(cJSON_GetObjectItem(o, "return_mean")->valuedouble, ret);
+    cJSON_Delete(o);
+    /* an unknown --env is bad usage */
+    const char *bargs[] = { pol, "--env", "Nope-v0", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, bargs, OUT, ERR, sizeof OUT), 2);
     /* the run's last checkpoint evaluates to the same */
     char ckdir[700], ck[1024] = "";
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints", dir);
