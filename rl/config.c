@@ -13,6 +13,8 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "common/check.h"
+#include "envs/plugin.h"
 #include "optim/optim.h"
 #include "rl/metrics.h"
 #include "rl/rl.h"
@@ -217,6 +219,42 @@ static const struct flag flags[] = {
 #undef F
 #define N_FLAGS ((int)(sizeof flags / sizeof flags[0]))
 
+/* CleanRL's names for flags that mean the same here (one observer being
+ * CleanRL's one process). */
+static const struct { const char *alias, *name; } aliases[] = {
+    { "total-timesteps", "max-steps" }, { "num-envs", "envs-per-observer" }, { "num-steps", "steps-per-rollout" },
+    { "learning-rate", "lr" },           { "num-minibatches", "minibatches" }, { "update-epochs", "epochs" },
+    { "clip-coef", "clip" },             { "env-id", "env" },                  { NULL, NULL },
+};
+
+/* A flag's value in c, as the command line would give it. */
+static void format_flag(const struct rl_config *c, const struct flag *fl, char *buf, size_t cap)
+{
+    const char *p = (const char *)c + fl->off;
+    switch (fl->type) {
+    case T_INT: snprintf(buf, cap, "%d", *(const int *)p); break;
+    case T_I64: snprintf(buf, cap, "%lld", (long long)*(const int64_t *)p); break;
+    case T_U64: snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)p); break;
+    case T_DBL:
+        if (isnan(*(const double *)p)) snprintf(buf, cap, "the env's threshold");
+        else snprintf(buf, cap, "%g", *(const double *)p);
+        break;
+    case T_BOOL: snprintf(buf, cap, "%s", *(const bool *)p ? "on" : "off"); break;
+    case T_STR: snprintf(buf, cap, "%s", p[0] ? p : "none"); break;
+    case T_ALGO: snprintf(buf, cap, "%s", rl_algo_name(c->algo)); break;
+    case T_MODE: snprintf(buf, cap, "%s", rl_mode_name(c->mode)); break;
+    case T_ACT: snprintf(buf, cap, "%s", c->tanh ? "tanh" : "relu"); break;
+    case T_DEVICE: snprintf(buf, cap, "%s", c->cuda ? "cuda" : "cpu"); break;
+    case T_OPTIM: snprintf(buf, cap, "%s", optim_kind_name((enum optim_kind)c->optimizer)); break;
+    case T_HIDDEN: {
+        size_t n = 0;
+        buf[0] = '\0';
+        for (int k = 0; k < c->n_hidden && n < cap; k++) n += (size_t)snprintf(buf + n, cap - n, "%s%d", k ? "," : "", c->hidden[k]);
+        break;
+    }
+    }
+}
+
 void rl_config_usage(FILE *f)
 {
     fprintf(f, "  --overwrite            with --logdir DIR holding another run: remove that run's files\n"
@@ -230,6 +268,9 @@ void rl_config_usage(FILE *f)
                "                         a2c       A2C, 5-step returns, RMSprop (SB3 defaults)\n"
                "                         pendulum  PPO with a Gaussian head on Pendulum-v1\n"
                "                         pytorch-rl-example  REINFORCE as PyTorch's RPC RL example\n");
+    struct rl_config pre[8];
+    int np = 0;
+    for (; rl_preset_names[np] && np < 8; np++) CHECK(rl_config_preset(&pre[np], rl_preset_names[np]) == 0);
     for (int i = 0; i < N_FLAGS; i++) {
         char lhs[64];
         bool arg = flags[i].type != T_BOOL;
@@ -239,6 +280,21 @@ void rl_config_usage(FILE *f)
             fputc(*p, f);
             if (*p == '\n') fprintf(f, "  %-22s ", "");
         }
+        /* the default (preset ppo-fast's) and the presets that differ */
+        char dflt[160], v[160], line[600];
+        format_flag(&pre[0], &flags[i], dflt, sizeof dflt);
+        size_t n = (size_t)snprintf(line, sizeof line, "default %s", dflt);
+        bool first = true;
+        for (int k = 1; k < np && n < sizeof line; k++) {
+            format_flag(&pre[k], &flags[i], v, sizeof v);
+            if (strcmp(v, dflt) == 0) continue;
+            n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %s", first ? "; " : ", ", rl_preset_names[k], v);
+            first = false;
+        }
+        if (flags[i].off == offsetof(struct rl_config, cuda)) snprintf(line, sizeof line, "default as above");
+        fprintf(f, "\n  %-22s (%s)", "", line);
+        for (int a = 0; aliases[a].alias; a++)
+            if (strcmp(aliases[a].name, flags[i].name) == 0) fprintf(f, "\n  %-22s (also --%s, CleanRL's name)", "", aliases[a].alias);
         fputc('\n', f);
     }
 }
@@ -330,6 +386,8 @@ static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, b
 static const struct flag *find_flag(const char *name, bool *negated)
 {
     *negated = false;
+    for (int a = 0; aliases[a].alias; a++)
+        if (strcmp(aliases[a].alias, name) == 0) name = aliases[a].name;
     for (int k = 0; k < N_FLAGS; k++)
         if (strcmp(flags[k].name, name) == 0) return &flags[k];
     if (strncmp(name, "no-", 3) == 0)
@@ -625,6 +683,10 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
     cfg->overwrite = overwrite;
     if (!device_given) cfg->cuda = tensor_cuda_available();
     if (rl_config_check(cfg) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
+    /* an env that does not exist is bad usage, found before anything starts */
+    struct env_plugin *plugin = NULL;
+    if (!env_open(cfg->env, &plugin)) return usage_error(prog, "--env: %s%s", env_last_error(), "");
+    env_plugin_close(plugin);
     return claim_logdir(cfg, prog) == 0 ? -1 : 2;
 }
 

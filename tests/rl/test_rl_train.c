@@ -132,6 +132,41 @@ START_TEST(test_train_help)
                                             "--help", "Exit status: 0 solved", NULL };
     check_help(TRIB_TRAIN_BIN, "--help", "Usage: tributary-train [options]\n", mentions);
     check_help(TRIB_TRAIN_BIN, "-h", "Usage: tributary-train [options]\n", mentions);
+    /* defaults and the presets' values; CleanRL's names */
+    static const char *const values[] = {
+        "(default 4; ppo 1, a2c 2, pendulum 2)",
+        "(default 0.0025; ppo 0.00025, a2c 0.0007, pendulum 0.001, pytorch-rl-example 0.01)",
+        "(also --total-timesteps, CleanRL's name)", "(also --num-envs, CleanRL's name)",
+        "(also --num-steps, CleanRL's name)", "(also --learning-rate, CleanRL's name)",
+        "(also --num-minibatches, CleanRL's name)", "(also --update-epochs, CleanRL's name)", NULL };
+    check_help(TRIB_TRAIN_BIN, "--help", "Usage: tributary-train [options]\n", values);
+}
+END_TEST
+
+/* CleanRL's flag names set the same fields as ours: the header line of a
+ * run given them equals one given ours. */
+START_TEST(test_cleanrl_aliases)
+{
+    const char *ours[] = { "--observers", "1", "--max-steps", "1", "--envs-per-observer", "8", "--steps-per-rollout",
+                           "32", "--lr", "0.001", "--minibatches", "2", "--epochs", "2", "--clip", "0.1", "--device",
+                           "cpu", "--quiet", NULL };
+    const char *theirs[] = { "--observers", "1", "--total-timesteps", "1", "--num-envs", "8", "--num-steps", "32",
+                             "--learning-rate", "0.001", "--num-minibatches", "2", "--update-epochs", "2",
+                             "--clip-coef", "0.1", "--device", "cpu", "--quiet", NULL };
+    struct rl_proc a, b;
+    rl_start(&a, TRIB_TRAIN_BIN, ours, NULL);
+    rl_start(&b, TRIB_TRAIN_BIN, theirs, NULL);
+    ck_assert_int_eq(rl_wait(&a, RUN_TIMEOUT_S), 1);
+    ck_assert_int_eq(rl_wait(&b, RUN_TIMEOUT_S), 1);
+    char *fa = strndup(a.out, strcspn(a.out, "\n")), *fb = strndup(b.out, strcspn(b.out, "\n"));
+    ck_assert_str_eq(fa, "tributary: sync ppo (preset ppo-fast) on CartPole-v1: 1 observer x 8 envs x 32 steps, "
+                         "64-64 tanh, lr 0.001, gamma 0.99, lambda 0.95, 2 epochs x 2 minibatches, clip 0.1, policy "
+                         "on cpu, seed 1; target 475");
+    ck_assert_str_eq(fb, fa);
+    free(fa);
+    free(fb);
+    rl_free(&a);
+    rl_free(&b);
 }
 END_TEST
 
@@ -441,7 +476,7 @@ static void check_bad_env(const char *env, const char *first_err_line)
     struct rl_proc p;
     rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
     int rc = rl_wait(&p, 60);
-    ck_assert_msg(rc == 1, "exit %d\nstderr:\n%s", rc, p.err);
+    ck_assert_msg(rc == 2, "exit %d (an unknown --env is bad usage)\nstderr:\n%s", rc, p.err);
     char *first = strndup(p.err, strcspn(p.err, "\n"));
     ck_assert_str_eq(first, first_err_line);
     free(first);
@@ -451,11 +486,11 @@ static void check_bad_env(const char *env, const char *first_err_line)
 
 START_TEST(test_plugin_missing)
 {
-    check_bad_env("/nonexistent/libnope.so", "agent: plugin /nonexistent/libnope.so: cannot load: "
+    check_bad_env("/nonexistent/libnope.so", "tributary-train: --env: plugin /nonexistent/libnope.so: cannot load: "
                                              "/nonexistent/libnope.so: cannot open shared object file: "
-                                             "No such file or directory");
-    check_bad_env("Nope-v0", "agent: unknown env id 'Nope-v0' (built-ins: CartPole-v1, Acrobot-v1, "
-                             "MountainCar-v0, Pendulum-v1)");
+                                             "No such file or directory (see tributary-train --help)");
+    check_bad_env("Nope-v0", "tributary-train: --env: unknown env id 'Nope-v0' (built-ins: CartPole-v1, Acrobot-v1, "
+                             "MountainCar-v0, Pendulum-v1) (see tributary-train --help)");
 }
 END_TEST
 
@@ -810,6 +845,7 @@ static Suite *rl_train_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_train_help);
     tcase_add_test(tc, test_train_bad_usage);
+    tcase_add_test(tc, test_cleanrl_aliases);
     tcase_add_test(tc, test_agent_cli);
     tcase_add_test(tc, test_observer_cli);
     suite_add_tcase(s, tc);
