@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # scripts/plot on a two-run fixture: the PNG exists and starts with the PNG
-# signature; a missing file and a missing column fail with their messages.
+# signature; by default it goes next to the first run, 3x3 panels, each
+# panel's runs counted; a missing file and a missing column fail with their
+# messages.
 # Exits 77 (skip) without gnuplot.
 #   test_plot.sh PATH/TO/scripts/plot
 set -euo pipefail
@@ -23,6 +25,24 @@ done
 "$plot" -o "$tmp/out.png" "$tmp/sync" "$tmp/async/" >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "plot exited non-zero"; }
 [ -s "$tmp/out.png" ] || fail "no out.png"
 [ "$(head -c 8 "$tmp/out.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "out.png is not a PNG"
+
+# the learning signals in panels; by default the PNG goes next to the first run
+{
+  echo "env_steps,wall_s,sps,return_mean,policy_loss,value_loss,entropy,approx_kl,explained_variance,lag_mean"
+  for i in $(seq 1 20); do echo "$((i * 500)),$i.5,$((1000 + i)),$((i * 3)),0.0$i,$i.5,0.6,0.00$i,0.$i,$((i % 5))"; done
+} >"$tmp/async/metrics.csv"
+(cd "$tmp" && "$plot" sync async) >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "plot exited non-zero"; }
+grep -qxF "scripts/plot: wrote sync/plot.png" "$tmp/log" || { cat "$tmp/log"; fail "not written next to the run"; }
+[ "$(head -c 8 "$tmp/sync/plot.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "plot.png is not a PNG"
+# 1500 x 1200: the 3x3 grid (IHDR width and height, bytes 17-24)
+[ "$(head -c 24 "$tmp/sync/plot.png" | tail -c 8 | od -An -tx1 | tr -d ' \n')" = 000005dc000004b0 ] || fail "not 1500x1200"
+for want in "panel 1 (return_mean vs env steps): 2 of 2 runs" "panel 2 (return_mean vs wall): 2 of 2 runs" \
+            "panel 3 (sps vs env steps): 1 of 2 runs" "panel 4 (policy_loss vs env steps): 1 of 2 runs" \
+            "panel 5 (value_loss vs env steps): 1 of 2 runs" "panel 6 (entropy vs env steps): 1 of 2 runs" \
+            "panel 7 (approx_kl vs env steps): 1 of 2 runs" "panel 8 (explained_variance vs env steps): 1 of 2 runs" \
+            "panel 9 (lag_mean vs env steps): 1 of 2 runs"; do
+  grep -qxF "scripts/plot: $want" "$tmp/log" || { cat "$tmp/log"; fail "want: $want"; }
+done
 
 expect_error() {
   local want=$1; shift
