@@ -53,6 +53,33 @@ void rl_gae(int T, int B, double gamma, double lambda, const float *rewards, con
     }
 }
 
+void rl_vtrace(int T, int B, double gamma, double rho_bar, double c_bar, const float *rewards, const float *values,
+               const float *behaviour_logp, const float *target_logp, const bool *terminated, const bool *truncated,
+               const float *final_values, const float *next_values, float *advantages, float *vs)
+{
+    if (T <= 0 || B <= 0) return;
+    for (int b = 0; b < B; b++) {
+        double next_acc = 0.0, next_vs = 0.0;   /* vs_{t+1} - V_{t+1}, vs_{t+1} */
+        for (int t = T - 1; t >= 0; t--) {
+            int i = t * B + b;
+            double ratio = exp((double)target_logp[i] - behaviour_logp[i]);
+            double rho = fmin(rho_bar, ratio), c = fmin(c_bar, ratio);
+            bool boot = truncated[i] && !terminated[i], done = terminated[i] || truncated[i];
+            CHECK(!boot || final_values != NULL);
+            double nv = boot ? final_values[i] : t == T - 1 ? next_values[b] : values[i + B];
+            double nvs = boot ? final_values[i] : t == T - 1 ? next_values[b] : next_vs;
+            double keep = terminated[i] ? 0.0 : gamma;
+            double delta = rho * ((double)rewards[i] + keep * nv - values[i]);
+            double acc = delta + (done ? 0.0 : gamma * c * next_acc);
+            double v = values[i] + acc;
+            vs[i] = (float)v;
+            advantages[i] = (float)(rho * ((double)rewards[i] + keep * nvs - values[i]));
+            next_acc = acc;
+            next_vs = v;
+        }
+    }
+}
+
 void rl_window_init(struct rl_window *w, int cap)
 {
     CHECK(cap >= 1 && cap <= RL_WINDOW_MAX);

@@ -42,6 +42,22 @@ void rl_gae(int T, int B, double gamma, double lambda, const float *rewards, con
             const bool *terminated, const bool *truncated, const float *final_values,
             const float *next_values, float *advantages, float *returns);
 
+/* V-trace (IMPALA, Espeholt et al. 2018) over the same [T*B] time-major
+ * buffers and episode ends as rl_gae, for samples acted by a behaviour
+ * policy (log-probabilities behaviour_logp) and learnt by a target policy
+ * (target_logp, e.g. the current one of an async run):
+ *   rho_t = min(rho_bar, exp(target - behaviour)), c_t = min(c_bar, same);
+ *   delta_t = rho_t (r_t + gamma nv_t (1 - terminated_t) - V_t), nv_t as rl_gae;
+ *   vs_t = V_t + delta_t + gamma c_t (1 - done_t) (vs_{t+1} - V_{t+1});
+ *   A_t = rho_t (r_t + gamma (1 - terminated_t) nvs_t - V_t), nvs_t = vs_{t+1}
+ *     (final_values after a truncation, next_values after the last step).
+ * vs are the value targets, A the policy-gradient advantages. With equal
+ * policies and rho_bar, c_bar >= 1 it is rl_gae with lambda = 1 (n-step
+ * returns). Accumulates in double; outputs must not alias the inputs. */
+void rl_vtrace(int T, int B, double gamma, double rho_bar, double c_bar, const float *rewards, const float *values,
+               const float *behaviour_logp, const float *target_logp, const bool *terminated, const bool *truncated,
+               const float *final_values, const float *next_values, float *advantages, float *vs);
+
 /* Episode-return window: the mean of the last `cap` finished episodes. A
  * plain caller-owned struct (no _deinit needed). */
 #define RL_WINDOW_MAX 1024

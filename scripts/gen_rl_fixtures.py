@@ -12,7 +12,9 @@ The formulas are written the way the reference projects write them:
     terminated step's reward absorbs gamma * V(final observation);
   - the PPO minibatch loss and its diagnostics as CleanRL ppo.py, A2C as
     -mean(logp * adv) + vf_coef * 0.5 * mse - ent_coef * entropy;
-  - log-probabilities and entropies through torch.distributions.
+  - log-probabilities and entropies through torch.distributions;
+  - V-trace as IMPALA's paper writes it (an explicit sum, not a recursion),
+    its on-policy cases checked against GAE with lambda = 1 (n-step returns).
 Gradients come from torch's backward. Inputs are float32 values, stored
 exactly; the GAE and returns references are computed in float64.
 """
@@ -139,6 +141,99 @@ def gae_cases(gen):
         gae_case(gen, "terminations_only_null_final", 5, 2, 0.97, 0.9, [(1, 0), (3, 1), (4, 1)], [],
                  with_final=False),
         gae_case(gen, "single_step", 1, 3, 0.99, 0.95, [(0, 0)], [(0, 1)]),
+    ]
+
+
+# ---- V-trace ------------------------------------------------------------------------
+
+def vtrace_impala(gamma, rho_bar, c_bar, rewards, values, blogp, tlogp, term, trunc, final_values, next_value):
+    """V-trace targets and policy-gradient advantages (Espeholt et al. 2018,
+    IMPALA, eq. 1 and section 4.2) over [T,B] float64 tensors, written as
+    the paper's explicit sum rather than a recursion:
+      v_s = V_s + sum_{t>=s} gamma^(t-s) (prod_{i=s}^{t-1} c_i) delta_t,
+      delta_t = rho_t (r_t + gamma V'_t - V_t),
+      A_s = rho_s (r_s + gamma v'_{s+1} - V_s),
+    rho_t = min(rho_bar, pi/mu), c_i = min(c_bar, pi/mu). The sum stops at
+    the step that ends an episode; V'_t is 0 after a termination, V(final
+    observation) after a truncation, else V_{t+1} (next_value after the last
+    step); v'_{s+1} likewise with v_{s+1} in place of V_{s+1}."""
+    T, B = rewards.shape
+    ratio = torch.exp(tlogp - blogp)
+    rho = torch.clamp(ratio, max=rho_bar)
+    c = torch.clamp(ratio, max=c_bar)
+    boot = trunc & ~term
+
+    def next_v(t, b, inner):
+        if term[t, b]:
+            return 0.0
+        if boot[t, b]:
+            return float(final_values[t, b])
+        return float(next_value[b]) if t == T - 1 else float(inner[t + 1, b])
+
+    delta = torch.zeros(T, B, dtype=F64)
+    for t in range(T):
+        for b in range(B):
+            delta[t, b] = rho[t, b] * (rewards[t, b] + gamma * next_v(t, b, values) - values[t, b])
+    vs = torch.zeros(T, B, dtype=F64)
+    for b in range(B):
+        for s_ in range(T):
+            total, weight = 0.0, 1.0
+            for t in range(s_, T):
+                total += weight * float(delta[t, b])
+                if term[t, b] or trunc[t, b]:
+                    break
+                weight *= gamma * float(c[t, b])
+            vs[s_, b] = values[s_, b] + total
+    adv = torch.zeros(T, B, dtype=F64)
+    for t in range(T):
+        for b in range(B):
+            adv[t, b] = rho[t, b] * (rewards[t, b] + gamma * next_v(t, b, vs) - values[t, b])
+    return adv, vs
+
+
+def vtrace_case(gen, name, T, B, gamma, rho_bar, c_bar, terminated_at, truncated_at, on_policy=False, spread=1.0):
+    rewards = torch.randn(T, B, generator=gen, dtype=F32)
+    values = torch.randn(T, B, generator=gen, dtype=F32)
+    final_values = torch.randn(T, B, generator=gen, dtype=F32) * 2
+    next_values = torch.randn(B, generator=gen, dtype=F32)
+    blogp = -torch.rand(T, B, generator=gen, dtype=F32) * 2
+    tlogp = blogp.clone() if on_policy else blogp + torch.randn(T, B, generator=gen, dtype=F32) * spread
+    term = torch.zeros(T, B, dtype=torch.bool)
+    trunc = torch.zeros(T, B, dtype=torch.bool)
+    for t, b in terminated_at:
+        term[t, b] = True
+    for t, b in truncated_at:
+        trunc[t, b] = True
+    adv, vs = vtrace_impala(gamma, rho_bar, c_bar, rewards.to(F64), values.to(F64), blogp.to(F64), tlogp.to(F64),
+                            term, trunc, final_values.to(F64), next_values.to(F64))
+    case = {
+        "name": name, "T": T, "B": B, "gamma": gamma, "rho_bar": rho_bar, "c_bar": c_bar,
+        "rewards": flat(rewards), "values": flat(values),
+        "behaviour_logp": flat(blogp), "target_logp": flat(tlogp),
+        "terminated": [bool(x) for x in term.reshape(-1).tolist()],
+        "truncated": [bool(x) for x in trunc.reshape(-1).tolist()],
+        "final_values": flat(final_values), "next_values": flat(next_values),
+        "advantages": flat(adv), "vs": flat(vs),
+    }
+    if on_policy:
+        # the on-policy case is n-step returns: GAE with lambda = 1
+        gadv, gret = gae_cleanrl(gamma, 1.0, rewards.to(F64), values.to(F64), term, trunc, final_values.to(F64),
+                                 next_values.to(F64))
+        assert torch.allclose(vs, gret, atol=1e-9) and torch.allclose(adv, gadv, atol=1e-9), name
+    return case
+
+
+def vtrace_cases(gen):
+    # the GAE cases' episode ends: terminations, truncations, both at once
+    term = [(2, 0), (6, 0), (4, 2)]
+    trunc = [(3, 1), (4, 2), (6, 2)]
+    return [
+        vtrace_case(gen, "on_policy_nstep", 7, 4, 0.99, 1.0, 1.0, term, trunc, on_policy=True),
+        vtrace_case(gen, "on_policy_bars_above_one", 6, 3, 0.95, 2.0, 1.5, [(1, 0)], [(3, 1)], on_policy=True),
+        vtrace_case(gen, "off_policy_bars_one", 7, 4, 0.99, 1.0, 1.0, term, trunc),
+        vtrace_case(gen, "off_policy_rho2_c05", 7, 4, 0.97, 2.0, 0.5, term, trunc, spread=1.5),
+        vtrace_case(gen, "off_policy_no_ends", 9, 2, 0.9, 1.0, 1.0, [], [], spread=0.5),
+        vtrace_case(gen, "single_step", 1, 3, 0.99, 1.0, 1.0, [(0, 0)], [(0, 1)]),
     ]
 
 
@@ -346,6 +441,7 @@ def main():
         "returns": returns_cases(gen), "normalize": normalize_cases(gen), "gae": gae_cases(gen),
         "dist": dist_cases(gen), "ppo": ppo_cases(gen), "a2c": a2c_cases(gen),
         "reinforce": reinforce_cases(gen),
+        "vtrace": vtrace_cases(gen),   # last: the cases above keep their random draws
     }
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     path = os.path.join(root, "tests", "rl", "fixtures", "rl_fixtures.json")

@@ -275,6 +275,78 @@ START_TEST(test_gae_fixtures)
 }
 END_TEST
 
+/* ---- V-trace ------------------------------------------------------------------------------- */
+
+struct vt_in {
+    struct gae_in g;
+    double rho_bar, c_bar;
+    float blogp[MAXV], tlogp[MAXV];
+};
+
+static void vt_load(const cJSON *c, struct vt_in *v)
+{
+    v->g.lambda = 1.0;
+    v->g.T = inum(c, "T");
+    v->g.B = inum(c, "B");
+    v->g.gamma = num(c, "gamma");
+    int n = v->g.T * v->g.B;
+    floats(c, "rewards", v->g.rewards, n);
+    floats(c, "values", v->g.values, n);
+    floats(c, "next_values", v->g.next_values, v->g.B);
+    floats(c, "final_values", v->g.final_values, n);
+    v->g.has_final = true;
+    bools(c, "terminated", v->g.terminated, n);
+    bools(c, "truncated", v->g.truncated, n);
+    floats(c, "behaviour_logp", v->blogp, n);
+    floats(c, "target_logp", v->tlogp, n);
+    v->rho_bar = num(c, "rho_bar");
+    v->c_bar = num(c, "c_bar");
+}
+
+/* Against the PyTorch fixtures (IMPALA's explicit sum; scripts/gen_rl_fixtures.py):
+ * on-policy cases (equal policies, bars >= 1) and off-policy ones (clipped
+ * and unclipped ratios, every kind of episode end). */
+START_TEST(test_vtrace_fixtures)
+{
+    const cJSON *c;
+    int n_cases = 0;
+    cJSON_ArrayForEach(c, section("vtrace")) {
+        struct vt_in v;
+        vt_load(c, &v);
+        float adv[MAXV], vs[MAXV];
+        rl_vtrace(v.g.T, v.g.B, v.g.gamma, v.rho_bar, v.c_bar, v.g.rewards, v.g.values, v.blogp, v.tlogp,
+                  v.g.terminated, v.g.truncated, v.g.final_values, v.g.next_values, adv, vs);
+        assert_floats(case_name(c), "advantages", adv, c, "advantages", v.g.T * v.g.B, 1e-5, 1e-5);
+        assert_floats(case_name(c), "vs", vs, c, "vs", v.g.T * v.g.B, 1e-5, 1e-5);
+        n_cases++;
+    }
+    ck_assert_int_ge(n_cases, 6);
+}
+END_TEST
+
+/* On-policy (behaviour = target, rho_bar = c_bar = 1) V-trace is the
+ * n-step return: rl_gae with lambda = 1, targets and advantages alike. */
+START_TEST(test_vtrace_on_policy_is_nstep)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, section("vtrace")) {
+        struct vt_in v;
+        vt_load(c, &v);
+        int n = v.g.T * v.g.B;
+        float adv[MAXV], vs[MAXV], gadv[MAXV], gret[MAXV];
+        rl_vtrace(v.g.T, v.g.B, v.g.gamma, 1.0, 1.0, v.g.rewards, v.g.values, v.blogp, v.blogp, v.g.terminated,
+                  v.g.truncated, v.g.final_values, v.g.next_values, adv, vs);
+        gae_run(&v.g, gadv, gret);
+        for (int i = 0; i < n; i++) {
+            ck_assert_msg(fabsf(vs[i] - gret[i]) <= 1e-5f + 1e-5f * fabsf(gret[i]), "%s: vs[%d] %g, n-step %g",
+                          case_name(c), i, vs[i], gret[i]);
+            ck_assert_msg(fabsf(adv[i] - gadv[i]) <= 1e-5f + 1e-5f * fabsf(gadv[i]), "%s: adv[%d] %g, n-step %g",
+                          case_name(c), i, adv[i], gadv[i]);
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_gae_bootstrap_sources)
 {
     /* final_values matter exactly where truncated && !terminated; next_values
@@ -864,6 +936,8 @@ static Suite *rl_math_suite(void)
     tcase_add_test(tc, test_gae_fixtures);
     tcase_add_test(tc, test_gae_bootstrap_sources);
     tcase_add_test(tc, test_gae_lambda1_is_discounted_return);
+    tcase_add_test(tc, test_vtrace_fixtures);
+    tcase_add_test(tc, test_vtrace_on_policy_is_nstep);
     suite_add_tcase(s, tc);
     tc = tcase_create("window_and_permutation");
     tcase_add_test(tc, test_window);
