@@ -559,7 +559,13 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
             for (int k = 0; k < a->n_peers; k++)
                 if (a->peers[k].id == caller) run_stats_observer_steps(a->stats, k, m.report.steps);
         }
-        if (maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
+        int64_t lag = dist_optim_local_version() - m.version0;   /* the lag this update would have */
+        if (a->cfg.max_policy_lag > 0 && lag > a->cfg.max_policy_lag)
+            run_stats_dropped(a->stats, a->cfg.algo == RL_ALGO_REINFORCE
+                                            ? m.report.steps
+                                            : (int64_t)a->cfg.envs_per_observer * a->cfg.steps_per_rollout /
+                                                  a->cfg.minibatches);
+        else if (maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
         else {
             double t0 = trib_now_s();
             if (dist_optim_step_clipped(a->opt, m.ctx, a->cfg.max_grad_norm) != 0)

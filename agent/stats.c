@@ -36,6 +36,7 @@ struct run_stats {
     int64_t lag_n, lag_max;
     int64_t lag_hist[RUN_STATS_LAG_BINS];   /* last bin: >= RUN_STATS_LAG_BINS - 1 */
     double busy_s;                          /* agent time in forward/backward/optimizer */
+    int64_t dropped_updates, dropped_samples;   /* --max-policy-lag */
 };
 
 
@@ -130,6 +131,14 @@ int64_t run_stats_updates(struct run_stats *s)
     int64_t r = s->updates;
     pthread_mutex_unlock(&s->mu);
     return r;
+}
+
+void run_stats_dropped(struct run_stats *s, int64_t samples)
+{
+    pthread_mutex_lock(&s->mu);
+    s->dropped_updates++;
+    s->dropped_samples += samples;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void run_stats_busy(struct run_stats *s, double seconds)
@@ -406,6 +415,10 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
             if (s->lag_hist[i]) last = i;
         for (int i = 0; i <= last; i++) fprintf(f, "%s%lld", i ? "," : "", (long long)s->lag_hist[i]);
         fprintf(f, "]");
+        /* --max-policy-lag: updates refused as too stale, and their samples */
+        fprintf(f, ",\"max_policy_lag\":%d,\"dropped_stale_updates\":%lld,\"dropped_stale_samples\":%lld",
+                s->cfg.max_policy_lag, (long long)s->dropped_updates, (long long)s->dropped_samples);
+        fprintf(f, ",\"vtrace\":%s", s->cfg.vtrace ? "true" : "false");
     }
     json_num(f, "agent_busy_frac", s->busy_s / fmax(wall, 1e-9));
     /* The agent's own sockets: every observer's traffic passes through them

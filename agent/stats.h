@@ -27,6 +27,9 @@ void run_stats_running(struct run_stats *s, double min_reward);
  * and these loss statistics. */
 void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_stats *st);
 
+/* An async update dropped by --max-policy-lag, its samples counted. */
+void run_stats_dropped(struct run_stats *s, int64_t samples);
+
 /* Adds agent time spent computing (forward, backward, optimizer step). */
 void run_stats_busy(struct run_stats *s, double seconds);
 

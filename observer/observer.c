@@ -420,6 +420,47 @@ static int backward_into(struct observer *o, struct tensor *loss, int64_t ctx, b
     return 0;
 }
 
+/* --vtrace: the policy as it is now answers for the whole rollout and the
+ * observation after it (in calls of at most --max-batch rows, no graph),
+ * and the rollout's advantages and returns become V-trace's for it. */
+static int vtrace_correct(struct observer *o)
+{
+    struct rl_learner *l = &o->ln;
+    int T = l->ro.T, B = l->B, D = o->D, A = o->A, rows = (T + 1) * B;
+    int chunk = o->cfg.max_batch_rows / B * B;
+    float *a = malloc((size_t)rows * A * sizeof(float)), *v = malloc((size_t)rows * sizeof(float));
+    float *log_std = calloc((size_t)A, sizeof(float));
+    int rc = a && v && log_std ? 0 : rl_set_error("vtrace: out of memory");
+    for (int start = 0; rc == 0 && start < rows; start += chunk) {
+        int n = rows - start < chunk ? rows - start : chunk;
+        int64_t shape[2] = { n, D };
+        struct tensor *obs = tensor_new(DTYPE_F32, DEVICE_CPU, 2, shape);
+        if (!obs) {
+            rc = rl_set_error("vtrace: %s", tensor_last_error());
+            break;
+        }
+        float *dst = tensor_data(obs);
+        for (int r = 0; r < n; r++) {
+            int row = start + r;
+            const float *src = row < T * B ? l->ro.obs + (size_t)row * D : l->cur_obs + (size_t)(row - T * B) * D;
+            memcpy(dst + (size_t)r * D, src, (size_t)D * sizeof(float));
+        }
+        struct rl_policy_out out;
+        rc = call_policy(o, RL_METHOD_ACT, obs, false, &out);
+        tensor_free(obs);
+        if (rc != 0) break;
+        memcpy(a + (size_t)start * A, tensor_data(out.a), (size_t)n * A * sizeof(float));
+        memcpy(v + start, tensor_data(out.value), (size_t)n * sizeof(float));
+        if (out.log_std) memcpy(log_std, tensor_data(out.log_std), (size_t)A * sizeof(float));
+        rl_policy_out_clear(&out);
+    }
+    if (rc == 0) rl_learner_vtrace(l, a, log_std, v, v + (size_t)T * B);
+    free(a);
+    free(v);
+    free(log_std);
+    return rc;
+}
+
 /* A rollout's updates (PPO/A2C), each in a context of its own: minibatch
  * i's update goes to the agent with minibatch i+1's observations, which
  * the agent evaluates right after its step (one round trip for both); the
@@ -429,6 +470,7 @@ static int async_updates(struct observer *o, bool *stop)
 {
     struct rl_update_req u = { 0 };
     bool pending = false;
+    if (o->cfg.vtrace && vtrace_correct(o) != 0) return -1;
     for (int e = 0; e < o->cfg.epochs && !*stop; e++)
         for (int mb = 0; mb < o->cfg.minibatches && !*stop; mb++) {
             int64_t ctx = dist_autograd_context_new();

@@ -36,6 +36,7 @@ static void base(struct rl_config *c)
                              .lr = 2.5e-4, .gamma = 0.99, .gae_lambda = 0.95, .anneal_lr = true,
                              .minibatches = 4, .epochs = 4, .clip = 0.2, .ent_coef = 0.01, .vf_coef = 0.5,
                              .max_grad_norm = 0.5, .norm_adv = true, .clip_vloss = true, .reward_scale = 1.0,
+                             .rho_bar = 1.0, .c_bar = 1.0,
                              .max_batch_rows = 4096, .max_wait_us = 2000, .max_steps = 500000,
                              .target = NAN, .log_every_s = 2.0, .heartbeat_timeout_ms = 15000 };
     snprintf(c->env, sizeof c->env, "CartPole-v1");
@@ -138,6 +139,11 @@ int rl_config_check(const struct rl_config *c)
     if (!isfinite(c->ent_coef) || !isfinite(c->vf_coef) || !(c->max_grad_norm >= 0))
         return rl_set_error("--ent-coef and --vf-coef must be finite, --max-grad-norm >= 0");
     if (!isfinite(c->reward_scale) || c->reward_scale == 0) return rl_set_error("reward scale must be finite and non-zero");
+    if (c->max_policy_lag < 0) return rl_set_error("--max-policy-lag must be >= 0");
+    if (!(c->rho_bar > 0 && c->rho_bar < 1e6) || !(c->c_bar > 0 && c->c_bar < 1e6))
+        return rl_set_error("--rho-bar and --c-bar must be > 0");
+    if (c->vtrace && (c->mode != RL_MODE_ASYNC || c->algo == RL_ALGO_REINFORCE))
+        return rl_set_error("--vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c");
     if (c->max_batch_rows < c->envs_per_observer)
         return rl_set_error("--max-batch (%d) must be at least --envs-per-observer (%d): one act call has that many rows",
                             c->max_batch_rows, c->envs_per_observer);
@@ -194,6 +200,12 @@ static const struct flag flags[] = {
     F("norm-adv", T_BOOL, norm_adv, "normalise advantages per minibatch (--no-norm-adv)"),
     F("clip-vloss", T_BOOL, clip_vloss, "clip the value loss as CleanRL (--no-clip-vloss)"),
     F("reward-scale", T_DBL, reward_scale, "rewards are multiplied by this for learning"),
+    F("max-policy-lag", T_INT, max_policy_lag, "async: drop (and count) an update whose samples are more than this\n"
+                                               "many policy versions behind (0: no limit)"),
+    F("vtrace", T_BOOL, vtrace, "async PPO/A2C: V-trace-corrected advantages and value targets\n"
+                                "(IMPALA) from the policy at the update, not the one that acted"),
+    F("rho-bar", T_DBL, rho_bar, "V-trace: truncation of the importance weights of the advantages"),
+    F("c-bar", T_DBL, c_bar, "V-trace: truncation of the traces"),
     F("max-batch", T_INT, max_batch_rows, "the agent merges concurrent act calls up to this many rows"),
     F("max-wait-us", T_INT, max_wait_us, "... waiting at most this long for more calls"),
     F("max-steps", T_I64, max_steps, "stop (exit 1) after this many env steps of the whole run (0: no limit)"),
@@ -735,7 +747,8 @@ static const struct wire_field wire[] = {
     W("anneal_lr", 'b', anneal_lr), W("minibatches", 'i', minibatches), W("epochs", 'i', epochs),
     W("clip", 'd', clip), W("ent_coef", 'd', ent_coef), W("vf_coef", 'd', vf_coef),
     W("max_grad_norm", 'd', max_grad_norm), W("norm_adv", 'b', norm_adv), W("clip_vloss", 'b', clip_vloss),
-    W("reward_scale", 'd', reward_scale), W("max_batch", 'i', max_batch_rows), W("max_wait_us", 'i', max_wait_us),
+    W("reward_scale", 'd', reward_scale), W("max_policy_lag", 'i', max_policy_lag), W("vtrace", 'b', vtrace),
+    W("rho_bar", 'd', rho_bar), W("c_bar", 'd', c_bar), W("max_batch", 'i', max_batch_rows), W("max_wait_us", 'i', max_wait_us),
     W("max_steps", 'l', max_steps), W("max_seconds", 'd', max_seconds), W("max_updates", 'l', max_updates), W("target", 'd', target),
     W("running_reward", 'b', running_reward), W("log_every_s", 'd', log_every_s),
     W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("quiet", 'b', quiet), W("logdir", 's', logdir),

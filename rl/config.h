@@ -41,6 +41,10 @@ struct rl_config {
     int minibatches, epochs;
     double clip, ent_coef, vf_coef, max_grad_norm;
     bool norm_adv, clip_vloss;
+    /* async PPO/A2C: keeping the policy lag in check */
+    int max_policy_lag;             /* an update from samples more versions behind is dropped (0: none) */
+    bool vtrace;                    /* V-trace-corrected advantages and value targets */
+    double rho_bar, c_bar;          /* V-trace's truncation levels */
     double reward_scale;            /* rewards are multiplied by this before the returns */
     /* serving */
     int max_batch_rows;             /* the agent merges act calls up to this many rows */

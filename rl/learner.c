@@ -43,6 +43,7 @@ int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const str
     l->mb_adv = calloc(n, sizeof(float));
     l->mb_ret = calloc(n, sizeof(float));
     l->mb_val = calloc(n, sizeof(float));
+    if (cfg->vtrace && !(l->vt_logp = calloc(n, sizeof(float)))) return rl_set_error("out of memory for V-trace");
     if (!l->cur_obs || !l->env_act_f || !l->reward || !l->final_obs || !l->term || !l->trunc || !l->mb_logp ||
         !l->mb_adv || !l->mb_ret || !l->mb_val)
         return rl_set_error("out of memory for %d envs", l->B);
@@ -73,6 +74,7 @@ void rl_learner_deinit(struct rl_learner *l)
     free(l->mb_adv);
     free(l->mb_ret);
     free(l->mb_val);
+    free(l->vt_logp);
     memset(l, 0, sizeof *l);
 }
 
@@ -141,6 +143,19 @@ void rl_learner_finish(struct rl_learner *l, const float *next_values)
     memcpy(l->ro.next_values, next_values, (size_t)l->B * sizeof(float));
     rl_rollout_advantages(&l->ro, l->cfg.gamma, l->cfg.gae_lambda);
     l->report.explained_var = l->ro.explained_var;
+}
+
+void rl_learner_vtrace(struct rl_learner *l, const float *a, const float *log_std, const float *values,
+                       const float *next_values)
+{
+    struct rl_rollout *ro = &l->ro;
+    int n = ro->T * ro->B;
+    if (l->discrete) rl_logp_categorical(n, l->A, a, ro->act_i, l->vt_logp);
+    else rl_logp_gaussian(n, l->A, a, log_std, ro->act_f, l->vt_logp);
+    rl_vtrace(ro->T, ro->B, l->cfg.gamma, l->cfg.rho_bar, l->cfg.c_bar, ro->rewards, values, ro->logp, l->vt_logp,
+              ro->terminated, ro->truncated, ro->final_values, next_values, ro->adv, ro->ret);
+    ro->explained_var = rl_explained_variance(values, ro->ret, n);
+    l->report.explained_var = ro->explained_var;
 }
 
 int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb)

@@ -42,6 +42,7 @@ struct rl_learner {
     struct tensor *mb_obs, *mb_act;
     float *mb_logp, *mb_adv, *mb_ret, *mb_val;
     struct rl_report report;        /* of the rollout in progress or last finished */
+    float *vt_logp;                 /* [T*B] V-trace: the target policy's log-probs (cfg.vtrace only) */
 };
 
 /* Sets up observer `index` of a run (its envs and RNG seeded from cfg->seed,
@@ -72,6 +73,15 @@ void rl_learner_bootstrap(struct rl_learner *l, int t, int n, const int *idx, co
 /* Ends the rollout: next_values (B floats, V of rl_learner_obs(l, T)),
  * advantages and returns, report.steps. */
 void rl_learner_finish(struct rl_learner *l, const float *next_values);
+
+/* V-trace (cfg.vtrace): replaces the finished rollout's advantages and
+ * returns by rl_vtrace's, for the target policy whose answer for the
+ * rollout's T*B observations is a ([T*B,A] logits or means), log_std ([A],
+ * Gaussian) and values ([T*B]), and next_values (its V of
+ * rl_learner_obs(l, T)); the behaviour is the policy that acted (its
+ * log-probs in the rollout). Its explained variance is updated too. */
+void rl_learner_vtrace(struct rl_learner *l, const float *a, const float *log_std, const float *values,
+                       const float *next_values);
 
 /* Gathers minibatch mb of epoch `epoch` of the last rollout (a fresh
  * permutation at mb 0) into l->mb_*: observations f32 [M,D] and actions

@@ -55,3 +55,27 @@ void rl_sample_gaussian(int B, int D, const float *mean, const float *log_std, u
         if (logp) logp[b] = (float)lp;
     }
 }
+
+void rl_logp_categorical(int B, int C, const float *logits, const int *actions, float *logp)
+{
+    for (int b = 0; b < B; b++) {
+        const float *l = logits + (int64_t)b * C;
+        double mx = l[0], z = 0;
+        for (int c = 1; c < C; c++) mx = fmax(mx, l[c]);
+        for (int c = 0; c < C; c++) z += exp((double)l[c] - mx);
+        logp[b] = (float)((double)l[actions[b]] - mx - log(z));
+    }
+}
+
+void rl_logp_gaussian(int B, int D, const float *mean, const float *log_std, const float *actions, float *logp)
+{
+    const double half_log_2pi = 0.5 * log(2.0 * M_PI);
+    for (int b = 0; b < B; b++) {
+        double lp = 0;
+        for (int d = 0; d < D; d++) {
+            double ls = log_std[d], z = ((double)actions[(int64_t)b * D + d] - mean[(int64_t)b * D + d]) / exp(ls);
+            lp += -0.5 * z * z - ls - half_log_2pi;
+        }
+        logp[b] = (float)lp;
+    }
+}

@@ -18,4 +18,10 @@ void rl_sample_categorical(int B, int C, const float *logits, uint64_t *rng, boo
 void rl_sample_gaussian(int B, int D, const float *mean, const float *log_std, uint64_t *rng, bool greedy,
                         float *actions, float *logp);
 
+/* logp[b] of the given actions: log_softmax(logits)[actions[b]] (C
+ * classes), or the diagonal Gaussian log-density (D dims, log_std[D]
+ * shared by every row), computed as the samplers above compute theirs. */
+void rl_logp_categorical(int B, int C, const float *logits, const int *actions, float *logp);
+void rl_logp_gaussian(int B, int D, const float *mean, const float *log_std, const float *actions, float *logp);
+
 #endif

@@ -195,6 +195,10 @@ START_TEST(test_train_bad_usage)
         { { "--minibatches", "3", NULL },
           "tributary-train: --minibatches (3) must divide --steps-per-rollout x --envs-per-observer (512)"
           SEE("tributary-train") },
+        { { "--vtrace", NULL },
+          "tributary-train: --vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c"
+          SEE("tributary-train") },
+        { { "--max-policy-lag", "-1", NULL }, "tributary-train: --max-policy-lag must be >= 0" SEE("tributary-train") },
         { { "--algo", "reinforce", "--envs-per-observer", "2", NULL },
           "tributary-train: --algo reinforce runs one episode per observer: --envs-per-observer must be 1"
           SEE("tributary-train") },
@@ -323,6 +327,38 @@ START_TEST(test_ppo_async_learns)
     ck_assert_double_le(jnum(j, "env_steps"), 150000 + 4 * 16 * 32);
     ck_assert_double_gt(jnum(j, "lag_mean"), 0);
     ck_assert_double_eq(jnum(j, "observers_lost"), 0);
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* Async PPO with V-trace, 8 observers (mean lag ~50 versions): solved 400
+ * at 185k..280k env steps in 5 release runs of seeds 1 and 2 (about 4-6 s
+ * here); the budget is 400k. */
+START_TEST(test_ppo_async_vtrace_learns)
+{
+    const char *args[] = { "--mode", "async", "--observers", "8", "--vtrace", "--seed", "1", "--max-steps", "400000",
+                           "--target", "400", "--quiet", NULL };
+    cJSON *j = train(args, 0);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "solved");
+    ck_assert_double_ge(jnum(j, "return_mean"), 400);
+    ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "vtrace")));
+    ck_assert_double_gt(jnum(j, "lag_mean"), 1);
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* --max-policy-lag K: no update applied with a lag above K; the others
+ * are dropped and counted. */
+START_TEST(test_max_policy_lag)
+{
+    const char *args[] = { "--mode", "async", "--observers", "4", "--max-policy-lag", "2", "--max-steps", "40000",
+                           "--quiet", NULL };
+    cJSON *j = train(args, 1);
+    ck_assert_double_le(jnum(j, "lag_max"), 2);
+    ck_assert_double_eq(jnum(j, "max_policy_lag"), 2);
+    ck_assert_double_gt(jnum(j, "dropped_stale_updates"), 0);
+    /* ppo-fast: 32 envs x 16 steps in 2 minibatches, 256 samples an update */
+    ck_assert_double_eq(jnum(j, "dropped_stale_samples"), 256 * jnum(j, "dropped_stale_updates"));
     cJSON_Delete(j);
 }
 END_TEST
@@ -857,6 +893,8 @@ static Suite *rl_train_suite(void)
     tcase_add_test(tc, test_ppo_async_learns);
     tcase_add_test(tc, test_reinforce_learns);
     tcase_add_test(tc, test_reinforce_solved_by_return);
+    tcase_add_test(tc, test_ppo_async_vtrace_learns);
+    tcase_add_test(tc, test_max_policy_lag);
     tcase_add_test(tc, test_progress_line);
     tcase_add_test(tc, test_pendulum_improves);
     tcase_add_test(tc, test_a2c_learns);
