@@ -56,6 +56,7 @@ struct agent {
     double lr;                      /* the lr last set */
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
     struct ckpt *resume;            /* the checkpoint being resumed, until set-up */
+    bool resume_refused;            /* its restore failed: the run writes no file */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
 };
 
@@ -581,7 +582,10 @@ static int setup(struct agent *a)
     a->opt = dist_optim_new((enum optim_kind)a->cfg.optimizer, &h, np, params);
     if (!a->opt) return rl_set_error("optimizer: %s", rpc_last_error());
     if (a->resume) {
-        if (agent_ckpt_restore(a->resume, a->policy, a->opt, a->stats) != 0) return -1;
+        if (agent_ckpt_restore(a->resume, a->policy, a->opt, a->stats) != 0) {
+            a->resume_refused = true;
+            return -1;
+        }
         a->ckpt_updates = run_stats_updates(a->stats);
         /* the saved optimizer state carries its lr: set the configured one
          * (maybe_anneal then sets the restored env steps' one) */
@@ -693,11 +697,11 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     }
     log_interval(a, true);
     atomic_store(&a->stop, true);
-    if (a->policy && a->opt && cfg->logdir[0]) write_checkpoint(a, cfg->mode == RL_MODE_SYNC);
+    if (a->policy && a->opt && cfg->logdir[0] && !a->resume_refused) write_checkpoint(a, cfg->mode == RL_MODE_SYNC);
     shutdown_observers(a);
     dist_optim_free(a->opt);
     if (a->policy) policy_stop(a->policy);
-    if (a->policy && cfg->logdir[0]) {
+    if (a->policy && cfg->logdir[0] && !a->resume_refused) {
         char path[600];
         snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
         if (policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());

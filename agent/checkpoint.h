@@ -31,8 +31,11 @@ int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckp
 /* Loads the newest valid checkpoint of LOGDIR/checkpoints (newer ones that
  * are refused are reported on stderr) and checks it against cfg: the env,
  * algorithm, mode, observers, envs per observer, steps per rollout and the
- * policy's architecture must match. NULL with rl_last_error() when there
- * is none, none is valid, or it does not match. */
+ * policy's architecture must match, and every number of its counters and
+ * version must be in range (run_stats_load; the version in
+ * 0..RUN_STATS_MAX_COUNT). NULL with rl_last_error() when there is none,
+ * none is valid, it does not match or a number is out of range; nothing
+ * is written either way. */
 struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg);
 
 /* Applies a checkpoint's parameters, policy RNG, optimizer state, counters
