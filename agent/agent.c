@@ -57,6 +57,7 @@ struct agent {
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
     struct ckpt *resume;            /* the checkpoint being resumed, until set-up */
     bool resume_refused;            /* its restore failed: the run writes no file */
+    int ckpt_failures;              /* checkpoints failed in a row; at AGENT_CKPT_MAX_FAILURES the run stops */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
 };
 
@@ -436,7 +437,7 @@ static void write_checkpoint(struct agent *a, bool with_observers)
     struct agent_ckpt_in in = { .cfg = &a->cfg, .policy = a->policy, .opt = a->opt, .stats = a->stats,
                                 .n_observers = a->n_peers, .obs_state = st };
     pthread_mutex_lock(&a->mu);
-    if (agent_ckpt_write(a->cfg.logdir, updates, &in) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    if (agent_ckpt_save(a->cfg.logdir, updates, &in, &a->ckpt_failures) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     pthread_mutex_unlock(&a->mu);
     a->ckpt_updates = updates;
     for (int k = 0; k < a->n_peers; k++) rpc_value_clear(&st[k]);
@@ -445,6 +446,7 @@ static void write_checkpoint(struct agent *a, bool with_observers)
 static const char *stop_reason(struct agent *a)
 {
     if (got_signal) return got_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (a->ckpt_failures >= AGENT_CKPT_MAX_FAILURES) return "checkpoint-failures";
     if (run_stats_solved(a->stats)) return "solved";
     if (run_stats_out_of_budget(a->stats)) return "budget";
     return NULL;
@@ -721,5 +723,5 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     pthread_mutex_destroy(&a->mu);
     free(a);
     if (got_signal) return 128 + got_signal;
-    return rc == 0 && solved ? 0 : 1;
+    return rc == 0 && solved && strcmp(why, "checkpoint-failures") != 0 ? 0 : 1;
 }

@@ -47,6 +47,24 @@ int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckp
     return rc;
 }
 
+int agent_ckpt_save(const char *logdir, int64_t updates, const struct agent_ckpt_in *in, int *failed_in_row)
+{
+    if (agent_ckpt_write(logdir, updates, in) == 0) {
+        *failed_in_row = 0;
+        return 0;
+    }
+    ++*failed_in_row;
+    char why[1024], dir[1024], uses[1200];
+    snprintf(why, sizeof why, "%s", rl_last_error());
+    dir_of(logdir, dir, sizeof dir);
+    struct ckpt *c = NULL;
+    if (ckpt_load_latest(dir, &c, NULL, 0) == 1) snprintf(uses, sizeof uses, "a resume would use %s", c->path);
+    else snprintf(uses, sizeof uses, "a resume finds no valid checkpoint in %s", dir);
+    ckpt_free(c);
+    return rl_set_error("checkpoint of update %lld FAILED (%d in a row): %s; %s%s", (long long)updates, *failed_in_row,
+                        why, uses, *failed_in_row >= AGENT_CKPT_MAX_FAILURES ? "; stopping the run" : "");
+}
+
 /* The keys of --config that must match for a checkpoint to be resumed. */
 static const char *const must_match[] = { "env", "algo", "mode", "observers", "envs-per-observer",
                                           "steps-per-rollout", "hidden", "activation", "dropout", NULL };

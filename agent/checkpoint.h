@@ -28,6 +28,18 @@ struct agent_ckpt_in {
  * newest AGENT_CKPT_KEEP. 0, or -1 with rl_last_error(). */
 int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckpt_in *in);
 
+/* Consecutive failed checkpoints after which a run stops (exit 1). */
+#define AGENT_CKPT_MAX_FAILURES 3
+
+/* agent_ckpt_write, counting failures in a row in *failed_in_row (0 after
+ * a success). On failure -1 with rl_last_error() saying so loudly: "check-
+ * point of update <n> FAILED (<k> in a row): <path>: <strerror>; a resume
+ * would use <newest valid checkpoint>" (or "finds no valid checkpoint in
+ * <dir>"), and, at AGENT_CKPT_MAX_FAILURES in a row, "; stopping the run".
+ * A failed write leaves the older checkpoints as they were: rotation only
+ * follows a good one. */
+int agent_ckpt_save(const char *logdir, int64_t updates, const struct agent_ckpt_in *in, int *failed_in_row);
+
 /* Loads the newest valid checkpoint of LOGDIR/checkpoints (newer ones that
  * are refused are reported on stderr) and checks it against cfg: the env,
  * algorithm, mode, observers, envs per observer, steps per rollout and the

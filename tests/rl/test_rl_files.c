@@ -8,6 +8,9 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/mount.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -531,6 +534,84 @@ START_TEST(test_eval_and_resume_plugin_named_by_checkpoint)
 }
 END_TEST
 
+/* ---- failed checkpoint writes ------------------------------------------------------ */
+
+/* Resumes a copy of the base checkpoint in dir with a checkpoint after
+ * every iteration (8 updates) whose writes all fail with errno_text: three
+ * failures, each reported with its path and the checkpoint a resume would
+ * use (the base one, kept), then the run stops with exit 1. */
+static void resume_with_failing_writes(const char *dir, const char *errno_text)
+{
+    char ck[300], kept[400];
+    snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+    struct ckpt *c = base_ckpt();
+    snprintf(kept, sizeof kept, "%s/ckpt-%012" PRId64 ".trib", ck, c->step);
+    int64_t step = c->step;
+    ckpt_free(c);
+    char *before = snapshot(ck);
+    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "1000",
+                           "--checkpoint-every", "1", "--resume", dir, "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args);
+    ck_assert_msg(rc == 1, "exit %d\n%s", rc, ERR);
+    for (int k = 1; k <= 3; k++) {
+        char want[1024];
+        snprintf(want, sizeof want, "agent: checkpoint of update %" PRId64 " FAILED (%d in a row): ckpt_write: "
+                 "%s/ckpt-%012" PRId64 ".trib: %s; a resume would use %s%s\n", step + 8 * k, k, ck, step + 8 * k,
+                 errno_text, kept, k == 3 ? "; stopping the run" : "");
+        ck_assert_msg(strstr(ERR, want) != NULL, "no '%s' in\n%s", want, ERR);
+    }
+    ck_assert_msg(strstr(OUT, "\"stopped_by\":\"checkpoint-failures\"") != NULL, "%s", OUT);
+    char *after = snapshot(ck);
+    ck_assert_str_eq(before, after);   /* the good one kept, no partial file left */
+    free(before);
+    free(after);
+}
+
+START_TEST(test_checkpoint_write_failures)
+{
+    /* a real write failure for anyone: files over RLIMIT_FSIZE fail with EFBIG */
+    struct ckpt *c = base_ckpt();
+    int64_t version = 0;
+    size_t len = 0;
+    memcpy(&version, ckpt_get(c, "version", &len), sizeof version);
+    ckpt_free(c);
+    char path[256];
+    char *dir = craft("version", &version, sizeof version, path, sizeof path);
+    signal(SIGXFSZ, SIG_IGN);   /* inherited: the write fails instead of killing the writer */
+    struct rlimit old;
+    getrlimit(RLIMIT_FSIZE, &old);
+    struct rlimit lim = { 32 << 10, old.rlim_max };
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    resume_with_failing_writes(dir, "File too large");
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    rm_rf(dir);
+    free(dir);
+    /* a full file system, where one can be mounted (root): a 256 KiB tmpfs
+     * holds the base checkpoint but no second one */
+    char mnt[] = "/tmp/test_rl_files_full_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(mnt));
+    if (geteuid() != 0 || mount("tmpfs", mnt, "tmpfs", 0, "size=256k") != 0) {
+        fprintf(stderr, "test_checkpoint_write_failures: no tmpfs (%s): the full-disk case is not run\n",
+                geteuid() ? "not root" : strerror(errno));
+        rmdir(mnt);
+        return;
+    }
+    char sub[400], dst[500];
+    snprintf(sub, sizeof sub, "%s/run", mnt);
+    snprintf(dst, sizeof dst, "%s/checkpoints", sub);
+    ck_assert_int_eq(ckpt_mkdirs(dst, "test"), 0);
+    dir = craft("version", &version, sizeof version, path, sizeof path);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp -p %s %s/", path, dst);
+    ck_assert_int_eq(system(cmd), 0);
+    rm_rf(dir);
+    free(dir);
+    resume_with_failing_writes(sub, "No space left on device");
+    umount2(mnt, MNT_DETACH);
+    rmdir(mnt);
+}
+END_TEST
+
 int main(void)
 {
     /* the template checkpoints: a real two-update run */
@@ -561,6 +642,7 @@ int main(void)
     tcase_add_test(tc, test_config_file_refusals);
     tcase_add_test(tc, test_eval_plugin_named_by_policy_file);
     tcase_add_test(tc, test_eval_and_resume_plugin_named_by_checkpoint);
+    tcase_add_test(tc, test_checkpoint_write_failures);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
