@@ -215,8 +215,9 @@ int rl_policy_load(const char *path, struct rl_arch *a, char *env, size_t cap, s
     a->gaussian = strcmp(head, "gaussian") == 0;
     a->tanh = strcmp(act, "tanh") == 0;
     a->value_head = strcmp(vh, "true") == 0;
-    a->dropout = strtod(dr, NULL);
-    if (!(a->dropout >= 0 && a->dropout < 1)) {
+    char *dr_end = NULL;
+    a->dropout = strtod(dr, &dr_end);
+    if (dr_end == dr || *dr_end || !(a->dropout >= 0 && a->dropout < 1)) {
         rl_set_error("policy %s: bad dropout '%s'", path, dr);
         goto out;
     }

@@ -23,6 +23,7 @@
 #include "agent/stats.h"
 #include "common/proc.h"
 #include "rl/ckpt.h"
+#include "rl/crc32c.h"
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
@@ -293,10 +294,45 @@ START_TEST(test_counters_fields)
 }
 END_TEST
 
+/* The checkpoint header's step, made negative (CRC made right again). */
+START_TEST(test_ckpt_negative_step)
+{
+    char path[256];
+    struct ckpt *c = base_ckpt();
+    size_t len = 0;
+    const void *v = ckpt_get(c, "version", &len);
+    int64_t version;
+    memcpy(&version, v, sizeof version);
+    ckpt_free(c);
+    char *dir = craft("version", &version, sizeof version, path, sizeof path);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    unsigned char *b = malloc((size_t)size);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_int_eq(fread(b, 1, (size_t)size, f), size);
+    int64_t step = -5;
+    memcpy(b + 24, &step, 8);
+    uint32_t crc = crc32c(b, (size_t)size - 4);
+    memcpy(b + size - 4, &crc, 4);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_int_eq(fwrite(b, 1, (size_t)size, f), size);
+    fclose(f);
+    free(b);
+    ck_assert_ptr_null(ckpt_load(path));
+    char want[400];
+    snprintf(want, sizeof want, "ckpt_load: %s: bad header: negative step -5", path);
+    ck_assert_str_eq(rl_last_error(), want);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 /* ---- architecture sizes ------------------------------------------------------- */
 
 /* A policy file of one 1-float tensor whose metadata claims hidden. */
-static void tiny_policy(const char *path, const char *hidden, const char *env)
+static void tiny_policy(const char *path, const char *hidden, const char *env, const char *dropout)
 {
     int64_t shape[1] = { 1 };
     struct tensor *t = tensor_new(DTYPE_F32, DEVICE_CPU, 1, shape);
@@ -304,7 +340,7 @@ static void tiny_policy(const char *path, const char *hidden, const char *env)
     struct safetensors_meta meta[] = {
         { "format", "tributary-policy-1" }, { "env", env }, { "obs_dim", "4" }, { "act_dim", "2" },
         { "head", "categorical" }, { "value_head", "false" }, { "hidden", hidden }, { "activation", "relu" },
-        { "dropout", "0" }, { "init_log_std", "0" },
+        { "dropout", dropout }, { "init_log_std", "0" },
     };
     ck_assert_msg(safetensors_save(path, e, 1, meta, 10) == 0, "%s", rl_last_error());
     tensor_free(t);
@@ -315,7 +351,7 @@ START_TEST(test_policy_file_sizes)
     char path[] = "/tmp/test_rl_files_pol_XXXXXX.safetensors";
     close(mkstemps(path, 12));
     /* 4 -> 30000 -> 30000 -> 2: was 3.7 GB and 15 s before failing */
-    tiny_policy(path, "30000,30000", "CartPole-v1");
+    tiny_policy(path, "30000,30000", "CartPole-v1", "0");
     const char *args[] = { path, "--env", "CartPole-v1", NULL };
     ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
     char want[512];
@@ -323,11 +359,19 @@ START_TEST(test_policy_file_sizes)
                                 "bytes), the file holds 4 bytes of them\n", path);
     ck_assert_str_eq(ERR, want);
     /* 65536 x 4: was over ASan's allocation limit */
-    tiny_policy(path, "65536,65536,65536,65536", "CartPole-v1");
+    tiny_policy(path, "65536,65536,65536,65536", "CartPole-v1", "0");
     ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
     snprintf(want, sizeof want, "tributary-eval: policy %s: the architecture has 12885557250 parameters (51542229000 "
                                 "bytes), the file holds 4 bytes of them\n", path);
     ck_assert_str_eq(ERR, want);
+    /* a number with junk after it */
+    tiny_policy(path, "8", "CartPole-v1", "0.5x");
+    struct rl_arch got;
+    char env[64];
+    struct nn_module *actor = NULL;
+    ck_assert_int_eq(rl_policy_load(path, &got, env, sizeof env, &actor, NULL), -1);
+    snprintf(want, sizeof want, "policy %s: bad dropout '0.5x'", path);
+    ck_assert_str_eq(rl_last_error(), want);
     /* a file that holds every byte is still bounded by the cap */
     struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 2, .hidden = { 16384, 16384 } };
     ck_assert_int_eq(rl_arch_check(&a, "x", UINT64_MAX), -1);
@@ -636,6 +680,7 @@ int main(void)
     tcase_add_test(tc, test_resume_counters_out_of_range);
     tcase_add_test(tc, test_resume_refused_late_writes_nothing);
     tcase_add_test(tc, test_counters_fields);
+    tcase_add_test(tc, test_ckpt_negative_step);
     tcase_add_test(tc, test_policy_file_sizes);
     tcase_add_test(tc, test_checkpoint_arch_sizes);
     tcase_add_test(tc, test_many_empty_tensors);
