@@ -342,8 +342,8 @@ START_TEST(test_reproducible_and_resume)
     /* nothing to resume */
     const char *a7[] = { "--resume", "/nonexistent-logdir", "--quiet", NULL };
     ck_assert_int_eq(run(TRIB_TRAIN_BIN, a7, OUT, ERR, sizeof OUT), 2);
-    ck_assert_str_eq(ERR, "tributary-train: --resume /nonexistent-logdir: no run to resume there (no "
-                          "/nonexistent-logdir/config.json) (see tributary-train --help)\n");
+    ck_assert_str_eq(ERR, "tributary-train: --resume /nonexistent-logdir: no run to resume there (no config.json or "
+                          "checkpoints in /nonexistent-logdir) (see tributary-train --help)\n");
     rm_rf2(d1);
     rm_rf2(d2);
     rm_rf2(d3);
