@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "rpc/placement.h"
 #include "rpc/rpc_internal.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
@@ -250,6 +251,14 @@ struct remote_module *remote_module_new(const char *on, const char *ctor,
     struct remote_module *rm = trib_xcalloc(1, sizeof *rm);
     rm->rref = r;
     return rm;
+}
+
+struct remote_module *remote_module_new_at(const char *placement, const char *ctor,
+                                           const struct rpc_value *args)
+{
+    struct placement p;
+    if (placement_resolve(placement, &p) != 0) return NULL;
+    return remote_module_new(p.worker, ctor, args, p.device);
 }
 
 void remote_module_free(struct remote_module *rm)

@@ -28,6 +28,13 @@ struct remote_module;
  * constructor's error, device unavailable). */
 struct remote_module *remote_module_new(const char *on, const char *ctor,
                                         const struct rpc_value *args, enum device dev);
+/* The same at a placement (rpc/placement.h): "worker/cpu", "worker/cuda:0"
+ * or "worker", as RemoteModule("worker1/cpu", nn.Linear, ...) is written.
+ * NULL with rpc_last_error(): placement_resolve's errors ("placement
+ * 'nobody/cpu': unknown worker 'nobody'", "placement 'w1/cuda:0': w1 has no
+ * CUDA device", ...) or remote_module_new's. */
+struct remote_module *remote_module_new_at(const char *placement, const char *ctor,
+                                           const struct rpc_value *args);
 void remote_module_free(struct remote_module *rm);
 /* A handle over an RRef to a module (from remote_module_rref on another
  * worker, passed here as an RPC argument): takes a new reference to r. No
