@@ -1,4 +1,4 @@
-/* DistributedOptimizer (DESIGN.md §5): one local optimizer per owner of the
+/* DistributedOptimizer (docs/design.md §5): one local optimizer per owner of the
  * given parameter RRefs; a step asks every owner to apply the gradients a
  * distributed-autograd context accumulated there, and waits. */
 #ifndef TRIB_OPTIM_DIST_OPTIM_H

@@ -360,7 +360,7 @@ struct rpc_agent {
 };
 /* freelist.c: a bounded free list of fixed-size blocks shared by threads,
  * so that steady-state messages, requests and futures reuse memory instead
- * of calling malloc (CONVENTIONS.md "Memory and hot paths"). */
+ * of calling malloc (docs/conventions.md "Memory and hot paths"). */
 struct rpc_freelist { pthread_mutex_t mu; void *head; int n; size_t size; };
 #define RPC_FREELIST_INIT(sz) { PTHREAD_MUTEX_INITIALIZER, NULL, 0, (sz) }
 #define RPC_FREELIST_MAX 4096
