@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "rpc/placement.h"
 #include "rpc/rpc_internal.h"
+#include "rpc/rref_internal.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
@@ -269,6 +270,12 @@ void remote_module_free(struct remote_module *rm)
 }
 
 struct rref *remote_module_rref(struct remote_module *rm) { return rm->rref; }
+
+struct nn_module *remote_module_local(struct rref *r)
+{
+    struct rm_obj *o = rref_local_object_of(r, "remote_module");
+    return o ? o->m : NULL;
+}
 
 struct remote_module *remote_module_from_rref(struct rref *r)
 {

@@ -42,6 +42,12 @@ void remote_module_free(struct remote_module *rm);
 struct remote_module *remote_module_from_rref(struct rref *r);
 /* The RRef to the module (borrowed). */
 struct rref *remote_module_rref(struct remote_module *rm);
+/* On the module's owner, for owner-side code (checkpoints): the module an
+ * RRef from remote_module_rref holds (borrowed, alive as long as the RRef),
+ * waiting for its construction. NULL with rpc_last_error() on another
+ * worker or for an RRef that holds no module. Its parameters may be read
+ * and written only while no forward or optimizer step runs on them. */
+struct nn_module *remote_module_local(struct rref *r);
 
 /* Runs forward on the owner with n_in tensors; writes *n_out new CPU tensor
  * references into out[NN_MAX_IO]. Blocks. 0 or -1 with rpc_last_error(). */

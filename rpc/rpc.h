@@ -318,6 +318,10 @@ int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms);
  * on a user, after a failed construction, or for the other kind. */
 const struct rpc_value *rref_local_value(struct rref *r);
 void *rref_local_object(struct rref *r);
+/* rref_local_object, checking that the object's rpc_type is named
+ * type_name (NULL: any); NULL with error otherwise ("rref_local_object:
+ * the RRef holds a T, not a U"). */
+void *rref_local_object_of(struct rref *r, const char *type_name);
 int rref_owner(const struct rref *r);
 bool rref_is_owner(const struct rref *r);
 /* True once the owner has acknowledged this user (always true on the owner). */
