@@ -200,7 +200,7 @@ function(trib_install_finish)
     "Description: Tributary: tensors and autograd, torch.distributed.rpc-style RPC, distributed autograd and optimizer, RL envs\n"
     "Version: ${PROJECT_VERSION}\n"
     "Cflags: ${_cflags}\n"
-    "Libs: -L\${libdir} -Wl,-rpath,\${libdir} -ltributary${_san}\n"
+    "Libs: -L\${libdir} -Wl,-rpath,\${libdir} -ltributary -lm${_san}\n"
     "Libs.private: ${_private}\n")
   install(FILES ${PROJECT_BINARY_DIR}/tributary.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 endfunction()

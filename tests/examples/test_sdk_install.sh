@@ -13,7 +13,7 @@ rm -rf "$prefix"
 inc=$prefix/include/tributary
 for f in tributary.h tensor/tensor.h tensor/dtype.h tensor/autograd.h tensor/ops.h tensor/nn.h \
          envs/env.h envs/vec_env.h envs/plugin.h rpc/rpc.h rpc/dist_autograd.h rpc/remote_module.h \
-         rpc/placement.h optim/optim.h optim/dist_optim.h; do
+         rpc/placement.h optim/optim.h optim/dist_optim.h optim/dist_ckpt.h; do
   [ -f "$inc/$f" ] || fail "not installed: include/tributary/$f"
 done
 for f in rpc/rpc_internal.h rpc/rref_internal.h tensor/ops_internal.h tensor/backend.h envs/builtin.h common; do
