@@ -85,7 +85,7 @@ function(_trib_pc_flags item out)
     list(APPEND _flags "-L${_d}" "-l${CMAKE_MATCH_1}")
   elseif(TARGET ${item})
     message(FATAL_ERROR "tributary.pc: no flags known for target ${item}")
-  elseif(item MATCHES "^-")
+  elseif(item MATCHES "^-" OR IS_ABSOLUTE "${item}")   # a flag, or a library by its full path
     list(APPEND _flags ${item})
   else()
     list(APPEND _flags "-l${item}")

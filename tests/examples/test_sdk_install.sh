@@ -25,6 +25,18 @@ for f in lib/libtributary.so lib/libtributary.a lib/libtrib_tensor.a lib/libtrib
          bin/tributary-train bin/tributary-eval bin/trib-env; do
   [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
+# With the CUDA backend, its runtime, cuBLAS and libstdc++ travel with the library.
+case ${TRIB_CUDA:-OFF} in
+  ON|1|TRUE|YES|on|true|yes)
+    [ -e "$prefix/lib/libtrib_tensor_cuda.a" ] || fail "not installed: lib/libtrib_tensor_cuda.a"
+    libs=$(pkg-config --static --libs tributary)
+    for l in -lcudart -lcublas -lstdc++; do
+      case " $libs " in *" $l "*) ;; *) fail "pkg-config --static --libs tributary lacks $l: $libs" ;; esac
+    done
+    ldd "$prefix/lib/libtributary.so" >"$work/ldd.out" 2>&1
+    grep -q 'libcudart' "$work/ldd.out" && grep -q 'libcublas' "$work/ldd.out" && ! grep -q 'not found' "$work/ldd.out" ||
+      fail "libtributary.so's CUDA libraries: $(cat "$work/ldd.out")" ;;
+esac
 "$prefix/bin/tributary-train" --help >"$work/help.out" 2>&1 || fail "installed tributary-train --help"
 
 # Every installed header compiles on its own, and the umbrella includes them all.
