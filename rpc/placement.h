@@ -1,7 +1,9 @@
 /* Remote devices, written as PyTorch writes them: "worker/cpu",
  * "worker/cuda:N", or "worker" alone (its CPU). Used by
  * remote_module_new_at and rpc_tensor_to; a worker uses one CUDA device,
- * cuda:0 (choose each worker process's GPU with CUDA_VISIBLE_DEVICES). */
+ * cuda:0 (choose each worker process's GPU with CUDA_VISIBLE_DEVICES).
+ * The worker a placement names must have called remote_module_init (which
+ * registers the owner side of placements) before its rpc_init. */
 #ifndef TRIB_RPC_PLACEMENT_H
 #define TRIB_RPC_PLACEMENT_H
 

@@ -228,6 +228,7 @@ int remote_module_init(void)
     rpc_register_method("remote_module", "forward", rm_forward, NULL);
     rpc_register_method("remote_module", "parameters", rm_parameters, NULL);
     rpc_register_method("remote_module", "num_params", rm_num_params, NULL);
+    rpc_placement_register();   /* the owner side of remote devices (placement.h) */
     return 0;
 }
 

@@ -16,8 +16,9 @@ typedef struct nn_module *(*remote_module_ctor)(struct rpc_request *req, const s
  * such modules (before rpc_init). Built in: "linear" (args: in, out[, bias])
  * and "mlp" (args: a list of sizes[, "relu"|"tanh"[, dropout]]). */
 void remote_module_register(const char *name, remote_module_ctor ctor);
-/* Registers the built-ins and the RPC methods. Call before rpc_init in
- * every process (after dist_autograd_init). */
+/* Registers the built-ins, the RPC methods and the owner side of remote
+ * devices (placement.h: rpc_tensor_to). Call before rpc_init in every
+ * process (after dist_autograd_init). */
 int remote_module_init(void);
 
 struct remote_module;

@@ -117,7 +117,6 @@ static void init_state(const char *name)
     atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
     rpc_membership_register();
     rpc_conn_register();
-    rpc_placement_register();
     rref_register_builtins();
     rref_module_init();
 }

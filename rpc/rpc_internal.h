@@ -467,7 +467,8 @@ void rpc_conn_poll(void);
 /* After the I/O thread stopped: forgets every connection. */
 void rpc_conn_reset(void);
 void rpc_conn_register(void);
-/* placement.c: the owner-side functions of remote devices. */
+/* placement.c: the owner-side functions of remote devices (remote_module_init
+ * registers them: programs that use no remote modules serve none). */
 void rpc_placement_register(void);
 void rpc_counters_reset(void);
 bool rpc_own_dealer_rid(const unsigned char *rid, size_t len);

@@ -55,6 +55,7 @@ static int echo(struct rpc_request *q, const struct rpc_value *a, struct rpc_val
 static int run(int rank, int world, const char *master, void *arg)
 {
     rpc_register("echo", echo, NULL);
+    remote_module_init();   /* the owner side of rpc_tensor_to */
     struct rpc_opts o = { .name = rank ? "w1" : "w0", .rank = rank, .world_size = world, .master = master };
     if (rpc_init(&o) != 0) return 1;
     int rc = 0;
