@@ -56,6 +56,8 @@ struct agent {
     double lr;                      /* the lr last set */
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
     struct ckpt *resume;            /* the checkpoint being resumed, until set-up */
+    bool resume_refused;            /* its restore failed: the run writes no file */
+    int ckpt_failures;              /* checkpoints failed in a row; at AGENT_CKPT_MAX_FAILURES the run stops */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
 };
 
@@ -504,7 +506,7 @@ static void write_checkpoint(struct agent *a, bool with_observers)
     struct agent_ckpt_in in = { .cfg = &a->cfg, .policy = a->policy, .opt = a->opt, .stats = a->stats,
                                 .n_observers = a->n_peers, .obs_state = st };
     pthread_mutex_lock(&a->mu);
-    if (agent_ckpt_write(a->cfg.logdir, updates, &in) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    if (agent_ckpt_save(a->cfg.logdir, updates, &in, &a->ckpt_failures) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     pthread_mutex_unlock(&a->mu);
     a->ckpt_updates = updates;
     for (int k = 0; k < a->n_peers; k++) rpc_value_clear(&st[k]);
@@ -513,6 +515,7 @@ static void write_checkpoint(struct agent *a, bool with_observers)
 static const char *stop_reason(struct agent *a)
 {
     if (got_signal) return got_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (a->ckpt_failures >= AGENT_CKPT_MAX_FAILURES) return "checkpoint-failures";
     if (run_stats_solved(a->stats)) return "solved";
     if (run_stats_out_of_budget(a->stats)) return "budget";
     return NULL;
@@ -538,14 +541,16 @@ static int train_sync(struct agent *a, const char **why)
 
 /* ---- async mode ------------------------------------------------------------------------ */
 
-/* rl_update(ctx, version0, report, stats) -> (stop): steps the policy with
- * the gradients the observer's backward left in ctx here. */
+/* rl_update(ctx, version0, report, stats, next_obs) -> (stop, out): steps
+ * the policy with the gradients the observer's backward left in ctx here,
+ * then evaluates its next minibatch (with graph, in the request's context)
+ * when it sent one. */
 static int fn_update(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct agent *a = the_agent;
     struct rl_update_req m;
     if (!a) return rpc_request_fail(req, "update: no training in progress");
-    if (rl_update_req_unpack(args, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
+    if (rl_update_req_unpack(args, a->spec->obs.dim, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
@@ -570,8 +575,14 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     /* the observer's context is done with here; it frees its own copy when
      * this reply reaches it */
     dist_autograd_release_local(m.ctx);
+    if (rc == 0 && !rep.stop && m.next_obs) {
+        if (policy_evaluate(a->policy, m.next_obs, &rep.out) != 0) rc = rpc_request_fail(req, "update: %s", rpc_last_error());
+        else rep.has_out = true;
+    }
+    rl_update_req_clear(&m);
     if (rc != 0) return rc;
     *res = rl_update_reply_pack(&rep);
+    rl_update_reply_clear(&rep);
     return 0;
 }
 
@@ -653,7 +664,10 @@ static int setup(struct agent *a)
     a->opt = dist_optim_new((enum optim_kind)a->cfg.optimizer, &h, np, params);
     if (!a->opt) return rl_set_error("optimizer: %s", rpc_last_error());
     if (a->resume) {
-        if (agent_ckpt_restore(a->resume, a->policy, a->opt, a->stats) != 0) return -1;
+        if (agent_ckpt_restore(a->resume, a->policy, a->opt, a->stats) != 0) {
+            a->resume_refused = true;
+            return -1;
+        }
         a->ckpt_updates = run_stats_updates(a->stats);
         /* the saved optimizer state carries its lr: set the configured one
          * (maybe_anneal then sets the restored env steps' one) */
@@ -765,11 +779,11 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     }
     log_interval(a, true);
     atomic_store(&a->stop, true);
-    if (a->policy && a->opt && cfg->logdir[0]) write_checkpoint(a, cfg->mode == RL_MODE_SYNC);
+    if (a->policy && a->opt && cfg->logdir[0] && !a->resume_refused) write_checkpoint(a, cfg->mode == RL_MODE_SYNC);
     shutdown_observers(a);
     dist_optim_free(a->opt);
     if (a->policy) policy_stop(a->policy);
-    if (a->policy && cfg->logdir[0]) {
+    if (a->policy && cfg->logdir[0] && !a->resume_refused) {
         char path[600];
         snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
         if (policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
@@ -789,5 +803,5 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     pthread_mutex_destroy(&a->mu);
     free(a);
     if (got_signal) return 128 + got_signal;
-    return rc == 0 && solved ? 0 : 1;
+    return rc == 0 && solved && strcmp(why, "checkpoint-failures") != 0 ? 0 : 1;
 }

@@ -243,6 +243,24 @@ static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *arg
     return RPC_DEFERRED;
 }
 
+int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out)
+{
+    if (obs->shape[1] != p->shape.obs_dim)
+        return rpc_set_error("evaluate: observations of %lld values, the policy takes %d", (long long)obs->shape[1],
+                             p->shape.obs_dim);
+    pthread_mutex_lock(&p->fwd_mu);
+    double t0 = trib_now_s();
+    int rc = forward(p, obs, out);
+    double dt = trib_now_s() - t0;
+    pthread_mutex_unlock(&p->fwd_mu);
+    if (rc != 0) return rpc_set_error("evaluate: %s", tensor_last_error());
+    pthread_mutex_lock(&p->mu);
+    p->stats.evaluate_calls++;
+    p->stats.forward_s += dt;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
 static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *result,
                       void *u)
 {
@@ -251,19 +269,11 @@ static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value
     if (rl_obs_unpack(args, p->shape.obs_dim, &obs, NULL) != 0)
         return rpc_request_fail(req, "evaluate: %s", rl_last_error());
     struct rl_policy_out o;
-    pthread_mutex_lock(&p->fwd_mu);
-    double t0 = trib_now_s();
-    int rc = forward(p, obs, &o);
-    double dt = trib_now_s() - t0;
-    pthread_mutex_unlock(&p->fwd_mu);
+    int rc = policy_evaluate(p, obs, &o);
     tensor_free(obs);
-    if (rc != 0) return rpc_request_fail(req, "evaluate: %s", tensor_last_error());
+    if (rc != 0) return rpc_request_fail(req, "%s", rpc_last_error());
     *result = rl_policy_out_pack(&o);
     rl_policy_out_clear(&o);
-    pthread_mutex_lock(&p->mu);
-    p->stats.evaluate_calls++;
-    p->stats.forward_s += dt;
-    pthread_mutex_unlock(&p->mu);
     return 0;
 }
 
@@ -608,7 +618,6 @@ void policy_save_state(struct policy *p, unsigned char **out, size_t *len)
 
 int policy_load_state(struct policy *p, const void *buf, size_t len)
 {
-    if (p->dev != DEVICE_CPU) return rl_set_error("resuming a policy on %s is not supported yet", device_name(p->dev));
     size_t n = sizeof p->actor->rng;
     for (int i = 0; i < p->n_params; i++) n += (size_t)p->params[i]->numel * sizeof(float);
     if (len != n) return rl_set_error("policy: %zu bytes, this architecture needs %zu", len, n);
@@ -617,10 +626,8 @@ int policy_load_state(struct policy *p, const void *buf, size_t len)
     memcpy(&p->actor->rng, q, sizeof p->actor->rng);
     q += sizeof p->actor->rng;
     for (int i = 0; i < p->n_params; i++) {
-        struct tensor_write w;
         size_t bytes = (size_t)p->params[i]->numel * sizeof(float);
-        memcpy(tensor_write_begin(p->params[i], &w), q, bytes);
-        tensor_write_end(p->params[i], &w);
+        CHECK(tensor_write_from_host(p->params[i], q, bytes) == 0);   /* sizes checked above */
         q += bytes;
     }
     pthread_mutex_unlock(&p->fwd_mu);

@@ -57,6 +57,11 @@ void policy_set_sync_callers(struct policy *p, int n);
 /* Sync mode: an observer was lost before its `last` call of this rollout. */
 void policy_drop_sync_caller(struct policy *p);
 
+/* The evaluate method's work, for the agent's own handlers: a recorded
+ * forward of obs (f32 [N, obs_dim], CPU) in the thread's current context.
+ * Any thread. 0, or -1 with rpc_last_error(). */
+int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out);
+
 /* Sync updates: one recorded forward over the observations of n
  * observers' minibatches (rows in that order), in the thread's current
  * distributed-autograd context. outs[k] gets observer k's part as leaf
@@ -82,7 +87,8 @@ int policy_params(struct policy *p, struct tensor ***params);
 
 /* Checkpoints: the parameters (f32, actor's then critic's) and the dropout
  * RNG as bytes; load checks the sizes and writes them in (staged writes).
- * load: 0, or -1 with rl_last_error() (a size mismatch, a GPU policy). */
+ * load: 0, or -1 with rl_last_error() (a size mismatch); the policy may
+ * live on the GPU (the parameters are written there from the host). */
 void policy_save_state(struct policy *p, unsigned char **out, size_t *len);
 int policy_load_state(struct policy *p, const void *buf, size_t len);
 

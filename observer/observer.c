@@ -24,6 +24,9 @@
 
 struct observer {
     pthread_mutex_t mu;             /* one job at a time */
+    pthread_mutex_t end_mu;         /* guards agent_gone; with end_cv, wakes observer_run */
+    pthread_cond_t end_cv;
+    int agent_gone;                 /* 0, or RPC_EVENT_FAILED / RPC_EVENT_LEAVE of the agent */
     bool ready;
     struct rl_config cfg;
     int index;
@@ -300,19 +303,6 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
     return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
 }
 
-/* Async: the loss of minibatch mb of epoch `epoch`, evaluated through the
- * policy's RRef in the current context. */
-static struct tensor *evaluated_loss(struct observer *o, int epoch, int mb, struct rl_update_stats *st)
-{
-    if (rl_learner_minibatch(&o->ln, epoch, mb) != 0) return NULL;
-    if (rl_debug_dump_dir() && !o->dumped) dump_minibatch(o, 1.0);
-    struct rl_policy_out out;
-    if (call_policy(o, RL_METHOD_EVALUATE, o->ln.mb_obs, false, &out) != 0) return NULL;
-    struct tensor *loss = rl_learner_loss(&o->ln, &out, 1.0, st);
-    rl_policy_out_clear(&out);
-    return loss;
-}
-
 /* ---- REINFORCE episodes -------------------------------------------------------------------- */
 
 /* One episode of env 0 (B is 1), forwards recorded in the current context.
@@ -389,33 +379,104 @@ static int fn_episode(struct rpc_request *req, const struct rpc_value *args, str
 
 /* ---- async mode ---------------------------------------------------------------------------- */
 
-/* In a fresh context: the loss, its backward (gradients reach the agent's
- * parameters), then the agent's update, which releases the context. Writes
- * *stop. */
-static int async_update(struct observer *o, int epoch, int mb, bool first, bool *stop)
+/* rl_update of the pending update u (its context's backward done), with
+ * next_obs (NULL: none) for the agent to evaluate in the thread's current
+ * context: rep->out then holds its answer (rows of next_obs). The agent
+ * frees its copy of u->ctx before answering; this one goes after. */
+static int send_update(struct observer *o, struct rl_update_req *u, struct tensor *next_obs,
+                       struct rl_update_reply *rep)
+{
+    u->next_obs = next_obs;
+    struct rpc_value a = rl_update_req_pack(u), r = rpc_nil();
+    u->next_obs = NULL;
+    int rc = 0;
+    if (rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0) != 0) rc = rl_set_error("update: %s", rpc_last_error());
+    else if (rl_update_reply_unpack(&r, next_obs ? (int)next_obs->shape[0] : 0, o->A, !o->discrete, o->value_head,
+                                    rep) != 0)
+        rc = -1;
+    else if (next_obs && !rep->stop && !rep->has_out)
+        rc = rl_set_error("update: the agent did not evaluate the next minibatch");
+    rpc_value_clear(&a);
+    rpc_value_clear(&r);
+    dist_autograd_release_local(u->ctx);
+    return rc;
+}
+
+/* The backward of loss in its context (the current one), then the update
+ * it becomes: *u, to be sent with the next evaluation. */
+static int backward_into(struct observer *o, struct tensor *loss, int64_t ctx, bool first, struct rl_update_req *u)
+{
+    int rc = loss ? 0 : -1;
+    if (rc == 0 && dist_autograd_backward(ctx, 1, &loss, false) != 0) rc = rl_set_error("backward: %s", rpc_last_error());
+    tensor_free(loss);
+    if (rc != 0) {
+        dist_autograd_release_local(ctx);
+        return -1;
+    }
+    u->ctx = ctx;
+    u->version0 = o->ln.report.version0;
+    u->has_report = first;
+    u->report = o->ln.report;
+    return 0;
+}
+
+/* A rollout's updates (PPO/A2C), each in a context of its own: minibatch
+ * i's update goes to the agent with minibatch i+1's observations, which
+ * the agent evaluates right after its step (one round trip for both); the
+ * first minibatch is evaluated through the policy's RRef, the last update
+ * goes alone. Writes *stop. */
+static int async_updates(struct observer *o, bool *stop)
+{
+    struct rl_update_req u = { 0 };
+    bool pending = false;
+    for (int e = 0; e < o->cfg.epochs && !*stop; e++)
+        for (int mb = 0; mb < o->cfg.minibatches && !*stop; mb++) {
+            int64_t ctx = dist_autograd_context_new();
+            if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
+            struct rl_policy_out out = { 0 };
+            int rc = rl_learner_minibatch(&o->ln, e, mb);
+            if (rc == 0 && rl_debug_dump_dir() && !o->dumped) dump_minibatch(o, 1.0);
+            if (rc == 0 && pending) {
+                struct rl_update_reply rep;
+                rc = send_update(o, &u, o->ln.mb_obs, &rep);
+                pending = false;
+                if (rc == 0) {
+                    *stop = rep.stop;
+                    out = rep.out;      /* moved */
+                    rep.has_out = false;
+                }
+            } else if (rc == 0) {
+                rc = call_policy(o, RL_METHOD_EVALUATE, o->ln.mb_obs, false, &out);
+            }
+            if (rc != 0 || *stop) {
+                rl_policy_out_clear(&out);
+                dist_autograd_release_local(ctx);
+                return rc;
+            }
+            struct rl_update_stats st;
+            struct tensor *loss = rl_learner_loss(&o->ln, &out, 1.0, &st);
+            rl_policy_out_clear(&out);
+            u = (struct rl_update_req){ .stats = st };
+            if (backward_into(o, loss, ctx, e == 0 && mb == 0, &u) != 0) return -1;
+            pending = true;
+        }
+    if (!pending) return 0;
+    struct rl_update_reply rep;
+    int rc = send_update(o, &u, NULL, &rep);
+    if (rc == 0) *stop = rep.stop;
+    return rc;
+}
+
+/* REINFORCE: an episode in a fresh context, its backward, the update. */
+static int async_episode(struct observer *o, bool *stop)
 {
     int64_t ctx = dist_autograd_context_new();
     if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
-    struct rl_update_req u = { .ctx = ctx, .has_report = first };
-    struct tensor *loss = o->cfg.algo == RL_ALGO_REINFORCE ? episode(o) : evaluated_loss(o, epoch, mb, &u.stats);
-    int rc = loss ? 0 : -1;
-    if (rc == 0 && dist_autograd_backward(ctx, 1, &loss, false) != 0)
-        rc = rl_set_error("backward: %s", rpc_last_error());
-    if (rc == 0) {
-        u.version0 = o->ln.report.version0;
-        u.report = o->ln.report;
-        struct rpc_value a = rl_update_req_pack(&u), r = rpc_nil();
-        struct rl_update_reply rep;
-        if (rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0) != 0) rc = rl_set_error("update: %s", rpc_last_error());
-        else if (rl_update_reply_unpack(&r, &rep) != 0) rc = -1;
-        else *stop = rep.stop;
-        rpc_value_clear(&a);
-        rpc_value_clear(&r);
-    }
-    tensor_free(loss);
-    /* the agent's reply comes after its step, and it frees its own copy of
-     * the context then: this one goes without a message */
-    dist_autograd_release_local(ctx);
+    struct rl_update_req u = { 0 };
+    if (backward_into(o, episode(o), ctx, true, &u) != 0) return -1;
+    struct rl_update_reply rep;
+    int rc = send_update(o, &u, NULL, &rep);
+    if (rc == 0) *stop = rep.stop;
     return rc;
 }
 
@@ -424,13 +485,10 @@ static int async_loop(struct observer *o)
     bool stop = false;
     while (!stop && !atomic_load(&o->shutdown)) {
         if (o->cfg.algo == RL_ALGO_REINFORCE) {
-            if (async_update(o, 0, 0, true, &stop) != 0) return -1;
+            if (async_episode(o, &stop) != 0) return -1;
             continue;
         }
-        if (rollout(o) != 0) return -1;
-        for (int e = 0; e < o->cfg.epochs && !stop; e++)
-            for (int mb = 0; mb < o->cfg.minibatches && !stop; mb++)
-                if (async_update(o, e, mb, e == 0 && mb == 0, &stop) != 0) return -1;
+        if (rollout(o) != 0 || async_updates(o, &stop) != 0) return -1;
     }
     return 0;
 }
@@ -447,12 +505,32 @@ static int fn_run_async(struct rpc_request *req, const struct rpc_value *args, s
     return 0;
 }
 
+/* Wakes observer_run. */
+static void end_signal(struct observer *o)
+{
+    pthread_mutex_lock(&o->end_mu);
+    pthread_cond_broadcast(&o->end_cv);
+    pthread_mutex_unlock(&o->end_mu);
+}
+
 static int fn_shutdown(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct observer *o = u;
     atomic_store(&o->shutdown, true);
+    end_signal(o);
     *res = rpc_nil();
     return 0;
+}
+
+/* I/O thread: the agent (worker 0) failed or left. Must not block long. */
+static void on_event(const struct rpc_event *ev, void *user)
+{
+    struct observer *o = user;
+    if (ev->id != 0 || (ev->kind != RPC_EVENT_FAILED && ev->kind != RPC_EVENT_LEAVE)) return;
+    pthread_mutex_lock(&o->end_mu);
+    if (!o->agent_gone) o->agent_gone = ev->kind;
+    pthread_cond_broadcast(&o->end_cv);
+    pthread_mutex_unlock(&o->end_mu);
 }
 
 /* ---- the process ---------------------------------------------------------------------------- */
@@ -462,6 +540,8 @@ struct observer *observer_new(void)
     if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);
     struct observer *o = trib_xcalloc(1, sizeof *o);
     pthread_mutex_init(&o->mu, NULL);
+    pthread_mutex_init(&o->end_mu, NULL);
+    pthread_cond_init(&o->end_cv, NULL);
     rpc_register(RL_FN_SETUP, fn_setup, o);
     rpc_register(RL_FN_ROLLOUT, fn_rollout, o);
     rpc_register(RL_FN_LOSS, fn_loss, o);
@@ -477,6 +557,8 @@ void observer_free(struct observer *o)
     if (!o) return;
     release_env(o);
     pthread_mutex_destroy(&o->mu);
+    pthread_mutex_destroy(&o->end_mu);
+    pthread_cond_destroy(&o->end_cv);
     free(o);
 }
 
@@ -484,7 +566,10 @@ int observer_run(const struct rpc_opts *opts)
 {
     dist_autograd_init();
     struct observer *o = observer_new();
-    if (rpc_init(opts) < 0) {
+    struct rpc_opts mine = *opts;
+    mine.on_event = on_event;
+    mine.event_user = o;
+    if (rpc_init(&mine) < 0) {
         const char *me = opts->name ? opts->name : "observer";
         fprintf(stderr, "%s: %s\n", me, rpc_last_error());   /* "rpc_init: ..." */
         struct rpc_stats st;
@@ -497,19 +582,19 @@ int observer_run(const struct rpc_opts *opts)
         return 1;
     }
     const char *me = rpc_self()->name;
+    /* Sleeps until rl_shutdown or the agent's loss wakes it (no polling: the
+     * agent's graceful shutdown waits for this process to get there). */
+    pthread_mutex_lock(&o->end_mu);
+    while (!atomic_load(&o->shutdown) && !o->agent_gone) pthread_cond_wait(&o->end_cv, &o->end_mu);
+    int gone = o->agent_gone;
+    pthread_mutex_unlock(&o->end_mu);
     int rc = 0;
-    while (!atomic_load(&o->shutdown)) {
-        struct rpc_event ev;
-        if (rpc_next_event(&ev, 100) != 1) continue;
-        if (ev.id == 0 && (ev.kind == RPC_EVENT_FAILED || ev.kind == RPC_EVENT_LEAVE)) {
-            if (ev.kind == RPC_EVENT_FAILED)
-                fprintf(stderr, "%s: lost the agent (no heartbeat within %d ms): exiting\n", me,
-                        opts->heartbeat_timeout_ms);
-            else
-                fprintf(stderr, "%s: lost the agent (it left): exiting\n", me);
-            rc = 1;
-            break;
-        }
+    if (gone && !atomic_load(&o->shutdown)) {
+        if (gone == RPC_EVENT_FAILED)
+            fprintf(stderr, "%s: lost the agent (no heartbeat within %d ms): exiting\n", me, opts->heartbeat_timeout_ms);
+        else
+            fprintf(stderr, "%s: lost the agent (it left): exiting\n", me);
+        rc = 1;
     }
     rpc_shutdown(rc == 0);
     observer_free(o);
