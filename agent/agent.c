@@ -563,12 +563,13 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
                 if (a->peers[k].id == caller) run_stats_observer_steps(a->stats, k, m.report.steps);
         }
         int64_t lag = dist_optim_local_version() - m.version0;   /* the lag this update would have */
-        if (a->cfg.max_policy_lag > 0 && lag > a->cfg.max_policy_lag)
+        if (a->cfg.max_policy_lag > 0 && lag > a->cfg.max_policy_lag) {
+            rep.stale = true;
             run_stats_dropped(a->stats, a->cfg.algo == RL_ALGO_REINFORCE
                                             ? m.report.steps
                                             : (int64_t)a->cfg.envs_per_observer * a->cfg.steps_per_rollout /
                                                   a->cfg.minibatches);
-        else if (maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
+        } else if (maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
         else {
             double t0 = trib_now_s();
             if (dist_optim_step_clipped(a->opt, m.ctx, a->cfg.max_grad_norm) != 0)
@@ -582,7 +583,7 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     /* the observer's context is done with here; it frees its own copy when
      * this reply reaches it */
     dist_autograd_release_local(m.ctx);
-    if (rc == 0 && !rep.stop && m.next_obs) {
+    if (rc == 0 && !rep.stop && !rep.stale && m.next_obs) {
         if (policy_evaluate(a->policy, m.next_obs, &rep.out) != 0) rc = rpc_request_fail(req, "update: %s", rpc_last_error());
         else rep.has_out = true;
     }

@@ -397,7 +397,7 @@ static int send_update(struct observer *o, struct rl_update_req *u, struct tenso
     else if (rl_update_reply_unpack(&r, next_obs ? (int)next_obs->shape[0] : 0, o->A, !o->discrete, o->value_head,
                                     rep) != 0)
         rc = -1;
-    else if (next_obs && !rep->stop && !rep->has_out)
+    else if (next_obs && !rep->stop && !rep->stale && !rep->has_out)
         rc = rl_set_error("update: the agent did not evaluate the next minibatch");
     rpc_value_clear(&a);
     rpc_value_clear(&r);
@@ -474,6 +474,7 @@ static int async_updates(struct observer *o, bool *stop)
     struct rl_update_req u = { 0 };
     bool pending = false;
     if (o->cfg.vtrace && vtrace_correct(o) != 0) return -1;
+    bool stale = false;
     for (int e = 0; e < o->cfg.epochs && !*stop; e++)
         for (int mb = 0; mb < o->cfg.minibatches && !*stop; mb++) {
             int64_t ctx = dist_autograd_context_new();
@@ -487,13 +488,16 @@ static int async_updates(struct observer *o, bool *stop)
                 pending = false;
                 if (rc == 0) {
                     *stop = rep.stop;
+                    stale = rep.stale;
                     out = rep.out;      /* moved */
                     rep.has_out = false;
                 }
             } else if (rc == 0) {
                 rc = call_policy(o, RL_METHOD_EVALUATE, o->ln.mb_obs, false, &out);
             }
-            if (rc != 0 || *stop) {
+            /* dropped as too stale (--max-policy-lag): so is the rest of
+             * this rollout; a new one follows */
+            if (rc != 0 || *stop || stale) {
                 rl_policy_out_clear(&out);
                 dist_autograd_release_local(ctx);
                 return rc;

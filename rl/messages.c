@@ -345,9 +345,10 @@ void rl_update_req_clear(struct rl_update_req *m)
 
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m)
 {
-    struct rpc_value v = rpc_list(2);
+    struct rpc_value v = rpc_list(3);
     v.list.items[0] = rpc_bool(m->stop);
     v.list.items[1] = m->has_out ? rl_policy_out_pack(&m->out) : rpc_nil();
+    v.list.items[2] = rpc_bool(m->stale);
     return v;
 }
 
@@ -355,9 +356,10 @@ int rl_update_reply_unpack(const struct rpc_value *v, int rows, int act_dim, boo
                            struct rl_update_reply *m)
 {
     memset(m, 0, sizeof *m);
-    if (!is_list(v, 2) || v->list.items[0].kind != RPC_BOOL)
-        return rl_set_error("update reply: expected (stop, policy output or nil)");
+    if (!is_list(v, 3) || v->list.items[0].kind != RPC_BOOL || v->list.items[2].kind != RPC_BOOL)
+        return rl_set_error("update reply: expected (stop, policy output or nil, stale)");
     m->stop = v->list.items[0].b;
+    m->stale = v->list.items[2].b;
     if (v->list.items[1].kind == RPC_NIL) return 0;
     if (rl_policy_out_unpack(&v->list.items[1], rows, act_dim, gaussian, value_head, &m->out) != 0) return -1;
     m->has_out = true;

@@ -134,7 +134,10 @@ struct rpc_value rl_update_req_pack(const struct rl_update_req *m);
  * (rl_update_req_clear). */
 int rl_update_req_unpack(const struct rpc_value *args, int obs_dim, struct rl_update_req *m);
 void rl_update_req_clear(struct rl_update_req *m);
-struct rl_update_reply { bool stop; bool has_out; struct rl_policy_out out; };
+/* stale: the update was dropped by --max-policy-lag (no step, no
+ * evaluation): the rest of its rollout is as stale, the observer starts a
+ * new one. */
+struct rl_update_reply { bool stop, stale; bool has_out; struct rl_policy_out out; };
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m);
 /* out is checked for `rows` rows as rl_policy_out_unpack does. */
 int rl_update_reply_unpack(const struct rpc_value *v, int rows, int act_dim, bool gaussian, bool value_head,

@@ -359,6 +359,12 @@ START_TEST(test_max_policy_lag)
     ck_assert_double_gt(jnum(j, "dropped_stale_updates"), 0);
     /* ppo-fast: 32 envs x 16 steps in 2 minibatches, 256 samples an update */
     ck_assert_double_eq(jnum(j, "dropped_stale_samples"), 256 * jnum(j, "dropped_stale_updates"));
+    /* an observer whose update was dropped leaves the rest of that rollout
+     * (as stale) for a new one: fewer update requests than 4 epochs x 2
+     * minibatches per rollout of 512 steps (each observer may have one
+     * rollout in flight at the end) */
+    double rollouts = jnum(j, "env_steps") / 512, requests = jnum(j, "updates") + jnum(j, "dropped_stale_updates");
+    ck_assert_msg(requests <= 7 * rollouts, "%g update requests for %g rollouts", requests, rollouts);
     cJSON_Delete(j);
 }
 END_TEST
