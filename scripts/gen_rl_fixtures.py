@@ -102,17 +102,23 @@ def gae_cleanrl(gamma, lam, rewards, values, term, trunc, final_values, next_val
     return advantages, advantages + values
 
 
-def gae_case(gen, name, T, B, gamma, lam, terminated_at, truncated_at, with_final=True):
-    rewards = torch.randn(T, B, generator=gen, dtype=F32)
-    values = torch.randn(T, B, generator=gen, dtype=F32)
-    final_values = torch.randn(T, B, generator=gen, dtype=F32) * 2 if with_final else None
-    next_values = torch.randn(B, generator=gen, dtype=F32)
+def episode_ends(T, B, terminated_at, truncated_at):
+    """[T,B] terminated and truncated flags set at the (t, b) listed."""
     term = torch.zeros(T, B, dtype=torch.bool)
     trunc = torch.zeros(T, B, dtype=torch.bool)
     for t, b in terminated_at:
         term[t, b] = True
     for t, b in truncated_at:
         trunc[t, b] = True
+    return term, trunc
+
+
+def gae_case(gen, name, T, B, gamma, lam, terminated_at, truncated_at, with_final=True):
+    rewards = torch.randn(T, B, generator=gen, dtype=F32)
+    values = torch.randn(T, B, generator=gen, dtype=F32)
+    final_values = torch.randn(T, B, generator=gen, dtype=F32) * 2 if with_final else None
+    next_values = torch.randn(B, generator=gen, dtype=F32)
+    term, trunc = episode_ends(T, B, terminated_at, truncated_at)
     adv, ret = gae_cleanrl(gamma, lam, rewards.to(F64), values.to(F64), term, trunc,
                            None if final_values is None else final_values.to(F64), next_values.to(F64))
     return {
@@ -198,12 +204,7 @@ def vtrace_case(gen, name, T, B, gamma, rho_bar, c_bar, terminated_at, truncated
     next_values = torch.randn(B, generator=gen, dtype=F32)
     blogp = -torch.rand(T, B, generator=gen, dtype=F32) * 2
     tlogp = blogp.clone() if on_policy else blogp + torch.randn(T, B, generator=gen, dtype=F32) * spread
-    term = torch.zeros(T, B, dtype=torch.bool)
-    trunc = torch.zeros(T, B, dtype=torch.bool)
-    for t, b in terminated_at:
-        term[t, b] = True
-    for t, b in truncated_at:
-        trunc[t, b] = True
+    term, trunc = episode_ends(T, B, terminated_at, truncated_at)
     adv, vs = vtrace_impala(gamma, rho_bar, c_bar, rewards.to(F64), values.to(F64), blogp.to(F64), tlogp.to(F64),
                             term, trunc, final_values.to(F64), next_values.to(F64))
     case = {
