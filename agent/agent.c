@@ -24,6 +24,7 @@
 #include "rl/debug_dump.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
+#include "rl/rl_math.h"
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
 
@@ -117,8 +118,7 @@ static int lose_dead_peers(struct agent *a, const char *why)
 static int maybe_anneal(struct agent *a)
 {
     if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
-    double frac = 1.0 - (double)run_stats_env_steps(a->stats) / (double)a->cfg.max_steps;
-    double lr = a->cfg.lr * fmax(frac, 0.0);
+    double lr = rl_annealed_lr(a->cfg.lr, run_stats_env_steps(a->stats), a->cfg.max_steps);
     if (lr == a->lr) return 0;   /* a function of the env steps alone, so a resumed run sets the same */
     a->lr = lr;
     return dist_optim_set_lr(a->opt, lr);
@@ -233,7 +233,11 @@ static int wait_losses(struct agent *a, struct rpc_future **futs, struct rl_loss
         struct rpc_value r = rpc_nil();
         if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
         else if (rl_loss_reply_unpack(&r, &reps[k]) != 0) lose_peer(a, k, rl_last_error());
-        else ok[k] = true, n++;
+        else if (a->cfg.algo == RL_ALGO_REINFORCE &&   /* only an episode's reply carries a report */
+                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
+            lose_peer(a, k, rl_last_error());
+            rl_loss_reply_clear(&reps[k]);
+        } else ok[k] = true, n++;
         rpc_value_clear(&r);
         rpc_future_free(futs[k]);
         futs[k] = NULL;
@@ -320,7 +324,9 @@ static int sync_ppo_iteration(struct agent *a)
             struct rpc_value r = rpc_nil();
             struct rl_report rep;
             if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
-            else if (rl_report_unpack(&r, &rep) != 0) lose_peer(a, k, rl_last_error());
+            else if (rl_report_unpack(&r, &rep) != 0 ||
+                     rl_report_fits(&rep, &a->cfg, a->spec->max_episode_steps, version0) != 0)
+                lose_peer(a, k, rl_last_error());
             else {
                 reports[k] = rep;
                 in[k] = true;
@@ -469,6 +475,21 @@ static int train_sync(struct agent *a, const char **why)
 
 /* ---- async mode ------------------------------------------------------------------------ */
 
+/* Refuses an rl_update whose numbers fail their checks (why), saying so on
+ * stderr (at most 10 lines a second) naming the sender. Returns -1. */
+static int refuse_update(struct agent *a, struct rpc_request *req, const char *why)
+{
+    static double t_line;
+    static int lines;
+    const char *from = rpc_request_caller(req);
+    pthread_mutex_lock(&a->mu);
+    double now = trib_now_s();
+    if (now - t_line >= 1.0) t_line = now, lines = 0;
+    if (lines++ < 10) fprintf(stderr, PROG ": refused rl_update from %s: %s\n", from, why);
+    pthread_mutex_unlock(&a->mu);
+    return rpc_request_fail(req, "refused (from %s): %s", from, why);
+}
+
 /* rl_update(ctx, version0, report, stats) -> (stop): steps the policy with
  * the gradients the observer's backward left in ctx here. */
 static int fn_update(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
@@ -476,10 +497,14 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     struct agent *a = the_agent;
     struct rl_update_req m;
     if (!a) return rpc_request_fail(req, "update: no training in progress");
-    if (rl_update_req_unpack(args, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
+    if (rl_update_req_unpack(args, &m) != 0) return refuse_update(a, req, rl_last_error());
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
+    if (!rep.stop && rl_update_req_fits(&m, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
+        pthread_mutex_unlock(&a->mu);
+        return refuse_update(a, req, rl_last_error());
+    }
     if (!rep.stop) {
         if (m.has_report) {
             run_stats_report(a->stats, &m.report);

@@ -159,7 +159,7 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     o->mb_adv = calloc(n, sizeof(float));
     o->mb_ret = calloc(n, sizeof(float));
     o->mb_val = calloc(n, sizeof(float));
-    o->max_len = o->spec->max_episode_steps > 0 ? o->spec->max_episode_steps : 10000;
+    o->max_len = o->spec->max_episode_steps > 0 ? o->spec->max_episode_steps : RL_DEFAULT_MAX_EPISODE;
     if (o->cfg.algo == RL_ALGO_REINFORCE) {
         o->ep_logp = calloc((size_t)o->max_len, sizeof *o->ep_logp);
         o->ep_rew = calloc((size_t)o->max_len, sizeof *o->ep_rew);

@@ -62,6 +62,16 @@ int rl_policy_out_unpack(const struct rpc_value *v, int rows, int act_dim, bool 
                          struct rl_policy_out *o);
 void rl_policy_out_clear(struct rl_policy_out *o);
 
+/* Ranges of the numbers every unpack checks (a peer is not trusted; an
+ * error names the field, its value and the range): env steps in one report
+ * (a rollout holds at most 2^22 samples, an episode at most INT_MAX steps)
+ * and policy versions (an update a microsecond would take 285 years to
+ * reach 2^53). Sums of them cannot overflow an int64_t for 2^32 reports. */
+#define RL_MSG_MAX_STEPS INT32_MAX
+#define RL_MSG_MAX_VERSION ((int64_t)1 << 53)
+/* Steps in a REINFORCE episode of an env without a time limit. */
+#define RL_DEFAULT_MAX_EPISODE 10000
+
 /* What a rollout (or an episode) produced, for the agent's statistics. */
 #define RL_REPORT_EPISODES 128
 struct rl_report {
@@ -77,6 +87,12 @@ struct rl_report {
 void rl_report_add(struct rl_report *r, double ret, int len);
 struct rpc_value rl_report_pack(const struct rl_report *r);
 int rl_report_unpack(const struct rpc_value *v, struct rl_report *r);
+/* Whether an unpacked report can come from an observer of this run: its
+ * steps are one rollout's (T x B) or, for REINFORCE, one episode's (1..the
+ * env's max_episode_steps, or RL_DEFAULT_MAX_EPISODE without one), and its
+ * version0 is not newer than version_now. 0, or -1 with rl_last_error(). */
+struct rl_config;
+int rl_report_fits(const struct rl_report *r, const struct rl_config *cfg, int max_episode_steps, int64_t version_now);
 
 /* loss(epoch, minibatch, weight) request; the reply is [loss scalar, stats]. */
 struct rl_loss_req { int epoch, minibatch; double weight; };
@@ -101,6 +117,11 @@ struct rl_update_req {
 };
 struct rpc_value rl_update_req_pack(const struct rl_update_req *m);
 int rl_update_req_unpack(const struct rpc_value *args, struct rl_update_req *m);
+/* Whether an unpacked update can come from an observer of this run:
+ * version0 not newer than version_now, and a report that fits
+ * (rl_report_fits). 0, or -1 with rl_last_error(). */
+int rl_update_req_fits(const struct rl_update_req *m, const struct rl_config *cfg, int max_episode_steps,
+                       int64_t version_now);
 struct rl_update_reply { bool stop; };
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m);
 int rl_update_reply_unpack(const struct rpc_value *v, struct rl_update_reply *m);

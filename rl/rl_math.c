@@ -107,3 +107,10 @@ void rl_permutation(int n, uint64_t *rng, int *out)
         out[j] = tmp;
     }
 }
+
+double rl_annealed_lr(double lr, int64_t env_steps, int64_t max_steps)
+{
+    if (max_steps <= 0) return lr;
+    double frac = 1.0 - (double)env_steps / (double)max_steps;
+    return lr * fmin(fmax(frac, 0.0), 1.0);
+}

@@ -1,0 +1,245 @@
+/* End-to-end tests of what a peer or a plug-in can do to a run, and what
+ * the run promises back (README "A lost observer" and "Security"):
+ *  - forged: this test process joins a tributary-agent as its observer and
+ *    sends rl_update calls with out-of-range numbers (version0 INT64_MIN,
+ *    huge steps, a report that is no rollout's, a version from the future):
+ *    each is refused with an exact message naming the field and the
+ *    sender, the agent does not abort (ASan/UBSan builds too) and its
+ *    summary counts only the one valid update. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdatomic.h>
+
+#include "rl/messages.h"
+#include "rl/rl.h"
+#include "rpc/dist_autograd.h"
+#include "rpc/rpc.h"
+#include "tensor/ops.h"
+
+#include "rl_harness.h"
+
+#define HB_MS "2000"                /* --heartbeat-timeout of every process here */
+#define WAIT_S 60.0                 /* for one expected line, ASan and a loaded box included */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static char scratch[64];            /* a test's directory under /tmp, removed by the teardown */
+
+static void teardown(void)
+{
+    rl_kill_all();
+    if (scratch[0]) nftw(scratch, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    scratch[0] = '\0';
+}
+
+/* Waits until `what` is in p's stderr (fails after WAIT_S, or if p exits first). */
+static void wait_err(struct rl_proc *p, const char *what)
+{
+    double t0 = trib_now_s();
+    while (!err_has(p, what)) {
+        if (!rl_running(p)) {
+            rl_wait(p, 1);
+            ck_abort_msg("%s exited (%d) before printing '%s'\nstdout:\n%s\nstderr:\n%s", p->name, p->status, what,
+                         tail(p->out), tail(p->err));
+        }
+        ck_assert_msg(trib_now_s() - t0 < WAIT_S, "'%s' not on %s's stderr within %.0f s", what, p->name, WAIT_S);
+        usleep(10000);
+    }
+}
+
+/* The endpoint of a tributary-agent started on port 0, from its first line. */
+static void agent_endpoint(struct rl_proc *agent, char *ep, size_t cap)
+{
+    static const char pre[] = "tributary-agent: listening on ";
+    wait_err(agent, "\n");
+    char *err = slurp(agent->err_fd);
+    ck_assert_msg(strncmp(err, pre, strlen(pre)) == 0, "agent stderr:\n%s", err);
+    size_t len = strcspn(err + strlen(pre), "\n");
+    ck_assert_int_lt(len, cap);
+    memcpy(ep, err + strlen(pre), len);
+    ep[len] = '\0';
+    free(err);
+}
+
+/* ---- forged rl_update calls ------------------------------------------------------------ */
+
+#define FORGE_T 32                  /* the agent's --steps-per-rollout and --envs-per-observer */
+#define FORGE_B 4
+#define N_FORGED 5
+
+/* What this test's observer saw; filled on its handler thread, read by
+ * the test after the agent has shut it down. */
+static struct {
+    struct rref *policy;
+    atomic_bool shutdown;
+    int rc[N_FORGED + 1];           /* rpc_sync of each forged update, then the valid one */
+    char err[N_FORGED + 1][512];
+    char fail[512];                 /* a step of the fake observer that failed */
+} forge;
+
+static int fake_setup(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct rl_setup_msg m;
+    if (rl_setup_unpack(args, &m) != 0) return rpc_request_fail(req, "%s", rl_last_error());
+    forge.policy = rref_retain(m.policy);
+    rl_setup_clear(&m);
+    *res = rpc_nil();
+    return 0;
+}
+
+static int fake_shutdown(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    atomic_store(&forge.shutdown, true);
+    *res = rpc_nil();
+    return 0;
+}
+
+/* One update with ctx's gradients as u says; its status and error. */
+static void send_update(int i, const struct rl_update_req *u)
+{
+    struct rpc_value a = rl_update_req_pack(u), r = rpc_nil();
+    forge.rc[i] = rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0);
+    snprintf(forge.err[i], sizeof forge.err[i], "%s", forge.rc[i] ? rpc_last_error() : "");
+    rpc_value_clear(&a);
+    rpc_value_clear(&r);
+}
+
+/* A rollout's report: T x B steps, one episode of return 10. */
+static struct rl_report honest_report(void)
+{
+    struct rl_report r = { .steps = FORGE_T * FORGE_B };
+    rl_report_add(&r, 10.0, 10);
+    return r;
+}
+
+/* The agent's rl_run_async: real gradients in a context (a forward of the
+ * policy with graph, summed, backward), then the forged updates and one
+ * valid one; returning ends this observer's loop. */
+static int fake_run_async(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    int64_t ctx = dist_autograd_context_new();
+    int64_t shape[2] = { 1, 4 };
+    struct tensor *obs = tensor_new(DTYPE_F32, DEVICE_CPU, 2, shape);
+    memset(tensor_data(obs), 0, 4 * sizeof(float));
+    struct rpc_value a = rl_obs_pack(obs, false), r = rpc_nil();
+    struct rl_policy_out out;
+    if (rref_rpc_sync(forge.policy, RL_METHOD_EVALUATE, &a, &r, 0) != 0 ||
+        rl_policy_out_unpack(&r, 1, 2, false, true, &out) != 0) {
+        snprintf(forge.fail, sizeof forge.fail, "evaluate: %s %s", rpc_last_error(), rl_last_error());
+    } else {
+        struct tensor *loss = tensor_sum(out.a);
+        if (dist_autograd_backward(ctx, 1, &loss, false) != 0)
+            snprintf(forge.fail, sizeof forge.fail, "backward: %s", rpc_last_error());
+        tensor_free(loss);
+        rl_policy_out_clear(&out);
+    }
+    rpc_value_clear(&a);
+    rpc_value_clear(&r);
+    tensor_free(obs);
+
+    struct rl_update_req m = { .ctx = ctx, .version0 = INT64_MIN };
+    send_update(0, &m);
+    m = (struct rl_update_req){ .ctx = ctx, .has_report = true, .report = honest_report() };
+    m.report.steps = INT64_MAX;
+    send_update(1, &m);
+    m.report = honest_report();
+    m.report.steps = 1000;
+    send_update(2, &m);
+    m.report = honest_report();
+    m.version0 = m.report.version0 = 5;
+    send_update(3, &m);
+    m.version0 = m.report.version0 = 0;
+    m.stats.policy_loss = NAN;
+    send_update(4, &m);
+    m.stats.policy_loss = 0.5;
+    send_update(5, &m);
+    dist_autograd_release(ctx);
+    rref_free(forge.policy);
+    forge.policy = NULL;
+    *res = rpc_nil();
+    return 0;
+}
+
+START_TEST(test_forged_update)
+{
+    struct rl_proc agent;
+    char t[16], b[16];
+    snprintf(t, sizeof t, "%d", FORGE_T);
+    snprintf(b, sizeof b, "%d", FORGE_B);
+    const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "1", "--mode", "async", "--heartbeat-timeout",
+                           HB_MS, "--envs-per-observer", b, "--steps-per-rollout", t, "--minibatches", "1",
+                           "--anneal-lr", "--max-steps", "100000", NULL };
+    rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
+    char ep[128];
+    agent_endpoint(&agent, ep, sizeof ep);
+
+    dist_autograd_init();
+    rpc_register(RL_FN_SETUP, fake_setup, NULL);
+    rpc_register(RL_FN_RUN_ASYNC, fake_run_async, NULL);
+    rpc_register(RL_FN_SHUTDOWN, fake_shutdown, NULL);
+    struct rpc_opts o = { .name = "observer1", .rank = 1, .world_size = 2, .master = ep, .default_timeout_ms = 60000,
+                          .init_timeout_ms = 60000, .heartbeat_timeout_ms = 2000 };
+    ck_assert_msg(rpc_init(&o) == 0, "rpc_init: %s", rpc_last_error());
+    double t0 = trib_now_s();
+    while (!atomic_load(&forge.shutdown) && trib_now_s() - t0 < RUN_TIMEOUT_S && rl_running(&agent)) usleep(10000);
+    rpc_shutdown(true);
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
+    ck_assert_msg(forge.fail[0] == '\0', "%s", forge.fail);
+
+    static const char *const want[N_FORGED] = {
+        "version0 -9223372036854775808 is out of range 0..9007199254740992",
+        "report: steps 9223372036854775807 is out of range 0..2147483647",
+        "report: steps 1000 is not a rollout's (32 steps x 4 envs)",
+        "version0 5 is newer than the policy's version 0",
+        "stats: policy_loss nan is not finite",
+    };
+    for (int i = 0; i < N_FORGED; i++) {
+        char exp[512], line[600];
+        snprintf(exp, sizeof exp, "rpc: agent: rl_update: refused (from observer1): %s", want[i]);
+        ck_assert_msg(forge.rc[i] != 0, "forged update %d was accepted\nagent stderr:\n%s", i, agent.err);
+        ck_assert_str_eq(forge.err[i], exp);
+        snprintf(line, sizeof line, "agent: refused rl_update from observer1: %s\n", want[i]);
+        ck_assert_msg(strstr(agent.err, line), "'%s' not on the agent's stderr:\n%s", line, agent.err);
+    }
+    ck_assert_msg(forge.rc[N_FORGED] == 0, "the valid update failed: %s", forge.err[N_FORGED]);
+
+    /* not an abort (134 / a sanitizer's report): the run ends as its only
+     * observer's loop does, and counts the one valid update alone */
+    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    cJSON *j = summary(&agent);
+    check_summary_shape(j);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "observers stopped");
+    ck_assert_int_eq((int)jnum(j, "env_steps"), FORGE_T * FORGE_B);
+    ck_assert_int_eq((int)jnum(j, "episodes"), 1);
+    ck_assert_int_eq((int)jnum(j, "updates"), 1);
+    ck_assert(jnum(j, "lag_mean") == 0 && jnum(j, "lag_max") == 0);
+    ck_assert(jnum(j, "sps") >= 0 && jnum(j, "wall_s") >= 0);
+    cJSON_Delete(j);
+    rl_free(&agent);
+}
+END_TEST
+
+static Suite *rl_faults_suite(void)
+{
+    Suite *s = suite_create("rl_faults");
+    TCase *tc = tcase_create("peers");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_forged_update);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(rl_faults_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
