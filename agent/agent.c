@@ -22,6 +22,7 @@
 #include "envs/plugin.h"
 #include "optim/dist_optim.h"
 #include "rl/debug_dump.h"
+#include "rl/finite.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
@@ -88,6 +89,8 @@ static int live_peers(const struct agent *a)
     return n;
 }
 
+/* Stops using observer k: lost (the RPC layer declared it dead or gone) or,
+ * while it lives, dropped because a call to it failed (why says how). */
 static void lose_peer(struct agent *a, int k, const char *why)
 {
     if (!a->peers[k].alive) return;
@@ -95,8 +98,26 @@ static void lose_peer(struct agent *a, int k, const char *why)
     a->n_lost++;
     policy_forget_caller(a->policy, a->peers[k].id);
     policy_drop_sync_caller(a->policy);
-    fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, live_peers(a),
-            live_peers(a) == 1 ? "" : "s");
+    struct rpc_worker_info wi;
+    if (rpc_get_worker_info(a->peers[k].name, &wi) == 0)
+        fprintf(stderr, PROG ": dropping %s (alive, but its call failed): %s; continuing with %d observer%s\n",
+                a->peers[k].name, why, live_peers(a), live_peers(a) == 1 ? "" : "s");
+    else
+        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, live_peers(a),
+                live_peers(a) == 1 ? "" : "s");
+}
+
+/* Whether the policy may be saved: every parameter finite (else said on
+ * stderr, naming the first that is not). */
+static bool policy_savable(struct agent *a, const char *what)
+{
+    struct tensor **params;
+    int n = policy_params(a->policy, &params);
+    pthread_mutex_lock(&a->mu);
+    int rc = rl_check_params(n, params, NULL);
+    pthread_mutex_unlock(&a->mu);
+    if (rc != 0) fprintf(stderr, PROG ": not writing %s: the policy is not finite: %s\n", what, rl_last_error());
+    return rc == 0;
 }
 
 /* Loses every observer the RPC layer no longer knows (dead or gone), with
@@ -275,6 +296,7 @@ static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply 
         if (lose_dead_peers(a, why) > 0) return 1;
         return rl_set_error("backward: %s", why);
     }
+    if (rl_check_gradients(ctx) != 0) return rl_set_error("update refused (the policy is unchanged): %s", rl_last_error());
     bool dump = rl_debug_dump_dir() && !a->dumped;
     if (dump) dump_params(a, "params_before.bin");
     double t0 = trib_now_s();
@@ -424,6 +446,7 @@ static void log_interval(struct agent *a, bool force)
  * iteration's end) their RNG and env states too. */
 static void write_checkpoint(struct agent *a, bool with_observers)
 {
+    if (!policy_savable(a, "a checkpoint")) return;
     struct rpc_value st[RL_MAX_OBSERVERS];
     struct rpc_future *futs[RL_MAX_OBSERVERS];
     struct rpc_value none = rpc_list(0);
@@ -497,7 +520,8 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     struct agent *a = the_agent;
     struct rl_update_req m;
     if (!a) return rpc_request_fail(req, "update: no training in progress");
-    if (rl_update_req_unpack(args, &m) != 0) return refuse_update(a, req, rl_last_error());
+    if (rl_update_req_unpack(args, &m) != 0 || rl_check_gradients(m.ctx) != 0)
+        return refuse_update(a, req, rl_last_error());
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
@@ -725,7 +749,7 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     if (a->policy && cfg->logdir[0]) {
         char path[600];
         snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
-        if (policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+        if (policy_savable(a, path) && policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     }
     run_stats_summary(a->stats, stdout, solved, a->n_lost, a->n_rejoined, why);
     rpc_shutdown(true);

@@ -15,6 +15,7 @@
 #include "envs/vec_env.h"
 #include "rl/config.h"
 #include "rl/debug_dump.h"
+#include "rl/finite.h"
 #include "rl/losses.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
@@ -51,7 +52,28 @@ struct observer {
     float *ep_rew;
     atomic_bool shutdown;
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
+    int64_t env_steps;              /* vec_env steps since set-up, for messages */
 };
+
+/* Refuses a non-finite observation or reward of the vec_env step just
+ * taken (reward NULL: a reset), naming the env, this observer and the step.
+ * 0 or -1 with rl_last_error(). */
+static int check_step(struct observer *o, const float *reward, const float *final_obs)
+{
+    if (reward) o->env_steps++;
+    return rl_check_env_step(o->spec->id, rpc_self()->name, o->env_steps, o->B, o->D, o->cur_obs, reward, o->trunc,
+                             final_obs);
+}
+
+/* loss, or NULL (freeing it) when it is not finite: `what` names it. */
+static struct tensor *finite_loss(struct observer *o, struct tensor *loss, const char *what)
+{
+    char w[256];
+    snprintf(w, sizeof w, "env %s on %s: %s", o->spec->id, rpc_self()->name, what);
+    if (!loss || rl_check_loss(loss, w) == 0) return loss;
+    tensor_free(loss);
+    return NULL;
+}
 
 /* ---- setup ---------------------------------------------------------------------- */
 
@@ -169,8 +191,10 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
         !o->mb_logp || !o->mb_adv || !o->mb_ret || !o->mb_val)
         return rl_set_error("out of memory for %d envs", o->B);
     vec_env_reset(o->venv, o->cur_obs);
+    o->env_steps = 0;
     if (m->state.kind == RPC_BYTES && restore_state(o, (const unsigned char *)m->state.str.ptr, m->state.str.len) != 0)
         return -1;
+    if (check_step(o, NULL, NULL) != 0) return -1;
     o->policy = rref_retain(m->policy);
     o->ready = true;
     return 0;
@@ -270,6 +294,7 @@ static int rollout(struct observer *o)
         const void *acts = o->discrete ? (const void *)(ro->act_i + base) : (const void *)o->env_act_f;
         if (vec_env_step(o->venv, acts, o->cur_obs, o->reward, o->term, o->trunc, o->final_obs) != 0)
             return rl_set_error("env step: %s", env_last_error());
+        if (check_step(o, o->reward, o->final_obs) != 0) return -1;
         for (int b = 0; b < B; b++) {
             ro->rewards[base + b] = (float)(o->reward[b] * o->cfg.reward_scale);
             ro->terminated[base + b] = o->term[b];
@@ -355,7 +380,9 @@ static struct tensor *minibatch_loss(struct observer *o, int epoch, int mb, doub
     tensor_free(ent);
     tensor_free(obs);
     tensor_free(acts);
-    return loss;
+    char what[64];
+    snprintf(what, sizeof what, "minibatch %d of epoch %d", mb, epoch);
+    return finite_loss(o, loss, what);
 }
 
 static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
@@ -411,13 +438,17 @@ static struct tensor *episode(struct observer *o)
             n++;
             goto out;
         }
+        if (check_step(o, o->reward, NULL) != 0) {
+            n++;
+            goto out;
+        }
         o->ep_rew[n++] = (float)(o->reward[0] * o->cfg.reward_scale);
         done = o->term[0] || o->trunc[0];
     }
     note_finished(o, 0);
     o->report.steps = n;
     struct tensor *lp = tensor_cat(n, o->ep_logp, 0);
-    loss = lp ? rl_reinforce_loss(lp, o->ep_rew, n, o->cfg.gamma) : NULL;
+    loss = lp ? finite_loss(o, rl_reinforce_loss(lp, o->ep_rew, n, o->cfg.gamma), "the episode's loss") : NULL;
     if (!lp) rl_set_error("episode: %s", tensor_last_error());
     tensor_free(lp);
 out:

@@ -5,7 +5,13 @@
  *    huge steps, a report that is no rollout's, a version from the future):
  *    each is refused with an exact message naming the field and the
  *    sender, the agent does not abort (ASan/UBSan builds too) and its
- *    summary counts only the one valid update. */
+ *    summary counts only the one valid update; an update whose gradients
+ *    are NaN is refused too (the policy is unchanged);
+ *  - nonfinite: a plug-in whose observations or rewards turn NaN/Inf is
+ *    refused at the observer, naming the env, the observer, the step and
+ *    the value, with REINFORCE, A2C and PPO; the agent says it dropped
+ *    that observer (not that it lost it), and what the run saves is
+ *    finite. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <ftw.h>
@@ -13,6 +19,8 @@
 
 #include "rl/messages.h"
 #include "rl/rl.h"
+#include "rl/finite.h"
+#include "rl/safetensors.h"
 #include "rpc/dist_autograd.h"
 #include "rpc/rpc.h"
 #include "tensor/ops.h"
@@ -70,7 +78,7 @@ static void agent_endpoint(struct rl_proc *agent, char *ep, size_t cap)
 
 #define FORGE_T 32                  /* the agent's --steps-per-rollout and --envs-per-observer */
 #define FORGE_B 4
-#define N_FORGED 5
+#define N_FORGED 6
 
 /* What this test's observer saw; filled on its handler thread, read by
  * the test after the agent has shut it down. */
@@ -117,30 +125,55 @@ static struct rl_report honest_report(void)
     return r;
 }
 
+/* A policy forward on obs [1,4] of zeros in context ctx (new references
+ * in *out), or false with forge.fail set. */
+static bool forward(int64_t ctx, struct rl_policy_out *out)
+{
+    dist_autograd_set_current(ctx);
+    int64_t shape[2] = { 1, 4 };
+    struct tensor *obs = tensor_new(DTYPE_F32, DEVICE_CPU, 2, shape);
+    memset(tensor_data(obs), 0, 4 * sizeof(float));
+    struct rpc_value a = rl_obs_pack(obs, false), r = rpc_nil();
+    bool ok = rref_rpc_sync(forge.policy, RL_METHOD_EVALUATE, &a, &r, 0) == 0 &&
+              rl_policy_out_unpack(&r, 1, 2, false, true, out) == 0;
+    if (!ok) snprintf(forge.fail, sizeof forge.fail, "evaluate: %s %s", rpc_last_error(), rl_last_error());
+    rpc_value_clear(&a);
+    rpc_value_clear(&r);
+    tensor_free(obs);
+    return ok;
+}
+
+/* m with a new context whose gradients are NaN: sum(log(a - a)) has the
+ * gradient inf - inf with respect to a. */
+static struct rl_update_req *forge_nan_gradients(struct rl_update_req *m)
+{
+    m->ctx = dist_autograd_context_new();
+    struct rl_policy_out out;
+    if (!forward(m->ctx, &out)) return m;
+    struct tensor *d = tensor_sub(out.a, out.a), *l = tensor_log(d), *loss = tensor_sum(l);
+    if (dist_autograd_backward(m->ctx, 1, &loss, false) != 0)
+        snprintf(forge.fail, sizeof forge.fail, "backward: %s", rpc_last_error());
+    tensor_free(loss);
+    tensor_free(l);
+    tensor_free(d);
+    rl_policy_out_clear(&out);
+    return m;
+}
+
 /* The agent's rl_run_async: real gradients in a context (a forward of the
  * policy with graph, summed, backward), then the forged updates and one
  * valid one; returning ends this observer's loop. */
 static int fake_run_async(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     int64_t ctx = dist_autograd_context_new();
-    int64_t shape[2] = { 1, 4 };
-    struct tensor *obs = tensor_new(DTYPE_F32, DEVICE_CPU, 2, shape);
-    memset(tensor_data(obs), 0, 4 * sizeof(float));
-    struct rpc_value a = rl_obs_pack(obs, false), r = rpc_nil();
     struct rl_policy_out out;
-    if (rref_rpc_sync(forge.policy, RL_METHOD_EVALUATE, &a, &r, 0) != 0 ||
-        rl_policy_out_unpack(&r, 1, 2, false, true, &out) != 0) {
-        snprintf(forge.fail, sizeof forge.fail, "evaluate: %s %s", rpc_last_error(), rl_last_error());
-    } else {
+    if (forward(ctx, &out)) {
         struct tensor *loss = tensor_sum(out.a);
         if (dist_autograd_backward(ctx, 1, &loss, false) != 0)
             snprintf(forge.fail, sizeof forge.fail, "backward: %s", rpc_last_error());
         tensor_free(loss);
         rl_policy_out_clear(&out);
     }
-    rpc_value_clear(&a);
-    rpc_value_clear(&r);
-    tensor_free(obs);
 
     struct rl_update_req m = { .ctx = ctx, .version0 = INT64_MIN };
     send_update(0, &m);
@@ -157,7 +190,10 @@ static int fake_run_async(struct rpc_request *req, const struct rpc_value *args,
     m.stats.policy_loss = NAN;
     send_update(4, &m);
     m.stats.policy_loss = 0.5;
-    send_update(5, &m);
+    send_update(5, forge_nan_gradients(&m));
+    dist_autograd_release(m.ctx);
+    m.ctx = ctx;
+    send_update(6, &m);
     dist_autograd_release(ctx);
     rref_free(forge.policy);
     forge.policy = NULL;
@@ -197,11 +233,19 @@ START_TEST(test_forged_update)
         "report: steps 1000 is not a rollout's (32 steps x 4 envs)",
         "version0 5 is newer than the policy's version 0",
         "stats: policy_loss nan is not finite",
+        NULL,                       /* NaN gradients: which parameter comes first is the context's order */
     };
     for (int i = 0; i < N_FORGED; i++) {
         char exp[512], line[600];
-        snprintf(exp, sizeof exp, "rpc: agent: rl_update: refused (from observer1): %s", want[i]);
         ck_assert_msg(forge.rc[i] != 0, "forged update %d was accepted\nagent stderr:\n%s", i, agent.err);
+        if (!want[i]) {
+            int idx = -1, at = -1, end = 0;
+            sscanf(forge.err[i], "rpc: agent: rl_update: refused (from observer1): gradient %d [%d] is nan%n", &idx, &at,
+                   &end);
+            ck_assert_msg(idx >= 0 && at >= 0 && end == (int)strlen(forge.err[i]), "%s", forge.err[i]);
+            continue;
+        }
+        snprintf(exp, sizeof exp, "rpc: agent: rl_update: refused (from observer1): %s", want[i]);
         ck_assert_str_eq(forge.err[i], exp);
         snprintf(line, sizeof line, "agent: refused rl_update from observer1: %s\n", want[i]);
         ck_assert_msg(strstr(agent.err, line), "'%s' not on the agent's stderr:\n%s", line, agent.err);
@@ -224,6 +268,85 @@ START_TEST(test_forged_update)
 }
 END_TEST
 
+/* ---- non-finite values from an env --------------------------------------------------- */
+
+/* A scratch directory for a run's --logdir. */
+static const char *make_scratch(void)
+{
+    snprintf(scratch, sizeof scratch, "/tmp/trib_faults_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(scratch));
+    return scratch;
+}
+
+/* Every parameter of DIR/policy.safetensors is finite. */
+static void assert_policy_finite(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/policy.safetensors", dir);
+    struct safetensors *st = safetensors_load(path);
+    ck_assert_msg(st, "%s", rl_last_error());
+    ck_assert_int_gt(st->n, 0);
+    ck_assert_msg(rl_check_params(st->n, st->tensors, (const char *const *)st->names) == 0, "%s: %s", path,
+                  rl_last_error());
+    safetensors_free(st);
+}
+
+/* tributary-train --preset preset on Faulty-v0 (one observer) whose
+ * TRIB_FAULT is fault from step 30: refused at the observer, with `what`
+ * (the observer's message), in the call fn; the run fails (exit 1, summary
+ * "failure"), and the policy it saves is finite. */
+static void check_nonfinite(const char *preset, const char *mode, const char *fault, const char *fn, const char *what)
+{
+    const char *dir = make_scratch();
+    const char *args[] = { "--preset", preset, "--mode", mode, "--env", FAULTY_SO, "--observers", "1", "--max-seconds",
+                           "120", "--target", "1000", "--quiet", "--logdir", dir, "--heartbeat-timeout", HB_MS, NULL };
+    char f[64];
+    snprintf(f, sizeof f, "TRIB_FAULT=%s", fault);
+    const char *env[] = { f, "TRIB_FAULT_AT=30", NULL };
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, env);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    cJSON *j = summary(&p);
+    check_summary_shape(j);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "failure");
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), 1);
+    cJSON_Delete(j);
+    char line[512];
+    snprintf(line, sizeof line,
+             "agent: dropping observer1 (alive, but its call failed): rpc: observer1: %s: env Faulty-v0 on observer1: "
+             "step 30: %s; continuing with 0 observers\n",
+             fn, what);
+    ck_assert_msg(strstr(p.err, line), "'%s' not on stderr:\n%s", line, p.err);
+    ck_assert_msg(!strstr(p.err, "lost observer1"), "stderr:\n%s", p.err);
+    assert_policy_finite(dir);
+    rl_free(&p);
+}
+
+START_TEST(test_nan_obs_reinforce)
+{
+    check_nonfinite("pytorch-rl-example", "sync", "nan-obs", "rl_episode", "observation[1] of env 0 is nan");
+}
+END_TEST
+
+START_TEST(test_inf_obs_a2c)
+{
+    check_nonfinite("a2c", "sync", "inf-obs", "rl_rollout", "observation[1] of env 0 is inf");
+}
+END_TEST
+
+START_TEST(test_nan_reward_ppo)
+{
+    check_nonfinite("ppo-fast", "sync", "nan-reward", "rl_rollout", "the reward of env 0 is nan");
+}
+END_TEST
+
+START_TEST(test_nan_obs_ppo_async)
+{
+    check_nonfinite("ppo-fast", "async", "nan-obs", "rl_run_async", "observation[1] of env 0 is nan");
+}
+END_TEST
+
 static Suite *rl_faults_suite(void)
 {
     Suite *s = suite_create("rl_faults");
@@ -231,6 +354,14 @@ static Suite *rl_faults_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_forged_update);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("nonfinite");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_nan_obs_reinforce);
+    tcase_add_test(tc, test_inf_obs_a2c);
+    tcase_add_test(tc, test_nan_reward_ppo);
+    tcase_add_test(tc, test_nan_obs_ppo_async);
     suite_add_tcase(s, tc);
     return s;
 }
