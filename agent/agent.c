@@ -470,6 +470,15 @@ static void write_checkpoint(struct agent *a, bool with_observers)
     for (int k = 0; k < a->n_peers; k++) rpc_value_clear(&st[k]);
 }
 
+/* A checkpoint when --checkpoint-every updates were made since the last
+ * (both modes; with_observers: sync mode, between iterations). */
+static void maybe_checkpoint(struct agent *a, bool with_observers)
+{
+    if (a->cfg.logdir[0] && a->cfg.checkpoint_every > 0 &&
+        run_stats_updates(a->stats) - a->ckpt_updates >= a->cfg.checkpoint_every)
+        write_checkpoint(a, with_observers);
+}
+
 static const char *stop_reason(struct agent *a)
 {
     if (got_signal) return got_signal == SIGINT ? "SIGINT" : "SIGTERM";
@@ -489,9 +498,7 @@ static int train_sync(struct agent *a, const char **why)
             return -1;
         }
         log_interval(a, false);
-        if (a->cfg.logdir[0] && a->cfg.checkpoint_every > 0 &&
-            run_stats_updates(a->stats) - a->ckpt_updates >= a->cfg.checkpoint_every)
-            write_checkpoint(a, true);
+        maybe_checkpoint(a, true);
     }
     return 0;
 }
@@ -576,6 +583,7 @@ static int train_async(struct agent *a, const char **why)
         }
         tend_rejoins(a, false);
         log_interval(a, false);
+        if (!atomic_load(&a->stop)) maybe_checkpoint(a, false);
         if (running_loops(a) > 0) usleep(5000);
     }
     if (!*why) *why = live_peers(a) ? "observers stopped" : "failure";

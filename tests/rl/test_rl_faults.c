@@ -11,9 +11,12 @@
  *    refused at the observer, naming the env, the observer, the step and
  *    the value, with REINFORCE, A2C and PPO; the agent says it dropped
  *    that observer (not that it lost it), and what the run saves is
- *    finite. */
+ *    finite;
+ *  - async checkpoints: an async run writes a checkpoint every
+ *    --checkpoint-every updates; after a kill -9 the newest resumes. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <stdatomic.h>
 
@@ -347,6 +350,70 @@ START_TEST(test_nan_obs_ppo_async)
 }
 END_TEST
 
+/* ---- async periodic checkpoints ----------------------------------------------------------- */
+
+/* The update count of the newest checkpoint in DIR/checkpoints, or -1. */
+static long long newest_checkpoint(const char *dir)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/checkpoints", dir);
+    DIR *d = opendir(path);
+    if (!d) return -1;
+    long long best = -1, u;
+    struct dirent *e;
+    int end;
+    while ((e = readdir(d)))
+        if (sscanf(e->d_name, "ckpt-%12lld.trib%n", &u, &end) == 1 && end == (int)strlen(e->d_name) && u > best)
+            best = u;
+    closedir(d);
+    return best;
+}
+
+START_TEST(test_async_checkpoints_resume)
+{
+    const char *dir = make_scratch();
+    const char *common[] = { "--mode", "async", "--observers", "2", "--envs-per-observer", "8", "--steps-per-rollout",
+                             "16", "--target", "1000", "--quiet", "--heartbeat-timeout", HB_MS, NULL };
+    const char *args[MAX_ARGS] = { "--logdir", dir, "--checkpoint-every", "10", "--max-seconds", "120" };
+    int n = 6;
+    for (int i = 0; common[i]; i++) args[n++] = common[i];
+    args[n] = NULL;
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    /* two periodic checkpoints (none is written at the start), then kill -9 */
+    double t0 = trib_now_s();
+    long long first = -1, u;
+    while ((u = newest_checkpoint(dir)) < 0 || first < 0 || u == first) {
+        if (u >= 0 && first < 0) first = u;
+        ck_assert_msg(rl_running(&p), "the run ended before two checkpoints");
+        ck_assert_msg(trib_now_s() - t0 < WAIT_S, "no second checkpoint within %.0f s (first: %lld)", WAIT_S, first);
+        usleep(20000);
+    }
+    rl_kill(&p);
+    ck_assert_int_ge(first, 10);
+    u = newest_checkpoint(dir);
+    ck_assert_int_gt(u, first);
+    rl_free(&p);
+
+    char max_updates[32], resumed[256];
+    snprintf(max_updates, sizeof max_updates, "%lld", u + 20);
+    const char *args2[MAX_ARGS] = { "--resume", dir, "--max-updates", max_updates };
+    n = 4;
+    for (int i = 0; common[i]; i++) args2[n++] = common[i];
+    args2[n] = NULL;
+    rl_start(&p, TRIB_TRAIN_BIN, args2, NULL);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    snprintf(resumed, sizeof resumed, "tributary: resumed from %s/checkpoints/ckpt-%012lld.trib: ", dir, u);
+    ck_assert_msg(strstr(p.out, resumed), "'%s' not in stdout:\n%s\nstderr:\n%s", resumed, tail(p.out), p.err);
+    cJSON *j = summary(&p);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_int_ge((long long)jnum(j, "updates"), u + 20);
+    cJSON_Delete(j);
+    rl_free(&p);
+}
+END_TEST
+
 static Suite *rl_faults_suite(void)
 {
     Suite *s = suite_create("rl_faults");
@@ -362,6 +429,11 @@ static Suite *rl_faults_suite(void)
     tcase_add_test(tc, test_inf_obs_a2c);
     tcase_add_test(tc, test_nan_reward_ppo);
     tcase_add_test(tc, test_nan_obs_ppo_async);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("checkpoints");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_async_checkpoints_resume);
     suite_add_tcase(s, tc);
     return s;
 }
