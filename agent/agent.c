@@ -30,6 +30,8 @@
 #include "tensor/ops.h"
 
 #define PROG "agent"
+#define STOP_GRACE_S 5.0            /* calls in flight may run this long after the run is due to stop */
+#define END_CALL_MS 3000            /* each call to an observer as the run ends (its state, rl_shutdown) */
 
 /* One observer rank of the run (slot k holds rank k + 1). Main thread
  * only, but for id, which never changes. */
@@ -59,6 +61,8 @@ struct agent {
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
     struct ckpt *resume;            /* the checkpoint being resumed, until set-up */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
+    double stop_due;                /* when the run became due to stop (0: not yet); main thread */
+    bool abandoned;                 /* a call to an observer was given up: no graceful rpc_shutdown */
 };
 
 static volatile sig_atomic_t got_signal;
@@ -67,6 +71,9 @@ static struct agent *the_agent;     /* for the rl_update handler and signals onl
 static bool rendezvous_done;        /* agent_rendezvous_done */
 
 bool agent_rendezvous_done(void) { return rendezvous_done; }
+
+static bool abandoned_calls;        /* agent_gave_up */
+bool agent_gave_up(void) { return abandoned_calls; }
 
 static void on_signal(int sig)
 {
@@ -100,8 +107,8 @@ static void lose_peer(struct agent *a, int k, const char *why)
     policy_drop_sync_caller(a->policy);
     struct rpc_worker_info wi;
     if (rpc_get_worker_info(a->peers[k].name, &wi) == 0)
-        fprintf(stderr, PROG ": dropping %s (alive, but its call failed): %s; continuing with %d observer%s\n",
-                a->peers[k].name, why, live_peers(a), live_peers(a) == 1 ? "" : "s");
+        fprintf(stderr, PROG ": dropping %s (alive): %s; continuing with %d observer%s\n", a->peers[k].name, why,
+                live_peers(a), live_peers(a) == 1 ? "" : "s");
     else
         fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, live_peers(a),
                 live_peers(a) == 1 ? "" : "s");
@@ -118,6 +125,49 @@ static bool policy_savable(struct agent *a, const char *what)
     pthread_mutex_unlock(&a->mu);
     if (rc != 0) fprintf(stderr, PROG ": not writing %s: the policy is not finite: %s\n", what, rl_last_error());
     return rc == 0;
+}
+
+/* Whether the run has been due to stop (a signal, --max-seconds or another
+ * budget, async mode's stop) for STOP_GRACE_S: calls still in flight then are given up.
+ * Main thread. */
+static bool stop_overdue(struct agent *a)
+{
+    if (a->stop_due == 0) {
+        if (!got_signal && !atomic_load(&a->stop) && !run_stats_out_of_budget(a->stats)) return false;
+        a->stop_due = trib_now_s();
+    }
+    return trib_now_s() - a->stop_due >= STOP_GRACE_S;
+}
+
+/* Once the stop is overdue: gives up the calls (fn) of futs still in flight,
+ * dropping their observers (a stuck env step, a silent peer), and frees
+ * every future of futs. Returns whether it did. Main thread. */
+static bool abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn)
+{
+    if (!stop_overdue(a)) return false;
+    for (int k = 0; k < a->n_peers; k++) {
+        if (!futs[k]) continue;
+        if (!rpc_future_done(futs[k])) {
+            char why[160];
+            snprintf(why, sizeof why, "its %s call still runs %g s after the run was due to stop", fn, STOP_GRACE_S);
+            lose_peer(a, k, why);
+            a->abandoned = true;
+        }
+        rpc_future_free(futs[k]);
+        futs[k] = NULL;
+    }
+    return true;
+}
+
+/* Waits until every future of futs is done, or gives up on those left once
+ * the stop is overdue (abandon_overdue). Main thread. */
+static void await_calls(struct agent *a, struct rpc_future **futs, const char *fn)
+{
+    for (int k = 0; k < a->n_peers; k++)
+        while (futs[k] && !rpc_future_done(futs[k])) {
+            if (abandon_overdue(a, futs, fn)) return;
+            usleep(200);
+        }
 }
 
 /* Loses every observer the RPC layer no longer knows (dead or gone), with
@@ -248,6 +298,7 @@ static void call_live(struct agent *a, const char *fn, const struct rpc_value *a
 static int wait_losses(struct agent *a, struct rpc_future **futs, struct rl_loss_reply *reps, bool *ok)
 {
     int n = 0;
+    await_calls(a, futs, a->cfg.algo == RL_ALGO_REINFORCE ? RL_FN_EPISODE : RL_FN_LOSS);
     for (int k = 0; k < a->n_peers; k++) {
         ok[k] = false;
         if (!futs[k]) continue;
@@ -360,6 +411,7 @@ static int sync_ppo_iteration(struct agent *a)
             left--;
             progress = true;
         }
+        if (!progress && abandon_overdue(a, futs, RL_FN_ROLLOUT)) return 0;
         if (!progress) usleep(200);
     }
     /* in observer order, so the statistics (the window of the last 100
@@ -452,7 +504,8 @@ static void write_checkpoint(struct agent *a, bool with_observers)
     struct rpc_value none = rpc_list(0);
     for (int k = 0; k < a->n_peers; k++) {
         st[k] = rpc_nil();
-        futs[k] = with_observers && a->peers[k].alive ? rpc_async(a->peers[k].name, RL_FN_GET_STATE, &none, 0) : NULL;
+        futs[k] = with_observers && a->peers[k].alive ? rpc_async(a->peers[k].name, RL_FN_GET_STATE, &none, END_CALL_MS)
+                                                      : NULL;
     }
     rpc_value_clear(&none);
     for (int k = 0; k < a->n_peers; k++) {
@@ -492,6 +545,7 @@ static int train_sync(struct agent *a, const char **why)
     while (!(*why = stop_reason(a))) {
         tend_rejoins(a, true);
         int rc = a->cfg.algo == RL_ALGO_REINFORCE ? sync_reinforce_iteration(a) : sync_ppo_iteration(a);
+        if (rc != 0 && a->stop_due > 0 && (*why = stop_reason(a))) return 0;   /* gave up on every observer */
         if (rc != 0) {
             fprintf(stderr, PROG ": %s\n", rl_last_error());
             *why = "failure";
@@ -566,6 +620,22 @@ static int running_loops(const struct agent *a)
     return n;
 }
 
+/* Async mode, once the stop is overdue: gives up the loops (and rejoin
+ * set-ups) still running. Returns whether it did. */
+static bool give_up_loops(struct agent *a)
+{
+    struct rpc_future *runs[RL_MAX_OBSERVERS] = { 0 }, *setups[RL_MAX_OBSERVERS] = { 0 };
+    if (!stop_overdue(a)) return false;
+    for (int k = 0; k < a->n_peers; k++) {
+        runs[k] = a->peers[k].run;
+        setups[k] = a->peers[k].setup;
+        a->peers[k].run = a->peers[k].setup = NULL;
+    }
+    abandon_overdue(a, runs, RL_FN_RUN_ASYNC);
+    abandon_overdue(a, setups, RL_FN_SETUP);
+    return true;
+}
+
 static int train_async(struct agent *a, const char **why)
 {
     struct rpc_value none = rpc_list(0);
@@ -574,6 +644,7 @@ static int train_async(struct agent *a, const char **why)
     *why = NULL;
     while (running_loops(a) > 0) {
         if (!atomic_load(&a->stop) && (*why = stop_reason(a))) atomic_store(&a->stop, true);
+        if (atomic_load(&a->stop) && give_up_loops(a)) break;
         for (int k = 0; k < a->n_peers; k++) {
             struct obs_peer *p = &a->peers[k];
             if (!p->run || !rpc_future_done(p->run)) continue;
@@ -587,7 +658,7 @@ static int train_async(struct agent *a, const char **why)
         if (running_loops(a) > 0) usleep(5000);
     }
     if (!*why) *why = live_peers(a) ? "observers stopped" : "failure";
-    if (live_peers(a) == 0) {
+    if (live_peers(a) == 0 && a->stop_due == 0) {   /* (given up on as the run stopped: not a failure) */
         fprintf(stderr, PROG ": every observer is lost\n");
         return -1;
     }
@@ -673,11 +744,14 @@ static void shutdown_observers(struct agent *a)
     int n = rpc_get_workers(w, RL_MAX_OBSERVERS + 1);
     struct rpc_value none = rpc_list(0);
     for (int i = 0; i < n; i++)
-        futs[i] = w[i].id != rpc_self()->id ? rpc_async(w[i].name, RL_FN_SHUTDOWN, &none, 10000) : NULL;
+        futs[i] = w[i].id != rpc_self()->id ? rpc_async(w[i].name, RL_FN_SHUTDOWN, &none, END_CALL_MS) : NULL;
     rpc_value_clear(&none);
     for (int i = 0; i < n; i++) {
         int k = peer_by_id(a, w[i].id);
-        if (futs[i] && rpc_future_wait(futs[i], NULL) != 0 && k >= 0) lose_peer(a, k, rpc_future_error(futs[i]));
+        if (futs[i] && rpc_future_wait(futs[i], NULL) != 0) {
+            a->abandoned = true;   /* a graceful rpc_shutdown would wait for it */
+            if (k >= 0) lose_peer(a, k, rpc_future_error(futs[i]));
+        }
         rpc_future_free(futs[i]);
     }
 }
@@ -760,7 +834,8 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
         if (policy_savable(a, path) && policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     }
     run_stats_summary(a->stats, stdout, solved, a->n_lost, a->n_rejoined, why);
-    rpc_shutdown(true);
+    abandoned_calls = a->abandoned;
+    rpc_shutdown(!a->abandoned);   /* not graceful: it would wait for the observers given up on */
     for (int k = 0; k < a->n_peers; k++) {
         rpc_future_free(a->peers[k].setup);
         rpc_future_free(a->peers[k].run);

@@ -26,6 +26,10 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts);
 /* Whether the last agent_run got through rpc_init (every observer joined);
  * false when it failed or was interrupted before that. */
 bool agent_rendezvous_done(void);
+/* Whether the last agent_run gave up on an observer's call as the run
+ * ended (a stuck env step or a silent peer past the stop's grace time):
+ * that observer may never exit on its own. */
+bool agent_gave_up(void);
 
 /* SIGINT/SIGTERM stop training at the next step boundary, or the wait
  * for the observers in rpc_init (a second one exits at once). */

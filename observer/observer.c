@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/check.h"
 #include "envs/plugin.h"
@@ -22,6 +23,7 @@
 #include "rl/rl_math.h"
 #include "rl/rollout.h"
 #include "rl/sample.h"
+#include "rl/watchdog.h"
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
 
@@ -53,7 +55,19 @@ struct observer {
     atomic_bool shutdown;
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
     int64_t env_steps;              /* vec_env steps since set-up, for messages */
+    struct rl_watchdog *dog;        /* over env steps: --step-timeout */
 };
+
+/* The watchdog's verdict on a step that runs past --step-timeout: a plug-in
+ * stuck in C cannot be interrupted, so this observer says so and exits at
+ * once; the agent counts it lost (its heartbeats stop). */
+static void step_overdue(void *u, double seconds)
+{
+    struct observer *o = u;
+    fprintf(stderr, "%s: env %s: a step has run for %.1f s, longer than --step-timeout %g s: giving up (exit 1)\n",
+            rpc_self()->name, o->spec->id, seconds, o->cfg.step_timeout_s);
+    _exit(1);
+}
 
 /* Refuses a non-finite observation or reward of the vec_env step just
  * taken (reward NULL: a reset), naming the env, this observer and the step.
@@ -63,6 +77,17 @@ static int check_step(struct observer *o, const float *reward, const float *fina
     if (reward) o->env_steps++;
     return rl_check_env_step(o->spec->id, rpc_self()->name, o->env_steps, o->B, o->D, o->cur_obs, reward, o->trunc,
                              final_obs);
+}
+
+/* One step of every env under the watchdog, its observations and rewards
+ * checked: 0 or -1 with rl_last_error(). */
+static int step_envs(struct observer *o, const void *acts, float *final_obs)
+{
+    rl_watchdog_arm(o->dog);
+    int rc = vec_env_step(o->venv, acts, o->cur_obs, o->reward, o->term, o->trunc, final_obs);
+    rl_watchdog_disarm(o->dog);
+    if (rc != 0) return rl_set_error("env step: %s", env_last_error());
+    return check_step(o, o->reward, final_obs);
 }
 
 /* loss, or NULL (freeing it) when it is not finite: `what` names it. */
@@ -79,6 +104,8 @@ static struct tensor *finite_loss(struct observer *o, struct tensor *loss, const
 
 static void release_env(struct observer *o)
 {
+    rl_watchdog_free(o->dog);
+    o->dog = NULL;
     rl_rollout_deinit(&o->ro);
     vec_env_free(o->venv);
     env_plugin_close(o->plugin);
@@ -190,7 +217,10 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     if (!o->obs_t || !o->cur_obs || !o->env_act_f || !o->reward || !o->final_obs || !o->term || !o->trunc ||
         !o->mb_logp || !o->mb_adv || !o->mb_ret || !o->mb_val)
         return rl_set_error("out of memory for %d envs", o->B);
+    o->dog = rl_watchdog_new(o->cfg.step_timeout_s, step_overdue, o);
+    rl_watchdog_arm(o->dog);
     vec_env_reset(o->venv, o->cur_obs);
+    rl_watchdog_disarm(o->dog);
     o->env_steps = 0;
     if (m->state.kind == RPC_BYTES && restore_state(o, (const unsigned char *)m->state.str.ptr, m->state.str.len) != 0)
         return -1;
@@ -292,9 +322,7 @@ static int rollout(struct observer *o)
         memcpy(ro->values + base, tensor_data(out.value), (size_t)B * sizeof(float));
         rl_policy_out_clear(&out);
         const void *acts = o->discrete ? (const void *)(ro->act_i + base) : (const void *)o->env_act_f;
-        if (vec_env_step(o->venv, acts, o->cur_obs, o->reward, o->term, o->trunc, o->final_obs) != 0)
-            return rl_set_error("env step: %s", env_last_error());
-        if (check_step(o, o->reward, o->final_obs) != 0) return -1;
+        if (step_envs(o, acts, o->final_obs) != 0) return -1;
         for (int b = 0; b < B; b++) {
             ro->rewards[base + b] = (float)(o->reward[b] * o->cfg.reward_scale);
             ro->terminated[base + b] = o->term[b];
@@ -433,12 +461,7 @@ static struct tensor *episode(struct observer *o)
             rl_set_error("episode: %s", tensor_last_error());
             goto out;
         }
-        if (vec_env_step(o->venv, &action, o->cur_obs, o->reward, o->term, o->trunc, NULL) != 0) {
-            rl_set_error("env step: %s", env_last_error());
-            n++;
-            goto out;
-        }
-        if (check_step(o, o->reward, NULL) != 0) {
+        if (step_envs(o, &action, NULL) != 0) {
             n++;
             goto out;
         }

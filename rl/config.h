@@ -13,6 +13,7 @@
 #define RL_MAX_OBSERVERS 64
 #define RL_MAX_ENVS 4096            /* per observer */
 #define RL_MAX_HIDDEN 4
+#define RL_DEFAULT_STEP_TIMEOUT_S 60.0   /* --step-timeout */
 
 enum rl_algo { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
 enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
@@ -53,6 +54,7 @@ struct rl_config {
     bool running_reward;            /* judge by PyTorch's example's running reward instead */
     double log_every_s;             /* progress line period */
     int heartbeat_timeout_ms;
+    double step_timeout_s;          /* an env step longer than this makes its observer give up (0: never) */
     bool quiet;                     /* no progress lines */
     /* what the run leaves behind (agent only) */
     char logdir[512];               /* metrics, config.json, TensorBoard events, checkpoints, policy ("" none) */

@@ -13,7 +13,12 @@
  *    that observer (not that it lost it), and what the run saves is
  *    finite;
  *  - async checkpoints: an async run writes a checkpoint every
- *    --checkpoint-every updates; after a kill -9 the newest resumes. */
+ *    --checkpoint-every updates; after a kill -9 the newest resumes;
+ *  - stuck steps: a plug-in whose step never returns makes its observer
+ *    give up after --step-timeout (naming the env and itself) and the run
+ *    goes on without it, sync and async; with no step limit, --max-seconds
+ *    and the first SIGINT still end the run within the documented bound,
+ *    with the summary and a final checkpoint. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <dirent.h>
@@ -317,7 +322,7 @@ static void check_nonfinite(const char *preset, const char *mode, const char *fa
     cJSON_Delete(j);
     char line[512];
     snprintf(line, sizeof line,
-             "agent: dropping observer1 (alive, but its call failed): rpc: observer1: %s: env Faulty-v0 on observer1: "
+             "agent: dropping observer1 (alive): rpc: observer1: %s: env Faulty-v0 on observer1: "
              "step 30: %s; continuing with 0 observers\n",
              fn, what);
     ck_assert_msg(strstr(p.err, line), "'%s' not on stderr:\n%s", line, p.err);
@@ -414,6 +419,101 @@ START_TEST(test_async_checkpoints_resume)
 }
 END_TEST
 
+/* ---- env steps that never return ------------------------------------------------------------ */
+
+/* One of two observers hangs in a step from its 30th on: it gives up after
+ * --step-timeout 2, the agent counts it lost and trains on with the other
+ * until --max-seconds. */
+static void check_step_timeout(const char *mode)
+{
+    const char *dir = make_scratch();
+    char once[96], once_env[128];
+    snprintf(once, sizeof once, "%s/once", dir);
+    snprintf(once_env, sizeof once_env, "TRIB_FAULT_ONCE=%s", once);
+    const char *env[] = { "TRIB_FAULT=hang", "TRIB_FAULT_AT=30", once_env, NULL };
+    const char *args[] = { "--env", FAULTY_SO, "--mode", mode, "--observers", "2", "--step-timeout", "2",
+                           "--heartbeat-timeout", HB_MS, "--max-seconds", "8", "--quiet", NULL };
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, env);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    cJSON *j = summary(&p);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), 1);
+    double steps = jnum(j, "env_steps");
+    cJSON_Delete(j);
+    /* which observer hangs is whichever got there first */
+    int k = 0;
+    double secs = 0;
+    const char *gave_up = strstr(p.err, ": env Faulty-v0: a step has run for ");
+    ck_assert_msg(gave_up && gave_up - p.err >= 9, "stderr:\n%s", p.err);
+    const char *line = gave_up;
+    while (line > p.err && line[-1] != '\n') line--;
+    int end = 0;
+    sscanf(line, "observer%d: env Faulty-v0: a step has run for %lf s, longer than --step-timeout 2 s: giving up (exit 1)\n%n",
+           &k, &secs, &end);
+    ck_assert_msg(end > 0 && (k == 1 || k == 2) && secs >= 2 && secs < 10, "stderr:\n%s", p.err);
+    char lost[64], reaped[80];
+    snprintf(lost, sizeof lost, "agent: lost observer%d: ", k);
+    ck_assert_msg(strstr(p.err, lost), "'%s' not on stderr:\n%s", lost, p.err);
+    snprintf(reaped, sizeof reaped, "tributary-train: observer%d (pid ", k);
+    ck_assert_msg(strstr(p.err, reaped) && strstr(p.err, ") exited with status 1\n"), "stderr:\n%s", p.err);
+    /* the other observer trained on: far more steps than the 30 x 32 before the hang */
+    ck_assert_msg(steps > 30 * 32 * 4, "%g env steps\nstderr:\n%s", steps, p.err);
+    rl_free(&p);
+}
+
+START_TEST(test_step_timeout_sync) { check_step_timeout("sync"); }
+END_TEST
+
+START_TEST(test_step_timeout_async) { check_step_timeout("async"); }
+END_TEST
+
+/* Every observer hangs and nothing limits a step: --max-seconds 3 (or a
+ * SIGINT) still ends the run, the calls in flight given up 5 s later, with
+ * the summary, a final checkpoint and the policy, all within bound_s of
+ * the stop. */
+static void check_stuck_stop(const char *mode, bool sigint)
+{
+    const char *dir = make_scratch();
+    const char *env[] = { "TRIB_FAULT=hang", "TRIB_FAULT_AT=30", NULL };
+    const char *args[] = { "--env", FAULTY_SO, "--mode", mode, "--observers", "2", "--step-timeout", "0",
+                           "--heartbeat-timeout", HB_MS, "--max-seconds", sigint ? "0" : "3", "--logdir", dir,
+                           "--quiet", NULL };
+    const double bound_s = 5 + 3 + 3 + 9;   /* grace, end calls, reaping; and slack for a loaded box */
+    struct rl_proc p;
+    double t0 = trib_now_s();
+    rl_start(&p, TRIB_TRAIN_BIN, args, env);
+    if (sigint) {
+        usleep(3000000);
+        ck_assert_msg(rl_running(&p), "the run ended before the SIGINT");
+        t0 = trib_now_s();
+        kill(p.pid, SIGINT);
+    } else {
+        t0 += 3;
+    }
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    double took = trib_now_s() - t0;
+    ck_assert_msg(rc == (sigint ? 130 : 1), "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    ck_assert_msg(took < bound_s, "ended %.1f s after the stop\nstderr:\n%s", took, p.err);
+    cJSON *j = summary(&p);
+    ck_assert_str_eq(jstr(j, "stopped_by"), sigint ? "SIGINT" : "budget");
+    cJSON_Delete(j);
+    char line[160];
+    snprintf(line, sizeof line, "agent: dropping observer1 (alive): its %s call still runs 5 s after the run was due to stop; ",
+             strcmp(mode, "sync") == 0 ? RL_FN_ROLLOUT : RL_FN_RUN_ASYNC);
+    ck_assert_msg(strstr(p.err, line), "'%s' not on stderr:\n%s", line, p.err);
+    ck_assert_msg(newest_checkpoint(dir) >= 0, "no final checkpoint\nstderr:\n%s", p.err);
+    assert_policy_finite(dir);
+    rl_free(&p);
+}
+
+START_TEST(test_stuck_max_seconds_sync) { check_stuck_stop("sync", false); }
+END_TEST
+
+START_TEST(test_stuck_sigint_async) { check_stuck_stop("async", true); }
+END_TEST
+
 static Suite *rl_faults_suite(void)
 {
     Suite *s = suite_create("rl_faults");
@@ -434,6 +534,14 @@ static Suite *rl_faults_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_async_checkpoints_resume);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("stuck");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_step_timeout_sync);
+    tcase_add_test(tc, test_step_timeout_async);
+    tcase_add_test(tc, test_stuck_max_seconds_sync);
+    tcase_add_test(tc, test_stuck_sigint_async);
     suite_add_tcase(s, tc);
     return s;
 }
