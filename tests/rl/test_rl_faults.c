@@ -18,7 +18,9 @@
  *    give up after --step-timeout (naming the env and itself) and the run
  *    goes on without it, sync and async; with no step limit, --max-seconds
  *    and the first SIGINT still end the run within the documented bound,
- *    with the summary and a final checkpoint. */
+ *    with the summary and a final checkpoint;
+ *  - silent peer: an observer that never answers rl_shutdown holds the
+ *    agent's exit up by at most the end-of-run call limit (3 s). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <dirent.h>
@@ -514,6 +516,64 @@ END_TEST
 START_TEST(test_stuck_sigint_async) { check_stuck_stop("async", true); }
 END_TEST
 
+/* ---- a silent peer at shutdown -------------------------------------------------------------- */
+
+static struct {
+    _Atomic double called;          /* when the agent called rl_shutdown (trib_now_s) */
+    atomic_bool release;            /* the agent is gone: the handler may return */
+} silent;
+
+static int quick_run_async(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_nil();               /* the loop ends at once: the run ends ("observers stopped") */
+    return 0;
+}
+
+/* Never answers while the agent lives. */
+static int silent_shutdown(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    atomic_store(&silent.called, trib_now_s());
+    for (int i = 0; i < 6000 && !atomic_load(&silent.release); i++) usleep(10000);
+    *res = rpc_nil();
+    return 0;
+}
+
+START_TEST(test_silent_peer_shutdown)
+{
+    struct rl_proc agent;
+    const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "1", "--mode", "async", "--heartbeat-timeout",
+                           HB_MS, "--quiet", NULL };
+    rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
+    char ep[128];
+    agent_endpoint(&agent, ep, sizeof ep);
+    dist_autograd_init();
+    rpc_register(RL_FN_SETUP, fake_setup, NULL);
+    rpc_register(RL_FN_RUN_ASYNC, quick_run_async, NULL);
+    rpc_register(RL_FN_SHUTDOWN, silent_shutdown, NULL);
+    struct rpc_opts o = { .name = "observer1", .rank = 1, .world_size = 2, .master = ep, .default_timeout_ms = 60000,
+                          .init_timeout_ms = 60000, .heartbeat_timeout_ms = 2000 };
+    ck_assert_msg(rpc_init(&o) == 0, "rpc_init: %s", rpc_last_error());
+    int rc = rl_wait(&agent, 60);
+    double exited = trib_now_s(), called = atomic_load(&silent.called);
+    atomic_store(&silent.release, true);
+    rpc_shutdown(false);
+    rref_free(forge.policy);
+    forge.policy = NULL;
+    ck_assert_msg(called > 0, "rl_shutdown never called\nstderr:\n%s", agent.err);
+    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    /* the bound is 3 s; 2 s more for a loaded box (it was 10 s, then a graceful shutdown that waited forever) */
+    ck_assert_msg(exited - called < 5.0, "the agent exited %.1f s after calling rl_shutdown\nstderr:\n%s",
+                  exited - called, agent.err);
+    ck_assert_msg(strstr(agent.err, "agent: dropping observer1 (alive): rpc: timed out after 3000 ms calling "
+                                    "observer1.rl_shutdown; continuing with 0 observers\n"),
+                  "stderr:\n%s", agent.err);
+    cJSON *j = summary(&agent);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "observers stopped");
+    cJSON_Delete(j);
+    rl_free(&agent);
+}
+END_TEST
+
 static Suite *rl_faults_suite(void)
 {
     Suite *s = suite_create("rl_faults");
@@ -521,6 +581,7 @@ static Suite *rl_faults_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_forged_update);
+    tcase_add_test(tc, test_silent_peer_shutdown);
     suite_add_tcase(s, tc);
     tc = tcase_create("nonfinite");
     tcase_add_checked_fixture(tc, NULL, teardown);
