@@ -117,6 +117,23 @@ static int fake_shutdown(struct rpc_request *req, const struct rpc_value *args, 
     return 0;
 }
 
+/* Starts tributary-agent with args (one observer) and joins it as its
+ * observer1, serving rl_setup (fake_setup), rl_run_async and rl_shutdown
+ * with the given handlers. */
+static void join_as_observer(struct rl_proc *agent, const char *const *args, rpc_fn run_async, rpc_fn shutdown)
+{
+    rl_start(agent, TRIB_AGENT_BIN, args, NULL);
+    char ep[128];
+    agent_endpoint(agent, ep, sizeof ep);
+    dist_autograd_init();
+    rpc_register(RL_FN_SETUP, fake_setup, NULL);
+    rpc_register(RL_FN_RUN_ASYNC, run_async, NULL);
+    rpc_register(RL_FN_SHUTDOWN, shutdown, NULL);
+    struct rpc_opts o = { .name = "observer1", .rank = 1, .world_size = 2, .master = ep, .default_timeout_ms = 60000,
+                          .init_timeout_ms = 60000, .heartbeat_timeout_ms = 2000 };
+    ck_assert_msg(rpc_init(&o) == 0, "rpc_init: %s", rpc_last_error());
+}
+
 /* One update with ctx's gradients as u says; its status and error. */
 static void send_update(int i, const struct rl_update_req *u)
 {
@@ -220,17 +237,7 @@ START_TEST(test_forged_update)
     const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "1", "--mode", "async", "--heartbeat-timeout",
                            HB_MS, "--envs-per-observer", b, "--steps-per-rollout", t, "--minibatches", "1",
                            "--anneal-lr", "--max-steps", "100000", NULL };
-    rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
-    char ep[128];
-    agent_endpoint(&agent, ep, sizeof ep);
-
-    dist_autograd_init();
-    rpc_register(RL_FN_SETUP, fake_setup, NULL);
-    rpc_register(RL_FN_RUN_ASYNC, fake_run_async, NULL);
-    rpc_register(RL_FN_SHUTDOWN, fake_shutdown, NULL);
-    struct rpc_opts o = { .name = "observer1", .rank = 1, .world_size = 2, .master = ep, .default_timeout_ms = 60000,
-                          .init_timeout_ms = 60000, .heartbeat_timeout_ms = 2000 };
-    ck_assert_msg(rpc_init(&o) == 0, "rpc_init: %s", rpc_last_error());
+    join_as_observer(&agent, args, fake_run_async, fake_shutdown);
     double t0 = trib_now_s();
     while (!atomic_load(&forge.shutdown) && trib_now_s() - t0 < RUN_TIMEOUT_S && rl_running(&agent)) usleep(10000);
     rpc_shutdown(true);
@@ -543,16 +550,7 @@ START_TEST(test_silent_peer_shutdown)
     struct rl_proc agent;
     const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "1", "--mode", "async", "--heartbeat-timeout",
                            HB_MS, "--quiet", NULL };
-    rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
-    char ep[128];
-    agent_endpoint(&agent, ep, sizeof ep);
-    dist_autograd_init();
-    rpc_register(RL_FN_SETUP, fake_setup, NULL);
-    rpc_register(RL_FN_RUN_ASYNC, quick_run_async, NULL);
-    rpc_register(RL_FN_SHUTDOWN, silent_shutdown, NULL);
-    struct rpc_opts o = { .name = "observer1", .rank = 1, .world_size = 2, .master = ep, .default_timeout_ms = 60000,
-                          .init_timeout_ms = 60000, .heartbeat_timeout_ms = 2000 };
-    ck_assert_msg(rpc_init(&o) == 0, "rpc_init: %s", rpc_last_error());
+    join_as_observer(&agent, args, quick_run_async, silent_shutdown);
     int rc = rl_wait(&agent, 60);
     double exited = trib_now_s(), called = atomic_load(&silent.called);
     atomic_store(&silent.release, true);
