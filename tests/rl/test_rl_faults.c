@@ -170,58 +170,55 @@ static bool forward(int64_t ctx, struct rl_policy_out *out)
     return ok;
 }
 
-/* m with a new context whose gradients are NaN: sum(log(a - a)) has the
- * gradient inf - inf with respect to a. */
-static struct rl_update_req *forge_nan_gradients(struct rl_update_req *m)
+/* A new context holding real gradients on the agent: the policy's forward
+ * with graph, its output summed (nan_grads: sum(log(a - a)), whose gradient
+ * with respect to a is inf - inf), the backward. */
+static int64_t grad_ctx(bool nan_grads)
 {
-    m->ctx = dist_autograd_context_new();
+    int64_t ctx = dist_autograd_context_new();
     struct rl_policy_out out;
-    if (!forward(m->ctx, &out)) return m;
-    struct tensor *d = tensor_sub(out.a, out.a), *l = tensor_log(d), *loss = tensor_sum(l);
-    if (dist_autograd_backward(m->ctx, 1, &loss, false) != 0)
+    if (!forward(ctx, &out)) return ctx;
+    struct tensor *d = nan_grads ? tensor_sub(out.a, out.a) : NULL, *l = d ? tensor_log(d) : NULL;
+    struct tensor *loss = tensor_sum(l ? l : out.a);
+    if (dist_autograd_backward(ctx, 1, &loss, false) != 0)
         snprintf(forge.fail, sizeof forge.fail, "backward: %s", rpc_last_error());
     tensor_free(loss);
     tensor_free(l);
     tensor_free(d);
     rl_policy_out_clear(&out);
-    return m;
+    return ctx;
 }
 
-/* The agent's rl_run_async: real gradients in a context (a forward of the
- * policy with graph, summed, backward), then the forged updates and one
- * valid one; returning ends this observer's loop. */
+/* One update as m says, in a fresh context (the agent frees its copy of
+ * the context whether it takes the update or refuses it). */
+static void send_in_ctx(int i, struct rl_update_req *m, bool nan_grads)
+{
+    m->ctx = grad_ctx(nan_grads);
+    send_update(i, m);
+    dist_autograd_release_local(m->ctx);
+}
+
+/* The agent's rl_run_async: the forged updates and one valid one;
+ * returning ends this observer's loop. */
 static int fake_run_async(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
-    int64_t ctx = dist_autograd_context_new();
-    struct rl_policy_out out;
-    if (forward(ctx, &out)) {
-        struct tensor *loss = tensor_sum(out.a);
-        if (dist_autograd_backward(ctx, 1, &loss, false) != 0)
-            snprintf(forge.fail, sizeof forge.fail, "backward: %s", rpc_last_error());
-        tensor_free(loss);
-        rl_policy_out_clear(&out);
-    }
-
-    struct rl_update_req m = { .ctx = ctx, .version0 = INT64_MIN };
-    send_update(0, &m);
-    m = (struct rl_update_req){ .ctx = ctx, .has_report = true, .report = honest_report() };
+    struct rl_update_req m = { .version0 = INT64_MIN };
+    send_in_ctx(0, &m, false);
+    m = (struct rl_update_req){ .has_report = true, .report = honest_report() };
     m.report.steps = INT64_MAX;
-    send_update(1, &m);
+    send_in_ctx(1, &m, false);
     m.report = honest_report();
     m.report.steps = 1000;
-    send_update(2, &m);
+    send_in_ctx(2, &m, false);
     m.report = honest_report();
     m.version0 = m.report.version0 = 5;
-    send_update(3, &m);
+    send_in_ctx(3, &m, false);
     m.version0 = m.report.version0 = 0;
     m.stats.policy_loss = NAN;
-    send_update(4, &m);
+    send_in_ctx(4, &m, false);
     m.stats.policy_loss = 0.5;
-    send_update(5, forge_nan_gradients(&m));
-    dist_autograd_release(m.ctx);
-    m.ctx = ctx;
-    send_update(6, &m);
-    dist_autograd_release(ctx);
+    send_in_ctx(5, &m, true);
+    send_in_ctx(6, &m, false);
     rref_free(forge.policy);
     forge.policy = NULL;
     *res = rpc_nil();
