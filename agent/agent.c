@@ -632,26 +632,50 @@ static int train_sync(struct agent *a, const char **why)
 
 /* ---- async mode ------------------------------------------------------------------------ */
 
-/* Refuses an rl_update whose numbers fail their checks (why), saying so on
- * stderr (at most 10 lines a second) naming the sender, and drops what m
- * (unpacked, or NULL) holds here. Returns -1. */
-static int refuse_update(struct agent *a, struct rpc_request *req, struct rl_update_req *m)
+/* A line on stderr about what a peer sent, at most 10 a second (a peer
+ * may send many). Any thread. */
+static void say_limited(struct agent *a, const char *line)
 {
     static double t_line;
     static int lines;
+    pthread_mutex_lock(&a->mu);
+    double now = trib_now_s();
+    if (now - t_line >= 1.0) t_line = now, lines = 0;
+    if (lines++ < 10) fprintf(stderr, PROG ": %s\n", line);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Refuses an rl_update whose numbers fail their checks (rl_last_error()),
+ * saying so naming the sender, and drops what m (unpacked, or NULL) holds
+ * here. Returns -1. */
+static int refuse_update(struct agent *a, struct rpc_request *req, struct rl_update_req *m)
+{
     char why[512];
     snprintf(why, sizeof why, "%s", rl_last_error());
     if (m) {
         dist_autograd_release_local(m->ctx);
         rl_update_req_clear(m);
     }
-    const char *from = rpc_request_caller(req);
-    pthread_mutex_lock(&a->mu);
-    double now = trib_now_s();
-    if (now - t_line >= 1.0) t_line = now, lines = 0;
-    if (lines++ < 10) fprintf(stderr, PROG ": refused rl_update from %s: %s\n", from, why);
-    pthread_mutex_unlock(&a->mu);
-    return rpc_request_fail(req, "refused (from %s): %s", from, why);
+    char line[640];
+    snprintf(line, sizeof line, "refused rl_update from %s: %s", rpc_request_caller(req), why);
+    say_limited(a, line);
+    return rpc_request_fail(req, "refused (from %s): %s", rpc_request_caller(req), why);
+}
+
+/* rl_gave_up(why): an observer whose env step ran past --step-timeout says
+ * why before it exits (its loss follows at its heartbeat timeout). */
+static int fn_gave_up(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct agent *a = the_agent;
+    if (!a || args->list.len != 1 || args->list.items[0].kind != RPC_STR)
+        return rpc_request_fail(req, "gave_up: expected (why)");
+    const struct rpc_value *why = &args->list.items[0];
+    char line[640];
+    snprintf(line, sizeof line, "%s gave up: %.*s", rpc_request_caller(req), (int)(why->str.len < 500 ? why->str.len : 500),
+             why->str.ptr);
+    say_limited(a, line);
+    *res = rpc_nil();
+    return 0;
 }
 
 /* rl_update(ctx, version0, report, stats, next_obs) -> (stop, out): steps
@@ -766,6 +790,7 @@ void agent_register(void)
     if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);
     policy_register();
     rpc_register(RL_FN_UPDATE, fn_update, NULL);
+    rpc_register(RL_FN_GAVE_UP, fn_gave_up, NULL);
 }
 
 struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master)

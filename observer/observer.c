@@ -57,8 +57,13 @@ struct observer {
 static void step_overdue(void *u, double seconds)
 {
     struct observer *o = u;
-    fprintf(stderr, "%s: env %s: a step has run for %.1f s, longer than --step-timeout %g s: giving up (exit 1)\n",
-            rpc_self()->name, o->spec->id, seconds, o->cfg.step_timeout_s);
+    char why[640];
+    snprintf(why, sizeof why, "env %s: a step has run for %.1f s, longer than --step-timeout %g s", o->spec->id,
+             seconds, o->cfg.step_timeout_s);
+    fprintf(stderr, "%s: %s: giving up (exit 1)\n", rpc_self()->name, why);
+    struct rpc_value a = rpc_list(1), r = rpc_nil();
+    a.list.items[0] = rpc_str(why);
+    rpc_sync("agent", RL_FN_GAVE_UP, &a, &r, 2000);   /* best effort: the agent's log says why too */
     _exit(1);
 }
 

@@ -459,7 +459,9 @@ static void check_step_timeout(const char *mode)
     sscanf(line, "observer%d: env Faulty-v0: a step has run for %lf s, longer than --step-timeout 2 s: giving up (exit 1)\n%n",
            &k, &secs, &end);
     ck_assert_msg(end > 0 && (k == 1 || k == 2) && secs >= 2 && secs < 10, "stderr:\n%s", p.err);
-    char lost[64], reaped[80];
+    char lost[64], reaped[80], told[160];
+    snprintf(told, sizeof told, "agent: observer%d gave up: env Faulty-v0: a step has run for ", k);
+    ck_assert_msg(strstr(p.err, told), "'%s' not on stderr:\n%s", told, p.err);
     snprintf(lost, sizeof lost, "agent: lost observer%d: ", k);
     ck_assert_msg(strstr(p.err, lost), "'%s' not on stderr:\n%s", lost, p.err);
     snprintf(reaped, sizeof reaped, "tributary-train: observer%d (pid ", k);
