@@ -843,8 +843,10 @@ static int setup(struct agent *a)
         futs[k] = send_setup(a, k, state, slen);
     }
     int rc = 0;
+    await_calls(a, futs, RL_FN_SETUP);   /* a reset stuck in a plug-in must not hold up a Ctrl-C */
     for (int k = 0; k < a->n_peers; k++) {
-        if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0)
+        if (!futs[k]) rc = rc ? rc : rl_set_error("setting up %s: given up as the run stopped", a->peers[k].name);
+        else if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0)
             rc = rl_set_error("setting up %s: %s", a->peers[k].name, rpc_future_error(futs[k]));
         rpc_future_free(futs[k]);
     }
