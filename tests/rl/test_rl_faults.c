@@ -55,35 +55,6 @@ static void teardown(void)
     scratch[0] = '\0';
 }
 
-/* Waits until `what` is in p's stderr (fails after WAIT_S, or if p exits first). */
-static void wait_err(struct rl_proc *p, const char *what)
-{
-    double t0 = trib_now_s();
-    while (!err_has(p, what)) {
-        if (!rl_running(p)) {
-            rl_wait(p, 1);
-            ck_abort_msg("%s exited (%d) before printing '%s'\nstdout:\n%s\nstderr:\n%s", p->name, p->status, what,
-                         tail(p->out), tail(p->err));
-        }
-        ck_assert_msg(trib_now_s() - t0 < WAIT_S, "'%s' not on %s's stderr within %.0f s", what, p->name, WAIT_S);
-        usleep(10000);
-    }
-}
-
-/* The endpoint of a tributary-agent started on port 0, from its first line. */
-static void agent_endpoint(struct rl_proc *agent, char *ep, size_t cap)
-{
-    static const char pre[] = "tributary-agent: listening on ";
-    wait_err(agent, "\n");
-    char *err = slurp(agent->err_fd);
-    ck_assert_msg(strncmp(err, pre, strlen(pre)) == 0, "agent stderr:\n%s", err);
-    size_t len = strcspn(err + strlen(pre), "\n");
-    ck_assert_int_lt(len, cap);
-    memcpy(ep, err + strlen(pre), len);
-    ep[len] = '\0';
-    free(err);
-}
-
 /* ---- forged rl_update calls ------------------------------------------------------------ */
 
 #define FORGE_T 32                  /* the agent's --steps-per-rollout and --envs-per-observer */
@@ -124,7 +95,7 @@ static void join_as_observer(struct rl_proc *agent, const char *const *args, rpc
 {
     rl_start(agent, TRIB_AGENT_BIN, args, NULL);
     char ep[128];
-    agent_endpoint(agent, ep, sizeof ep);
+    rl_agent_endpoint(agent, ep, sizeof ep, WAIT_S);
     dist_autograd_init();
     rpc_register(RL_FN_SETUP, fake_setup, NULL);
     rpc_register(RL_FN_RUN_ASYNC, run_async, NULL);
