@@ -308,27 +308,18 @@ static void check_nonfinite(const char *preset, const char *mode, const char *fa
     rl_free(&p);
 }
 
-START_TEST(test_nan_obs_reinforce)
-{
-    check_nonfinite("pytorch-rl-example", "sync", "nan-obs", "rl_episode", "observation[1] of env 0 is nan");
-}
-END_TEST
+/* preset, mode, fault, the call it fails, what the observer says */
+static const char *const nonfinite_cases[][5] = {
+    { "pytorch-rl-example", "sync", "nan-obs", "rl_episode", "observation[1] of env 0 is nan" },
+    { "a2c", "sync", "inf-obs", "rl_rollout", "observation[1] of env 0 is inf" },
+    { "ppo-fast", "sync", "nan-reward", "rl_rollout", "the reward of env 0 is nan" },
+    { "ppo-fast", "async", "nan-obs", "rl_run_async", "observation[1] of env 0 is nan" },
+};
 
-START_TEST(test_inf_obs_a2c)
+START_TEST(test_nonfinite)
 {
-    check_nonfinite("a2c", "sync", "inf-obs", "rl_rollout", "observation[1] of env 0 is inf");
-}
-END_TEST
-
-START_TEST(test_nan_reward_ppo)
-{
-    check_nonfinite("ppo-fast", "sync", "nan-reward", "rl_rollout", "the reward of env 0 is nan");
-}
-END_TEST
-
-START_TEST(test_nan_obs_ppo_async)
-{
-    check_nonfinite("ppo-fast", "async", "nan-obs", "rl_run_async", "observation[1] of env 0 is nan");
+    const char *const *c = nonfinite_cases[_i];
+    check_nonfinite(c[0], c[1], c[2], c[3], c[4]);
 }
 END_TEST
 
@@ -554,10 +545,7 @@ static Suite *rl_faults_suite(void)
     tc = tcase_create("nonfinite");
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_nan_obs_reinforce);
-    tcase_add_test(tc, test_inf_obs_a2c);
-    tcase_add_test(tc, test_nan_reward_ppo);
-    tcase_add_test(tc, test_nan_obs_ppo_async);
+    tcase_add_loop_test(tc, test_nonfinite, 0, (int)(sizeof nonfinite_cases / sizeof nonfinite_cases[0]));
     suite_add_tcase(s, tc);
     tc = tcase_create("checkpoints");
     tcase_add_checked_fixture(tc, NULL, teardown);
