@@ -159,15 +159,18 @@ static bool abandon_overdue(struct agent *a, struct rpc_future **futs, const cha
     return true;
 }
 
-/* Waits until every future of futs is done, or gives up on those left once
- * the stop is overdue (abandon_overdue). Main thread. */
+/* Waits until every future of futs is done (sleeping, looking at the stop
+ * every 100 ms), or gives up on those left once the stop is overdue
+ * (abandon_overdue). Main thread. */
 static void await_calls(struct agent *a, struct rpc_future **futs, const char *fn)
 {
-    for (int k = 0; k < a->n_peers; k++)
-        while (futs[k] && !rpc_future_done(futs[k])) {
-            if (abandon_overdue(a, futs, fn)) return;
-            usleep(200);
-        }
+    for (;;) {
+        struct rpc_future *pending[RL_MAX_OBSERVERS];
+        size_t n = 0;
+        for (int k = 0; k < a->n_peers; k++)
+            if (futs[k] && !rpc_future_done(futs[k])) pending[n++] = futs[k];
+        if (n == 0 || (rpc_future_wait_any(pending, n, 100) < 0 && abandon_overdue(a, futs, fn))) return;
+    }
 }
 
 /* Loses every observer the RPC layer no longer knows (dead or gone), with
