@@ -31,8 +31,10 @@ bool agent_rendezvous_done(void);
  * that observer may never exit on its own. */
 bool agent_gave_up(void);
 
-/* SIGINT/SIGTERM stop training at the next step boundary, or the wait
- * for the observers in rpc_init (a second one exits at once). */
+/* SIGINT/SIGTERM stop training at the end of the iteration in progress,
+ * giving up the calls still in flight 5 s after the signal (agent_run then
+ * writes the summary and the final checkpoint), or the wait for the
+ * observers in rpc_init (a second one exits at once). */
 void agent_install_signals(void);
 
 #endif
