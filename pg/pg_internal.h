@@ -8,6 +8,9 @@
 
 #include "tensor/dtype.h"
 
+/* Sets the thread's pg_last_error() (printf-style); returns -1. For ddp.c. */
+int pg_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* ---- store.c: group rank 0 holds every group's keys; members reach them by RPC */
 
 /* Registers pg._store_set/get. */

@@ -36,8 +36,7 @@ static _Thread_local char last_error[640];
 
 const char *pg_last_error(void) { return last_error; }
 
-static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int fail(const char *fmt, ...)
+int pg_set_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -118,40 +117,40 @@ static int collective_failed(struct process_group *g, const char *who, const cha
         snprintf(g->broken, sizeof g->broken, "%s %s gone (%s)", gone, k > 1 ? "are" : "is", why);
     else
         snprintf(g->broken, sizeof g->broken, "%s", why);
-    return fail("%s: group '%s': %s", who, g->name, g->broken);
+    return pg_set_error("%s: group '%s': %s", who, g->name, g->broken);
 }
 
 struct process_group *pg_new(const char *name, int n, const char *const *workers, int timeout_ms)
 {
     const char *who = "pg_new";
     if (!name || !*name || strlen(name) >= PG_NAME_MAX) {
-        fail("%s: the group name must be 1..%d bytes", who, PG_NAME_MAX - 1);
+        pg_set_error("%s: the group name must be 1..%d bytes", who, PG_NAME_MAX - 1);
         return NULL;
     }
     if (n < 1 || !workers) {
-        fail("%s: group '%s': needs at least one worker, got %d", who, name, n);
+        pg_set_error("%s: group '%s': needs at least one worker, got %d", who, name, n);
         return NULL;
     }
     if (!rpc_self() || !rpc_self()->name[0]) {
-        fail("%s: group '%s': RPC is not initialised", who, name);
+        pg_set_error("%s: group '%s': RPC is not initialised", who, name);
         return NULL;
     }
     int rank = -1;
     for (int i = 0; i < n; i++) {
         struct rpc_worker_info wi;
         if (!workers[i] || rpc_get_worker_info(workers[i], &wi) < 0) {
-            fail("%s: group '%s': unknown worker '%s'", who, name, workers[i] ? workers[i] : "(null)");
+            pg_set_error("%s: group '%s': unknown worker '%s'", who, name, workers[i] ? workers[i] : "(null)");
             return NULL;
         }
         for (int j = 0; j < i; j++)
             if (!strcmp(workers[i], workers[j])) {
-                fail("%s: group '%s': worker '%s' is listed twice", who, name, workers[i]);
+                pg_set_error("%s: group '%s': worker '%s' is listed twice", who, name, workers[i]);
                 return NULL;
             }
         if (!strcmp(workers[i], rpc_self()->name)) rank = i;
     }
     if (rank < 0) {
-        fail("%s: group '%s': this worker ('%s') is not a member", who, name, rpc_self()->name);
+        pg_set_error("%s: group '%s': this worker ('%s') is not a member", who, name, rpc_self()->name);
         return NULL;
     }
     struct process_group *g = trib_xcalloc(1, sizeof *g);
@@ -169,7 +168,7 @@ struct process_group *pg_new(const char *name, int n, const char *const *workers
     if (!g->gloo || gloo_barrier(g->gloo, g->tag++, err, sizeof err) != 0) {
         char gone[256];
         int k = gone_members(g, 0, gone, sizeof gone);
-        fail("%s: group '%s': %s%s%s", who, name, k ? gone : "", k ? " gone: " : "", err);
+        pg_set_error("%s: group '%s': %s%s%s", who, name, k ? gone : "", k ? " gone: " : "", err);
         pg_free(g);
         return NULL;
     }
@@ -199,7 +198,7 @@ static int enter(struct process_group *g, const char *who)
 {
     pthread_mutex_lock(&g->mu);
     if (!g->broken[0]) return 0;
-    fail("%s: group '%s' is broken by an earlier failure: %s", who, g->name, g->broken);
+    pg_set_error("%s: group '%s' is broken by an earlier failure: %s", who, g->name, g->broken);
     pthread_mutex_unlock(&g->mu);
     return -1;
 }
@@ -209,7 +208,7 @@ static int enter(struct process_group *g, const char *who)
 static int nccl_ready(struct process_group *g, const char *who)
 {
     if (g->nccl) return 0;
-    if (!pg_has_nccl()) return fail("%s: group '%s': cuda tensors need NCCL, which this build lacks", who, g->name);
+    if (!pg_has_nccl()) return pg_set_error("%s: group '%s': cuda tensors need NCCL, which this build lacks", who, g->name);
     char err[384] = "", key[32];
     unsigned char id[PG_NCCL_ID_BYTES];
     snprintf(key, sizeof key, "nccl_id.%u", g->tag++);
@@ -245,9 +244,9 @@ static void divide(struct tensor *t, void *data, int n)
 int pg_allreduce(struct process_group *g, struct tensor *t, enum pg_reduce op)
 {
     const char *who = "pg_allreduce";
-    if (op != PG_SUM && op != PG_AVG) return fail("%s: group '%s': unknown reduction %d", who, g->name, (int)op);
+    if (op != PG_SUM && op != PG_AVG) return pg_set_error("%s: group '%s': unknown reduction %d", who, g->name, (int)op);
     if (op == PG_AVG && t->dtype != DTYPE_F32 && t->dtype != DTYPE_F64)
-        return fail("%s: group '%s': an average needs a floating dtype, not %s", who, g->name, dtype_name(t->dtype));
+        return pg_set_error("%s: group '%s': an average needs a floating dtype, not %s", who, g->name, dtype_name(t->dtype));
     if (enter(g, who) < 0) return -1;
     char err[384] = "";
     int rc = 0;
@@ -272,7 +271,7 @@ int pg_broadcast(struct process_group *g, struct tensor *t, int root)
 {
     const char *who = "pg_broadcast";
     if (root < 0 || root >= g->size)
-        return fail("%s: group '%s': root %d is outside 0..%d", who, g->name, root, g->size - 1);
+        return pg_set_error("%s: group '%s': root %d is outside 0..%d", who, g->name, root, g->size - 1);
     if (enter(g, who) < 0) return -1;
     char err[384] = "";
     int rc = 0;
@@ -303,9 +302,9 @@ int pg_allgather(struct process_group *g, struct tensor *in, struct tensor *out)
 {
     const char *who = "pg_allgather";
     if (in->device != DEVICE_CPU || out->device != DEVICE_CPU)
-        return fail("%s: group '%s': cpu tensors only", who, g->name);
+        return pg_set_error("%s: group '%s': cpu tensors only", who, g->name);
     if (in->dtype != out->dtype || out->numel != in->numel * g->size)
-        return fail("%s: group '%s': out must be %s with %lld elements, got %s with %lld", who, g->name,
+        return pg_set_error("%s: group '%s': out must be %s with %lld elements, got %s with %lld", who, g->name,
                     dtype_name(in->dtype), (long long)(in->numel * g->size), dtype_name(out->dtype),
                     (long long)out->numel);
     if (enter(g, who) < 0) return -1;

@@ -264,12 +264,33 @@ int64_t dist_autograd_context_new(void)
 /* An engine run's sink: its context and the key its parts sort by (0 for
  * a backward started here; (sender id + 1) << 40 | message id for one a
  * peer's gradient started). */
-struct sink_user { struct dist_ctx *c; uint64_t key; };
+struct sink_user {
+    struct dist_ctx *c;
+    uint64_t key;
+    struct tensor **leaves;     /* reached by the run (borrowed), for the run hook */
+    int n_leaves, cap_leaves;
+};
+
+static dist_autograd_run_hook run_hook;   /* under reg_mu */
+static void *run_hook_user;
+
+void dist_autograd_set_run_hook(dist_autograd_run_hook fn, void *user)
+{
+    pthread_mutex_lock(&reg_mu);
+    run_hook = fn;
+    run_hook_user = user;
+    pthread_mutex_unlock(&reg_mu);
+}
 
 static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad)
 {
     struct sink_user *su = user;
     struct dist_ctx *c = su->c;
+    if (su->n_leaves == su->cap_leaves) {
+        su->cap_leaves = su->cap_leaves ? 2 * su->cap_leaves : 8;
+        su->leaves = trib_xrealloc(su->leaves, (size_t)su->cap_leaves * sizeof *su->leaves);
+    }
+    su->leaves[su->n_leaves++] = leaf;
     bool was = autograd_set_enabled(false);
     struct tensor *copy = tensor_detach(grad);
     autograd_set_enabled(was);
@@ -320,6 +341,39 @@ static struct tensor *entry_grad(struct grad_entry *e)
         tensor_free(sum);
     }
     return e->grad;
+}
+
+int dist_autograd_set_gradient(int64_t ctx, struct tensor *t, struct tensor *g)
+{
+    struct dist_ctx *c = ctx_get(ctx);
+    if (!c) {
+        rpc_set_error("dist_autograd_set_gradient: unknown context %lld", (long long)ctx);
+        return -1;
+    }
+    pthread_mutex_lock(&c->mu);
+    int i = 0;
+    while (i < c->n_grads && c->grads[i].leaf != t) i++;
+    if (i == c->n_grads) {
+        if (c->n_grads == c->cap_grads) {
+            c->cap_grads = c->cap_grads ? 2 * c->cap_grads : 8;
+            c->grads = trib_xrealloc(c->grads, (size_t)c->cap_grads * sizeof *c->grads);
+        }
+        c->grads[i] = (struct grad_entry){ .leaf = tensor_retain(t) };
+        c->n_grads++;
+    }
+    struct grad_entry *e = &c->grads[i];
+    for (int j = 0; j < e->n_parts; j++) tensor_free(e->parts[j].g);
+    if (!e->cap_parts) {
+        e->cap_parts = 4;
+        e->parts = trib_xrealloc(e->parts, (size_t)e->cap_parts * sizeof *e->parts);
+    }
+    e->parts[0] = (struct grad_part){ 0, tensor_retain(g) };
+    e->n_parts = 1;
+    tensor_free(e->grad);
+    e->grad = NULL;
+    pthread_mutex_unlock(&c->mu);
+    ctx_free(c);
+    return 0;
 }
 
 struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t)
@@ -506,11 +560,17 @@ static int run_engine(struct dist_ctx *c, uint64_t key, int n, const struct ag_e
 {
     struct pending *outer = pending_here;
     pending_here = p;
-    struct sink_user su = { c, key };
+    struct sink_user su = { c, key, NULL, 0, 0 };
     struct ag_sink sink = {sink_accumulate, &su};
     int rc = autograd_run(n, roots, grads, &sink, true);
     pending_here = outer;
     if (rc != 0) rpc_set_error("dist_autograd_backward: %s", tensor_last_error());
+    pthread_mutex_lock(&reg_mu);
+    dist_autograd_run_hook hook = run_hook;
+    void *hook_user = run_hook_user;
+    pthread_mutex_unlock(&reg_mu);
+    if (rc == 0 && hook && su.n_leaves && hook(hook_user, c->id, su.n_leaves, su.leaves) != 0) rc = -1;
+    free(su.leaves);
     return rc;
 }
 

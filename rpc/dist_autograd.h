@@ -55,6 +55,23 @@ struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t);
  * the caller frees. Returns the count, or -1 for an unknown context. */
 int dist_autograd_get_gradients(int64_t ctx, int cap, struct tensor **leaves, struct tensor **grads);
 
+/* Replaces the gradient accumulated for leaf t in ctx on this worker with
+ * g (a new reference is taken; the caller must not write g afterwards).
+ * For layers that post-process a backward's gradients (DDP averages them
+ * across a process group). 0, or -1 with rpc_last_error() for an unknown
+ * context. */
+int dist_autograd_set_gradient(int64_t ctx, struct tensor *t, struct tensor *g);
+
+/* A hook run after each local engine run of a backward within a context,
+ * on the thread that ran it, once the run's leaf gradients are in the
+ * context and before the backward waits for the gradients the run sent to
+ * other workers (which keep flowing meanwhile): leaves[n] (borrowed) are
+ * the leaves the run reached. Returning -1 (after rpc_set_error) fails the
+ * backward with that error. One hook per process; NULL removes it. DDP
+ * (pg/ddp.h) installs it. Any thread. */
+typedef int (*dist_autograd_run_hook)(void *user, int64_t ctx, int n, struct tensor *const *leaves);
+void dist_autograd_set_run_hook(dist_autograd_run_hook fn, void *user);
+
 /* Releases ctx here and on every worker it touched (waits for them, each
  * at most the default RPC timeout; a peer that does not answer in time frees
  * its copy when it gets to the request).

@@ -1,0 +1,218 @@
+/* DDP over a Gloo group of three trainers (w0, w1, w2): each wraps an MLP
+ * initialised from its own seed (rank 0's values are broadcast), runs a
+ * distributed-autograd backward of a cross-entropy loss on its own batch,
+ * and finds in its context the mean of the three local gradients (each
+ * computed here with a plain local backward), bit-identical on every
+ * trainer; small buckets make the reduction run in several. Then SGD
+ * through dist_optim for several steps equals one model trained locally on
+ * the union of the three batches. Every process runs the same body; the
+ * children report on stderr and by exit code. */
+#include "../dist/dist_harness.h"
+#include "optim/optim.h"
+#include "pg/ddp.h"
+#include "pg/process_group.h"
+
+enum { IN = 5, HID = 8, CLASSES = 3, BATCH = 4, TRAINERS = 3, STEPS = 12 };
+#define LR 0.1
+#define BUCKET_BYTES 100   /* a few parameters per bucket */
+
+static const char *const ALL[] = {"w0", "w1", "w2"};
+
+static void register_pg(void)
+{
+    pg_init();
+    ddp_init();
+}
+
+static struct nn_module *make_model(uint64_t seed)
+{
+    uint64_t rng = seed;
+    return nn_mlp_new(3, (const int[]){IN, HID, CLASSES}, NN_TANH, 0.0f, &rng);
+}
+
+/* Trainer k's batch. */
+static void batch(int k, struct tensor **x, struct tensor **y)
+{
+    *x = dh_random(BATCH, IN, 40 + (uint32_t)k);
+    int64_t t[BATCH];
+    for (int i = 0; i < BATCH; i++) t[i] = (i + k) % CLASSES;
+    *y = tensor_from_data(DTYPE_I64, 1, (int64_t[]){BATCH}, t);
+}
+
+static struct tensor *loss_of(struct nn_module *m, int k)
+{
+    struct tensor *x, *y;
+    batch(k, &x, &y);
+    struct tensor *logits = nn_forward1(m, x);
+    struct tensor *loss = tensor_cross_entropy(logits, y);
+    tensor_free(x);
+    tensor_free(y);
+    tensor_free(logits);
+    return loss;
+}
+
+#define FAIL(...) (snprintf(why, cap, __VA_ARGS__), -1)
+
+/* Backward in a context; the context's gradients must be the mean of the
+ * trainers' local gradients and the same bits on every trainer. */
+static int check_gradients(struct ddp *d, struct process_group *g, char *why, size_t cap)
+{
+    struct nn_module *m = ddp_module(d);
+    int r = pg_rank(g);
+    int64_t ctx = dist_autograd_context_new();
+    struct tensor *loss = loss_of(m, r);
+    int rc = dist_autograd_backward(ctx, 1, &loss, false);
+    tensor_free(loss);
+    if (rc) return FAIL("backward: %s", rpc_last_error());
+    if (ddp_num_reductions(d) != 1) return FAIL("%lld reductions, expected 1", (long long)ddp_num_reductions(d));
+
+    /* the local gradient of every trainer's batch, on a copy of the replica */
+    struct nn_module *ref = make_model(100);   /* rank 0's initial values: the broadcast ones */
+    struct tensor **local = calloc((size_t)(TRAINERS * m->n_params), sizeof *local);
+    for (int k = 0; k < TRAINERS; k++) {
+        for (int i = 0; i < ref->n_params; i++) tensor_zero_grad(ref->params[i]);
+        struct tensor *l = loss_of(ref, k);
+        if (tensor_backward(l, NULL, false)) return FAIL("local backward: %s", tensor_last_error());
+        tensor_free(l);
+        for (int i = 0; i < ref->n_params; i++) local[k * ref->n_params + i] = tensor_retain(ref->params[i]->grad);
+    }
+    for (int i = 0; i < m->n_params && rc == 0; i++) {
+        struct tensor *p = m->params[i], *gr = dist_autograd_get_gradient(ctx, p);
+        if (memcmp(tensor_data(p), tensor_data(ref->params[i]), tensor_nbytes(p)))
+            rc = FAIL("parameter %d differs from rank 0's initial value", i);
+        if (!gr) rc = rc ? rc : FAIL("no gradient for parameter %d", i);
+        for (int64_t j = 0; rc == 0 && j < p->numel; j++) {
+            double mean = 0, scale = 0;
+            for (int k = 0; k < TRAINERS; k++) {
+                double v = tensor_f32(local[k * m->n_params + i])[j];
+                mean += v / TRAINERS;
+                scale += fabs(v) / TRAINERS;
+            }
+            double got = tensor_f32(gr)[j];
+            if (fabs(got - mean) > 1e-6 * scale + 1e-12)
+                rc = FAIL("parameter %d [%lld]: %.9g, mean of local gradients %.9g", i, (long long)j, got, mean);
+        }
+        /* the same bits on every trainer */
+        if (rc == 0) {
+            int64_t n = p->numel * TRAINERS;
+            struct tensor *all = tensor_new(DTYPE_F32, DEVICE_CPU, 1, &n);
+            if (pg_allgather(g, gr, all)) rc = FAIL("allgather: %s", pg_last_error());
+            for (int k = 0; rc == 0 && k < TRAINERS; k++)
+                if (memcmp(tensor_f32(all) + k * p->numel, tensor_data(gr), tensor_nbytes(gr)))
+                    rc = FAIL("parameter %d: trainer %d's gradient differs from mine", i, k);
+            tensor_free(all);
+        }
+        tensor_free(gr);
+    }
+    for (int i = 0; i < TRAINERS * m->n_params; i++) tensor_free(local[i]);
+    free(local);
+    nn_module_free(ref);
+    dist_autograd_release(ctx);
+    return rc;
+}
+
+/* STEPS of SGD through dist_optim with DDP, against one model trained
+ * locally on the union of the batches (the mean of the batch means). */
+static int check_training(struct ddp *d, char *why, size_t cap, int rank)
+{
+    struct nn_module *m = ddp_module(d);
+    struct rref *rr[8];
+    for (int i = 0; i < m->n_params; i++) {
+        struct rpc_value v = rpc_tensor(m->params[i]);
+        rr[i] = rref_new_local_value(&v);
+    }
+    struct optim_hyper h = optim_defaults(OPTIM_SGD);
+    h.lr = LR;
+    struct dist_optim *o = dist_optim_new(OPTIM_SGD, &h, m->n_params, rr);
+    if (!o) return FAIL("dist_optim_new: %s", rpc_last_error());
+    struct nn_module *one = make_model(100);
+    struct optim *lo = optim_new(OPTIM_SGD, &h, one->n_params, one->params);
+    int rc = 0;
+    for (int s = 0; s < STEPS && rc == 0; s++) {
+        int64_t ctx = dist_autograd_context_new();
+        struct tensor *loss = loss_of(m, rank);
+        if (dist_autograd_backward(ctx, 1, &loss, false) || dist_optim_step(o, ctx))
+            rc = FAIL("step %d: %s", s, rpc_last_error());
+        tensor_free(loss);
+        dist_autograd_release(ctx);
+
+        struct tensor *sum = NULL;
+        for (int k = 0; k < TRAINERS; k++) {
+            struct tensor *l = loss_of(one, k), *t = sum ? tensor_add(sum, l) : tensor_retain(l);
+            tensor_free(l);
+            tensor_free(sum);
+            sum = t;
+        }
+        struct tensor *mean = tensor_mul_scalar(sum, 1.0f / TRAINERS);
+        for (int i = 0; i < one->n_params; i++) tensor_zero_grad(one->params[i]);
+        if (tensor_backward(mean, NULL, false)) rc = FAIL("local backward: %s", tensor_last_error());
+        struct tensor *grads[8];
+        for (int i = 0; i < one->n_params; i++) grads[i] = one->params[i]->grad;
+        if (rc == 0 && optim_step(lo, grads)) rc = FAIL("optim_step: %s", optim_last_error());
+        tensor_free(sum);
+        tensor_free(mean);
+    }
+    for (int i = 0; i < m->n_params && rc == 0; i++)
+        for (int64_t j = 0; j < m->params[i]->numel && rc == 0; j++) {
+            double a = tensor_f32(m->params[i])[j], b = tensor_f32(one->params[i])[j];
+            if (fabs(a - b) > 1e-5 * fabs(b) + 1e-7)
+                rc = FAIL("after %d steps, parameter %d [%lld]: DDP %.9g, union-batch model %.9g", STEPS, i,
+                          (long long)j, a, b);
+        }
+    optim_free(lo);
+    nn_module_free(one);
+    dist_optim_free(o);
+    for (int i = 0; i < m->n_params; i++) rref_free(rr[i]);
+    return rc;
+}
+
+static int trainer(int rank, char *why, size_t cap)
+{
+    struct process_group *g = pg_new("trainers", TRAINERS, ALL, 20000);
+    if (!g) return FAIL("%s", pg_last_error());
+    struct nn_module *m = make_model(100 + (uint64_t)rank);
+    struct ddp *d = ddp_new(m, g, BUCKET_BYTES);
+    int rc = d ? 0 : FAIL("ddp_new: %s", pg_last_error());
+    if (rc == 0 && ddp_num_buckets(d) < 3) rc = FAIL("%d buckets, expected several", ddp_num_buckets(d));
+    if (rc == 0) rc = check_gradients(d, g, why, cap);
+    if (rc == 0) rc = check_training(d, why, cap, rank);
+    if (rc == 0 && pg_barrier(g)) rc = FAIL("barrier: %s", pg_last_error());
+    ddp_free(d);
+    nn_module_free(m);
+    pg_free(g);
+    return rc;
+}
+
+static int child(int rank, const char *master, void *arg)
+{
+    if (dh_child_init(rank, master) < 0) return 10;
+    char why[512];
+    int rc = trainer(rank, why, sizeof why);
+    if (rc) fprintf(stderr, "w%d: %s\n", rank, why);
+    rpc_shutdown(true);
+    return rc ? 11 : 0;
+}
+
+START_TEST(test_ddp_averages_and_trains_like_one_model)
+{
+    dh_extra_register = register_pg;
+    dh_start(TRAINERS, child, NULL);
+    char why[512];
+    ck_assert_msg(trainer(0, why, sizeof why) == 0, "%s", why);
+    dh_stop();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ddp");
+    TCase *tc = tcase_create("ddp");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_ddp_averages_and_trains_like_one_model);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
