@@ -739,7 +739,7 @@ static int release_here(int64_t ctx, int skip)
     pthread_mutex_lock(&c->mu);
     int n = c->n_workers;
     int *ws = trib_xcalloc((size_t)n + 1, sizeof *ws);
-    memcpy(ws, c->workers, (size_t)n * sizeof *ws);
+    if (n) memcpy(ws, c->workers, (size_t)n * sizeof *ws);   /* none for a context that stayed local */
     pthread_mutex_unlock(&c->mu);
     ctx_free(c);
     struct rpc_future **fs = trib_xcalloc((size_t)n + 1, sizeof *fs);
