@@ -282,6 +282,22 @@ void dist_autograd_set_run_hook(dist_autograd_run_hook fn, void *user)
     pthread_mutex_unlock(&reg_mu);
 }
 
+/* The gradient entry of leaf in c, made if missing (caller holds c->mu). */
+static struct grad_entry *entry_locked(struct dist_ctx *c, struct tensor *leaf)
+{
+    int i = 0;
+    while (i < c->n_grads && c->grads[i].leaf != leaf) i++;
+    if (i == c->n_grads) {
+        if (c->n_grads == c->cap_grads) {
+            c->cap_grads = c->cap_grads ? 2 * c->cap_grads : 8;
+            c->grads = trib_xrealloc(c->grads, (size_t)c->cap_grads * sizeof *c->grads);
+        }
+        c->grads[i] = (struct grad_entry){ .leaf = tensor_retain(leaf) };
+        c->n_grads++;
+    }
+    return &c->grads[i];
+}
+
 static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad)
 {
     struct sink_user *su = user;
@@ -296,17 +312,7 @@ static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad
     autograd_set_enabled(was);
     CHECK(copy != NULL);
     pthread_mutex_lock(&c->mu);
-    int i = 0;
-    while (i < c->n_grads && c->grads[i].leaf != leaf) i++;
-    if (i == c->n_grads) {
-        if (c->n_grads == c->cap_grads) {
-            c->cap_grads = c->cap_grads ? 2 * c->cap_grads : 8;
-            c->grads = trib_xrealloc(c->grads, (size_t)c->cap_grads * sizeof *c->grads);
-        }
-        c->grads[i] = (struct grad_entry){ .leaf = tensor_retain(leaf) };
-        c->n_grads++;
-    }
-    struct grad_entry *e = &c->grads[i];
+    struct grad_entry *e = entry_locked(c, leaf);
     if (e->n_parts == e->cap_parts) {
         e->cap_parts = e->cap_parts ? 2 * e->cap_parts : 4;
         e->parts = trib_xrealloc(e->parts, (size_t)e->cap_parts * sizeof *e->parts);
@@ -351,17 +357,7 @@ int dist_autograd_set_gradient(int64_t ctx, struct tensor *t, struct tensor *g)
         return -1;
     }
     pthread_mutex_lock(&c->mu);
-    int i = 0;
-    while (i < c->n_grads && c->grads[i].leaf != t) i++;
-    if (i == c->n_grads) {
-        if (c->n_grads == c->cap_grads) {
-            c->cap_grads = c->cap_grads ? 2 * c->cap_grads : 8;
-            c->grads = trib_xrealloc(c->grads, (size_t)c->cap_grads * sizeof *c->grads);
-        }
-        c->grads[i] = (struct grad_entry){ .leaf = tensor_retain(t) };
-        c->n_grads++;
-    }
-    struct grad_entry *e = &c->grads[i];
+    struct grad_entry *e = entry_locked(c, t);
     for (int j = 0; j < e->n_parts; j++) tensor_free(e->parts[j].g);
     if (!e->cap_parts) {
         e->cap_parts = 4;
