@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "rl/config.h"
+#include "rl/messages.h"
 #include "rl/policy_file.h"
 #include "rpc/rpc.h"
 
@@ -55,6 +56,21 @@ void policy_set_sync_callers(struct policy *p, int n);
 
 /* Sync mode: an observer was lost before its `last` call of this rollout. */
 void policy_drop_sync_caller(struct policy *p);
+
+/* Sync updates: one recorded forward over the observations of n
+ * observers' minibatches (rows in that order), in the thread's current
+ * distributed-autograd context. outs[k] gets observer k's part as leaf
+ * tensors (requires grad, no graph) to send it: the gradients its backward
+ * sends back accumulate on those leaves in the context. Then
+ * policy_batch_backward(ctx) carries them, concatenated, through the one
+ * forward to the parameters (one backward for the n observers: the same
+ * arithmetic as a local update of the merged minibatch). NULL with
+ * rpc_last_error(); free with policy_batch_free. */
+struct policy_batch;
+struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tensor *const *obs,
+                                           struct rl_policy_out *outs);
+int policy_batch_backward(struct policy_batch *b, int64_t ctx);
+void policy_batch_free(struct policy_batch *b);
 
 /* Serving counters: act calls, forwards they were merged into, rows,
  * evaluate calls, and seconds spent in forwards (both methods). */

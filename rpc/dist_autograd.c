@@ -726,8 +726,9 @@ static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
 
 /* ---- release ------------------------------------------------------------- */
 
-/* Frees ctx here, then tells the workers it touched (except `skip`). */
-static int release_here(int64_t ctx, int skip)
+/* Frees ctx here, then tells the workers it touched (except `skip`);
+ * wait: until they answered. */
+static int release_here(int64_t ctx, int skip, bool wait)
 {
     struct dist_ctx *c = ctx_remove(ctx);
     if (!c) return -1;
@@ -751,8 +752,8 @@ static int release_here(int64_t ctx, int skip)
     }
     current_ctx = saved;
     for (int i = 0; i < m; i++) {
-        rpc_future_wait(fs[i], NULL);     /* best effort: a dead peer has nothing to free */
-        rpc_future_free(fs[i]);
+        if (wait) rpc_future_wait(fs[i], NULL);     /* best effort: a dead peer has nothing to free */
+        rpc_future_free(fs[i]);           /* not waited for: the pending table keeps it until answered */
     }
     free(fs);
     free(ws);
@@ -764,15 +765,24 @@ static int fn_release(struct rpc_request *req, const struct rpc_value *args,
 {
     if (args->kind != RPC_LIST || args->list.len != 1 || args->list.items[0].kind != RPC_INT)
         return rpc_request_fail(req, "expected (ctx_id)");
-    release_here(args->list.items[0].i, rpc_request_caller_id(req));
+    release_here(args->list.items[0].i, rpc_request_caller_id(req), true);
     *result = rpc_nil();
     return 0;
 }
 
 int dist_autograd_release(int64_t ctx)
 {
-    if (release_here(ctx, -1) != 0) {
+    if (release_here(ctx, -1, true) != 0) {
         rpc_set_error("dist_autograd_release: unknown context %lld", (long long)ctx);
+        return -1;
+    }
+    return 0;
+}
+
+int dist_autograd_release_nowait(int64_t ctx)
+{
+    if (release_here(ctx, -1, false) != 0) {
+        rpc_set_error("dist_autograd_release_nowait: unknown context %lld", (long long)ctx);
         return -1;
     }
     return 0;

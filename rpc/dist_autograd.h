@@ -77,6 +77,10 @@ void dist_autograd_set_run_hook(dist_autograd_run_hook fn, void *user);
  * its copy when it gets to the request).
  * Clears it as the thread's current context. Returns 0, or -1 if unknown. */
 int dist_autograd_release(int64_t ctx);
+/* As dist_autograd_release, without waiting for the other workers: each
+ * frees its copy when the request reaches it. For a context whose work is
+ * over (its backward and step done): the hot path of a training loop. */
+int dist_autograd_release_nowait(int64_t ctx);
 
 /* Contexts alive in this process (for tests and leak checks). */
 int dist_autograd_num_contexts(void);
