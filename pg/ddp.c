@@ -1,10 +1,11 @@
 /* DistributedDataParallel (ddp.h): a registry of live wrappers, the
- * distributed-autograd run hook that finds the wrappers a backward run
- * reached, and each wrapper's reduction: buckets flattened on the calling
- * thread while a communication thread allreduces the previous ones (in
- * bucket order, the same on every member), then written back into the
- * context. This file owns the registry; each wrapper owns its buckets and
- * its communication thread. */
+ * distributed-autograd hooks that follow a backward run's gradients as they
+ * complete, and each wrapper's reduction: a bucket is flattened and handed
+ * to the wrapper's communication thread as soon as its gradients are all
+ * in (in bucket order, the same on every member), so its allreduce runs
+ * while the engine computes the rest; the averages replace the run's
+ * gradients before they join the context. This file owns the registry;
+ * each wrapper owns its buckets and its communication thread. */
 #include "pg/ddp.h"
 
 #include <pthread.h>
@@ -35,6 +36,11 @@ struct ddp {
     struct bucket *buckets;
     int n_buckets;
     int64_t reductions;         /* under reg_mu */
+    /* the reduction of the backward run under way, on its engine's thread (under reg_mu) */
+    int64_t active_ctx;         /* its context, 0 when none */
+    struct tensor **ready;      /* by bucket-order position: gradients in so far (owned) */
+    int next_post;              /* buckets posted so far */
+    int64_t posted_early;       /* buckets posted before their run ended */
     /* communication thread: allreduces posted buckets in order */
     pthread_t thread;
     pthread_mutex_t mu;
@@ -72,21 +78,25 @@ static void *comm_main(void *arg)
     return NULL;
 }
 
-/* ---- reduction ------------------------------------------------------------------ */
+/* ---- reduction ------------------------------------------------------------------
+ * On the thread running the backward's engine: leaf_ready keeps each
+ * parameter's gradient as it completes and posts every bucket whose
+ * gradients are all in, in bucket order (the same on every member); the
+ * communication thread allreduces them meanwhile. run_end posts what is
+ * left (zeros for a parameter without a gradient), waits, and makes the
+ * averages the run's gradients. */
 
-/* Bucket b's gradients in ctx as one flat f32 tensor (zeros for a
- * parameter with none). Autograd is off. */
-static struct tensor *flatten(struct ddp *d, int64_t ctx, const struct bucket *b)
+/* Bucket b's gradients as one flat f32 tensor. Autograd is off. */
+static struct tensor *flatten(struct ddp *d, const struct bucket *b)
 {
     struct tensor **parts = trib_xcalloc((size_t)b->n, sizeof *parts);
     for (int j = 0; j < b->n; j++) {
-        struct tensor *p = d->m->params[d->order[b->first + j]];
-        struct tensor *gr = dist_autograd_get_gradient(ctx, p);
-        if (!gr) gr = tensor_new(DTYPE_F32, p->device, p->ndim, p->shape);
-        CHECK(gr);
-        parts[j] = tensor_reshape(gr, 1, &p->numel);
+        struct tensor *p = d->m->params[d->order[b->first + j]], *gr = d->ready[b->first + j];
+        struct tensor *z = gr ? NULL : tensor_new(DTYPE_F32, p->device, p->ndim, p->shape);
+        CHECK(gr || z);
+        parts[j] = tensor_reshape(gr ? gr : z, 1, &p->numel);
         CHECK(parts[j]);
-        tensor_free(gr);
+        tensor_free(z);
     }
     struct tensor *flat = tensor_cat(b->n, parts, 0);
     CHECK(flat);
@@ -95,40 +105,55 @@ static struct tensor *flatten(struct ddp *d, int64_t ctx, const struct bucket *b
     return flat;
 }
 
-/* Writes bucket b's averaged gradients back into ctx. */
-static int unflatten(struct ddp *d, int64_t ctx, struct bucket *b)
+static void post(struct ddp *d, int k)
+{
+    bool was = autograd_set_enabled(false);
+    struct tensor *flat = flatten(d, &d->buckets[k]);
+    autograd_set_enabled(was);
+    pthread_mutex_lock(&d->mu);
+    d->buckets[k].flat = flat;
+    d->buckets[k].state = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Posts the buckets, in order, whose gradients are all in (all: every one). */
+static void post_ready(struct ddp *d, bool all)
+{
+    while (d->next_post < d->n_buckets) {
+        const struct bucket *b = &d->buckets[d->next_post];
+        for (int j = 0; !all && j < b->n; j++)
+            if (!d->ready[b->first + j]) return;
+        post(d, d->next_post++);
+        d->posted_early += !all;
+    }
+}
+
+/* Makes bucket b's averages the run's gradients. */
+static void unflatten(struct ddp *d, struct dist_autograd_run *run, struct bucket *b)
 {
     int64_t *sizes = trib_xcalloc((size_t)b->n, sizeof *sizes);
     struct tensor **pieces = trib_xcalloc((size_t)b->n, sizeof *pieces);
     for (int j = 0; j < b->n; j++) sizes[j] = d->m->params[d->order[b->first + j]]->numel;
     CHECK(tensor_split(b->flat, 0, b->n, sizes, pieces) == 0);
-    int rc = 0;
     for (int j = 0; j < b->n; j++) {
         struct tensor *p = d->m->params[d->order[b->first + j]];
         struct tensor *gr = tensor_reshape(pieces[j], p->ndim, p->shape);
         CHECK(gr);
-        if (rc == 0 && dist_autograd_set_gradient(ctx, p, gr) != 0) rc = -1;
+        dist_autograd_run_set_gradient(run, p, gr);
         tensor_free(gr);
         tensor_free(pieces[j]);
     }
     free(pieces);
     free(sizes);
-    return rc;
 }
 
-/* Averages d's gradients in ctx across its group. 0, or -1 with
- * rpc_set_error (a member gone: the group's error names it). */
-static int reduce(struct ddp *d, int64_t ctx)
+/* Ends d's reduction of this run: 0, or -1 with rpc_set_error (a member
+ * gone: the group's error names it). */
+static int finish(struct ddp *d, struct dist_autograd_run *run)
 {
+    post_ready(d, true);
     bool was = autograd_set_enabled(false);
-    for (int k = 0; k < d->n_buckets; k++) {
-        struct tensor *flat = flatten(d, ctx, &d->buckets[k]);
-        pthread_mutex_lock(&d->mu);
-        d->buckets[k].flat = flat;
-        d->buckets[k].state = 1;
-        pthread_cond_broadcast(&d->cv);
-        pthread_mutex_unlock(&d->mu);
-    }
     int rc = 0;
     for (int k = 0; k < d->n_buckets; k++) {
         struct bucket *b = &d->buckets[k];
@@ -136,41 +161,60 @@ static int reduce(struct ddp *d, int64_t ctx)
         while (b->state != 2) pthread_cond_wait(&d->cv, &d->mu);
         pthread_mutex_unlock(&d->mu);
         if (b->rc && rc == 0) rc = rpc_set_error("ddp: %s", b->err);
-        if (rc == 0 && unflatten(d, ctx, b) != 0) rc = -1;
+        if (rc == 0) unflatten(d, run, b);
         tensor_free(b->flat);
         b->flat = NULL;
         b->state = 0;
     }
     autograd_set_enabled(was);
+    for (int j = 0; j < d->m->n_params; j++) {
+        tensor_free(d->ready[j]);
+        d->ready[j] = NULL;
+    }
+    d->next_post = 0;
+    d->active_ctx = 0;
+    d->reductions++;
     return rc;
 }
 
-static bool reached(const struct ddp *d, int n, struct tensor *const *leaves)
+/* The position of leaf in d's bucket order, or -1. */
+static int position(const struct ddp *d, const struct tensor *leaf)
 {
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < d->m->n_params; j++)
-            if (leaves[i] == d->m->params[j]) return true;
-    return false;
+    for (int j = 0; j < d->m->n_params; j++)
+        if (d->m->params[d->order[j]] == leaf) return j;
+    return -1;
 }
 
-/* The run hook: reduces every wrapper whose parameters the run reached.
- * The registry lock is held throughout, so ddp_free waits for it. */
-static int run_hook(void *user, int64_t ctx, int n, struct tensor *const *leaves)
+static void hook_leaf_ready(void *user, int64_t ctx, struct tensor *leaf, struct tensor *grad)
+{
+    pthread_mutex_lock(&reg_mu);
+    for (struct ddp *d = live; d; d = d->next) {
+        int j = position(d, leaf);
+        if (j < 0 || (d->active_ctx && d->active_ctx != ctx)) continue;   /* another backward's: left to it */
+        d->active_ctx = ctx;
+        tensor_free(d->ready[j]);
+        d->ready[j] = tensor_retain(grad);
+        post_ready(d, false);
+    }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+/* Every wrapper this run reached ends its reduction. The registry lock is
+ * held throughout, so ddp_free waits for it. */
+static int hook_run_end(void *user, int64_t ctx, struct dist_autograd_run *run)
 {
     int rc = 0;
     pthread_mutex_lock(&reg_mu);
-    for (struct ddp *d = live; d && rc == 0; d = d->next)
-        if (reached(d, n, leaves)) {
-            rc = reduce(d, ctx);
-            d->reductions++;
-        }
+    for (struct ddp *d = live; d; d = d->next)
+        if (d->active_ctx == ctx && finish(d, run) != 0 && rc == 0) rc = -1;
     pthread_mutex_unlock(&reg_mu);
     return rc;
 }
 
 int ddp_init(void)
 {
-    dist_autograd_set_run_hook(run_hook, NULL);
+    static const struct dist_autograd_hooks h = {hook_leaf_ready, hook_run_end, NULL};
+    dist_autograd_set_backward_hooks(&h);
     return 0;
 }
 
@@ -203,6 +247,7 @@ struct ddp *ddp_new(struct nn_module *m, struct process_group *g, size_t bucket_
     d->g = g;
     d->order = trib_xcalloc((size_t)m->n_params + 1, sizeof *d->order);
     d->buckets = trib_xcalloc((size_t)m->n_params + 1, sizeof *d->buckets);
+    d->ready = trib_xcalloc((size_t)m->n_params + 1, sizeof *d->ready);
     size_t filled = 0;
     for (int j = 0; j < m->n_params; j++) {
         d->order[j] = m->n_params - 1 - j;
@@ -241,6 +286,8 @@ void ddp_free(struct ddp *d)
     pthread_join(d->thread, NULL);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
+    for (int j = 0; j < d->m->n_params; j++) tensor_free(d->ready[j]);
+    free(d->ready);
     free(d->order);
     free(d->buckets);
     free(d);
@@ -253,6 +300,14 @@ int ddp_forward(struct ddp *d, int n_in, struct tensor **in, int *n_out, struct 
 
 struct nn_module *ddp_module(struct ddp *d) { return d->m; }
 int ddp_num_buckets(const struct ddp *d) { return d->n_buckets; }
+
+int64_t ddp_num_early_buckets(const struct ddp *d)
+{
+    pthread_mutex_lock(&reg_mu);
+    int64_t n = d->posted_early;
+    pthread_mutex_unlock(&reg_mu);
+    return n;
+}
 
 int64_t ddp_num_reductions(const struct ddp *d)
 {

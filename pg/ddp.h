@@ -1,19 +1,19 @@
 /* DistributedDataParallel: a local module replicated on every member of a
  * process group. Its parameters are broadcast from group rank 0 when it is
- * wrapped; during a distributed-autograd backward, once the local engine
- * has produced the module's gradients in a context, they are averaged
- * across the group in buckets (flattened, allreduced by the group's
- * engine: Gloo on the CPU, NCCL on CUDA) and written back into the
- * context, before the backward returns and so before a dist_optim_step on
- * that context. The allreduces overlap the part of the backward that runs
- * on other workers (gradients sent back through RPC keep flowing) and,
- * bucket by bucket, the flattening of the next bucket; they do not overlap
- * the local engine's own run (its leaf gradients are delivered at its end).
+ * wrapped; during a distributed-autograd backward its gradients are
+ * averaged across the group in buckets (flattened, allreduced by the
+ * group's engine: Gloo on the CPU, NCCL on CUDA), and the averages are what
+ * the backward leaves in the context, so a dist_optim_step on that context
+ * applies them. A bucket's allreduce starts as soon as the engine has
+ * completed every gradient in it (buckets hold the parameters in reverse
+ * order, roughly the order the backward produces them), so it overlaps the
+ * rest of the local backward and the part running on other workers; the
+ * backward waits for the last one before its gradients join the context.
  *
  * Contract (as torch's DDP): every member runs the same number of
  * backwards through its replica, one at a time per process, each reaching
- * the module; a parameter without a gradient in a member's context counts
- * as zeros there (and gets the average). */
+ * the module; a parameter without a gradient in a member's run counts as
+ * zeros there (and gets the average). */
 #ifndef TRIB_PG_DDP_H
 #define TRIB_PG_DDP_H
 
@@ -46,7 +46,10 @@ struct nn_module *ddp_module(struct ddp *d);
 /* Buckets the parameters were split into (reverse order of the module's
  * parameters, each at most bucket_bytes unless one parameter is larger). */
 int ddp_num_buckets(const struct ddp *d);
-/* Reductions this wrapper has run (one per backward run reaching it). */
+/* Reductions this wrapper has run (one per backward engine run reaching it). */
 int64_t ddp_num_reductions(const struct ddp *d);
+/* Buckets whose allreduce started while the engine was still running
+ * (all but those completed only by its end, over every reduction). */
+int64_t ddp_num_early_buckets(const struct ddp *d);
 
 #endif

@@ -261,25 +261,67 @@ int64_t dist_autograd_context_new(void)
 
 /* ---- gradients sink ------------------------------------------------------- */
 
-/* An engine run's sink: its context and the key its parts sort by (0 for
- * a backward started here; (sender id + 1) << 40 | message id for one a
- * peer's gradient started). */
-struct sink_user {
+/* An engine run within a context (struct dist_autograd_run of the header):
+ * the context, the key its parts sort by (0 for a backward started here;
+ * (sender id + 1) << 40 | message id for one a peer's gradient started),
+ * and the run's leaf gradients, which join the context once the run and
+ * the run-end hook are done. */
+struct dist_autograd_run {
     struct dist_ctx *c;
     uint64_t key;
-    struct tensor **leaves;     /* reached by the run (borrowed), for the run hook */
-    int n_leaves, cap_leaves;
+    struct tensor **leaves, **grads;    /* owned references */
+    int n, cap;
 };
 
-static dist_autograd_run_hook run_hook;   /* under reg_mu */
-static void *run_hook_user;
+static struct dist_autograd_hooks hooks;   /* under reg_mu */
 
-void dist_autograd_set_run_hook(dist_autograd_run_hook fn, void *user)
+void dist_autograd_set_backward_hooks(const struct dist_autograd_hooks *h)
 {
     pthread_mutex_lock(&reg_mu);
-    run_hook = fn;
-    run_hook_user = user;
+    hooks = h ? *h : (struct dist_autograd_hooks){0};
     pthread_mutex_unlock(&reg_mu);
+}
+
+static struct dist_autograd_hooks get_hooks(void)
+{
+    pthread_mutex_lock(&reg_mu);
+    struct dist_autograd_hooks h = hooks;
+    pthread_mutex_unlock(&reg_mu);
+    return h;
+}
+
+struct tensor *dist_autograd_run_gradient(const struct dist_autograd_run *run, const struct tensor *leaf)
+{
+    for (int i = 0; i < run->n; i++)
+        if (run->leaves[i] == leaf) return run->grads[i];
+    return NULL;
+}
+
+void dist_autograd_run_set_gradient(struct dist_autograd_run *run, struct tensor *leaf, struct tensor *g)
+{
+    for (int i = 0; i < run->n; i++)
+        if (run->leaves[i] == leaf) {
+            tensor_free(run->grads[i]);
+            run->grads[i] = tensor_retain(g);
+            return;
+        }
+    if (run->n == run->cap) {
+        run->cap = run->cap ? 2 * run->cap : 8;
+        run->leaves = trib_xrealloc(run->leaves, (size_t)run->cap * sizeof *run->leaves);
+        run->grads = trib_xrealloc(run->grads, (size_t)run->cap * sizeof *run->grads);
+    }
+    run->leaves[run->n] = tensor_retain(leaf);
+    run->grads[run->n++] = tensor_retain(g);
+}
+
+static void run_clear(struct dist_autograd_run *run)
+{
+    for (int i = 0; i < run->n; i++) {
+        tensor_free(run->leaves[i]);
+        tensor_free(run->grads[i]);
+    }
+    free(run->leaves);
+    free(run->grads);
 }
 
 /* The gradient entry of leaf in c, made if missing (caller holds c->mu). */
@@ -298,34 +340,45 @@ static struct grad_entry *entry_locked(struct dist_ctx *c, struct tensor *leaf)
     return &c->grads[i];
 }
 
+/* The sink: the run keeps a private copy of each leaf's gradient. */
 static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad)
 {
-    struct sink_user *su = user;
-    struct dist_ctx *c = su->c;
-    if (su->n_leaves == su->cap_leaves) {
-        su->cap_leaves = su->cap_leaves ? 2 * su->cap_leaves : 8;
-        su->leaves = trib_xrealloc(su->leaves, (size_t)su->cap_leaves * sizeof *su->leaves);
-    }
-    su->leaves[su->n_leaves++] = leaf;
     bool was = autograd_set_enabled(false);
     struct tensor *copy = tensor_detach(grad);
     autograd_set_enabled(was);
     CHECK(copy != NULL);
+    dist_autograd_run_set_gradient(user, leaf, copy);
+    tensor_free(copy);
+}
+
+static void sink_ready(void *user, struct tensor *leaf, struct tensor *grad)
+{
+    struct dist_autograd_run *run = user;
+    struct dist_autograd_hooks h = get_hooks();
+    if (h.leaf_ready) h.leaf_ready(h.user, run->c->id, leaf, grad);
+}
+
+/* Adds the run's gradients to its context as parts of key run->key. */
+static void run_deliver(struct dist_autograd_run *run)
+{
+    struct dist_ctx *c = run->c;
     pthread_mutex_lock(&c->mu);
-    struct grad_entry *e = entry_locked(c, leaf);
-    if (e->n_parts == e->cap_parts) {
-        e->cap_parts = e->cap_parts ? 2 * e->cap_parts : 4;
-        e->parts = trib_xrealloc(e->parts, (size_t)e->cap_parts * sizeof *e->parts);
+    for (int k = 0; k < run->n; k++) {
+        struct grad_entry *e = entry_locked(c, run->leaves[k]);
+        if (e->n_parts == e->cap_parts) {
+            e->cap_parts = e->cap_parts ? 2 * e->cap_parts : 4;
+            e->parts = trib_xrealloc(e->parts, (size_t)e->cap_parts * sizeof *e->parts);
+        }
+        /* insertion keeps the parts sorted by key, arrival order among equal keys */
+        int j = e->n_parts++;
+        while (j > 0 && e->parts[j - 1].key > run->key) {
+            e->parts[j] = e->parts[j - 1];
+            j--;
+        }
+        e->parts[j] = (struct grad_part){ run->key, tensor_retain(run->grads[k]) };
+        tensor_free(e->grad);
+        e->grad = NULL;
     }
-    /* insertion keeps the parts sorted by key, arrival order among equal keys */
-    int j = e->n_parts++;
-    while (j > 0 && e->parts[j - 1].key > su->key) {
-        e->parts[j] = e->parts[j - 1];
-        j--;
-    }
-    e->parts[j] = (struct grad_part){ su->key, copy };
-    tensor_free(e->grad);
-    e->grad = NULL;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -347,29 +400,6 @@ static struct tensor *entry_grad(struct grad_entry *e)
         tensor_free(sum);
     }
     return e->grad;
-}
-
-int dist_autograd_set_gradient(int64_t ctx, struct tensor *t, struct tensor *g)
-{
-    struct dist_ctx *c = ctx_get(ctx);
-    if (!c) {
-        rpc_set_error("dist_autograd_set_gradient: unknown context %lld", (long long)ctx);
-        return -1;
-    }
-    pthread_mutex_lock(&c->mu);
-    struct grad_entry *e = entry_locked(c, t);
-    for (int j = 0; j < e->n_parts; j++) tensor_free(e->parts[j].g);
-    if (!e->cap_parts) {
-        e->cap_parts = 4;
-        e->parts = trib_xrealloc(e->parts, (size_t)e->cap_parts * sizeof *e->parts);
-    }
-    e->parts[0] = (struct grad_part){ 0, tensor_retain(g) };
-    e->n_parts = 1;
-    tensor_free(e->grad);
-    e->grad = NULL;
-    pthread_mutex_unlock(&c->mu);
-    ctx_free(c);
-    return 0;
 }
 
 struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t)
@@ -556,17 +586,15 @@ static int run_engine(struct dist_ctx *c, uint64_t key, int n, const struct ag_e
 {
     struct pending *outer = pending_here;
     pending_here = p;
-    struct sink_user su = { c, key, NULL, 0, 0 };
-    struct ag_sink sink = {sink_accumulate, &su};
+    struct dist_autograd_run run = { c, key, NULL, NULL, 0, 0 };
+    struct ag_sink sink = {sink_accumulate, &run, sink_ready};
     int rc = autograd_run(n, roots, grads, &sink, true);
     pending_here = outer;
     if (rc != 0) rpc_set_error("dist_autograd_backward: %s", tensor_last_error());
-    pthread_mutex_lock(&reg_mu);
-    dist_autograd_run_hook hook = run_hook;
-    void *hook_user = run_hook_user;
-    pthread_mutex_unlock(&reg_mu);
-    if (rc == 0 && hook && su.n_leaves && hook(hook_user, c->id, su.n_leaves, su.leaves) != 0) rc = -1;
-    free(su.leaves);
+    struct dist_autograd_hooks h = get_hooks();
+    if (rc == 0 && h.run_end && run.n && h.run_end(h.user, c->id, &run) != 0) rc = -1;
+    if (rc == 0) run_deliver(&run);
+    run_clear(&run);
     return rc;
 }
 

@@ -3,7 +3,8 @@
  * distributed-autograd backward of a cross-entropy loss on its own batch,
  * and finds in its context the mean of the three local gradients (each
  * computed here with a plain local backward), bit-identical on every
- * trainer; small buckets make the reduction run in several. Then SGD
+ * trainer; small buckets make the reduction run in several, each started
+ * while the engine was still running. Then SGD
  * through dist_optim for several steps equals one model trained locally on
  * the union of the three batches. Every process runs the same body; the
  * children report on stderr and by exit code. */
@@ -65,6 +66,10 @@ static int check_gradients(struct ddp *d, struct process_group *g, char *why, si
     tensor_free(loss);
     if (rc) return FAIL("backward: %s", rpc_last_error());
     if (ddp_num_reductions(d) != 1) return FAIL("%lld reductions, expected 1", (long long)ddp_num_reductions(d));
+    /* every bucket's gradients were complete before the engine finished: all started early */
+    if (ddp_num_early_buckets(d) != ddp_num_buckets(d))
+        return FAIL("%lld of %d buckets started during the backward", (long long)ddp_num_early_buckets(d),
+                    ddp_num_buckets(d));
 
     /* the local gradient of every trainer's batch, on a copy of the replica */
     struct nn_module *ref = make_model(100);   /* rank 0's initial values: the broadcast ones */
