@@ -354,7 +354,7 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
     if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
     struct policy_batch *b = policy_evaluate_batch(a->policy, n, xs, outs);
     if (!b) {
-        dist_autograd_release_nowait(ctx);
+        dist_autograd_release_local(ctx);
         return rl_set_error("%s", rpc_last_error());
     }
     for (int i = 0; i < n; i++) {
@@ -386,7 +386,8 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
     else if (policy_batch_backward(b, ctx) != 0) rc = rl_set_error("%s", rpc_last_error());
     else if ((rc = step(a, ctx)) == 0) note_update(a, st, ok, got, version0);
     policy_batch_free(b);
-    dist_autograd_release_nowait(ctx);
+    /* every observer freed its copy once its backward was done */
+    dist_autograd_release_local(ctx);
     return rc;
 }
 
@@ -537,14 +538,16 @@ static int train_sync(struct agent *a, const char **why)
 
 /* ---- async mode ------------------------------------------------------------------------ */
 
-/* rl_update(ctx, version0, report, stats) -> (stop): steps the policy with
- * the gradients the observer's backward left in ctx here. */
+/* rl_update(ctx, version0, report, stats, next_obs) -> (stop, out): steps
+ * the policy with the gradients the observer's backward left in ctx here,
+ * then evaluates its next minibatch (with graph, in the request's context)
+ * when it sent one. */
 static int fn_update(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct agent *a = the_agent;
     struct rl_update_req m;
     if (!a) return rpc_request_fail(req, "update: no training in progress");
-    if (rl_update_req_unpack(args, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
+    if (rl_update_req_unpack(args, a->spec->obs.dim, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
@@ -566,8 +569,17 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
         }
     }
     pthread_mutex_unlock(&a->mu);
+    /* the observer's context is done with here; it frees its own copy when
+     * this reply reaches it */
+    dist_autograd_release_local(m.ctx);
+    if (rc == 0 && !rep.stop && m.next_obs) {
+        if (policy_evaluate(a->policy, m.next_obs, &rep.out) != 0) rc = rpc_request_fail(req, "update: %s", rpc_last_error());
+        else rep.has_out = true;
+    }
+    rl_update_req_clear(&m);
     if (rc != 0) return rc;
     *res = rl_update_reply_pack(&rep);
+    rl_update_reply_clear(&rep);
     return 0;
 }
 
@@ -619,7 +631,7 @@ struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master)
     struct rpc_opts o = { .name = "agent", .rank = 0, .world_size = cfg->observers + 1, .master = master,
                           .default_timeout_ms = 120000, .init_timeout_ms = 60000, .heartbeat_ms = 200,
                           .heartbeat_timeout_ms = cfg->heartbeat_timeout_ms,
-                          .num_handler_threads = cfg->observers + 4, .cancel = &got_signal };
+                          .num_handler_threads = cfg->observers + 4, .cancel = &got_signal, .spin_us = -1 };
     return o;
 }
 

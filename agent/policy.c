@@ -243,6 +243,24 @@ static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *arg
     return RPC_DEFERRED;
 }
 
+int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out)
+{
+    if (obs->shape[1] != p->shape.obs_dim)
+        return rpc_set_error("evaluate: observations of %lld values, the policy takes %d", (long long)obs->shape[1],
+                             p->shape.obs_dim);
+    pthread_mutex_lock(&p->fwd_mu);
+    double t0 = trib_now_s();
+    int rc = forward(p, obs, out);
+    double dt = trib_now_s() - t0;
+    pthread_mutex_unlock(&p->fwd_mu);
+    if (rc != 0) return rpc_set_error("evaluate: %s", tensor_last_error());
+    pthread_mutex_lock(&p->mu);
+    p->stats.evaluate_calls++;
+    p->stats.forward_s += dt;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
 static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *result,
                       void *u)
 {
@@ -251,19 +269,11 @@ static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value
     if (rl_obs_unpack(args, p->shape.obs_dim, &obs, NULL) != 0)
         return rpc_request_fail(req, "evaluate: %s", rl_last_error());
     struct rl_policy_out o;
-    pthread_mutex_lock(&p->fwd_mu);
-    double t0 = trib_now_s();
-    int rc = forward(p, obs, &o);
-    double dt = trib_now_s() - t0;
-    pthread_mutex_unlock(&p->fwd_mu);
+    int rc = policy_evaluate(p, obs, &o);
     tensor_free(obs);
-    if (rc != 0) return rpc_request_fail(req, "evaluate: %s", tensor_last_error());
+    if (rc != 0) return rpc_request_fail(req, "%s", rpc_last_error());
     *result = rl_policy_out_pack(&o);
     rl_policy_out_clear(&o);
-    pthread_mutex_lock(&p->mu);
-    p->stats.evaluate_calls++;
-    p->stats.forward_s += dt;
-    pthread_mutex_unlock(&p->mu);
     return 0;
 }
 

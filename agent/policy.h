@@ -57,6 +57,11 @@ void policy_set_sync_callers(struct policy *p, int n);
 /* Sync mode: an observer was lost before its `last` call of this rollout. */
 void policy_drop_sync_caller(struct policy *p);
 
+/* The evaluate method's work, for the agent's own handlers: a recorded
+ * forward of obs (f32 [N, obs_dim], CPU) in the thread's current context.
+ * Any thread. 0, or -1 with rpc_last_error(). */
+int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out);
+
 /* Sync updates: one recorded forward over the observations of n
  * observers' minibatches (rows in that order), in the thread's current
  * distributed-autograd context. outs[k] gets observer k's part as leaf

@@ -294,20 +294,10 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
     pthread_mutex_unlock(&o->mu);
     tensor_free(loss);
     rl_loss_req_clear(&m);
+    /* this observer's part of the update is over: its copy of the context
+     * goes without a message (the agent frees its own after the step) */
+    dist_autograd_release_local(ctx);
     return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
-}
-
-/* Async: the loss of minibatch mb of epoch `epoch`, evaluated through the
- * policy's RRef in the current context. */
-static struct tensor *evaluated_loss(struct observer *o, int epoch, int mb, struct rl_update_stats *st)
-{
-    if (rl_learner_minibatch(&o->ln, epoch, mb) != 0) return NULL;
-    if (rl_debug_dump_dir() && !o->dumped) dump_minibatch(o, 1.0);
-    struct rl_policy_out out;
-    if (call_policy(o, RL_METHOD_EVALUATE, o->ln.mb_obs, false, &out) != 0) return NULL;
-    struct tensor *loss = rl_learner_loss(&o->ln, &out, 1.0, st);
-    rl_policy_out_clear(&out);
-    return loss;
 }
 
 /* ---- REINFORCE episodes -------------------------------------------------------------------- */
@@ -386,33 +376,104 @@ static int fn_episode(struct rpc_request *req, const struct rpc_value *args, str
 
 /* ---- async mode ---------------------------------------------------------------------------- */
 
-/* In a fresh context: the loss, its backward (gradients reach the agent's
- * parameters), then the agent's update, which releases the context. Writes
- * *stop. */
-static int async_update(struct observer *o, int epoch, int mb, bool first, bool *stop)
+/* rl_update of the pending update u (its context's backward done), with
+ * next_obs (NULL: none) for the agent to evaluate in the thread's current
+ * context: rep->out then holds its answer (rows of next_obs). The agent
+ * frees its copy of u->ctx before answering; this one goes after. */
+static int send_update(struct observer *o, struct rl_update_req *u, struct tensor *next_obs,
+                       struct rl_update_reply *rep)
+{
+    u->next_obs = next_obs;
+    struct rpc_value a = rl_update_req_pack(u), r = rpc_nil();
+    u->next_obs = NULL;
+    int rc = 0;
+    if (rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0) != 0) rc = rl_set_error("update: %s", rpc_last_error());
+    else if (rl_update_reply_unpack(&r, next_obs ? (int)next_obs->shape[0] : 0, o->A, !o->discrete, o->value_head,
+                                    rep) != 0)
+        rc = -1;
+    else if (next_obs && !rep->stop && !rep->has_out)
+        rc = rl_set_error("update: the agent did not evaluate the next minibatch");
+    rpc_value_clear(&a);
+    rpc_value_clear(&r);
+    dist_autograd_release_local(u->ctx);
+    return rc;
+}
+
+/* The backward of loss in its context (the current one), then the update
+ * it becomes: *u, to be sent with the next evaluation. */
+static int backward_into(struct observer *o, struct tensor *loss, int64_t ctx, bool first, struct rl_update_req *u)
+{
+    int rc = loss ? 0 : -1;
+    if (rc == 0 && dist_autograd_backward(ctx, 1, &loss, false) != 0) rc = rl_set_error("backward: %s", rpc_last_error());
+    tensor_free(loss);
+    if (rc != 0) {
+        dist_autograd_release_local(ctx);
+        return -1;
+    }
+    u->ctx = ctx;
+    u->version0 = o->ln.report.version0;
+    u->has_report = first;
+    u->report = o->ln.report;
+    return 0;
+}
+
+/* A rollout's updates (PPO/A2C), each in a context of its own: minibatch
+ * i's update goes to the agent with minibatch i+1's observations, which
+ * the agent evaluates right after its step (one round trip for both); the
+ * first minibatch is evaluated through the policy's RRef, the last update
+ * goes alone. Writes *stop. */
+static int async_updates(struct observer *o, bool *stop)
+{
+    struct rl_update_req u = { 0 };
+    bool pending = false;
+    for (int e = 0; e < o->cfg.epochs && !*stop; e++)
+        for (int mb = 0; mb < o->cfg.minibatches && !*stop; mb++) {
+            int64_t ctx = dist_autograd_context_new();
+            if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
+            struct rl_policy_out out = { 0 };
+            int rc = rl_learner_minibatch(&o->ln, e, mb);
+            if (rc == 0 && rl_debug_dump_dir() && !o->dumped) dump_minibatch(o, 1.0);
+            if (rc == 0 && pending) {
+                struct rl_update_reply rep;
+                rc = send_update(o, &u, o->ln.mb_obs, &rep);
+                pending = false;
+                if (rc == 0) {
+                    *stop = rep.stop;
+                    out = rep.out;      /* moved */
+                    rep.has_out = false;
+                }
+            } else if (rc == 0) {
+                rc = call_policy(o, RL_METHOD_EVALUATE, o->ln.mb_obs, false, &out);
+            }
+            if (rc != 0 || *stop) {
+                rl_policy_out_clear(&out);
+                dist_autograd_release_local(ctx);
+                return rc;
+            }
+            struct rl_update_stats st;
+            struct tensor *loss = rl_learner_loss(&o->ln, &out, 1.0, &st);
+            rl_policy_out_clear(&out);
+            u = (struct rl_update_req){ .stats = st };
+            if (backward_into(o, loss, ctx, e == 0 && mb == 0, &u) != 0) return -1;
+            pending = true;
+        }
+    if (!pending) return 0;
+    struct rl_update_reply rep;
+    int rc = send_update(o, &u, NULL, &rep);
+    if (rc == 0) *stop = rep.stop;
+    return rc;
+}
+
+/* REINFORCE: an episode in a fresh context, its backward, the update. */
+static int async_episode(struct observer *o, bool *stop)
 {
     int64_t ctx = dist_autograd_context_new();
     if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
-    struct rl_update_req u = { .ctx = ctx, .has_report = first };
-    struct tensor *loss = o->cfg.algo == RL_ALGO_REINFORCE ? episode(o) : evaluated_loss(o, epoch, mb, &u.stats);
-    int rc = loss ? 0 : -1;
-    if (rc == 0 && dist_autograd_backward(ctx, 1, &loss, false) != 0)
-        rc = rl_set_error("backward: %s", rpc_last_error());
-    if (rc == 0) {
-        u.version0 = o->ln.report.version0;
-        u.report = o->ln.report;
-        struct rpc_value a = rl_update_req_pack(&u), r = rpc_nil();
-        struct rl_update_reply rep;
-        if (rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0) != 0) rc = rl_set_error("update: %s", rpc_last_error());
-        else if (rl_update_reply_unpack(&r, &rep) != 0) rc = -1;
-        else *stop = rep.stop;
-        rpc_value_clear(&a);
-        rpc_value_clear(&r);
-    }
-    tensor_free(loss);
-    /* the agent's reply comes after its step: nothing here needs the
-     * context any more, so its release does not wait for the agent */
-    dist_autograd_release_nowait(ctx);
+    struct rl_update_req u = { 0 };
+    if (backward_into(o, episode(o), ctx, true, &u) != 0) return -1;
+    struct rl_update_reply rep;
+    int rc = send_update(o, &u, NULL, &rep);
+    if (rc == 0) *stop = rep.stop;
     return rc;
 }
 
@@ -421,13 +482,10 @@ static int async_loop(struct observer *o)
     bool stop = false;
     while (!stop && !atomic_load(&o->shutdown)) {
         if (o->cfg.algo == RL_ALGO_REINFORCE) {
-            if (async_update(o, 0, 0, true, &stop) != 0) return -1;
+            if (async_episode(o, &stop) != 0) return -1;
             continue;
         }
-        if (rollout(o) != 0) return -1;
-        for (int e = 0; e < o->cfg.epochs && !stop; e++)
-            for (int mb = 0; mb < o->cfg.minibatches && !stop; mb++)
-                if (async_update(o, e, mb, e == 0 && mb == 0, &stop) != 0) return -1;
+        if (rollout(o) != 0 || async_updates(o, &stop) != 0) return -1;
     }
     return 0;
 }

@@ -306,38 +306,64 @@ void rl_loss_reply_clear(struct rl_loss_reply *m)
 
 struct rpc_value rl_update_req_pack(const struct rl_update_req *m)
 {
-    struct rpc_value v = rpc_list(5);
+    struct rpc_value v = rpc_list(6);
     v.list.items[0] = rpc_int(m->ctx);
     v.list.items[1] = rpc_int(m->version0);
     v.list.items[2] = rpc_bool(m->has_report);
     v.list.items[3] = m->has_report ? rl_report_pack(&m->report) : rpc_nil();
     v.list.items[4] = stats_pack(&m->stats);
+    v.list.items[5] = m->next_obs ? rpc_tensor(m->next_obs) : rpc_nil();
     return v;
 }
 
-int rl_update_req_unpack(const struct rpc_value *a, struct rl_update_req *m)
+int rl_update_req_unpack(const struct rpc_value *a, int obs_dim, struct rl_update_req *m)
 {
     memset(m, 0, sizeof *m);
-    if (!is_list(a, 5) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
+    if (!is_list(a, 6) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
         a->list.items[2].kind != RPC_BOOL)
-        return rl_set_error("update: expected (ctx, version0, has_report, report, stats)");
+        return rl_set_error("update: expected (ctx, version0, has_report, report, stats, next obs)");
     m->ctx = a->list.items[0].i;
     m->version0 = a->list.items[1].i;
     m->has_report = a->list.items[2].b;
     if (m->has_report && rl_report_unpack(&a->list.items[3], &m->report) != 0) return -1;
-    return stats_unpack(&a->list.items[4], &m->stats);
+    if (stats_unpack(&a->list.items[4], &m->stats) != 0) return -1;
+    const struct rpc_value *o = &a->list.items[5];
+    if (o->kind == RPC_NIL) return 0;
+    if (o->kind != RPC_TENSOR || !f32_matrix(o->tensor, -1, obs_dim))
+        return rl_set_error("update: the next observations must be f32 [N,%d] with N >= 1", obs_dim);
+    m->next_obs = tensor_retain(o->tensor);
+    return 0;
+}
+
+void rl_update_req_clear(struct rl_update_req *m)
+{
+    tensor_free(m->next_obs);
+    m->next_obs = NULL;
 }
 
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m)
 {
-    struct rpc_value v = rpc_list(1);
+    struct rpc_value v = rpc_list(2);
     v.list.items[0] = rpc_bool(m->stop);
+    v.list.items[1] = m->has_out ? rl_policy_out_pack(&m->out) : rpc_nil();
     return v;
 }
 
-int rl_update_reply_unpack(const struct rpc_value *v, struct rl_update_reply *m)
+int rl_update_reply_unpack(const struct rpc_value *v, int rows, int act_dim, bool gaussian, bool value_head,
+                           struct rl_update_reply *m)
 {
-    if (!is_list(v, 1) || v->list.items[0].kind != RPC_BOOL) return rl_set_error("update reply: expected (stop)");
+    memset(m, 0, sizeof *m);
+    if (!is_list(v, 2) || v->list.items[0].kind != RPC_BOOL)
+        return rl_set_error("update reply: expected (stop, policy output or nil)");
     m->stop = v->list.items[0].b;
+    if (v->list.items[1].kind == RPC_NIL) return 0;
+    if (rl_policy_out_unpack(&v->list.items[1], rows, act_dim, gaussian, value_head, &m->out) != 0) return -1;
+    m->has_out = true;
     return 0;
+}
+
+void rl_update_reply_clear(struct rl_update_reply *m)
+{
+    rl_policy_out_clear(&m->out);
+    m->has_out = false;
 }

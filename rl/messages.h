@@ -113,20 +113,31 @@ struct rpc_value rl_loss_reply_pack(const struct rl_loss_reply *m);
 int rl_loss_reply_unpack(const struct rpc_value *v, struct rl_loss_reply *m);
 void rl_loss_reply_clear(struct rl_loss_reply *m);
 
-/* update(ctx, version0, report, stats) from an async observer, after its
- * backward in ctx; has_report: the report is new (first update of a
- * rollout). Reply: [stop, lr]. */
+/* update(ctx, version0, report, stats, next_obs) from an async observer,
+ * after its backward in ctx; has_report: the report is new (first update
+ * of a rollout). next_obs (NULL: nil): the observations of its next
+ * minibatch, which the agent evaluates right after the step, with graph, in
+ * the request's own context (the observer's next one): one round trip for
+ * this update and the next evaluation. Reply: (stop, policy output for
+ * next_obs, or nil when there was none or stop is set). */
 struct rl_update_req {
     int64_t ctx;
     int64_t version0;
     bool has_report;
     struct rl_report report;
     struct rl_update_stats stats;
+    struct tensor *next_obs;
 };
 struct rpc_value rl_update_req_pack(const struct rl_update_req *m);
-int rl_update_req_unpack(const struct rpc_value *args, struct rl_update_req *m);
-struct rl_update_reply { bool stop; };
+/* next_obs, when present, must be f32 [N, obs_dim]; it is a new reference
+ * (rl_update_req_clear). */
+int rl_update_req_unpack(const struct rpc_value *args, int obs_dim, struct rl_update_req *m);
+void rl_update_req_clear(struct rl_update_req *m);
+struct rl_update_reply { bool stop; bool has_out; struct rl_policy_out out; };
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m);
-int rl_update_reply_unpack(const struct rpc_value *v, struct rl_update_reply *m);
+/* out is checked for `rows` rows as rl_policy_out_unpack does. */
+int rl_update_reply_unpack(const struct rpc_value *v, int rows, int act_dim, bool gaussian, bool value_head,
+                           struct rl_update_reply *m);
+void rl_update_reply_clear(struct rl_update_reply *m);
 
 #endif
