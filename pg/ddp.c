@@ -38,6 +38,7 @@ struct ddp {
     int64_t reductions;         /* under reg_mu */
     /* the reduction of the backward run under way, on its engine's thread (under reg_mu) */
     int64_t active_ctx;         /* its context, 0 when none */
+    int64_t clash_ctx;          /* a run of another context that reached the module meanwhile */
     struct tensor **ready;      /* by bucket-order position: gradients in so far (owned) */
     int next_post;              /* buckets posted so far */
     int64_t posted_early;       /* buckets posted before their run ended */
@@ -190,7 +191,11 @@ static void hook_leaf_ready(void *user, int64_t ctx, struct tensor *leaf, struct
     pthread_mutex_lock(&reg_mu);
     for (struct ddp *d = live; d; d = d->next) {
         int j = position(d, leaf);
-        if (j < 0 || (d->active_ctx && d->active_ctx != ctx)) continue;   /* another backward's: left to it */
+        if (j < 0) continue;
+        if (d->active_ctx && d->active_ctx != ctx) {   /* the contract's one at a time, broken */
+            d->clash_ctx = ctx;
+            continue;
+        }
         d->active_ctx = ctx;
         tensor_free(d->ready[j]);
         d->ready[j] = tensor_retain(grad);
@@ -205,8 +210,16 @@ static int hook_run_end(void *user, int64_t ctx, struct dist_autograd_run *run)
 {
     int rc = 0;
     pthread_mutex_lock(&reg_mu);
-    for (struct ddp *d = live; d; d = d->next)
+    for (struct ddp *d = live; d; d = d->next) {
         if (d->active_ctx == ctx && finish(d, run) != 0 && rc == 0) rc = -1;
+        if (d->clash_ctx == ctx) {
+            d->clash_ctx = 0;
+            if (rc == 0)
+                rc = rpc_set_error("ddp: a backward in context %lld reached the module while one in context %lld "
+                                   "was under way (one at a time per process)", (long long)ctx,
+                                   (long long)d->active_ctx);
+        }
+    }
     pthread_mutex_unlock(&reg_mu);
     return rc;
 }

@@ -8,6 +8,9 @@
  * through dist_optim for several steps equals one model trained locally on
  * the union of the three batches. Every process runs the same body; the
  * children report on stderr and by exit code. */
+#include <pthread.h>
+#include <semaphore.h>
+
 #include "../dist/dist_harness.h"
 #include "optim/optim.h"
 #include "pg/ddp.h"
@@ -208,12 +211,86 @@ START_TEST(test_ddp_averages_and_trains_like_one_model)
 }
 END_TEST
 
+/* ---- two backwards through one replica at once ------------------------------- */
+
+static sem_t a_in_engine, b_done;
+static struct ddp *solo_ddp;
+
+/* A node run after the Linear's gradients are in: holds backward A there
+ * until backward B is over. */
+static int hold_backward(struct ag_node *self, struct tensor **gout, struct tensor **gin)
+{
+    sem_post(&a_in_engine);
+    sem_wait(&b_done);
+    return 0;
+}
+
+static void *backward_a(void *arg)
+{
+    int *rc = arg;
+    struct tensor *x = dh_random(2, IN, 1);
+    struct tensor *held = dh_random(1, 1, 2);
+    struct ag_node *hold = ag_node_new("HoldBackward", 1, 0, hold_backward, NULL, NULL);
+    tensor_set_grad_fn(held, hold, 0);   /* created first: the engine runs it last */
+    ag_node_free(hold);
+    int64_t ctx = dist_autograd_context_new();
+    struct tensor *y = nn_forward1(ddp_module(solo_ddp), x), *s1 = tensor_sum(y), *s2 = tensor_sum(held);
+    struct tensor *loss = tensor_add(s1, s2);
+    *rc = dist_autograd_backward(ctx, 1, &loss, false);
+    dist_autograd_release(ctx);
+    struct tensor *all[] = {x, held, y, s1, s2, loss};
+    for (int i = 0; i < 6; i++) tensor_free(all[i]);
+    return NULL;
+}
+
+/* While backward A is held inside the engine (its module's gradients
+ * posted), backward B through the same replica fails naming both
+ * contexts; A then finishes and is reduced. */
+START_TEST(test_two_backwards_at_once_refused)
+{
+    dh_extra_register = register_pg;
+    dh_start(1, NULL, NULL);
+    struct process_group *g = pg_new("solo", 1, ALL, 0);
+    ck_assert_msg(g != NULL, "%s", pg_last_error());
+    struct nn_module *m = make_model(5);
+    solo_ddp = ddp_new(m, g, 0);
+    ck_assert_ptr_nonnull(solo_ddp);
+    sem_init(&a_in_engine, 0, 0);
+    sem_init(&b_done, 0, 0);
+    pthread_t ta;
+    int rc_a = -5;
+    ck_assert_int_eq(pthread_create(&ta, NULL, backward_a, &rc_a), 0);
+    sem_wait(&a_in_engine);
+    int64_t ctx = dist_autograd_context_new();
+    int64_t ctx_a = ctx - 1;   /* made just before, on A's thread */
+    struct tensor *x = dh_random(2, IN, 3), *y = nn_forward1(m, x), *loss = tensor_sum(y);
+    ck_assert_int_eq(dist_autograd_backward(ctx, 1, &loss, false), -1);
+    char want[256];
+    snprintf(want, sizeof want,
+             "ddp: a backward in context %lld reached the module while one in context %lld was under way "
+             "(one at a time per process)", (long long)ctx, (long long)ctx_a);
+    ck_assert_str_eq(rpc_last_error(), want);
+    dist_autograd_release(ctx);
+    sem_post(&b_done);
+    pthread_join(ta, NULL);
+    ck_assert_msg(rc_a == 0, "backward A: %s", rpc_last_error());
+    ck_assert_int_eq(ddp_num_reductions(solo_ddp), 1);
+    struct tensor *all[] = {x, y, loss};
+    for (int i = 0; i < 3; i++) tensor_free(all[i]);
+    ddp_free(solo_ddp);
+    nn_module_free(m);
+    pg_free(g);
+    dh_stop();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ddp");
     TCase *tc = tcase_create("ddp");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_ddp_averages_and_trains_like_one_model);
+    tcase_add_test(tc, test_two_backwards_at_once_refused);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
