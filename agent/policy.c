@@ -618,7 +618,6 @@ void policy_save_state(struct policy *p, unsigned char **out, size_t *len)
 
 int policy_load_state(struct policy *p, const void *buf, size_t len)
 {
-    if (p->dev != DEVICE_CPU) return rl_set_error("resuming a policy on %s is not supported yet", device_name(p->dev));
     size_t n = sizeof p->actor->rng;
     for (int i = 0; i < p->n_params; i++) n += (size_t)p->params[i]->numel * sizeof(float);
     if (len != n) return rl_set_error("policy: %zu bytes, this architecture needs %zu", len, n);
@@ -627,10 +626,8 @@ int policy_load_state(struct policy *p, const void *buf, size_t len)
     memcpy(&p->actor->rng, q, sizeof p->actor->rng);
     q += sizeof p->actor->rng;
     for (int i = 0; i < p->n_params; i++) {
-        struct tensor_write w;
         size_t bytes = (size_t)p->params[i]->numel * sizeof(float);
-        memcpy(tensor_write_begin(p->params[i], &w), q, bytes);
-        tensor_write_end(p->params[i], &w);
+        CHECK(tensor_write_from_host(p->params[i], q, bytes) == 0);   /* sizes checked above */
         q += bytes;
     }
     pthread_mutex_unlock(&p->fwd_mu);

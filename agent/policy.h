@@ -87,7 +87,8 @@ int policy_params(struct policy *p, struct tensor ***params);
 
 /* Checkpoints: the parameters (f32, actor's then critic's) and the dropout
  * RNG as bytes; load checks the sizes and writes them in (staged writes).
- * load: 0, or -1 with rl_last_error() (a size mismatch, a GPU policy). */
+ * load: 0, or -1 with rl_last_error() (a size mismatch); the policy may
+ * live on the GPU (the parameters are written there from the host). */
 void policy_save_state(struct policy *p, unsigned char **out, size_t *len);
 int policy_load_state(struct policy *p, const void *buf, size_t len);
 

@@ -24,6 +24,9 @@
 
 struct observer {
     pthread_mutex_t mu;             /* one job at a time */
+    pthread_mutex_t end_mu;         /* guards agent_gone; with end_cv, wakes observer_run */
+    pthread_cond_t end_cv;
+    int agent_gone;                 /* 0, or RPC_EVENT_FAILED / RPC_EVENT_LEAVE of the agent */
     bool ready;
     struct rl_config cfg;
     int index;
@@ -502,12 +505,32 @@ static int fn_run_async(struct rpc_request *req, const struct rpc_value *args, s
     return 0;
 }
 
+/* Wakes observer_run. */
+static void end_signal(struct observer *o)
+{
+    pthread_mutex_lock(&o->end_mu);
+    pthread_cond_broadcast(&o->end_cv);
+    pthread_mutex_unlock(&o->end_mu);
+}
+
 static int fn_shutdown(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct observer *o = u;
     atomic_store(&o->shutdown, true);
+    end_signal(o);
     *res = rpc_nil();
     return 0;
+}
+
+/* I/O thread: the agent (worker 0) failed or left. Must not block long. */
+static void on_event(const struct rpc_event *ev, void *user)
+{
+    struct observer *o = user;
+    if (ev->id != 0 || (ev->kind != RPC_EVENT_FAILED && ev->kind != RPC_EVENT_LEAVE)) return;
+    pthread_mutex_lock(&o->end_mu);
+    if (!o->agent_gone) o->agent_gone = ev->kind;
+    pthread_cond_broadcast(&o->end_cv);
+    pthread_mutex_unlock(&o->end_mu);
 }
 
 /* ---- the process ---------------------------------------------------------------------------- */
@@ -517,6 +540,8 @@ struct observer *observer_new(void)
     if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);
     struct observer *o = trib_xcalloc(1, sizeof *o);
     pthread_mutex_init(&o->mu, NULL);
+    pthread_mutex_init(&o->end_mu, NULL);
+    pthread_cond_init(&o->end_cv, NULL);
     rpc_register(RL_FN_SETUP, fn_setup, o);
     rpc_register(RL_FN_ROLLOUT, fn_rollout, o);
     rpc_register(RL_FN_LOSS, fn_loss, o);
@@ -532,6 +557,8 @@ void observer_free(struct observer *o)
     if (!o) return;
     release_env(o);
     pthread_mutex_destroy(&o->mu);
+    pthread_mutex_destroy(&o->end_mu);
+    pthread_cond_destroy(&o->end_cv);
     free(o);
 }
 
@@ -539,7 +566,10 @@ int observer_run(const struct rpc_opts *opts)
 {
     dist_autograd_init();
     struct observer *o = observer_new();
-    if (rpc_init(opts) < 0) {
+    struct rpc_opts mine = *opts;
+    mine.on_event = on_event;
+    mine.event_user = o;
+    if (rpc_init(&mine) < 0) {
         const char *me = opts->name ? opts->name : "observer";
         fprintf(stderr, "%s: %s\n", me, rpc_last_error());   /* "rpc_init: ..." */
         struct rpc_stats st;
@@ -552,19 +582,19 @@ int observer_run(const struct rpc_opts *opts)
         return 1;
     }
     const char *me = rpc_self()->name;
+    /* Sleeps until rl_shutdown or the agent's loss wakes it (no polling: the
+     * agent's graceful shutdown waits for this process to get there). */
+    pthread_mutex_lock(&o->end_mu);
+    while (!atomic_load(&o->shutdown) && !o->agent_gone) pthread_cond_wait(&o->end_cv, &o->end_mu);
+    int gone = o->agent_gone;
+    pthread_mutex_unlock(&o->end_mu);
     int rc = 0;
-    while (!atomic_load(&o->shutdown)) {
-        struct rpc_event ev;
-        if (rpc_next_event(&ev, 100) != 1) continue;
-        if (ev.id == 0 && (ev.kind == RPC_EVENT_FAILED || ev.kind == RPC_EVENT_LEAVE)) {
-            if (ev.kind == RPC_EVENT_FAILED)
-                fprintf(stderr, "%s: lost the agent (no heartbeat within %d ms): exiting\n", me,
-                        opts->heartbeat_timeout_ms);
-            else
-                fprintf(stderr, "%s: lost the agent (it left): exiting\n", me);
-            rc = 1;
-            break;
-        }
+    if (gone && !atomic_load(&o->shutdown)) {
+        if (gone == RPC_EVENT_FAILED)
+            fprintf(stderr, "%s: lost the agent (no heartbeat within %d ms): exiting\n", me, opts->heartbeat_timeout_ms);
+        else
+            fprintf(stderr, "%s: lost the agent (it left): exiting\n", me);
+        rc = 1;
     }
     rpc_shutdown(rc == 0);
     observer_free(o);
