@@ -40,14 +40,14 @@ END_TEST
 int main(void)
 {
     if (!tensor_cuda_available()) {
-        printf("test_pg_nccl: no CUDA device, skipped\n");
+        printf("test_pg_cuda: no CUDA device, skipped\n");
         return 77;
     }
     if (!pg_has_nccl()) {
-        printf("test_pg_nccl: built without NCCL, skipped\n");
+        printf("test_pg_cuda: built without NCCL, skipped\n");
         return 77;
     }
-    Suite *s = suite_create("pg_nccl");
+    Suite *s = suite_create("pg_cuda");
     TCase *tc = tcase_create("nccl");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_nccl_group_of_one);
