@@ -2,7 +2,8 @@
  * barrier and on their way into an allreduce with it; both fail within the group's timeout with an error
  * naming rank 2 (worker 'w2'), and every later collective of the group
  * fails at once. A member that never comes makes pg_new fail after the
- * timeout instead of hanging. */
+ * timeout instead of hanging, and one alive that never enters a collective
+ * makes it fail on the timeout. */
 #define DH_HEARTBEAT_TIMEOUT_MS 1000
 #include "../dist/dist_harness.h"
 #include <stdatomic.h>
@@ -134,6 +135,50 @@ START_TEST(test_absent_member_times_out)
 }
 END_TEST
 
+static int child_idle(int rank, const char *master, void *arg)
+{
+    if (dh_child_init(rank, master) < 0) return 10;
+    const char *const two[] = {"w0", "w1"};
+    struct process_group *g = pg_new("idle", 2, two, 2000);
+    if (!g) {
+        fprintf(stderr, "w1: %s\n", pg_last_error());
+        return 11;
+    }
+    while (!atomic_load(&w0_done)) usleep(1000);   /* alive, but never joins the allreduce */
+    pg_free(g);
+    rpc_shutdown(true);
+    return 0;
+}
+
+/* w1 is alive but never enters the allreduce: w0's fails on Gloo's timeout
+ * (no member gone to name), then the group is broken. */
+START_TEST(test_idle_member_times_out)
+{
+    dh_extra_register = register_pg;
+    dh_start(2, child_idle, NULL);
+    const char *const two[] = {"w0", "w1"};
+    struct process_group *g = pg_new("idle", 2, two, 2000);
+    ck_assert_msg(g != NULL, "%s", pg_last_error());
+    struct tensor *t = tensor_new(DTYPE_F64, DEVICE_CPU, 1, (int64_t[]){10});
+    double t0 = trib_now_s();
+    ck_assert_int_eq(pg_allreduce(g, t, PG_SUM), -1);
+    double took = trib_now_s() - t0;
+    const char *prefix = "pg_allreduce: group 'idle': ";
+    ck_assert_msg(!strncmp(pg_last_error(), prefix, strlen(prefix)) && strstr(pg_last_error(), "Timed out") &&
+                      !strstr(pg_last_error(), "gone"),
+                  "%s", pg_last_error());
+    ck_assert_msg(took >= 1.9 && took < 2 * 2.0 + 10.0, "took %.1f s", took);
+    ck_assert_int_eq(pg_allreduce(g, t, PG_SUM), -1);
+    ck_assert_msg(strstr(pg_last_error(), "is broken by an earlier failure: "), "%s", pg_last_error());
+    struct rpc_value res = rpc_nil();
+    ck_assert_int_eq(rpc_sync("w1", "t.done", NULL, &res, 0), 0);
+    rpc_value_clear(&res);
+    tensor_free(t);
+    pg_free(g);
+    dh_stop();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pg_dead");
@@ -141,6 +186,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_dead_member_is_named);
     tcase_add_test(tc, test_absent_member_times_out);
+    tcase_add_test(tc, test_idle_member_times_out);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
