@@ -403,8 +403,8 @@ int main(int argc, char **argv)
             struct run_interval iv;
             if (run_stats_interval(f.stats, f.version, false, &iv) && !f.cfg.quiet) run_stats_print(f.stats, stdout, &iv);
         }
-        run_stats_summary(f.stats, stdout, status == 0, 0, 0, why);
     }
+    run_stats_summary(f.stats, stdout, status == 0, 0, 0, why);   /* as tributary-train: failures too */
     for (int k = 0; f.ln && k < f.n; k++) rl_learner_deinit(&f.ln[k]);
     free(f.ln);
     free(f.idx);
