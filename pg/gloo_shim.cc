@@ -3,6 +3,7 @@
 // and allreduce/broadcast/barrier/allgather, each catching Gloo's exceptions.
 #include "pg/gloo_shim.h"
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,8 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
+#include <pthread.h>
+#include <time.h>
 
 namespace {
 
@@ -59,6 +62,37 @@ class CStore : public gloo::rendezvous::Store {
 
 void set_err(char *err, size_t cap, const char *what) { snprintf(err, cap, "%s", what); }
 
+// Gloo writes to its sockets without MSG_NOSIGNAL: a write to a member that
+// died raises SIGPIPE, whose default action kills the process (Python, and
+// so PyTorch, ignores SIGPIPE; a C program does not). For the span of a
+// call, SIGPIPE is blocked on the calling thread (the device's event-loop
+// thread, made inside gloo_ctx_new, inherits the block for good) and one
+// raised meanwhile is consumed before the mask is restored; the write
+// itself fails with EPIPE, which Gloo reports as an error.
+class SigpipeGuard {
+ public:
+  SigpipeGuard() {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &s, &old_);
+  }
+  ~SigpipeGuard() {
+    if (!sigismember(&old_, SIGPIPE)) {
+      sigset_t s;
+      sigemptyset(&s);
+      sigaddset(&s, SIGPIPE);
+      struct timespec zero = {0, 0};
+      while (sigtimedwait(&s, nullptr, &zero) > 0) {
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+
+ private:
+  sigset_t old_;
+};
+
 template <typename T>
 void allreduce_t(const std::shared_ptr<gloo::Context> &ctx, void *buf, size_t n, uint32_t tag) {
   gloo::AllreduceOptions o(ctx);
@@ -76,6 +110,7 @@ struct gloo_ctx {
 
 extern "C" struct gloo_ctx *gloo_ctx_new(int rank, int size, const char *host, const struct gloo_store_ops *store,
                                          void *user, int timeout_ms, char *err, size_t cap) {
+  SigpipeGuard guard;
   try {
     gloo::transport::tcp::attr attr(host);
     auto dev = gloo::transport::tcp::CreateDevice(attr);
@@ -92,10 +127,14 @@ extern "C" struct gloo_ctx *gloo_ctx_new(int rank, int size, const char *host, c
   }
 }
 
-extern "C" void gloo_ctx_free(struct gloo_ctx *c) { delete c; }
+extern "C" void gloo_ctx_free(struct gloo_ctx *c) {
+  SigpipeGuard guard;
+  delete c;
+}
 
 extern "C" int gloo_allreduce_sum(struct gloo_ctx *c, void *buf, size_t n, enum dtype dt, uint32_t tag, char *err,
                                   size_t cap) {
+  SigpipeGuard guard;
   try {
     switch (dt) {
       case DTYPE_F32: allreduce_t<float>(c->ctx, buf, n, tag); break;
@@ -114,6 +153,7 @@ extern "C" int gloo_allreduce_sum(struct gloo_ctx *c, void *buf, size_t n, enum 
 
 extern "C" int gloo_broadcast(struct gloo_ctx *c, void *buf, size_t nbytes, int root, uint32_t tag, char *err,
                               size_t cap) {
+  SigpipeGuard guard;
   try {
     gloo::BroadcastOptions o(c->ctx);
     o.setOutput(static_cast<uint8_t *>(buf), nbytes);
@@ -128,6 +168,7 @@ extern "C" int gloo_broadcast(struct gloo_ctx *c, void *buf, size_t nbytes, int 
 }
 
 extern "C" int gloo_barrier(struct gloo_ctx *c, uint32_t tag, char *err, size_t cap) {
+  SigpipeGuard guard;
   try {
     gloo::BarrierOptions o(c->ctx);
     o.setTag(tag);
@@ -141,6 +182,7 @@ extern "C" int gloo_barrier(struct gloo_ctx *c, uint32_t tag, char *err, size_t 
 
 extern "C" int gloo_allgather(struct gloo_ctx *c, const void *in, void *out, size_t nbytes, uint32_t tag, char *err,
                               size_t cap) {
+  SigpipeGuard guard;
   try {
     gloo::AllgatherOptions o(c->ctx);
     o.setInput(const_cast<uint8_t *>(static_cast<const uint8_t *>(in)), nbytes);
