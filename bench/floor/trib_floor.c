@@ -1,4 +1,4 @@
-/* trib-floor: the compute floor of an RL run (DESIGN §8). The same
+/* trib-floor: the compute floor of an RL run (docs/design.md §8). The same
  * algorithm, network, envs, seeds, rollout shape, minibatches and epochs as
  * tributary-train with the same flags, run in one process with no RPC:
  * observer k's envs and RNG (rl/learner), the policy's forward

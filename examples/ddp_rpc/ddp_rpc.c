@@ -10,15 +10,13 @@
  * backward (the Linear's gradients averaged across the trainers by DDP,
  * the table's sent back to the PS) and one DistributedOptimizer (SGD) over
  * the RRefs of both the remote table and the local Linear.
- * Run: ./ddp_rpc [seed] (forks ps, trainer0 and trainer1). Exit 0 when the
+ * Run: ./ddp_rpc [seed] (rpc_spawn: four processes on this machine). Exit 0 when the
  * loss fell on both trainers, the table on the PS changed, and the two
  * trainers' Linear weights ended bit-identical. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "optim/dist_optim.h"
 #include "pg/ddp.h"
@@ -245,20 +243,7 @@ static int run_master(void)
 
 /* ---- processes -------------------------------------------------------------------- */
 
-static int pipes[4][2];
-
-static void hand_out(const char *endpoint, void *user)
-{
-    char buf[128] = {0};
-    snprintf(buf, sizeof buf, "%s", endpoint);
-    for (int r = 1; r < 4; r++) {
-        if (write(pipes[r][1], buf, sizeof buf) != (ssize_t)sizeof buf) perror("write");
-        close(pipes[r][1]);
-        pipes[r][1] = -1;
-    }
-}
-
-static int run(int rank, const char *master)
+static int worker(int rank, int world_size, const char *master, void *arg)
 {
     dist_autograd_init();
     remote_module_init();
@@ -267,8 +252,7 @@ static int run(int rank, const char *master)
     pg_init();
     ddp_init();
     rpc_register("ddp_rpc.run_trainer", run_trainer, NULL);
-    struct rpc_opts o = {.name = NAMES[rank], .rank = rank, .world_size = 4, .master = master};
-    if (rank == 0) o.on_listening = hand_out;
+    struct rpc_opts o = {.name = NAMES[rank], .rank = rank, .world_size = world_size, .master = master};
     if (rpc_init(&o) != 0) {
         fprintf(stderr, "%s: rpc_init: %s\n", NAMES[rank], rpc_last_error());
         return 1;
@@ -282,28 +266,9 @@ int main(int argc, char **argv)
 {
     if (argc > 1) seed = strtoull(argv[1], NULL, 10);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    pid_t pid[4] = {0};
-    for (int r = 1; r < 4; r++) {
-        if (pipe(pipes[r]) != 0) return perror("pipe"), 1;
-        pid[r] = fork();
-        if (pid[r] < 0) return perror("fork"), 1;
-        if (pid[r] == 0) {   /* a worker: waits for the master's endpoint, then joins */
-            close(pipes[r][1]);
-            char buf[128] = {0};
-            if (read(pipes[r][0], buf, sizeof buf) != (ssize_t)sizeof buf) _exit(2);
-            _exit(run(r, buf));
-        }
-        close(pipes[r][0]);
+    if (rpc_spawn(4, worker, NULL, 300) != 0) {
+        fprintf(stderr, "ddp_rpc: %s\n", rpc_last_error());
+        return 1;
     }
-    int rc = run(0, "tcp://127.0.0.1:0");
-    for (int r = 1; r < 4; r++)   /* the master failed before listening: the workers give up */
-        if (pipes[r][1] >= 0) close(pipes[r][1]);
-    for (int r = 1; r < 4; r++) {
-        int st = 0;
-        if (waitpid(pid[r], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            fprintf(stderr, "%s exited abnormally\n", NAMES[r]);
-            rc = 1;
-        }
-    }
-    return rc;
+    return 0;
 }
