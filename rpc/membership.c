@@ -261,9 +261,10 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
 {
     const char *name = rpc_arg_str(args, 0), *ep = rpc_arg_str(args, 2);
     int64_t rank, world = 0;
-    if (!name || !ep || !rpc_arg_int(args, 1, &rank) || strlen(name) >= 64 || strlen(ep) >= 128 ||
+    if (!name || !ep || !rpc_arg_int(args, 1, &rank) || strlen(ep) >= 128 ||
         (args->list.len > 3 && !rpc_arg_int(args, 3, &world)))
         return rpc_request_fail(req, "bad hello");
+    if (!*name || strlen(name) >= 64) return rpc_request_fail(req, "a worker name must be 1..63 bytes");
     if (A->rank != 0) return rpc_request_fail(req, "not the rendezvous (rank 0)");
     int owner = rpc_conn_worker(req->rid, req->rid_len);
     if (owner >= 0) {
@@ -276,16 +277,18 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
     snprintf(refused, sizeof refused, "%s", A->joins_refused);
     pthread_mutex_unlock(&A->state_mu);
     if (refused[0]) return rpc_request_fail(req, "%s", refused);
-    bool dynamic = rank == RPC_RANK_DYNAMIC;
+    /* A dynamic rank is one more rank, admitted only where the run asked
+     * for late joiners (opts.allow_dynamic); every other rule below holds
+     * for it as for a static one. Without it only the declared world joins. */
+    bool dynamic = rank == RPC_RANK_DYNAMIC && A->opts.allow_dynamic;
     /* the rank first: a restarted worker asking for a live one's rank (and
      * so, by default, its name) is told that the rank is taken */
-    if (!dynamic) {
-        if (rank < 1 || rank >= A->world_size) return rpc_request_fail(req, "rank %lld out of range 1..%d", (long long)rank, A->world_size - 1);
-        if (world > 0 && world != A->world_size)
-            return rpc_request_fail(req, "world size %lld does not match the master's %d", (long long)world, A->world_size);
-        if (A->peers[rank] && A->peers[rank]->alive)
-            return rpc_request_fail(req, "rank %lld is taken by live worker %s", (long long)rank, A->peers[rank]->name);
-    }
+    if (!dynamic && (rank < 1 || rank >= A->world_size))
+        return rpc_request_fail(req, "rank %lld out of range 1..%d", (long long)rank, A->world_size - 1);
+    if (world < 0 || (world > 0 && world != A->world_size))
+        return rpc_request_fail(req, "world size %lld does not match the master's %d", (long long)world, A->world_size);
+    if (!dynamic && A->peers[rank] && A->peers[rank]->alive)
+        return rpc_request_fail(req, "rank %lld is taken by live worker %s", (long long)rank, A->peers[rank]->name);
     if (rpc_find_peer(name) >= 0) return rpc_request_fail(req, "worker name '%s' is taken", name);
     int at = find_endpoint(ep);
     if (at >= 0) return rpc_request_fail(req, "endpoint '%s' is worker %d's (%s)", ep, at, A->peers[at]->name);

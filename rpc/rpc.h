@@ -128,6 +128,11 @@ struct rpc_opts {
      * fails, once *cancel is non-zero (a signal handler's flag; looked at
      * every 50 ms). NULL: it waits up to init_timeout_ms. */
     const volatile sig_atomic_t *cancel;
+    /* Rank 0 only: admit workers that join with RPC_RANK_DYNAMIC (they get
+     * ids from world_size up). false (the default): only the declared
+     * world, ranks 1..world_size-1, can join; a dynamic hello is refused
+     * like any other rank outside the world ("rank -2 out of range 1..N"). */
+    bool allow_dynamic;
 };
 
 /* Starts this process's RPC agent and blocks until the rendezvous is done
@@ -137,8 +142,11 @@ struct rpc_opts {
  * process once rank 0 has declared the old one gone: it is admitted at
  * once with the current directory, and every other worker sees an
  * RPC_EVENT_JOIN for that id. Rank 0 refuses a rank that a live worker
- * holds, a rank outside the world, a world size other than its own, a
- * live worker's name, and every hello after rpc_refuse_joins.
+ * holds, a rank outside the world (RPC_RANK_DYNAMIC too, unless
+ * opts.allow_dynamic), a world size other than its own (a dynamic worker
+ * may send 0), a name that is empty, 64 bytes or longer, or a live
+ * worker's, and every hello after rpc_refuse_joins: the same rules for a
+ * dynamic rank as for a static one.
  * One agent per process; not thread-safe against rpc_shutdown. */
 int rpc_init(const struct rpc_opts *opts);
 /* Stops the agent. graceful: static members wait until every static member

@@ -404,13 +404,16 @@ static int hb_timeout_ms = 10000;
 static int w0_timeout_ms = 20000;
 static int max_pending;
 static size_t max_pending_bytes;
+/* Rank 0 admits RPC_RANK_DYNAMIC workers (the tests of late joiners). */
+static bool allow_dynamic = true;
 
 static struct rpc_opts opts_for(int rank, int world, const char *master)
 {
     struct rpc_opts o = { .name = NAMES[rank], .rank = rank, .world_size = world, .master = master,
                           .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms,
                           .default_timeout_ms = rank == 0 ? w0_timeout_ms : 20000, .on_event = on_event,
-                          .max_pending_per_worker = max_pending, .max_pending_bytes_per_worker = max_pending_bytes };
+                          .max_pending_per_worker = max_pending, .max_pending_bytes_per_worker = max_pending_bytes,
+                          .allow_dynamic = rank == 0 && allow_dynamic };
     if (use_curve) {
         o.curve = true;
         o.curve_public_key = curve_pub;
@@ -1337,6 +1340,26 @@ static int late_child(int idx, const char *master, void *arg)
     return id == 2 ? 0 : 11;
 }
 
+/* A dynamic worker that a rank 0 without allow_dynamic must refuse. */
+static int late_refused_child(int idx, const char *master, void *arg)
+{
+    register_all();
+    struct rpc_opts o = { .name = "late", .rank = RPC_RANK_DYNAMIC, .master = master,
+                          .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms, .init_timeout_ms = 10000 };
+    if (rpc_init(&o) == 0) {
+        rpc_shutdown(false);
+        return 11;
+    }
+    const char *want = "rpc: w0: __hello: rank -2 out of range 1..1";
+    const char *e = rpc_last_error();
+    size_t le = strlen(e), lw = strlen(want);
+    if (le < lw || strcmp(e + le - lw, want) != 0) {
+        fprintf(stderr, "late: '%s', not ending in '%s'\n", e, want);
+        return 12;
+    }
+    return 0;
+}
+
 START_TEST(test_membership)
 {
     static int w = 2;
@@ -1802,27 +1825,38 @@ START_TEST(test_hello_refusals)
     ck_assert_int_eq(rpc_get_worker_info("w1", &w1), 0);
     void *zctx = zmq_ctx_new();
     void *s = stranger(zctx, rpc_master_endpoint());
-    struct { const char *name; int rank; const char *ep; const char *want; } cases[] = {
-        { "w1", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", "rpc: w0: __hello: worker name 'w1' is taken" },
-        { "x1", 1, "tcp://127.0.0.1:1", "rpc: w0: __hello: rank 1 is taken by live worker w1" },
-        { "x2", RPC_RANK_DYNAMIC, w1.endpoint, NULL },
+    static const char long_name[] = "n123456789012345678901234567890123456789012345678901234567890123";
+    /* world 0: no world size sent (a 3-item hello) */
+    struct { const char *name; int rank; const char *ep; int world; const char *want; } cases[] = {
+        { "w1", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: worker name 'w1' is taken" },
+        { "x1", 1, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: rank 1 is taken by live worker w1" },
+        { "x2", RPC_RANK_DYNAMIC, w1.endpoint, 0, NULL },
+        /* the rules of a static rank hold for a dynamic one */
+        { "x3", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", 5, "rpc: w0: __hello: world size 5 does not match the master's 2" },
+        { "", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: a worker name must be 1..63 bytes" },
+        { long_name, RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: a worker name must be 1..63 bytes" },
+        { "", 1, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: a worker name must be 1..63 bytes" },
     };
+    enum { N_CASES = sizeof cases / sizeof cases[0] };
+    ck_assert_int_eq(strlen(long_name), 64);
     char err[512], want[512];
     snprintf(want, sizeof want, "rpc: w0: __hello: endpoint '%s' is worker 1's (w1)", w1.endpoint);
     cases[2].want = want;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_CASES; k++) {
         msgpack_sbuffer body;
         msgpack_packer pk;
         msgpack_sbuffer_init(&body);
         msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
-        msgpack_pack_array(&pk, 3);
+        msgpack_pack_array(&pk, cases[k].world ? 4 : 3);
         msgpack_pack_str_with_body(&pk, cases[k].name, strlen(cases[k].name));
         msgpack_pack_int(&pk, cases[k].rank);
         msgpack_pack_str_with_body(&pk, cases[k].ep, strlen(cases[k].ep));
+        if (cases[k].world) msgpack_pack_int(&pk, cases[k].world);
         spoof_call(s, 30 + (uint64_t)k, RPC_UNASSIGNED_ID, "__hello", &body, err, sizeof err, 2000);
-        ck_assert_str_eq(err, cases[k].want);
+        ck_assert_msg(strcmp(err, cases[k].want) == 0, "case %d: '%s', not '%s'", k, err, cases[k].want);
         msgpack_sbuffer_destroy(&body);
     }
+    ck_assert_int_eq(rpc_get_workers((struct rpc_worker_info[4]){ 0 }, 4), 2);
     /* a worker saying hello again on its connection */
     struct fake_worker fw;
     fake_join(zctx, &fw, "fakeA");
@@ -1844,6 +1878,49 @@ START_TEST(test_hello_refusals)
     fake_close(&fw);
     zmq_close(s);
     zmq_ctx_term(zctx);
+    stop_world();
+}
+END_TEST
+
+/* Without opts.allow_dynamic (the RL programs' default) only the declared
+ * world joins: a dynamic rank, or any other rank outside 1..N, is refused
+ * with the same message as a static rank outside the world, and nobody
+ * joins. */
+START_TEST(test_hello_declared_world_only)
+{
+    allow_dynamic = false;
+    struct proc_group late;
+    h_spawn(&late, 1, late_refused_child, NULL);    /* before this process is a worker */
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    void *s = stranger(zctx, rpc_master_endpoint());
+    static const int64_t ranks[] = { RPC_RANK_DYNAMIC, RPC_RANK_ENV, -3, 0, 2, INT64_MIN, INT64_MAX };
+    char err[512], want[512], ep[64];
+    for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
+        msgpack_sbuffer body;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&body);
+        msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, 4);
+        msgpack_pack_str_with_body(&pk, "stranger", 8);
+        msgpack_pack_int64(&pk, ranks[k]);
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%zu", k + 1);
+        msgpack_pack_str_with_body(&pk, ep, strlen(ep));
+        msgpack_pack_int(&pk, 0);          /* what a dynamic worker sends */
+        spoof_call(s, 50 + (uint64_t)k, RPC_UNASSIGNED_ID, "__hello", &body, err, sizeof err, 2000);
+        snprintf(want, sizeof want, "rpc: w0: __hello: rank %lld out of range 1..1", (long long)ranks[k]);
+        ck_assert_str_eq(err, want);
+        msgpack_sbuffer_destroy(&body);
+    }
+    ck_assert_int_eq(rpc_get_worker_info("stranger", &(struct rpc_worker_info){ 0 }), -1);
+    ck_assert_int_eq(rpc_get_workers((struct rpc_worker_info[4]){ 0 }, 4), 2);
+    zmq_close(s);
+    zmq_ctx_term(zctx);
+    /* a real dynamic worker's rpc_init fails the same way */
+    proc_hand_out(&late, -1, rpc_master_endpoint());
+    ck_assert_int_eq(proc_wait(&late, 0, 30), 0);
+    proc_group_deinit(&late);
+    assert_nothing_dropped("w1");
     stop_world();
 }
 END_TEST
@@ -2378,6 +2455,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_spoofed_leave);
     tcase_add_test(tf, test_spoofed_join);
     tcase_add_test(tf, test_hello_refusals);
+    tcase_add_test(tf, test_hello_declared_world_only);
     tcase_add_test(tf, test_static_rank_rejoins);
     tcase_add_test(tf, test_worker_waits_for_rendezvous);
     tcase_add_test(tf, test_ping_for_dead_worker);
