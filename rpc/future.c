@@ -66,6 +66,12 @@ void rpc_future_complete(struct rpc_future *f, struct rpc_value *v, const char *
     }
     atomic_store(&f->state, err ? 2 : 1);
     pthread_cond_broadcast(&f->cv);
+    for (struct rpc_future_waiter *w = f->waiters; w; w = w->next) {
+        pthread_mutex_lock(&w->wake->mu);
+        w->wake->fired = true;
+        pthread_cond_signal(&w->wake->cv);
+        pthread_mutex_unlock(&w->wake->mu);
+    }
     pthread_mutex_unlock(&f->mu);
     if (cb) rpc_future_free(f);
 }
@@ -150,3 +156,68 @@ int rpc_future_wait_all(struct rpc_future **fs, size_t n)
     return rc;
 }
 
+
+/* Index of the first settled future, or -1. */
+static int first_settled(struct rpc_future **fs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fs[i] && future_settled(fs[i])) return (int)i;
+    return -1;
+}
+
+int rpc_future_wait_any(struct rpc_future **fs, size_t n, int timeout_ms)
+{
+    size_t live = 0;
+    for (size_t i = 0; i < n; i++) live += fs[i] != NULL;
+    if (live == 0) return rpc_set_error("rpc_future_wait_any: no future to wait on");
+    int got = first_settled(fs, n);
+    if (got >= 0) return got;
+    if (timeout_ms == 0) return rpc_set_error("rpc: no future done within 0 ms");
+    CHECK(!A->up || !pthread_equal(pthread_self(), A->io_thread));
+    struct rpc_future_wake wake = { .fired = false };
+    pthread_mutex_init(&wake.mu, NULL);
+    pthread_cond_init(&wake.cv, NULL);
+    struct rpc_future_waiter stack_nodes[32];
+    struct rpc_future_waiter *nodes = n <= 32 ? stack_nodes : trib_xcalloc(n, sizeof *nodes);
+    bool already = false;
+    /* Register on every future; one that completes before its turn is
+     * seen settled here (its completion holds the same mu). */
+    for (size_t i = 0; i < n; i++) nodes[i].wake = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!fs[i]) continue;
+        pthread_mutex_lock(&fs[i]->mu);
+        if (!future_settled(fs[i])) {
+            nodes[i].wake = &wake;
+            nodes[i].next = fs[i]->waiters;
+            fs[i]->waiters = &nodes[i];
+        } else {
+            already = true;
+        }
+        pthread_mutex_unlock(&fs[i]->mu);
+        if (already) break;
+    }
+    struct timespec ts = trib_deadline_ts(timeout_ms > 0 ? timeout_ms : 0);
+    pthread_mutex_lock(&wake.mu);
+    while (!wake.fired && !already) {
+        if (timeout_ms < 0) pthread_cond_wait(&wake.cv, &wake.mu);
+        else if (pthread_cond_timedwait(&wake.cv, &wake.mu, &ts) == ETIMEDOUT) break;
+    }
+    pthread_mutex_unlock(&wake.mu);
+    /* Unregister: after this no completion touches wake. */
+    for (size_t i = 0; i < n; i++) {
+        if (!nodes[i].wake) continue;
+        pthread_mutex_lock(&fs[i]->mu);
+        for (struct rpc_future_waiter **pp = &fs[i]->waiters; *pp; pp = &(*pp)->next)
+            if (*pp == &nodes[i]) {
+                *pp = nodes[i].next;
+                break;
+            }
+        pthread_mutex_unlock(&fs[i]->mu);
+    }
+    if (nodes != stack_nodes) free(nodes);
+    pthread_cond_destroy(&wake.cv);
+    pthread_mutex_destroy(&wake.mu);
+    got = first_settled(fs, n);
+    if (got < 0) return rpc_set_error("rpc: no future done within %d ms", timeout_ms);
+    return got;
+}

@@ -263,6 +263,14 @@ const char *rpc_future_error(struct rpc_future *f);
 void rpc_future_then(struct rpc_future *f, void (*cb)(struct rpc_future *f, void *user), void *user);
 /* Waits for all; 0 if all succeeded, else -1 with the first error. */
 int rpc_future_wait_all(struct rpc_future **fs, size_t n);
+/* Blocks (on a condition variable, no polling) until at least one of
+ * fs[0..n) is done, successfully or not, and returns the lowest index of a
+ * done one (then rpc_future_error / rpc_future_wait tell how it ended). NULL
+ * entries are skipped. timeout_ms < 0: no limit; 0: just looks. -1 with
+ * rpc_last_error() when none is done within timeout_ms ("rpc: no future
+ * done within 100 ms") or when there is no future to wait on. Never from
+ * the I/O thread (aborts, as rpc_future_wait does). */
+int rpc_future_wait_any(struct rpc_future **fs, size_t n, int timeout_ms);
 /* Drops the caller's reference. Accepts NULL. */
 void rpc_future_free(struct rpc_future *f);
 

@@ -238,6 +238,20 @@ struct rpc_future {
     bool small;                     /* request <= RPC_SMALL_CALL_BYTES: wait by spinning first */
     char fn[64];
     struct rpc_future *hnext;
+    /* under mu: rpc_future_wait_any callers to wake on completion */
+    struct rpc_future_waiter *waiters;
+};
+/* One rpc_future_wait_any caller's entry on one future's waiters list. */
+struct rpc_future_waiter {
+    struct rpc_future_waiter *next;
+    struct rpc_future_wake *wake;
+};
+/* What an rpc_future_wait_any caller sleeps on (lock order: a future's mu,
+ * then this mu). */
+struct rpc_future_wake {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool fired;
 };
 
 /* A received request (or, with job set, an internal job for the pool). */

@@ -657,6 +657,50 @@ END_TEST
 static atomic_int then_called;
 static void then_cb(struct rpc_future *f, void *u) { if (!rpc_future_error(f)) atomic_fetch_add(&then_called, 1); }
 
+/* rpc_future_wait_any: the lowest done index, NULL entries skipped, a
+ * failed future counts as done, a timeout names itself, and more futures
+ * than fit on its stack (40) work the same. */
+START_TEST(test_future_wait_any)
+{
+    start_world(2);
+    struct rpc_future *fs[40] = { 0 };
+    ck_assert_int_eq(rpc_future_wait_any(fs, 0, 10), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_future_wait_any: no future to wait on");
+    ck_assert_int_eq(rpc_future_wait_any(fs, 3, -1), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc_future_wait_any: no future to wait on");
+    struct rpc_value park = rpc_list(1), add = rpc_list(2), res;
+    park.list.items[0] = rpc_int(3000);
+    add.list.items[0] = rpc_int(2);
+    add.list.items[1] = rpc_int(3);
+    for (int i = 1; i < 39; i++) fs[i] = rpc_async("w1", "park", &park, 0);
+    double t0 = trib_now_s();
+    ck_assert_int_eq(rpc_future_wait_any(fs, 39, 100), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: no future done within 100 ms");
+    ck_assert_msg(trib_now_s() - t0 >= 0.095, "returned after %.3f s", trib_now_s() - t0);
+    ck_assert_int_eq(rpc_future_wait_any(fs, 39, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: no future done within 0 ms");
+    fs[39] = rpc_async("w1", "add", &add, 0);
+    ck_assert_int_eq(rpc_future_wait_any(fs, 40, 20000), 39);
+    ck_assert(!rpc_future_done(fs[1]));
+    ck_assert_int_eq(rpc_future_wait(fs[39], &res), 0);
+    ck_assert_int_eq(res.i, 5);
+    rpc_value_clear(&res);
+    /* the parked ones wake it when their replies come */
+    int k = rpc_future_wait_any(fs, 39, 20000);
+    ck_assert_msg(k >= 1 && k < 39, "%d: %s", k, rpc_last_error());
+    ck_assert_ptr_null(rpc_future_error(fs[k]));
+    ck_assert_int_eq(rpc_future_wait_all(fs + 1, 39), 0);
+    /* a failed future is done */
+    fs[0] = rpc_async("nobody", "add", &add, 0);
+    ck_assert_int_eq(rpc_future_wait_any(fs, 1, -1), 0);
+    ck_assert_str_eq(rpc_future_error(fs[0]), "rpc: unknown worker 'nobody' calling nobody.add");
+    for (int i = 0; i < 40; i++) rpc_future_free(fs[i]);
+    rpc_value_clear(&park);
+    rpc_value_clear(&add);
+    stop_world();
+}
+END_TEST
+
 START_TEST(test_errors_and_timeouts)
 {
     start_world(2);
@@ -2439,6 +2483,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tc, test_echo_values);
     tcase_add_test(tc, test_nested_deferred_concurrent);
     tcase_add_test(tc, test_errors_and_timeouts);
+    tcase_add_test(tc, test_future_wait_any);
     tcase_add_test(tc, test_autograd_hooks);
     tcase_add_test(tc, test_graceful_shutdown_waits);
     suite_add_tcase(s, tc);
