@@ -237,7 +237,11 @@ static void remember(int fd)
         else if (ss.ss_family == AF_INET6 && inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof ip))
             port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
-    if (port >= 0) snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "%s:%d", ip, port);
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    if (port < 0 && ss.ss_family == AF_UNIX && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
+        snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "ipc pid %d", (int)cr.pid);
+    else if (port >= 0) snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "%s:%d", ip, port);
     else snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "an address gone before it was read");
 }
 

@@ -38,6 +38,7 @@ static void fill_info(const struct peer *p, struct rpc_worker_info *out)
     out->id = p->id;
     snprintf(out->name, sizeof out->name, "%s", p->name);
     snprintf(out->endpoint, sizeof out->endpoint, "%s", p->endpoint);
+    snprintf(out->via, sizeof out->via, "%s", p->via);
 }
 
 int rpc_get_worker_info(const char *name, struct rpc_worker_info *out)
@@ -131,7 +132,10 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     unsigned char rid[RPC_RID_LEN];
     rpc_new_rid(rid);
     void *d = NULL;
+    char via[160];
+    snprintf(via, sizeof via, "%s", endpoint);
     if (!A->offline) {
+        if (rpc_connect_endpoint(endpoint, A->transport, via, sizeof via) < 0) return NULL;
         d = zmq_socket(A->zctx, ZMQ_DEALER);
         CHECK(d != NULL);
         int zero = 0, hwm = HWM;
@@ -143,8 +147,8 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
         ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, sizeof rid));
         rpc_curve_client(d);
         if (id == 0) rpc_watch_dealer(d);
-        if (zmq_connect(d, endpoint) < 0) {
-            rpc_set_error("rpc: cannot connect to '%s': %s", endpoint, zmq_strerror(zmq_errno()));
+        if (zmq_connect(d, via) < 0) {
+            rpc_set_error("rpc: cannot connect to '%s': %s", via, zmq_strerror(zmq_errno()));
             ZMQ_CHECK(zmq_close(d));
             return NULL;
         }
@@ -163,6 +167,7 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     p->id = id;
     snprintf(p->name, sizeof p->name, "%s", name);
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
+    snprintf(p->via, sizeof p->via, "%s", via);
     p->dealer = d;
     memcpy(p->rid, rid, sizeof rid);
     p->bad = 0;

@@ -154,6 +154,7 @@ int rpc_init(const struct rpc_opts *opts)
     }
     apply_defaults(o);
     o->name = NULL;
+    A->transport = rpc_transport_resolve(o->transport);
     init_state(opts->name);
     A->zctx = zmq_ctx_new();
     CHECK(A->zctx != NULL);
@@ -194,12 +195,22 @@ int rpc_init(const struct rpc_opts *opts)
     ZMQ_CHECK(zmq_getsockopt(A->router, ZMQ_LAST_ENDPOINT, A->endpoint, &eplen));
     if (A->rank == 0) snprintf(A->master, sizeof A->master, "%s", A->endpoint);
     snprintf(A->self.endpoint, sizeof A->self.endpoint, "%s", A->endpoint);
+    if (rpc_ipc_bind(A->router, A->endpoint, A->transport, A->ipc_endpoint, sizeof A->ipc_endpoint) < 0) {
+        char e[1024];
+        snprintf(e, sizeof e, "%s", rpc_last_error());
+        rpc_curve_close();
+        ZMQ_CHECK(zmq_close(A->router));
+        ZMQ_CHECK(zmq_ctx_term(A->zctx));
+        return rpc_set_error("%s", e);
+    }
+    snprintf(A->self.via, sizeof A->self.via, "%s", A->ipc_endpoint[0] ? A->ipc_endpoint : A->endpoint);
     A->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     CHECK(A->efd >= 0);
 
     if (!rpc_add_peer(0, A->rank == 0 ? A->self.name : "(rendezvous)", A->rank == 0 ? A->endpoint : A->master, false)) {
         char e[1024];
         snprintf(e, sizeof e, "%s", rpc_last_error());
+        rpc_ipc_unbind(A->ipc_endpoint);
         rpc_curve_close();
         ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
@@ -277,6 +288,7 @@ static void teardown(void)
         free(A->peers[i]);
         A->peers[i] = NULL;
     }
+    rpc_ipc_unbind(A->ipc_endpoint);
     ZMQ_CHECK(zmq_close(A->router));
     rpc_curve_close();
     ZMQ_CHECK(zmq_ctx_term(A->zctx));

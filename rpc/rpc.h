@@ -87,6 +87,11 @@ const char *rpc_kind_name(enum rpc_kind k);
 enum rpc_event_kind { RPC_EVENT_JOIN, RPC_EVENT_LEAVE, RPC_EVENT_FAILED };
 struct rpc_event { enum rpc_event_kind kind; int id; char name[64]; };
 
+/* How this process reaches the others: AUTO uses ipc:// (a Unix domain
+ * socket) to a worker on this host and tcp:// to the others; TCP and IPC
+ * force one (IPC fails to reach a worker on another host). */
+enum rpc_transport { RPC_TRANSPORT_AUTO, RPC_TRANSPORT_TCP, RPC_TRANSPORT_IPC };
+
 struct rpc_opts {
     const char *name;          /* unique worker name (required, < 64 bytes) */
     int rank;                  /* 0..world_size-1, RPC_RANK_ENV or RPC_RANK_DYNAMIC */
@@ -133,6 +138,13 @@ struct rpc_opts {
      * world, ranks 1..world_size-1, can join; a dynamic hello is refused
      * like any other rank outside the world ("rank -2 out of range 1..N"). */
     bool allow_dynamic;
+    /* RPC_TRANSPORT_AUTO (0): the environment variable TRIB_RPC_TRANSPORT
+     * (tcp, ipc or auto) decides, auto if unset. Every worker listens on
+     * its TCP endpoint (the one in the directory) and, unless TCP is
+     * forced, on an ipc:// twin of it in /tmp/trib-rpc-UID/ (a private
+     * directory); a caller in the same network namespace finds the twin
+     * and connects through it. */
+    enum rpc_transport transport;
 };
 
 /* Starts this process's RPC agent and blocks until the rendezvous is done
@@ -158,7 +170,9 @@ void rpc_shutdown(bool graceful);
  * rpc_init on rank 0 (the real port when 0 was asked). */
 const char *rpc_master_endpoint(void);
 
-struct rpc_worker_info { int id; char name[64]; char endpoint[128]; };
+/* endpoint: the worker's TCP endpoint (the directory's); via: what this
+ * process connects to it through (that endpoint, or its ipc:// twin). */
+struct rpc_worker_info { int id; char name[64]; char endpoint[128]; char via[160]; };
 /* Fill *out; -1 with error if no such live worker. */
 int rpc_get_worker_info(const char *name, struct rpc_worker_info *out);
 int rpc_get_worker_info_by_id(int id, struct rpc_worker_info *out);

@@ -289,6 +289,7 @@ struct peer {
     int id;
     char name[64];
     char endpoint[128];
+    char via[160];                  /* what the dealer connected to: endpoint or its ipc:// twin */
     void *dealer;
     bool alive;
     bool dynamic;
@@ -310,6 +311,8 @@ struct rpc_agent {
     void *router;
     int efd;
     char endpoint[128];
+    char ipc_endpoint[160];         /* the router's ipc:// twin ("": none) */
+    enum rpc_transport transport;   /* resolved: AUTO, TCP or IPC */
     char master[128];
     struct rpc_worker_info self;
     atomic_int self_id;
@@ -492,6 +495,24 @@ void rpc_watch_rendezvous(void);
 /* Closes the ZAP socket and the monitors (after the I/O thread stopped,
  * before the context terminates). */
 void rpc_curve_close(void);
+
+/* transport.c: tcp:// or ipc:// (pure functions, no state). */
+/* t, or for AUTO what TRIB_RPC_TRANSPORT says. */
+enum rpc_transport rpc_transport_resolve(enum rpc_transport t);
+const char *rpc_transport_name(enum rpc_transport t);
+/* The ipc:// twin of "tcp://HOST:PORT" in this user's private directory
+ * (created when create_dir); false if it has none. */
+bool rpc_ipc_twin(const char *tcp_ep, char *out, size_t cap, bool create_dir);
+/* Binds router to the twin of its TCP endpoint unless t is TCP (then a
+ * stale twin is removed); *ipc_ep is what was bound ("" if nothing). -1
+ * with error only when t is IPC and it cannot. */
+int rpc_ipc_bind(void *router, const char *tcp_ep, enum rpc_transport t, char *ipc_ep, size_t cap);
+/* Removes the twin a router bound (before it closes: libzmq 4.3 leaves the
+ * file behind). */
+void rpc_ipc_unbind(const char *ipc_ep);
+/* What to connect to for endpoint ep: its ipc:// twin when t allows it and
+ * the twin exists, else ep. -1 with error when t is IPC and there is no twin. */
+int rpc_connect_endpoint(const char *ep, enum rpc_transport t, char *via, size_t cap);
 
 /* value.c: a NUL-terminated copy of n bytes. */
 char *rpc_dup_bytes(const void *p, size_t n);

@@ -2,6 +2,7 @@
  * own ports. Values, nested and deferred calls, concurrency, errors,
  * timeouts, dead peers, RRef lifecycles, hostile input and membership. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <arpa/inet.h>
 #include <check.h>
 #include <msgpack.h>
@@ -362,6 +363,15 @@ static int fn_hook_log(struct rpc_request *req, const struct rpc_value *args, st
     return 0;
 }
 
+/* [name]: this process's rpc_worker_info.via for worker `name`. */
+static int fn_via(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct rpc_worker_info wi;
+    if (rpc_get_worker_info(args->list.items[0].str.ptr, &wi) < 0) return rpc_request_fail(req, "%s", rpc_last_error());
+    *res = rpc_str(wi.via);
+    return 0;
+}
+
 static void register_all(void)
 {
     static const struct rpc_autograd_hooks hooks = { .on_send = hook_send, .on_recv = hook_recv };
@@ -384,6 +394,7 @@ static void register_all(void)
     rpc_register("events", fn_events, NULL);
     rpc_register("leave", fn_leave, NULL);
     rpc_register("stats", fn_stats, NULL);
+    rpc_register("via", fn_via, NULL);
     rpc_register("park", fn_park, NULL);
     rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
     rpc_register_ctor("slowval", &SLOWVAL, ctor_slowval, NULL);
@@ -404,6 +415,8 @@ static int hb_timeout_ms = 10000;
 static int w0_timeout_ms = 20000;
 static int max_pending;
 static size_t max_pending_bytes;
+/* Every worker's rpc_opts.transport. */
+static enum rpc_transport transport;
 /* Rank 0 admits RPC_RANK_DYNAMIC workers (the tests of late joiners). */
 static bool allow_dynamic = true;
 
@@ -413,7 +426,7 @@ static struct rpc_opts opts_for(int rank, int world, const char *master)
                           .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms,
                           .default_timeout_ms = rank == 0 ? w0_timeout_ms : 20000, .on_event = on_event,
                           .max_pending_per_worker = max_pending, .max_pending_bytes_per_worker = max_pending_bytes,
-                          .allow_dynamic = rank == 0 && allow_dynamic };
+                          .allow_dynamic = rank == 0 && allow_dynamic, .transport = transport };
     if (use_curve) {
         o.curve = true;
         o.curve_public_key = curve_pub;
@@ -1969,6 +1982,141 @@ START_TEST(test_hello_declared_world_only)
 }
 END_TEST
 
+/* ---- transports --------------------------------------------------------------- */
+
+/* Connected Unix-domain sockets on path (accepted ones carry their
+ * listener's path in /proc/net/unix): the connections made through an
+ * ipc:// twin. */
+static int unix_conns(const char *ipc_ep)
+{
+    if (strncmp(ipc_ep, "ipc://", 6) != 0) return 0;
+    FILE *f = fopen("/proc/net/unix", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512], path[400];
+    unsigned st;
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%*s %*s %*s %*s %*s %x %*s %399s", &st, path) == 2 && st == 3 && strcmp(path, ipc_ep + 6) == 0) n++;
+    fclose(f);
+    return n;
+}
+
+/* What w1 reaches `name` through. */
+static void via_from_w1(const char *name, char *out, size_t cap)
+{
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_str(name);
+    ck_assert_msg(rpc_sync("w1", "via", &args, &res, 0) == 0, "%s", rpc_last_error());
+    snprintf(out, cap, "%s", res.str.ptr);
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+}
+
+/* The transport every process of a 3-worker world uses: ipc:// twins on
+ * this host by default and when forced, tcp:// when forced (by
+ * TRIB_RPC_TRANSPORT or rpc_opts.transport); calls work either way, and
+ * the Unix-domain connections on the twins exist exactly when ipc is used. */
+static void check_world_transport(bool want_ipc)
+{
+    struct rpc_worker_info wi[3];
+    char via[160];
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(rpc_get_worker_info(NAMES[k], &wi[k]), 0);
+        ck_assert_msg(strncmp(wi[k].endpoint, "tcp://127.0.0.1:", 16) == 0, "%s", wi[k].endpoint);
+        ck_assert_msg(strncmp(wi[k].via, want_ipc ? "ipc:///tmp/trib-rpc-" : "tcp://", 6) == 0 &&
+                      (!want_ipc || strstr(wi[k].via, "-127.0.0.1-")), "%s: via %s", NAMES[k], wi[k].via);
+        if (!want_ipc) ck_assert_str_eq(wi[k].via, wi[k].endpoint);
+        via_from_w1(NAMES[k], via, sizeof via);
+        ck_assert_str_eq(via, wi[k].via);          /* one twin per worker, whoever looks */
+    }
+    echo_check("w1", rpc_str("over the twin"));
+    echo_check("w2", rpc_str("over the twin"));
+    check_reachable("w2", "w1 to w2", 0);
+    for (int k = 1; k < 3; k++) {
+        int n = unix_conns(wi[k].via);
+        if (want_ipc) ck_assert_msg(n >= 1, "%s: %d connections on %s", NAMES[k], n, wi[k].via);
+        else ck_assert_int_eq(n, 0);
+        /* and no twin is left lying around when tcp is forced */
+        char twin[200];
+        snprintf(twin, sizeof twin, "/tmp/trib-rpc-%u/", (unsigned)getuid());
+        DIR *d = opendir(twin);
+        if (!want_ipc && d) {
+            const char *port = strrchr(wi[k].endpoint, ':');
+            struct dirent *e;
+            while ((e = readdir(d))) {
+                const char *dash = strrchr(e->d_name, '-');
+                ck_assert_msg(!dash || strcmp(dash + 1, port + 1) != 0, "a twin %s with tcp forced", e->d_name);
+            }
+        }
+        if (d) closedir(d);
+    }
+}
+
+START_TEST(test_transport_auto_ipc)
+{
+    unsetenv("TRIB_RPC_TRANSPORT");
+    start_world(3);
+    check_world_transport(true);
+    stop_world();
+}
+END_TEST
+
+START_TEST(test_transport_forced_tcp_env)
+{
+    setenv("TRIB_RPC_TRANSPORT", "tcp", 1);      /* the children inherit it */
+    start_world(3);
+    check_world_transport(false);
+    stop_world();
+}
+END_TEST
+
+START_TEST(test_transport_forced_ipc_opt)
+{
+    setenv("TRIB_RPC_TRANSPORT", "tcp", 1);      /* the option wins over the variable */
+    transport = RPC_TRANSPORT_IPC;
+    start_world(3);
+    check_world_transport(true);
+    stop_world();
+}
+END_TEST
+
+/* A worker forced to ipc:// cannot join a rank 0 that listens on tcp://
+ * only: its rpc_init fails at once, naming the endpoint. */
+static int ipc_only_child(int idx, const char *master, void *arg)
+{
+    register_all();
+    struct rpc_opts o = opts_for(1, 2, master);
+    o.transport = RPC_TRANSPORT_IPC;
+    if (rpc_init(&o) == 0) {
+        rpc_shutdown(false);
+        return 11;
+    }
+    char want[400];
+    snprintf(want, sizeof want, "rpc_init: rpc: cannot reach %s by ipc:// (forced): no socket at its twin "
+             "(not on this host, not started yet, or it does not listen on ipc)", master);
+    if (strcmp(rpc_last_error(), want) != 0) {
+        fprintf(stderr, "ipc child: '%s', not '%s'\n", rpc_last_error(), want);
+        return 12;
+    }
+    return 0;
+}
+
+START_TEST(test_transport_forced_ipc_refused)
+{
+    register_all();
+    struct proc_group c;
+    h_spawn(&c, 1, ipc_only_child, NULL);      /* before this process is a worker */
+    transport = RPC_TRANSPORT_TCP;
+    struct rpc_opts o = opts_for(0, 1, "tcp://127.0.0.1:0");   /* the child fails before any hello */
+    ck_assert_msg(rpc_init(&o) == 0, "%s", rpc_last_error());
+    ck_assert_str_eq(rpc_self()->via, rpc_self()->endpoint);
+    proc_hand_out(&c, 0, rpc_master_endpoint());
+    ck_assert_int_eq(proc_wait(&c, 0, 30), 0);
+    proc_group_deinit(&c);
+    rpc_shutdown(true);
+}
+END_TEST
+
 /* What a child of test_static_rank_rejoins tries: join as (rank, world,
  * name); want: the end of the error rpc_init must fail with, or NULL if it
  * must be admitted (it then serves until the world shuts down). */
@@ -2484,6 +2632,9 @@ static Suite *rpc_suite(void)
     tcase_add_test(tc, test_nested_deferred_concurrent);
     tcase_add_test(tc, test_errors_and_timeouts);
     tcase_add_test(tc, test_future_wait_any);
+    tcase_add_test(tc, test_transport_auto_ipc);
+    tcase_add_test(tc, test_transport_forced_tcp_env);
+    tcase_add_test(tc, test_transport_forced_ipc_opt);
     tcase_add_test(tc, test_autograd_hooks);
     tcase_add_test(tc, test_graceful_shutdown_waits);
     suite_add_tcase(s, tc);
@@ -2501,6 +2652,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_spoofed_join);
     tcase_add_test(tf, test_hello_refusals);
     tcase_add_test(tf, test_hello_declared_world_only);
+    tcase_add_test(tf, test_transport_forced_ipc_refused);
     tcase_add_test(tf, test_static_rank_rejoins);
     tcase_add_test(tf, test_worker_waits_for_rendezvous);
     tcase_add_test(tf, test_ping_for_dead_worker);
