@@ -178,6 +178,11 @@ void rpc_call_internal(int to, const char *fn, struct rpc_value *args, int timeo
 {
     struct rpc_future *f = rpc_async_id(to, fn, args, timeout_ms);
     rpc_value_clear(args);
+    rpc_call_track(f, cb, user);
+}
+
+void rpc_call_track(struct rpc_future *f, void (*cb)(struct rpc_future *, void *), void *user)
+{
     struct internal_cb *ic = trib_xmalloc(sizeof *ic);
     ic->cb = cb;
     ic->user = user;

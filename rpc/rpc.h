@@ -309,8 +309,14 @@ typedef int (*rpc_method)(struct rpc_request *req, void *obj, const struct rpc_v
 
 /* Registers a constructor `name` building objects of *type (copied). */
 void rpc_register_ctor(const char *name, const struct rpc_type *type, rpc_ctor ctor, void *user);
-/* Registers method `name` of objects of type `type_name`. */
+/* Registers method `name` of objects of type `type_name` (replacing one of
+ * the same name: calls from then on run the new one, on objects built
+ * before too). Any thread, any time. */
 void rpc_register_method(const char *type_name, const char *name, rpc_method fn, void *user);
+/* flags RPC_FN_INLINE: the method runs on the owner's I/O thread as the
+ * call arrives (no thread hop), when the object is built; it must be quick
+ * and never block (validate and queue, as the RL agent's act does). */
+void rpc_register_method_ex(const char *type_name, const char *name, rpc_method fn, void *user, unsigned flags);
 
 /* An owner RRef on this worker holding *v (moved in: *v becomes nil), like
  * torch's RRef(value): e.g. rpc_tensor(param) so a local parameter can be

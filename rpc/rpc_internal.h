@@ -157,6 +157,8 @@ bool rpc_worker_alive(int id);
  * future. Counted as in flight, so a graceful shutdown waits for it. */
 void rpc_call_internal(int to, const char *fn, struct rpc_value *args_moved, int timeout_ms,
                        void (*cb)(struct rpc_future *f, void *user), void *user);
+/* The rest of rpc_call_internal for a call already started: takes f. */
+void rpc_call_track(struct rpc_future *f, void (*cb)(struct rpc_future *f, void *user), void *user);
 struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *args, int timeout_ms);
 /* Runs job(arg) on a handler thread. */
 void rpc_pool_submit(void (*job)(void *arg), void *arg);
@@ -266,6 +268,7 @@ struct rpc_request {
     int64_t ac_ctx, ac_msg;
     rpc_fn handler;
     void *user;
+    void *user2;                    /* a second pointer for handler (the RRef method a call resolved) */
     char *err;
     void (*job)(void *);
     void *job_arg;

@@ -179,6 +179,30 @@ static int m_add(struct rpc_request *req, void *obj, const struct rpc_value *arg
     return 0;
 }
 
+/* After swap_methods: add subtracts, and peek reads the counter inline. */
+static int m_sub(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct counter *c = obj;
+    c->v -= args->list.items[0].i;
+    *res = rpc_int(c->v);
+    return 0;
+}
+
+static int m_peek(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_int(((struct counter *)obj)->v);
+    return 0;
+}
+
+/* Changes Counter's method table on this worker: "add" replaced (inline
+ * now), "peek" added (inline). */
+static int fn_swap_methods(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    rpc_register_method_ex("Counter", "add", m_sub, NULL, RPC_FN_INLINE);
+    rpc_register_method_ex("Counter", "peek", m_peek, NULL, RPC_FN_INLINE);
+    return 0;
+}
+
 /* [ms]: sleeps, then reads the counter; fails if the object was destroyed
  * while the method ran (the owner must keep it alive for the call). */
 static int m_slow_get(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *res, void *u)
@@ -395,6 +419,7 @@ static void register_all(void)
     rpc_register("leave", fn_leave, NULL);
     rpc_register("stats", fn_stats, NULL);
     rpc_register("via", fn_via, NULL);
+    rpc_register("swap_methods", fn_swap_methods, NULL);
     rpc_register("park", fn_park, NULL);
     rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
     rpc_register_ctor("slowval", &SLOWVAL, ctor_slowval, NULL);
@@ -945,6 +970,51 @@ END_TEST
 
 /* A user deleted right after a method call it made: the owner serves the
  * call, keeping the object until it returns, then destroys it (G1). */
+/* A method call through an RRef made before its type's method table
+ * changed runs what is registered now: a replaced method's new code, a
+ * method added since. An inline method answers while every handler thread
+ * of the owner is busy; an unknown one fails by name. */
+START_TEST(test_rref_method_table_changed)
+{
+    start_world(2);
+    struct rpc_value a = rpc_list(1), res;
+    a.list.items[0] = rpc_int(10);
+    struct rref *r = rpc_remote("w1", "counter", &a, 0);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(rref_rpc_sync(r, "add", &a, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 20);
+    ck_assert_int_eq(rref_rpc_sync(r, "peek", NULL, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: w1: __rref_call: type Counter has no method 'peek'");
+    ck_assert_int_eq(rpc_sync("w1", "swap_methods", NULL, &res, 0), 0);
+    ck_assert_msg(rref_rpc_sync(r, "add", &a, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 10);                    /* the new add subtracts */
+    ck_assert_msg(rref_rpc_sync(r, "peek", NULL, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 10);
+    /* every handler thread of w1 asleep (4, the default): an inline method
+     * still answers, a pooled one waits */
+    struct rpc_value slow = rpc_list(1);
+    slow.list.items[0] = rpc_int(3000);
+    struct rpc_future *busy[4];
+    for (int i = 0; i < 4; i++) busy[i] = rpc_async("w1", "slow", &slow, 0);
+    usleep(200000);
+    struct rpc_value zero = rpc_list(1);
+    zero.list.items[0] = rpc_int(0);
+    struct rpc_future *pooled = rref_rpc_async(r, "slow_get", &zero, 0);
+    rpc_value_clear(&zero);
+    ck_assert_msg(rref_rpc_sync(r, "peek", NULL, &res, 2500) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 10);
+    ck_assert(!rpc_future_done(pooled));
+    ck_assert_int_eq(rpc_future_wait_all(busy, 4), 0);
+    for (int i = 0; i < 4; i++) rpc_future_free(busy[i]);
+    rpc_future_wait(pooled, NULL);
+    rpc_future_free(pooled);
+    rpc_value_clear(&slow);
+    rpc_value_clear(&a);
+    rref_free(r);
+    stop_world();
+}
+END_TEST
+
 START_TEST(test_rref_del_during_call)
 {
     start_world(2);
@@ -2664,6 +2734,7 @@ static Suite *rpc_suite(void)
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, test_rref_lifecycle);
     tcase_add_test(tr, test_rref_del_during_call);
+    tcase_add_test(tr, test_rref_method_table_changed);
     tcase_add_test(tr, test_rref_slow_to_value);
     suite_add_tcase(s, tr);
     return s;
