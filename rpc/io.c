@@ -16,6 +16,14 @@ static struct rpc_agent *const A = &rpc_agent_state;
 
 /* ---- out queue ------------------------------------------------------------- */
 
+/* Owned here: the messages other threads queue for the I/O thread. */
+static struct {
+    pthread_mutex_t mu;
+    struct outmsg *head, *tail;     /* under mu */
+    int len;                        /* under mu */
+    bool io_dead;                   /* under mu: the I/O thread has exited */
+} out = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
 static _Thread_local bool on_io_thread;
 
 struct rpc_freelist rpc_outmsg_fl =
@@ -58,10 +66,10 @@ void rpc_out_push(struct outmsg *m)
         rpc_outmsg_free(m);
         return;
     }
-    pthread_mutex_lock(&A->out_mu);
-    const char *why = A->io_dead ? "shut down" : m->fut && A->out_len >= MAX_QUEUE ? "send queue full" : NULL;
+    pthread_mutex_lock(&out.mu);
+    const char *why = out.io_dead ? "shut down" : m->fut && out.len >= MAX_QUEUE ? "send queue full" : NULL;
     if (why) {
-        pthread_mutex_unlock(&A->out_mu);
+        pthread_mutex_unlock(&out.mu);
         if (m->fut) {
             char name[64];
             rpc_peer_name(m->peer, name, sizeof name);
@@ -71,13 +79,38 @@ void rpc_out_push(struct outmsg *m)
         rpc_outmsg_free(m);
         return;
     }
-    bool was_empty = A->out_head == NULL;
-    if (A->out_tail) A->out_tail->next = m; else A->out_head = m;
-    A->out_tail = m;
-    A->out_len++;
-    pthread_mutex_unlock(&A->out_mu);
+    bool was_empty = out.head == NULL;
+    if (out.tail) out.tail->next = m; else out.head = m;
+    out.tail = m;
+    out.len++;
+    pthread_mutex_unlock(&out.mu);
     /* The I/O thread flushes its own messages before it polls again. */
     if (was_empty && !on_io_thread) rpc_wake_io();
+}
+
+/* Before the I/O thread starts: the queue takes messages again. */
+void rpc_out_open(void)
+{
+    pthread_mutex_lock(&out.mu);
+    out.io_dead = false;
+    pthread_mutex_unlock(&out.mu);
+}
+
+/* After the I/O thread stopped: drops what is still queued (a call's
+ * pending reference included); the queue stays closed. */
+void rpc_out_reset(void)
+{
+    pthread_mutex_lock(&out.mu);
+    struct outmsg *m = out.head;
+    out.head = out.tail = NULL;
+    out.len = 0;
+    pthread_mutex_unlock(&out.mu);
+    while (m) {
+        struct outmsg *next = m->next;
+        if (m->fut) rpc_pending_done(m->fut);
+        rpc_outmsg_free(m);
+        m = next;
+    }
 }
 
 /* ---- sending (I/O thread) ------------------------------------------------- */
@@ -248,12 +281,12 @@ static void io_timers(void)
 static void flush_out(bool last)
 {
     for (;;) {
-        pthread_mutex_lock(&A->out_mu);
-        struct outmsg *m = A->out_head;
-        A->out_head = A->out_tail = NULL;
-        A->out_len = 0;
-        if (last && !m) A->io_dead = true;
-        pthread_mutex_unlock(&A->out_mu);
+        pthread_mutex_lock(&out.mu);
+        struct outmsg *m = out.head;
+        out.head = out.tail = NULL;
+        out.len = 0;
+        if (last && !m) out.io_dead = true;
+        pthread_mutex_unlock(&out.mu);
         if (!m) return;
         while (m) {
             struct outmsg *next = m->next;

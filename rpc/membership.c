@@ -15,6 +15,23 @@
 
 static struct rpc_agent *const A = &rpc_agent_state;
 
+/* Owned here: the membership events not yet taken by rpc_next_event (a
+ * bounded ring: the oldest is dropped when full). */
+#define EVENTS_CAP 256
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct rpc_event ring[EVENTS_CAP];  /* under mu */
+    int head, count;                    /* under mu */
+} events = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+void rpc_events_reset(void)
+{
+    pthread_mutex_lock(&events.mu);
+    events.head = events.count = 0;
+    pthread_mutex_unlock(&events.mu);
+}
+
 /* ---- directory -------------------------------------------------------------- */
 
 int rpc_find_peer(const char *name)
@@ -84,34 +101,34 @@ void rpc_post_event(enum rpc_event_kind kind, int id, const char *name)
 {
     struct rpc_event ev = { .kind = kind, .id = id };
     snprintf(ev.name, sizeof ev.name, "%s", name);
-    pthread_mutex_lock(&A->ev_mu);
-    if (A->ev_count == 256) {                 /* bounded: drop the oldest */
-        A->ev_head = (A->ev_head + 1) % 256;
-        A->ev_count--;
+    pthread_mutex_lock(&events.mu);
+    if (events.count == EVENTS_CAP) {                 /* bounded: drop the oldest */
+        events.head = (events.head + 1) % EVENTS_CAP;
+        events.count--;
     }
-    A->events[(A->ev_head + A->ev_count) % 256] = ev;
-    A->ev_count++;
-    pthread_cond_broadcast(&A->ev_cv);
-    pthread_mutex_unlock(&A->ev_mu);
+    events.ring[(events.head + events.count) % EVENTS_CAP] = ev;
+    events.count++;
+    pthread_cond_broadcast(&events.cv);
+    pthread_mutex_unlock(&events.mu);
     if (A->opts.on_event) A->opts.on_event(&ev, A->opts.event_user);
 }
 
 int rpc_next_event(struct rpc_event *ev, int timeout_ms)
 {
     struct timespec ts = trib_deadline_ts(timeout_ms);
-    pthread_mutex_lock(&A->ev_mu);
-    while (A->ev_count == 0) {
-        if (timeout_ms < 0) pthread_cond_wait(&A->ev_cv, &A->ev_mu);
-        else if (pthread_cond_timedwait(&A->ev_cv, &A->ev_mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_lock(&events.mu);
+    while (events.count == 0) {
+        if (timeout_ms < 0) pthread_cond_wait(&events.cv, &events.mu);
+        else if (pthread_cond_timedwait(&events.cv, &events.mu, &ts) == ETIMEDOUT) break;
     }
     int got = 0;
-    if (A->ev_count > 0) {
-        *ev = A->events[A->ev_head];
-        A->ev_head = (A->ev_head + 1) % 256;
-        A->ev_count--;
+    if (events.count > 0) {
+        *ev = events.ring[events.head];
+        events.head = (events.head + 1) % EVENTS_CAP;
+        events.count--;
         got = 1;
     }
-    pthread_mutex_unlock(&A->ev_mu);
+    pthread_mutex_unlock(&events.mu);
     return got;
 }
 

@@ -25,6 +25,17 @@ struct rpc_freelist rpc_request_fl = RPC_FREELIST_INIT(sizeof(struct rpc_request
 static struct fn_entry *fn_table[256];
 static struct rpc_agent *const A = &rpc_agent_state;
 
+/* Owned here: the handler pool, its queue and its threads. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct rpc_request *head, *tail;    /* under mu */
+    int n;                              /* under mu */
+    bool stop;                          /* under mu */
+    pthread_t *threads;                 /* rpc_pool_start/stop's thread */
+    int nthreads;
+} pool = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
 /* ---- registry -------------------------------------------------------------- */
 
 static unsigned hash_str(const char *s, size_t n)
@@ -204,17 +215,17 @@ void rpc_run_request(struct rpc_request *req)
  * (internal jobs are always taken). */
 bool rpc_pool_push(struct rpc_request *req)
 {
-    pthread_mutex_lock(&A->pool_mu);
-    if (!req->job && A->njobs >= MAX_QUEUE) {
-        pthread_mutex_unlock(&A->pool_mu);
+    pthread_mutex_lock(&pool.mu);
+    if (!req->job && pool.n >= MAX_QUEUE) {
+        pthread_mutex_unlock(&pool.mu);
         return false;
     }
     req->next = NULL;
-    if (A->jobs_tail) A->jobs_tail->next = req; else A->jobs_head = req;
-    A->jobs_tail = req;
-    A->njobs++;
-    pthread_cond_signal(&A->pool_cv);
-    pthread_mutex_unlock(&A->pool_mu);
+    if (pool.tail) pool.tail->next = req; else pool.head = req;
+    pool.tail = req;
+    pool.n++;
+    pthread_cond_signal(&pool.cv);
+    pthread_mutex_unlock(&pool.mu);
     return true;
 }
 
@@ -230,18 +241,56 @@ void *rpc_pool_main(void *arg)
 {
     (void)arg;
     for (;;) {
-        pthread_mutex_lock(&A->pool_mu);
-        while (!A->jobs_head && !A->pool_stop) pthread_cond_wait(&A->pool_cv, &A->pool_mu);
-        struct rpc_request *req = A->jobs_head;
+        pthread_mutex_lock(&pool.mu);
+        while (!pool.head && !pool.stop) pthread_cond_wait(&pool.cv, &pool.mu);
+        struct rpc_request *req = pool.head;
         if (!req) {
-            pthread_mutex_unlock(&A->pool_mu);
+            pthread_mutex_unlock(&pool.mu);
             return NULL;
         }
-        A->jobs_head = req->next;
-        if (!A->jobs_head) A->jobs_tail = NULL;
-        A->njobs--;
-        pthread_mutex_unlock(&A->pool_mu);
+        pool.head = req->next;
+        if (!pool.head) pool.tail = NULL;
+        pool.n--;
+        pthread_mutex_unlock(&pool.mu);
         rpc_run_request(req);
     }
 }
 
+
+void rpc_pool_start(int nthreads)
+{
+    pthread_mutex_lock(&pool.mu);
+    pool.stop = false;
+    pthread_mutex_unlock(&pool.mu);
+    pool.nthreads = nthreads;
+    pool.threads = trib_xcalloc((size_t)nthreads, sizeof *pool.threads);
+    for (int i = 0; i < nthreads; i++) CHECK(pthread_create(&pool.threads[i], NULL, rpc_pool_main, NULL) == 0);
+}
+
+void rpc_pool_stop(void)
+{
+    pthread_mutex_lock(&pool.mu);
+    pool.stop = true;
+    pthread_cond_broadcast(&pool.cv);
+    pthread_mutex_unlock(&pool.mu);
+    for (int i = 0; i < pool.nthreads; i++) pthread_join(pool.threads[i], NULL);
+    free(pool.threads);
+    pool.threads = NULL;
+    pool.nthreads = 0;
+}
+
+void rpc_pool_run_queued(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&pool.mu);
+        struct rpc_request *req = pool.head;
+        if (req) {
+            pool.head = req->next;
+            if (!pool.head) pool.tail = NULL;
+            pool.n--;
+        }
+        pthread_mutex_unlock(&pool.mu);
+        if (!req) return;
+        rpc_run_request(req);
+    }
+}

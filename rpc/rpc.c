@@ -23,21 +23,6 @@ struct rpc_agent rpc_agent_state;
 struct rpc_autograd_hooks rpc_hooks;
 static struct rpc_agent *const A = &rpc_agent_state;
 
-/* ---- errors ---------------------------------------------------------------- */
-
-static _Thread_local struct trib_error last_error;
-
-const char *rpc_last_error(void) { return trib_error_get(&last_error); }
-
-int rpc_set_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    trib_error_vset(&last_error, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
 
 void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, int64_t *msg_id)
@@ -103,13 +88,9 @@ static void apply_defaults(struct rpc_opts *o)
 static void init_state(const char *name)
 {
     pthread_rwlock_init(&A->dir_lock, NULL);
-    pthread_mutex_init(&A->out_mu, NULL);
-    pthread_mutex_init(&A->pool_mu, NULL);
-    pthread_cond_init(&A->pool_cv, NULL);
     pthread_mutex_init(&A->state_mu, NULL);
     pthread_cond_init(&A->state_cv, NULL);
-    pthread_mutex_init(&A->ev_mu, NULL);
-    pthread_cond_init(&A->ev_cv, NULL);
+    rpc_events_reset();
     atomic_init(&A->next_req, 1);
     rpc_counters_reset();
     atomic_init(&A->next_gid, 1);
@@ -219,10 +200,9 @@ int rpc_init(const struct rpc_opts *opts)
     }
     A->up = true;
     atomic_store(&A->admitted, A->rank == 0);
+    rpc_out_open();
     CHECK(pthread_create(&A->io_thread, NULL, rpc_io_main, NULL) == 0);
-    A->npool = o->num_handler_threads;
-    A->pool = trib_xcalloc((size_t)A->npool, sizeof *A->pool);
-    for (int i = 0; i < A->npool; i++) CHECK(pthread_create(&A->pool[i], NULL, rpc_pool_main, NULL) == 0);
+    rpc_pool_start(o->num_handler_threads);
 
     if (A->rank == 0 && o->on_listening) o->on_listening(A->master, o->listening_user);
     if (A->rank == 0) {
@@ -273,12 +253,7 @@ static void teardown(void)
     atomic_store(&A->io_stop, true);
     rpc_wake_io();
     pthread_join(A->io_thread, NULL);
-    pthread_mutex_lock(&A->pool_mu);
-    A->pool_stop = true;
-    pthread_cond_broadcast(&A->pool_cv);
-    pthread_mutex_unlock(&A->pool_mu);
-    for (int i = 0; i < A->npool; i++) pthread_join(A->pool[i], NULL);
-    free(A->pool);
+    rpc_pool_stop();
     A->up = false;
     rref_module_shutdown();
     rpc_conn_reset();
@@ -293,15 +268,7 @@ static void teardown(void)
     rpc_curve_close();
     ZMQ_CHECK(zmq_ctx_term(A->zctx));
     close(A->efd);
-    struct outmsg *m = A->out_head;
-    while (m) {
-        struct outmsg *next = m->next;
-        if (m->fut) rpc_pending_done(m->fut);
-        rpc_outmsg_free(m);
-        m = next;
-    }
-    A->out_head = A->out_tail = NULL;
-    A->out_len = 0;
+    rpc_out_reset();
     destroy_state();
 }
 
@@ -405,21 +372,7 @@ int rpc_offline_init(const char *name, int rank, int world)
     return 0;
 }
 
-void rpc_offline_run_jobs(void)
-{
-    for (;;) {
-        pthread_mutex_lock(&A->pool_mu);
-        struct rpc_request *req = A->jobs_head;
-        if (req) {
-            A->jobs_head = req->next;
-            if (!A->jobs_head) A->jobs_tail = NULL;
-            A->njobs--;
-        }
-        pthread_mutex_unlock(&A->pool_mu);
-        if (!req) return;
-        rpc_run_request(req);
-    }
-}
+void rpc_offline_run_jobs(void) { rpc_pool_run_queued(); }
 
 struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn)
 {

@@ -325,10 +325,6 @@ struct rpc_agent {
     bool peers_changed;             /* I/O thread only */
     bool offline;                   /* rpc_offline_init: no sockets, no threads */
 
-    pthread_mutex_t out_mu;
-    struct outmsg *out_head, *out_tail;
-    int out_len;
-    bool io_dead;                   /* under out_mu: the I/O thread has exited */
 
     pthread_t io_thread;
     atomic_bool io_stop;
@@ -341,13 +337,6 @@ struct rpc_agent {
     atomic_int pending_by[MAX_WORKERS];             /* ...of them per calling worker */
     _Atomic int64_t pending_bytes_by[MAX_WORKERS];  /* ...and their bytes on the wire */
 
-    pthread_mutex_t pool_mu;
-    pthread_cond_t pool_cv;
-    struct rpc_request *jobs_head, *jobs_tail;
-    int njobs;
-    bool pool_stop;
-    pthread_t *pool;
-    int npool;
 
     pthread_mutex_t state_mu;       /* init / shutdown coordination */
     pthread_cond_t state_cv;
@@ -361,10 +350,6 @@ struct rpc_agent {
     bool bye_from[MAX_WORKERS];
     char joins_refused[128];        /* rank 0, under state_mu: why hellos are refused ("": open) */
 
-    pthread_mutex_t ev_mu;
-    pthread_cond_t ev_cv;
-    struct rpc_event events[256];
-    int ev_head, ev_count;
 
     void *zap;                      /* ZAP handler (REP), when curve is on */
     void *mon_router, *mon_rdv;     /* monitors of the router / the dealer to rank 0 (PAIR) */
@@ -414,11 +399,18 @@ void rpc_request_uncount(struct rpc_request *req);
 void rpc_run_request(struct rpc_request *req);
 bool rpc_pool_push(struct rpc_request *req);
 void *rpc_pool_main(void *arg);
+/* Starts / stops (joins) the handler threads. */
+void rpc_pool_start(int nthreads);
+void rpc_pool_stop(void);
+/* Runs what is queued on this thread (the offline agent). */
+void rpc_pool_run_queued(void);
 
 /* membership.c */
 int rpc_find_peer(const char *name);          /* under dir_lock; -1 if none */
 void rpc_peer_name(int id, char *buf, size_t cap);
 void rpc_post_event(enum rpc_event_kind kind, int id, const char *name);
+/* Empties the event ring (rpc_init). */
+void rpc_events_reset(void);
 struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic);
 void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev);
 void rpc_close_peer(int id, const char *why);
@@ -536,6 +528,10 @@ void rpc_outmsg_free(struct outmsg *m);
 /* Queues m for the I/O thread (takes it; a call's future fails if the
  * queue is full or the agent down). Any thread. */
 void rpc_out_push(struct outmsg *m);
+/* Before the I/O thread starts: opens the queue. After it stopped: frees
+ * what is queued (the queue stays closed until the next open). */
+void rpc_out_open(void);
+void rpc_out_reset(void);
 void rpc_wake_io(void);
 
 /* message.c: received messages (I/O thread). */
