@@ -22,7 +22,7 @@ static struct {
     struct outmsg *head, *tail;     /* under mu */
     int len;                        /* under mu */
     bool io_dead;                   /* under mu: the I/O thread has exited */
-} out = { .mu = PTHREAD_MUTEX_INITIALIZER };
+} outq = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static _Thread_local bool on_io_thread;
 
@@ -66,10 +66,10 @@ void rpc_out_push(struct outmsg *m)
         rpc_outmsg_free(m);
         return;
     }
-    pthread_mutex_lock(&out.mu);
-    const char *why = out.io_dead ? "shut down" : m->fut && out.len >= MAX_QUEUE ? "send queue full" : NULL;
+    pthread_mutex_lock(&outq.mu);
+    const char *why = outq.io_dead ? "shut down" : m->fut && outq.len >= MAX_QUEUE ? "send queue full" : NULL;
     if (why) {
-        pthread_mutex_unlock(&out.mu);
+        pthread_mutex_unlock(&outq.mu);
         if (m->fut) {
             char name[64];
             rpc_peer_name(m->peer, name, sizeof name);
@@ -79,11 +79,11 @@ void rpc_out_push(struct outmsg *m)
         rpc_outmsg_free(m);
         return;
     }
-    bool was_empty = out.head == NULL;
-    if (out.tail) out.tail->next = m; else out.head = m;
-    out.tail = m;
-    out.len++;
-    pthread_mutex_unlock(&out.mu);
+    bool was_empty = outq.head == NULL;
+    if (outq.tail) outq.tail->next = m; else outq.head = m;
+    outq.tail = m;
+    outq.len++;
+    pthread_mutex_unlock(&outq.mu);
     /* The I/O thread flushes its own messages before it polls again. */
     if (was_empty && !on_io_thread) rpc_wake_io();
 }
@@ -91,20 +91,20 @@ void rpc_out_push(struct outmsg *m)
 /* Before the I/O thread starts: the queue takes messages again. */
 void rpc_out_open(void)
 {
-    pthread_mutex_lock(&out.mu);
-    out.io_dead = false;
-    pthread_mutex_unlock(&out.mu);
+    pthread_mutex_lock(&outq.mu);
+    outq.io_dead = false;
+    pthread_mutex_unlock(&outq.mu);
 }
 
 /* After the I/O thread stopped: drops what is still queued (a call's
  * pending reference included); the queue stays closed. */
 void rpc_out_reset(void)
 {
-    pthread_mutex_lock(&out.mu);
-    struct outmsg *m = out.head;
-    out.head = out.tail = NULL;
-    out.len = 0;
-    pthread_mutex_unlock(&out.mu);
+    pthread_mutex_lock(&outq.mu);
+    struct outmsg *m = outq.head;
+    outq.head = outq.tail = NULL;
+    outq.len = 0;
+    pthread_mutex_unlock(&outq.mu);
     while (m) {
         struct outmsg *next = m->next;
         if (m->fut) rpc_pending_done(m->fut);
@@ -281,12 +281,12 @@ static void io_timers(void)
 static void flush_out(bool last)
 {
     for (;;) {
-        pthread_mutex_lock(&out.mu);
-        struct outmsg *m = out.head;
-        out.head = out.tail = NULL;
-        out.len = 0;
-        if (last && !m) out.io_dead = true;
-        pthread_mutex_unlock(&out.mu);
+        pthread_mutex_lock(&outq.mu);
+        struct outmsg *m = outq.head;
+        outq.head = outq.tail = NULL;
+        outq.len = 0;
+        if (last && !m) outq.io_dead = true;
+        pthread_mutex_unlock(&outq.mu);
         if (!m) return;
         while (m) {
             struct outmsg *next = m->next;

@@ -23,13 +23,13 @@ static struct {
     pthread_cond_t cv;
     struct rpc_event ring[EVENTS_CAP];  /* under mu */
     int head, count;                    /* under mu */
-} events = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+} evq = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 void rpc_events_reset(void)
 {
-    pthread_mutex_lock(&events.mu);
-    events.head = events.count = 0;
-    pthread_mutex_unlock(&events.mu);
+    pthread_mutex_lock(&evq.mu);
+    evq.head = evq.count = 0;
+    pthread_mutex_unlock(&evq.mu);
 }
 
 /* ---- directory -------------------------------------------------------------- */
@@ -101,34 +101,34 @@ void rpc_post_event(enum rpc_event_kind kind, int id, const char *name)
 {
     struct rpc_event ev = { .kind = kind, .id = id };
     snprintf(ev.name, sizeof ev.name, "%s", name);
-    pthread_mutex_lock(&events.mu);
-    if (events.count == EVENTS_CAP) {                 /* bounded: drop the oldest */
-        events.head = (events.head + 1) % EVENTS_CAP;
-        events.count--;
+    pthread_mutex_lock(&evq.mu);
+    if (evq.count == EVENTS_CAP) {                 /* bounded: drop the oldest */
+        evq.head = (evq.head + 1) % EVENTS_CAP;
+        evq.count--;
     }
-    events.ring[(events.head + events.count) % EVENTS_CAP] = ev;
-    events.count++;
-    pthread_cond_broadcast(&events.cv);
-    pthread_mutex_unlock(&events.mu);
+    evq.ring[(evq.head + evq.count) % EVENTS_CAP] = ev;
+    evq.count++;
+    pthread_cond_broadcast(&evq.cv);
+    pthread_mutex_unlock(&evq.mu);
     if (A->opts.on_event) A->opts.on_event(&ev, A->opts.event_user);
 }
 
 int rpc_next_event(struct rpc_event *ev, int timeout_ms)
 {
     struct timespec ts = trib_deadline_ts(timeout_ms);
-    pthread_mutex_lock(&events.mu);
-    while (events.count == 0) {
-        if (timeout_ms < 0) pthread_cond_wait(&events.cv, &events.mu);
-        else if (pthread_cond_timedwait(&events.cv, &events.mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_lock(&evq.mu);
+    while (evq.count == 0) {
+        if (timeout_ms < 0) pthread_cond_wait(&evq.cv, &evq.mu);
+        else if (pthread_cond_timedwait(&evq.cv, &evq.mu, &ts) == ETIMEDOUT) break;
     }
     int got = 0;
-    if (events.count > 0) {
-        *ev = events.ring[events.head];
-        events.head = (events.head + 1) % EVENTS_CAP;
-        events.count--;
+    if (evq.count > 0) {
+        *ev = evq.ring[evq.head];
+        evq.head = (evq.head + 1) % EVENTS_CAP;
+        evq.count--;
         got = 1;
     }
-    pthread_mutex_unlock(&events.mu);
+    pthread_mutex_unlock(&evq.mu);
     return got;
 }
 

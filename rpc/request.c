@@ -34,7 +34,7 @@ static struct {
     bool stop;                          /* under mu */
     pthread_t *threads;                 /* rpc_pool_start/stop's thread */
     int nthreads;
-} pool = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+} handlers = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 /* ---- registry -------------------------------------------------------------- */
 
@@ -215,17 +215,17 @@ void rpc_run_request(struct rpc_request *req)
  * (internal jobs are always taken). */
 bool rpc_pool_push(struct rpc_request *req)
 {
-    pthread_mutex_lock(&pool.mu);
-    if (!req->job && pool.n >= MAX_QUEUE) {
-        pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_lock(&handlers.mu);
+    if (!req->job && handlers.n >= MAX_QUEUE) {
+        pthread_mutex_unlock(&handlers.mu);
         return false;
     }
     req->next = NULL;
-    if (pool.tail) pool.tail->next = req; else pool.head = req;
-    pool.tail = req;
-    pool.n++;
-    pthread_cond_signal(&pool.cv);
-    pthread_mutex_unlock(&pool.mu);
+    if (handlers.tail) handlers.tail->next = req; else handlers.head = req;
+    handlers.tail = req;
+    handlers.n++;
+    pthread_cond_signal(&handlers.cv);
+    pthread_mutex_unlock(&handlers.mu);
     return true;
 }
 
@@ -241,17 +241,17 @@ void *rpc_pool_main(void *arg)
 {
     (void)arg;
     for (;;) {
-        pthread_mutex_lock(&pool.mu);
-        while (!pool.head && !pool.stop) pthread_cond_wait(&pool.cv, &pool.mu);
-        struct rpc_request *req = pool.head;
+        pthread_mutex_lock(&handlers.mu);
+        while (!handlers.head && !handlers.stop) pthread_cond_wait(&handlers.cv, &handlers.mu);
+        struct rpc_request *req = handlers.head;
         if (!req) {
-            pthread_mutex_unlock(&pool.mu);
+            pthread_mutex_unlock(&handlers.mu);
             return NULL;
         }
-        pool.head = req->next;
-        if (!pool.head) pool.tail = NULL;
-        pool.n--;
-        pthread_mutex_unlock(&pool.mu);
+        handlers.head = req->next;
+        if (!handlers.head) handlers.tail = NULL;
+        handlers.n--;
+        pthread_mutex_unlock(&handlers.mu);
         rpc_run_request(req);
     }
 }
@@ -259,37 +259,37 @@ void *rpc_pool_main(void *arg)
 
 void rpc_pool_start(int nthreads)
 {
-    pthread_mutex_lock(&pool.mu);
-    pool.stop = false;
-    pthread_mutex_unlock(&pool.mu);
-    pool.nthreads = nthreads;
-    pool.threads = trib_xcalloc((size_t)nthreads, sizeof *pool.threads);
-    for (int i = 0; i < nthreads; i++) CHECK(pthread_create(&pool.threads[i], NULL, rpc_pool_main, NULL) == 0);
+    pthread_mutex_lock(&handlers.mu);
+    handlers.stop = false;
+    pthread_mutex_unlock(&handlers.mu);
+    handlers.nthreads = nthreads;
+    handlers.threads = trib_xcalloc((size_t)nthreads, sizeof *handlers.threads);
+    for (int i = 0; i < nthreads; i++) CHECK(pthread_create(&handlers.threads[i], NULL, rpc_pool_main, NULL) == 0);
 }
 
 void rpc_pool_stop(void)
 {
-    pthread_mutex_lock(&pool.mu);
-    pool.stop = true;
-    pthread_cond_broadcast(&pool.cv);
-    pthread_mutex_unlock(&pool.mu);
-    for (int i = 0; i < pool.nthreads; i++) pthread_join(pool.threads[i], NULL);
-    free(pool.threads);
-    pool.threads = NULL;
-    pool.nthreads = 0;
+    pthread_mutex_lock(&handlers.mu);
+    handlers.stop = true;
+    pthread_cond_broadcast(&handlers.cv);
+    pthread_mutex_unlock(&handlers.mu);
+    for (int i = 0; i < handlers.nthreads; i++) pthread_join(handlers.threads[i], NULL);
+    free(handlers.threads);
+    handlers.threads = NULL;
+    handlers.nthreads = 0;
 }
 
 void rpc_pool_run_queued(void)
 {
     for (;;) {
-        pthread_mutex_lock(&pool.mu);
-        struct rpc_request *req = pool.head;
+        pthread_mutex_lock(&handlers.mu);
+        struct rpc_request *req = handlers.head;
         if (req) {
-            pool.head = req->next;
-            if (!pool.head) pool.tail = NULL;
-            pool.n--;
+            handlers.head = req->next;
+            if (!handlers.head) handlers.tail = NULL;
+            handlers.n--;
         }
-        pthread_mutex_unlock(&pool.mu);
+        pthread_mutex_unlock(&handlers.mu);
         if (!req) return;
         rpc_run_request(req);
     }
