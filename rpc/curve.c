@@ -161,27 +161,56 @@ static int pending_fail;            /* the failure awaiting its DISCONNECTED: ev
 static uint32_t pending_value;
 
 static int rdv_closed;              /* connections closed in a row during the handshake with the rendezvous */
+/* A monitor said MONITOR_STOPPED (its socket closed): nothing more comes. */
+static bool router_stopped, rdv_stopped;
+
+static bool next_event(void *m, int *event, uint32_t *value);
+
+/* Reads what a monitor still has until its MONITOR_STOPPED (at most
+ * 200 ms): libzmq 4.3 leaks the event messages (an ipc:// address is too
+ * long to fit in one) left in a monitor's pipe when it closes. */
+static void drain_monitor(void *m, bool stopped)
+{
+    int64_t until = trib_now_ms() + 200;
+    int ev;
+    uint32_t v;
+    while (!stopped) {
+        zmq_pollitem_t it = { .socket = m, .events = ZMQ_POLLIN };
+        int64_t left = until - trib_now_ms();
+        if (left <= 0 || zmq_poll(&it, 1, (long)left) <= 0) break;
+        while (!stopped && next_event(m, &ev, &v)) stopped = ev == ZMQ_EVENT_MONITOR_STOPPED;
+    }
+    while (next_event(m, &ev, &v)) {}
+}
 
 void rpc_watch_router_start(void)
 {
     n_accepted = 0;
     pending_fail = 0;
     rdv_closed = 0;
+    router_stopped = rdv_stopped = false;
     A->mon_router = monitor(A->router, "inproc://trib-watch-router",
-                            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HS_FAILED);
+                            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HS_FAILED | ZMQ_EVENT_MONITOR_STOPPED);
 }
 
 void rpc_watch_dealer(void *dealer)
 {
     if (A->rank == 0 || A->mon_rdv || A->offline) return;
-    A->mon_rdv = monitor(dealer, "inproc://trib-watch-rendezvous", HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+    A->mon_rdv = monitor(dealer, "inproc://trib-watch-rendezvous",
+                         HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_MONITOR_STOPPED);
 }
 
 void rpc_curve_close(void)
 {
     if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
-    if (A->mon_router) ZMQ_CHECK(zmq_close(A->mon_router));
-    if (A->mon_rdv) ZMQ_CHECK(zmq_close(A->mon_rdv));
+    if (A->mon_router) {
+        drain_monitor(A->mon_router, router_stopped);
+        ZMQ_CHECK(zmq_close(A->mon_router));
+    }
+    if (A->mon_rdv) {
+        drain_monitor(A->mon_rdv, rdv_stopped);
+        ZMQ_CHECK(zmq_close(A->mon_rdv));
+    }
     A->zap = A->mon_router = A->mon_rdv = NULL;
 }
 
@@ -289,7 +318,9 @@ void rpc_watch_router(void)
     int ev;
     uint32_t v;
     while (next_event(A->mon_router, &ev, &v)) {
-        if (ev == ZMQ_EVENT_ACCEPTED) {
+        if (ev == ZMQ_EVENT_MONITOR_STOPPED) {
+            router_stopped = true;
+        } else if (ev == ZMQ_EVENT_ACCEPTED) {
             remember((int)v);
         } else if (ev & HS_FAILED) {
             if (pending_fail) log_refusal("an unknown address");
@@ -309,6 +340,7 @@ void rpc_watch_rendezvous(void)
     int ev;
     uint32_t v;
     while (next_event(A->mon_rdv, &ev, &v)) {
+        if (ev == ZMQ_EVENT_MONITOR_STOPPED) rdv_stopped = true;
         if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             rdv_closed = 0;
             continue;

@@ -150,8 +150,8 @@ int rpc_init(const struct rpc_opts *opts)
     if (rpc_curve_setup() < 0) {
         char e[1024];
         snprintf(e, sizeof e, "%s", rpc_last_error());
+        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
         rpc_curve_close();
-        ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         return rpc_set_error("%s", e);
     }
@@ -167,8 +167,8 @@ int rpc_init(const struct rpc_opts *opts)
     }
     if (zmq_bind(A->router, bind_ep) < 0) {
         rpc_set_error("rpc_init: cannot bind %s: %s", bind_ep, zmq_strerror(zmq_errno()));
+        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
         rpc_curve_close();
-        ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         return -1;
     }
@@ -179,8 +179,8 @@ int rpc_init(const struct rpc_opts *opts)
     if (rpc_ipc_bind(A->router, A->endpoint, A->transport, A->ipc_endpoint, sizeof A->ipc_endpoint) < 0) {
         char e[1024];
         snprintf(e, sizeof e, "%s", rpc_last_error());
+        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
         rpc_curve_close();
-        ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         return rpc_set_error("%s", e);
     }
@@ -192,8 +192,8 @@ int rpc_init(const struct rpc_opts *opts)
         char e[1024];
         snprintf(e, sizeof e, "%s", rpc_last_error());
         rpc_ipc_unbind(A->ipc_endpoint);
+        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
         rpc_curve_close();
-        ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         close(A->efd);
         return rpc_set_error("rpc_init: %s", e);

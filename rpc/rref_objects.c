@@ -19,7 +19,7 @@ struct ctor_entry { struct ctor_entry *next; char *name; struct rpc_type type; c
  * old one is kept: a few bytes per re-registration), which every later
  * call sees, whether its object was built before or after. */
 #define METHOD_BUCKETS 32
-struct method_impl { rpc_method fn; void *user; unsigned flags; };
+struct method_impl { rpc_method fn; void *user; unsigned flags; struct method_impl *older; /* the one it replaced */ };
 struct method_entry {
     struct method_entry *next;
     char *name;
@@ -96,7 +96,7 @@ void rpc_register_method_ex(const char *type_name, const char *name, rpc_method 
 {
     struct rref_type_methods *t = type_methods(type_name);
     struct method_impl *impl = trib_xmalloc(sizeof *impl);
-    *impl = (struct method_impl){ fn, user, flags };
+    *impl = (struct method_impl){ .fn = fn, .user = user, .flags = flags };
     size_t n = strlen(name);
     unsigned h = name_hash(name, n);
     pthread_rwlock_wrlock(&methods_lock);
@@ -109,6 +109,7 @@ void rpc_register_method_ex(const char *type_name, const char *name, rpc_method 
         m->next = t->buckets[h % METHOD_BUCKETS];
         t->buckets[h % METHOD_BUCKETS] = m;
     }
+    impl->older = atomic_load(&m->impl);
     atomic_store(&m->impl, impl);
     pthread_rwlock_unlock(&methods_lock);
 }
