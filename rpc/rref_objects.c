@@ -263,7 +263,7 @@ struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *
     a.list.items[0] = rpc_int((int64_t)id);
     a.list.items[1] = rpc_int((int64_t)fork);
     a.list.items[2] = rpc_str(fn);
-    a.list.items[3] = args ? *args : rpc_list(0);       /* borrowed: encoded before the call returns */
+    a.list.items[3] = args ? *args : (struct rpc_value){ .kind = RPC_LIST };   /* borrowed: encoded before the call returns */
     struct rpc_future *f = rpc_async_id(info.id, "__remote", &a, timeout_ms);
     a.list.items[3] = rpc_nil();
     rpc_value_clear(&a);
