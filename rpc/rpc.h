@@ -1,6 +1,6 @@
 /* Public API of the RPC layer: processes and rendezvous, a tagged value type,
  * rpc_sync/rpc_async/rpc_remote, futures, deferred replies and RRefs with the
- * semantics of torch.distributed.rpc, over ZeroMQ + msgpack (DESIGN.md §4). */
+ * semantics of torch.distributed.rpc, over ZeroMQ + msgpack (rpc/README.md: a worked example, threads, wire format). */
 #ifndef TRIB_RPC_RPC_H
 #define TRIB_RPC_RPC_H
 
