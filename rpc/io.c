@@ -134,9 +134,10 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
         int err = zmq_errno();
         /* A refused handshake with the rendezvous makes libzmq drop the
          * connection (nothing left to send to): its event is already in. */
-        if (m->peer == 0 && A->mon_rdv) rpc_watch_rendezvous();
-        if (m->peer == 0 && A->rdv_refused[0])
-            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", A->rdv_refused, name, m->fut->fn);
+        if (m->peer == 0) rpc_watch_rendezvous();      /* its event may be waiting */
+        const char *refused = m->peer == 0 ? rpc_rdv_refused() : NULL;
+        if (refused)
+            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", refused, name, m->fut->fn);
         else
             rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, zmq_strerror(err), name,
                             m->fut->fn);
@@ -151,10 +152,11 @@ static void io_send(struct outmsg *m)
         send_frames(A->router, m, true);
     } else {
         struct peer *p = m->peer < MAX_WORKERS ? A->peers[m->peer] : NULL;
-        if (m->peer == 0 && A->rdv_refused[0] && m->fut) {
+        const char *refused = m->peer == 0 && m->fut ? rpc_rdv_refused() : NULL;
+        if (refused) {
             /* libzmq may have dropped the connection for good (a protocol
              * error is not retried): the handshake's failure is the reason */
-            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", A->rdv_refused, p ? p->name : "(rendezvous)", m->fut->fn);
+            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", refused, p ? p->name : "(rendezvous)", m->fut->fn);
             rpc_pending_done(m->fut);
         } else if (!p || !p->alive) {
             if (m->fut) {
@@ -312,17 +314,19 @@ void *rpc_io_main(void *arg)
             items[1] = (zmq_pollitem_t){ .fd = A->efd, .events = ZMQ_POLLIN };
             nitems = 2;
             i_zap = i_mon = i_rdv = -1;
-            if (A->zap) {
+            void *zap, *mon_router, *mon_rdv;
+            rpc_curve_sockets(&zap, &mon_router, &mon_rdv);
+            if (zap) {
                 i_zap = nitems;
-                items[nitems++] = (zmq_pollitem_t){ .socket = A->zap, .events = ZMQ_POLLIN };
+                items[nitems++] = (zmq_pollitem_t){ .socket = zap, .events = ZMQ_POLLIN };
             }
-            if (A->mon_router) {
+            if (mon_router) {
                 i_mon = nitems;
-                items[nitems++] = (zmq_pollitem_t){ .socket = A->mon_router, .events = ZMQ_POLLIN };
+                items[nitems++] = (zmq_pollitem_t){ .socket = mon_router, .events = ZMQ_POLLIN };
             }
-            if (A->mon_rdv) {
+            if (mon_rdv) {
                 i_rdv = nitems;
-                items[nitems++] = (zmq_pollitem_t){ .socket = A->mon_rdv, .events = ZMQ_POLLIN };
+                items[nitems++] = (zmq_pollitem_t){ .socket = mon_rdv, .events = ZMQ_POLLIN };
             }
             first_dealer = nitems;
             for (int i = 0; i < MAX_WORKERS; i++)

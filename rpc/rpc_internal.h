@@ -351,12 +351,6 @@ struct rpc_agent {
     char joins_refused[128];        /* rank 0, under state_mu: why hellos are refused ("": open) */
 
 
-    void *zap;                      /* ZAP handler (REP), when curve is on */
-    void *mon_router, *mon_rdv;     /* monitors of the router / the dealer to rank 0 (PAIR) */
-    char rdv_refused[320];          /* I/O thread: why the rendezvous refused our handshake ("": it did not) */
-    char curve_public[41], curve_secret[41], curve_server[41];
-    uint8_t allow[RPC_CURVE_MAX_ALLOW][32];
-    int n_allow;
 
     atomic_uint_fast64_t next_req;
     atomic_uint_fast64_t next_gid;
@@ -483,10 +477,15 @@ void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests
  * rpc_init, the dealer's by rpc_add_peer (the first dealer to rank 0). */
 void rpc_watch_router_start(void);
 void rpc_watch_dealer(void *dealer);
-/* I/O thread: reads the monitors' events (mon_router / mon_rendezvous are
- * A->mon_router / A->mon_rdv, polled for POLLIN). */
+/* I/O thread: reads the monitors' events (the sockets of
+ * rpc_curve_sockets, polled for POLLIN). */
 void rpc_watch_router(void);
 void rpc_watch_rendezvous(void);
+/* The ZAP and monitor sockets for the I/O thread's poll (each NULL when
+ * there is none). */
+void rpc_curve_sockets(void **zap, void **mon_router, void **mon_rdv);
+/* I/O thread: why the rendezvous refused our handshake, or NULL. */
+const char *rpc_rdv_refused(void);
 /* Closes the ZAP socket and the monitors (after the I/O thread stopped,
  * before the context terminates). */
 void rpc_curve_close(void);
