@@ -272,10 +272,7 @@ static void io_timers(void)
             send_ping(p);
         }
     }
-    if (A->npending && now - A->last_scan >= 5) {
-        A->last_scan = now;
-        rpc_expire_pending(now);
-    }
+    rpc_pending_timers(now);
 }
 
 /* Sends everything queued, including what sending itself queues (failure
@@ -336,7 +333,7 @@ void *rpc_io_main(void *arg)
                 }
         }
         long timeout = A->opts.heartbeat_ms;
-        if (A->npending) timeout = 5;
+        if (rpc_pending_count()) timeout = 5;
         int rc = zmq_poll(items, nitems, timeout);
         if (rc < 0) {
             CHECK(zmq_errno() == EINTR);

@@ -91,7 +91,6 @@ static void init_state(const char *name)
     pthread_mutex_init(&A->state_mu, NULL);
     pthread_cond_init(&A->state_cv, NULL);
     rpc_events_reset();
-    atomic_init(&A->next_req, 1);
     rpc_counters_reset();
     atomic_init(&A->next_gid, 1);
     snprintf(A->self.name, sizeof A->self.name, "%s", name);
@@ -272,7 +271,7 @@ static void teardown(void)
     destroy_state();
 }
 
-static bool pred_idle(void) { return atomic_load(&A->inflight) == 0 && atomic_load(&A->active) == 0; }
+static bool pred_idle(void) { return rpc_calls_in_flight() == 0 && atomic_load(&A->active) == 0; }
 /* rank 0 said go, or rank 0 is gone (nobody left to say it) */
 static bool pred_go(void) { return A->sd_go || !rpc_worker_alive(0); }
 
@@ -381,7 +380,7 @@ struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn)
     f->peer = peer;
     f->req_id = req_id;
     atomic_fetch_add(&f->refs, 1);        /* the pending table's */
-    atomic_fetch_add(&A->inflight, 1);
+    rpc_call_started();
     rpc_pending_add(f);
     return f;
 }

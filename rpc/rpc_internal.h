@@ -330,9 +330,6 @@ struct rpc_agent {
     atomic_bool io_stop;
     atomic_bool admitted;           /* rank 0, or a worker whose hello was answered: it may ping */
 
-    struct rpc_future *pending[NBUCKETS];   /* I/O thread only */
-    int npending;
-    atomic_int inflight;            /* outstanding futures this process started */
     atomic_int active;              /* requests received and not yet answered */
     atomic_int pending_by[MAX_WORKERS];             /* ...of them per calling worker */
     _Atomic int64_t pending_bytes_by[MAX_WORKERS];  /* ...and their bytes on the wire */
@@ -352,10 +349,8 @@ struct rpc_agent {
 
 
 
-    atomic_uint_fast64_t next_req;
     atomic_uint_fast64_t next_gid;
     int64_t last_hb;
-    int64_t last_scan;
 };
 /* freelist.c: a bounded free list of fixed-size blocks shared by threads,
  * so that steady-state messages, requests and futures reuse memory instead
@@ -553,6 +548,14 @@ void rpc_pending_done(struct rpc_future *f);
 void rpc_fail_pending_to(int peer, const char *why);
 /* Fails the calls whose deadline has passed. */
 void rpc_expire_pending(int64_t now_ms);
+/* Calls awaiting their reply (I/O thread). */
+int rpc_pending_count(void);
+/* I/O thread: fails the calls past their deadline (every 5 ms at most). */
+void rpc_pending_timers(int64_t now_ms);
+/* Calls started and not yet completed (any thread): a graceful shutdown
+ * waits for 0. rpc_call_started counts one more (the offline agent's). */
+int rpc_calls_in_flight(void);
+void rpc_call_started(void);
 /* Sends a one-way request (no reply, not tracked) to worker `to`. */
 void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
 
