@@ -25,6 +25,16 @@ struct rpc_freelist rpc_request_fl = RPC_FREELIST_INIT(sizeof(struct rpc_request
 static struct fn_entry *fn_table[256];
 static struct rpc_agent *const A = &rpc_agent_state;
 
+/* Owned here: the requests received and not yet answered (queued, running
+ * or deferred), in all and per calling worker, with their bytes: a
+ * graceful shutdown waits for none, and a caller's bound is checked
+ * against them (any thread). */
+static struct {
+    atomic_int active;
+    atomic_int by[MAX_WORKERS];
+    _Atomic int64_t bytes_by[MAX_WORKERS];
+} received;
+
 /* Owned here: the handler pool, its queue and its threads. */
 static struct {
     pthread_mutex_t mu;
@@ -118,10 +128,10 @@ void rpc_request_uncount(struct rpc_request *req)
 {
     if (!req->counted) return;
     req->counted = false;
-    atomic_fetch_sub(&A->active, 1);
+    atomic_fetch_sub(&received.active, 1);
     if (req->caller >= 0 && req->caller < MAX_WORKERS) {
-        atomic_fetch_sub(&A->pending_by[req->caller], 1);
-        atomic_fetch_sub(&A->pending_bytes_by[req->caller], (int64_t)req->bytes);
+        atomic_fetch_sub(&received.by[req->caller], 1);
+        atomic_fetch_sub(&received.bytes_by[req->caller], (int64_t)req->bytes);
     }
 }
 
@@ -293,4 +303,27 @@ void rpc_pool_run_queued(void)
         if (!req) return;
         rpc_run_request(req);
     }
+}
+
+bool rpc_requests_of(int worker, int *n, int64_t *bytes)
+{
+    if (worker < 0 || worker >= MAX_WORKERS) return false;
+    *n = atomic_load(&received.by[worker]);
+    *bytes = atomic_load(&received.bytes_by[worker]);
+    return true;
+}
+
+int rpc_requests_active(void) { return atomic_load(&received.active); }
+
+struct rpc_request *rpc_request_new_counted(int caller, size_t bytes)
+{
+    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+    req->counted = true;
+    req->bytes = bytes;
+    atomic_fetch_add(&received.active, 1);
+    if (caller >= 0 && caller < MAX_WORKERS) {
+        atomic_fetch_add(&received.by[caller], 1);
+        atomic_fetch_add(&received.bytes_by[caller], (int64_t)bytes);
+    }
+    return req;
 }

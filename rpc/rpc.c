@@ -271,7 +271,7 @@ static void teardown(void)
     destroy_state();
 }
 
-static bool pred_idle(void) { return rpc_calls_in_flight() == 0 && atomic_load(&A->active) == 0; }
+static bool pred_idle(void) { return rpc_calls_in_flight() == 0 && rpc_requests_active() == 0; }
 /* rank 0 said go, or rank 0 is gone (nobody left to say it) */
 static bool pred_go(void) { return A->sd_go || !rpc_worker_alive(0); }
 

@@ -272,7 +272,7 @@ struct rpc_request {
     char *err;
     void (*job)(void *);
     void *job_arg;
-    bool counted;                   /* in agent.active (and pending_by[caller]) until freed */
+    bool counted;                   /* counted as received and not answered (request.c) until freed */
     size_t bytes;                   /* its frames' size (pending_bytes_by) */
 };
 
@@ -330,9 +330,6 @@ struct rpc_agent {
     atomic_bool io_stop;
     atomic_bool admitted;           /* rank 0, or a worker whose hello was answered: it may ping */
 
-    atomic_int active;              /* requests received and not yet answered */
-    atomic_int pending_by[MAX_WORKERS];             /* ...of them per calling worker */
-    _Atomic int64_t pending_bytes_by[MAX_WORKERS];  /* ...and their bytes on the wire */
 
 
     pthread_mutex_t state_mu;       /* init / shutdown coordination */
@@ -382,6 +379,14 @@ int rpc_future_take(struct rpc_future *f, struct rpc_value *out);
 bool rpc_find_fn(const char *name, size_t n, rpc_fn *fn, void **user, unsigned *flags);
 void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *err);
 void rpc_request_free(struct rpc_request *req);
+/* A request received from worker `caller` (-1: none yet) with frames of
+ * `bytes`, counted until freed (or rpc_request_uncount). */
+struct rpc_request *rpc_request_new_counted(int caller, size_t bytes);
+/* The requests of `worker` received and not yet answered, and their
+ * bytes; false for an id out of range. */
+bool rpc_requests_of(int worker, int *n, int64_t *bytes);
+/* All requests received and not yet answered. */
+int rpc_requests_active(void);
 /* A deferred request that must not hold a graceful shutdown up (nor count
  * toward its caller's bound) while it waits. */
 void rpc_request_uncount(struct rpc_request *req);
