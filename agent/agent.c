@@ -256,21 +256,24 @@ static void dump_params(struct agent *a, const char *name)
     if (rl_debug_dump(rl_debug_dump_dir(), name, n, arrays, counts) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
 }
 
-/* One backward over the observers' losses and one optimizer step, in ctx.
- * 0; 1 when an observer was lost during the backward (no step); -1. */
-static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply *reps, const bool *ok, int64_t version0)
+/* The mean of the observers' update statistics into the run's. */
+static void note_update(struct agent *a, const struct rl_update_stats *st, const bool *ok, int n, int64_t version0)
 {
-    struct tensor *roots[RL_MAX_OBSERVERS];
-    int n = 0;
-    for (int k = 0; k < a->n_peers; k++)
-        if (ok[k]) roots[n++] = reps[k].loss;
-    if (dist_autograd_backward(ctx, n, roots, false) != 0) {
-        /* an observer lost during the backward costs this update, not the run */
-        char why[1024];
-        snprintf(why, sizeof why, "%s", rpc_last_error());
-        if (lose_dead_peers(a, why) > 0) return 1;
-        return rl_set_error("backward: %s", why);
+    struct rl_update_stats mean = { 0 };
+    for (int k = 0; k < a->n_peers; k++) {
+        if (!ok[k]) continue;
+        mean.policy_loss += st[k].policy_loss / n;
+        mean.value_loss += st[k].value_loss / n;
+        mean.entropy += st[k].entropy / n;
+        mean.approx_kl += st[k].approx_kl / n;
+        mean.clipfrac += st[k].clipfrac / n;
     }
+    run_stats_update(a->stats, dist_optim_local_version() - 1 - version0, &mean);
+}
+
+/* The optimizer step of ctx, timed as busy time. 0 or -1. */
+static int step(struct agent *a, int64_t ctx)
+{
     bool dump = rl_debug_dump_dir() && !a->dumped;
     if (dump) dump_params(a, "params_before.bin");
     double t0 = trib_now_s();
@@ -279,91 +282,157 @@ static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply 
     run_stats_busy(a->stats, trib_now_s() - t0);
     if (dump) dump_params(a, "params_after.bin");
     a->dumped = true;
-    struct rl_update_stats mean = { 0 };
-    for (int k = 0; k < a->n_peers; k++) {
-        if (!ok[k]) continue;
-        mean.policy_loss += reps[k].stats.policy_loss / n;
-        mean.value_loss += reps[k].stats.value_loss / n;
-        mean.entropy += reps[k].stats.entropy / n;
-        mean.approx_kl += reps[k].stats.approx_kl / n;
-        mean.clipfrac += reps[k].stats.clipfrac / n;
-    }
-    run_stats_update(a->stats, dist_optim_local_version() - 1 - version0, &mean);
     return 0;
 }
 
-/* Sync PPO/A2C: rollouts everywhere, then epochs x minibatches of one
- * context each (every observer's loss summed, one backward, one step).
- * An observer lost mid-update ends that update early; 0 or -1. */
-static int sync_ppo_iteration(struct agent *a)
+/* Sync rollouts: every live observer's, collected as they finish (a lost
+ * observer must be forgotten at once, or the merged act calls of the others
+ * would keep waiting for it: policy_set_sync_callers); statistics in
+ * observer order. in[k] and obs[k] (its first minibatch's observations)
+ * for those that delivered. Returns how many did. */
+static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
 {
     struct rpc_future *futs[RL_MAX_OBSERVERS];
-    struct rl_loss_reply reps[RL_MAX_OBSERVERS];
-    bool ok[RL_MAX_OBSERVERS];
-    if (maybe_anneal(a) != 0) return rl_set_error("set lr: %s", rpc_last_error());
-    int64_t version0 = dist_optim_local_version();
+    static _Thread_local struct rl_rollout_reply reps[RL_MAX_OBSERVERS];
+    int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
     policy_set_sync_callers(a->policy, live_peers(a));
     struct rpc_value none = rpc_list(0);
     call_live(a, RL_FN_ROLLOUT, &none, futs);
     rpc_value_clear(&none);
-    /* Collected as they finish, not in order: a lost observer must be
-     * forgotten at once, or the merged act calls of the others would keep
-     * waiting for it (policy_set_sync_callers). */
-    bool in[RL_MAX_OBSERVERS] = { 0 };
-    static _Thread_local struct rl_report reports[RL_MAX_OBSERVERS];
     int n_in = 0, left = 0;
-    for (int k = 0; k < a->n_peers; k++) left += futs[k] != NULL;
-    while (left > 0) {
-        bool progress = false;
-        for (int k = 0; k < a->n_peers; k++) {
-            if (!futs[k] || !rpc_future_done(futs[k])) continue;
-            struct rpc_value r = rpc_nil();
-            struct rl_report rep;
-            if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
-            else if (rl_report_unpack(&r, &rep) != 0) lose_peer(a, k, rl_last_error());
-            else {
-                reports[k] = rep;
-                in[k] = true;
-                n_in++;
-            }
-            rpc_value_clear(&r);
-            rpc_future_free(futs[k]);
-            futs[k] = NULL;
-            left--;
-            progress = true;
-        }
-        if (!progress) usleep(200);
+    for (int k = 0; k < a->n_peers; k++) {
+        in[k] = false;
+        obs[k] = NULL;
+        left += futs[k] != NULL;
     }
-    /* in observer order, so the statistics (the window of the last 100
-     * returns) do not depend on which rollout finished first */
+    while (left > 0) {
+        int k = rpc_future_wait_any(futs, (size_t)a->n_peers, -1);
+        CHECK(k >= 0);
+        struct rpc_value r = rpc_nil();
+        if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
+        else if (rl_rollout_reply_unpack(&r, rows, a->spec->obs.dim, &reps[k]) != 0) lose_peer(a, k, rl_last_error());
+        else {
+            obs[k] = reps[k].obs;
+            in[k] = true;
+            n_in++;
+        }
+        rpc_value_clear(&r);
+        rpc_future_free(futs[k]);
+        futs[k] = NULL;
+        left--;
+    }
     for (int k = 0; k < a->n_peers; k++)
         if (in[k]) {
-            run_stats_report(a->stats, &reports[k]);
-            run_stats_observer_steps(a->stats, k, reports[k].steps);
+            run_stats_report(a->stats, &reps[k].report);
+            run_stats_observer_steps(a->stats, k, reps[k].report.steps);
         }
-    if (n_in == 0) return rl_set_error("every observer is lost");
-    struct rl_loss_req lr = { .weight = 1.0 / n_in };
-    for (int e = 0; e < a->cfg.epochs; e++) {
-        for (int mb = 0; mb < a->cfg.minibatches; mb++) {
-            int64_t ctx = dist_autograd_context_new();
-            if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
-            lr.epoch = e;
-            lr.minibatch = mb;
-            struct rpc_value args = rl_loss_req_pack(&lr);
-            for (int k = 0; k < a->n_peers; k++)
-                futs[k] = in[k] && a->peers[k].alive ? rpc_async(a->peers[k].name, RL_FN_LOSS, &args, 0) : NULL;
-            rpc_value_clear(&args);
-            int n = wait_losses(a, futs, reps, ok);
-            int rc = 0;
-            if (n != n_in) rc = 1;   /* an observer was lost: this update ends here */
-            else rc = backward_and_step(a, ctx, reps, ok, version0);   /* 1: lost one in the backward */
-            for (int k = 0; k < a->n_peers; k++)
-                if (ok[k]) rl_loss_reply_clear(&reps[k]);
-            dist_autograd_release(ctx);
-            if (rc < 0) return -1;
-            if (rc > 0) return live_peers(a) ? 0 : rl_set_error("every observer is lost");
+    return n_in;
+}
+
+/* One sync PPO/A2C update in a fresh context: the agent evaluates every
+ * observer's minibatch in one forward and sends each its part; each
+ * computes its loss and runs its backward (gradients to the agent's leaves
+ * in the context) and answers with its statistics and next minibatch; one
+ * backward through the forward, one step. 0; 1 when an observer was lost
+ * (no step); -1. */
+static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor **obs, int n_in, int64_t version0)
+{
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    struct rl_policy_out outs[RL_MAX_OBSERVERS];
+    struct tensor *xs[RL_MAX_OBSERVERS];
+    struct rl_update_stats st[RL_MAX_OBSERVERS];
+    bool ok[RL_MAX_OBSERVERS] = { 0 };
+    int who[RL_MAX_OBSERVERS], n = 0;
+    int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
+    for (int k = 0; k < a->n_peers; k++)
+        if (in[k] && a->peers[k].alive && obs[k]) {
+            who[n] = k;
+            xs[n++] = obs[k];
         }
+    if (n != n_in) return 1;
+    int64_t ctx = dist_autograd_context_new();
+    if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
+    struct policy_batch *b = policy_evaluate_batch(a->policy, n, xs, outs);
+    if (!b) {
+        dist_autograd_release_local(ctx);
+        return rl_set_error("%s", rpc_last_error());
     }
+    for (int i = 0; i < n; i++) {
+        struct rl_loss_req lr = { .epoch = e, .minibatch = mb, .weight = 1.0 / n_in, .out = outs[i] };
+        struct rpc_value args = rl_loss_req_pack(&lr);
+        futs[who[i]] = rpc_async(a->peers[who[i]].name, RL_FN_LOSS, &args, 0);
+        rpc_value_clear(&args);
+    }
+    int got = 0;
+    for (int i = 0; i < n; i++) {
+        int k = who[i];
+        struct rpc_value r = rpc_nil();
+        struct rl_minibatch_reply rep;
+        tensor_free(obs[k]);
+        obs[k] = NULL;
+        if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
+        else if (rl_minibatch_reply_unpack(&r, rows, a->spec->obs.dim, &rep) != 0) lose_peer(a, k, rl_last_error());
+        else {
+            st[k] = rep.stats;
+            obs[k] = rep.obs;
+            ok[k] = true;
+            got++;
+        }
+        rpc_value_clear(&r);
+        rpc_future_free(futs[k]);
+    }
+    int rc = 0;
+    if (got != n_in) rc = 1;   /* an observer was lost: this update ends here */
+    else if (policy_batch_backward(b, ctx) != 0) rc = rl_set_error("%s", rpc_last_error());
+    else if ((rc = step(a, ctx)) == 0) note_update(a, st, ok, got, version0);
+    policy_batch_free(b);
+    /* every observer freed its copy once its backward was done */
+    dist_autograd_release_local(ctx);
+    return rc;
+}
+
+/* Sync PPO/A2C: rollouts everywhere, then epochs x minibatches of one
+ * update each. An observer lost mid-update ends that update early; 0 or
+ * -1. */
+static int sync_ppo_iteration(struct agent *a)
+{
+    bool in[RL_MAX_OBSERVERS];
+    struct tensor *obs[RL_MAX_OBSERVERS];
+    if (maybe_anneal(a) != 0) return rl_set_error("set lr: %s", rpc_last_error());
+    int64_t version0 = dist_optim_local_version();
+    int n_in = sync_rollouts(a, in, obs);
+    int rc = n_in == 0 ? rl_set_error("every observer is lost") : 0;
+    for (int e = 0; e < a->cfg.epochs && rc == 0; e++)
+        for (int mb = 0; mb < a->cfg.minibatches && rc == 0; mb++)
+            rc = sync_update(a, e, mb, in, obs, n_in, version0);
+    for (int k = 0; k < a->n_peers; k++) tensor_free(obs[k]);
+    if (rc < 0) return -1;
+    if (rc > 0) return live_peers(a) ? 0 : rl_set_error("every observer is lost");
+    return 0;
+}
+
+/* REINFORCE: one backward over the observers' losses and one optimizer
+ * step, in ctx. 0; 1 when an observer was lost during the backward (no
+ * step); -1. */
+static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply *reps, const bool *ok, int64_t version0)
+{
+    struct tensor *roots[RL_MAX_OBSERVERS];
+    struct rl_update_stats st[RL_MAX_OBSERVERS];
+    int n = 0;
+    for (int k = 0; k < a->n_peers; k++)
+        if (ok[k]) {
+            roots[n++] = reps[k].loss;
+            st[k] = reps[k].stats;
+        }
+    if (dist_autograd_backward(ctx, n, roots, false) != 0) {
+        /* an observer lost during the backward costs this update, not the run */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", rpc_last_error());
+        if (lose_dead_peers(a, why) > 0) return 1;
+        return rl_set_error("backward: %s", why);
+    }
+    if (step(a, ctx) != 0) return -1;
+    note_update(a, st, ok, n, version0);
     return 0;
 }
 
@@ -469,14 +538,16 @@ static int train_sync(struct agent *a, const char **why)
 
 /* ---- async mode ------------------------------------------------------------------------ */
 
-/* rl_update(ctx, version0, report, stats) -> (stop): steps the policy with
- * the gradients the observer's backward left in ctx here. */
+/* rl_update(ctx, version0, report, stats, next_obs) -> (stop, out): steps
+ * the policy with the gradients the observer's backward left in ctx here,
+ * then evaluates its next minibatch (with graph, in the request's context)
+ * when it sent one. */
 static int fn_update(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct agent *a = the_agent;
     struct rl_update_req m;
     if (!a) return rpc_request_fail(req, "update: no training in progress");
-    if (rl_update_req_unpack(args, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
+    if (rl_update_req_unpack(args, a->spec->obs.dim, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
@@ -498,8 +569,17 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
         }
     }
     pthread_mutex_unlock(&a->mu);
+    /* the observer's context is done with here; it frees its own copy when
+     * this reply reaches it */
+    dist_autograd_release_local(m.ctx);
+    if (rc == 0 && !rep.stop && m.next_obs) {
+        if (policy_evaluate(a->policy, m.next_obs, &rep.out) != 0) rc = rpc_request_fail(req, "update: %s", rpc_last_error());
+        else rep.has_out = true;
+    }
+    rl_update_req_clear(&m);
     if (rc != 0) return rc;
     *res = rl_update_reply_pack(&rep);
+    rl_update_reply_clear(&rep);
     return 0;
 }
 
@@ -551,7 +631,7 @@ struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master)
     struct rpc_opts o = { .name = "agent", .rank = 0, .world_size = cfg->observers + 1, .master = master,
                           .default_timeout_ms = 120000, .init_timeout_ms = 60000, .heartbeat_ms = 200,
                           .heartbeat_timeout_ms = cfg->heartbeat_timeout_ms,
-                          .num_handler_threads = cfg->observers + 4, .cancel = &got_signal };
+                          .num_handler_threads = cfg->observers + 4, .cancel = &got_signal, .spin_us = -1 };
     return o;
 }
 

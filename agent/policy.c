@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "envs/env.h"
 #include "optim/dist_optim.h"
+#include "rpc/dist_autograd.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
 #include "tensor/autograd.h"
@@ -66,41 +67,11 @@ static void collect_params(struct policy *p)
     for (int i = 0; i < nc; i++) p->params[na + i] = p->critic->params[i];
 }
 
-/* Forward of obs (CPU) on the policy's device; outputs moved to the CPU
- * (recorded when grad is on). Caller holds fwd_mu. */
+/* Forward of obs (CPU) on the policy's device (rl_arch_forward), with the
+ * version. Caller holds fwd_mu. */
 static int forward(struct policy *p, struct tensor *obs, struct rl_policy_out *o)
 {
-    memset(o, 0, sizeof *o);
-    struct tensor *x = p->dev == DEVICE_CPU ? tensor_retain(obs) : tensor_to(obs, p->dev);
-    if (!x) return -1;
-    struct tensor *out[NN_MAX_IO + 1] = { 0 };
-    int n_out = 0;
-    int rc = nn_forward(p->actor, 1, &x, &n_out, out);
-    CHECK(rc != 0 || n_out == (p->shape.gaussian ? 2 : 1));
-    if (rc == 0 && p->critic) {
-        struct tensor *v = nn_forward1(p->critic, x);
-        int64_t len = x->shape[0];
-        out[n_out] = v ? tensor_reshape(v, 1, &len) : NULL;
-        tensor_free(v);
-        if (!out[n_out++]) rc = -1;
-    }
-    tensor_free(x);
-    struct tensor *cpu[NN_MAX_IO + 1] = { 0 };
-    for (int i = 0; i < n_out; i++) {
-        if (rc == 0) {
-            cpu[i] = p->dev == DEVICE_CPU ? tensor_retain(out[i]) : tensor_to(out[i], DEVICE_CPU);
-            if (!cpu[i]) rc = -1;
-        }
-        tensor_free(out[i]);
-    }
-    if (rc != 0) {
-        for (int i = 0; i < n_out; i++) tensor_free(cpu[i]);
-        return -1;
-    }
-    int k = 0;
-    o->a = cpu[k++];
-    o->log_std = p->shape.gaussian ? cpu[k++] : NULL;
-    o->value = p->shape.value_head ? cpu[k++] : NULL;
+    if (rl_arch_forward(&p->shape, p->actor, p->critic, p->dev, obs, o) != 0) return -1;
     o->version = dist_optim_local_version();
     return 0;
 }
@@ -272,6 +243,24 @@ static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *arg
     return RPC_DEFERRED;
 }
 
+int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out)
+{
+    if (obs->shape[1] != p->shape.obs_dim)
+        return rpc_set_error("evaluate: observations of %lld values, the policy takes %d", (long long)obs->shape[1],
+                             p->shape.obs_dim);
+    pthread_mutex_lock(&p->fwd_mu);
+    double t0 = trib_now_s();
+    int rc = forward(p, obs, out);
+    double dt = trib_now_s() - t0;
+    pthread_mutex_unlock(&p->fwd_mu);
+    if (rc != 0) return rpc_set_error("evaluate: %s", tensor_last_error());
+    pthread_mutex_lock(&p->mu);
+    p->stats.evaluate_calls++;
+    p->stats.forward_s += dt;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
 static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *result,
                       void *u)
 {
@@ -280,20 +269,160 @@ static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value
     if (rl_obs_unpack(args, p->shape.obs_dim, &obs, NULL) != 0)
         return rpc_request_fail(req, "evaluate: %s", rl_last_error());
     struct rl_policy_out o;
-    pthread_mutex_lock(&p->fwd_mu);
-    double t0 = trib_now_s();
-    int rc = forward(p, obs, &o);
-    double dt = trib_now_s() - t0;
-    pthread_mutex_unlock(&p->fwd_mu);
+    int rc = policy_evaluate(p, obs, &o);
     tensor_free(obs);
-    if (rc != 0) return rpc_request_fail(req, "evaluate: %s", tensor_last_error());
+    if (rc != 0) return rpc_request_fail(req, "%s", rpc_last_error());
     *result = rl_policy_out_pack(&o);
     rl_policy_out_clear(&o);
+    return 0;
+}
+
+/* ---- sync updates: one forward for every observer ------------------------------ */
+
+struct policy_batch {
+    struct policy *p;
+    int n;
+    struct rl_policy_out merged;    /* recorded: the graph back to the parameters */
+    struct rl_policy_out *outs;     /* the caller's: the leaves sent to observers */
+};
+
+/* A leaf holding x's rows [start, end) (the whole of x when end < 0). */
+static struct tensor *leaf_of(struct tensor *x, int64_t start, int64_t end)
+{
+    struct tensor *t = end < 0 ? tensor_detach(x) : tensor_slice(x, start, end);
+    if (t) tensor_set_requires_grad(t, true);
+    return t;
+}
+
+struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tensor *const *obs,
+                                           struct rl_policy_out *outs)
+{
+    struct tensor *x = n == 1 ? tensor_retain(obs[0]) : tensor_cat(n, (struct tensor **)obs, 0);
+    if (!x) {
+        rpc_set_error("evaluate: %s", tensor_last_error());
+        return NULL;
+    }
+    struct policy_batch *b = trib_xcalloc(1, sizeof *b);
+    b->p = p;
+    b->n = n;
+    b->outs = outs;
+    memset(outs, 0, (size_t)n * sizeof *outs);
+    pthread_mutex_lock(&p->fwd_mu);
+    double t0 = trib_now_s();
+    int rc = forward(p, x, &b->merged);
+    double dt = trib_now_s() - t0;
+    pthread_mutex_unlock(&p->fwd_mu);
+    tensor_free(x);
+    if (rc != 0) {
+        rpc_set_error("evaluate: %s", tensor_last_error());
+        free(b);
+        return NULL;
+    }
+    bool was = autograd_set_enabled(false);
+    int64_t start = 0;
+    for (int k = 0; k < n && rc == 0; k++) {
+        int64_t r = obs[k]->shape[0];
+        outs[k].a = leaf_of(b->merged.a, start, start + r);
+        outs[k].log_std = b->merged.log_std ? leaf_of(b->merged.log_std, 0, -1) : NULL;
+        outs[k].value = b->merged.value ? leaf_of(b->merged.value, start, start + r) : NULL;
+        outs[k].version = b->merged.version;
+        if (!outs[k].a || (b->merged.log_std && !outs[k].log_std) || (b->merged.value && !outs[k].value)) rc = -1;
+        start += r;
+    }
+    autograd_set_enabled(was);
+    if (rc != 0) {
+        rpc_set_error("evaluate: %s", tensor_last_error());
+        policy_batch_free(b);
+        return NULL;
+    }
     pthread_mutex_lock(&p->mu);
-    p->stats.evaluate_calls++;
+    p->stats.evaluate_calls += n;
     p->stats.forward_s += dt;
     pthread_mutex_unlock(&p->mu);
-    return 0;
+    return b;
+}
+
+/* The gradient of leaf t in ctx, or zeros like it (an observer whose
+ * backward did not reach it). */
+static struct tensor *grad_or_zeros(int64_t ctx, struct tensor *t)
+{
+    struct tensor *g = dist_autograd_get_gradient(ctx, t);
+    if (g) return g;
+    g = tensor_new(DTYPE_F32, DEVICE_CPU, t->ndim, t->shape);
+    if (g) memset(tensor_data(g), 0, (size_t)g->numel * sizeof(float));
+    return g;
+}
+
+/* sum(x * g): its backward gives x the gradient g exactly. */
+static struct tensor *dot(struct tensor *x, struct tensor *g)
+{
+    struct tensor *m = x && g ? tensor_mul(x, g) : NULL;
+    struct tensor *s = m ? tensor_sum(m) : NULL;
+    tensor_free(m);
+    return s;
+}
+
+int policy_batch_backward(struct policy_batch *b, int64_t ctx)
+{
+    struct tensor *ga[RL_MAX_OBSERVERS] = { 0 }, *gv[RL_MAX_OBSERVERS] = { 0 };
+    struct tensor *g_a = NULL, *g_v = NULL, *g_ls = NULL, *root = NULL;
+    int rc = -1, n = b->n;
+    bool was = autograd_set_enabled(false);
+    for (int k = 0; k < n; k++) {
+        ga[k] = grad_or_zeros(ctx, b->outs[k].a);
+        if (b->merged.value) gv[k] = grad_or_zeros(ctx, b->outs[k].value);
+        if (b->merged.log_std) {
+            /* one log_std for every observer: their gradients summed in observer order */
+            struct tensor *g = grad_or_zeros(ctx, b->outs[k].log_std), *sum = g_ls ? tensor_add(g_ls, g) : tensor_retain(g);
+            tensor_free(g);
+            tensor_free(g_ls);
+            g_ls = sum;
+        }
+    }
+    g_a = n == 1 ? tensor_retain(ga[0]) : tensor_cat(n, ga, 0);
+    if (b->merged.value) g_v = n == 1 ? tensor_retain(gv[0]) : tensor_cat(n, gv, 0);
+    autograd_set_enabled(was);
+    if (g_a && (!b->merged.value || g_v) && (!b->merged.log_std || g_ls)) {
+        root = dot(b->merged.a, g_a);
+        struct tensor *parts[2] = { b->merged.value ? dot(b->merged.value, g_v) : NULL,
+                                    b->merged.log_std ? dot(b->merged.log_std, g_ls) : NULL };
+        for (int i = 0; i < 2 && root; i++) {
+            if (!parts[i]) continue;
+            struct tensor *s = tensor_add(root, parts[i]);
+            tensor_free(root);
+            root = s;
+        }
+        tensor_free(parts[0]);
+        tensor_free(parts[1]);
+    }
+    if (!root) rpc_set_error("backward: %s", tensor_last_error());
+    else {
+        pthread_mutex_lock(&b->p->fwd_mu);
+        double t0 = trib_now_s();
+        rc = dist_autograd_backward(ctx, 1, &root, false);
+        double dt = trib_now_s() - t0;
+        pthread_mutex_unlock(&b->p->fwd_mu);
+        pthread_mutex_lock(&b->p->mu);
+        b->p->stats.forward_s += dt;
+        pthread_mutex_unlock(&b->p->mu);
+    }
+    for (int k = 0; k < n; k++) {
+        tensor_free(ga[k]);
+        tensor_free(gv[k]);
+    }
+    tensor_free(g_a);
+    tensor_free(g_v);
+    tensor_free(g_ls);
+    tensor_free(root);
+    return rc;
+}
+
+void policy_batch_free(struct policy_batch *b)
+{
+    if (!b) return;
+    for (int k = 0; k < b->n; k++) rl_policy_out_clear(&b->outs[k]);
+    rl_policy_out_clear(&b->merged);
+    free(b);
 }
 
 /* ---- construction ------------------------------------------------------------------- */
@@ -489,7 +618,6 @@ void policy_save_state(struct policy *p, unsigned char **out, size_t *len)
 
 int policy_load_state(struct policy *p, const void *buf, size_t len)
 {
-    if (p->dev != DEVICE_CPU) return rl_set_error("resuming a policy on %s is not supported yet", device_name(p->dev));
     size_t n = sizeof p->actor->rng;
     for (int i = 0; i < p->n_params; i++) n += (size_t)p->params[i]->numel * sizeof(float);
     if (len != n) return rl_set_error("policy: %zu bytes, this architecture needs %zu", len, n);
@@ -498,10 +626,8 @@ int policy_load_state(struct policy *p, const void *buf, size_t len)
     memcpy(&p->actor->rng, q, sizeof p->actor->rng);
     q += sizeof p->actor->rng;
     for (int i = 0; i < p->n_params; i++) {
-        struct tensor_write w;
         size_t bytes = (size_t)p->params[i]->numel * sizeof(float);
-        memcpy(tensor_write_begin(p->params[i], &w), q, bytes);
-        tensor_write_end(p->params[i], &w);
+        CHECK(tensor_write_from_host(p->params[i], q, bytes) == 0);   /* sizes checked above */
         q += bytes;
     }
     pthread_mutex_unlock(&p->fwd_mu);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "rl/config.h"
+#include "rl/messages.h"
 #include "rl/policy_file.h"
 #include "rpc/rpc.h"
 
@@ -56,6 +57,26 @@ void policy_set_sync_callers(struct policy *p, int n);
 /* Sync mode: an observer was lost before its `last` call of this rollout. */
 void policy_drop_sync_caller(struct policy *p);
 
+/* The evaluate method's work, for the agent's own handlers: a recorded
+ * forward of obs (f32 [N, obs_dim], CPU) in the thread's current context.
+ * Any thread. 0, or -1 with rpc_last_error(). */
+int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out);
+
+/* Sync updates: one recorded forward over the observations of n
+ * observers' minibatches (rows in that order), in the thread's current
+ * distributed-autograd context. outs[k] gets observer k's part as leaf
+ * tensors (requires grad, no graph) to send it: the gradients its backward
+ * sends back accumulate on those leaves in the context. Then
+ * policy_batch_backward(ctx) carries them, concatenated, through the one
+ * forward to the parameters (one backward for the n observers: the same
+ * arithmetic as a local update of the merged minibatch). NULL with
+ * rpc_last_error(); free with policy_batch_free. */
+struct policy_batch;
+struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tensor *const *obs,
+                                           struct rl_policy_out *outs);
+int policy_batch_backward(struct policy_batch *b, int64_t ctx);
+void policy_batch_free(struct policy_batch *b);
+
 /* Serving counters: act calls, forwards they were merged into, rows,
  * evaluate calls, and seconds spent in forwards (both methods). */
 struct policy_stats { int64_t act_calls, act_forwards, act_rows, evaluate_calls; double forward_s; };
@@ -66,7 +87,8 @@ int policy_params(struct policy *p, struct tensor ***params);
 
 /* Checkpoints: the parameters (f32, actor's then critic's) and the dropout
  * RNG as bytes; load checks the sizes and writes them in (staged writes).
- * load: 0, or -1 with rl_last_error() (a size mismatch, a GPU policy). */
+ * load: 0, or -1 with rl_last_error() (a size mismatch); the policy may
+ * live on the GPU (the parameters are written there from the host). */
 void policy_save_state(struct policy *p, unsigned char **out, size_t *len);
 int policy_load_state(struct policy *p, const void *buf, size_t len);
 

@@ -12,39 +12,32 @@
 
 #include "common/check.h"
 #include "envs/plugin.h"
-#include "envs/vec_env.h"
 #include "rl/config.h"
 #include "rl/debug_dump.h"
+#include "rl/learner.h"
 #include "rl/losses.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
-#include "rl/rl_math.h"
-#include "rl/rollout.h"
 #include "rl/sample.h"
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
 
 struct observer {
     pthread_mutex_t mu;             /* one job at a time */
+    pthread_mutex_t end_mu;         /* guards agent_gone; with end_cv, wakes observer_run */
+    pthread_cond_t end_cv;
+    int agent_gone;                 /* 0, or RPC_EVENT_FAILED / RPC_EVENT_LEAVE of the agent */
     bool ready;
     struct rl_config cfg;
     int index;
     struct rref *policy;
     struct env_plugin *plugin;
     const struct env_spec *spec;
-    struct vec_env *venv;
+    struct rl_learner ln;           /* envs, RNG, rollout buffer, minibatches */
     int B, D, A;
     bool discrete, value_head;
-    uint64_t rng;                   /* sampling and minibatch order */
-    struct rl_rollout ro;
-    float *cur_obs;                 /* [B,D]: the observation the next step acts on */
     struct tensor *obs_t;           /* [B,D] reused for act calls */
-    float *env_act_f;               /* [B,A] clipped continuous actions */
-    float *reward, *final_obs;      /* [B], [B,D] */
-    bool *term, *trunc;             /* [B] */
-    float *mb_logp, *mb_adv, *mb_ret, *mb_val;  /* one minibatch */
-    struct rl_report report;        /* of the last rollout */
-    int64_t version0;
+    int *trunc_idx;                 /* [B] envs to bootstrap after a step */
     /* REINFORCE episodes */
     int max_len;
     struct tensor **ep_logp;
@@ -57,29 +50,16 @@ struct observer {
 
 static void release_env(struct observer *o)
 {
-    rl_rollout_deinit(&o->ro);
-    vec_env_free(o->venv);
+    rl_learner_deinit(&o->ln);
     env_plugin_close(o->plugin);
     tensor_free(o->obs_t);
-    free(o->cur_obs);
-    free(o->env_act_f);
-    free(o->reward);
-    free(o->final_obs);
-    free(o->term);
-    free(o->trunc);
-    free(o->mb_logp);
-    free(o->mb_adv);
-    free(o->mb_ret);
-    free(o->mb_val);
+    free(o->trunc_idx);
     free(o->ep_logp);
     free(o->ep_rew);
     rref_free(o->policy);
-    o->venv = NULL;
     o->plugin = NULL;
     o->obs_t = NULL;
-    o->cur_obs = o->env_act_f = o->reward = o->final_obs = NULL;
-    o->term = o->trunc = NULL;
-    o->mb_logp = o->mb_adv = o->mb_ret = o->mb_val = NULL;
+    o->trunc_idx = NULL;
     o->ep_logp = NULL;
     o->ep_rew = NULL;
     o->policy = NULL;
@@ -92,12 +72,12 @@ static struct rpc_value save_state(struct observer *o)
 {
     unsigned char *venv;
     size_t vl;
-    vec_env_save(o->venv, &venv, &vl);
-    size_t ol = (size_t)o->B * o->D * sizeof(float), n = sizeof o->rng + ol + vl;
+    vec_env_save(o->ln.venv, &venv, &vl);
+    size_t ol = (size_t)o->B * o->D * sizeof(float), n = sizeof o->ln.rng + ol + vl;
     unsigned char *b = trib_xmalloc(n);
-    memcpy(b, &o->rng, sizeof o->rng);
-    memcpy(b + sizeof o->rng, o->cur_obs, ol);
-    memcpy(b + sizeof o->rng + ol, venv, vl);
+    memcpy(b, &o->ln.rng, sizeof o->ln.rng);
+    memcpy(b + sizeof o->ln.rng, o->ln.cur_obs, ol);
+    memcpy(b + sizeof o->ln.rng + ol, venv, vl);
     struct rpc_value v = rpc_bytes(b, n);
     free(b);
     free(venv);
@@ -107,11 +87,11 @@ static struct rpc_value save_state(struct observer *o)
 static int restore_state(struct observer *o, const unsigned char *b, size_t n)
 {
     size_t ol = (size_t)o->B * o->D * sizeof(float);
-    if (n < sizeof o->rng + ol) return rl_set_error("observer state: %zu bytes is too short", n);
-    if (vec_env_load(o->venv, b + sizeof o->rng + ol, n - sizeof o->rng - ol) != 0)
+    if (n < sizeof o->ln.rng + ol) return rl_set_error("observer state: %zu bytes is too short", n);
+    if (vec_env_load(o->ln.venv, b + sizeof o->ln.rng + ol, n - sizeof o->ln.rng - ol) != 0)
         return rl_set_error("observer state: %s", env_last_error());
-    memcpy(&o->rng, b, sizeof o->rng);
-    memcpy(o->cur_obs, b + sizeof o->rng, ol);
+    memcpy(&o->ln.rng, b, sizeof o->ln.rng);
+    memcpy(o->ln.cur_obs, b + sizeof o->ln.rng, ol);
     return 0;
 }
 
@@ -131,44 +111,24 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     o->index = m->index;
     o->spec = env_open(o->cfg.env, &o->plugin);
     if (!o->spec) return rl_set_error("env: %s", env_last_error());
-    o->B = o->cfg.envs_per_observer;
-    o->D = o->spec->obs.dim;
-    o->discrete = o->spec->act.kind == SPACE_DISCRETE;
-    o->A = o->discrete ? o->spec->act.n : o->spec->act.dim;
-    o->value_head = o->cfg.algo != RL_ALGO_REINFORCE;
-    if (o->cfg.algo == RL_ALGO_REINFORCE && !o->discrete)
+    if (o->cfg.algo == RL_ALGO_REINFORCE && o->spec->act.kind != SPACE_DISCRETE)
         return rl_set_error("REINFORCE here needs a discrete action space (%s has a box)", o->spec->id);
-    /* a restarted observer (generation > 0) starts fresh envs on streams of
-     * its own, not a replay of its predecessor's first episodes */
-    uint64_t stream = (uint64_t)m->generation << 32 | (uint64_t)o->index;
-    o->venv = vec_env_new(o->spec, o->B, env_rng_seed(o->cfg.seed, 1u << 20 | stream), 0);
-    if (!o->venv) return rl_set_error("vec_env: %s", env_last_error());
-    o->rng = env_rng_seed(o->cfg.seed, 2u << 20 | stream);
-    int T = o->cfg.algo == RL_ALGO_REINFORCE ? 1 : o->cfg.steps_per_rollout;
-    if (rl_rollout_init(&o->ro, T, o->B, o->D, o->discrete, o->A) != 0) return -1;
-    size_t B = (size_t)o->B, D = (size_t)o->D, n = (size_t)T * B;
+    if (rl_learner_init(&o->ln, &o->cfg, o->spec, o->index, m->generation) != 0) return -1;
+    o->B = o->ln.B;
+    o->D = o->ln.D;
+    o->A = o->ln.A;
+    o->discrete = o->ln.discrete;
+    o->value_head = o->ln.value_head;
     int64_t os[2] = { o->B, o->D };
     o->obs_t = tensor_new(DTYPE_F32, DEVICE_CPU, 2, os);
-    o->cur_obs = calloc(B * D, sizeof(float));
-    o->env_act_f = calloc(B * (size_t)o->A, sizeof(float));
-    o->reward = calloc(B, sizeof(float));
-    o->final_obs = calloc(B * D, sizeof(float));
-    o->term = calloc(B, sizeof(bool));
-    o->trunc = calloc(B, sizeof(bool));
-    o->mb_logp = calloc(n, sizeof(float));
-    o->mb_adv = calloc(n, sizeof(float));
-    o->mb_ret = calloc(n, sizeof(float));
-    o->mb_val = calloc(n, sizeof(float));
+    o->trunc_idx = calloc((size_t)o->B, sizeof *o->trunc_idx);
     o->max_len = o->spec->max_episode_steps > 0 ? o->spec->max_episode_steps : 10000;
     if (o->cfg.algo == RL_ALGO_REINFORCE) {
         o->ep_logp = calloc((size_t)o->max_len, sizeof *o->ep_logp);
         o->ep_rew = calloc((size_t)o->max_len, sizeof *o->ep_rew);
         if (!o->ep_logp || !o->ep_rew) return rl_set_error("out of memory for episodes of %d steps", o->max_len);
     }
-    if (!o->obs_t || !o->cur_obs || !o->env_act_f || !o->reward || !o->final_obs || !o->term || !o->trunc ||
-        !o->mb_logp || !o->mb_adv || !o->mb_ret || !o->mb_val)
-        return rl_set_error("out of memory for %d envs", o->B);
-    vec_env_reset(o->venv, o->cur_obs);
+    if (!o->obs_t || !o->trunc_idx) return rl_set_error("out of memory for %d envs", o->B);
     if (m->state.kind == RPC_BYTES && restore_state(o, (const unsigned char *)m->state.str.ptr, m->state.str.len) != 0)
         return -1;
     o->policy = rref_retain(m->policy);
@@ -206,35 +166,31 @@ static int call_policy(struct observer *o, const char *method, struct tensor *ob
     return rc;
 }
 
-/* ---- rollouts --------------------------------------------------------------------------- */
-
-static void note_finished(struct observer *o, int b)
+/* act on the learner's observation of step t (t == T: the bootstrap
+ * values, marked last for the agent's merging). */
+static int act(struct observer *o, int t, struct rl_policy_out *out)
 {
-    double ret;
-    int len;
-    if (vec_env_last_episode(o->venv, b, &ret, &len) == 0) rl_report_add(&o->report, ret, len);
+    memcpy(tensor_data(o->obs_t), rl_learner_obs(&o->ln, t), (size_t)o->B * o->D * sizeof(float));
+    return call_policy(o, RL_METHOD_ACT, o->obs_t, t == o->ln.ro.T, out);
 }
 
-/* Values of the final observations of envs truncated (not terminated) at
- * step t, into final_values. Rare (time limits), so it may allocate. */
-static int bootstrap_truncated(struct observer *o, int t)
+/* ---- rollouts --------------------------------------------------------------------------- */
+
+/* Values of the final observations of the n envs truncated (not
+ * terminated) at step t. Rare (time limits), so it may allocate. */
+static int bootstrap_truncated(struct observer *o, int t, int n)
 {
-    int k = 0, idx[RL_MAX_ENVS];
-    for (int b = 0; b < o->B; b++)
-        if (o->trunc[b] && !o->term[b]) idx[k++] = b;
-    if (k == 0) return 0;
-    int64_t s[2] = { k, o->D };
+    int64_t s[2] = { n, o->D };
     struct tensor *x = tensor_new(DTYPE_F32, DEVICE_CPU, 2, s);
     if (!x) return rl_set_error("%s", tensor_last_error());
-    for (int i = 0; i < k; i++)
-        memcpy((float *)tensor_data(x) + (size_t)i * o->D, o->final_obs + (size_t)idx[i] * o->D,
+    for (int i = 0; i < n; i++)
+        memcpy((float *)tensor_data(x) + (size_t)i * o->D, rl_learner_final_obs(&o->ln, o->trunc_idx[i]),
                (size_t)o->D * sizeof(float));
     struct rl_policy_out out;
     int rc = call_policy(o, RL_METHOD_ACT, x, false, &out);
     tensor_free(x);
     if (rc != 0) return -1;
-    const float *v = tensor_data(out.value);
-    for (int i = 0; i < k; i++) o->ro.final_values[(size_t)t * o->B + idx[i]] = v[i] * 1.0f;
+    rl_learner_bootstrap(&o->ln, t, n, o->trunc_idx, tensor_data(out.value));
     rl_policy_out_clear(&out);
     return 0;
 }
@@ -242,53 +198,50 @@ static int bootstrap_truncated(struct observer *o, int t)
 /* T steps of every env into the rollout buffer, then advantages. */
 static int rollout(struct observer *o)
 {
-    struct rl_rollout *ro = &o->ro;
-    const int B = o->B, D = o->D, A = o->A;
-    memset(&o->report, 0, sizeof o->report);
-    for (int t = 0; t < ro->T; t++) {
-        size_t base = (size_t)t * B;
-        memcpy(ro->obs + base * D, o->cur_obs, (size_t)B * D * sizeof(float));
-        memcpy(tensor_data(o->obs_t), o->cur_obs, (size_t)B * D * sizeof(float));
+    for (int t = 0; t < o->ln.ro.T; t++) {
         struct rl_policy_out out;
-        if (call_policy(o, RL_METHOD_ACT, o->obs_t, false, &out) != 0) return -1;
-        if (t == 0) o->report.version0 = out.version;
-        const float *a = tensor_data(out.a);
-        if (o->discrete) {
-            rl_sample_categorical(B, A, a, &o->rng, false, ro->act_i + base, ro->logp + base);
-        } else {
-            rl_sample_gaussian(B, A, a, tensor_data(out.log_std), &o->rng, false, ro->act_f + base * A,
-                               ro->logp + base);
-            for (int i = 0; i < B * A; i++) {
-                int d = i % A;
-                double x = ro->act_f[base * A + i];
-                x = fmin(fmax(x, o->spec->act.low[d]), o->spec->act.high[d]);
-                o->env_act_f[i] = (float)x;
-            }
-        }
-        memcpy(ro->values + base, tensor_data(out.value), (size_t)B * sizeof(float));
+        if (act(o, t, &out) != 0) return -1;
+        int n = rl_learner_step(&o->ln, t, &out, o->trunc_idx);
         rl_policy_out_clear(&out);
-        const void *acts = o->discrete ? (const void *)(ro->act_i + base) : (const void *)o->env_act_f;
-        if (vec_env_step(o->venv, acts, o->cur_obs, o->reward, o->term, o->trunc, o->final_obs) != 0)
-            return rl_set_error("env step: %s", env_last_error());
-        for (int b = 0; b < B; b++) {
-            ro->rewards[base + b] = (float)(o->reward[b] * o->cfg.reward_scale);
-            ro->terminated[base + b] = o->term[b];
-            ro->truncated[base + b] = o->trunc[b];
-            if (o->term[b] || o->trunc[b]) note_finished(o, b);
-        }
-        if (bootstrap_truncated(o, t) != 0) return -1;
+        if (n < 0 || (n > 0 && bootstrap_truncated(o, t, n) != 0)) return -1;
     }
-    o->report.steps = (int64_t)ro->T * B;
-    /* V(s_T): the rollout's last act call, marked last for the agent's merging */
-    memcpy(tensor_data(o->obs_t), o->cur_obs, (size_t)B * D * sizeof(float));
     struct rl_policy_out out;
-    if (call_policy(o, RL_METHOD_ACT, o->obs_t, true, &out) != 0) return -1;
-    memcpy(ro->next_values, tensor_data(out.value), (size_t)B * sizeof(float));
+    if (act(o, o->ln.ro.T, &out) != 0) return -1;
+    rl_learner_finish(&o->ln, tensor_data(out.value));
     rl_policy_out_clear(&out);
-    rl_rollout_advantages(ro, o->cfg.gamma, o->cfg.gae_lambda);
     return 0;
 }
 
+/* TRIB_DEBUG_DUMP (rl/debug_dump.h): the first minibatch, actions as floats. */
+static void dump_minibatch(struct observer *o, double weight)
+{
+    struct rl_learner *l = &o->ln;
+    int M = l->mb_rows;
+    o->dumped = true;
+    float *a = calloc((size_t)M * l->ro.act_dim, sizeof *a);
+    if (!a) return;
+    for (int64_t i = 0; i < l->mb_act->numel; i++)
+        a[i] = o->discrete ? (float)((const int64_t *)tensor_data(l->mb_act))[i] : ((const float *)tensor_data(l->mb_act))[i];
+    float w = (float)weight;
+    const float *arrays[] = { &w, tensor_data(l->mb_obs), a, l->mb_logp, l->mb_adv, l->mb_ret, l->mb_val };
+    int64_t counts[] = { 1, l->mb_obs->numel, l->mb_act->numel, M, M, M, M };
+    char name[64];
+    snprintf(name, sizeof name, "minibatch_%d.bin", o->index);
+    if (rl_debug_dump(rl_debug_dump_dir(), name, 7, arrays, counts) != 0) fprintf(stderr, "observer: %s\n", rl_last_error());
+    free(a);
+}
+
+/* The minibatch after (epoch, mb), gathered; false after the last. */
+static bool next_minibatch(const struct observer *o, int *epoch, int *mb)
+{
+    if (++*mb == o->cfg.minibatches) {
+        *mb = 0;
+        ++*epoch;
+    }
+    return *epoch < o->cfg.epochs;
+}
+
+/* Sync: rollout() -> (report, observations of minibatch 0 of epoch 0). */
 static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct observer *o = u;
@@ -297,84 +250,57 @@ static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, str
     int rc = !o->ready ? rl_set_error("not set up") : o->cfg.algo == RL_ALGO_REINFORCE
                                                           ? rl_set_error("rollout: REINFORCE runs episodes")
                                                           : rollout(o);
-    if (rc == 0) *res = rl_report_pack(&o->report);
+    if (rc == 0) rc = rl_learner_minibatch(&o->ln, 0, 0);
+    if (rc == 0) {
+        struct rl_rollout_reply rep = { .report = o->ln.report, .obs = o->ln.mb_obs };
+        *res = rl_rollout_reply_pack(&rep);
+    }
     pthread_mutex_unlock(&o->mu);
     return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
 }
 
 /* ---- minibatch losses ----------------------------------------------------------------------- */
 
-/* TRIB_DEBUG_DUMP (rl/debug_dump.h): the first minibatch, actions as floats. */
-static void dump_minibatch(struct observer *o, struct tensor *obs, struct tensor *acts, int M, double weight)
-{
-    o->dumped = true;
-    float *a = calloc((size_t)M * o->ro.act_dim, sizeof *a);
-    if (!a) return;
-    for (int64_t i = 0; i < acts->numel; i++)
-        a[i] = o->discrete ? (float)((const int64_t *)tensor_data(acts))[i] : ((const float *)tensor_data(acts))[i];
-    float w = (float)weight;
-    const float *arrays[] = { &w, tensor_data(obs), a, o->mb_logp, o->mb_adv, o->mb_ret, o->mb_val };
-    int64_t counts[] = { 1, obs->numel, acts->numel, M, M, M, M };
-    char name[64];
-    snprintf(name, sizeof name, "minibatch_%d.bin", o->index);
-    if (rl_debug_dump(rl_debug_dump_dir(), name, 7, arrays, counts) != 0) fprintf(stderr, "observer: %s\n", rl_last_error());
-    free(a);
-}
-
-/* The loss of minibatch mb of epoch `epoch` (a new permutation at mb 0),
- * times weight, in the current context. */
-static struct tensor *minibatch_loss(struct observer *o, int epoch, int mb, double weight, struct rl_update_stats *st)
-{
-    struct rl_rollout *ro = &o->ro;
-    int N = ro->T * ro->B, M = N / o->cfg.minibatches;
-    if (mb >= o->cfg.minibatches || epoch >= o->cfg.epochs) {
-        rl_set_error("loss: minibatch %d of epoch %d is out of range", mb, epoch);
-        return NULL;
-    }
-    if (mb == 0) rl_permutation(N, &o->rng, ro->perm);
-    struct tensor *obs = NULL, *acts = NULL;
-    if (rl_rollout_gather(ro, mb * M, M, &obs, &acts, o->mb_logp, o->mb_adv, o->mb_ret, o->mb_val) != 0) return NULL;
-    if (rl_debug_dump_dir() && !o->dumped) dump_minibatch(o, obs, acts, M, weight);
-    struct rl_policy_out out;
-    struct tensor *loss = NULL, *logp = NULL, *ent = NULL;
-    if (call_policy(o, RL_METHOD_EVALUATE, obs, false, &out) == 0) {
-        if (rl_dist_eval(o->discrete ? RL_DIST_CATEGORICAL : RL_DIST_GAUSSIAN, out.a, out.log_std, acts, &logp,
-                         &ent) == 0) {
-            struct rl_ppo_hyper h = { .clip = o->cfg.clip, .ent_coef = o->cfg.ent_coef, .vf_coef = o->cfg.vf_coef,
-                                      .clip_vloss = o->cfg.clip_vloss, .norm_adv = o->cfg.norm_adv };
-            struct rl_loss_stats ls = { 0 };
-            loss = o->cfg.algo == RL_ALGO_PPO
-                       ? rl_ppo_loss(logp, ent, out.value, o->mb_logp, o->mb_adv, o->mb_ret, o->mb_val, M, &h,
-                                     weight, &ls)
-                       : rl_a2c_loss(logp, ent, out.value, o->mb_adv, o->mb_ret, M, &h, weight, &ls);
-            *st = (struct rl_update_stats){ ls.policy_loss, ls.value_loss, ls.entropy, ls.approx_kl, ls.clipfrac };
-        }
-        rl_policy_out_clear(&out);
-    }
-    tensor_free(logp);
-    tensor_free(ent);
-    tensor_free(obs);
-    tensor_free(acts);
-    return loss;
-}
-
+/* Sync: loss(epoch, mb, weight, the agent's evaluation of the minibatch
+ * this observer sent last) in the update's context: the loss, its backward
+ * (the gradients reach the agent's parameters), then the next minibatch
+ * gathered and its observations sent back. */
 static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct observer *o = u;
-    struct rl_loss_req m;
-    if (rl_loss_req_unpack(args, &m) != 0) return rpc_request_fail(req, "%s", rl_last_error());
-    if (dist_autograd_current() == 0) return rpc_request_fail(req, "loss: must be called inside a context");
+    int64_t ctx = dist_autograd_current();
+    if (ctx == 0) return rpc_request_fail(req, "loss: must be called inside a context");
     pthread_mutex_lock(&o->mu);
-    struct rl_loss_reply rep = { 0 };
-    rep.loss = !o->ready ? (rl_set_error("not set up"), NULL)
-               : o->cfg.algo == RL_ALGO_REINFORCE
-                   ? (rl_set_error("loss: REINFORCE runs episodes"), NULL)
-                   : minibatch_loss(o, m.epoch, m.minibatch, m.weight, &rep.stats);
-    if (rep.loss) *res = rl_loss_reply_pack(&rep);
+    struct rl_loss_req m = { 0 };
+    struct rl_minibatch_reply rep = { 0 };
+    struct tensor *loss = NULL;
+    int rc = 0;
+    if (!o->ready) rc = rl_set_error("not set up");
+    else if (o->cfg.algo == RL_ALGO_REINFORCE) rc = rl_set_error("loss: REINFORCE runs episodes");
+    else if (!o->ln.mb_obs) rc = rl_set_error("loss: no minibatch is waiting (no rollout since the last update)");
+    else if (rl_loss_req_unpack(args, o->ln.mb_rows, o->A, !o->discrete, o->value_head, &m) != 0) rc = -1;
+    else if (m.epoch != o->ln.mb_epoch || m.minibatch != o->ln.mb_index)
+        rc = rl_set_error("loss: minibatch %d of epoch %d asked, %d of epoch %d was sent", m.minibatch, m.epoch,
+                          o->ln.mb_index, o->ln.mb_epoch);
+    if (rc == 0) {
+        if (rl_debug_dump_dir() && !o->dumped) dump_minibatch(o, m.weight);
+        loss = rl_learner_loss(&o->ln, &m.out, m.weight, &rep.stats);
+        if (!loss) rc = -1;
+        else if (dist_autograd_backward(ctx, 1, &loss, false) != 0) rc = rl_set_error("backward: %s", rpc_last_error());
+    }
+    int e = m.epoch, mb = m.minibatch;
+    if (rc == 0 && next_minibatch(o, &e, &mb)) {
+        if (rl_learner_minibatch(&o->ln, e, mb) != 0) rc = -1;
+        else rep.obs = o->ln.mb_obs;
+    }
+    if (rc == 0) *res = rl_minibatch_reply_pack(&rep);
     pthread_mutex_unlock(&o->mu);
-    if (!rep.loss) return rpc_request_fail(req, "%s", rl_last_error());
-    tensor_free(rep.loss);
-    return 0;
+    tensor_free(loss);
+    rl_loss_req_clear(&m);
+    /* this observer's part of the update is over: its copy of the context
+     * goes without a message (the agent frees its own after the step) */
+    dist_autograd_release_local(ctx);
+    return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
 }
 
 /* ---- REINFORCE episodes -------------------------------------------------------------------- */
@@ -383,18 +309,19 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
  * Returns the REINFORCE loss and fills the report. */
 static struct tensor *episode(struct observer *o)
 {
-    memset(&o->report, 0, sizeof o->report);
+    struct rl_learner *l = &o->ln;
+    memset(&l->report, 0, sizeof l->report);
     int64_t is[2] = { 1, 1 };
     int n = 0;
     bool done = false;
     struct tensor *loss = NULL;
     while (!done && n < o->max_len) {
-        memcpy(tensor_data(o->obs_t), o->cur_obs, (size_t)o->D * sizeof(float));
+        memcpy(tensor_data(o->obs_t), l->cur_obs, (size_t)o->D * sizeof(float));
         struct rl_policy_out out;
         if (call_policy(o, RL_METHOD_EVALUATE, o->obs_t, false, &out) != 0) goto out;
-        if (n == 0) o->report.version0 = out.version;
+        if (n == 0) l->report.version0 = out.version;
         int action = 0;
-        rl_sample_categorical(1, o->A, tensor_data(out.a), &o->rng, false, &action, NULL);
+        rl_sample_categorical(1, o->A, tensor_data(out.a), &l->rng, false, &action, NULL);
         int64_t a64 = action;
         struct tensor *idx = tensor_from_data(DTYPE_I64, 2, is, &a64);
         struct tensor *lsm = idx ? tensor_log_softmax(out.a) : NULL;
@@ -406,16 +333,18 @@ static struct tensor *episode(struct observer *o)
             rl_set_error("episode: %s", tensor_last_error());
             goto out;
         }
-        if (vec_env_step(o->venv, &action, o->cur_obs, o->reward, o->term, o->trunc, NULL) != 0) {
+        if (vec_env_step(l->venv, &action, l->cur_obs, l->reward, l->term, l->trunc, NULL) != 0) {
             rl_set_error("env step: %s", env_last_error());
             n++;
             goto out;
         }
-        o->ep_rew[n++] = (float)(o->reward[0] * o->cfg.reward_scale);
-        done = o->term[0] || o->trunc[0];
+        o->ep_rew[n++] = (float)(l->reward[0] * o->cfg.reward_scale);
+        done = l->term[0] || l->trunc[0];
     }
-    note_finished(o, 0);
-    o->report.steps = n;
+    double ret;
+    int len;
+    if (vec_env_last_episode(l->venv, 0, &ret, &len) == 0) rl_report_add(&l->report, ret, len);
+    l->report.steps = n;
     struct tensor *lp = tensor_cat(n, o->ep_logp, 0);
     loss = lp ? rl_reinforce_loss(lp, o->ep_rew, n, o->cfg.gamma) : NULL;
     if (!lp) rl_set_error("episode: %s", tensor_last_error());
@@ -439,7 +368,7 @@ static int fn_episode(struct rpc_request *req, const struct rpc_value *args, str
                : o->cfg.algo != RL_ALGO_REINFORCE ? (rl_set_error("episode: only REINFORCE runs episodes"), NULL)
                                                   : episode(o);
     if (rep.loss) {
-        rep.report = o->report;
+        rep.report = o->ln.report;
         *res = rl_loss_reply_pack(&rep);
     }
     pthread_mutex_unlock(&o->mu);
@@ -450,33 +379,104 @@ static int fn_episode(struct rpc_request *req, const struct rpc_value *args, str
 
 /* ---- async mode ---------------------------------------------------------------------------- */
 
-/* In a fresh context: the loss, its backward (gradients reach the agent's
- * parameters), then the agent's update. Writes *stop. */
-static int async_update(struct observer *o, int epoch, int mb, bool first, bool *stop)
+/* rl_update of the pending update u (its context's backward done), with
+ * next_obs (NULL: none) for the agent to evaluate in the thread's current
+ * context: rep->out then holds its answer (rows of next_obs). The agent
+ * frees its copy of u->ctx before answering; this one goes after. */
+static int send_update(struct observer *o, struct rl_update_req *u, struct tensor *next_obs,
+                       struct rl_update_reply *rep)
+{
+    u->next_obs = next_obs;
+    struct rpc_value a = rl_update_req_pack(u), r = rpc_nil();
+    u->next_obs = NULL;
+    int rc = 0;
+    if (rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0) != 0) rc = rl_set_error("update: %s", rpc_last_error());
+    else if (rl_update_reply_unpack(&r, next_obs ? (int)next_obs->shape[0] : 0, o->A, !o->discrete, o->value_head,
+                                    rep) != 0)
+        rc = -1;
+    else if (next_obs && !rep->stop && !rep->has_out)
+        rc = rl_set_error("update: the agent did not evaluate the next minibatch");
+    rpc_value_clear(&a);
+    rpc_value_clear(&r);
+    dist_autograd_release_local(u->ctx);
+    return rc;
+}
+
+/* The backward of loss in its context (the current one), then the update
+ * it becomes: *u, to be sent with the next evaluation. */
+static int backward_into(struct observer *o, struct tensor *loss, int64_t ctx, bool first, struct rl_update_req *u)
+{
+    int rc = loss ? 0 : -1;
+    if (rc == 0 && dist_autograd_backward(ctx, 1, &loss, false) != 0) rc = rl_set_error("backward: %s", rpc_last_error());
+    tensor_free(loss);
+    if (rc != 0) {
+        dist_autograd_release_local(ctx);
+        return -1;
+    }
+    u->ctx = ctx;
+    u->version0 = o->ln.report.version0;
+    u->has_report = first;
+    u->report = o->ln.report;
+    return 0;
+}
+
+/* A rollout's updates (PPO/A2C), each in a context of its own: minibatch
+ * i's update goes to the agent with minibatch i+1's observations, which
+ * the agent evaluates right after its step (one round trip for both); the
+ * first minibatch is evaluated through the policy's RRef, the last update
+ * goes alone. Writes *stop. */
+static int async_updates(struct observer *o, bool *stop)
+{
+    struct rl_update_req u = { 0 };
+    bool pending = false;
+    for (int e = 0; e < o->cfg.epochs && !*stop; e++)
+        for (int mb = 0; mb < o->cfg.minibatches && !*stop; mb++) {
+            int64_t ctx = dist_autograd_context_new();
+            if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
+            struct rl_policy_out out = { 0 };
+            int rc = rl_learner_minibatch(&o->ln, e, mb);
+            if (rc == 0 && rl_debug_dump_dir() && !o->dumped) dump_minibatch(o, 1.0);
+            if (rc == 0 && pending) {
+                struct rl_update_reply rep;
+                rc = send_update(o, &u, o->ln.mb_obs, &rep);
+                pending = false;
+                if (rc == 0) {
+                    *stop = rep.stop;
+                    out = rep.out;      /* moved */
+                    rep.has_out = false;
+                }
+            } else if (rc == 0) {
+                rc = call_policy(o, RL_METHOD_EVALUATE, o->ln.mb_obs, false, &out);
+            }
+            if (rc != 0 || *stop) {
+                rl_policy_out_clear(&out);
+                dist_autograd_release_local(ctx);
+                return rc;
+            }
+            struct rl_update_stats st;
+            struct tensor *loss = rl_learner_loss(&o->ln, &out, 1.0, &st);
+            rl_policy_out_clear(&out);
+            u = (struct rl_update_req){ .stats = st };
+            if (backward_into(o, loss, ctx, e == 0 && mb == 0, &u) != 0) return -1;
+            pending = true;
+        }
+    if (!pending) return 0;
+    struct rl_update_reply rep;
+    int rc = send_update(o, &u, NULL, &rep);
+    if (rc == 0) *stop = rep.stop;
+    return rc;
+}
+
+/* REINFORCE: an episode in a fresh context, its backward, the update. */
+static int async_episode(struct observer *o, bool *stop)
 {
     int64_t ctx = dist_autograd_context_new();
     if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
-    struct rl_update_req u = { .ctx = ctx, .version0 = o->report.version0, .has_report = first };
-    struct tensor *loss = o->cfg.algo == RL_ALGO_REINFORCE ? episode(o) : minibatch_loss(o, epoch, mb, 1.0, &u.stats);
-    int rc = loss ? 0 : -1;
-    if (rc == 0 && dist_autograd_backward(ctx, 1, &loss, false) != 0)
-        rc = rl_set_error("backward: %s", rpc_last_error());
-    if (rc == 0) {
-        u.version0 = o->report.version0;
-        u.report = o->report;
-        struct rpc_value a = rl_update_req_pack(&u), r = rpc_nil();
-        struct rl_update_reply rep;
-        if (rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0) != 0) rc = rl_set_error("update: %s", rpc_last_error());
-        else if (rl_update_reply_unpack(&r, &rep) != 0) rc = -1;
-        else *stop = rep.stop;
-        rpc_value_clear(&a);
-        rpc_value_clear(&r);
-    }
-    tensor_free(loss);
-    char err[512];
-    snprintf(err, sizeof err, "%s", rl_last_error());
-    if (dist_autograd_release(ctx) != 0 && rc == 0) rc = rl_set_error("release: %s", rpc_last_error());
-    else if (rc != 0) rl_set_error("%s", err);
+    struct rl_update_req u = { 0 };
+    if (backward_into(o, episode(o), ctx, true, &u) != 0) return -1;
+    struct rl_update_reply rep;
+    int rc = send_update(o, &u, NULL, &rep);
+    if (rc == 0) *stop = rep.stop;
     return rc;
 }
 
@@ -485,13 +485,10 @@ static int async_loop(struct observer *o)
     bool stop = false;
     while (!stop && !atomic_load(&o->shutdown)) {
         if (o->cfg.algo == RL_ALGO_REINFORCE) {
-            if (async_update(o, 0, 0, true, &stop) != 0) return -1;
+            if (async_episode(o, &stop) != 0) return -1;
             continue;
         }
-        if (rollout(o) != 0) return -1;
-        for (int e = 0; e < o->cfg.epochs && !stop; e++)
-            for (int mb = 0; mb < o->cfg.minibatches && !stop; mb++)
-                if (async_update(o, e, mb, e == 0 && mb == 0, &stop) != 0) return -1;
+        if (rollout(o) != 0 || async_updates(o, &stop) != 0) return -1;
     }
     return 0;
 }
@@ -508,12 +505,32 @@ static int fn_run_async(struct rpc_request *req, const struct rpc_value *args, s
     return 0;
 }
 
+/* Wakes observer_run. */
+static void end_signal(struct observer *o)
+{
+    pthread_mutex_lock(&o->end_mu);
+    pthread_cond_broadcast(&o->end_cv);
+    pthread_mutex_unlock(&o->end_mu);
+}
+
 static int fn_shutdown(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct observer *o = u;
     atomic_store(&o->shutdown, true);
+    end_signal(o);
     *res = rpc_nil();
     return 0;
+}
+
+/* I/O thread: the agent (worker 0) failed or left. Must not block long. */
+static void on_event(const struct rpc_event *ev, void *user)
+{
+    struct observer *o = user;
+    if (ev->id != 0 || (ev->kind != RPC_EVENT_FAILED && ev->kind != RPC_EVENT_LEAVE)) return;
+    pthread_mutex_lock(&o->end_mu);
+    if (!o->agent_gone) o->agent_gone = ev->kind;
+    pthread_cond_broadcast(&o->end_cv);
+    pthread_mutex_unlock(&o->end_mu);
 }
 
 /* ---- the process ---------------------------------------------------------------------------- */
@@ -523,6 +540,8 @@ struct observer *observer_new(void)
     if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);
     struct observer *o = trib_xcalloc(1, sizeof *o);
     pthread_mutex_init(&o->mu, NULL);
+    pthread_mutex_init(&o->end_mu, NULL);
+    pthread_cond_init(&o->end_cv, NULL);
     rpc_register(RL_FN_SETUP, fn_setup, o);
     rpc_register(RL_FN_ROLLOUT, fn_rollout, o);
     rpc_register(RL_FN_LOSS, fn_loss, o);
@@ -538,6 +557,8 @@ void observer_free(struct observer *o)
     if (!o) return;
     release_env(o);
     pthread_mutex_destroy(&o->mu);
+    pthread_mutex_destroy(&o->end_mu);
+    pthread_cond_destroy(&o->end_cv);
     free(o);
 }
 
@@ -545,7 +566,10 @@ int observer_run(const struct rpc_opts *opts)
 {
     dist_autograd_init();
     struct observer *o = observer_new();
-    if (rpc_init(opts) < 0) {
+    struct rpc_opts mine = *opts;
+    mine.on_event = on_event;
+    mine.event_user = o;
+    if (rpc_init(&mine) < 0) {
         const char *me = opts->name ? opts->name : "observer";
         fprintf(stderr, "%s: %s\n", me, rpc_last_error());   /* "rpc_init: ..." */
         struct rpc_stats st;
@@ -558,19 +582,19 @@ int observer_run(const struct rpc_opts *opts)
         return 1;
     }
     const char *me = rpc_self()->name;
+    /* Sleeps until rl_shutdown or the agent's loss wakes it (no polling: the
+     * agent's graceful shutdown waits for this process to get there). */
+    pthread_mutex_lock(&o->end_mu);
+    while (!atomic_load(&o->shutdown) && !o->agent_gone) pthread_cond_wait(&o->end_cv, &o->end_mu);
+    int gone = o->agent_gone;
+    pthread_mutex_unlock(&o->end_mu);
     int rc = 0;
-    while (!atomic_load(&o->shutdown)) {
-        struct rpc_event ev;
-        if (rpc_next_event(&ev, 100) != 1) continue;
-        if (ev.id == 0 && (ev.kind == RPC_EVENT_FAILED || ev.kind == RPC_EVENT_LEAVE)) {
-            if (ev.kind == RPC_EVENT_FAILED)
-                fprintf(stderr, "%s: lost the agent (no heartbeat within %d ms): exiting\n", me,
-                        opts->heartbeat_timeout_ms);
-            else
-                fprintf(stderr, "%s: lost the agent (it left): exiting\n", me);
-            rc = 1;
-            break;
-        }
+    if (gone && !atomic_load(&o->shutdown)) {
+        if (gone == RPC_EVENT_FAILED)
+            fprintf(stderr, "%s: lost the agent (no heartbeat within %d ms): exiting\n", me, opts->heartbeat_timeout_ms);
+        else
+            fprintf(stderr, "%s: lost the agent (it left): exiting\n", me);
+        rc = 1;
     }
     rpc_shutdown(rc == 0);
     observer_free(o);

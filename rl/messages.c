@@ -179,25 +179,65 @@ int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
 
 struct rpc_value rl_loss_req_pack(const struct rl_loss_req *m)
 {
-    struct rpc_value v = rpc_list(3);
+    struct rpc_value v = rpc_list(4);
     v.list.items[0] = rpc_int(m->epoch);
     v.list.items[1] = rpc_int(m->minibatch);
     v.list.items[2] = rpc_double(m->weight);
+    v.list.items[3] = rl_policy_out_pack(&m->out);
     return v;
 }
 
-int rl_loss_req_unpack(const struct rpc_value *a, struct rl_loss_req *m)
+int rl_loss_req_unpack(const struct rpc_value *a, int rows, int act_dim, bool gaussian, bool value_head,
+                       struct rl_loss_req *m)
 {
-    if (!is_list(a, 3) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
+    memset(m, 0, sizeof *m);
+    if (!is_list(a, 4) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
         a->list.items[2].kind != RPC_DOUBLE)
-        return rl_set_error("loss: expected (epoch, minibatch, weight)");
+        return rl_set_error("loss: expected (epoch, minibatch, weight, policy output)");
     if (a->list.items[0].i < 0 || a->list.items[0].i > 1000000 || a->list.items[1].i < 0 ||
         a->list.items[1].i > 1000000 || !isfinite(a->list.items[2].d))
         return rl_set_error("loss: epoch, minibatch or weight out of range");
+    if (rl_policy_out_unpack(&a->list.items[3], rows, act_dim, gaussian, value_head, &m->out) != 0) return -1;
     m->epoch = (int)a->list.items[0].i;
     m->minibatch = (int)a->list.items[1].i;
     m->weight = a->list.items[2].d;
     return 0;
+}
+
+void rl_loss_req_clear(struct rl_loss_req *m) { rl_policy_out_clear(&m->out); }
+
+/* obs or nil; rows < 0: nil only */
+static int obs_unpack(const struct rpc_value *v, int rows, int obs_dim, bool nil_ok, struct tensor **obs,
+                      const char *what)
+{
+    *obs = NULL;
+    if (v->kind == RPC_NIL && nil_ok) return 0;
+    if (v->kind != RPC_TENSOR || !f32_matrix(v->tensor, rows, obs_dim))
+        return rl_set_error("%s: the next minibatch's observations must be f32 [%d,%d]", what, rows, obs_dim);
+    *obs = tensor_retain(v->tensor);
+    return 0;
+}
+
+struct rpc_value rl_rollout_reply_pack(const struct rl_rollout_reply *m)
+{
+    struct rpc_value v = rpc_list(2);
+    v.list.items[0] = rl_report_pack(&m->report);
+    v.list.items[1] = rpc_tensor(m->obs);
+    return v;
+}
+
+int rl_rollout_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, struct rl_rollout_reply *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!is_list(v, 2)) return rl_set_error("rollout reply: expected (report, obs)");
+    if (rl_report_unpack(&v->list.items[0], &m->report) != 0) return -1;
+    return obs_unpack(&v->list.items[1], rows, obs_dim, false, &m->obs, "rollout reply");
+}
+
+void rl_rollout_reply_clear(struct rl_rollout_reply *m)
+{
+    tensor_free(m->obs);
+    m->obs = NULL;
 }
 
 static struct rpc_value stats_pack(const struct rl_update_stats *s)
@@ -211,6 +251,28 @@ static int stats_unpack(const struct rpc_value *v, struct rl_update_stats *s)
     if (v->kind != RPC_BYTES || v->str.len != sizeof *s) return rl_set_error("stats: expected %zu bytes", sizeof *s);
     memcpy(s, v->str.ptr, sizeof *s);
     return 0;
+}
+
+struct rpc_value rl_minibatch_reply_pack(const struct rl_minibatch_reply *m)
+{
+    struct rpc_value v = rpc_list(2);
+    v.list.items[0] = stats_pack(&m->stats);
+    v.list.items[1] = m->obs ? rpc_tensor(m->obs) : rpc_nil();
+    return v;
+}
+
+int rl_minibatch_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, struct rl_minibatch_reply *m)
+{
+    memset(m, 0, sizeof *m);
+    if (!is_list(v, 2)) return rl_set_error("loss reply: expected (stats, obs or nil)");
+    if (stats_unpack(&v->list.items[0], &m->stats) != 0) return -1;
+    return obs_unpack(&v->list.items[1], rows, obs_dim, true, &m->obs, "loss reply");
+}
+
+void rl_minibatch_reply_clear(struct rl_minibatch_reply *m)
+{
+    tensor_free(m->obs);
+    m->obs = NULL;
 }
 
 struct rpc_value rl_loss_reply_pack(const struct rl_loss_reply *m)
@@ -244,38 +306,64 @@ void rl_loss_reply_clear(struct rl_loss_reply *m)
 
 struct rpc_value rl_update_req_pack(const struct rl_update_req *m)
 {
-    struct rpc_value v = rpc_list(5);
+    struct rpc_value v = rpc_list(6);
     v.list.items[0] = rpc_int(m->ctx);
     v.list.items[1] = rpc_int(m->version0);
     v.list.items[2] = rpc_bool(m->has_report);
     v.list.items[3] = m->has_report ? rl_report_pack(&m->report) : rpc_nil();
     v.list.items[4] = stats_pack(&m->stats);
+    v.list.items[5] = m->next_obs ? rpc_tensor(m->next_obs) : rpc_nil();
     return v;
 }
 
-int rl_update_req_unpack(const struct rpc_value *a, struct rl_update_req *m)
+int rl_update_req_unpack(const struct rpc_value *a, int obs_dim, struct rl_update_req *m)
 {
     memset(m, 0, sizeof *m);
-    if (!is_list(a, 5) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
+    if (!is_list(a, 6) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
         a->list.items[2].kind != RPC_BOOL)
-        return rl_set_error("update: expected (ctx, version0, has_report, report, stats)");
+        return rl_set_error("update: expected (ctx, version0, has_report, report, stats, next obs)");
     m->ctx = a->list.items[0].i;
     m->version0 = a->list.items[1].i;
     m->has_report = a->list.items[2].b;
     if (m->has_report && rl_report_unpack(&a->list.items[3], &m->report) != 0) return -1;
-    return stats_unpack(&a->list.items[4], &m->stats);
+    if (stats_unpack(&a->list.items[4], &m->stats) != 0) return -1;
+    const struct rpc_value *o = &a->list.items[5];
+    if (o->kind == RPC_NIL) return 0;
+    if (o->kind != RPC_TENSOR || !f32_matrix(o->tensor, -1, obs_dim))
+        return rl_set_error("update: the next observations must be f32 [N,%d] with N >= 1", obs_dim);
+    m->next_obs = tensor_retain(o->tensor);
+    return 0;
+}
+
+void rl_update_req_clear(struct rl_update_req *m)
+{
+    tensor_free(m->next_obs);
+    m->next_obs = NULL;
 }
 
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m)
 {
-    struct rpc_value v = rpc_list(1);
+    struct rpc_value v = rpc_list(2);
     v.list.items[0] = rpc_bool(m->stop);
+    v.list.items[1] = m->has_out ? rl_policy_out_pack(&m->out) : rpc_nil();
     return v;
 }
 
-int rl_update_reply_unpack(const struct rpc_value *v, struct rl_update_reply *m)
+int rl_update_reply_unpack(const struct rpc_value *v, int rows, int act_dim, bool gaussian, bool value_head,
+                           struct rl_update_reply *m)
 {
-    if (!is_list(v, 1) || v->list.items[0].kind != RPC_BOOL) return rl_set_error("update reply: expected (stop)");
+    memset(m, 0, sizeof *m);
+    if (!is_list(v, 2) || v->list.items[0].kind != RPC_BOOL)
+        return rl_set_error("update reply: expected (stop, policy output or nil)");
     m->stop = v->list.items[0].b;
+    if (v->list.items[1].kind == RPC_NIL) return 0;
+    if (rl_policy_out_unpack(&v->list.items[1], rows, act_dim, gaussian, value_head, &m->out) != 0) return -1;
+    m->has_out = true;
     return 0;
+}
+
+void rl_update_reply_clear(struct rl_update_reply *m)
+{
+    rl_policy_out_clear(&m->out);
+    m->has_out = false;
 }

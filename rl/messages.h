@@ -15,7 +15,7 @@
 /* Function and method names. */
 #define RL_FN_SETUP "rl_setup"          /* agent -> observer */
 #define RL_FN_ROLLOUT "rl_rollout"      /* agent -> observer (sync) */
-#define RL_FN_LOSS "rl_loss"            /* agent -> observer (sync, in the update's context) */
+#define RL_FN_LOSS "rl_loss"            /* agent -> observer (sync PPO/A2C, in the update's context) */
 #define RL_FN_EPISODE "rl_episode"      /* agent -> observer (sync REINFORCE, in the context) */
 #define RL_FN_RUN_ASYNC "rl_run_async"  /* agent -> observer (async: loops until told to stop) */
 #define RL_FN_UPDATE "rl_update"        /* observer -> agent (async, in the observer's context) */
@@ -78,31 +78,66 @@ void rl_report_add(struct rl_report *r, double ret, int len);
 struct rpc_value rl_report_pack(const struct rl_report *r);
 int rl_report_unpack(const struct rpc_value *v, struct rl_report *r);
 
-/* loss(epoch, minibatch, weight) request; the reply is [loss scalar, stats]. */
-struct rl_loss_req { int epoch, minibatch; double weight; };
+/* Sync PPO/A2C. The agent evaluates every observer's next minibatch in one
+ * recorded forward and pushes each its part:
+ *   rollout() -> (report, obs of minibatch 0 of epoch 0 [M,D]);
+ *   loss(epoch, minibatch, weight, policy_out) in the update's context ->
+ *     (stats, obs of the next minibatch, or nil after the last);
+ * the observer computes its loss from policy_out (recorded: its tensors
+ * arrive with recv functions), runs the backward itself (the gradients
+ * reach the agent's parameters through dist autograd) and answers. */
+struct rl_rollout_reply { struct rl_report report; struct tensor *obs; };
+struct rpc_value rl_rollout_reply_pack(const struct rl_rollout_reply *m);
+/* obs must be f32 [rows, obs_dim]. */
+int rl_rollout_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, struct rl_rollout_reply *m);
+void rl_rollout_reply_clear(struct rl_rollout_reply *m);
+
+struct rl_loss_req { int epoch, minibatch; double weight; struct rl_policy_out out; };
 struct rpc_value rl_loss_req_pack(const struct rl_loss_req *m);
-int rl_loss_req_unpack(const struct rpc_value *args, struct rl_loss_req *m);
+/* out is checked as rl_policy_out_unpack does (rows, act_dim, gaussian,
+ * value_head). Tensors are new references: rl_loss_req_clear. */
+int rl_loss_req_unpack(const struct rpc_value *args, int rows, int act_dim, bool gaussian, bool value_head,
+                       struct rl_loss_req *m);
+void rl_loss_req_clear(struct rl_loss_req *m);
 
 struct rl_update_stats { double policy_loss, value_loss, entropy, approx_kl, clipfrac; };
+/* obs: NULL after the rollout's last minibatch. */
+struct rl_minibatch_reply { struct rl_update_stats stats; struct tensor *obs; };
+struct rpc_value rl_minibatch_reply_pack(const struct rl_minibatch_reply *m);
+int rl_minibatch_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, struct rl_minibatch_reply *m);
+void rl_minibatch_reply_clear(struct rl_minibatch_reply *m);
+
+/* REINFORCE's episode reply: [loss scalar, stats, report]. */
 struct rl_loss_reply { struct tensor *loss; struct rl_update_stats stats; struct rl_report report; };
 struct rpc_value rl_loss_reply_pack(const struct rl_loss_reply *m);
 int rl_loss_reply_unpack(const struct rpc_value *v, struct rl_loss_reply *m);
 void rl_loss_reply_clear(struct rl_loss_reply *m);
 
-/* update(ctx, version0, report, stats) from an async observer, after its
- * backward in ctx; has_report: the report is new (first update of a
- * rollout). Reply: [stop, lr]. */
+/* update(ctx, version0, report, stats, next_obs) from an async observer,
+ * after its backward in ctx; has_report: the report is new (first update
+ * of a rollout). next_obs (NULL: nil): the observations of its next
+ * minibatch, which the agent evaluates right after the step, with graph, in
+ * the request's own context (the observer's next one): one round trip for
+ * this update and the next evaluation. Reply: (stop, policy output for
+ * next_obs, or nil when there was none or stop is set). */
 struct rl_update_req {
     int64_t ctx;
     int64_t version0;
     bool has_report;
     struct rl_report report;
     struct rl_update_stats stats;
+    struct tensor *next_obs;
 };
 struct rpc_value rl_update_req_pack(const struct rl_update_req *m);
-int rl_update_req_unpack(const struct rpc_value *args, struct rl_update_req *m);
-struct rl_update_reply { bool stop; };
+/* next_obs, when present, must be f32 [N, obs_dim]; it is a new reference
+ * (rl_update_req_clear). */
+int rl_update_req_unpack(const struct rpc_value *args, int obs_dim, struct rl_update_req *m);
+void rl_update_req_clear(struct rl_update_req *m);
+struct rl_update_reply { bool stop; bool has_out; struct rl_policy_out out; };
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m);
-int rl_update_reply_unpack(const struct rpc_value *v, struct rl_update_reply *m);
+/* out is checked for `rows` rows as rl_policy_out_unpack does. */
+int rl_update_reply_unpack(const struct rpc_value *v, int rows, int act_dim, bool gaussian, bool value_head,
+                           struct rl_update_reply *m);
+void rl_update_reply_clear(struct rl_update_reply *m);
 
 #endif

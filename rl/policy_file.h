@@ -29,6 +29,14 @@ struct rl_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool discre
  * (PyTorch's default initialisation). 0, or -1 with tensor_last_error(). */
 int rl_arch_build(const struct rl_arch *a, uint64_t seed, struct nn_module **actor, struct nn_module **critic);
 
+/* The policy's forward: the actor (and critic) on obs (CPU f32 [N,obs_dim])
+ * on device dev, outputs moved back to the CPU (recorded when grad mode is
+ * on): out->a (logits or mean), out->log_std (Gaussian), out->value [N]
+ * (value head); out->version 0. 0, or -1 with tensor_last_error(). */
+struct rl_policy_out;
+int rl_arch_forward(const struct rl_arch *a, struct nn_module *actor, struct nn_module *critic, enum device dev,
+                    struct tensor *obs, struct rl_policy_out *out);
+
 /* Number of parameter tensors (actor's, then critic's) and their names in
  * that order; names[i] has room for 64 bytes. */
 int rl_arch_param_names(const struct rl_arch *a, int cap, char (*names)[64]);

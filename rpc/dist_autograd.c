@@ -670,14 +670,17 @@ static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
 
 /* ---- release ------------------------------------------------------------- */
 
-/* Frees ctx here, then tells the workers it touched (except `skip`). */
-static int release_here(int64_t ctx, int skip)
+enum release_mode { RELEASE_WAIT, RELEASE_NOWAIT, RELEASE_LOCAL };
+
+/* Frees ctx here, then (but RELEASE_LOCAL) tells the workers it touched
+ * (except `skip`), with RELEASE_WAIT until they answered. */
+static int release_here(int64_t ctx, int skip, enum release_mode mode)
 {
     struct dist_ctx *c = ctx_remove(ctx);
     if (!c) return -1;
     if (current_ctx == ctx) current_ctx = 0;
     pthread_mutex_lock(&c->mu);
-    int n = c->n_workers;
+    int n = mode == RELEASE_LOCAL ? 0 : c->n_workers;
     int *ws = trib_xcalloc((size_t)n + 1, sizeof *ws);
     memcpy(ws, c->workers, (size_t)n * sizeof *ws);
     pthread_mutex_unlock(&c->mu);
@@ -695,8 +698,8 @@ static int release_here(int64_t ctx, int skip)
     }
     current_ctx = saved;
     for (int i = 0; i < m; i++) {
-        rpc_future_wait(fs[i], NULL);     /* best effort: a dead peer has nothing to free */
-        rpc_future_free(fs[i]);
+        if (mode == RELEASE_WAIT) rpc_future_wait(fs[i], NULL);     /* best effort: a dead peer has nothing to free */
+        rpc_future_free(fs[i]);           /* not waited for: the pending table keeps it until answered */
     }
     free(fs);
     free(ws);
@@ -708,15 +711,33 @@ static int fn_release(struct rpc_request *req, const struct rpc_value *args,
 {
     if (args->kind != RPC_LIST || args->list.len != 1 || args->list.items[0].kind != RPC_INT)
         return rpc_request_fail(req, "expected (ctx_id)");
-    release_here(args->list.items[0].i, rpc_request_caller_id(req));
+    release_here(args->list.items[0].i, rpc_request_caller_id(req), RELEASE_WAIT);
     *result = rpc_nil();
     return 0;
 }
 
 int dist_autograd_release(int64_t ctx)
 {
-    if (release_here(ctx, -1) != 0) {
+    if (release_here(ctx, -1, RELEASE_WAIT) != 0) {
         rpc_set_error("dist_autograd_release: unknown context %lld", (long long)ctx);
+        return -1;
+    }
+    return 0;
+}
+
+int dist_autograd_release_nowait(int64_t ctx)
+{
+    if (release_here(ctx, -1, RELEASE_NOWAIT) != 0) {
+        rpc_set_error("dist_autograd_release_nowait: unknown context %lld", (long long)ctx);
+        return -1;
+    }
+    return 0;
+}
+
+int dist_autograd_release_local(int64_t ctx)
+{
+    if (release_here(ctx, -1, RELEASE_LOCAL) != 0) {
+        rpc_set_error("dist_autograd_release_local: unknown context %lld", (long long)ctx);
         return -1;
     }
     return 0;

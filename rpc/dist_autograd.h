@@ -60,6 +60,17 @@ int dist_autograd_get_gradients(int64_t ctx, int cap, struct tensor **leaves, st
  * its copy when it gets to the request).
  * Clears it as the thread's current context. Returns 0, or -1 if unknown. */
 int dist_autograd_release(int64_t ctx);
+/* As dist_autograd_release, without waiting for the other workers: each
+ * frees its copy when the request reaches it. For a context whose work is
+ * over (its backward and step done): the hot path of a training loop. */
+int dist_autograd_release_nowait(int64_t ctx);
+/* Frees this worker's copy of ctx and tells nobody: for a protocol in which
+ * every worker the context touched knows when its own part is over and
+ * releases its own copy (a sync RL update: an observer once its backward
+ * is done, the agent after its step), which saves the release messages.
+ * A copy left behind by a worker that never does is freed by the idle
+ * timeout or when its creator leaves. 0, or -1 if unknown here. */
+int dist_autograd_release_local(int64_t ctx);
 
 /* Contexts alive in this process (for tests and leak checks). */
 int dist_autograd_num_contexts(void);

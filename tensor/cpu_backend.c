@@ -123,24 +123,66 @@ static float unary1(enum kunary op, float x, float a, float b)
     return 0.0f;
 }
 
-/* The switch is outside the loop for the common ops so they vectorise. */
-/* tanh without libm's tanhf, which goes through the slow expm1f and was
- * half of a tanh policy's training time: an odd Taylor series below 0.25
- * (truncation error < 1e-10 relative), 1 - 2/(e^2|x| + 1) with the fast expf
- * above (a few ulp). Checked against tanh in float64 by tests/tensor. */
-static inline float fast_tanhf(float x)
+/* The elementwise loops are compiled for AVX-512 and AVX2 as well as the
+ * baseline, the copy chosen by the CPU at load time (GCC's function
+ * multiversioning; same arithmetic, wider vectors; no -march needed). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define TRIB_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define TRIB_SIMD_CLONES
+#endif
+
+/* e^y for y in [0, 18], branch-free so that a loop of it vectorises (libm's
+ * expf is a call per element): y = n ln2 + r with |r| <= ln2/2 (n rounded
+ * by the 1.5*2^23 trick, ln2 split in two for an exact product), e^r by its
+ * degree-7 Taylor polynomial (truncation error < 6e-9 there), times 2^n built
+ * in the exponent bits. A few ulp, checked against exp in float64 through
+ * tanh by tests/tensor. */
+static inline float exp_0_18(float y)
 {
-    float ax = fabsf(x);
-    if (ax < 0.25f) {
-        float x2 = x * x;
-        return x * (1.0f + x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315 + x2 * (62.0f / 2835 +
-                                                                                    x2 * (-1382.0f / 155925))))));
-    }
-    float r = ax > 9.0f ? 1.0f : 1.0f - 2.0f / (expf(2.0f * ax) + 1.0f);
-    return copysignf(r, x);
+    const float magic = 12582912.0f;   /* 1.5 * 2^23 */
+    float n = (y * 1.44269504088896341f + magic) - magic;
+    float r = (y - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 +
+                                                                        r * (1.0f / 720 + r * (1.0f / 5040)))))));
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
 }
 
-static void cpu_unary(enum kunary op, float *out, const float *x, size_t n, float a, float b)
+/* c ? a : b without a branch (GCC keeps a float ?: as control flow, which
+ * stops the loop around it from vectorising). */
+static inline float select_f(bool c, float a, float b)
+{
+    uint32_t ua, ub, m = -(uint32_t)c;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    uint32_t u = (ua & m) | (ub & ~m);
+    float r;
+    memcpy(&r, &u, sizeof r);
+    return r;
+}
+
+/* tanh without libm's tanhf, which goes through the slow expm1f and was
+ * half of a tanh policy's training time, and without branches, so that it
+ * vectorises: an odd Taylor series below 0.25 (truncation error < 1e-10
+ * relative), else 1 - 2/(e^2|x| + 1) (|x| clamped to 9, where the result
+ * rounds to 1): at most ~5 ulp (just above 0.25, where the subtraction
+ * cancels), 0 and +-1 exact. Checked against tanh in float64 by
+ * tests/tensor. */
+static inline float fast_tanhf(float x)
+{
+    float ax = fabsf(x), x2 = x * x;
+    float small = x * (1.0f + x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315 + x2 * (62.0f / 2835 +
+                                                                                        x2 * (-1382.0f / 155925))))));
+    float y = 2.0f * select_f(ax < 9.0f, ax, 9.0f);
+    float large = copysignf(1.0f - 2.0f / (exp_0_18(y) + 1.0f), x);
+    return select_f(ax < 0.25f, small, large);
+}
+
+/* The switch is outside the loop for the common ops so they vectorise. */
+TRIB_SIMD_CLONES static void cpu_unary(enum kunary op, float *out, const float *x, size_t n, float a, float b)
 {
     switch (op) {
     case KU_TANH: for (size_t i = 0; i < n; i++) out[i] = fast_tanhf(x[i]); return;
@@ -148,6 +190,8 @@ static void cpu_unary(enum kunary op, float *out, const float *x, size_t n, floa
     case KU_STEP: for (size_t i = 0; i < n; i++) out[i] = x[i] > 0.0f ? 1.0f : 0.0f; return;
     case KU_SCALE: for (size_t i = 0; i < n; i++) out[i] = a * x[i]; return;
     case KU_NEG: for (size_t i = 0; i < n; i++) out[i] = -x[i]; return;
+    case KU_SQUARE: for (size_t i = 0; i < n; i++) out[i] = x[i] * x[i]; return;
+    case KU_ADD_SCALAR: for (size_t i = 0; i < n; i++) out[i] = x[i] + a; return;
     default: for (size_t i = 0; i < n; i++) out[i] = unary1(op, x[i], a, b); return;
     }
 }
@@ -166,7 +210,7 @@ static void cpu_unary(enum kunary op, float *out, const float *x, size_t n, floa
                 }                                                                  \
             }
 
-static void cpu_binary(enum kbinary op, float *out, const float *a, const float *b, const struct kbcast *bc)
+TRIB_SIMD_CLONES static void cpu_binary(enum kbinary op, float *out, const float *a, const float *b, const struct kbcast *bc)
 {
     switch (op) {
     case KB_ADD: BINARY_LOOP(x + y); return;

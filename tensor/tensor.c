@@ -252,6 +252,19 @@ void tensor_write_end(struct tensor *t, struct tensor_write *w)
     w->storage = NULL;
 }
 
+int tensor_write_from_host(struct tensor *t, const void *src, size_t nbytes)
+{
+    if (nbytes != tensor_nbytes(t)) {
+        tensor_error("tensor_write_from_host: %zu bytes for a tensor of %zu", nbytes, tensor_nbytes(t));
+        return -1;
+    }
+    struct tensor_write w;
+    void *dst = tensor_write_begin(t, &w);
+    if (nbytes) tensor_backend_for(t->device)->copy_from_host(dst, src, nbytes);
+    tensor_write_end(t, &w);
+    return 0;
+}
+
 void tensor_copy_to_host(const struct tensor *t, void *dst)
 {
     if (!tensor_nbytes(t)) return;

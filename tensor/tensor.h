@@ -104,6 +104,10 @@ struct tensor_write {
 };
 void *tensor_write_begin(struct tensor *t, struct tensor_write *w);
 void tensor_write_end(struct tensor *t, struct tensor_write *w);
+/* A staged write of t's whole data from host memory (nbytes must be t's
+ * size), on whatever device t lives: loading a checkpoint into a GPU
+ * module. 0, or -1 with tensor_last_error() on a size mismatch. */
+int tensor_write_from_host(struct tensor *t, const void *src, size_t nbytes);
 
 /* Read access to the data (host or device pointer). Not synchronised with
  * tensor_mutable_data: use tensor_snapshot for tensors another thread may

@@ -1,9 +1,12 @@
 /* Equivalence of the distributed update with a local one: tributary-train
  * runs one sync PPO update with 2 observers (real processes, RPC, dist
- * autograd, dist_optim) and, through TRIB_DEBUG_DUMP, leaves the parameters
+ * autograd, dist_optim; the agent evaluates both observers' minibatches in
+ * one merged forward) and, through TRIB_DEBUG_DUMP, leaves the parameters
  * before and after it and the minibatch each observer used. This test
  * recomputes that update in one process with plain autograd and a local
- * Adam, and compares the parameters (abs 1e-6 + rel 1e-5). */
+ * Adam, and compares the parameters (abs 1e-6 + rel 1e-5). The compute
+ * floor (trib-floor, the reference scripts/bench rl measures against) is
+ * checked to do the same work: same minibatches, same first update. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <math.h>
@@ -46,9 +49,9 @@ static void free_arrays(struct arrays *a)
     for (int i = 0; i < a->n; i++) free(a->data[i]);
 }
 
-static int run_train(const char *dump_dir, const char *const *extra)
+static int run_prog(const char *prog, const char *dump_dir, const char *const *extra)
 {
-    const char *argv[40] = { TRIB_TRAIN_BIN, "--preset", "ppo", "--observers", "2", "--envs-per-observer", "4",
+    const char *argv[40] = { prog, "--preset", "ppo", "--observers", "2", "--envs-per-observer", "4",
                              "--steps-per-rollout", "8", "--minibatches", "1", "--epochs", "1", "--max-updates", "1",
                              "--seed", "3", "--quiet", "--device", "cpu" };
     int n = 20;
@@ -64,6 +67,8 @@ static int run_train(const char *dump_dir, const char *const *extra)
     proc_group_deinit(&g);
     return rc;
 }
+
+static int run_train(const char *dump_dir, const char *const *extra) { return run_prog(TRIB_TRAIN_BIN, dump_dir, extra); }
 
 /* The policy tributary-train builds for CartPole with the ppo preset: a
  * 4-64-64-2 tanh actor and a 4-64-64-1 tanh critic, params in that order. */
@@ -188,6 +193,46 @@ START_TEST(test_one_sync_update_matches_local_unclipped)
 }
 END_TEST
 
+/* Arrays a and b equal within abs 1e-6 + rel 1e-5 (exact when exact). */
+static void compare_files(const char *da, const char *db, const char *name, bool exact)
+{
+    struct arrays a, b;
+    read_arrays(da, name, &a);
+    read_arrays(db, name, &b);
+    ck_assert_int_eq(a.n, b.n);
+    for (int i = 0; i < a.n; i++) {
+        ck_assert_int_eq(a.count[i], b.count[i]);
+        for (int64_t j = 0; j < a.count[i]; j++) {
+            double x = a.data[i][j], y = b.data[i][j];
+            ck_assert_msg(exact ? x == y : fabs(x - y) <= 1e-6 + 1e-5 * fabs(y), "%s array %d[%lld]: distributed %.9g, floor %.9g",
+                          name, i, (long long)j, x, y);
+        }
+    }
+    free_arrays(&a);
+    free_arrays(&b);
+}
+
+/* trib-floor with the same flags: the same minibatches (bit for bit: same
+ * envs, RNGs, act forwards) and the same parameters after the update. */
+START_TEST(test_floor_does_the_same_work)
+{
+    char d1[] = "/tmp/test_rl_equiv_XXXXXX", d2[] = "/tmp/test_rl_equiv_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(d1));
+    ck_assert_ptr_nonnull(mkdtemp(d2));
+    /* SGD without clipping, so a gradient of another scale shows */
+    const char *extra[] = { "--max-grad-norm", "0", "--optimizer", "sgd", "--lr", "0.5", "--no-anneal-lr", NULL };
+    ck_assert_int_eq(run_train(d1, extra), 1);
+    int rc = run_prog(TRIB_FLOOR_BIN, d2, extra);
+    ck_assert_msg(rc == 1, "trib-floor exit %d (expected 1: out of --max-updates)", rc);
+    compare_files(d1, d2, "minibatch_0.bin", true);
+    compare_files(d1, d2, "minibatch_1.bin", true);
+    compare_files(d1, d2, "params_before.bin", true);
+    compare_files(d1, d2, "params_after.bin", false);
+    clean_dir(d1);
+    clean_dir(d2);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rl_equiv");
@@ -195,6 +240,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_one_sync_update_matches_local);
     tcase_add_test(tc, test_one_sync_update_matches_local_unclipped);
+    tcase_add_test(tc, test_floor_does_the_same_work);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,419 @@
+/* trib-floor: the compute floor of an RL run (DESIGN §8). The same
+ * algorithm, network, envs, seeds, rollout shape, minibatches and epochs as
+ * tributary-train with the same flags, run in one process with no RPC:
+ * observer k's envs and RNG (rl/learner), the policy's forward
+ * (rl_arch_forward) and the same merging of rows (every observer's act
+ * rows in one forward, every observer's minibatch in one recorded forward,
+ * one backward, one clipped optimizer step). Its wall time and env steps/s
+ * are what the distributed run is measured against (x_floor in
+ * scripts/bench rl). Sync order only: an async run's floor is the sync one.
+ * A benchmark, not a trainer: no checkpoints, metrics or plug-in loading
+ * rules beyond tributary-train's. The last stdout line is tributary-train's
+ * JSON summary. TRIB_DEBUG_DUMP writes the first update's files as the
+ * distributed run does (tests/rl/test_rl_equiv compares them). */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/stats.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "envs/plugin.h"
+#include "optim/optim.h"
+#include "rl/config.h"
+#include "rl/debug_dump.h"
+#include "rl/learner.h"
+#include "rl/losses.h"
+#include "rl/policy_file.h"
+#include "rl/rl.h"
+#include "rl/sample.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+
+#define PROG "trib-floor"
+
+struct floor {
+    struct rl_config cfg;
+    const struct env_spec *spec;
+    struct rl_arch shape;
+    struct nn_module *actor, *critic;
+    struct tensor **params;
+    int n_params;
+    enum device dev;
+    struct optim *opt;
+    struct run_stats *stats;
+    int n;                          /* observers */
+    struct rl_learner *ln;
+    int *idx;                       /* [B] truncated envs of one learner */
+    struct tensor *x;               /* [n*B, D] the act rows */
+    int64_t version;                /* optimizer steps */
+    double lr;
+    bool dumped;
+};
+
+static int die(const char *what)
+{
+    fprintf(stderr, PROG ": %s\n", what);
+    return 1;
+}
+
+/* Observer k's rows [k*rows, (k+1)*rows) of a merged answer, as views. */
+static int part_of(const struct rl_policy_out *all, int k, int64_t rows, struct rl_policy_out *part)
+{
+    memset(part, 0, sizeof *part);
+    part->a = tensor_slice(all->a, k * rows, (k + 1) * rows);
+    part->value = all->value ? tensor_slice(all->value, k * rows, (k + 1) * rows) : NULL;
+    part->log_std = all->log_std ? tensor_retain(all->log_std) : NULL;
+    part->version = all->version;
+    if (!part->a || (all->value && !part->value)) {
+        rl_policy_out_clear(part);
+        return -1;
+    }
+    return 0;
+}
+
+static int forward(struct floor *f, struct tensor *obs, struct rl_policy_out *out)
+{
+    if (rl_arch_forward(&f->shape, f->actor, f->critic, f->dev, obs, out) != 0) return -1;
+    out->version = f->version;
+    return 0;
+}
+
+/* The values of learner l's n truncated envs of step t (the observer's
+ * extra act call). */
+static int bootstrap(struct floor *f, struct rl_learner *l, int t, int n)
+{
+    int64_t s[2] = { n, l->D };
+    struct tensor *x = tensor_new(DTYPE_F32, DEVICE_CPU, 2, s);
+    if (!x) return -1;
+    for (int i = 0; i < n; i++)
+        memcpy((float *)tensor_data(x) + (size_t)i * l->D, rl_learner_final_obs(l, f->idx[i]), (size_t)l->D * sizeof(float));
+    struct rl_policy_out out;
+    int rc = forward(f, x, &out);
+    tensor_free(x);
+    if (rc != 0) return -1;
+    rl_learner_bootstrap(l, t, n, f->idx, tensor_data(out.value));
+    rl_policy_out_clear(&out);
+    return 0;
+}
+
+/* Every observer's rollout in lockstep, their act rows in one forward per
+ * step (observer order, as the agent merges them). */
+static int rollouts(struct floor *f)
+{
+    const int B = f->cfg.envs_per_observer, D = f->spec->obs.dim, T = f->ln[0].ro.T;
+    bool was = autograd_set_enabled(false);
+    int rc = 0;
+    for (int t = 0; t <= T && rc == 0; t++) {
+        for (int k = 0; k < f->n; k++)
+            memcpy((float *)tensor_data(f->x) + (size_t)k * B * D, rl_learner_obs(&f->ln[k], t),
+                   (size_t)B * D * sizeof(float));
+        struct rl_policy_out all;
+        if (forward(f, f->x, &all) != 0) {
+            rc = -1;
+            break;
+        }
+        for (int k = 0; k < f->n && rc == 0; k++) {
+            struct rl_policy_out part;
+            if (part_of(&all, k, B, &part) != 0) {
+                rc = -1;
+                break;
+            }
+            if (t == T) {
+                rl_learner_finish(&f->ln[k], tensor_data(part.value));
+            } else {
+                int m = rl_learner_step(&f->ln[k], t, &part, f->idx);
+                if (m < 0 || (m > 0 && bootstrap(f, &f->ln[k], t, m) != 0)) rc = -1;
+            }
+            rl_policy_out_clear(&part);
+        }
+        rl_policy_out_clear(&all);
+    }
+    autograd_set_enabled(was);
+    for (int k = 0; k < f->n && rc == 0; k++) {
+        run_stats_report(f->stats, &f->ln[k].report);
+        run_stats_observer_steps(f->stats, k, f->ln[k].report.steps);
+    }
+    return rc;
+}
+
+static void dump_first(struct floor *f, int k, double weight)
+{
+    struct rl_learner *l = &f->ln[k];
+    int M = l->mb_rows;
+    float *a = calloc((size_t)M * l->ro.act_dim, sizeof *a);
+    CHECK(a != NULL);
+    for (int64_t i = 0; i < l->mb_act->numel; i++)
+        a[i] = l->discrete ? (float)((const int64_t *)tensor_data(l->mb_act))[i] : ((const float *)tensor_data(l->mb_act))[i];
+    float w = (float)weight;
+    const float *arrays[] = { &w, tensor_data(l->mb_obs), a, l->mb_logp, l->mb_adv, l->mb_ret, l->mb_val };
+    int64_t counts[] = { 1, l->mb_obs->numel, l->mb_act->numel, M, M, M, M };
+    char name[64];
+    snprintf(name, sizeof name, "minibatch_%d.bin", k);
+    if (rl_debug_dump(rl_debug_dump_dir(), name, 7, arrays, counts) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    free(a);
+}
+
+static void dump_params(struct floor *f, const char *name)
+{
+    const float *arrays[64];
+    int64_t counts[64];
+    if (f->n_params > 64 || f->dev != DEVICE_CPU) return;
+    for (int i = 0; i < f->n_params; i++) {
+        arrays[i] = tensor_data(f->params[i]);
+        counts[i] = f->params[i]->numel;
+    }
+    if (rl_debug_dump(rl_debug_dump_dir(), name, f->n_params, arrays, counts) != 0)
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
+}
+
+/* The clipped optimizer step of the parameters' .grad, then cleared. */
+static int step(struct floor *f)
+{
+    struct tensor *grads[64];
+    CHECK(f->n_params <= 64);
+    int n_present = 0;
+    struct tensor *present[64];
+    for (int i = 0; i < f->n_params; i++) {
+        grads[i] = f->params[i]->grad;
+        if (grads[i]) present[n_present++] = grads[i];
+    }
+    int rc = 0;
+    if (f->cfg.max_grad_norm > 0 && n_present > 0 && optim_clip_grad_norm(n_present, present, f->cfg.max_grad_norm, NULL) != 0)
+        rc = -1;
+    if (rc == 0) rc = optim_step(f->opt, grads);
+    for (int i = 0; i < f->n_params; i++) {
+        tensor_free(f->params[i]->grad);
+        f->params[i]->grad = NULL;
+    }
+    if (rc == 0) f->version++;
+    return rc;
+}
+
+/* One update: every observer's minibatch (e, mb) in one recorded forward,
+ * each observer's loss weighted 1/n, one backward, one step. */
+static int update(struct floor *f, int e, int mb, int64_t version0)
+{
+    struct tensor *xs[RL_MAX_OBSERVERS], *total = NULL;
+    struct rl_update_stats st[RL_MAX_OBSERVERS], mean = { 0 };
+    for (int k = 0; k < f->n; k++) {
+        if (rl_learner_minibatch(&f->ln[k], e, mb) != 0) return -1;
+        xs[k] = f->ln[k].mb_obs;
+    }
+    bool dump = rl_debug_dump_dir() && !f->dumped;
+    if (dump)
+        for (int k = 0; k < f->n; k++) dump_first(f, k, 1.0 / f->n);
+    struct tensor *x = f->n == 1 ? tensor_retain(xs[0]) : tensor_cat(f->n, xs, 0);
+    struct rl_policy_out all;
+    if (!x || forward(f, x, &all) != 0) {
+        tensor_free(x);
+        return -1;
+    }
+    tensor_free(x);
+    int rc = 0;
+    for (int k = 0; k < f->n && rc == 0; k++) {
+        struct rl_policy_out part;
+        struct tensor *loss = NULL;
+        if (part_of(&all, k, f->ln[k].mb_rows, &part) == 0) {
+            loss = rl_learner_loss(&f->ln[k], &part, 1.0 / f->n, &st[k]);
+            rl_policy_out_clear(&part);
+        }
+        struct tensor *sum = !loss ? NULL : total ? tensor_add(total, loss) : tensor_retain(loss);
+        tensor_free(loss);
+        tensor_free(total);
+        total = sum;
+        if (!total) rc = -1;
+    }
+    rl_policy_out_clear(&all);
+    if (rc == 0) rc = tensor_backward(total, NULL, false);
+    tensor_free(total);
+    if (dump && rc == 0) dump_params(f, "params_before.bin");
+    if (rc == 0) rc = step(f);
+    if (dump && rc == 0) dump_params(f, "params_after.bin");
+    f->dumped = true;
+    if (rc != 0) return -1;
+    for (int k = 0; k < f->n; k++) {
+        mean.policy_loss += st[k].policy_loss / f->n;
+        mean.value_loss += st[k].value_loss / f->n;
+        mean.entropy += st[k].entropy / f->n;
+        mean.approx_kl += st[k].approx_kl / f->n;
+        mean.clipfrac += st[k].clipfrac / f->n;
+    }
+    run_stats_update(f->stats, f->version - 1 - version0, &mean);
+    return 0;
+}
+
+/* REINFORCE as the sync example: one episode per observer with a recorded
+ * forward per step, the losses summed, one backward, one step. */
+static int reinforce_iteration(struct floor *f)
+{
+    struct tensor *total = NULL;
+    double least = INFINITY;
+    int64_t version0 = f->version;
+    int rc = 0;
+    for (int k = 0; k < f->n && rc == 0; k++) {
+        struct rl_learner *l = &f->ln[k];
+        int cap = f->spec->max_episode_steps > 0 ? f->spec->max_episode_steps : 10000, n = 0;
+        struct tensor **lp = calloc((size_t)cap, sizeof *lp);
+        float *rew = calloc((size_t)cap, sizeof *rew);
+        CHECK(lp && rew);
+        memset(&l->report, 0, sizeof l->report);
+        int64_t is[2] = { 1, 1 }, os[2] = { 1, l->D };
+        bool done = false;
+        while (!done && n < cap && rc == 0) {
+            struct tensor *x = tensor_from_f32(2, os, l->cur_obs);
+            struct rl_policy_out out;
+            if (!x || forward(f, x, &out) != 0) {
+                tensor_free(x);
+                rc = -1;
+                break;
+            }
+            tensor_free(x);
+            if (n == 0) l->report.version0 = out.version;
+            int action = 0;
+            rl_sample_categorical(1, l->A, tensor_data(out.a), &l->rng, false, &action, NULL);
+            int64_t a64 = action;
+            struct tensor *idx = tensor_from_data(DTYPE_I64, 2, is, &a64);
+            struct tensor *lsm = idx ? tensor_log_softmax(out.a) : NULL;
+            lp[n] = lsm ? tensor_gather(lsm, idx) : NULL;
+            tensor_free(lsm);
+            tensor_free(idx);
+            rl_policy_out_clear(&out);
+            if (!lp[n] || vec_env_step(l->venv, &action, l->cur_obs, l->reward, l->term, l->trunc, NULL) != 0) {
+                rc = -1;
+                n += lp[n] != NULL;
+                break;
+            }
+            rew[n++] = (float)(l->reward[0] * f->cfg.reward_scale);
+            done = l->term[0] || l->trunc[0];
+        }
+        if (rc == 0) {
+            double ret;
+            int len;
+            if (vec_env_last_episode(l->venv, 0, &ret, &len) == 0) rl_report_add(&l->report, ret, len);
+            l->report.steps = n;
+            struct tensor *cat = tensor_cat(n, lp, 0);
+            struct tensor *loss = cat ? rl_reinforce_loss(cat, rew, n, f->cfg.gamma) : NULL;
+            struct tensor *sum = !loss ? NULL : total ? tensor_add(total, loss) : tensor_retain(loss);
+            tensor_free(cat);
+            tensor_free(loss);
+            tensor_free(total);
+            total = sum;
+            if (!total) rc = -1;
+            run_stats_report(f->stats, &l->report);
+            run_stats_observer_steps(f->stats, k, n);
+            least = fmin(least, l->report.min_return);
+        }
+        for (int i = 0; i < n; i++) tensor_free(lp[i]);
+        free(lp);
+        free(rew);
+    }
+    if (rc == 0) rc = tensor_backward(total, NULL, false);
+    tensor_free(total);
+    if (rc == 0) rc = step(f);
+    if (rc != 0) return -1;
+    struct rl_update_stats none = { 0 };
+    run_stats_update(f->stats, f->version - 1 - version0, &none);
+    run_stats_running(f->stats, least);
+    return 0;
+}
+
+static int iteration(struct floor *f)
+{
+    if (f->cfg.anneal_lr && f->cfg.max_steps > 0) {
+        double frac = 1.0 - (double)run_stats_env_steps(f->stats) / (double)f->cfg.max_steps;
+        f->lr = f->cfg.lr * fmax(frac, 0.0);
+        optim_set_lr(f->opt, f->lr);
+    }
+    if (f->cfg.algo == RL_ALGO_REINFORCE) return reinforce_iteration(f);
+    int64_t version0 = f->version;
+    if (rollouts(f) != 0) return -1;
+    for (int e = 0; e < f->cfg.epochs; e++)
+        for (int mb = 0; mb < f->cfg.minibatches; mb++)
+            if (update(f, e, mb, version0) != 0) return -1;
+    return 0;
+}
+
+static int setup(struct floor *f)
+{
+    const struct env_spec *s = f->spec;
+    bool discrete = s->act.kind == SPACE_DISCRETE;
+    f->shape = rl_arch_for(&f->cfg, s->obs.dim, discrete, discrete ? s->act.n : s->act.dim);
+    f->dev = f->cfg.cuda ? DEVICE_CUDA : DEVICE_CPU;
+    if (rl_arch_build(&f->shape, f->cfg.seed, &f->actor, &f->critic) != 0) return -1;
+    if (f->dev != DEVICE_CPU &&
+        (nn_module_to(f->actor, f->dev) != 0 || (f->critic && nn_module_to(f->critic, f->dev) != 0)))
+        return -1;
+    int na = f->actor->n_params, nc = f->critic ? f->critic->n_params : 0;
+    f->n_params = na + nc;
+    f->params = calloc((size_t)f->n_params, sizeof *f->params);
+    CHECK(f->params != NULL);
+    for (int i = 0; i < na; i++) f->params[i] = f->actor->params[i];
+    for (int i = 0; i < nc; i++) f->params[na + i] = f->critic->params[i];
+    struct optim_hyper h = optim_defaults((enum optim_kind)f->cfg.optimizer);
+    h.lr = f->lr = f->cfg.lr;
+    h.eps = f->cfg.opt_eps;
+    f->opt = optim_new((enum optim_kind)f->cfg.optimizer, &h, f->n_params, f->params);
+    if (!f->opt) return rl_set_error("optimizer: %s", optim_last_error());
+    f->n = f->cfg.observers;
+    f->ln = calloc((size_t)f->n, sizeof *f->ln);
+    f->idx = calloc((size_t)f->cfg.envs_per_observer, sizeof *f->idx);
+    CHECK(f->ln && f->idx);
+    for (int k = 0; k < f->n; k++)
+        if (rl_learner_init(&f->ln[k], &f->cfg, s, k, 0) != 0) return -1;
+    int64_t xs[2] = { (int64_t)f->n * f->cfg.envs_per_observer, s->obs.dim };
+    f->x = tensor_new(DTYPE_F32, DEVICE_CPU, 2, xs);
+    return f->x ? 0 : -1;
+}
+
+static const char about[] =
+    "trib-floor: the compute floor of a tributary-train run: the same flags, algorithm, envs, seeds and\n"
+    "merging of rows, in one process with no RPC (sync order). scripts/bench rl reports each run's\n"
+    "wall time and steps/s against it (x_floor). Prints tributary-train's JSON summary last.\n";
+
+int main(int argc, char **argv)
+{
+    struct floor f = { 0 };
+    int rc = rl_config_parse(&f.cfg, PROG, about, argc, argv, NULL, 0);
+    if (rc >= 0) return rc;
+    if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);   /* as the agent and observers */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    struct env_plugin *plugin = NULL;
+    f.spec = env_open(f.cfg.env, &plugin);
+    if (!f.spec) return die(env_last_error());
+    double target = isnan(f.cfg.target) ? f.spec->reward_threshold : f.cfg.target;
+    f.stats = run_stats_new(&f.cfg, target);
+    int status = 1;
+    const char *why = "failure";
+    if (setup(&f) != 0) {
+        fprintf(stderr, PROG ": %s%s\n", rl_last_error(), tensor_last_error());
+    } else {
+        char desc[512];
+        rl_config_describe(&f.cfg, desc, sizeof desc);
+        if (!f.cfg.quiet) printf("trib-floor: %s; target %g\n", desc, target);
+        for (;;) {
+            if (run_stats_solved(f.stats)) { why = "solved"; status = 0; break; }
+            if (run_stats_out_of_budget(f.stats)) { why = "budget"; break; }
+            if (iteration(&f) != 0) {
+                fprintf(stderr, PROG ": %s %s\n", rl_last_error(), tensor_last_error());
+                break;
+            }
+            struct run_interval iv;
+            if (run_stats_interval(f.stats, f.version, false, &iv) && !f.cfg.quiet) run_stats_print(f.stats, stdout, &iv);
+        }
+        run_stats_summary(f.stats, stdout, status == 0, 0, 0, why);
+    }
+    for (int k = 0; f.ln && k < f.n; k++) rl_learner_deinit(&f.ln[k]);
+    free(f.ln);
+    free(f.idx);
+    tensor_free(f.x);
+    optim_free(f.opt);
+    free(f.params);
+    nn_module_free(f.actor);
+    nn_module_free(f.critic);
+    run_stats_free(f.stats);
+    env_plugin_close(plugin);
+    return status;
+}

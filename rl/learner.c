@@ -1,0 +1,184 @@
+/* One observer's arithmetic without RPC (learner.h): envs, sampling, the
+ * rollout buffer, minibatches and their loss. */
+#include "rl/learner.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl/losses.h"
+#include "rl/rl.h"
+#include "rl/rl_math.h"
+#include "rl/sample.h"
+#include "tensor/ops.h"
+
+int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const struct env_spec *spec, int index,
+                    int generation)
+{
+    memset(l, 0, sizeof *l);
+    l->cfg = *cfg;
+    l->spec = spec;
+    l->B = cfg->envs_per_observer;
+    l->D = spec->obs.dim;
+    l->discrete = spec->act.kind == SPACE_DISCRETE;
+    l->A = l->discrete ? spec->act.n : spec->act.dim;
+    l->value_head = cfg->algo != RL_ALGO_REINFORCE;
+    l->mb_epoch = l->mb_index = -1;
+    /* a restarted observer (generation > 0) starts fresh envs on streams of
+     * its own, not a replay of its predecessor's first episodes */
+    uint64_t stream = (uint64_t)generation << 32 | (uint64_t)index;
+    l->venv = vec_env_new(spec, l->B, env_rng_seed(cfg->seed, 1u << 20 | stream), 0);
+    if (!l->venv) return rl_set_error("vec_env: %s", env_last_error());
+    l->rng = env_rng_seed(cfg->seed, 2u << 20 | stream);
+    int T = cfg->algo == RL_ALGO_REINFORCE ? 1 : cfg->steps_per_rollout;
+    if (rl_rollout_init(&l->ro, T, l->B, l->D, l->discrete, l->A) != 0) return -1;
+    size_t B = (size_t)l->B, D = (size_t)l->D, n = (size_t)T * B;
+    l->cur_obs = calloc(B * D, sizeof(float));
+    l->env_act_f = calloc(B * (size_t)l->A, sizeof(float));
+    l->reward = calloc(B, sizeof(float));
+    l->final_obs = calloc(B * D, sizeof(float));
+    l->term = calloc(B, sizeof(bool));
+    l->trunc = calloc(B, sizeof(bool));
+    l->mb_logp = calloc(n, sizeof(float));
+    l->mb_adv = calloc(n, sizeof(float));
+    l->mb_ret = calloc(n, sizeof(float));
+    l->mb_val = calloc(n, sizeof(float));
+    if (!l->cur_obs || !l->env_act_f || !l->reward || !l->final_obs || !l->term || !l->trunc || !l->mb_logp ||
+        !l->mb_adv || !l->mb_ret || !l->mb_val)
+        return rl_set_error("out of memory for %d envs", l->B);
+    vec_env_reset(l->venv, l->cur_obs);
+    return 0;
+}
+
+static void drop_minibatch(struct rl_learner *l)
+{
+    tensor_free(l->mb_obs);
+    tensor_free(l->mb_act);
+    l->mb_obs = l->mb_act = NULL;
+    l->mb_epoch = l->mb_index = -1;
+}
+
+void rl_learner_deinit(struct rl_learner *l)
+{
+    drop_minibatch(l);
+    rl_rollout_deinit(&l->ro);
+    vec_env_free(l->venv);
+    free(l->cur_obs);
+    free(l->env_act_f);
+    free(l->reward);
+    free(l->final_obs);
+    free(l->term);
+    free(l->trunc);
+    free(l->mb_logp);
+    free(l->mb_adv);
+    free(l->mb_ret);
+    free(l->mb_val);
+    memset(l, 0, sizeof *l);
+}
+
+const float *rl_learner_obs(struct rl_learner *l, int t)
+{
+    if (t == 0) {
+        memset(&l->report, 0, sizeof l->report);
+        drop_minibatch(l);
+    }
+    if (t < l->ro.T)
+        memcpy(l->ro.obs + (size_t)t * l->B * l->D, l->cur_obs, (size_t)l->B * l->D * sizeof(float));
+    return l->cur_obs;
+}
+
+static void note_finished(struct rl_learner *l, int b)
+{
+    double ret;
+    int len;
+    if (vec_env_last_episode(l->venv, b, &ret, &len) == 0) rl_report_add(&l->report, ret, len);
+}
+
+int rl_learner_step(struct rl_learner *l, int t, const struct rl_policy_out *out, int *idx)
+{
+    struct rl_rollout *ro = &l->ro;
+    const int B = l->B, A = l->A;
+    size_t base = (size_t)t * B;
+    if (t == 0) l->report.version0 = out->version;
+    const float *a = tensor_data(out->a);
+    if (l->discrete) {
+        rl_sample_categorical(B, A, a, &l->rng, false, ro->act_i + base, ro->logp + base);
+    } else {
+        rl_sample_gaussian(B, A, a, tensor_data(out->log_std), &l->rng, false, ro->act_f + base * A,
+                           ro->logp + base);
+        for (int i = 0; i < B * A; i++) {
+            int d = i % A;
+            double x = ro->act_f[base * A + i];
+            x = fmin(fmax(x, l->spec->act.low[d]), l->spec->act.high[d]);
+            l->env_act_f[i] = (float)x;
+        }
+    }
+    memcpy(ro->values + base, tensor_data(out->value), (size_t)B * sizeof(float));
+    const void *acts = l->discrete ? (const void *)(ro->act_i + base) : (const void *)l->env_act_f;
+    if (vec_env_step(l->venv, acts, l->cur_obs, l->reward, l->term, l->trunc, l->final_obs) != 0)
+        return rl_set_error("env step: %s", env_last_error());
+    int n = 0;
+    for (int b = 0; b < B; b++) {
+        ro->rewards[base + b] = (float)(l->reward[b] * l->cfg.reward_scale);
+        ro->terminated[base + b] = l->term[b];
+        ro->truncated[base + b] = l->trunc[b];
+        if (l->term[b] || l->trunc[b]) note_finished(l, b);
+        if (l->trunc[b] && !l->term[b]) idx[n++] = b;
+    }
+    return n;
+}
+
+const float *rl_learner_final_obs(const struct rl_learner *l, int b) { return l->final_obs + (size_t)b * l->D; }
+
+void rl_learner_bootstrap(struct rl_learner *l, int t, int n, const int *idx, const float *values)
+{
+    for (int i = 0; i < n; i++) l->ro.final_values[(size_t)t * l->B + idx[i]] = values[i];
+}
+
+void rl_learner_finish(struct rl_learner *l, const float *next_values)
+{
+    l->report.steps = (int64_t)l->ro.T * l->B;
+    memcpy(l->ro.next_values, next_values, (size_t)l->B * sizeof(float));
+    rl_rollout_advantages(&l->ro, l->cfg.gamma, l->cfg.gae_lambda);
+}
+
+int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb)
+{
+    struct rl_rollout *ro = &l->ro;
+    int N = ro->T * ro->B, M = N / l->cfg.minibatches;
+    if (mb < 0 || epoch < 0 || mb >= l->cfg.minibatches || epoch >= l->cfg.epochs)
+        return rl_set_error("minibatch %d of epoch %d is out of range", mb, epoch);
+    drop_minibatch(l);
+    if (mb == 0) rl_permutation(N, &l->rng, ro->perm);
+    if (rl_rollout_gather(ro, mb * M, M, &l->mb_obs, &l->mb_act, l->mb_logp, l->mb_adv, l->mb_ret, l->mb_val) != 0)
+        return -1;
+    l->mb_epoch = epoch;
+    l->mb_index = mb;
+    l->mb_rows = M;
+    return 0;
+}
+
+struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out *out, double weight,
+                               struct rl_update_stats *st)
+{
+    if (!l->mb_obs) {
+        rl_set_error("loss: no minibatch gathered");
+        return NULL;
+    }
+    int M = l->mb_rows;
+    struct tensor *loss = NULL, *logp = NULL, *ent = NULL;
+    if (rl_dist_eval(l->discrete ? RL_DIST_CATEGORICAL : RL_DIST_GAUSSIAN, out->a, out->log_std, l->mb_act, &logp,
+                     &ent) == 0) {
+        struct rl_ppo_hyper h = { .clip = l->cfg.clip, .ent_coef = l->cfg.ent_coef, .vf_coef = l->cfg.vf_coef,
+                                  .clip_vloss = l->cfg.clip_vloss, .norm_adv = l->cfg.norm_adv };
+        struct rl_loss_stats ls = { 0 };
+        loss = l->cfg.algo == RL_ALGO_PPO
+                   ? rl_ppo_loss(logp, ent, out->value, l->mb_logp, l->mb_adv, l->mb_ret, l->mb_val, M, &h, weight,
+                                 &ls)
+                   : rl_a2c_loss(logp, ent, out->value, l->mb_adv, l->mb_ret, M, &h, weight, &ls);
+        *st = (struct rl_update_stats){ ls.policy_loss, ls.value_loss, ls.entropy, ls.approx_kl, ls.clipfrac };
+    }
+    tensor_free(logp);
+    tensor_free(ent);
+    return loss;
+}

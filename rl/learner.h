@@ -1,0 +1,88 @@
+/* One observer's share of an on-policy algorithm with no RPC in it: its
+ * vec_env, its RNG, the rollout buffer, action sampling and the minibatch
+ * loss. The policy is called by the owner of the learner (observer/ through
+ * the agent's RRef; bench/floor in the same process), so both run the same
+ * arithmetic on the same data: the floor is the distributed run's work.
+ *
+ * A rollout, driven by the caller:
+ *   for t in 0..T-1:  obs = rl_learner_obs(l, t)  -> policy act(obs) -> out
+ *                     n = rl_learner_step(l, t, &out, idx)
+ *                     if n: policy act(rl_learner_final_obs rows idx) -> v
+ *                           rl_learner_bootstrap(l, t, n, idx, v)
+ *   obs = rl_learner_obs(l, T) -> policy act(obs) -> out
+ *   rl_learner_finish(l, out.value)
+ * then per epoch and minibatch: rl_learner_minibatch, a recorded forward of
+ * its observations, rl_learner_loss. Not thread-safe: one owner. */
+#ifndef TRIB_RL_LEARNER_H
+#define TRIB_RL_LEARNER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "envs/env.h"
+#include "envs/vec_env.h"
+#include "rl/config.h"
+#include "rl/messages.h"
+#include "rl/rollout.h"
+
+struct rl_learner {
+    struct rl_config cfg;
+    const struct env_spec *spec;    /* borrowed */
+    struct vec_env *venv;
+    int B, D, A;                    /* envs, observation size, actions (classes or dims) */
+    bool discrete, value_head;
+    uint64_t rng;                   /* sampling and minibatch order */
+    struct rl_rollout ro;
+    float *cur_obs;                 /* [B,D]: the observation the next step acts on */
+    float *env_act_f;               /* [B,A] clipped continuous actions */
+    float *reward, *final_obs;      /* [B], [B,D] */
+    bool *term, *trunc;             /* [B] */
+    /* the minibatch of rl_learner_minibatch */
+    int mb_epoch, mb_index, mb_rows;
+    struct tensor *mb_obs, *mb_act;
+    float *mb_logp, *mb_adv, *mb_ret, *mb_val;
+    struct rl_report report;        /* of the rollout in progress or last finished */
+};
+
+/* Sets up observer `index` of a run (its envs and RNG seeded from cfg->seed,
+ * index and generation as the distributed run does, so a floor run and a
+ * distributed run of one seed see the same episodes) and resets the envs.
+ * T is the rollout length (1 for REINFORCE, which keeps episodes itself).
+ * 0, or -1 with rl_last_error() (l is then deinit-able). */
+int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const struct env_spec *spec, int index,
+                    int generation);
+/* Frees everything; accepts a zeroed learner. */
+void rl_learner_deinit(struct rl_learner *l);
+
+/* The observation step t acts on ([B,D], borrowed; t == T gives the one
+ * after the rollout, for the bootstrap values); at t < T it is also stored
+ * in the rollout. t == 0 starts a new report. */
+const float *rl_learner_obs(struct rl_learner *l, int t);
+
+/* Step t: samples actions from the policy's answer for rl_learner_obs(l, t)
+ * (out->a rows B; out->version noted at t == 0), steps the envs and records
+ * rewards and dones. Writes into idx the envs truncated but not terminated,
+ * whose final observations (rl_learner_final_obs) need values, and returns
+ * their count; -1 with rl_last_error() when the envs fail. */
+int rl_learner_step(struct rl_learner *l, int t, const struct rl_policy_out *out, int *idx);
+/* Row b's final observation of the last step (D floats, borrowed). */
+const float *rl_learner_final_obs(const struct rl_learner *l, int b);
+/* The values of the n truncated envs idx of step t. */
+void rl_learner_bootstrap(struct rl_learner *l, int t, int n, const int *idx, const float *values);
+/* Ends the rollout: next_values (B floats, V of rl_learner_obs(l, T)),
+ * advantages and returns, report.steps. */
+void rl_learner_finish(struct rl_learner *l, const float *next_values);
+
+/* Gathers minibatch mb of epoch `epoch` of the last rollout (a fresh
+ * permutation at mb 0) into l->mb_*: observations f32 [M,D] and actions
+ * (i64 [M] or f32 [M,A]) as tensors, old log-probs, advantages, returns and
+ * old values. 0, or -1 with rl_last_error() (out of range). */
+int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb);
+
+/* The loss of the gathered minibatch (PPO or A2C per cfg) times weight,
+ * from the policy's recorded answer for l->mb_obs; stats gets the unweighted
+ * terms. A new scalar tensor, or NULL with rl_last_error(). */
+struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out *out, double weight,
+                               struct rl_update_stats *st);
+
+#endif
