@@ -429,7 +429,7 @@ static void check_start(struct conn *c)
 /* A live peer this process can ask (it has a dealer to it). */
 static bool askable(int id)
 {
-    return id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->alive && (A->peers[id]->dealer || A->offline);
+    return id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->alive && A->peers[id]->dealer;
 }
 
 static bool exempt(const struct wire_hdr *h)

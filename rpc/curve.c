@@ -208,7 +208,7 @@ void rpc_watch_router_start(void)
 
 void rpc_watch_dealer(void *dealer)
 {
-    if (A->rank == 0 || cv.mon_rdv || A->offline) return;
+    if (A->rank == 0 || cv.mon_rdv || !dealer) return;
     cv.mon_rdv = monitor(dealer, "inproc://trib-watch-rendezvous",
                          HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_MONITOR_STOPPED);
 }

@@ -22,7 +22,7 @@ static struct {
     struct outmsg *head, *tail;     /* under mu */
     int len;                        /* under mu */
     bool io_dead;                   /* under mu: the I/O thread has exited */
-} outq = { .mu = PTHREAD_MUTEX_INITIALIZER };
+} outq = { .mu = PTHREAD_MUTEX_INITIALIZER, .io_dead = true };   /* closed until rpc_out_open */
 
 static _Thread_local bool on_io_thread;
 
@@ -58,14 +58,6 @@ void rpc_wake_io(void)
 
 void rpc_out_push(struct outmsg *m)
 {
-    if (A->offline) {           /* nowhere to send: calls fail at once */
-        if (m->fut) {
-            rpc_future_fail(m->fut, "rpc: offline calling worker %d.%s", m->peer, m->fut->fn);
-            rpc_pending_done(m->fut);
-        }
-        rpc_outmsg_free(m);
-        return;
-    }
     pthread_mutex_lock(&outq.mu);
     const char *why = outq.io_dead ? "shut down" : m->fut && outq.len >= MAX_QUEUE ? "send queue full" : NULL;
     if (why) {

@@ -148,28 +148,9 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     }
     unsigned char rid[RPC_RID_LEN];
     rpc_new_rid(rid);
-    void *d = NULL;
     char via[160];
-    snprintf(via, sizeof via, "%s", endpoint);
-    if (!A->offline) {
-        if (rpc_connect_endpoint(endpoint, A->transport, via, sizeof via) < 0) return NULL;
-        d = zmq_socket(A->zctx, ZMQ_DEALER);
-        CHECK(d != NULL);
-        int zero = 0, hwm = HWM;
-        int64_t maxsz = (int64_t)A->opts.max_frame_bytes;
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero));
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, sizeof rid));
-        rpc_curve_client(d);
-        if (id == 0) rpc_watch_dealer(d);
-        if (zmq_connect(d, via) < 0) {
-            rpc_set_error("rpc: cannot connect to '%s': %s", via, zmq_strerror(zmq_errno()));
-            ZMQ_CHECK(zmq_close(d));
-            return NULL;
-        }
-    }
+    void *d = A->links->open(id, endpoint, rid, via, sizeof via);
+    if (!d) return NULL;
     if (!p) p = trib_xcalloc(1, sizeof *p);
     if (p->dealer && id != 0) {
         /* a worker restarted before we saw its old process die: what the
@@ -178,7 +159,7 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
         snprintf(why, sizeof why, "%s was replaced by a new process", p->name);
         rpc_fail_pending_to(id, why);
     }
-    if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
+    if (p->dealer) A->links->close(p->dealer);
     p->left_at = 0;
     pthread_rwlock_wrlock(&A->dir_lock);
     p->id = id;
@@ -202,8 +183,8 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
 void rpc_close_peer(int id, const char *why)
 {
     struct peer *p = A->peers[id];
-    if (!p || (!p->dealer && !A->offline)) return;
-    if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
+    if (!p || !p->dealer) return;
+    A->links->close(p->dealer);
     p->dealer = NULL;
     p->left_at = 0;
     A->peers_changed = true;

@@ -38,6 +38,49 @@ const struct rpc_worker_info *rpc_self(void) { return &A->self; }
 const char *rpc_master_endpoint(void) { return A->master; }
 uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fetch_add(&A->next_gid, 1) & 0xffffffffffffull); }
 
+/* ---- links: how membership reaches a peer ------------------------------------
+ * A dealer socket per peer, connected through tcp:// or its ipc:// twin;
+ * the offline agent (fuzz targets) links to nothing: a stand-in handle
+ * that sends nowhere, so the rest of the agent runs unchanged. */
+
+static void *zmq_link_open(int id, const char *endpoint, const unsigned char *rid, char *via, size_t cap)
+{
+    if (rpc_connect_endpoint(endpoint, A->transport, via, cap) < 0) return NULL;
+    void *d = zmq_socket(A->zctx, ZMQ_DEALER);
+    CHECK(d != NULL);
+    int zero = 0, hwm = HWM;
+    int64_t maxsz = (int64_t)A->opts.max_frame_bytes;
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero));
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, RPC_RID_LEN));
+    rpc_curve_client(d);
+    if (id == 0) rpc_watch_dealer(d);
+    if (zmq_connect(d, via) < 0) {
+        rpc_set_error("rpc: cannot connect to '%s': %s", via, zmq_strerror(zmq_errno()));
+        ZMQ_CHECK(zmq_close(d));
+        return NULL;
+    }
+    return d;
+}
+
+static void zmq_link_close(void *dealer) { ZMQ_CHECK(zmq_close(dealer)); }
+
+static const struct rpc_link_ops zmq_links = { zmq_link_open, zmq_link_close };
+
+static char null_link;
+
+static void *null_link_open(int id, const char *endpoint, const unsigned char *rid, char *via, size_t cap)
+{
+    snprintf(via, cap, "%s", endpoint);
+    return &null_link;
+}
+
+static void null_link_close(void *dealer) { (void)dealer; }
+
+static const struct rpc_link_ops null_links = { null_link_open, null_link_close };
+
 /* ---- init / shutdown ---------------------------------------------------- */
 
 static int env_int(const char *a, const char *b, int dflt)
@@ -135,6 +178,7 @@ int rpc_init(const struct rpc_opts *opts)
     apply_defaults(o);
     o->name = NULL;
     A->transport = rpc_transport_resolve(o->transport);
+    A->links = &zmq_links;
     init_state(opts->name);
     A->zctx = zmq_ctx_new();
     CHECK(A->zctx != NULL);
@@ -258,7 +302,7 @@ static void teardown(void)
     rpc_conn_reset();
     for (int i = 0; i < MAX_WORKERS; i++) {
         if (!A->peers[i]) continue;
-        if (A->peers[i]->dealer) ZMQ_CHECK(zmq_close(A->peers[i]->dealer));
+        if (A->peers[i]->dealer) A->links->close(A->peers[i]->dealer);
         free(A->peers[i]);
         A->peers[i] = NULL;
     }
@@ -360,6 +404,7 @@ int rpc_offline_init(const char *name, int rank, int world)
     A->opts.heartbeat_timeout_ms = 1000;
     apply_defaults(&A->opts);
     A->offline = true;
+    A->links = &null_links;
     A->efd = -1;
     init_state(name);
     rpc_msg_init();

@@ -304,6 +304,15 @@ struct peer {
     uint32_t bad;                   /* I/O thread: bad messages on the dealer */
 };
 
+/* How membership reaches a peer (rpc.c assembles one): open returns the
+ * dealer to worker `id` at `endpoint` with routing id rid (RPC_RID_LEN
+ * bytes), writing what it connects through to via, or NULL with error;
+ * close closes one. I/O thread (or rpc_init before it starts). */
+struct rpc_link_ops {
+    void *(*open)(int id, const char *endpoint, const unsigned char *rid, char *via, size_t cap);
+    void (*close)(void *dealer);
+};
+
 struct rpc_agent {
     bool up;
     struct rpc_opts opts;
@@ -323,7 +332,8 @@ struct rpc_agent {
     pthread_rwlock_t dir_lock;      /* guards peers[] names/alive (writes on I/O thread) */
     struct peer *peers[MAX_WORKERS];
     bool peers_changed;             /* I/O thread only */
-    bool offline;                   /* rpc_offline_init: no sockets, no threads */
+    bool offline;                   /* rpc_offline_init: no sockets, no threads (rpc.c only) */
+    const struct rpc_link_ops *links;
 
 
     pthread_t io_thread;
