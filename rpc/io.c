@@ -26,29 +26,6 @@ static struct {
 
 static _Thread_local bool on_io_thread;
 
-struct rpc_freelist rpc_outmsg_fl =
-    RPC_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t));
-
-struct outmsg *rpc_outmsg_new(int nframes)
-{
-    struct outmsg *m = nframes <= RPC_OUTMSG_POOLED_FRAMES
-        ? rpc_fl_get(&rpc_outmsg_fl)
-        : trib_xmalloc(sizeof *m + (size_t)nframes * sizeof(zmq_msg_t));
-    m->next = NULL;
-    m->peer = -1;
-    m->rid_len = 0;
-    m->fut = NULL;
-    m->nframes = nframes;
-    return m;
-}
-
-void rpc_outmsg_free(struct outmsg *m)
-{
-    for (int i = 0; i < m->nframes; i++) ZMQ_CHECK(zmq_msg_close(&m->frames[i]));
-    if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) rpc_fl_put(&rpc_outmsg_fl, m);
-    else free(m);
-}
-
 void rpc_wake_io(void)
 {
     uint64_t one = 1;
@@ -291,6 +268,7 @@ void *rpc_io_main(void *arg)
 {
     (void)arg;
     on_io_thread = true;
+    rpc_future_mark_completer(true);
     zmq_pollitem_t items[5 + MAX_WORKERS];
     int map[5 + MAX_WORKERS];
     int nitems = 0, first_dealer = 2, i_zap = -1, i_mon = -1, i_rdv = -1;

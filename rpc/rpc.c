@@ -20,10 +20,8 @@
 #include "rpc/rpc_internal.h"
 
 struct rpc_agent rpc_agent_state;
-struct rpc_autograd_hooks rpc_hooks;
 static struct rpc_agent *const A = &rpc_agent_state;
 
-void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
 
 void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, int64_t *msg_id)
 {
@@ -31,7 +29,6 @@ void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, in
     *msg_id = req->ac_msg;
 }
 
-int rpc_self_id(void) { return atomic_load(&A->self_id); }
 bool rpc_is_up(void) { return A->up; }
 const char *rpc_self_name(void) { return A->self.name; }
 const struct rpc_worker_info *rpc_self(void) { return &A->self; }
@@ -137,7 +134,7 @@ static void init_state(const char *name)
     rpc_counters_reset();
     atomic_init(&A->next_gid, 1);
     snprintf(A->self.name, sizeof A->self.name, "%s", name);
-    atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
+    wire_set_self_id(A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
     rpc_membership_register();
     rpc_conn_register();
     rref_register_builtins();
@@ -179,6 +176,7 @@ int rpc_init(const struct rpc_opts *opts)
     o->name = NULL;
     A->transport = rpc_transport_resolve(o->transport);
     A->links = &zmq_links;
+    rpc_future_set_spin(o->spin_us);
     init_state(opts->name);
     A->zctx = zmq_ctx_new();
     CHECK(A->zctx != NULL);
@@ -280,7 +278,7 @@ int rpc_init(const struct rpc_opts *opts)
             return rpc_set_error("rpc_init: rendezvous with %s failed: %s", A->master, e);
         }
         rpc_value_clear(&res);
-        atomic_store(&A->self_id, (int)id);
+        wire_set_self_id((int)id);
         atomic_store(&A->admitted, true);
         if (!wait_state(pred_dir, o->init_timeout_ms)) {
             teardown();

@@ -327,7 +327,6 @@ struct rpc_agent {
     enum rpc_transport transport;   /* resolved: AUTO, TCP or IPC */
     char master[128];
     struct rpc_worker_info self;
-    atomic_int self_id;
 
     pthread_rwlock_t dir_lock;      /* guards peers[] names/alive (writes on I/O thread) */
     struct peer *peers[MAX_WORKERS];
@@ -378,6 +377,11 @@ extern struct rpc_agent rpc_agent_state;
 extern struct rpc_autograd_hooks rpc_hooks;
 
 /* future.c */
+/* rpc_opts.spin_us (after its default is applied). */
+void rpc_future_set_spin(int us);
+/* The calling thread completes futures (the I/O thread): waiting on one
+ * from it aborts, as it could never return. */
+void rpc_future_mark_completer(bool on);
 struct rpc_future *rpc_future_new(void);
 /* Completes f with *v (moved) or err (copied); the first completion wins. */
 void rpc_future_complete(struct rpc_future *f, struct rpc_value *v, const char *err);
@@ -521,6 +525,8 @@ int rpc_connect_endpoint(const char *ep, enum rpc_transport t, char *via, size_t
 /* value.c: a NUL-terminated copy of n bytes. */
 char *rpc_dup_bytes(const void *p, size_t n);
 
+/* wire.c: the sender id stamped on every message (rpc_self_id reads it). */
+void wire_set_self_id(int id);
 /* wire.c: builds a message. payload may be NULL (nil); err non-NULL makes
  * an error payload (a string). NULL with error if the payload cannot be
  * encoded. */
