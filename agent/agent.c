@@ -56,6 +56,8 @@ struct agent {
     double lr;                      /* the lr last set */
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
     struct ckpt *resume;            /* the checkpoint being resumed, until set-up */
+    bool resume_refused;            /* its restore failed: the run writes no file */
+    int ckpt_failures;              /* checkpoints failed in a row; at AGENT_CKPT_MAX_FAILURES the run stops */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
 };
 
@@ -504,7 +506,7 @@ static void write_checkpoint(struct agent *a, bool with_observers)
     struct agent_ckpt_in in = { .cfg = &a->cfg, .policy = a->policy, .opt = a->opt, .stats = a->stats,
                                 .n_observers = a->n_peers, .obs_state = st };
     pthread_mutex_lock(&a->mu);
-    if (agent_ckpt_write(a->cfg.logdir, updates, &in) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    if (agent_ckpt_save(a->cfg.logdir, updates, &in, &a->ckpt_failures) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     pthread_mutex_unlock(&a->mu);
     a->ckpt_updates = updates;
     for (int k = 0; k < a->n_peers; k++) rpc_value_clear(&st[k]);
@@ -513,6 +515,7 @@ static void write_checkpoint(struct agent *a, bool with_observers)
 static const char *stop_reason(struct agent *a)
 {
     if (got_signal) return got_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (a->ckpt_failures >= AGENT_CKPT_MAX_FAILURES) return "checkpoint-failures";
     if (run_stats_solved(a->stats)) return "solved";
     if (run_stats_out_of_budget(a->stats)) return "budget";
     return NULL;
@@ -661,7 +664,10 @@ static int setup(struct agent *a)
     a->opt = dist_optim_new((enum optim_kind)a->cfg.optimizer, &h, np, params);
     if (!a->opt) return rl_set_error("optimizer: %s", rpc_last_error());
     if (a->resume) {
-        if (agent_ckpt_restore(a->resume, a->policy, a->opt, a->stats) != 0) return -1;
+        if (agent_ckpt_restore(a->resume, a->policy, a->opt, a->stats) != 0) {
+            a->resume_refused = true;
+            return -1;
+        }
         a->ckpt_updates = run_stats_updates(a->stats);
         /* the saved optimizer state carries its lr: set the configured one
          * (maybe_anneal then sets the restored env steps' one) */
@@ -773,11 +779,11 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     }
     log_interval(a, true);
     atomic_store(&a->stop, true);
-    if (a->policy && a->opt && cfg->logdir[0]) write_checkpoint(a, cfg->mode == RL_MODE_SYNC);
+    if (a->policy && a->opt && cfg->logdir[0] && !a->resume_refused) write_checkpoint(a, cfg->mode == RL_MODE_SYNC);
     shutdown_observers(a);
     dist_optim_free(a->opt);
     if (a->policy) policy_stop(a->policy);
-    if (a->policy && cfg->logdir[0]) {
+    if (a->policy && cfg->logdir[0] && !a->resume_refused) {
         char path[600];
         snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
         if (policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
@@ -797,5 +803,5 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     pthread_mutex_destroy(&a->mu);
     free(a);
     if (got_signal) return 128 + got_signal;
-    return rc == 0 && solved ? 0 : 1;
+    return rc == 0 && solved && strcmp(why, "checkpoint-failures") != 0 ? 0 : 1;
 }

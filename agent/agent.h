@@ -1,4 +1,4 @@
-/* The agent (DESIGN.md §6): owns the policy (agent/policy.h), builds the
+/* The agent (docs/design.md §6): owns the policy (agent/policy.h), builds the
  * distributed optimizer over its parameter RRefs, hands the configuration
  * to every observer and trains in sync mode (the agent drives each update)
  * or async mode (observers update on their own through rl_update). Prints

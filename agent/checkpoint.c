@@ -2,6 +2,7 @@
 #include "agent/checkpoint.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,9 +47,58 @@ int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckp
     return rc;
 }
 
+int agent_ckpt_save(const char *logdir, int64_t updates, const struct agent_ckpt_in *in, int *failed_in_row)
+{
+    if (agent_ckpt_write(logdir, updates, in) == 0) {
+        *failed_in_row = 0;
+        return 0;
+    }
+    ++*failed_in_row;
+    char why[1024], dir[1024], uses[1200];
+    snprintf(why, sizeof why, "%s", rl_last_error());
+    dir_of(logdir, dir, sizeof dir);
+    struct ckpt *c = NULL;
+    if (ckpt_load_latest(dir, &c, NULL, 0) == 1) snprintf(uses, sizeof uses, "a resume would use %s", c->path);
+    else snprintf(uses, sizeof uses, "a resume finds no valid checkpoint in %s", dir);
+    ckpt_free(c);
+    return rl_set_error("checkpoint of update %lld FAILED (%d in a row): %s; %s%s", (long long)updates, *failed_in_row,
+                        why, uses, *failed_in_row >= AGENT_CKPT_MAX_FAILURES ? "; stopping the run" : "");
+}
+
 /* The keys of --config that must match for a checkpoint to be resumed. */
 static const char *const must_match[] = { "env", "algo", "mode", "observers", "envs-per-observer",
                                           "steps-per-rollout", "hidden", "activation", "dropout", NULL };
+
+/* The saved policy version, checked: 0..RUN_STATS_MAX_COUNT. */
+static int saved_version(const struct ckpt *c, int64_t *out)
+{
+    size_t len;
+    const void *b = ckpt_get(c, "version", &len);
+    if (!b || len != sizeof(int64_t)) return rl_set_error("checkpoint %s: no version", c->path);
+    int64_t v;
+    memcpy(&v, b, sizeof v);
+    if (v < 0 || v > RUN_STATS_MAX_COUNT)
+        return rl_set_error("checkpoint %s: version %lld outside 0..%lld", c->path, (long long)v,
+                            (long long)RUN_STATS_MAX_COUNT);
+    *out = v;
+    return 0;
+}
+
+/* The counters and the version checked before the run touches anything
+ * (its logdir, its observers): a refused resume leaves every file as it
+ * was. */
+static int check_numbers(const struct ckpt *c, const struct rl_config *cfg)
+{
+    size_t len;
+    const void *b = ckpt_get(c, "counters", &len);
+    if (!b) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
+    struct run_stats *scratch = run_stats_new(cfg, NAN);
+    int rc = run_stats_load(scratch, b, len);
+    run_stats_free(scratch);
+    if (rc != 0) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
+    int64_t v;
+    return saved_version(c, &v);
+}
 
 struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg)
 {
@@ -82,7 +132,7 @@ struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg)
     free(is);
     cJSON_Delete(saved);
     cJSON_Delete(now);
-    if (bad) {
+    if (bad || check_numbers(c, cfg) != 0) {
         ckpt_free(c);
         return NULL;
     }
@@ -99,10 +149,8 @@ int agent_ckpt_restore(const struct ckpt *c, struct policy *p, struct dist_optim
     if (dist_optim_load_owned(opt, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rpc_last_error());
     b = ckpt_get(c, "counters", &len);
     if (!b || run_stats_load(stats, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
-    b = ckpt_get(c, "version", &len);
-    if (!b || len != sizeof(int64_t)) return rl_set_error("checkpoint %s: no version", c->path);
-    int64_t v;
-    memcpy(&v, b, sizeof v);
+    int64_t v = 0;
+    if (saved_version(c, &v) != 0) return -1;
     dist_optim_set_local_version(v);
     return 0;
 }

@@ -28,11 +28,26 @@ struct agent_ckpt_in {
  * newest AGENT_CKPT_KEEP. 0, or -1 with rl_last_error(). */
 int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckpt_in *in);
 
+/* Consecutive failed checkpoints after which a run stops (exit 1). */
+#define AGENT_CKPT_MAX_FAILURES 3
+
+/* agent_ckpt_write, counting failures in a row in *failed_in_row (0 after
+ * a success). On failure -1 with rl_last_error() saying so loudly: "check-
+ * point of update <n> FAILED (<k> in a row): <path>: <strerror>; a resume
+ * would use <newest valid checkpoint>" (or "finds no valid checkpoint in
+ * <dir>"), and, at AGENT_CKPT_MAX_FAILURES in a row, "; stopping the run".
+ * A failed write leaves the older checkpoints as they were: rotation only
+ * follows a good one. */
+int agent_ckpt_save(const char *logdir, int64_t updates, const struct agent_ckpt_in *in, int *failed_in_row);
+
 /* Loads the newest valid checkpoint of LOGDIR/checkpoints (newer ones that
  * are refused are reported on stderr) and checks it against cfg: the env,
  * algorithm, mode, observers, envs per observer, steps per rollout and the
- * policy's architecture must match. NULL with rl_last_error() when there
- * is none, none is valid, or it does not match. */
+ * policy's architecture must match, and every number of its counters and
+ * version must be in range (run_stats_load; the version in
+ * 0..RUN_STATS_MAX_COUNT). NULL with rl_last_error() when there is none,
+ * none is valid, it does not match or a number is out of range; nothing
+ * is written either way. */
 struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg);
 
 /* Applies a checkpoint's parameters, policy RNG, optimizer state, counters

@@ -28,7 +28,8 @@ static void usage(FILE *f)
                "return and length. POLICY is the policy.safetensors that tributary-train --logdir\n"
                "writes, or one of its checkpoints (LOGDIR/checkpoints/ckpt-*.trib).\n"
                "\n"
-               "  --env ID|PATH.so   the env (default: the one the policy was trained on)\n"
+               "  --env ID|PATH.so   the env (default: the one the policy was trained on, when it is\n"
+               "                     a built-in; a plug-in is loaded only when --env names it)\n"
                "  --episodes N       episodes (default 10); each runs in its own env, in parallel\n"
                "  --sample           sample actions from the policy (default: greedy, the most\n"
                "                     likely action or the Gaussian's mean)\n"
@@ -45,41 +46,55 @@ static int bad(const char *what, const char *v)
     return 2;
 }
 
+/* The env to run: --env when given; else the one the file records, when
+ * it is a built-in id. A file never chooses a plug-in (code) to load: a
+ * recorded path is shown, and loaded only when --env names it. Opens it
+ * into spec and plugin; -1 with rl_last_error(). */
+static int open_env(const char *path, const char *recorded, const char *env_arg, const struct env_spec **spec,
+                    struct env_plugin **plugin)
+{
+    *plugin = NULL;
+    if (!env_arg && !env_lookup(recorded))
+        return rl_set_error("%s was trained on the env '%s', which is not a built-in: a policy file does not "
+                            "choose code to run; to load that plug-in, pass --env %s", path, recorded, recorded);
+    if (!(*spec = env_open(env_arg ? env_arg : recorded, plugin))) return rl_set_error("%s", env_last_error());
+    return 0;
+}
+
 /* The actor of a checkpoint (ckpt-*.trib): the architecture from its
  * config and the env's spaces, the parameters from its "policy" section
- * (the dropout RNG, then the actor's parameters, then the critic's). */
-static int load_checkpoint(const char *path, struct rl_arch *arch, char *env, size_t cap, struct nn_module **actor)
+ * (the dropout RNG, then the actor's parameters, then the critic's),
+ * every size checked against the section before anything is built. */
+static int load_checkpoint(const char *path, const char *env_arg, struct rl_arch *arch, char *env, size_t cap,
+                           struct nn_module **actor, const struct env_spec **spec, struct env_plugin **plugin)
 {
+    *plugin = NULL;
     struct ckpt *c = ckpt_load(path);
     if (!c) return -1;
     struct rl_config cfg;
     size_t len = 0, plen = 0;
     const char *text = ckpt_get(c, "config", &len);
     const unsigned char *pol = text ? ckpt_get(c, "policy", &plen) : NULL;
-    struct env_plugin *plugin = NULL;
-    const struct env_spec *spec = NULL;
     int rc = -1;
     if (!pol || rl_config_from_json(text, len, &cfg) != 0) {
         rl_set_error("%s: %s", path, rl_last_error());
         goto out;
     }
-    if (!(spec = env_open(cfg.env, &plugin))) {
-        rl_set_error("%s: %s", path, env_last_error());
+    snprintf(env, cap, "%s", cfg.env);
+    if (open_env(path, cfg.env, env_arg, spec, plugin) != 0) goto out;
+    bool discrete = (*spec)->act.kind == SPACE_DISCRETE;
+    *arch = rl_arch_for(&cfg, (*spec)->obs.dim, discrete, discrete ? (*spec)->act.n : (*spec)->act.dim);
+    char what[600];
+    snprintf(what, sizeof what, "%s on %s", path, (*spec)->id);
+    if (rl_arch_check(arch, what, plen < sizeof(uint64_t) ? 0 : plen - sizeof(uint64_t)) != 0) goto out;
+    size_t need = sizeof(uint64_t) + (size_t)rl_arch_param_count(arch) * sizeof(float);
+    if (plen != need) {
+        rl_set_error("%s: the policy section has %zu bytes, the architecture on %s needs %zu", path, plen,
+                     (*spec)->id, need);
         goto out;
     }
-    bool discrete = spec->act.kind == SPACE_DISCRETE;
-    *arch = rl_arch_for(&cfg, spec->obs.dim, discrete, discrete ? spec->act.n : spec->act.dim);
-    snprintf(env, cap, "%s", cfg.env);
     if (rl_arch_build(arch, 0, actor, NULL) != 0) {
         rl_set_error("%s: %s", path, tensor_last_error());
-        goto out;
-    }
-    size_t need = sizeof(uint64_t);
-    for (int i = 0; i < (*actor)->n_params; i++) need += (size_t)(*actor)->params[i]->numel * sizeof(float);
-    if (plen < need) {
-        rl_set_error("%s: the policy section has %zu bytes, the actor needs %zu", path, plen, need);
-        nn_module_free(*actor);
-        *actor = NULL;
         goto out;
     }
     const unsigned char *q = pol + sizeof(uint64_t);
@@ -90,7 +105,10 @@ static int load_checkpoint(const char *path, struct rl_arch *arch, char *env, si
     }
     rc = 0;
 out:
-    env_plugin_close(plugin);
+    if (rc != 0) {
+        env_plugin_close(*plugin);
+        *plugin = NULL;
+    }
     ckpt_free(c);
     return rc;
 }
@@ -152,20 +170,19 @@ int main(int argc, char **argv)
     struct nn_module *actor = NULL;
     size_t plen = strlen(path);
     bool is_ckpt = plen > 5 && strcmp(path + plen - 5, ".trib") == 0;
-    if ((is_ckpt ? load_checkpoint(path, &arch, trained_env, sizeof trained_env, &actor)
-                 : rl_policy_load(path, &arch, trained_env, sizeof trained_env, &actor, NULL)) != 0) {
+    struct env_plugin *plugin = NULL;
+    const struct env_spec *spec = NULL;
+    int lrc = is_ckpt ? load_checkpoint(path, env_arg, &arch, trained_env, sizeof trained_env, &actor, &spec, &plugin)
+                      : rl_policy_load(path, &arch, trained_env, sizeof trained_env, &actor, NULL);
+    if (lrc == 0 && !is_ckpt && open_env(path, trained_env, env_arg, &spec, &plugin) != 0) {
+        nn_module_free(actor);
+        lrc = -1;
+    }
+    if (lrc != 0) {
         fprintf(stderr, PROG ": %s\n", rl_last_error());
         return 1;
     }
     actor->training = false;
-    const char *env_name = env_arg ? env_arg : trained_env;
-    struct env_plugin *plugin = NULL;
-    const struct env_spec *spec = env_open(env_name, &plugin);
-    if (!spec) {
-        fprintf(stderr, PROG ": %s\n", env_last_error());
-        nn_module_free(actor);
-        return 1;
-    }
     bool discrete = spec->act.kind == SPACE_DISCRETE;
     int A = discrete ? spec->act.n : spec->act.dim;
     if (spec->obs.dim != arch.obs_dim || discrete == arch.gaussian || A != arch.act_dim) {

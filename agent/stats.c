@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -188,14 +189,58 @@ void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len)
     *len = sizeof *v;
 }
 
+/* A saved return window: the configured capacity, n and head in range,
+ * finite values; its running sum is recomputed (never trusted). */
+static int check_window(const char *what, struct rl_window *w, int cap)
+{
+    if (w->cap != cap) return rl_set_error("counters: %s window holds %d, this run keeps %d", what, w->cap, cap);
+    if (w->n < 0 || w->n > cap) return rl_set_error("counters: %s window count %d outside 0..%d", what, w->n, cap);
+    if (w->head < 0 || w->head >= cap)
+        return rl_set_error("counters: %s window head %d outside 0..%d", what, w->head, cap - 1);
+    double sum = 0;
+    for (int i = 0; i < w->n; i++) {
+        if (!isfinite(w->buf[i])) return rl_set_error("counters: %s window value %d is not finite", what, i);
+        sum += w->buf[i];
+    }
+    w->sum = sum;
+    return 0;
+}
+
+static int check_count(const char *what, int64_t v)
+{
+    if (v < 0 || v > RUN_STATS_MAX_COUNT)
+        return rl_set_error("counters: %s %lld outside 0..%lld", what, (long long)v, (long long)RUN_STATS_MAX_COUNT);
+    return 0;
+}
+
+/* Every number of a saved struct checked before any is used. */
+static int check_saved(struct saved_stats *v, const unsigned char *buf, const struct run_stats *s)
+{
+    if (v->magic != SAVED_MAGIC) return rl_set_error("counters: not valid saved counters (bad magic)");
+    /* read the bool as a byte: a value other than 0 or 1 is not a bool */
+    unsigned char hr;
+    memcpy(&hr, buf + offsetof(struct saved_stats, have_running), 1);
+    if (hr > 1) return rl_set_error("counters: have_running byte %u is not 0 or 1", hr);
+    if (check_count("env_steps", v->env_steps) || check_count("episodes", v->episodes) ||
+        check_count("updates", v->updates) || check_count("lag_n", v->lag_n) || check_count("lag_max", v->lag_max))
+        return -1;
+    for (int i = 0; i < RUN_STATS_LAG_BINS; i++)
+        if (check_count("lag_hist bin", v->lag_hist[i])) return -1;
+    for (int k = 0; k < RL_MAX_OBSERVERS; k++)
+        if (check_count("observer env_steps", v->obs_steps[k])) return -1;
+    if (check_window("return", &v->win, s->win.cap) || check_window("length", &v->len_win, s->len_win.cap)) return -1;
+    if (!isfinite(v->running)) return rl_set_error("counters: running reward is not finite");
+    if (!(v->lag_sum >= 0 && v->lag_sum <= (double)RUN_STATS_MAX_COUNT * (double)RUN_STATS_MAX_COUNT))
+        return rl_set_error("counters: lag_sum %g is not a finite non-negative sum", v->lag_sum);
+    return 0;
+}
+
 int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len)
 {
     struct saved_stats v;
     if (len != sizeof v) return rl_set_error("counters: %zu bytes, expected %zu", len, sizeof v);
     memcpy(&v, buf, sizeof v);
-    if (v.magic != SAVED_MAGIC || v.win.cap != s->win.cap || v.len_win.cap != s->len_win.cap || v.win.n > v.win.cap ||
-        v.len_win.n > v.len_win.cap || v.win.head >= v.win.cap || v.len_win.head >= v.len_win.cap || v.env_steps < 0)
-        return rl_set_error("counters: not valid saved counters");
+    if (check_saved(&v, buf, s) != 0) return -1;
     pthread_mutex_lock(&s->mu);
     s->env_steps = v.env_steps;
     s->episodes = v.episodes;

@@ -35,9 +35,17 @@ bool run_stats_solved(struct run_stats *s);
 bool run_stats_out_of_budget(struct run_stats *s);
 int64_t run_stats_env_steps(struct run_stats *s);
 int64_t run_stats_updates(struct run_stats *s);
+/* The largest env-step, episode, update or lag count a checkpoint may hold
+ * (2^53: exact in a double; at a billion steps a second, 285 years), so
+ * what a resumed run adds to them cannot overflow an int64. */
+#define RUN_STATS_MAX_COUNT (INT64_C(1) << 53)
+
 /* Checkpoints: the counters (env steps, episodes, updates, running reward,
- * the window of returns and lengths, lag figures) as bytes, and back (-1
- * with rl_last_error() on a size mismatch). */
+ * the window of returns and lengths, lag figures) as bytes, and back: -1
+ * with rl_last_error() ("counters: <what> <value> outside <range>", ...)
+ * on a size mismatch or any number out of range (counts in
+ * 0..RUN_STATS_MAX_COUNT, window count and head inside the window,
+ * non-finite returns), before anything of s changes. */
 void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len);
 int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len);
 

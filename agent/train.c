@@ -64,7 +64,7 @@ static void reap_observers(double timeout_s)
 static const char about[] =
     "Usage: " PROG " [options]\n"
     "Trains a policy with an agent and N observer processes forked on this machine,\n"
-    "talking over RPC on loopback (DESIGN.md 6). For observers on other hosts, start\n"
+    "talking over RPC on loopback (docs/design.md section 6). For observers on other hosts, start\n"
     "tributary-agent and tributary-observer yourself (or scripts/launch).\n"
     "Loopback needs no key; with --keys DIR the agent and its observers encrypt anyway.\n"
     "Progress lines go to stdout every --log-every seconds; the last line of stdout is a\n"

@@ -1,5 +1,5 @@
 /* Invariant checks shared by every layer: a broken invariant or an
- * out-of-memory aborts with file:line (CONVENTIONS.md "Errors"). Header-only;
+ * out-of-memory aborts with file:line (docs/conventions.md "Errors"). Header-only;
  * it sits below every layer and depends on nothing. */
 #ifndef TRIB_COMMON_CHECK_H
 #define TRIB_COMMON_CHECK_H

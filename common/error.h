@@ -1,4 +1,4 @@
-/* A module's last-error text (CONVENTIONS.md "Errors"): each module keeps a
+/* A module's last-error text (docs/conventions.md "Errors"): each module keeps a
  * `static _Thread_local struct trib_error` and its public x_last_error()
  * and setter as thin wrappers over these. Header only, below every layer. */
 #ifndef TRIB_COMMON_ERROR_H

@@ -245,6 +245,32 @@ int proc_wait(struct proc_group *g, int i, double timeout_s)
     return wait_until(&g->p[i], timeout_s < 0 ? -1 : trib_now_s() + timeout_s);
 }
 
+int proc_wait_any(struct proc_group *g, double timeout_s)
+{
+    double deadline = timeout_s < 0 ? -1 : trib_now_s() + timeout_s;
+    for (;;) {
+        bool left = false;
+        for (int k = 0; k < g->n; k++) {
+            struct proc *p = &g->p[k];
+            if (p->reaped) continue;
+            left = true;
+            int st = 0;
+            pid_t r = waitpid(p->pid, &st, WNOHANG);
+            if (r == p->pid) {
+                reaped(p, st);
+                return k;
+            }
+            if (r < 0 && errno != EINTR) {  /* not our child any more */
+                p->reaped = true;
+                p->status = -1;
+                return k;
+            }
+        }
+        if (!left || (deadline >= 0 && trib_now_s() > deadline)) return -1;
+        usleep(2000);
+    }
+}
+
 int proc_reap_all(struct proc_group *g, double timeout_s)
 {
     for (int k = 0; k < g->n; k++) close_fd(&g->p[k].go_fd);

@@ -85,6 +85,11 @@ size_t proc_output(const struct proc_group *g, int i, int fd, char *buf, size_t 
  * again. */
 int proc_wait(struct proc_group *g, int i, double timeout_s);
 
+/* Waits at most timeout_s (< 0: no limit) for any child not yet reaped to
+ * end, and reaps it. Returns its index, or -1 on timeout or when every
+ * child is reaped already. Kills nothing. */
+int proc_wait_any(struct proc_group *g, double timeout_s);
+
 /* Closes the endpoint pipes not yet handed out (those children exit 99),
  * waits for every child not yet reaped, all within timeout_s, and SIGKILLs
  * what is left. Returns how many of the children reaped here did not exit 0. */

@@ -4,6 +4,7 @@
 #include "envs/vec_env.h"
 
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,6 +173,20 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
         return -1;
     }
     size_t n = (size_t)v->n;
+    /* the episode lengths are counted on: in 0..max_episode_steps (or, with
+     * no truncation, below INT_MAX), last ones from -1 (none yet) */
+    int cap = v->spec->max_episode_steps > 0 ? v->spec->max_episode_steps : INT_MAX - 1;
+    const unsigned char *el = buf + sizeof h + v->stride * n + n * sizeof *v->rng;
+    const unsigned char *ll = el + n * (sizeof *v->elapsed + sizeof *v->ret + sizeof *v->last_ret);
+    for (size_t i = 0; i < n; i++) {
+        int e, l;
+        memcpy(&e, el + i * sizeof e, sizeof e);
+        memcpy(&l, ll + i * sizeof l, sizeof l);
+        if (e < 0 || e > cap || l < -1 || l > cap) {
+            env_set_error("vec_env_load: env %zu: episode length %d or last length %d outside 0..%d", i, e, l, cap);
+            return -1;
+        }
+    }
     const unsigned char *p = buf + sizeof h;
 #define GET(dst, size) (memcpy((dst), p, (size)), p += (size))
     GET(v->states, v->stride * n);

@@ -85,7 +85,8 @@ int vec_env_last_episode(const struct vec_env *v, int i, double *ret, int *len);
 int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len);
 /* Restores what vec_env_save wrote for a vec_env of the same spec (id and
  * state size) and num_envs. Returns 0, or -1 with env_last_error() naming
- * the mismatch (nothing changed). */
+ * the mismatch or an episode length out of range (nothing changed). The
+ * envs' own state bytes are the env's to trust. */
 int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len);
 
 /* Env i's state block (spec->state_size bytes), e.g. for get/set_state. */

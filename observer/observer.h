@@ -1,4 +1,4 @@
-/* An observer (DESIGN.md §6): B envs in a vec_env, an RRef to the agent's
+/* An observer (docs/design.md §6): B envs in a vec_env, an RRef to the agent's
  * policy, and the observer's side of each algorithm: rollouts (one act
  * call per step for all B envs), the minibatch losses it computes locally
  * (their backward crosses to the agent's parameters), REINFORCE episodes,

@@ -11,6 +11,8 @@
 
 /* ---- owner side ----------------------------------------------------------- */
 
+#define LOCAL_TYPE "dist_optim.local"     /* the rpc_type of an owner's local optimizer */
+
 struct local_opt {
     struct optim *opt;
     int n;
@@ -346,6 +348,28 @@ int dist_optim_get_version(const char *worker, int64_t *out)
     int rc = res.kind == RPC_INT ? (*out = res.i, 0) : (rpc_set_error("dist_optim_get_version: malformed reply"), -1);
     rpc_value_clear(&res);
     return rc;
+}
+
+struct rref *dist_optim_local_rref(const struct dist_optim *o, int i) { return o->locals[i]; }
+
+int dist_optim_local_save(struct rref *local, uint8_t **out, size_t *len)
+{
+    struct local_opt *l = rref_local_object_of(local, LOCAL_TYPE);
+    if (!l) return -1;
+    pthread_mutex_lock(&step_mu);
+    int rc = optim_save(l->opt, out, len);
+    pthread_mutex_unlock(&step_mu);
+    return rc == 0 ? 0 : rpc_set_error("%s", optim_last_error());
+}
+
+int dist_optim_local_load(struct rref *local, const uint8_t *buf, size_t len)
+{
+    struct local_opt *l = rref_local_object_of(local, LOCAL_TYPE);
+    if (!l) return -1;
+    pthread_mutex_lock(&step_mu);
+    int rc = optim_load(l->opt, buf, len);
+    pthread_mutex_unlock(&step_mu);
+    return rc == 0 ? 0 : rpc_set_error("%s", optim_last_error());
 }
 
 static struct local_opt *owned(struct dist_optim *o, int i)

@@ -1,4 +1,4 @@
-/* DistributedOptimizer (DESIGN.md §5): one local optimizer per owner of the
+/* DistributedOptimizer (docs/design.md §5): one local optimizer per owner of the
  * given parameter RRefs; a step asks every owner to apply the gradients a
  * distributed-autograd context accumulated there, and waits. */
 #ifndef TRIB_OPTIM_DIST_OPTIM_H
@@ -52,6 +52,14 @@ void dist_optim_set_local_version(int64_t v);
  * concurrently with a step. */
 int dist_optim_save_owned(struct dist_optim *o, uint8_t **out, size_t *len);
 int dist_optim_load_owned(struct dist_optim *o, const uint8_t *buf, size_t len);
+/* For distributed checkpoints (dist_ckpt.h): the RRef of owner i's local
+ * optimizer (borrowed; 0 <= i < dist_optim_num_owners), and on that owner
+ * its state (optim_save / optim_load format), serialised with its steps.
+ * -1 with rpc_last_error() on another worker or optim_load's complaint. */
+struct rref *dist_optim_local_rref(const struct dist_optim *o, int i);
+int dist_optim_local_save(struct rref *local, uint8_t **out, size_t *len);
+int dist_optim_local_load(struct rref *local, const uint8_t *buf, size_t len);
+
 /* The version of worker `worker` (an RPC; blocks). 0 or -1 with error. */
 int dist_optim_get_version(const char *worker, int64_t *out);
 

@@ -13,6 +13,7 @@
 
 #include "common/check.h"
 #include "common/error.h"
+#include "common/hash.h"
 #include "tensor/backend.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -444,15 +445,6 @@ double optim_lr_linear(double base_lr, double start_factor, double end_factor,
 
 enum { FLAG_NESTEROV = 1, FLAG_AMSGRAD = 2, FLAG_CENTERED = 4 };
 
-static uint64_t fnv1a64(const uint8_t *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
 
 static void put32(uint8_t **w, uint32_t x) { memcpy(*w, &x, 4); *w += 4; }
 static void put64(uint8_t **w, uint64_t x) { memcpy(*w, &x, 8); *w += 8; }
@@ -500,7 +492,7 @@ int optim_save(const struct optim *o, uint8_t **out, size_t *len)
             w += nb;
         }
     }
-    put64(&w, fnv1a64(buf, (size_t)(w - buf)));
+    put64(&w, trib_fnv1a64(buf, (size_t)(w - buf)));
     CHECK((size_t)(w - buf) == total);
     *out = buf;
     *len = total;
@@ -555,7 +547,7 @@ int optim_load(struct optim *o, const uint8_t *buf, size_t len)
     if (len < expect) return fail("optim_load: state is truncated (%zu bytes, expected %zu)", len, expect);
     if (len > expect) return fail("optim_load: %zu trailing bytes after the state", len - expect);
     const uint8_t *t = buf + len - TRAILER_BYTES;
-    if (get64(&t) != fnv1a64(buf, len - TRAILER_BYTES))
+    if (get64(&t) != trib_fnv1a64(buf, len - TRAILER_BYTES))
         return fail("optim_load: checksum mismatch: the state is corrupt");
     if (!(hv[0] >= 0)) return fail("optim_load: invalid learning rate %g in the state (must be >= 0)", hv[0]);
     r = buf + HEADER_BYTES;

@@ -1,4 +1,4 @@
-/* Local optimizers (DESIGN.md §5): SGD, Adam, AdamW and RMSprop over arrays
+/* Local optimizers (docs/design.md §5): SGD, Adam, AdamW and RMSprop over arrays
  * of parameter and gradient tensors, with explicit state, global-norm
  * gradient clipping, a linear LR schedule and a versioned state format.
  * Update formulas and hyper-parameters are PyTorch's (torch.optim). */

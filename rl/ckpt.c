@@ -432,6 +432,10 @@ static struct ckpt *load_file(const char *path, char *why, size_t cap)
         snprintf(why, cap, "bad CRC (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored, computed);
         goto fail;
     }
+    if ((int64_t)get_u64(buf + 24) < 0) {
+        snprintf(why, cap, "bad header: negative step %" PRId64, (int64_t)get_u64(buf + 24));
+        goto fail;
+    }
     uint32_t n = get_u32(buf + 12);
     if (n > CKPT_MAX_SECTIONS) {
         snprintf(why, cap, "%" PRIu32 " sections (at most %d)", n, CKPT_MAX_SECTIONS);

@@ -94,6 +94,7 @@ int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *section
  *   "bad magic (not a tributary checkpoint)"
  *   "unknown format version <v> (this build reads 1)"
  *   "bad CRC (stored 0x..., computed 0x...)"
+ *   "bad header: negative step <n>"
  *   "<n> bytes after the end recorded in its header"
  *   "section <i>: ..." (bad name length, past the end, duplicate name)
  *   or the strerror of open/read. */

@@ -116,7 +116,16 @@ int rl_config_check(const struct rl_config *c)
     if (c->n_hidden < 1 || c->n_hidden > RL_MAX_HIDDEN)
         return rl_set_error("--hidden takes 1..%d layer sizes", RL_MAX_HIDDEN);
     for (int i = 0; i < c->n_hidden; i++)
-        if (c->hidden[i] < 1 || c->hidden[i] > 65536) return rl_set_error("--hidden sizes must be in 1..65536");
+        if (c->hidden[i] < 1 || c->hidden[i] > RL_MAX_DIM)
+            return rl_set_error("--hidden sizes must be in 1..%d", RL_MAX_DIM);
+    /* the hidden layers alone (an env of one observation and one action),
+     * actor and critic: a lower bound of the policy's size */
+    int64_t params = 0;
+    for (int i = 1; i < c->n_hidden; i++) params += ((int64_t)c->hidden[i - 1] + 1) * c->hidden[i];
+    params *= c->algo == RL_ALGO_REINFORCE ? 1 : 2;
+    if (params > RL_MAX_POLICY_PARAMS)
+        return rl_set_error("--hidden: a policy of these layers has over %lld parameters (at most %lld)",
+                            (long long)params, (long long)RL_MAX_POLICY_PARAMS);
     if (!(c->dropout >= 0 && c->dropout < 1)) return rl_set_error("--dropout must be in [0, 1)");
     if (c->optimizer < 0 || c->optimizer >= OPTIM_KIND_COUNT) return rl_set_error("unknown optimizer");
     if (!(c->lr > 0 && c->lr < 10)) return rl_set_error("--lr must be in (0, 10)");
@@ -304,7 +313,7 @@ static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, b
         while (*s) {
             if (n == RL_MAX_HIDDEN) return -1;
             long x = strtol(s, &end, 10);
-            if (end == s || x < 1 || x > 65536 || (*end && *end != ',')) return -1;
+            if (end == s || x < 1 || x > RL_MAX_DIM || (*end && *end != ',')) return -1;
             c->hidden[n++] = (int)x;
             s = *end ? end + 1 : end;
         }
@@ -330,6 +339,27 @@ static const struct flag *find_flag(const char *name, bool *negated)
     return NULL;
 }
 
+/* One JSON object in text[0..len), white space around it and nothing
+ * else. 0 with *root set; -1 when it is not an object; -2 with *at the
+ * offset of the first byte after it; *root NULL on failure. */
+static int parse_object(const char *text, size_t len, cJSON **root, size_t *at)
+{
+    const char *end = NULL;
+    *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!*root || !cJSON_IsObject(*root)) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        return -1;
+    }
+    const char *p = end;
+    while (p < text + len && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    if (p == text + len) return 0;
+    cJSON_Delete(*root);
+    *root = NULL;
+    *at = (size_t)(p - text);
+    return -2;
+}
+
 /* Reads a JSON object from path into *root. 0, or -1 with rl_last_error(). */
 static int load_json(const char *path, cJSON **root)
 {
@@ -346,13 +376,11 @@ static int load_json(const char *path, cJSON **root)
         return rl_set_error("--config %s: larger than 1 MiB", path);
     }
     buf[len] = '\0';
-    *root = cJSON_Parse(buf);
+    size_t at = 0;
+    int rc = parse_object(buf, len, root, &at);
     free(buf);
-    if (!*root || !cJSON_IsObject(*root)) {
-        cJSON_Delete(*root);
-        *root = NULL;
-        return rl_set_error("--config %s: not a JSON object", path);
-    }
+    if (rc == -1) return rl_set_error("--config %s: not a JSON object", path);
+    if (rc == -2) return rl_set_error("--config %s: bytes after the JSON object (from byte %zu)", path, at);
     return 0;
 }
 
@@ -385,8 +413,14 @@ static int apply_config(struct rl_config *c, const char *path, const cJSON *root
             else *(bool *)((char *)c + fl->off) = cJSON_IsTrue(it);
             continue;
         }
-        if (cJSON_IsString(it) && strlen(it->valuestring) < sizeof val) snprintf(val, sizeof val, "%s", it->valuestring);
-        else if (cJSON_IsNumber(it)) {
+        if (cJSON_IsString(it)) {
+            size_t n = strlen(it->valuestring), max = fl->type == T_STR ? sizeof c->env - 1 : sizeof val - 1;
+            if (n > max) {
+                rc = rl_set_error("--config %s: '%s' is too long (%zu bytes, at most %zu)", path, it->string, n, max);
+                break;
+            }
+            snprintf(val, sizeof val, "%s", it->valuestring);
+        } else if (cJSON_IsNumber(it)) {
             double d = it->valuedouble;
             if (d == (double)(int64_t)d && fabs(d) < 9e15) snprintf(val, sizeof val, "%lld", (long long)d);
             else snprintf(val, sizeof val, "%.17g", d);
@@ -436,13 +470,11 @@ cJSON *rl_config_to_json(const struct rl_config *c)
 
 int rl_config_from_json(const char *text, size_t len, struct rl_config *cfg)
 {
-    char *copy = strndup(text, len);
-    cJSON *root = copy ? cJSON_Parse(copy) : NULL;
-    free(copy);
-    if (!root || !cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return rl_set_error("config: not a JSON object");
-    }
+    cJSON *root = NULL;
+    size_t at = 0;
+    int prc = parse_object(text, len, &root, &at);
+    if (prc == -1) return rl_set_error("config: not a JSON object");
+    if (prc == -2) return rl_set_error("config: bytes after the JSON object (from byte %zu)", at);
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "preset");
     int rc = rl_config_preset(cfg, cJSON_IsString(p) && p->valuestring[0] ? p->valuestring : "ppo-fast");
     if (rc == 0) rc = apply_config(cfg, "(saved)", root);

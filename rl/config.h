@@ -13,6 +13,12 @@
 #define RL_MAX_OBSERVERS 64
 #define RL_MAX_ENVS 4096            /* per observer */
 #define RL_MAX_HIDDEN 4
+#define RL_MAX_DIM 65536            /* a hidden layer's size, an observation's or an action's dims */
+/* The most parameters a policy may have, actor and critic together: 2^27
+ * floats, 512 MiB (the optimizer keeps up to three more copies). Checked
+ * on --hidden and on every architecture read from a file, before it is
+ * allocated. */
+#define RL_MAX_POLICY_PARAMS (INT64_C(1) << 27)
 
 enum rl_algo { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
 enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };

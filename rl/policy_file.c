@@ -24,6 +24,42 @@ struct rl_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool discre
     return a;
 }
 
+/* Weights and biases of an MLP in -> hidden... -> out. */
+static int64_t mlp_params(int in, int n_hidden, const int *hidden, int out)
+{
+    int64_t n = 0, prev = in;
+    for (int i = 0; i < n_hidden; i++) {
+        n += (prev + 1) * hidden[i];
+        prev = hidden[i];
+    }
+    return n + (prev + 1) * out;
+}
+
+int64_t rl_arch_param_count(const struct rl_arch *a)
+{
+    int64_t n = mlp_params(a->obs_dim, a->n_hidden, a->hidden, a->act_dim) + (a->gaussian ? a->act_dim : 0);
+    if (a->value_head) n += mlp_params(a->obs_dim, a->n_hidden, a->hidden, 1);
+    return n;
+}
+
+int rl_arch_check(const struct rl_arch *a, const char *what, uint64_t have_bytes)
+{
+    if (a->n_hidden < 1 || a->n_hidden > RL_MAX_HIDDEN || a->obs_dim < 1 || a->obs_dim > RL_MAX_DIM ||
+        a->act_dim < 1 || a->act_dim > RL_MAX_DIM)
+        return rl_set_error("%s: architecture sizes out of range", what);
+    for (int i = 0; i < a->n_hidden; i++)
+        if (a->hidden[i] < 1 || a->hidden[i] > RL_MAX_DIM)
+            return rl_set_error("%s: hidden size %d outside 1..%d", what, a->hidden[i], RL_MAX_DIM);
+    int64_t n = rl_arch_param_count(a);
+    if ((uint64_t)n * sizeof(float) > have_bytes)
+        return rl_set_error("%s: the architecture has %lld parameters (%llu bytes), the file holds %llu bytes of them",
+                            what, (long long)n, (unsigned long long)n * sizeof(float), (unsigned long long)have_bytes);
+    if (n > RL_MAX_POLICY_PARAMS)
+        return rl_set_error("%s: the architecture has %lld parameters (at most %lld)", what, (long long)n,
+                            (long long)RL_MAX_POLICY_PARAMS);
+    return 0;
+}
+
 int rl_arch_build(const struct rl_arch *a, uint64_t seed, struct nn_module **actor, struct nn_module **critic)
 {
     *actor = NULL;
@@ -169,7 +205,8 @@ int rl_policy_load(const char *path, struct rl_arch *a, char *env, size_t cap, s
         rl_set_error("policy %s: not a tributary policy (metadata format is not '" FORMAT "')", path);
         goto out;
     }
-    if (meta_int(st, "obs_dim", 1, 65536, &a->obs_dim) || meta_int(st, "act_dim", 1, 65536, &a->act_dim)) goto out;
+    if (meta_int(st, "obs_dim", 1, RL_MAX_DIM, &a->obs_dim) || meta_int(st, "act_dim", 1, RL_MAX_DIM, &a->act_dim))
+        goto out;
     if (!head || !act || !hid || !vh || !e || !dr || (strcmp(head, "gaussian") && strcmp(head, "categorical")) ||
         (strcmp(act, "tanh") && strcmp(act, "relu"))) {
         rl_set_error("policy %s: metadata head/activation/hidden/value_head/env/dropout missing or unknown", path);
@@ -178,15 +215,16 @@ int rl_policy_load(const char *path, struct rl_arch *a, char *env, size_t cap, s
     a->gaussian = strcmp(head, "gaussian") == 0;
     a->tanh = strcmp(act, "tanh") == 0;
     a->value_head = strcmp(vh, "true") == 0;
-    a->dropout = strtod(dr, NULL);
-    if (!(a->dropout >= 0 && a->dropout < 1)) {
+    char *dr_end = NULL;
+    a->dropout = strtod(dr, &dr_end);
+    if (dr_end == dr || *dr_end || !(a->dropout >= 0 && a->dropout < 1)) {
         rl_set_error("policy %s: bad dropout '%s'", path, dr);
         goto out;
     }
     for (const char *p = hid; *p;) {
         char *end;
         long x = strtol(p, &end, 10);
-        if (end == p || x < 1 || x > 65536 || a->n_hidden == RL_MAX_HIDDEN || (*end && *end != ',')) {
+        if (end == p || x < 1 || x > RL_MAX_DIM || a->n_hidden == RL_MAX_HIDDEN || (*end && *end != ',')) {
             rl_set_error("policy %s: bad hidden sizes '%s'", path, hid);
             goto out;
         }
@@ -197,6 +235,12 @@ int rl_policy_load(const char *path, struct rl_arch *a, char *env, size_t cap, s
         rl_set_error("policy %s: no hidden sizes", path);
         goto out;
     }
+    /* what the metadata describes must fit in the file before it is built */
+    uint64_t have = 0;
+    for (int i = 0; i < st->n; i++) have += tensor_nbytes(st->tensors[i]);
+    char what[600];
+    snprintf(what, sizeof what, "policy %s", path);
+    if (rl_arch_check(a, what, have) != 0) goto out;
     snprintf(env, cap, "%s", e);
     struct nn_module *c = NULL;
     if (rl_arch_build(a, 0, actor, critic ? &c : NULL) != 0) {

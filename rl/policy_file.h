@@ -24,6 +24,17 @@ struct rl_arch {
 /* The architecture cfg asks for on an env with these spaces. */
 struct rl_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim);
 
+/* Parameters (floats) of the actor and, with a value head, the critic. */
+int64_t rl_arch_param_count(const struct rl_arch *a);
+
+/* Checks an architecture read from a file (`what` names it in messages)
+ * before anything is allocated for it: sizes in range (dims and hidden
+ * sizes 1..RL_MAX_DIM), its parameters fit in the have_bytes the file
+ * holds for them, and there are at most RL_MAX_POLICY_PARAMS. 0, or -1
+ * with rl_last_error ("<what>: the architecture has <n> parameters (<b>
+ * bytes), the file holds <h> bytes of them", or "... (at most <cap>)"). */
+int rl_arch_check(const struct rl_arch *a, const char *what, uint64_t have_bytes);
+
 /* Builds the actor (obs -> logits, or mean and log_std: nn_mlp / nn_policy)
  * and, with a value head, the critic (obs -> [N,1]), initialised from seed
  * (PyTorch's default initialisation). 0, or -1 with tensor_last_error(). */

@@ -1,4 +1,4 @@
-/* The RL code shared by agent/ and observer/ (DESIGN.md §6): only those two
+/* The RL code shared by agent/ and observer/ (docs/design.md §6): only those two
  * programs include rl/. This header holds what every rl/ file needs: the
  * module's last-error text. */
 #ifndef TRIB_RL_RL_H

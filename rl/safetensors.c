@@ -276,6 +276,28 @@ static int check_layout(const struct entry *e, int n, uint64_t data_len, char *w
     return 0;
 }
 
+/* An upper bound on the JSON values of a header (what cJSON allocates a
+ * node for): one per ',', '[' and '{' outside strings, plus one. Counted
+ * before parsing, so a header of a million empty tensors costs one pass
+ * over its bytes, not a gigabyte of nodes. */
+static uint64_t json_values_bound(const char *h, size_t n)
+{
+    uint64_t count = 1;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char c = h[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') {
+            in_str = true;
+        } else if (c == ',' || c == '[' || c == '{') {
+            count++;
+        }
+    }
+    return count;
+}
+
 static bool pread_full(int fd, void *buf, size_t n, off_t off)
 {
     unsigned char *p = buf;
@@ -321,6 +343,12 @@ static struct safetensors *load_fd(int fd, uint64_t size, const char *path, char
         snprintf(why, cap, "header does not start with '{'");
         goto out;
     }
+    uint64_t values = json_values_bound(h, (size_t)hlen);
+    if (values > SAFETENSORS_MAX_VALUES) {
+        snprintf(why, cap, "header holds up to %" PRIu64 " JSON values (at most %d: %d tensors)", values,
+                 SAFETENSORS_MAX_VALUES, SAFETENSORS_MAX_TENSORS);
+        goto out;
+    }
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(h, (size_t)hlen, &end, 0);
     if (!root || !cJSON_IsObject(root)) {
@@ -335,6 +363,11 @@ static struct safetensors *load_fd(int fd, uint64_t size, const char *path, char
     if (check_unique(root, why, cap) != 0) goto out;
     uint64_t data_len = size - 8 - hlen;
     int total = cJSON_GetArraySize(root), n = 0;
+    const cJSON *meta_entry = cJSON_GetObjectItemCaseSensitive(root, META_KEY);
+    if (total - (meta_entry != NULL) > SAFETENSORS_MAX_TENSORS) {
+        snprintf(why, cap, "%d tensors (at most %d)", total - (meta_entry != NULL), SAFETENSORS_MAX_TENSORS);
+        goto out;
+    }
     e = trib_xcalloc((size_t)(total ? total : 1), sizeof *e);
     const cJSON *meta = NULL;
     for (const cJSON *x = root->child; x; x = x->next) {

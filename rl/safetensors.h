@@ -14,6 +14,12 @@
 /* Header size limit (as the reference reader's): a larger header is refused
  * before it is allocated. */
 #define SAFETENSORS_MAX_HEADER 100000000
+/* Tensors in one file (a policy has at most 21), and JSON values in its
+ * header (16 per tensor: an entry has 10 or fewer): more is refused, the
+ * values before the header is parsed, so a small file cannot make the
+ * reader allocate much more than its own size. */
+#define SAFETENSORS_MAX_TENSORS 16384
+#define SAFETENSORS_MAX_VALUES (16 * SAFETENSORS_MAX_TENSORS)
 
 struct safetensors_entry {
     const char *name;
@@ -55,8 +61,10 @@ struct safetensors {
  * dims, data_offsets [begin, end] with shape x dtype size == end - begin,
  * inside the data section; tensors do not overlap and leave no byte of the
  * data section unindexed (as the reference reader demands); no duplicate
- * names; "__metadata__" maps strings to strings. Unknown keys inside an
- * entry are ignored. Allocates no more than the file's size for tensors.
+ * names; "__metadata__" maps strings to strings; at most
+ * SAFETENSORS_MAX_TENSORS tensors and SAFETENSORS_MAX_VALUES JSON values
+ * (counted before parsing). Unknown keys inside an entry are ignored.
+ * Allocates no more than the file's size for tensors.
  * Returns a new struct safetensors (safetensors_free), or NULL with
  * rl_last_error "safetensors_load: <path>: <problem>". */
 struct safetensors *safetensors_load(const char *path);

@@ -1,4 +1,4 @@
-/* Handshakes: optional CURVE encryption (rpc/README.md "Wire format"; the router is a
+/* Handshakes: optional CURVE encryption (docs/design.md §4.2, rpc/README.md; the router is a
  * CURVE server, dealers are CURVE clients, and a ZAP handler on the I/O
  * thread admits only clients whose public key is on the allow-list), and a
  * watch on the handshakes that fail: socket monitors on the router (refused

@@ -1,6 +1,6 @@
 /* A bounded free list of fixed-size blocks shared by threads, so that
  * steady-state messages, requests and futures reuse memory instead of
- * calling malloc (CONVENTIONS.md "Memory and hot paths"). */
+ * calling malloc (docs/conventions.md "Memory and hot paths"). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "rpc/placement.h"
 #include "rpc/rpc_internal.h"
+#include "rpc/rref_internal.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
@@ -226,6 +228,7 @@ int remote_module_init(void)
     rpc_register_method("remote_module", "forward", rm_forward, NULL);
     rpc_register_method("remote_module", "parameters", rm_parameters, NULL);
     rpc_register_method("remote_module", "num_params", rm_num_params, NULL);
+    rpc_placement_register();   /* the owner side of remote devices (placement.h) */
     return 0;
 }
 
@@ -252,6 +255,14 @@ struct remote_module *remote_module_new(const char *on, const char *ctor,
     return rm;
 }
 
+struct remote_module *remote_module_new_at(const char *placement, const char *ctor,
+                                           const struct rpc_value *args)
+{
+    struct placement p;
+    if (placement_resolve(placement, &p) != 0) return NULL;
+    return remote_module_new(p.worker, ctor, args, p.device);
+}
+
 void remote_module_free(struct remote_module *rm)
 {
     if (!rm) return;
@@ -260,6 +271,12 @@ void remote_module_free(struct remote_module *rm)
 }
 
 struct rref *remote_module_rref(struct remote_module *rm) { return rm->rref; }
+
+struct nn_module *remote_module_local(struct rref *r)
+{
+    struct rm_obj *o = rref_local_object_of(r, "remote_module");
+    return o ? o->m : NULL;
+}
 
 struct remote_module *remote_module_from_rref(struct rref *r)
 {

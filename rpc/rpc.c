@@ -1,4 +1,4 @@
-/* The RPC agent's life (rpc/README.md): start-up (options, sockets,
+/* The RPC agent's life (docs/design.md §4.1-4.3, rpc/README.md): start-up (options, sockets,
  * the I/O thread and the handler pool, the rendezvous), graceful and
  * immediate shutdown, and the offline agent of the fuzz targets. The work
  * in between lives in io.c (the I/O thread), message.c (received

@@ -1,6 +1,7 @@
 /* Public API of the RPC layer: processes and rendezvous, a tagged value type,
  * rpc_sync/rpc_async/rpc_remote, futures, deferred replies and RRefs with the
- * semantics of torch.distributed.rpc, over ZeroMQ + msgpack (rpc/README.md: a worked example, threads, wire format). */
+ * semantics of torch.distributed.rpc, over ZeroMQ + msgpack (docs/design.md §4; rpc/README.md: a worked example,
+ * threads and who owns what, the wire format). */
 #ifndef TRIB_RPC_RPC_H
 #define TRIB_RPC_RPC_H
 
@@ -189,6 +190,21 @@ int rpc_next_event(struct rpc_event *ev, int timeout_ms);
  * too. Any thread; no effect on other ranks. */
 void rpc_refuse_joins(const char *why);
 
+/* ---- local worlds ------------------------------------------------------ */
+
+/* One process of a local world: its rank, the world's size and the
+ * rendezvous endpoint to put in rpc_opts.master. Returns its exit code. */
+typedef int (*rpc_spawn_fn)(int rank, int world_size, const char *master, void *arg);
+/* Runs fn in world_size forked processes on this machine, like
+ * torch.multiprocessing.spawn: each gets its rank and one free loopback
+ * endpoint, which rank 0's rpc_init binds. Call before this process starts
+ * any thread (before rpc_init). Blocks until every rank has exited, at most
+ * timeout_s (< 0: no limit). Returns 0 when all exited 0; otherwise kills
+ * the ranks still running and returns -1 with rpc_last_error() naming the
+ * first rank that failed ("rpc_spawn: rank 2 exited 1", "rpc_spawn: rank 1
+ * killed by signal 9 (Killed)", "rpc_spawn: rank 0 still running after 60 s"). */
+int rpc_spawn(int world_size, rpc_spawn_fn fn, void *arg, double timeout_s);
+
 /* ---- statistics ---------------------------------------------------------- */
 
 /* What this process's agent refused since rpc_init. Every connection on a
@@ -339,6 +355,10 @@ int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms);
  * on a user, after a failed construction, or for the other kind. */
 const struct rpc_value *rref_local_value(struct rref *r);
 void *rref_local_object(struct rref *r);
+/* rref_local_object, checking that the object's rpc_type is named
+ * type_name (NULL: any); NULL with error otherwise ("rref_local_object:
+ * the RRef holds a T, not a U"). */
+void *rref_local_object_of(struct rref *r, const char *type_name);
 int rref_owner(const struct rref *r);
 bool rref_is_owner(const struct rref *r);
 /* True once the owner has acknowledged this user (always true on the owner). */

@@ -360,7 +360,7 @@ struct rpc_agent {
 };
 /* freelist.c: a bounded free list of fixed-size blocks shared by threads,
  * so that steady-state messages, requests and futures reuse memory instead
- * of calling malloc (CONVENTIONS.md "Memory and hot paths"). */
+ * of calling malloc (docs/conventions.md "Memory and hot paths"). */
 struct rpc_freelist { pthread_mutex_t mu; void *head; int n; size_t size; };
 #define RPC_FREELIST_INIT(sz) { PTHREAD_MUTEX_INITIALIZER, NULL, 0, (sz) }
 #define RPC_FREELIST_MAX 4096
@@ -473,6 +473,9 @@ void rpc_conn_poll(void);
 /* After the I/O thread stopped: forgets every connection. */
 void rpc_conn_reset(void);
 void rpc_conn_register(void);
+/* placement.c: the owner-side functions of remote devices (remote_module_init
+ * registers them: programs that use no remote modules serve none). */
+void rpc_placement_register(void);
 void rpc_counters_reset(void);
 bool rpc_own_dealer_rid(const unsigned char *rid, size_t len);
 void rpc_new_rid(unsigned char rid[RPC_RID_LEN]);

@@ -89,6 +89,7 @@ void rref_submit_construct(struct owner_entry *oe, struct rpc_request *req, cons
                            const struct rpc_value *args);
 void rref_objects_register_builtins(void);
 
+
 /* ---- rref_fork.c --------------------------------------------------------- */
 void rref_fork_register_builtins(void);
 /* At shutdown (no agent threads left): drops the children held for G2. */

@@ -352,13 +352,18 @@ const struct rpc_value *rref_local_value(struct rref *r)
     return e ? &e->value : NULL;
 }
 
-void *rref_local_object(struct rref *r)
+void *rref_local_object(struct rref *r) { return rref_local_object_of(r, NULL); }
+
+void *rref_local_object_of(struct rref *r, const char *type_name)
 {
     char err[1200];
     pthread_mutex_lock(&rref_mu);
     struct owner_entry *e = local_entry(r, "rref_local_object", err, sizeof err);
     if (e && !e->is_object) {
         snprintf(err, sizeof err, "rref_local_object: the RRef holds a value");
+        e = NULL;
+    } else if (e && type_name && (!e->type.name || strcmp(e->type.name, type_name) != 0)) {
+        snprintf(err, sizeof err, "rref_local_object: the RRef holds a %s, not a %s", e->type.name ? e->type.name : "nameless object", type_name);
         e = NULL;
     }
     void *obj = e ? e->obj : NULL;

@@ -1,4 +1,4 @@
-/* The wire format (rpc/README.md "Wire format"; layout in rpc_internal.h): encoding a
+/* The wire format (docs/design.md §4.2, rpc/README.md; layout in rpc_internal.h): encoding a
  * message (a msgpack header, the payload, one raw frame per tensor body),
  * and decoding a received one with every count, length, depth, dtype and
  * shape checked against the frames before anything is allocated. RRefs

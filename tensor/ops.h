@@ -1,4 +1,4 @@
-/* Differentiable tensor operations (DESIGN.md §2). Every op:
+/* Differentiable tensor operations (docs/design.md §2). Every op:
  *  - returns a new tensor reference, or NULL with tensor_last_error() naming
  *    the op and the problem, e.g.
  *      "tensor_matmul: shape mismatch: [2,3] x [4,5]"

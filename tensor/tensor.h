@@ -1,5 +1,5 @@
 /* Tensors: dtype, up to 4 dims, contiguous, on CPU or CUDA, over a
- * ref-counted storage with a version counter (DESIGN.md §2). This header is
+ * ref-counted storage with a version counter (docs/design.md §2). This header is
  * the core every other layer builds on; ops live in ops.h, autograd in
  * autograd.h, modules in nn.h. */
 #ifndef TRIB_TENSOR_TENSOR_H

@@ -1,4 +1,4 @@
-/* trib-floor: the compute floor of an RL run (DESIGN §8). The same
+/* trib-floor: the compute floor of an RL run (docs/design.md §8). The same
  * algorithm, network, envs, seeds, rollout shape, minibatches and epochs as
  * tributary-train with the same flags, run in one process with no RPC:
  * observer k's envs and RNG (rl/learner), the policy's forward
@@ -403,8 +403,8 @@ int main(int argc, char **argv)
             struct run_interval iv;
             if (run_stats_interval(f.stats, f.version, false, &iv) && !f.cfg.quiet) run_stats_print(f.stats, stdout, &iv);
         }
-        run_stats_summary(f.stats, stdout, status == 0, 0, 0, why);
     }
+    run_stats_summary(f.stats, stdout, status == 0, 0, 0, why);   /* as tributary-train: failures too */
     for (int k = 0; f.ln && k < f.n; k++) rl_learner_deinit(&f.ln[k]);
     free(f.ln);
     free(f.idx);

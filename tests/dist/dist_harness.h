@@ -17,6 +17,7 @@
 
 #include "optim/dist_optim.h"
 #include "rpc/dist_autograd.h"
+#include "rpc/placement.h"
 #include "rpc/remote_module.h"
 #include "rpc/rpc.h"
 #include "tensor/autograd.h"

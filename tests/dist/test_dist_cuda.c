@@ -46,14 +46,14 @@ static int drive(int rank, const char *master, void *arg)
     a.list.items[1] = rpc_str("tanh");
     a.list.items[2] = rpc_double(0.0);
     a.list.items[3] = rpc_int(11);
-    struct remote_module *rm = remote_module_new("w0", "mlp", &a, DEVICE_CUDA);
+    struct remote_module *rm = remote_module_new_at("w0/cuda:0", "mlp", &a);   /* a remote device */
     rpc_value_clear(&a);
     struct tensor *xl = dh_random(BATCH, IN, 3), *xr = dh_random(BATCH, IN, 3), *t = dh_random(BATCH, OUT, 4);
     struct tensor *yl = NULL, *ll = NULL, *out[NN_MAX_IO] = { 0 }, *rl = NULL, *gx = NULL;
     struct rref *p[8] = { 0 };
     int np = 0, n = 0;
     int64_t ctx = 0;
-    EXPECT(rm != NULL, "remote_module_new(w0, mlp, cuda): %s", rpc_last_error());
+    EXPECT(rm != NULL, "remote_module_new_at(w0/cuda:0, mlp): %s", rpc_last_error());
     tensor_set_requires_grad(xl, true);
     tensor_set_requires_grad(xr, true);
     yl = nn_forward1(ref, xl);

@@ -2,7 +2,9 @@
  * autoreset and truncation semantics against a one-env reference model,
  * statistics, seeding, and errors. */
 #include <check.h>
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -378,6 +380,23 @@ START_TEST(save_and_load)
     ck_assert_int_eq(vec_env_load(d, buf, len), -1);
     ck_assert_int_eq(vec_env_load(a, buf, len - 1), -1);
     ck_assert_str_eq(env_last_error(), "vec_env_load: 735 bytes, expected 736");
+    /* an episode length from a crafted checkpoint: INT_MAX was a signed
+     * overflow at the next step, a negative one an episode never truncated */
+    size_t el_off = len - sizeof(struct vec_env_stats) - B * (sizeof(int) + 2 * sizeof(double) + sizeof(int));
+    int bad[] = { INT_MAX, -5, 501 };
+    for (int k = 0; k < 3; k++) {
+        unsigned char *crafted = malloc(len);
+        memcpy(crafted, buf, len);
+        memcpy(crafted + el_off + 3 * sizeof(int), &bad[k], sizeof(int));
+        ck_assert_int_eq(vec_env_load(b, crafted, len), -1);
+        char want[128];
+        int last;
+        memcpy(&last, buf + len - sizeof(struct vec_env_stats) - B * sizeof(int) + 3 * sizeof(int), sizeof last);
+        snprintf(want, sizeof want, "vec_env_load: env 3: episode length %d or last length %d outside 0..500", bad[k],
+                 last);
+        ck_assert_str_eq(env_last_error(), want);
+        free(crafted);
+    }
     free(buf);
     vec_env_free(a);
     vec_env_free(b);

@@ -1,0 +1,59 @@
+/* Distributed checkpoints: a set of RRef-owned modules (RemoteModules on
+ * any workers) and a distributed optimizer's state, saved where they live.
+ * Every owner writes its own shard (its modules' parameters and dropout
+ * RNG, its local optimizer's state, its optimizer version) into DIR; the
+ * caller then writes DIR/MANIFEST, which names every shard with its size
+ * and FNV-1a 64 hash, every module with its owner, and the optimizer's
+ * owners. Shards are named by a generation (shard-G-WORKER.bin) and the
+ * manifest is written last and atomically (temporary file, fsync, rename),
+ * so a save that fails or is interrupted leaves the previous checkpoint
+ * whole; shards of older generations are removed after the new manifest
+ * is in place. DIR must be a directory every owner can reach by the same
+ * path (one machine, or a shared file system). */
+#ifndef TRIB_OPTIM_DIST_CKPT_H
+#define TRIB_OPTIM_DIST_CKPT_H
+
+#include <stdint.h>
+
+#include "optim/dist_optim.h"
+#include "rpc/remote_module.h"
+
+/* Registers the owner-side function. Call in every process that owns
+ * checkpointed modules or optimizer state, before rpc_init (after
+ * dist_optim_init). Returns 0. */
+int dist_ckpt_init(void);
+
+/* A module in a checkpoint: a unique name (< 64 bytes, no whitespace) and
+ * the module (on any worker). */
+struct dist_ckpt_module {
+    const char *name;
+    struct remote_module *module;
+};
+
+/* Saves n modules and (opt non-NULL) opt's state on every owner, with the
+ * caller's counter `step`, into dir (created if missing). Blocks; no
+ * forward, backward or optimizer step may run on these modules meanwhile.
+ * 0, or -1 with rpc_last_error() ("dist_ckpt_save: worker1: ...", a bad
+ * name, a module given twice, a file system error naming the path). */
+int dist_ckpt_save(const char *dir, int n, const struct dist_ckpt_module *mods, struct dist_optim *opt,
+                   int64_t step);
+
+/* Loads the checkpoint in dir into the same n modules (by name) and opt
+ * (NULL: the optimizer state is not loaded), and its step into *step
+ * (may be NULL). Every shard is checked first (present, size and hash as
+ * the manifest says, the modules' parameter shapes) and only then applied,
+ * so a refused checkpoint changes nothing; refusals name the problem:
+ *   "dist_ckpt_load: DIR/MANIFEST: No such file or directory"
+ *   "dist_ckpt_load: module 'm' is not in the checkpoint"
+ *   "dist_ckpt_load: the checkpoint holds module 'm', which was not given"
+ *   "dist_ckpt_load: module 'm' was saved on worker1, it is now on worker2"
+ *   "dist_ckpt_load: worker1: shard shard-3-worker1.bin is missing"
+ *   "dist_ckpt_load: worker1: shard shard-3-worker1.bin does not match the
+ *    manifest (N bytes, hash H; the manifest says M bytes, hash K)"
+ *   "dist_ckpt_load: worker1: module 'm' parameter 0: f32 [8,4] in the
+ *    checkpoint, f32 [8,5] here"
+ * Blocks, with the same rule as dist_ckpt_save. 0 or -1. */
+int dist_ckpt_load(const char *dir, int n, const struct dist_ckpt_module *mods, struct dist_optim *opt,
+                   int64_t *step);
+
+#endif

@@ -1,0 +1,698 @@
+/* Hostile run files (issue 17), every one generated here: checkpoints whose
+ * counters or version are out of range (refused by --resume with a message
+ * naming the number, the run directory left exactly as it was), policy
+ * files and checkpoints whose architecture is larger than the file or the
+ * documented cap, a million empty tensors, --config files with trailing
+ * bytes or over-long strings, and files that name a plug-in: tributary-eval
+ * and --resume load one only when --env names it. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "agent/stats.h"
+#include "common/proc.h"
+#include "rl/ckpt.h"
+#include "rl/crc32c.h"
+#include "rl/policy_file.h"
+#include "rl/rl.h"
+#include "rl/rl_math.h"
+#include "rl/safetensors.h"
+
+static char OUT[1 << 16], ERR[1 << 16];
+static char BASE[64];       /* a real run's logdir: its checkpoints are the templates */
+static char MARK[96];       /* the evil plug-in creates this file when it is loaded */
+
+static int run(const char *bin, const char *const *args)
+{
+    const char *argv[40] = { bin };
+    int n = 1;
+    for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    struct proc_group g;
+    proc_group_init(&g);
+    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
+    int rc = proc_wait(&g, 0, 300);
+    OUT[proc_output(&g, 0, 1, OUT, sizeof OUT - 1)] = '\0';
+    ERR[proc_output(&g, 0, 2, ERR, sizeof ERR - 1)] = '\0';
+    proc_group_deinit(&g);
+    return rc;
+}
+
+static void rm_rf(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[1024];
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            struct stat st;
+            if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) rm_rf(path);
+            else unlink(path);
+        }
+    closedir(d);
+    rmdir(dir);
+}
+
+/* Every file under dir (one level of subdirectories) with its size, inode
+ * and modification time, sorted: equal snapshots mean nothing was written. */
+static char *snapshot(const char *dir)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    char sub[2][600];
+    snprintf(sub[0], sizeof sub[0], "%s", dir);
+    snprintf(sub[1], sizeof sub[1], "%s/checkpoints", dir);
+    for (int k = 0; k < 2; k++) {
+        struct dirent **names;
+        int n = scandir(sub[k], &names, NULL, alphasort);
+        for (int i = 0; i < n; i++) {
+            char p[1500];
+            struct stat st;
+            snprintf(p, sizeof p, "%s/%s", sub[k], names[i]->d_name);
+            if (names[i]->d_name[0] != '.' && stat(p, &st) == 0)
+                fprintf(f, "%s %lld %llu %lld.%09ld\n", p, (long long)st.st_size, (unsigned long long)st.st_ino,
+                        (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+            free(names[i]);
+        }
+        if (n >= 0) free(names);
+    }
+    fclose(f);
+    return buf;
+}
+
+/* ---- crafted checkpoints ------------------------------------------------------ */
+
+/* agent/stats.c's saved counters, field for field (the section's size is
+ * checked against it below). */
+struct saved_stats {
+    uint64_t magic;
+    int64_t env_steps, episodes, updates;
+    struct rl_window win, len_win;
+    double running;
+    bool have_running;
+    double lag_sum;
+    int64_t lag_n, lag_max;
+    int64_t lag_hist[RUN_STATS_LAG_BINS];
+    int64_t obs_steps[RL_MAX_OBSERVERS];
+    double wall_s;
+};
+
+/* The base run's newest checkpoint (ckpt_free it). */
+static struct ckpt *base_ckpt(void)
+{
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/checkpoints", BASE);
+    struct ckpt *c = NULL;
+    ck_assert_msg(ckpt_load_latest(dir, &c, NULL, 0) == 1, "%s", rl_last_error());
+    return c;
+}
+
+/* A fresh logdir whose only checkpoint is the base one with section `name`
+ * replaced by data (size bytes), written as ckpt-<step>.trib; its path
+ * into ckpt_path. The logdir is returned (free it). */
+static char *craft(const char *name, const void *data, size_t size, char *ckpt_path, size_t cap)
+{
+    char tmpl[] = "/tmp/test_rl_files_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    struct ckpt *c = base_ckpt();
+    struct ckpt_section s[64];
+    ck_assert_int_le(c->n_sections, 64);
+    bool found = false;
+    for (int i = 0; i < c->n_sections; i++) {
+        s[i] = c->sections[i];
+        if (strcmp(s[i].name, name) == 0) {
+            s[i].data = data;
+            s[i].size = size;
+            found = true;
+        }
+    }
+    ck_assert_msg(found, "no section %s", name);
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/checkpoints", tmpl);
+    ck_assert_msg(ckpt_write(dir, c->step, s, c->n_sections, 0) == 0, "%s", rl_last_error());
+    snprintf(ckpt_path, cap, "%s/ckpt-%012" PRId64 ".trib", dir, c->step);
+    ckpt_free(c);
+    return strdup(tmpl);
+}
+
+/* The base checkpoint's counters, to be altered. */
+static struct saved_stats base_counters(void)
+{
+    struct ckpt *c = base_ckpt();
+    size_t len = 0;
+    const void *b = ckpt_get(c, "counters", &len);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_uint_eq(len, sizeof(struct saved_stats));
+    struct saved_stats v;
+    memcpy(&v, b, sizeof v);
+    ckpt_free(c);
+    return v;
+}
+
+/* --resume of a logdir holding one crafted checkpoint must fail with
+ * `want` (after "checkpoint <path>: ") and leave the logdir as it was. */
+static void resume_refused(const char *section, const void *data, size_t size, const char *want)
+{
+    char path[256];
+    char *dir = craft(section, data, size, path, sizeof path);
+    char *before = snapshot(dir);
+    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
+                           "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args);
+    char msg[512];
+    snprintf(msg, sizeof msg, "agent: checkpoint %s: %s\n", path, want);
+    ck_assert_msg(rc == 1 && strstr(ERR, msg), "exit %d, wanted '%s' in\n%s", rc, msg, ERR);
+    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+    char *after = snapshot(dir);
+    ck_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    rm_rf(dir);
+    free(dir);
+}
+
+START_TEST(test_resume_counters_out_of_range)
+{
+    struct saved_stats v = base_counters();
+    v.win.head = -1000;   /* was an index: UBSan "index -1000 out of bounds", heap corruption */
+    resume_refused("counters", &v, sizeof v, "counters: return window head -1000 outside 0..99");
+    v = base_counters();
+    v.win.head = INT_MIN;   /* was SIGSEGV */
+    resume_refused("counters", &v, sizeof v, "counters: return window head -2147483648 outside 0..99");
+    v = base_counters();
+    v.env_steps = INT64_MAX - 100;   /* was a signed overflow on the next report */
+    resume_refused("counters", &v, sizeof v, "counters: env_steps 9223372036854775707 outside 0..9007199254740992");
+    v = base_counters();
+    v.updates = INT64_MIN;   /* made every later checkpoint fail */
+    resume_refused("counters", &v, sizeof v, "counters: updates -9223372036854775808 outside 0..9007199254740992");
+    int64_t version = INT64_MAX;   /* was a signed overflow at the next optimizer step */
+    resume_refused("version", &version, sizeof version, "version 9223372036854775807 outside 0..9007199254740992");
+}
+END_TEST
+
+/* A checkpoint refused after the run has started (its policy section does
+ * not fit the architecture): no new checkpoint and no policy file. */
+START_TEST(test_resume_refused_late_writes_nothing)
+{
+    struct ckpt *c = base_ckpt();
+    size_t len = 0;
+    const void *pol = ckpt_get(c, "policy", &len);
+    ck_assert_ptr_nonnull(pol);
+    void *shorter = malloc(len - 4);
+    memcpy(shorter, pol, len - 4);
+    ckpt_free(c);
+    char path[256], dir_ck[300], pf[300];
+    char *dir = craft("policy", shorter, len - 4, path, sizeof path);
+    snprintf(dir_ck, sizeof dir_ck, "%s/checkpoints", dir);
+    snprintf(pf, sizeof pf, "%s/policy.safetensors", dir);
+    char *before = snapshot(dir_ck);
+    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
+                           "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args);
+    char msg[512];
+    snprintf(msg, sizeof msg, "agent: checkpoint %s: policy: %zu bytes, this architecture needs %zu\n", path, len - 4,
+             len);
+    ck_assert_msg(rc == 1 && strstr(ERR, msg), "exit %d, wanted '%s' in\n%s", rc, msg, ERR);
+    char *after = snapshot(dir_ck);
+    ck_assert_str_eq(before, after);   /* was: a fresh ckpt-000000000000.trib */
+    ck_assert_msg(access(pf, F_OK) != 0, "a refused resume wrote %s", pf);
+    free(before);
+    free(after);
+    free(shorter);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* run_stats_load itself: every number of the counters is checked, and a
+ * refusal changes nothing. */
+START_TEST(test_counters_fields)
+{
+    struct rl_config cfg;
+    ck_assert_int_eq(rl_config_preset(&cfg, "ppo-fast"), 0);
+    struct run_stats *s = run_stats_new(&cfg, 10);
+    const struct saved_stats good = base_counters();
+    static const char *const want[] = {
+        "counters: length window head 100 outside 0..99",
+        "counters: return window count -1 outside 0..100",
+        "counters: return window count 101 outside 0..100",
+        "counters: return window holds 1024, this run keeps 100",
+        "counters: return window value 0 is not finite",
+        "counters: episodes -1 outside 0..9007199254740992",
+        "counters: env_steps 9007199254740993 outside 0..9007199254740992",
+        "counters: lag_n -9223372036854775808 outside 0..9007199254740992",
+        "counters: lag_hist bin -5 outside 0..9007199254740992",
+        "counters: observer env_steps 9223372036854775807 outside 0..9007199254740992",
+        "counters: running reward is not finite",
+        "counters: lag_sum -1 is not a finite non-negative sum",
+        "counters: not valid saved counters (bad magic)",
+    };
+    for (int i = 0; i < (int)(sizeof want / sizeof want[0]); i++) {
+        struct saved_stats v = good;
+        switch (i) {
+        case 0: v.len_win.head = 100; break;
+        case 1: v.win.n = -1; break;
+        case 2: v.win.n = 101; break;
+        case 3: v.win.cap = 1024; break;
+        case 4: v.win.n = 1, v.win.buf[0] = 1.0 / 0.0; break;
+        case 5: v.episodes = -1; break;
+        case 6: v.env_steps = (INT64_C(1) << 53) + 1; break;
+        case 7: v.lag_n = INT64_MIN; break;
+        case 8: v.lag_hist[7] = -5; break;
+        case 9: v.obs_steps[3] = INT64_MAX; break;
+        case 10: v.running = 0.0 / 0.0; break;
+        case 11: v.lag_sum = -1; break;
+        default: v.magic ^= 1; break;
+        }
+        ck_assert_int_eq(run_stats_load(s, (const unsigned char *)&v, sizeof v), -1);
+        ck_assert_str_eq(rl_last_error(), want[i]);
+        ck_assert_int_eq(run_stats_env_steps(s), 0);   /* nothing of a refused load applies */
+    }
+    /* a bool byte other than 0 or 1 (UBSan: "not a valid value for type 'bool'") */
+    unsigned char raw[sizeof good];
+    memcpy(raw, &good, sizeof raw);
+    raw[offsetof(struct saved_stats, have_running)] = 7;
+    ck_assert_int_eq(run_stats_load(s, raw, sizeof raw), -1);
+    ck_assert_str_eq(rl_last_error(), "counters: have_running byte 7 is not 0 or 1");
+    ck_assert_int_eq(run_stats_load(s, (const unsigned char *)&good, sizeof good), 0);
+    ck_assert_int_eq(run_stats_env_steps(s), good.env_steps);
+    run_stats_free(s);
+}
+END_TEST
+
+/* The checkpoint header's step, made negative (CRC made right again). */
+START_TEST(test_ckpt_negative_step)
+{
+    char path[256];
+    struct ckpt *c = base_ckpt();
+    size_t len = 0;
+    const void *v = ckpt_get(c, "version", &len);
+    int64_t version;
+    memcpy(&version, v, sizeof version);
+    ckpt_free(c);
+    char *dir = craft("version", &version, sizeof version, path, sizeof path);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    unsigned char *b = malloc((size_t)size);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_int_eq(fread(b, 1, (size_t)size, f), size);
+    int64_t step = -5;
+    memcpy(b + 24, &step, 8);
+    uint32_t crc = crc32c(b, (size_t)size - 4);
+    memcpy(b + size - 4, &crc, 4);
+    fseek(f, 0, SEEK_SET);
+    ck_assert_int_eq(fwrite(b, 1, (size_t)size, f), size);
+    fclose(f);
+    free(b);
+    ck_assert_ptr_null(ckpt_load(path));
+    char want[400];
+    snprintf(want, sizeof want, "ckpt_load: %s: bad header: negative step -5", path);
+    ck_assert_str_eq(rl_last_error(), want);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- architecture sizes ------------------------------------------------------- */
+
+/* A policy file of one 1-float tensor whose metadata claims hidden. */
+static void tiny_policy(const char *path, const char *hidden, const char *env, const char *dropout)
+{
+    int64_t shape[1] = { 1 };
+    struct tensor *t = tensor_new(DTYPE_F32, DEVICE_CPU, 1, shape);
+    struct safetensors_entry e[] = { { "actor.0.weight", t } };
+    struct safetensors_meta meta[] = {
+        { "format", "tributary-policy-1" }, { "env", env }, { "obs_dim", "4" }, { "act_dim", "2" },
+        { "head", "categorical" }, { "value_head", "false" }, { "hidden", hidden }, { "activation", "relu" },
+        { "dropout", dropout }, { "init_log_std", "0" },
+    };
+    ck_assert_msg(safetensors_save(path, e, 1, meta, 10) == 0, "%s", rl_last_error());
+    tensor_free(t);
+}
+
+START_TEST(test_policy_file_sizes)
+{
+    char path[] = "/tmp/test_rl_files_pol_XXXXXX.safetensors";
+    close(mkstemps(path, 12));
+    /* 4 -> 30000 -> 30000 -> 2: was 3.7 GB and 15 s before failing */
+    tiny_policy(path, "30000,30000", "CartPole-v1", "0");
+    const char *args[] = { path, "--env", "CartPole-v1", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    char want[512];
+    snprintf(want, sizeof want, "tributary-eval: policy %s: the architecture has 900240002 parameters (3600960008 "
+                                "bytes), the file holds 4 bytes of them\n", path);
+    ck_assert_str_eq(ERR, want);
+    /* 65536 x 4: was over ASan's allocation limit */
+    tiny_policy(path, "65536,65536,65536,65536", "CartPole-v1", "0");
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    snprintf(want, sizeof want, "tributary-eval: policy %s: the architecture has 12885557250 parameters (51542229000 "
+                                "bytes), the file holds 4 bytes of them\n", path);
+    ck_assert_str_eq(ERR, want);
+    /* a number with junk after it */
+    tiny_policy(path, "8", "CartPole-v1", "0.5x");
+    struct rl_arch got;
+    char env[64];
+    struct nn_module *actor = NULL;
+    ck_assert_int_eq(rl_policy_load(path, &got, env, sizeof env, &actor, NULL), -1);
+    snprintf(want, sizeof want, "policy %s: bad dropout '0.5x'", path);
+    ck_assert_str_eq(rl_last_error(), want);
+    /* a file that holds every byte is still bounded by the cap */
+    struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 2, .hidden = { 16384, 16384 } };
+    ck_assert_int_eq(rl_arch_check(&a, "x", UINT64_MAX), -1);
+    ck_assert_str_eq(rl_last_error(), "x: the architecture has 268566530 parameters (at most 134217728)");
+    a.hidden[1] = 65537;
+    ck_assert_int_eq(rl_arch_check(&a, "x", UINT64_MAX), -1);
+    ck_assert_str_eq(rl_last_error(), "x: hidden size 65537 outside 1..65536");
+    unlink(path);
+}
+END_TEST
+
+/* The config of a checkpoint, rewritten with key set to a JSON value. */
+static char *ckpt_with_config(const char *key, const char *json_value, char *path, size_t cap)
+{
+    struct ckpt *c = base_ckpt();
+    size_t len = 0;
+    const char *text = ckpt_get(c, "config", &len);
+    char *cfg = strndup(text, len);
+    char needle[64];
+    snprintf(needle, sizeof needle, "\"%s\":", key);
+    char *at = strstr(cfg, needle);
+    ck_assert_ptr_nonnull(at);
+    char *val = at + strlen(needle), *end = val + (*val == '"' ? strcspn(val + 1, "\"") + 2 : strcspn(val, ",}"));
+    char *out = NULL;
+    ck_assert_int_ge(asprintf(&out, "%.*s%s%s", (int)(val - cfg), cfg, json_value, end), 0);
+    ckpt_free(c);
+    free(cfg);
+    char *dir = craft("config", out, strlen(out), path, cap);
+    free(out);
+    return dir;
+}
+
+START_TEST(test_checkpoint_arch_sizes)
+{
+    char path[256], want[768];
+    /* a --hidden over the cap in a checkpoint's config: refused by the config check */
+    char *dir = ckpt_with_config("hidden", "\"65536,65536,65536,65536\"", path, sizeof path);
+    const char *args[] = { path, "--env", "CartPole-v1", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    snprintf(want, sizeof want, "tributary-eval: %s: --hidden: a policy of these layers has over 25770196992 "
+                                "parameters (at most 134217728)\n", path);
+    ck_assert_str_eq(ERR, want);
+    rm_rf(dir);
+    free(dir);
+    /* under the cap but more than the policy section holds */
+    dir = ckpt_with_config("hidden", "\"4096,4096\"", path, sizeof path);
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    snprintf(want, sizeof want, "tributary-eval: %s on CartPole-v1: the architecture has 33615875 parameters "
+                                "(134463500 bytes), the file holds ", path);
+    ck_assert_msg(strncmp(ERR, want, strlen(want)) == 0, "%s", ERR);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* n empty tensors (as the reference format allows) in one header. */
+static void empty_tensors(const char *path, int n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    char *h = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&h, &len);
+    fputc('{', m);
+    for (int i = 0; i < n; i++)
+        fprintf(m, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
+    fputc('}', m);
+    fclose(m);
+    uint64_t hl = len;
+    fwrite(&hl, 8, 1, f);
+    fwrite(h, 1, len, f);
+    free(h);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(test_many_empty_tensors)
+{
+    char path[] = "/tmp/test_rl_files_empty_XXXXXX";
+    close(mkstemp(path));
+    char want[512];
+    /* 20000 entries parse (about 7 values each) but are more tensors than allowed */
+    empty_tensors(path, 20000);
+    ck_assert_ptr_null(safetensors_load(path));
+    snprintf(want, sizeof want, "safetensors_load: %s: 20000 tensors (at most 16384)", path);
+    ck_assert_str_eq(rl_last_error(), want);
+    /* 1.2 million (72 MB): was 1.5 GB of JSON nodes; now refused before parsing */
+    empty_tensors(path, 1200000);
+    struct rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
+    ck_assert_ptr_null(safetensors_load(path));
+    getrusage(RUSAGE_SELF, &r1);
+    snprintf(want, sizeof want, "safetensors_load: %s: header holds up to 8400001 JSON values (at most 262144: 16384 "
+                                "tensors)", path);
+    ck_assert_str_eq(rl_last_error(), want);
+    /* the header itself (72 MB, ASan's shadow beside it) and no more */
+    ck_assert_msg(r1.ru_maxrss - r0.ru_maxrss < 300 * 1024, "maxrss grew by %ld KiB", r1.ru_maxrss - r0.ru_maxrss);
+    unlink(path);
+}
+END_TEST
+
+/* ---- --config ------------------------------------------------------------------- */
+
+static void config_refused(const char *text, size_t n, const char *want_fmt)
+{
+    char path[] = "/tmp/test_rl_files_cfg_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert(fd >= 0);
+    ck_assert(write(fd, text, n) == (ssize_t)n);
+    close(fd);
+    const char *args[] = { "--config", path, NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, args), 2);
+    char want[700];
+    snprintf(want, sizeof want, want_fmt, path);
+    ck_assert_str_eq(ERR, want);
+    unlink(path);
+}
+
+START_TEST(test_config_file_refusals)
+{
+    /* was: the run tried to allocate ~48 GB */
+    const char *big = "{\"hidden\": \"65536,65536,65536,65536\"}";
+    config_refused(big, strlen(big), "tributary-train: --hidden: a policy of these layers has over 25770196992 "
+                                     "parameters (at most 134217728) (see tributary-train --help)\n");
+    /* was: accepted, the junk ignored */
+    const char *junk = "{\"lr\": 0.001} junk";
+    config_refused(junk, strlen(junk),
+                   "tributary-train: --config %s: bytes after the JSON object (from byte 14) (see tributary-train "
+                   "--help)\n");
+    const char nul[] = "{\"lr\": 0.001}\0{\"lr\": 5}";
+    config_refused(nul, sizeof nul - 1,
+                   "tributary-train: --config %s: bytes after the JSON object (from byte 13) (see tributary-train "
+                   "--help)\n");
+    /* was: "must be a number or a string" */
+    char text[6000];
+    snprintf(text, sizeof text, "{\"env\": \"%0600d\"}", 0);
+    config_refused(text, strlen(text), "tributary-train: --config %s: 'env' is too long (600 bytes, at most 511) "
+                                       "(see tributary-train --help)\n");
+    snprintf(text, sizeof text, "{\"logdir\": \"/tmp/%05000d\"}", 0);
+    config_refused(text, strlen(text), "tributary-train: --config %s: 'logdir' is too long (5005 bytes, at most 511) "
+                                       "(see tributary-train --help)\n");
+}
+END_TEST
+
+/* ---- files never name code ------------------------------------------------------- */
+
+static bool marked(void) { return access(MARK, F_OK) == 0; }
+
+START_TEST(test_eval_plugin_named_by_policy_file)
+{
+    unlink(MARK);
+    char path[] = "/tmp/test_rl_files_evil_XXXXXX.safetensors";
+    close(mkstemps(path, 12));
+    /* a real 4-8-2 policy whose metadata names the plug-in */
+    struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 } };
+    struct nn_module *actor = NULL;
+    ck_assert_int_eq(rl_arch_build(&a, 1, &actor, NULL), 0);
+    ck_assert_int_eq(rl_policy_save(path, &a, EVIL_SO, actor->n_params, actor->params), 0);
+    nn_module_free(actor);
+    const char *plain[] = { path, "--episodes", "2", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, plain), 1);
+    char want[768];
+    snprintf(want, sizeof want, "tributary-eval: %s was trained on the env '%s', which is not a built-in: a policy "
+                                "file does not choose code to run; to load that plug-in, pass --env %s\n", path,
+             EVIL_SO, EVIL_SO);
+    ck_assert_str_eq(ERR, want);
+    ck_assert_msg(!marked(), "the plug-in named by the file was loaded");
+    const char *builtin[] = { path, "--episodes", "2", "--env", "CartPole-v1", NULL };
+    ck_assert_msg(run(TRIB_EVAL_BIN, builtin) == 0, "%s", ERR);
+    ck_assert_msg(!marked(), "the plug-in named by the file was loaded");
+    /* named on the command line: loaded */
+    const char *asked[] = { path, "--episodes", "2", "--env", EVIL_SO, NULL };
+    ck_assert_msg(run(TRIB_EVAL_BIN, asked) == 0, "%s", ERR);
+    ck_assert_msg(marked(), "--env %s did not load it", EVIL_SO);
+    ck_assert_ptr_nonnull(strstr(OUT, "on Evil-v0, 2 episodes"));
+    unlink(MARK);
+    unlink(path);
+}
+END_TEST
+
+START_TEST(test_eval_and_resume_plugin_named_by_checkpoint)
+{
+    unlink(MARK);
+    char path[256], q[600];
+    snprintf(q, sizeof q, "\"%s\"", EVIL_SO);
+    char *dir = ckpt_with_config("env", q, path, sizeof path);
+    /* was: loaded even with --env CartPole-v1 */
+    const char *builtin[] = { path, "--episodes", "2", "--env", "CartPole-v1", NULL };
+    ck_assert_msg(run(TRIB_EVAL_BIN, builtin) == 0, "%s", ERR);
+    ck_assert_msg(!marked(), "the plug-in named by the checkpoint was loaded");
+    const char *plain[] = { path, "--episodes", "2", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, plain), 1);
+    ck_assert_msg(strstr(ERR, "which is not a built-in: a policy file does not choose code to run") != NULL, "%s", ERR);
+    ck_assert_msg(!marked(), "the plug-in named by the checkpoint was loaded");
+    /* --resume takes the env from the command line and refuses the mismatch */
+    const char *resume[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
+                             "--env", "CartPole-v1", "--quiet", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, resume), 1);
+    char want[900];
+    snprintf(want, sizeof want, "was made with --env \"%s\", this run has \"CartPole-v1\"", EVIL_SO);
+    ck_assert_msg(strstr(ERR, want) != NULL, "%s", ERR);
+    ck_assert_msg(!marked(), "--resume loaded the plug-in named by the checkpoint");
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
+/* ---- failed checkpoint writes ------------------------------------------------------ */
+
+/* Resumes a copy of the base checkpoint in dir with a checkpoint after
+ * every iteration (8 updates) whose writes all fail with errno_text: three
+ * failures, each reported with its path and the checkpoint a resume would
+ * use (the base one, kept), then the run stops with exit 1. */
+static void resume_with_failing_writes(const char *dir, const char *errno_text)
+{
+    char ck[300], kept[400];
+    snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+    struct ckpt *c = base_ckpt();
+    snprintf(kept, sizeof kept, "%s/ckpt-%012" PRId64 ".trib", ck, c->step);
+    int64_t step = c->step;
+    ckpt_free(c);
+    char *before = snapshot(ck);
+    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "1000",
+                           "--checkpoint-every", "1", "--resume", dir, "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args);
+    ck_assert_msg(rc == 1, "exit %d\n%s", rc, ERR);
+    for (int k = 1; k <= 3; k++) {
+        char want[1024];
+        snprintf(want, sizeof want, "agent: checkpoint of update %" PRId64 " FAILED (%d in a row): ckpt_write: "
+                 "%s/ckpt-%012" PRId64 ".trib: %s; a resume would use %s%s\n", step + 8 * k, k, ck, step + 8 * k,
+                 errno_text, kept, k == 3 ? "; stopping the run" : "");
+        ck_assert_msg(strstr(ERR, want) != NULL, "no '%s' in\n%s", want, ERR);
+    }
+    ck_assert_msg(strstr(OUT, "\"stopped_by\":\"checkpoint-failures\"") != NULL, "%s", OUT);
+    char *after = snapshot(ck);
+    ck_assert_str_eq(before, after);   /* the good one kept, no partial file left */
+    free(before);
+    free(after);
+}
+
+START_TEST(test_checkpoint_write_failures)
+{
+    /* a real write failure for anyone: files over RLIMIT_FSIZE fail with EFBIG */
+    struct ckpt *c = base_ckpt();
+    int64_t version = 0;
+    size_t len = 0;
+    memcpy(&version, ckpt_get(c, "version", &len), sizeof version);
+    ckpt_free(c);
+    char path[256];
+    char *dir = craft("version", &version, sizeof version, path, sizeof path);
+    signal(SIGXFSZ, SIG_IGN);   /* inherited: the write fails instead of killing the writer */
+    struct rlimit old;
+    getrlimit(RLIMIT_FSIZE, &old);
+    struct rlimit lim = { 32 << 10, old.rlim_max };
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    resume_with_failing_writes(dir, "File too large");
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    rm_rf(dir);
+    free(dir);
+    /* a full file system, where one can be mounted (root): a 256 KiB tmpfs
+     * holds the base checkpoint but no second one */
+    char mnt[] = "/tmp/test_rl_files_full_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(mnt));
+    if (geteuid() != 0 || mount("tmpfs", mnt, "tmpfs", 0, "size=256k") != 0) {
+        fprintf(stderr, "test_checkpoint_write_failures: no tmpfs (%s): the full-disk case is not run\n",
+                geteuid() ? "not root" : strerror(errno));
+        rmdir(mnt);
+        return;
+    }
+    char sub[400], dst[500];
+    snprintf(sub, sizeof sub, "%s/run", mnt);
+    snprintf(dst, sizeof dst, "%s/checkpoints", sub);
+    ck_assert_int_eq(ckpt_mkdirs(dst, "test"), 0);
+    dir = craft("version", &version, sizeof version, path, sizeof path);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cp -p %s %s/", path, dst);
+    ck_assert_int_eq(system(cmd), 0);
+    rm_rf(dir);
+    free(dir);
+    resume_with_failing_writes(sub, "No space left on device");
+    umount2(mnt, MNT_DETACH);
+    rmdir(mnt);
+}
+END_TEST
+
+int main(void)
+{
+    /* the template checkpoints: a real two-update run */
+    snprintf(BASE, sizeof BASE, "/tmp/test_rl_files_base_XXXXXX");
+    if (!mkdtemp(BASE)) return 1;
+    snprintf(MARK, sizeof MARK, "%s/evil-was-loaded", BASE);
+    setenv("TRIB_EVIL_MARK", MARK, 1);
+    const char *argv[] = { TRIB_TRAIN_BIN, "--observers", "1", "--envs-per-observer", "8", "--max-updates", "2",
+                           "--logdir", BASE, "--quiet", NULL };
+    struct proc_group g;
+    proc_group_init(&g);
+    if (proc_spawn(&g, argv, PROC_DISCARD, PROC_INHERIT) != 0) return 1;
+    int rc = proc_wait(&g, 0, 300);
+    proc_group_deinit(&g);
+    if (rc != 1) {
+        fprintf(stderr, "test_rl_files: the base run exited %d\n", rc);
+        return 1;
+    }
+    Suite *s = suite_create("rl_files");
+    TCase *tc = tcase_create("files");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_resume_counters_out_of_range);
+    tcase_add_test(tc, test_resume_refused_late_writes_nothing);
+    tcase_add_test(tc, test_counters_fields);
+    tcase_add_test(tc, test_ckpt_negative_step);
+    tcase_add_test(tc, test_policy_file_sizes);
+    tcase_add_test(tc, test_checkpoint_arch_sizes);
+    tcase_add_test(tc, test_many_empty_tensors);
+    tcase_add_test(tc, test_config_file_refusals);
+    tcase_add_test(tc, test_eval_plugin_named_by_policy_file);
+    tcase_add_test(tc, test_eval_and_resume_plugin_named_by_checkpoint);
+    tcase_add_test(tc, test_checkpoint_write_failures);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    rm_rf(BASE);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
