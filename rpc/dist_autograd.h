@@ -1,4 +1,4 @@
-/* Distributed autograd (docs/design.md §4.4): contexts that span workers, send and
+/* Distributed autograd (docs/design.md §4.4, rpc/README.md): contexts that span workers, send and
  * recv functions recorded on every RPC that carries tensors requiring grad,
  * and PyTorch's FAST-mode backward across workers. Gradients accumulate in
  * the context (dist_autograd_get_gradient), never in ->grad. */

@@ -126,7 +126,8 @@ static float unary1(enum kunary op, float x, float a, float b)
 /* The elementwise loops are compiled for AVX-512 and AVX2 as well as the
  * baseline, the copy chosen by the CPU at load time (GCC's function
  * multiversioning; same arithmetic, wider vectors; no -march needed). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define TRIB_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TRIB_SIMD_CLONES
