@@ -22,13 +22,17 @@
 #include "envs/plugin.h"
 #include "optim/dist_optim.h"
 #include "rl/debug_dump.h"
+#include "rl/finite.h"
 #include "rl/messages.h"
 #include "rl/notice.h"
 #include "rl/rl.h"
+#include "rl/rl_math.h"
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
 
 #define PROG "agent"
+#define STOP_GRACE_S 5.0            /* calls in flight may run this long after the run is due to stop */
+#define END_CALL_MS 3000            /* each call to an observer as the run ends (its state, rl_shutdown) */
 
 /* One observer rank of the run (slot k holds rank k + 1). Main thread
  * only, but for id, which never changes. */
@@ -60,6 +64,8 @@ struct agent {
     bool resume_refused;            /* its restore failed: the run writes no file */
     int ckpt_failures;              /* checkpoints failed in a row; at AGENT_CKPT_MAX_FAILURES the run stops */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
+    double stop_due;                /* when the run became due to stop (0: not yet); main thread */
+    bool abandoned;                 /* a call to an observer was given up: no graceful rpc_shutdown */
 };
 
 static volatile sig_atomic_t got_signal;
@@ -68,6 +74,9 @@ static struct agent *the_agent;     /* for the rl_update handler and signals onl
 static bool rendezvous_done;        /* agent_rendezvous_done */
 
 bool agent_rendezvous_done(void) { return rendezvous_done; }
+
+static bool abandoned_calls;        /* agent_gave_up */
+bool agent_gave_up(void) { return abandoned_calls; }
 
 static void on_signal(int sig)
 {
@@ -90,6 +99,8 @@ static int live_peers(const struct agent *a)
     return n;
 }
 
+/* Stops using observer k: lost (the RPC layer declared it dead or gone) or,
+ * while it lives, dropped because a call to it failed (why says how). */
 static void lose_peer(struct agent *a, int k, const char *why)
 {
     if (!a->peers[k].alive) return;
@@ -97,8 +108,72 @@ static void lose_peer(struct agent *a, int k, const char *why)
     a->n_lost++;
     policy_forget_caller(a->policy, a->peers[k].id);
     policy_drop_sync_caller(a->policy);
-    fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, live_peers(a),
-            live_peers(a) == 1 ? "" : "s");
+    struct rpc_worker_info wi;
+    if (rpc_get_worker_info(a->peers[k].name, &wi) == 0)
+        fprintf(stderr, PROG ": dropping %s (alive): %s; continuing with %d observer%s\n", a->peers[k].name, why,
+                live_peers(a), live_peers(a) == 1 ? "" : "s");
+    else
+        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, live_peers(a),
+                live_peers(a) == 1 ? "" : "s");
+}
+
+/* Whether the policy may be saved: every parameter finite (else said on
+ * stderr, naming the first that is not). */
+static bool policy_savable(struct agent *a, const char *what)
+{
+    struct tensor **params;
+    int n = policy_params(a->policy, &params);
+    pthread_mutex_lock(&a->mu);
+    int rc = rl_check_params(n, params, NULL);
+    pthread_mutex_unlock(&a->mu);
+    if (rc != 0) fprintf(stderr, PROG ": not writing %s: the policy is not finite: %s\n", what, rl_last_error());
+    return rc == 0;
+}
+
+/* Whether the run has been due to stop (a signal, --max-seconds or another
+ * budget, async mode's stop) for STOP_GRACE_S: calls still in flight then are given up.
+ * Main thread. */
+static bool stop_overdue(struct agent *a)
+{
+    if (a->stop_due == 0) {
+        if (!got_signal && !atomic_load(&a->stop) && !run_stats_out_of_budget(a->stats)) return false;
+        a->stop_due = trib_now_s();
+    }
+    return trib_now_s() - a->stop_due >= STOP_GRACE_S;
+}
+
+/* Once the stop is overdue: gives up the calls (fn) of futs still in flight,
+ * dropping their observers (a stuck env step, a silent peer), and frees
+ * every future of futs. Returns whether it did. Main thread. */
+static bool abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn)
+{
+    if (!stop_overdue(a)) return false;
+    for (int k = 0; k < a->n_peers; k++) {
+        if (!futs[k]) continue;
+        if (!rpc_future_done(futs[k])) {
+            char why[160];
+            snprintf(why, sizeof why, "its %s call still runs %g s after the run was due to stop", fn, STOP_GRACE_S);
+            lose_peer(a, k, why);
+            a->abandoned = true;
+        }
+        rpc_future_free(futs[k]);
+        futs[k] = NULL;
+    }
+    return true;
+}
+
+/* Waits until every future of futs is done (sleeping, looking at the stop
+ * every 100 ms), or gives up on those left once the stop is overdue
+ * (abandon_overdue). Main thread. */
+static void await_calls(struct agent *a, struct rpc_future **futs, const char *fn)
+{
+    for (;;) {
+        struct rpc_future *pending[RL_MAX_OBSERVERS];
+        size_t n = 0;
+        for (int k = 0; k < a->n_peers; k++)
+            if (futs[k] && !rpc_future_done(futs[k])) pending[n++] = futs[k];
+        if (n == 0 || (rpc_future_wait_any(pending, n, 100) < 0 && abandon_overdue(a, futs, fn))) return;
+    }
 }
 
 /* Loses every observer the RPC layer no longer knows (dead or gone), with
@@ -120,8 +195,7 @@ static int lose_dead_peers(struct agent *a, const char *why)
 static int maybe_anneal(struct agent *a)
 {
     if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
-    double frac = 1.0 - (double)run_stats_env_steps(a->stats) / (double)a->cfg.max_steps;
-    double lr = a->cfg.lr * fmax(frac, 0.0);
+    double lr = rl_annealed_lr(a->cfg.lr, run_stats_env_steps(a->stats), a->cfg.max_steps);
     if (lr == a->lr) return 0;   /* a function of the env steps alone, so a resumed run sets the same */
     a->lr = lr;
     return dist_optim_set_lr(a->opt, lr);
@@ -230,13 +304,18 @@ static void call_live(struct agent *a, const char *fn, const struct rpc_value *a
 static int wait_losses(struct agent *a, struct rpc_future **futs, struct rl_loss_reply *reps, bool *ok)
 {
     int n = 0;
+    await_calls(a, futs, a->cfg.algo == RL_ALGO_REINFORCE ? RL_FN_EPISODE : RL_FN_LOSS);
     for (int k = 0; k < a->n_peers; k++) {
         ok[k] = false;
         if (!futs[k]) continue;
         struct rpc_value r = rpc_nil();
         if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
         else if (rl_loss_reply_unpack(&r, &reps[k]) != 0) lose_peer(a, k, rl_last_error());
-        else ok[k] = true, n++;
+        else if (a->cfg.algo == RL_ALGO_REINFORCE &&   /* only an episode's reply carries a report */
+                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
+            lose_peer(a, k, rl_last_error());
+            rl_loss_reply_clear(&reps[k]);
+        } else ok[k] = true, n++;
         rpc_value_clear(&r);
         rpc_future_free(futs[k]);
         futs[k] = NULL;
@@ -274,9 +353,11 @@ static void note_update(struct agent *a, const struct rl_update_stats *st, const
     run_stats_update(a->stats, dist_optim_local_version() - 1 - version0, &mean);
 }
 
-/* The optimizer step of ctx, timed as busy time. 0 or -1. */
+/* The optimizer step of ctx, timed as busy time; refused when a gradient
+ * is not finite (the policy is unchanged). 0 or -1. */
 static int step(struct agent *a, int64_t ctx)
 {
+    if (rl_check_gradients(ctx) != 0) return rl_set_error("update refused (the policy is unchanged): %s", rl_last_error());
     bool dump = rl_debug_dump_dir() && !a->dumped;
     if (dump) dump_params(a, "params_before.bin");
     double t0 = trib_now_s();
@@ -309,12 +390,16 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
         left += futs[k] != NULL;
     }
     while (left > 0) {
-        int k = rpc_future_wait_any(futs, (size_t)a->n_peers, -1);
-        CHECK(k >= 0);
+        int k = rpc_future_wait_any(futs, (size_t)a->n_peers, 100);
+        if (k < 0 && abandon_overdue(a, futs, RL_FN_ROLLOUT)) return 0;
+        if (k < 0) continue;
         struct rpc_value r = rpc_nil();
         if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
-        else if (rl_rollout_reply_unpack(&r, rows, a->spec->obs.dim, &reps[k]) != 0) lose_peer(a, k, rl_last_error());
-        else {
+        else if (rl_rollout_reply_unpack(&r, rows, a->spec->obs.dim, &reps[k]) != 0 ||
+                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
+            rl_rollout_reply_clear(&reps[k]);
+            lose_peer(a, k, rl_last_error());
+        } else {
             obs[k] = reps[k].obs;
             in[k] = true;
             n_in++;
@@ -340,7 +425,7 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
  * (no step); -1. */
 static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor **obs, int n_in, int64_t version0)
 {
-    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    struct rpc_future *futs[RL_MAX_OBSERVERS] = { 0 };
     struct rl_policy_out outs[RL_MAX_OBSERVERS];
     struct tensor *xs[RL_MAX_OBSERVERS];
     struct rl_update_stats st[RL_MAX_OBSERVERS];
@@ -367,12 +452,14 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
         rpc_value_clear(&args);
     }
     int got = 0;
+    await_calls(a, futs, RL_FN_LOSS);
     for (int i = 0; i < n; i++) {
         int k = who[i];
         struct rpc_value r = rpc_nil();
         struct rl_minibatch_reply rep;
         tensor_free(obs[k]);
         obs[k] = NULL;
+        if (!futs[k]) continue;   /* given up as the run stopped */
         if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
         else if (rl_minibatch_reply_unpack(&r, rows, a->spec->obs.dim, &rep) != 0) lose_peer(a, k, rl_last_error());
         else {
@@ -490,12 +577,14 @@ static void log_interval(struct agent *a, bool force)
  * iteration's end) their RNG and env states too. */
 static void write_checkpoint(struct agent *a, bool with_observers)
 {
+    if (!policy_savable(a, "a checkpoint")) return;
     struct rpc_value st[RL_MAX_OBSERVERS];
     struct rpc_future *futs[RL_MAX_OBSERVERS];
     struct rpc_value none = rpc_list(0);
     for (int k = 0; k < a->n_peers; k++) {
         st[k] = rpc_nil();
-        futs[k] = with_observers && a->peers[k].alive ? rpc_async(a->peers[k].name, RL_FN_GET_STATE, &none, 0) : NULL;
+        futs[k] = with_observers && a->peers[k].alive ? rpc_async(a->peers[k].name, RL_FN_GET_STATE, &none, END_CALL_MS)
+                                                      : NULL;
     }
     rpc_value_clear(&none);
     for (int k = 0; k < a->n_peers; k++) {
@@ -513,6 +602,15 @@ static void write_checkpoint(struct agent *a, bool with_observers)
     for (int k = 0; k < a->n_peers; k++) rpc_value_clear(&st[k]);
 }
 
+/* A checkpoint when --checkpoint-every updates were made since the last
+ * (both modes; with_observers: sync mode, between iterations). */
+static void maybe_checkpoint(struct agent *a, bool with_observers)
+{
+    if (a->cfg.logdir[0] && a->cfg.checkpoint_every > 0 &&
+        run_stats_updates(a->stats) - a->ckpt_updates >= a->cfg.checkpoint_every)
+        write_checkpoint(a, with_observers);
+}
+
 static const char *stop_reason(struct agent *a)
 {
     if (got_signal) return got_signal == SIGINT ? "SIGINT" : "SIGTERM";
@@ -527,20 +625,65 @@ static int train_sync(struct agent *a, const char **why)
     while (!(*why = stop_reason(a))) {
         tend_rejoins(a, true);
         int rc = a->cfg.algo == RL_ALGO_REINFORCE ? sync_reinforce_iteration(a) : sync_ppo_iteration(a);
+        if (rc != 0 && a->stop_due > 0 && (*why = stop_reason(a))) return 0;   /* gave up on every observer */
         if (rc != 0) {
             fprintf(stderr, PROG ": %s\n", rl_last_error());
             *why = "failure";
             return -1;
         }
         log_interval(a, false);
-        if (a->cfg.logdir[0] && a->cfg.checkpoint_every > 0 &&
-            run_stats_updates(a->stats) - a->ckpt_updates >= a->cfg.checkpoint_every)
-            write_checkpoint(a, true);
+        maybe_checkpoint(a, true);
     }
     return 0;
 }
 
 /* ---- async mode ------------------------------------------------------------------------ */
+
+/* A line on stderr about what a peer sent, at most 10 a second (a peer
+ * may send many). Any thread. */
+static void say_limited(struct agent *a, const char *line)
+{
+    static double t_line;
+    static int lines;
+    pthread_mutex_lock(&a->mu);
+    double now = trib_now_s();
+    if (now - t_line >= 1.0) t_line = now, lines = 0;
+    if (lines++ < 10) fprintf(stderr, PROG ": %s\n", line);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Refuses an rl_update whose numbers fail their checks (rl_last_error()),
+ * saying so naming the sender, and drops what m (unpacked, or NULL) holds
+ * here. Returns -1. */
+static int refuse_update(struct agent *a, struct rpc_request *req, struct rl_update_req *m)
+{
+    char why[512];
+    snprintf(why, sizeof why, "%s", rl_last_error());
+    if (m) {
+        dist_autograd_release_local(m->ctx);
+        rl_update_req_clear(m);
+    }
+    char line[640];
+    snprintf(line, sizeof line, "refused rl_update from %s: %s", rpc_request_caller(req), why);
+    say_limited(a, line);
+    return rpc_request_fail(req, "refused (from %s): %s", rpc_request_caller(req), why);
+}
+
+/* rl_gave_up(why): an observer whose env step ran past --step-timeout says
+ * why before it exits (its loss follows at its heartbeat timeout). */
+static int fn_gave_up(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct agent *a = the_agent;
+    if (!a || args->list.len != 1 || args->list.items[0].kind != RPC_STR)
+        return rpc_request_fail(req, "gave_up: expected (why)");
+    const struct rpc_value *why = &args->list.items[0];
+    char line[640];
+    snprintf(line, sizeof line, "%s gave up: %.*s", rpc_request_caller(req), (int)(why->str.len < 500 ? why->str.len : 500),
+             why->str.ptr);
+    say_limited(a, line);
+    *res = rpc_nil();
+    return 0;
+}
 
 /* rl_update(ctx, version0, report, stats, next_obs) -> (stop, out): steps
  * the policy with the gradients the observer's backward left in ctx here,
@@ -551,10 +694,18 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     struct agent *a = the_agent;
     struct rl_update_req m;
     if (!a) return rpc_request_fail(req, "update: no training in progress");
-    if (rl_update_req_unpack(args, a->spec->obs.dim, &m) != 0) return rpc_request_fail(req, "update: %s", rl_last_error());
+    if (rl_update_req_unpack(args, a->spec->obs.dim, &m) != 0) {
+        rl_update_req_clear(&m);
+        return refuse_update(a, req, NULL);
+    }
+    if (rl_check_gradients(m.ctx) != 0) return refuse_update(a, req, &m);
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
+    if (!rep.stop && rl_update_req_fits(&m, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
+        pthread_mutex_unlock(&a->mu);
+        return refuse_update(a, req, &m);
+    }
     if (!rep.stop) {
         if (m.has_report) {
             run_stats_report(a->stats, &m.report);
@@ -601,6 +752,22 @@ static int running_loops(const struct agent *a)
     return n;
 }
 
+/* Async mode, once the stop is overdue: gives up the loops (and rejoin
+ * set-ups) still running. Returns whether it did. */
+static bool give_up_loops(struct agent *a)
+{
+    struct rpc_future *runs[RL_MAX_OBSERVERS] = { 0 }, *setups[RL_MAX_OBSERVERS] = { 0 };
+    if (!stop_overdue(a)) return false;
+    for (int k = 0; k < a->n_peers; k++) {
+        runs[k] = a->peers[k].run;
+        setups[k] = a->peers[k].setup;
+        a->peers[k].run = a->peers[k].setup = NULL;
+    }
+    abandon_overdue(a, runs, RL_FN_RUN_ASYNC);
+    abandon_overdue(a, setups, RL_FN_SETUP);
+    return true;
+}
+
 static int train_async(struct agent *a, const char **why)
 {
     struct rpc_value none = rpc_list(0);
@@ -609,6 +776,7 @@ static int train_async(struct agent *a, const char **why)
     *why = NULL;
     while (running_loops(a) > 0) {
         if (!atomic_load(&a->stop) && (*why = stop_reason(a))) atomic_store(&a->stop, true);
+        if (atomic_load(&a->stop) && give_up_loops(a)) break;
         for (int k = 0; k < a->n_peers; k++) {
             struct obs_peer *p = &a->peers[k];
             if (!p->run || !rpc_future_done(p->run)) continue;
@@ -618,10 +786,11 @@ static int train_async(struct agent *a, const char **why)
         }
         tend_rejoins(a, false);
         log_interval(a, false);
+        if (!atomic_load(&a->stop)) maybe_checkpoint(a, false);
         if (running_loops(a) > 0) usleep(5000);
     }
     if (!*why) *why = live_peers(a) ? "observers stopped" : "failure";
-    if (live_peers(a) == 0) {
+    if (live_peers(a) == 0 && a->stop_due == 0) {   /* (given up on as the run stopped: not a failure) */
         fprintf(stderr, PROG ": every observer is lost\n");
         return -1;
     }
@@ -635,6 +804,7 @@ void agent_register(void)
     if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);
     policy_register();
     rpc_register(RL_FN_UPDATE, fn_update, NULL);
+    rpc_register(RL_FN_GAVE_UP, fn_gave_up, NULL);
 }
 
 /* rl_notice's done test of the first update's wait */
@@ -698,8 +868,10 @@ static int setup(struct agent *a)
         futs[k] = send_setup(a, k, state, slen);
     }
     int rc = 0;
+    await_calls(a, futs, RL_FN_SETUP);   /* a reset stuck in a plug-in must not hold up a Ctrl-C */
     for (int k = 0; k < a->n_peers; k++) {
-        if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0)
+        if (!futs[k]) rc = rc ? rc : rl_set_error("setting up %s: given up as the run stopped", a->peers[k].name);
+        else if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0)
             rc = rl_set_error("setting up %s: %s", a->peers[k].name, rpc_future_error(futs[k]));
         rpc_future_free(futs[k]);
     }
@@ -718,11 +890,14 @@ static void shutdown_observers(struct agent *a)
     int n = rpc_get_workers(w, RL_MAX_OBSERVERS + 1);
     struct rpc_value none = rpc_list(0);
     for (int i = 0; i < n; i++)
-        futs[i] = w[i].id != rpc_self()->id ? rpc_async(w[i].name, RL_FN_SHUTDOWN, &none, 10000) : NULL;
+        futs[i] = w[i].id != rpc_self()->id ? rpc_async(w[i].name, RL_FN_SHUTDOWN, &none, END_CALL_MS) : NULL;
     rpc_value_clear(&none);
     for (int i = 0; i < n; i++) {
         int k = peer_by_id(a, w[i].id);
-        if (futs[i] && rpc_future_wait(futs[i], NULL) != 0 && k >= 0) lose_peer(a, k, rpc_future_error(futs[i]));
+        if (futs[i] && rpc_future_wait(futs[i], NULL) != 0) {
+            a->abandoned = true;   /* a graceful rpc_shutdown would wait for it */
+            if (k >= 0) lose_peer(a, k, rpc_future_error(futs[i]));
+        }
         rpc_future_free(futs[i]);
     }
 }
@@ -827,10 +1002,11 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     if (a->policy && cfg->logdir[0] && !a->resume_refused) {
         char path[600];
         snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
-        if (policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+        if (policy_savable(a, path) && policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     }
     run_stats_summary(a->stats, stdout, solved, a->n_lost, a->n_rejoined, why);
-    rpc_shutdown(true);
+    abandoned_calls = a->abandoned;
+    rpc_shutdown(!a->abandoned);   /* not graceful: it would wait for the observers given up on */
     for (int k = 0; k < a->n_peers; k++) {
         rpc_future_free(a->peers[k].setup);
         rpc_future_free(a->peers[k].run);

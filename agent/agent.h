@@ -26,9 +26,15 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts);
 /* Whether the last agent_run got through rpc_init (every observer joined);
  * false when it failed or was interrupted before that. */
 bool agent_rendezvous_done(void);
+/* Whether the last agent_run gave up on an observer's call as the run
+ * ended (a stuck env step or a silent peer past the stop's grace time):
+ * that observer may never exit on its own. */
+bool agent_gave_up(void);
 
-/* SIGINT/SIGTERM stop training at the next step boundary, or the wait
- * for the observers in rpc_init (a second one exits at once). */
+/* SIGINT/SIGTERM stop training at the end of the iteration in progress,
+ * giving up the calls still in flight 5 s after the signal (agent_run then
+ * writes the summary and the final checkpoint), or the wait for the
+ * observers in rpc_init (a second one exits at once). */
 void agent_install_signals(void);
 
 #endif

@@ -474,7 +474,8 @@ void policy_register(void)
 {
     static const struct rpc_type type = { .name = RL_POLICY_TYPE, .destroy = policy_destroy };
     rpc_register_ctor(RL_POLICY_CTOR, &type, policy_ctor, NULL);
-    rpc_register_method(RL_POLICY_TYPE, RL_METHOD_ACT, m_act, NULL);
+    /* act only validates and queues: it runs on the I/O thread as the call arrives */
+    rpc_register_method_ex(RL_POLICY_TYPE, RL_METHOD_ACT, m_act, NULL, RPC_FN_INLINE);
     rpc_register_method(RL_POLICY_TYPE, RL_METHOD_EVALUATE, m_evaluate, NULL);
 }
 

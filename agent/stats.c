@@ -40,6 +40,12 @@ struct run_stats {
     int64_t dropped_updates, dropped_samples;   /* --max-policy-lag */
 };
 
+/* *x += d, saturating (counts from peers are range-checked, but a run may
+ * resume from a checkpoint's counters: never a signed overflow) */
+static void add_sat(int64_t *x, int64_t d)
+{
+    if (__builtin_add_overflow(*x, d, x)) *x = d > 0 ? INT64_MAX : INT64_MIN;
+}
 
 struct run_stats *run_stats_new(const struct rl_config *cfg, double target)
 {
@@ -63,9 +69,9 @@ void run_stats_free(struct run_stats *s)
 void run_stats_report(struct run_stats *s, const struct rl_report *r)
 {
     pthread_mutex_lock(&s->mu);
-    s->env_steps += r->steps;
-    s->log_steps += r->steps;
-    s->episodes += r->episodes;
+    add_sat(&s->env_steps, r->steps);
+    add_sat(&s->log_steps, r->steps);
+    add_sat(&s->episodes, r->episodes);
     for (int i = 0; i < r->n_returns; i++) {
         rl_window_push(&s->win, r->returns[i]);
         rl_window_push(&s->len_win, r->lengths[i]);
@@ -92,8 +98,9 @@ void run_stats_running(struct run_stats *s, double min_reward)
 void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_stats *st)
 {
     pthread_mutex_lock(&s->mu);
-    s->updates++;
-    s->log_updates++;
+    if (lag < 0) lag = 0;   /* a version from the future is refused before this; never count one */
+    add_sat(&s->updates, 1);
+    add_sat(&s->log_updates, 1);
     /* Sync mode: every sample of an update comes from the version its
      * rollout began at, and the update's index within the rollout (epochs
      * x minibatches) is PPO's design, not staleness: no lag is recorded. */
@@ -104,7 +111,7 @@ void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_s
         s->log_lag_sum += (double)lag;
         s->log_lag_n++;
         if (lag > s->log_lag_max) s->log_lag_max = lag;
-        s->lag_hist[lag < 0 ? 0 : lag >= RUN_STATS_LAG_BINS ? RUN_STATS_LAG_BINS - 1 : lag]++;
+        s->lag_hist[lag >= RUN_STATS_LAG_BINS ? RUN_STATS_LAG_BINS - 1 : lag]++;
     }
     if (st) {
         s->iv_sum.policy_loss += st->policy_loss;
@@ -303,8 +310,8 @@ void run_stats_observer_steps(struct run_stats *s, int k, int64_t steps)
 {
     if (k < 0 || k >= RL_MAX_OBSERVERS) return;
     pthread_mutex_lock(&s->mu);
-    s->obs_steps[k] += steps;
-    s->obs_log_steps[k] += steps;
+    add_sat(&s->obs_steps[k], steps);
+    add_sat(&s->obs_log_steps[k], steps);
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -107,6 +107,6 @@ int main(int argc, char **argv)
     /* An observer that died was reported by the agent (and continued
      * without) and is reported here again with its exit status; the run's
      * status is the agent's. */
-    reap_observers(30);
+    reap_observers(agent_gave_up() ? 3 : 30);
     return rc;
 }

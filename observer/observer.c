@@ -9,17 +9,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/check.h"
 #include "envs/plugin.h"
 #include "rl/config.h"
 #include "rl/debug_dump.h"
+#include "rl/finite.h"
 #include "rl/learner.h"
 #include "rl/losses.h"
 #include "rl/messages.h"
 #include "rl/notice.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
+#include "rl/watchdog.h"
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
 
@@ -45,12 +48,83 @@ struct observer {
     float *ep_rew;
     atomic_bool shutdown;
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
+    int64_t env_steps;              /* vec_env steps since set-up, for messages */
+    struct rl_watchdog *dog;        /* over env steps: --step-timeout */
 };
+
+/* The watchdog's verdict on a step that runs past --step-timeout: a plug-in
+ * stuck in C cannot be interrupted, so this observer says so and exits at
+ * once; the agent counts it lost (its heartbeats stop). */
+static void step_overdue(void *u, double seconds)
+{
+    struct observer *o = u;
+    char why[640];
+    snprintf(why, sizeof why, "env %s: a step has run for %.1f s, longer than --step-timeout %g s", o->spec->id,
+             seconds, o->cfg.step_timeout_s);
+    fprintf(stderr, "%s: %s: giving up (exit 1)\n", rpc_self()->name, why);
+    struct rpc_value a = rpc_list(1), r = rpc_nil();
+    a.list.items[0] = rpc_str(why);
+    rpc_sync("agent", RL_FN_GAVE_UP, &a, &r, 2000);   /* best effort: the agent's log says why too */
+    _exit(1);
+}
+
+/* Refuses a non-finite observation or reward of the vec_env step just
+ * taken (reward NULL: a reset), naming the env, this observer and the step.
+ * 0 or -1 with rl_last_error(). */
+static int check_step(struct observer *o, const float *reward, const float *final_obs)
+{
+    if (reward) o->env_steps++;
+    return rl_check_env_step(o->spec->id, rpc_self()->name, o->env_steps, o->B, o->D, o->ln.cur_obs, reward,
+                             o->ln.trunc, final_obs);
+}
+
+/* rl_learner_step under the watchdog, its observations and rewards
+ * checked: the count of envs to bootstrap, or -1 with rl_last_error(). */
+static int learner_step(struct observer *o, int t, const struct rl_policy_out *out)
+{
+    rl_watchdog_arm(o->dog);
+    int n = rl_learner_step(&o->ln, t, out, o->trunc_idx);
+    rl_watchdog_disarm(o->dog);
+    return n >= 0 && check_step(o, o->ln.reward, o->ln.final_obs) != 0 ? -1 : n;
+}
+
+/* One step of env 0 (REINFORCE's episodes) under the watchdog, checked as
+ * learner_step: 0 or -1 with rl_last_error(). */
+static int step_envs(struct observer *o, const void *acts)
+{
+    struct rl_learner *l = &o->ln;
+    rl_watchdog_arm(o->dog);
+    int rc = vec_env_step(l->venv, acts, l->cur_obs, l->reward, l->term, l->trunc, NULL);
+    rl_watchdog_disarm(o->dog);
+    if (rc != 0) return rl_set_error("env step: %s", env_last_error());
+    return check_step(o, l->reward, NULL);
+}
+
+/* loss, or NULL (freeing it) when it is not finite: `what` names it. */
+static struct tensor *finite_loss(struct observer *o, struct tensor *loss, const char *what)
+{
+    char w[256];
+    snprintf(w, sizeof w, "env %s on %s: %s", o->spec->id, rpc_self()->name, what);
+    if (!loss || rl_check_loss(loss, w) == 0) return loss;
+    tensor_free(loss);
+    return NULL;
+}
+
+/* rl_learner_loss, refused when it is not finite. */
+static struct tensor *learner_loss(struct observer *o, const struct rl_policy_out *out, double weight,
+                                   struct rl_update_stats *st)
+{
+    char what[64];
+    snprintf(what, sizeof what, "minibatch %d of epoch %d", o->ln.mb_index, o->ln.mb_epoch);
+    return finite_loss(o, rl_learner_loss(&o->ln, out, weight, st), what);
+}
 
 /* ---- setup ---------------------------------------------------------------------- */
 
 static void release_env(struct observer *o)
 {
+    rl_watchdog_free(o->dog);
+    o->dog = NULL;
     rl_learner_deinit(&o->ln);
     env_plugin_close(o->plugin);
     tensor_free(o->obs_t);
@@ -114,7 +188,12 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     if (!o->spec) return rl_set_error("env: %s", env_last_error());
     if (o->cfg.algo == RL_ALGO_REINFORCE && o->spec->act.kind != SPACE_DISCRETE)
         return rl_set_error("REINFORCE here needs a discrete action space (%s has a box)", o->spec->id);
-    if (rl_learner_init(&o->ln, &o->cfg, o->spec, o->index, m->generation) != 0) return -1;
+    o->dog = rl_watchdog_new(o->cfg.step_timeout_s, step_overdue, o);
+    o->env_steps = 0;
+    rl_watchdog_arm(o->dog);   /* the envs' resets */
+    int rc = rl_learner_init(&o->ln, &o->cfg, o->spec, o->index, m->generation);
+    rl_watchdog_disarm(o->dog);
+    if (rc != 0) return -1;
     o->B = o->ln.B;
     o->D = o->ln.D;
     o->A = o->ln.A;
@@ -123,7 +202,7 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     int64_t os[2] = { o->B, o->D };
     o->obs_t = tensor_new(DTYPE_F32, DEVICE_CPU, 2, os);
     o->trunc_idx = calloc((size_t)o->B, sizeof *o->trunc_idx);
-    o->max_len = o->spec->max_episode_steps > 0 ? o->spec->max_episode_steps : 10000;
+    o->max_len = o->spec->max_episode_steps > 0 ? o->spec->max_episode_steps : RL_DEFAULT_MAX_EPISODE;
     if (o->cfg.algo == RL_ALGO_REINFORCE) {
         o->ep_logp = calloc((size_t)o->max_len, sizeof *o->ep_logp);
         o->ep_rew = calloc((size_t)o->max_len, sizeof *o->ep_rew);
@@ -132,6 +211,7 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     if (!o->obs_t || !o->trunc_idx) return rl_set_error("out of memory for %d envs", o->B);
     if (m->state.kind == RPC_BYTES && restore_state(o, (const unsigned char *)m->state.str.ptr, m->state.str.len) != 0)
         return -1;
+    if (check_step(o, NULL, NULL) != 0) return -1;
     o->policy = rref_retain(m->policy);
     o->ready = true;
     return 0;
@@ -202,7 +282,7 @@ static int rollout(struct observer *o)
     for (int t = 0; t < o->ln.ro.T; t++) {
         struct rl_policy_out out;
         if (act(o, t, &out) != 0) return -1;
-        int n = rl_learner_step(&o->ln, t, &out, o->trunc_idx);
+        int n = learner_step(o, t, &out);
         rl_policy_out_clear(&out);
         if (n < 0 || (n > 0 && bootstrap_truncated(o, t, n) != 0)) return -1;
     }
@@ -285,7 +365,7 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
                           o->ln.mb_index, o->ln.mb_epoch);
     if (rc == 0) {
         if (rl_debug_dump_dir() && !o->dumped) dump_minibatch(o, m.weight);
-        loss = rl_learner_loss(&o->ln, &m.out, m.weight, &rep.stats);
+        loss = learner_loss(o, &m.out, m.weight, &rep.stats);
         if (!loss) rc = -1;
         else if (dist_autograd_backward(ctx, 1, &loss, false) != 0) rc = rl_set_error("backward: %s", rpc_last_error());
     }
@@ -335,8 +415,7 @@ static struct tensor *episode(struct observer *o)
             rl_set_error("episode: %s", tensor_last_error());
             goto out;
         }
-        if (vec_env_step(l->venv, &action, l->cur_obs, l->reward, l->term, l->trunc, NULL) != 0) {
-            rl_set_error("env step: %s", env_last_error());
+        if (step_envs(o, &action) != 0) {
             n++;
             goto out;
         }
@@ -348,7 +427,7 @@ static struct tensor *episode(struct observer *o)
     if (vec_env_last_episode(l->venv, 0, &ret, &len) == 0) rl_report_add(&l->report, ret, len);
     l->report.steps = n;
     struct tensor *lp = tensor_cat(n, o->ep_logp, 0);
-    loss = lp ? rl_reinforce_loss(lp, o->ep_rew, n, o->cfg.gamma) : NULL;
+    loss = lp ? finite_loss(o, rl_reinforce_loss(lp, o->ep_rew, n, o->cfg.gamma), "the episode's loss") : NULL;
     if (!lp) rl_set_error("episode: %s", tensor_last_error());
     tensor_free(lp);
 out:
@@ -503,7 +582,7 @@ static int async_updates(struct observer *o, bool *stop)
                 return rc;
             }
             struct rl_update_stats st;
-            struct tensor *loss = rl_learner_loss(&o->ln, &out, 1.0, &st);
+            struct tensor *loss = learner_loss(o, &out, 1.0, &st);
             rl_policy_out_clear(&out);
             u = (struct rl_update_req){ .stats = st };
             if (backward_into(o, loss, ctx, e == 0 && mb == 0, &u) != 0) return -1;

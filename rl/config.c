@@ -39,7 +39,8 @@ static void base(struct rl_config *c)
                              .max_grad_norm = 0.5, .norm_adv = true, .clip_vloss = true, .reward_scale = 1.0,
                              .rho_bar = 1.0, .c_bar = 1.0,
                              .max_batch_rows = 4096, .max_wait_us = 2000, .max_steps = 500000,
-                             .target = NAN, .log_every_s = 2.0, .heartbeat_timeout_ms = 15000 };
+                             .target = NAN, .log_every_s = 2.0, .heartbeat_timeout_ms = 15000,
+                             .step_timeout_s = RL_DEFAULT_STEP_TIMEOUT_S };
     snprintf(c->env, sizeof c->env, "CartPole-v1");
 }
 
@@ -165,6 +166,8 @@ int rl_config_check(const struct rl_config *c)
     if (!(c->log_every_s > 0)) return rl_set_error("--log-every must be > 0 seconds");
     if (c->heartbeat_timeout_ms < 100 || c->heartbeat_timeout_ms > 3600000)
         return rl_set_error("--heartbeat-timeout must be in 100..3600000 ms");
+    if (!(c->step_timeout_s >= 0 && c->step_timeout_s <= 86400))
+        return rl_set_error("--step-timeout must be in 0..86400 seconds (0: no limit)");
     if (!c->env[0]) return rl_set_error("--env must not be empty");
     return 0;
 }
@@ -227,6 +230,8 @@ static const struct flag flags[] = {
                                "reported, not judged; default: the env's reward threshold)"),
     F("log-every", T_DBL, log_every_s, "seconds between progress lines"),
     F("heartbeat-timeout", T_INT, heartbeat_timeout_ms, "ms of silence after which a peer is dead"),
+    F("step-timeout", T_DBL, step_timeout_s, "seconds an env step (or reset) may run on an observer before it gives\n"
+                                             "up: it says so and exits, and the agent counts it lost (0: no limit)"),
     F("quiet", T_BOOL, quiet, "no progress lines (the summary line is still printed)"),
     F("logdir", T_STR, logdir, "write metrics.csv, metrics.jsonl, config.json, TensorBoard events\n"
                                "and, at the end, policy.safetensors into this directory (one run per\n"
@@ -801,7 +806,7 @@ static const struct wire_field wire[] = {
     W("rho_bar", 'd', rho_bar), W("c_bar", 'd', c_bar), W("max_batch", 'i', max_batch_rows), W("max_wait_us", 'i', max_wait_us),
     W("max_steps", 'l', max_steps), W("max_seconds", 'd', max_seconds), W("max_updates", 'l', max_updates), W("target", 'd', target),
     W("running_reward", 'b', running_reward), W("log_every_s", 'd', log_every_s),
-    W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("quiet", 'b', quiet), W("logdir", 's', logdir),
+    W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("step_timeout_s", 'd', step_timeout_s), W("quiet", 'b', quiet), W("logdir", 's', logdir),
     W("checkpoint_every", 'l', checkpoint_every), W("resume", 's', resume),
 };
 #undef W

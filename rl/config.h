@@ -13,6 +13,7 @@
 #define RL_MAX_OBSERVERS 64
 #define RL_MAX_ENVS 4096            /* per observer */
 #define RL_MAX_HIDDEN 4
+#define RL_DEFAULT_STEP_TIMEOUT_S 60.0   /* --step-timeout */
 #define RL_MAX_DIM 65536            /* a hidden layer's size, an observation's or an action's dims */
 /* The most parameters a policy may have, actor and critic together: 2^27
  * floats, 512 MiB (the optimizer keeps up to three more copies). Checked
@@ -63,6 +64,7 @@ struct rl_config {
     bool running_reward;            /* judge by PyTorch's example's running reward instead */
     double log_every_s;             /* progress line period */
     int heartbeat_timeout_ms;
+    double step_timeout_s;          /* an env step longer than this makes its observer give up (0: never) */
     bool quiet;                     /* no progress lines */
     /* what the run leaves behind (agent only) */
     char logdir[512];               /* metrics, config.json, TensorBoard events, checkpoints, policy ("" none) */

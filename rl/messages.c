@@ -4,9 +4,17 @@
 #include <math.h>
 #include <string.h>
 
+#include "rl/config.h"
 #include "rl/rl.h"
 
 static bool is_list(const struct rpc_value *v, size_t n) { return v && v->kind == RPC_LIST && v->list.len == n; }
+
+/* 0 when lo <= x <= hi, else -1 with an error naming the field. */
+static int in_range(const char *field, int64_t x, int64_t lo, int64_t hi)
+{
+    if (x >= lo && x <= hi) return 0;
+    return rl_set_error("%s %lld is out of range %lld..%lld", field, (long long)x, (long long)lo, (long long)hi);
+}
 
 static bool f32_matrix(const struct tensor *t, int64_t rows, int64_t cols)
 {
@@ -34,8 +42,9 @@ int rl_setup_unpack(const struct rpc_value *a, struct rl_setup_msg *m)
         a->list.items[2].kind != RPC_INT || (a->list.items[3].kind != RPC_BYTES && a->list.items[3].kind != RPC_NIL) ||
         a->list.items[4].kind != RPC_INT)
         return rl_set_error("setup: expected (config map, policy RRef, index, state bytes or nil, generation)");
-    if (a->list.items[2].i < 0 || a->list.items[2].i >= 65536) return rl_set_error("setup: bad observer index");
-    if (a->list.items[4].i < 0 || a->list.items[4].i >= 1 << 30) return rl_set_error("setup: bad generation");
+    if (in_range("setup: index", a->list.items[2].i, 0, RL_MAX_OBSERVERS - 1) != 0 ||
+        in_range("setup: generation", a->list.items[4].i, 0, (1 << 30) - 1) != 0)
+        return -1;
     m->config = rpc_value_copy(&a->list.items[0]);
     m->policy = rref_retain(a->list.items[1].rref);
     m->index = (int)a->list.items[2].i;
@@ -110,6 +119,7 @@ int rl_policy_out_unpack(const struct rpc_value *v, int rows, int act_dim, bool 
     } else if (val->kind != RPC_NIL) {
         return rl_set_error("policy output: unexpected value");
     }
+    if (in_range("policy output: version", v->list.items[3].i, 0, RL_MSG_MAX_VERSION) != 0) return -1;
     o->a = tensor_retain(a);
     o->log_std = gaussian ? tensor_retain(ls->tensor) : NULL;
     o->value = value_head ? tensor_retain(val->tensor) : NULL;
@@ -167,13 +177,36 @@ int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
     r->version0 = v->list.items[1].i;
     r->episodes = v->list.items[2].i;
     r->n_returns = (int)(nb / sizeof(double));
-    if (r->steps < 0 || r->episodes < r->n_returns) return rl_set_error("report: negative or inconsistent counts");
+    if (in_range("report: steps", r->steps, 0, RL_MSG_MAX_STEPS) != 0 ||
+        in_range("report: version0", r->version0, 0, RL_MSG_MAX_VERSION) != 0 ||
+        in_range("report: episodes", r->episodes, r->n_returns, r->steps) != 0)
+        return -1;
     memcpy(r->returns, v->list.items[3].str.ptr, nb);
     memcpy(r->lengths, v->list.items[4].str.ptr, nl);
     r->min_return = v->list.items[5].d;
     r->explained_var = v->list.items[6].d;
-    for (int i = 0; i < r->n_returns; i++)
-        if (!isfinite(r->returns[i]) || r->lengths[i] < 0) return rl_set_error("report: a non-finite return or negative length");
+    if (r->episodes > 0 && !isfinite(r->min_return)) return rl_set_error("report: min_return %g is not finite", r->min_return);
+    for (int i = 0; i < r->n_returns; i++) {
+        if (!isfinite(r->returns[i])) return rl_set_error("report: returns[%d] %g is not finite", i, r->returns[i]);
+        if (in_range("report: lengths[i]", r->lengths[i], 1, RL_MSG_MAX_STEPS) != 0) return -1;
+    }
+    return 0;
+}
+
+int rl_report_fits(const struct rl_report *r, const struct rl_config *cfg, int max_episode_steps, int64_t version_now)
+{
+    if (cfg->algo == RL_ALGO_REINFORCE) {
+        int64_t max_len = max_episode_steps > 0 ? max_episode_steps : RL_DEFAULT_MAX_EPISODE;
+        if (r->steps < 1 || r->steps > max_len)
+            return rl_set_error("report: steps %lld is not one episode's (1..%lld)", (long long)r->steps,
+                                (long long)max_len);
+    } else if (r->steps != (int64_t)cfg->steps_per_rollout * cfg->envs_per_observer) {
+        return rl_set_error("report: steps %lld is not a rollout's (%d steps x %d envs)", (long long)r->steps,
+                            cfg->steps_per_rollout, cfg->envs_per_observer);
+    }
+    if (r->version0 > version_now)
+        return rl_set_error("report: version0 %lld is newer than the policy's version %lld", (long long)r->version0,
+                            (long long)version_now);
     return 0;
 }
 
@@ -196,9 +229,11 @@ int rl_loss_req_unpack(const struct rpc_value *a, int rows, int act_dim, bool ga
     if (!is_list(a, 4) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
         a->list.items[2].kind != RPC_DOUBLE)
         return rl_set_error("loss: expected (epoch, minibatch, weight, policy output)");
-    if (a->list.items[0].i < 0 || a->list.items[0].i > 1000000 || a->list.items[1].i < 0 ||
-        a->list.items[1].i > 1000000 || !isfinite(a->list.items[2].d))
-        return rl_set_error("loss: epoch, minibatch or weight out of range");
+    if (in_range("loss: epoch", a->list.items[0].i, 0, 1000000) != 0 ||
+        in_range("loss: minibatch", a->list.items[1].i, 0, 1000000) != 0)
+        return -1;
+    if (!(a->list.items[2].d > 0 && a->list.items[2].d <= 1))
+        return rl_set_error("loss: weight %g is out of range (0, 1]", a->list.items[2].d);
     if (rl_policy_out_unpack(&a->list.items[3], rows, act_dim, gaussian, value_head, &m->out) != 0) return -1;
     m->epoch = (int)a->list.items[0].i;
     m->minibatch = (int)a->list.items[1].i;
@@ -252,6 +287,10 @@ static int stats_unpack(const struct rpc_value *v, struct rl_update_stats *s)
 {
     if (v->kind != RPC_BYTES || v->str.len != sizeof *s) return rl_set_error("stats: expected %zu bytes", sizeof *s);
     memcpy(s, v->str.ptr, sizeof *s);
+    const double x[] = { s->policy_loss, s->value_loss, s->entropy, s->approx_kl, s->clipfrac };
+    static const char *const names[] = { "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac" };
+    for (int i = 0; i < 5; i++)
+        if (!isfinite(x[i])) return rl_set_error("stats: %s %g is not finite", names[i], x[i]);
     return 0;
 }
 
@@ -324,6 +363,9 @@ int rl_update_req_unpack(const struct rpc_value *a, int obs_dim, struct rl_updat
     if (!is_list(a, 6) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
         a->list.items[2].kind != RPC_BOOL)
         return rl_set_error("update: expected (ctx, version0, has_report, report, stats, next obs)");
+    if (in_range("ctx", a->list.items[0].i, 1, INT64_MAX) != 0 ||
+        in_range("version0", a->list.items[1].i, 0, RL_MSG_MAX_VERSION) != 0)
+        return -1;
     m->ctx = a->list.items[0].i;
     m->version0 = a->list.items[1].i;
     m->has_report = a->list.items[2].b;
@@ -341,6 +383,15 @@ void rl_update_req_clear(struct rl_update_req *m)
 {
     tensor_free(m->next_obs);
     m->next_obs = NULL;
+}
+
+int rl_update_req_fits(const struct rl_update_req *m, const struct rl_config *cfg, int max_episode_steps,
+                       int64_t version_now)
+{
+    if (m->version0 > version_now)
+        return rl_set_error("version0 %lld is newer than the policy's version %lld", (long long)m->version0,
+                            (long long)version_now);
+    return m->has_report ? rl_report_fits(&m->report, cfg, max_episode_steps, version_now) : 0;
 }
 
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m)

@@ -19,6 +19,7 @@
 #define RL_FN_EPISODE "rl_episode"      /* agent -> observer (sync REINFORCE, in the context) */
 #define RL_FN_RUN_ASYNC "rl_run_async"  /* agent -> observer (async: loops until told to stop) */
 #define RL_FN_UPDATE "rl_update"        /* observer -> agent (async, in the observer's context) */
+#define RL_FN_GAVE_UP "rl_gave_up"    /* observer -> agent: (why) its env step ran past --step-timeout; it exits */
 #define RL_FN_SHUTDOWN "rl_shutdown"    /* agent -> observer: training is over, shut down gracefully */
 #define RL_FN_GET_STATE "rl_get_state"  /* agent -> observer: its RNG and env state, for a checkpoint */
 #define RL_POLICY_TYPE "rl_policy"      /* the agent's policy object, reached through an RRef */
@@ -62,6 +63,16 @@ int rl_policy_out_unpack(const struct rpc_value *v, int rows, int act_dim, bool 
                          struct rl_policy_out *o);
 void rl_policy_out_clear(struct rl_policy_out *o);
 
+/* Ranges of the numbers every unpack checks (a peer is not trusted; an
+ * error names the field, its value and the range): env steps in one report
+ * (a rollout holds at most 2^22 samples, an episode at most INT_MAX steps)
+ * and policy versions (an update a microsecond would take 285 years to
+ * reach 2^53). Sums of them cannot overflow an int64_t for 2^32 reports. */
+#define RL_MSG_MAX_STEPS INT32_MAX
+#define RL_MSG_MAX_VERSION ((int64_t)1 << 53)
+/* Steps in a REINFORCE episode of an env without a time limit. */
+#define RL_DEFAULT_MAX_EPISODE 10000
+
 /* What a rollout (or an episode) produced, for the agent's statistics. */
 #define RL_REPORT_EPISODES 128
 struct rl_report {
@@ -78,6 +89,12 @@ struct rl_report {
 void rl_report_add(struct rl_report *r, double ret, int len);
 struct rpc_value rl_report_pack(const struct rl_report *r);
 int rl_report_unpack(const struct rpc_value *v, struct rl_report *r);
+/* Whether an unpacked report can come from an observer of this run: its
+ * steps are one rollout's (T x B) or, for REINFORCE, one episode's (1..the
+ * env's max_episode_steps, or RL_DEFAULT_MAX_EPISODE without one), and its
+ * version0 is not newer than version_now. 0, or -1 with rl_last_error(). */
+struct rl_config;
+int rl_report_fits(const struct rl_report *r, const struct rl_config *cfg, int max_episode_steps, int64_t version_now);
 
 /* Sync PPO/A2C. The agent evaluates every observer's next minibatch in one
  * recorded forward and pushes each its part:
@@ -134,6 +151,11 @@ struct rpc_value rl_update_req_pack(const struct rl_update_req *m);
  * (rl_update_req_clear). */
 int rl_update_req_unpack(const struct rpc_value *args, int obs_dim, struct rl_update_req *m);
 void rl_update_req_clear(struct rl_update_req *m);
+/* Whether an unpacked update can come from an observer of this run:
+ * version0 not newer than version_now, and a report that fits
+ * (rl_report_fits). 0, or -1 with rl_last_error(). */
+int rl_update_req_fits(const struct rl_update_req *m, const struct rl_config *cfg, int max_episode_steps,
+                       int64_t version_now);
 /* stale: the update was dropped by --max-policy-lag (no step, no
  * evaluation): the rest of its rollout is as stale, the observer starts a
  * new one. */

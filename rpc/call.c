@@ -9,6 +9,15 @@
 
 static struct rpc_agent *const A = &rpc_agent_state;
 
+/* Owned here: the calls this process started and not yet completed. */
+static struct {
+    struct rpc_future *buckets[NBUCKETS];   /* I/O thread only: sent, awaiting a reply, by request id */
+    int n;                                  /* I/O thread only */
+    int64_t last_scan;                      /* I/O thread only: the last timeout scan */
+    atomic_int inflight;                    /* started and not yet completed (any thread) */
+    atomic_uint_fast64_t next_req;          /* the next request id */
+} calls = { .next_req = 1 };
+
 /* ---- pending calls (I/O thread) ---------------------------------------- */
 
 static void peer_pending(int id, int delta)
@@ -20,9 +29,9 @@ void rpc_pending_add(struct rpc_future *f)
 {
     peer_pending(f->peer, 1);
     unsigned b = (unsigned)(f->req_id & (NBUCKETS - 1));
-    f->hnext = A->pending[b];
-    A->pending[b] = f;
-    A->npending++;
+    f->hnext = calls.buckets[b];
+    calls.buckets[b] = f;
+    calls.n++;
 }
 
 /* The pending call req_id made to worker `peer` (a reply only counts from
@@ -30,11 +39,11 @@ void rpc_pending_add(struct rpc_future *f)
 struct rpc_future *rpc_pending_take(uint64_t req_id, int peer)
 {
     unsigned b = (unsigned)(req_id & (NBUCKETS - 1));
-    for (struct rpc_future **pp = &A->pending[b]; *pp; pp = &(*pp)->hnext)
+    for (struct rpc_future **pp = &calls.buckets[b]; *pp; pp = &(*pp)->hnext)
         if ((*pp)->req_id == req_id && (*pp)->peer == peer) {
             struct rpc_future *f = *pp;
             *pp = f->hnext;
-            A->npending--;
+            calls.n--;
             peer_pending(f->peer, -1);
             return f;
         }
@@ -44,7 +53,7 @@ struct rpc_future *rpc_pending_take(uint64_t req_id, int peer)
 /* Drops the table's reference after completing. */
 void rpc_pending_done(struct rpc_future *f)
 {
-    atomic_fetch_sub(&A->inflight, 1);
+    atomic_fetch_sub(&calls.inflight, 1);
     rpc_future_free(f);
 }
 
@@ -52,11 +61,11 @@ static void scan_pending(bool (*pred)(struct rpc_future *, void *), void *arg, c
 {
     (void)fmt_kind;
     for (int b = 0; b < NBUCKETS; b++)
-        for (struct rpc_future **pp = &A->pending[b]; *pp;) {
+        for (struct rpc_future **pp = &calls.buckets[b]; *pp;) {
             struct rpc_future *f = *pp;
             if (pred(f, arg)) {
                 *pp = f->hnext;
-                A->npending--;
+                calls.n--;
                 peer_pending(f->peer, -1);
                 rpc_pending_done(f);
             } else {
@@ -115,7 +124,7 @@ struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *
     if (timeout_ms == 0) timeout_ms = A->opts.default_timeout_ms;
     f->timeout_ms = timeout_ms;
     f->deadline = timeout_ms > 0 ? trib_now_ms() + timeout_ms : 0;
-    f->req_id = atomic_fetch_add(&A->next_req, 1);
+    f->req_id = atomic_fetch_add(&calls.next_req, 1);
     if (args && args->kind != RPC_LIST) {
         rpc_future_fail(f, "rpc: arguments to %s must be a list, not %s", fn, rpc_kind_name(args->kind));
         return f;
@@ -131,7 +140,7 @@ struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *
     for (int i = 0; i < m->nframes; i++) bytes += zmq_msg_size(&m->frames[i]);
     f->small = bytes <= RPC_SMALL_CALL_BYTES;
     atomic_fetch_add(&f->refs, 1);        /* the pending table's reference */
-    atomic_fetch_add(&A->inflight, 1);
+    atomic_fetch_add(&calls.inflight, 1);
     rpc_out_push(m);
     return f;
 }
@@ -178,6 +187,11 @@ void rpc_call_internal(int to, const char *fn, struct rpc_value *args, int timeo
 {
     struct rpc_future *f = rpc_async_id(to, fn, args, timeout_ms);
     rpc_value_clear(args);
+    rpc_call_track(f, cb, user);
+}
+
+void rpc_call_track(struct rpc_future *f, void (*cb)(struct rpc_future *, void *), void *user)
+{
     struct internal_cb *ic = trib_xmalloc(sizeof *ic);
     ic->cb = cb;
     ic->user = user;
@@ -191,4 +205,18 @@ void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args)
     CHECK(m != NULL);
     m->peer = to;
     rpc_out_push(m);
+}
+
+int rpc_pending_count(void) { return calls.n; }
+
+int rpc_calls_in_flight(void) { return atomic_load(&calls.inflight); }
+
+void rpc_call_started(void) { atomic_fetch_add(&calls.inflight, 1); }
+
+void rpc_pending_timers(int64_t now)
+{
+    if (calls.n && now - calls.last_scan >= 5) {
+        calls.last_scan = now;
+        rpc_expire_pending(now);
+    }
 }

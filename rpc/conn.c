@@ -226,6 +226,12 @@ static bool fd_peer(int fd, char *buf, size_t cap)
         struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
         inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
         port = ntohs(s6->sin6_port);
+    } else if (ss.ss_family == AF_UNIX) {
+        struct ucred cr;
+        socklen_t cl = sizeof cr;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) return false;
+        snprintf(buf, cap, "ipc pid %d", (int)cr.pid);
+        return true;
     } else {
         return false;
     }
@@ -423,7 +429,7 @@ static void check_start(struct conn *c)
 /* A live peer this process can ask (it has a dealer to it). */
 static bool askable(int id)
 {
-    return id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->alive && (A->peers[id]->dealer || A->offline);
+    return id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->alive && A->peers[id]->dealer;
 }
 
 static bool exempt(const struct wire_hdr *h)

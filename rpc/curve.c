@@ -1,4 +1,4 @@
-/* Handshakes: optional CURVE encryption (docs/design.md §4.2; the router is a
+/* Handshakes: optional CURVE encryption (docs/design.md §4.2, rpc/README.md; the router is a
  * CURVE server, dealers are CURVE clients, and a ZAP handler on the I/O
  * thread admits only clients whose public key is on the allow-list), and a
  * watch on the handshakes that fail: socket monitors on the router (refused
@@ -14,6 +14,18 @@
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
 
+/* Owned here: the keys, the ZAP handler and the handshake monitors. The
+ * sockets are used on the I/O thread only (rpc_curve_sockets hands them to
+ * its poll); they are made before it starts and closed after it stopped. */
+static struct {
+    void *zap;                      /* ZAP handler (REP), when curve is on */
+    void *mon_router, *mon_rdv;     /* monitors of the router / the dealer to rank 0 (PAIR) */
+    char rdv_refused[320];          /* I/O thread: why the rendezvous refused our handshake ("": it did not) */
+    char public_key[41], secret_key[41], server_key[41];
+    uint8_t allow[RPC_CURVE_MAX_ALLOW][32];
+    int n_allow;
+} cv;
+
 static struct rpc_agent *const A = &rpc_agent_state;
 
 static bool z85_key(const char *k, uint8_t out[32])
@@ -24,33 +36,34 @@ static bool z85_key(const char *k, uint8_t out[32])
 int rpc_curve_setup(void)
 {
     const struct rpc_opts *o = &A->opts;
+    memset(&cv, 0, sizeof cv);          /* a new agent: nothing of the last one's */
     if (!o->curve) return 0;
     if (!zmq_has("curve")) return rpc_set_error("rpc_init: this libzmq has no CURVE support");
     uint8_t bin[32];
     if (!z85_key(o->curve_public_key, bin) || !z85_key(o->curve_secret_key, bin))
         return rpc_set_error("rpc_init: curve needs a Z85 public and secret key (40 characters each)");
-    snprintf(A->curve_public, sizeof A->curve_public, "%s", o->curve_public_key);
-    snprintf(A->curve_secret, sizeof A->curve_secret, "%s", o->curve_secret_key);
+    snprintf(cv.public_key, sizeof cv.public_key, "%s", o->curve_public_key);
+    snprintf(cv.secret_key, sizeof cv.secret_key, "%s", o->curve_secret_key);
     const char *server = o->curve_server_key ? o->curve_server_key : o->curve_public_key;
     if (!z85_key(server, bin)) return rpc_set_error("rpc_init: bad curve server key '%s'", server);
-    snprintf(A->curve_server, sizeof A->curve_server, "%s", server);
-    A->n_allow = 0;
+    snprintf(cv.server_key, sizeof cv.server_key, "%s", server);
+    cv.n_allow = 0;
     if (o->curve_allow) {
         for (const char *const *k = o->curve_allow; *k; k++) {
-            if (A->n_allow == RPC_CURVE_MAX_ALLOW) return rpc_set_error("rpc_init: more than %d allowed keys", RPC_CURVE_MAX_ALLOW);
-            if (!z85_key(*k, A->allow[A->n_allow])) return rpc_set_error("rpc_init: bad allowed key '%s'", *k);
-            A->n_allow++;
+            if (cv.n_allow == RPC_CURVE_MAX_ALLOW) return rpc_set_error("rpc_init: more than %d allowed keys", RPC_CURVE_MAX_ALLOW);
+            if (!z85_key(*k, cv.allow[cv.n_allow])) return rpc_set_error("rpc_init: bad allowed key '%s'", *k);
+            cv.n_allow++;
         }
     } else {
-        z85_key(o->curve_public_key, A->allow[0]);
-        A->n_allow = 1;
+        z85_key(o->curve_public_key, cv.allow[0]);
+        cv.n_allow = 1;
     }
     /* ZAP: libzmq asks this socket (in our context) about every handshake. */
-    A->zap = zmq_socket(A->zctx, ZMQ_REP);
-    CHECK(A->zap != NULL);
+    cv.zap = zmq_socket(A->zctx, ZMQ_REP);
+    CHECK(cv.zap != NULL);
     int zero = 0;
-    ZMQ_CHECK(zmq_setsockopt(A->zap, ZMQ_LINGER, &zero, sizeof zero));
-    ZMQ_CHECK(zmq_bind(A->zap, "inproc://zeromq.zap.01"));
+    ZMQ_CHECK(zmq_setsockopt(cv.zap, ZMQ_LINGER, &zero, sizeof zero));
+    ZMQ_CHECK(zmq_bind(cv.zap, "inproc://zeromq.zap.01"));
     return 0;
 }
 
@@ -59,16 +72,16 @@ void rpc_curve_server(void *sock)
     if (!A->opts.curve) return;
     int one = 1;
     ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one));
-    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, A->curve_secret, 40));
+    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, cv.secret_key, 40));
     ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_ZAP_DOMAIN, "tributary", 9));
 }
 
 void rpc_curve_client(void *sock)
 {
     if (!A->opts.curve) return;
-    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, A->curve_server, 40));
-    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, A->curve_public, 40));
-    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, A->curve_secret, 40));
+    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, cv.server_key, 40));
+    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, cv.public_key, 40));
+    ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, cv.secret_key, 40));
 }
 
 /* The first 8 characters of a binary key's Z85 form, for log lines. */
@@ -94,7 +107,7 @@ void rpc_curve_zap(void)
         while (more) {
             zmq_msg_t m;
             ZMQ_CHECK(zmq_msg_init(&m));
-            if (zmq_msg_recv(&m, A->zap, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
+            if (zmq_msg_recv(&m, cv.zap, n == 0 ? ZMQ_DONTWAIT : 0) < 0) {
                 ZMQ_CHECK(zmq_msg_close(&m));
                 CHECK(n == 0);
                 return;
@@ -106,7 +119,7 @@ void rpc_curve_zap(void)
         bool curve = n == 7 && zmq_msg_size(&f[5]) == 5 && memcmp(zmq_msg_data(&f[5]), "CURVE", 5) == 0 &&
                      zmq_msg_size(&f[6]) == 32;
         bool ok = false;
-        for (int i = 0; curve && i < A->n_allow && !ok; i++) ok = memcmp(zmq_msg_data(&f[6]), A->allow[i], 32) == 0;
+        for (int i = 0; curve && i < cv.n_allow && !ok; i++) ok = memcmp(zmq_msg_data(&f[6]), cv.allow[i], 32) == 0;
         if (!ok) {
             atomic_fetch_add(&rpc_counters.refused_auth, 1);
             char addr[64] = "(unknown address)", key[9] = "?";
@@ -118,13 +131,13 @@ void rpc_curve_zap(void)
                          addr, key);
         }
         const char *status = ok ? "200" : "400", *text = ok ? "OK" : "key not allowed";
-        ZMQ_CHECK(zmq_send(A->zap, "1.0", 3, ZMQ_SNDMORE));
-        if (n >= 2) ZMQ_CHECK(zmq_send(A->zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE));
-        else ZMQ_CHECK(zmq_send(A->zap, "", 0, ZMQ_SNDMORE));
-        ZMQ_CHECK(zmq_send(A->zap, status, 3, ZMQ_SNDMORE));
-        ZMQ_CHECK(zmq_send(A->zap, text, strlen(text), ZMQ_SNDMORE));
-        ZMQ_CHECK(zmq_send(A->zap, "", 0, ZMQ_SNDMORE));
-        ZMQ_CHECK(zmq_send(A->zap, "", 0, 0));
+        ZMQ_CHECK(zmq_send(cv.zap, "1.0", 3, ZMQ_SNDMORE));
+        if (n >= 2) ZMQ_CHECK(zmq_send(cv.zap, zmq_msg_data(&f[1]), zmq_msg_size(&f[1]), ZMQ_SNDMORE));
+        else ZMQ_CHECK(zmq_send(cv.zap, "", 0, ZMQ_SNDMORE));
+        ZMQ_CHECK(zmq_send(cv.zap, status, 3, ZMQ_SNDMORE));
+        ZMQ_CHECK(zmq_send(cv.zap, text, strlen(text), ZMQ_SNDMORE));
+        ZMQ_CHECK(zmq_send(cv.zap, "", 0, ZMQ_SNDMORE));
+        ZMQ_CHECK(zmq_send(cv.zap, "", 0, 0));
         for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&f[i]));
     }
 }
@@ -161,28 +174,57 @@ static int pending_fail;            /* the failure awaiting its DISCONNECTED: ev
 static uint32_t pending_value;
 
 static int rdv_closed;              /* connections closed in a row during the handshake with the rendezvous */
+/* A monitor said MONITOR_STOPPED (its socket closed): nothing more comes. */
+static bool router_stopped, rdv_stopped;
+
+static bool next_event(void *m, int *event, uint32_t *value);
+
+/* Reads what a monitor still has until its MONITOR_STOPPED (at most
+ * 200 ms): libzmq 4.3 leaks the event messages (an ipc:// address is too
+ * long to fit in one) left in a monitor's pipe when it closes. */
+static void drain_monitor(void *m, bool stopped)
+{
+    int64_t until = trib_now_ms() + 200;
+    int ev;
+    uint32_t v;
+    while (!stopped) {
+        zmq_pollitem_t it = { .socket = m, .events = ZMQ_POLLIN };
+        int64_t left = until - trib_now_ms();
+        if (left <= 0 || zmq_poll(&it, 1, (long)left) <= 0) break;
+        while (!stopped && next_event(m, &ev, &v)) stopped = ev == ZMQ_EVENT_MONITOR_STOPPED;
+    }
+    while (next_event(m, &ev, &v)) {}
+}
 
 void rpc_watch_router_start(void)
 {
     n_accepted = 0;
     pending_fail = 0;
     rdv_closed = 0;
-    A->mon_router = monitor(A->router, "inproc://trib-watch-router",
-                            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HS_FAILED);
+    router_stopped = rdv_stopped = false;
+    cv.mon_router = monitor(A->router, "inproc://trib-watch-router",
+                            ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HS_FAILED | ZMQ_EVENT_MONITOR_STOPPED);
 }
 
 void rpc_watch_dealer(void *dealer)
 {
-    if (A->rank == 0 || A->mon_rdv || A->offline) return;
-    A->mon_rdv = monitor(dealer, "inproc://trib-watch-rendezvous", HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED);
+    if (A->rank == 0 || cv.mon_rdv || !dealer) return;
+    cv.mon_rdv = monitor(dealer, "inproc://trib-watch-rendezvous",
+                         HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_MONITOR_STOPPED);
 }
 
 void rpc_curve_close(void)
 {
-    if (A->zap) ZMQ_CHECK(zmq_close(A->zap));
-    if (A->mon_router) ZMQ_CHECK(zmq_close(A->mon_router));
-    if (A->mon_rdv) ZMQ_CHECK(zmq_close(A->mon_rdv));
-    A->zap = A->mon_router = A->mon_rdv = NULL;
+    if (cv.zap) ZMQ_CHECK(zmq_close(cv.zap));
+    if (cv.mon_router) {
+        drain_monitor(cv.mon_router, router_stopped);
+        ZMQ_CHECK(zmq_close(cv.mon_router));
+    }
+    if (cv.mon_rdv) {
+        drain_monitor(cv.mon_rdv, rdv_stopped);
+        ZMQ_CHECK(zmq_close(cv.mon_rdv));
+    }
+    cv.zap = cv.mon_router = cv.mon_rdv = NULL;
 }
 
 /* Reads one monitor event (libzmq's v1 format: u16 event + u32 value, then
@@ -237,7 +279,11 @@ static void remember(int fd)
         else if (ss.ss_family == AF_INET6 && inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof ip))
             port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
     }
-    if (port >= 0) snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "%s:%d", ip, port);
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    if (port < 0 && ss.ss_family == AF_UNIX && getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0)
+        snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "ipc pid %d", (int)cr.pid);
+    else if (port >= 0) snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "%s:%d", ip, port);
     else snprintf(accepted[slot].addr, sizeof accepted[slot].addr, "an address gone before it was read");
 }
 
@@ -284,8 +330,10 @@ void rpc_watch_router(void)
 {
     int ev;
     uint32_t v;
-    while (next_event(A->mon_router, &ev, &v)) {
-        if (ev == ZMQ_EVENT_ACCEPTED) {
+    while (next_event(cv.mon_router, &ev, &v)) {
+        if (ev == ZMQ_EVENT_MONITOR_STOPPED) {
+            router_stopped = true;
+        } else if (ev == ZMQ_EVENT_ACCEPTED) {
             remember((int)v);
         } else if (ev & HS_FAILED) {
             if (pending_fail) log_refusal("an unknown address");
@@ -302,9 +350,11 @@ void rpc_watch_router(void)
 /* Dealer side: the handshakes with the rendezvous. */
 void rpc_watch_rendezvous(void)
 {
+    if (!cv.mon_rdv) return;
     int ev;
     uint32_t v;
-    while (next_event(A->mon_rdv, &ev, &v)) {
+    while (next_event(cv.mon_rdv, &ev, &v)) {
+        if (ev == ZMQ_EVENT_MONITOR_STOPPED) rdv_stopped = true;
         if (ev == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             rdv_closed = 0;
             continue;
@@ -337,8 +387,17 @@ void rpc_watch_rendezvous(void)
         else {
             /* the rendezvous fails now, not at its timeout: what waits for
              * a reply, and what is sent from now on (io_send) */
-            snprintf(A->rdv_refused, sizeof A->rdv_refused, "%s", text);
+            snprintf(cv.rdv_refused, sizeof cv.rdv_refused, "%s", text);
             rpc_fail_pending_to(0, text);
         }
     }
 }
+
+void rpc_curve_sockets(void **zap, void **mon_router, void **mon_rdv)
+{
+    *zap = cv.zap;
+    *mon_router = cv.mon_router;
+    *mon_rdv = cv.mon_rdv;
+}
+
+const char *rpc_rdv_refused(void) { return cv.rdv_refused[0] ? cv.rdv_refused : NULL; }

@@ -261,20 +261,72 @@ int64_t dist_autograd_context_new(void)
 
 /* ---- gradients sink ------------------------------------------------------- */
 
-/* An engine run's sink: its context and the key its parts sort by (0 for
- * a backward started here; (sender id + 1) << 40 | message id for one a
- * peer's gradient started). */
-struct sink_user { struct dist_ctx *c; uint64_t key; };
+/* An engine run within a context (struct dist_autograd_run of the header):
+ * the context, the key its parts sort by (0 for a backward started here;
+ * (sender id + 1) << 40 | message id for one a peer's gradient started),
+ * and the run's leaf gradients, which join the context once the run and
+ * the run-end hook are done. */
+struct dist_autograd_run {
+    struct dist_ctx *c;
+    uint64_t key;
+    struct tensor **leaves, **grads;    /* owned references */
+    int n, cap;
+};
 
-static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad)
+static struct dist_autograd_hooks hooks;   /* under reg_mu */
+
+void dist_autograd_set_backward_hooks(const struct dist_autograd_hooks *h)
 {
-    struct sink_user *su = user;
-    struct dist_ctx *c = su->c;
-    bool was = autograd_set_enabled(false);
-    struct tensor *copy = tensor_detach(grad);
-    autograd_set_enabled(was);
-    CHECK(copy != NULL);
-    pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&reg_mu);
+    hooks = h ? *h : (struct dist_autograd_hooks){0};
+    pthread_mutex_unlock(&reg_mu);
+}
+
+static struct dist_autograd_hooks get_hooks(void)
+{
+    pthread_mutex_lock(&reg_mu);
+    struct dist_autograd_hooks h = hooks;
+    pthread_mutex_unlock(&reg_mu);
+    return h;
+}
+
+struct tensor *dist_autograd_run_gradient(const struct dist_autograd_run *run, const struct tensor *leaf)
+{
+    for (int i = 0; i < run->n; i++)
+        if (run->leaves[i] == leaf) return run->grads[i];
+    return NULL;
+}
+
+void dist_autograd_run_set_gradient(struct dist_autograd_run *run, struct tensor *leaf, struct tensor *g)
+{
+    for (int i = 0; i < run->n; i++)
+        if (run->leaves[i] == leaf) {
+            tensor_free(run->grads[i]);
+            run->grads[i] = tensor_retain(g);
+            return;
+        }
+    if (run->n == run->cap) {
+        run->cap = run->cap ? 2 * run->cap : 8;
+        run->leaves = trib_xrealloc(run->leaves, (size_t)run->cap * sizeof *run->leaves);
+        run->grads = trib_xrealloc(run->grads, (size_t)run->cap * sizeof *run->grads);
+    }
+    run->leaves[run->n] = tensor_retain(leaf);
+    run->grads[run->n++] = tensor_retain(g);
+}
+
+static void run_clear(struct dist_autograd_run *run)
+{
+    for (int i = 0; i < run->n; i++) {
+        tensor_free(run->leaves[i]);
+        tensor_free(run->grads[i]);
+    }
+    free(run->leaves);
+    free(run->grads);
+}
+
+/* The gradient entry of leaf in c, made if missing (caller holds c->mu). */
+static struct grad_entry *entry_locked(struct dist_ctx *c, struct tensor *leaf)
+{
     int i = 0;
     while (i < c->n_grads && c->grads[i].leaf != leaf) i++;
     if (i == c->n_grads) {
@@ -285,20 +337,48 @@ static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad
         c->grads[i] = (struct grad_entry){ .leaf = tensor_retain(leaf) };
         c->n_grads++;
     }
-    struct grad_entry *e = &c->grads[i];
-    if (e->n_parts == e->cap_parts) {
-        e->cap_parts = e->cap_parts ? 2 * e->cap_parts : 4;
-        e->parts = trib_xrealloc(e->parts, (size_t)e->cap_parts * sizeof *e->parts);
+    return &c->grads[i];
+}
+
+/* The sink: the run keeps a private copy of each leaf's gradient. */
+static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad)
+{
+    bool was = autograd_set_enabled(false);
+    struct tensor *copy = tensor_detach(grad);
+    autograd_set_enabled(was);
+    CHECK(copy != NULL);
+    dist_autograd_run_set_gradient(user, leaf, copy);
+    tensor_free(copy);
+}
+
+static void sink_ready(void *user, struct tensor *leaf, struct tensor *grad)
+{
+    struct dist_autograd_run *run = user;
+    struct dist_autograd_hooks h = get_hooks();
+    if (h.leaf_ready) h.leaf_ready(h.user, run->c->id, leaf, grad);
+}
+
+/* Adds the run's gradients to its context as parts of key run->key. */
+static void run_deliver(struct dist_autograd_run *run)
+{
+    struct dist_ctx *c = run->c;
+    pthread_mutex_lock(&c->mu);
+    for (int k = 0; k < run->n; k++) {
+        struct grad_entry *e = entry_locked(c, run->leaves[k]);
+        if (e->n_parts == e->cap_parts) {
+            e->cap_parts = e->cap_parts ? 2 * e->cap_parts : 4;
+            e->parts = trib_xrealloc(e->parts, (size_t)e->cap_parts * sizeof *e->parts);
+        }
+        /* insertion keeps the parts sorted by key, arrival order among equal keys */
+        int j = e->n_parts++;
+        while (j > 0 && e->parts[j - 1].key > run->key) {
+            e->parts[j] = e->parts[j - 1];
+            j--;
+        }
+        e->parts[j] = (struct grad_part){ run->key, tensor_retain(run->grads[k]) };
+        tensor_free(e->grad);
+        e->grad = NULL;
     }
-    /* insertion keeps the parts sorted by key, arrival order among equal keys */
-    int j = e->n_parts++;
-    while (j > 0 && e->parts[j - 1].key > su->key) {
-        e->parts[j] = e->parts[j - 1];
-        j--;
-    }
-    e->parts[j] = (struct grad_part){ su->key, copy };
-    tensor_free(e->grad);
-    e->grad = NULL;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -506,11 +586,15 @@ static int run_engine(struct dist_ctx *c, uint64_t key, int n, const struct ag_e
 {
     struct pending *outer = pending_here;
     pending_here = p;
-    struct sink_user su = { c, key };
-    struct ag_sink sink = {sink_accumulate, &su};
+    struct dist_autograd_run run = { c, key, NULL, NULL, 0, 0 };
+    struct ag_sink sink = {sink_accumulate, &run, sink_ready};
     int rc = autograd_run(n, roots, grads, &sink, true);
     pending_here = outer;
     if (rc != 0) rpc_set_error("dist_autograd_backward: %s", tensor_last_error());
+    struct dist_autograd_hooks h = get_hooks();
+    if (rc == 0 && h.run_end && run.n && h.run_end(h.user, c->id, &run) != 0) rc = -1;
+    if (rc == 0) run_deliver(&run);
+    run_clear(&run);
     return rc;
 }
 
@@ -682,7 +766,7 @@ static int release_here(int64_t ctx, int skip, enum release_mode mode)
     pthread_mutex_lock(&c->mu);
     int n = mode == RELEASE_LOCAL ? 0 : c->n_workers;
     int *ws = trib_xcalloc((size_t)n + 1, sizeof *ws);
-    memcpy(ws, c->workers, (size_t)n * sizeof *ws);
+    if (n) memcpy(ws, c->workers, (size_t)n * sizeof *ws);   /* none for a context that stayed local */
     pthread_mutex_unlock(&c->mu);
     ctx_free(c);
     struct rpc_future **fs = trib_xcalloc((size_t)n + 1, sizeof *fs);

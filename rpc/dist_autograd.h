@@ -1,4 +1,4 @@
-/* Distributed autograd (docs/design.md §4.4): contexts that span workers, send and
+/* Distributed autograd (docs/design.md §4.4, rpc/README.md): contexts that span workers, send and
  * recv functions recorded on every RPC that carries tensors requiring grad,
  * and PyTorch's FAST-mode backward across workers. Gradients accumulate in
  * the context (dist_autograd_get_gradient), never in ->grad. */
@@ -54,6 +54,30 @@ struct tensor *dist_autograd_get_gradient(int64_t ctx, struct tensor *t);
 /* Up to cap (leaf, gradient) pairs of ctx on this worker, as new references
  * the caller frees. Returns the count, or -1 for an unknown context. */
 int dist_autograd_get_gradients(int64_t ctx, int cap, struct tensor **leaves, struct tensor **grads);
+
+/* Hooks into every local engine run of a backward within a context, for
+ * layers that act on a backward's gradients (DDP averages a module's
+ * across a process group). Both run on the thread running the engine.
+ * leaf_ready: a leaf's gradient for the run is complete (grad borrowed,
+ * never to be written), while the rest of the run goes on.
+ * run_end: the run is done and its leaf gradients, readable and
+ * replaceable through `run` below, are about to join the context; the
+ * gradients the run sent to other workers keep flowing meanwhile.
+ * Returning -1 (after rpc_set_error) fails the backward with that error
+ * and the run's gradients are dropped. One set per process (copied; NULL
+ * removes them). Any thread. */
+struct dist_autograd_run;
+struct dist_autograd_hooks {
+    void (*leaf_ready)(void *user, int64_t ctx, struct tensor *leaf, struct tensor *grad);
+    int (*run_end)(void *user, int64_t ctx, struct dist_autograd_run *run);
+    void *user;
+};
+void dist_autograd_set_backward_hooks(const struct dist_autograd_hooks *h);
+/* The run's gradient for leaf (borrowed), or NULL if the run reached none. */
+struct tensor *dist_autograd_run_gradient(const struct dist_autograd_run *run, const struct tensor *leaf);
+/* Makes g (a new reference is taken; never written afterwards) the run's
+ * gradient for leaf, replacing the run's own or adding one. */
+void dist_autograd_run_set_gradient(struct dist_autograd_run *run, struct tensor *leaf, struct tensor *g);
 
 /* Releases ctx here and on every worker it touched (waits for them, each
  * at most the default RPC timeout; a peer that does not answer in time frees

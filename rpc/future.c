@@ -13,8 +13,16 @@
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
 
-static struct rpc_agent *const A = &rpc_agent_state;
 struct rpc_freelist rpc_future_fl = RPC_FREELIST_INIT(sizeof(struct rpc_future));
+
+/* Owned here: how long a wait on a small call yields before it sleeps
+ * (rpc_opts.spin_us; set by rpc_init), and which thread must never wait
+ * (the I/O thread, which completes futures, marks itself). */
+static atomic_int spin_us;
+static _Thread_local bool completer_thread;
+
+void rpc_future_set_spin(int us) { atomic_store(&spin_us, us); }
+void rpc_future_mark_completer(bool on) { completer_thread = on; }
 
 /* ---- futures --------------------------------------------------------------- */
 
@@ -100,14 +108,15 @@ const char *rpc_future_error(struct rpc_future *f)
 int rpc_future_wait(struct rpc_future *f, struct rpc_value *out)
 {
     /* The I/O thread completes futures: waiting on it would never return. */
-    CHECK(future_settled(f) || !A->up || !pthread_equal(pthread_self(), A->io_thread));
+    CHECK(future_settled(f) || !completer_thread);
     /* Adaptive wait: yield for a short while before sleeping. A small
      * call's reply lands within ~100 us, and a futex sleep plus wake of an
      * idle virtual CPU costs a large part of that; yielding keeps the
      * other threads of the round trip (ours and libzmq's) running. */
-    if (!future_settled(f) && f->small && A->opts.spin_us > 0) {
+    int spin = atomic_load(&spin_us);
+    if (!future_settled(f) && f->small && spin > 0) {
         int64_t t0 = trib_now_us();
-        while (!future_settled(f) && trib_now_us() - t0 < A->opts.spin_us) sched_yield();
+        while (!future_settled(f) && trib_now_us() - t0 < spin) sched_yield();
     }
     if (!future_settled(f)) {
         pthread_mutex_lock(&f->mu);
@@ -173,7 +182,7 @@ int rpc_future_wait_any(struct rpc_future **fs, size_t n, int timeout_ms)
     int got = first_settled(fs, n);
     if (got >= 0) return got;
     if (timeout_ms == 0) return rpc_set_error("rpc: no future done within 0 ms");
-    CHECK(!A->up || !pthread_equal(pthread_self(), A->io_thread));
+    CHECK(!completer_thread);
     struct rpc_future_wake wake = { .fired = false };
     pthread_mutex_init(&wake.mu, NULL);
     pthread_cond_init(&wake.cv, NULL);

@@ -16,30 +16,15 @@ static struct rpc_agent *const A = &rpc_agent_state;
 
 /* ---- out queue ------------------------------------------------------------- */
 
+/* Owned here: the messages other threads queue for the I/O thread. */
+static struct {
+    pthread_mutex_t mu;
+    struct outmsg *head, *tail;     /* under mu */
+    int len;                        /* under mu */
+    bool io_dead;                   /* under mu: the I/O thread has exited */
+} outq = { .mu = PTHREAD_MUTEX_INITIALIZER, .io_dead = true };   /* closed until rpc_out_open */
+
 static _Thread_local bool on_io_thread;
-
-struct rpc_freelist rpc_outmsg_fl =
-    RPC_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t));
-
-struct outmsg *rpc_outmsg_new(int nframes)
-{
-    struct outmsg *m = nframes <= RPC_OUTMSG_POOLED_FRAMES
-        ? rpc_fl_get(&rpc_outmsg_fl)
-        : trib_xmalloc(sizeof *m + (size_t)nframes * sizeof(zmq_msg_t));
-    m->next = NULL;
-    m->peer = -1;
-    m->rid_len = 0;
-    m->fut = NULL;
-    m->nframes = nframes;
-    return m;
-}
-
-void rpc_outmsg_free(struct outmsg *m)
-{
-    for (int i = 0; i < m->nframes; i++) ZMQ_CHECK(zmq_msg_close(&m->frames[i]));
-    if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) rpc_fl_put(&rpc_outmsg_fl, m);
-    else free(m);
-}
 
 void rpc_wake_io(void)
 {
@@ -50,18 +35,10 @@ void rpc_wake_io(void)
 
 void rpc_out_push(struct outmsg *m)
 {
-    if (A->offline) {           /* nowhere to send: calls fail at once */
-        if (m->fut) {
-            rpc_future_fail(m->fut, "rpc: offline calling worker %d.%s", m->peer, m->fut->fn);
-            rpc_pending_done(m->fut);
-        }
-        rpc_outmsg_free(m);
-        return;
-    }
-    pthread_mutex_lock(&A->out_mu);
-    const char *why = A->io_dead ? "shut down" : m->fut && A->out_len >= MAX_QUEUE ? "send queue full" : NULL;
+    pthread_mutex_lock(&outq.mu);
+    const char *why = outq.io_dead ? "shut down" : m->fut && outq.len >= MAX_QUEUE ? "send queue full" : NULL;
     if (why) {
-        pthread_mutex_unlock(&A->out_mu);
+        pthread_mutex_unlock(&outq.mu);
         if (m->fut) {
             char name[64];
             rpc_peer_name(m->peer, name, sizeof name);
@@ -71,13 +48,38 @@ void rpc_out_push(struct outmsg *m)
         rpc_outmsg_free(m);
         return;
     }
-    bool was_empty = A->out_head == NULL;
-    if (A->out_tail) A->out_tail->next = m; else A->out_head = m;
-    A->out_tail = m;
-    A->out_len++;
-    pthread_mutex_unlock(&A->out_mu);
+    bool was_empty = outq.head == NULL;
+    if (outq.tail) outq.tail->next = m; else outq.head = m;
+    outq.tail = m;
+    outq.len++;
+    pthread_mutex_unlock(&outq.mu);
     /* The I/O thread flushes its own messages before it polls again. */
     if (was_empty && !on_io_thread) rpc_wake_io();
+}
+
+/* Before the I/O thread starts: the queue takes messages again. */
+void rpc_out_open(void)
+{
+    pthread_mutex_lock(&outq.mu);
+    outq.io_dead = false;
+    pthread_mutex_unlock(&outq.mu);
+}
+
+/* After the I/O thread stopped: drops what is still queued (a call's
+ * pending reference included); the queue stays closed. */
+void rpc_out_reset(void)
+{
+    pthread_mutex_lock(&outq.mu);
+    struct outmsg *m = outq.head;
+    outq.head = outq.tail = NULL;
+    outq.len = 0;
+    pthread_mutex_unlock(&outq.mu);
+    while (m) {
+        struct outmsg *next = m->next;
+        if (m->fut) rpc_pending_done(m->fut);
+        rpc_outmsg_free(m);
+        m = next;
+    }
 }
 
 /* ---- sending (I/O thread) ------------------------------------------------- */
@@ -101,9 +103,10 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
         int err = zmq_errno();
         /* A refused handshake with the rendezvous makes libzmq drop the
          * connection (nothing left to send to): its event is already in. */
-        if (m->peer == 0 && A->mon_rdv) rpc_watch_rendezvous();
-        if (m->peer == 0 && A->rdv_refused[0])
-            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", A->rdv_refused, name, m->fut->fn);
+        if (m->peer == 0) rpc_watch_rendezvous();      /* its event may be waiting */
+        const char *refused = m->peer == 0 ? rpc_rdv_refused() : NULL;
+        if (refused)
+            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", refused, name, m->fut->fn);
         else
             rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, zmq_strerror(err), name,
                             m->fut->fn);
@@ -118,10 +121,11 @@ static void io_send(struct outmsg *m)
         send_frames(A->router, m, true);
     } else {
         struct peer *p = m->peer < MAX_WORKERS ? A->peers[m->peer] : NULL;
-        if (m->peer == 0 && A->rdv_refused[0] && m->fut) {
+        const char *refused = m->peer == 0 && m->fut ? rpc_rdv_refused() : NULL;
+        if (refused) {
             /* libzmq may have dropped the connection for good (a protocol
              * error is not retried): the handshake's failure is the reason */
-            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", A->rdv_refused, p ? p->name : "(rendezvous)", m->fut->fn);
+            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", refused, p ? p->name : "(rendezvous)", m->fut->fn);
             rpc_pending_done(m->fut);
         } else if (!p || !p->alive) {
             if (m->fut) {
@@ -237,10 +241,7 @@ static void io_timers(void)
             send_ping(p);
         }
     }
-    if (A->npending && now - A->last_scan >= 5) {
-        A->last_scan = now;
-        rpc_expire_pending(now);
-    }
+    rpc_pending_timers(now);
 }
 
 /* Sends everything queued, including what sending itself queues (failure
@@ -248,12 +249,12 @@ static void io_timers(void)
 static void flush_out(bool last)
 {
     for (;;) {
-        pthread_mutex_lock(&A->out_mu);
-        struct outmsg *m = A->out_head;
-        A->out_head = A->out_tail = NULL;
-        A->out_len = 0;
-        if (last && !m) A->io_dead = true;
-        pthread_mutex_unlock(&A->out_mu);
+        pthread_mutex_lock(&outq.mu);
+        struct outmsg *m = outq.head;
+        outq.head = outq.tail = NULL;
+        outq.len = 0;
+        if (last && !m) outq.io_dead = true;
+        pthread_mutex_unlock(&outq.mu);
         if (!m) return;
         while (m) {
             struct outmsg *next = m->next;
@@ -267,6 +268,7 @@ void *rpc_io_main(void *arg)
 {
     (void)arg;
     on_io_thread = true;
+    rpc_future_mark_completer(true);
     zmq_pollitem_t items[5 + MAX_WORKERS];
     int map[5 + MAX_WORKERS];
     int nitems = 0, first_dealer = 2, i_zap = -1, i_mon = -1, i_rdv = -1;
@@ -279,17 +281,19 @@ void *rpc_io_main(void *arg)
             items[1] = (zmq_pollitem_t){ .fd = A->efd, .events = ZMQ_POLLIN };
             nitems = 2;
             i_zap = i_mon = i_rdv = -1;
-            if (A->zap) {
+            void *zap, *mon_router, *mon_rdv;
+            rpc_curve_sockets(&zap, &mon_router, &mon_rdv);
+            if (zap) {
                 i_zap = nitems;
-                items[nitems++] = (zmq_pollitem_t){ .socket = A->zap, .events = ZMQ_POLLIN };
+                items[nitems++] = (zmq_pollitem_t){ .socket = zap, .events = ZMQ_POLLIN };
             }
-            if (A->mon_router) {
+            if (mon_router) {
                 i_mon = nitems;
-                items[nitems++] = (zmq_pollitem_t){ .socket = A->mon_router, .events = ZMQ_POLLIN };
+                items[nitems++] = (zmq_pollitem_t){ .socket = mon_router, .events = ZMQ_POLLIN };
             }
-            if (A->mon_rdv) {
+            if (mon_rdv) {
                 i_rdv = nitems;
-                items[nitems++] = (zmq_pollitem_t){ .socket = A->mon_rdv, .events = ZMQ_POLLIN };
+                items[nitems++] = (zmq_pollitem_t){ .socket = mon_rdv, .events = ZMQ_POLLIN };
             }
             first_dealer = nitems;
             for (int i = 0; i < MAX_WORKERS; i++)
@@ -299,7 +303,7 @@ void *rpc_io_main(void *arg)
                 }
         }
         long timeout = A->opts.heartbeat_ms;
-        if (A->npending) timeout = 5;
+        if (rpc_pending_count()) timeout = 5;
         int rc = zmq_poll(items, nitems, timeout);
         if (rc < 0) {
             CHECK(zmq_errno() == EINTR);

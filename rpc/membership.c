@@ -15,6 +15,23 @@
 
 static struct rpc_agent *const A = &rpc_agent_state;
 
+/* Owned here: the membership events not yet taken by rpc_next_event (a
+ * bounded ring: the oldest is dropped when full). */
+#define EVENTS_CAP 256
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct rpc_event ring[EVENTS_CAP];  /* under mu */
+    int head, count;                    /* under mu */
+} evq = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
+void rpc_events_reset(void)
+{
+    pthread_mutex_lock(&evq.mu);
+    evq.head = evq.count = 0;
+    pthread_mutex_unlock(&evq.mu);
+}
+
 /* ---- directory -------------------------------------------------------------- */
 
 int rpc_find_peer(const char *name)
@@ -38,6 +55,7 @@ static void fill_info(const struct peer *p, struct rpc_worker_info *out)
     out->id = p->id;
     snprintf(out->name, sizeof out->name, "%s", p->name);
     snprintf(out->endpoint, sizeof out->endpoint, "%s", p->endpoint);
+    snprintf(out->via, sizeof out->via, "%s", p->via);
 }
 
 int rpc_get_worker_info(const char *name, struct rpc_worker_info *out)
@@ -83,34 +101,34 @@ void rpc_post_event(enum rpc_event_kind kind, int id, const char *name)
 {
     struct rpc_event ev = { .kind = kind, .id = id };
     snprintf(ev.name, sizeof ev.name, "%s", name);
-    pthread_mutex_lock(&A->ev_mu);
-    if (A->ev_count == 256) {                 /* bounded: drop the oldest */
-        A->ev_head = (A->ev_head + 1) % 256;
-        A->ev_count--;
+    pthread_mutex_lock(&evq.mu);
+    if (evq.count == EVENTS_CAP) {                 /* bounded: drop the oldest */
+        evq.head = (evq.head + 1) % EVENTS_CAP;
+        evq.count--;
     }
-    A->events[(A->ev_head + A->ev_count) % 256] = ev;
-    A->ev_count++;
-    pthread_cond_broadcast(&A->ev_cv);
-    pthread_mutex_unlock(&A->ev_mu);
+    evq.ring[(evq.head + evq.count) % EVENTS_CAP] = ev;
+    evq.count++;
+    pthread_cond_broadcast(&evq.cv);
+    pthread_mutex_unlock(&evq.mu);
     if (A->opts.on_event) A->opts.on_event(&ev, A->opts.event_user);
 }
 
 int rpc_next_event(struct rpc_event *ev, int timeout_ms)
 {
     struct timespec ts = trib_deadline_ts(timeout_ms);
-    pthread_mutex_lock(&A->ev_mu);
-    while (A->ev_count == 0) {
-        if (timeout_ms < 0) pthread_cond_wait(&A->ev_cv, &A->ev_mu);
-        else if (pthread_cond_timedwait(&A->ev_cv, &A->ev_mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_lock(&evq.mu);
+    while (evq.count == 0) {
+        if (timeout_ms < 0) pthread_cond_wait(&evq.cv, &evq.mu);
+        else if (pthread_cond_timedwait(&evq.cv, &evq.mu, &ts) == ETIMEDOUT) break;
     }
     int got = 0;
-    if (A->ev_count > 0) {
-        *ev = A->events[A->ev_head];
-        A->ev_head = (A->ev_head + 1) % 256;
-        A->ev_count--;
+    if (evq.count > 0) {
+        *ev = evq.ring[evq.head];
+        evq.head = (evq.head + 1) % EVENTS_CAP;
+        evq.count--;
         got = 1;
     }
-    pthread_mutex_unlock(&A->ev_mu);
+    pthread_mutex_unlock(&evq.mu);
     return got;
 }
 
@@ -130,25 +148,9 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     }
     unsigned char rid[RPC_RID_LEN];
     rpc_new_rid(rid);
-    void *d = NULL;
-    if (!A->offline) {
-        d = zmq_socket(A->zctx, ZMQ_DEALER);
-        CHECK(d != NULL);
-        int zero = 0, hwm = HWM;
-        int64_t maxsz = (int64_t)A->opts.max_frame_bytes;
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero));
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
-        ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, sizeof rid));
-        rpc_curve_client(d);
-        if (id == 0) rpc_watch_dealer(d);
-        if (zmq_connect(d, endpoint) < 0) {
-            rpc_set_error("rpc: cannot connect to '%s': %s", endpoint, zmq_strerror(zmq_errno()));
-            ZMQ_CHECK(zmq_close(d));
-            return NULL;
-        }
-    }
+    char via[160];
+    void *d = A->links->open(id, endpoint, rid, via, sizeof via);
+    if (!d) return NULL;
     if (!p) p = trib_xcalloc(1, sizeof *p);
     if (p->dealer && id != 0) {
         /* a worker restarted before we saw its old process die: what the
@@ -157,12 +159,13 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
         snprintf(why, sizeof why, "%s was replaced by a new process", p->name);
         rpc_fail_pending_to(id, why);
     }
-    if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
+    if (p->dealer) A->links->close(p->dealer);
     p->left_at = 0;
     pthread_rwlock_wrlock(&A->dir_lock);
     p->id = id;
     snprintf(p->name, sizeof p->name, "%s", name);
     snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
+    snprintf(p->via, sizeof p->via, "%s", via);
     p->dealer = d;
     memcpy(p->rid, rid, sizeof rid);
     p->bad = 0;
@@ -180,8 +183,8 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
 void rpc_close_peer(int id, const char *why)
 {
     struct peer *p = A->peers[id];
-    if (!p || (!p->dealer && !A->offline)) return;
-    if (p->dealer) ZMQ_CHECK(zmq_close(p->dealer));
+    if (!p || !p->dealer) return;
+    A->links->close(p->dealer);
     p->dealer = NULL;
     p->left_at = 0;
     A->peers_changed = true;
@@ -261,9 +264,10 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
 {
     const char *name = rpc_arg_str(args, 0), *ep = rpc_arg_str(args, 2);
     int64_t rank, world = 0;
-    if (!name || !ep || !rpc_arg_int(args, 1, &rank) || strlen(name) >= 64 || strlen(ep) >= 128 ||
+    if (!name || !ep || !rpc_arg_int(args, 1, &rank) || strlen(ep) >= 128 ||
         (args->list.len > 3 && !rpc_arg_int(args, 3, &world)))
         return rpc_request_fail(req, "bad hello");
+    if (!*name || strlen(name) >= 64) return rpc_request_fail(req, "a worker name must be 1..63 bytes");
     if (A->rank != 0) return rpc_request_fail(req, "not the rendezvous (rank 0)");
     int owner = rpc_conn_worker(req->rid, req->rid_len);
     if (owner >= 0) {
@@ -276,16 +280,18 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
     snprintf(refused, sizeof refused, "%s", A->joins_refused);
     pthread_mutex_unlock(&A->state_mu);
     if (refused[0]) return rpc_request_fail(req, "%s", refused);
-    bool dynamic = rank == RPC_RANK_DYNAMIC;
+    /* A dynamic rank is one more rank, admitted only where the run asked
+     * for late joiners (opts.allow_dynamic); every other rule below holds
+     * for it as for a static one. Without it only the declared world joins. */
+    bool dynamic = rank == RPC_RANK_DYNAMIC && A->opts.allow_dynamic;
     /* the rank first: a restarted worker asking for a live one's rank (and
      * so, by default, its name) is told that the rank is taken */
-    if (!dynamic) {
-        if (rank < 1 || rank >= A->world_size) return rpc_request_fail(req, "rank %lld out of range 1..%d", (long long)rank, A->world_size - 1);
-        if (world > 0 && world != A->world_size)
-            return rpc_request_fail(req, "world size %lld does not match the master's %d", (long long)world, A->world_size);
-        if (A->peers[rank] && A->peers[rank]->alive)
-            return rpc_request_fail(req, "rank %lld is taken by live worker %s", (long long)rank, A->peers[rank]->name);
-    }
+    if (!dynamic && (rank < 1 || rank >= A->world_size))
+        return rpc_request_fail(req, "rank %lld out of range 1..%d", (long long)rank, A->world_size - 1);
+    if (world < 0 || (world > 0 && world != A->world_size))
+        return rpc_request_fail(req, "world size %lld does not match the master's %d", (long long)world, A->world_size);
+    if (!dynamic && A->peers[rank] && A->peers[rank]->alive)
+        return rpc_request_fail(req, "rank %lld is taken by live worker %s", (long long)rank, A->peers[rank]->name);
     if (rpc_find_peer(name) >= 0) return rpc_request_fail(req, "worker name '%s' is taken", name);
     int at = find_endpoint(ep);
     if (at >= 0) return rpc_request_fail(req, "endpoint '%s' is worker %d's (%s)", ep, at, A->peers[at]->name);

@@ -55,9 +55,9 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
     char err[512];
     size_t bytes = 0;
     for (int i = 0; i < n; i++) bytes += zmq_msg_size(&frames[i]);
-    if (from >= 0 && from < MAX_WORKERS) {
-        int np = atomic_load(&A->pending_by[from]);
-        int64_t nb = atomic_load(&A->pending_bytes_by[from]);
+    int np;
+    int64_t nb;
+    if (rpc_requests_of(from, &np, &nb)) {
         if (np >= A->opts.max_pending_per_worker ||
             (np > 0 && (uint64_t)nb + bytes > A->opts.max_pending_bytes_per_worker)) {
             char name[64];
@@ -70,14 +70,7 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
             return;
         }
     }
-    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
-    req->counted = true;
-    req->bytes = bytes;
-    atomic_fetch_add(&A->active, 1);
-    if (from >= 0 && from < MAX_WORKERS) {
-        atomic_fetch_add(&A->pending_by[from], 1);
-        atomic_fetch_add(&A->pending_bytes_by[from], (int64_t)bytes);
-    }
+    struct rpc_request *req = rpc_request_new_counted(from, bytes);
     req->next = NULL;
     req->req_id = h->req_id;
     req->caller = from;

@@ -25,6 +25,27 @@ struct rpc_freelist rpc_request_fl = RPC_FREELIST_INIT(sizeof(struct rpc_request
 static struct fn_entry *fn_table[256];
 static struct rpc_agent *const A = &rpc_agent_state;
 
+/* Owned here: the requests received and not yet answered (queued, running
+ * or deferred), in all and per calling worker, with their bytes: a
+ * graceful shutdown waits for none, and a caller's bound is checked
+ * against them (any thread). */
+static struct {
+    atomic_int active;
+    atomic_int by[MAX_WORKERS];
+    _Atomic int64_t bytes_by[MAX_WORKERS];
+} received;
+
+/* Owned here: the handler pool, its queue and its threads. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct rpc_request *head, *tail;    /* under mu */
+    int n;                              /* under mu */
+    bool stop;                          /* under mu */
+    pthread_t *threads;                 /* rpc_pool_start/stop's thread */
+    int nthreads;
+} handlers = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
 /* ---- registry -------------------------------------------------------------- */
 
 static unsigned hash_str(const char *s, size_t n)
@@ -107,10 +128,10 @@ void rpc_request_uncount(struct rpc_request *req)
 {
     if (!req->counted) return;
     req->counted = false;
-    atomic_fetch_sub(&A->active, 1);
+    atomic_fetch_sub(&received.active, 1);
     if (req->caller >= 0 && req->caller < MAX_WORKERS) {
-        atomic_fetch_sub(&A->pending_by[req->caller], 1);
-        atomic_fetch_sub(&A->pending_bytes_by[req->caller], (int64_t)req->bytes);
+        atomic_fetch_sub(&received.by[req->caller], 1);
+        atomic_fetch_sub(&received.bytes_by[req->caller], (int64_t)req->bytes);
     }
 }
 
@@ -204,17 +225,17 @@ void rpc_run_request(struct rpc_request *req)
  * (internal jobs are always taken). */
 bool rpc_pool_push(struct rpc_request *req)
 {
-    pthread_mutex_lock(&A->pool_mu);
-    if (!req->job && A->njobs >= MAX_QUEUE) {
-        pthread_mutex_unlock(&A->pool_mu);
+    pthread_mutex_lock(&handlers.mu);
+    if (!req->job && handlers.n >= MAX_QUEUE) {
+        pthread_mutex_unlock(&handlers.mu);
         return false;
     }
     req->next = NULL;
-    if (A->jobs_tail) A->jobs_tail->next = req; else A->jobs_head = req;
-    A->jobs_tail = req;
-    A->njobs++;
-    pthread_cond_signal(&A->pool_cv);
-    pthread_mutex_unlock(&A->pool_mu);
+    if (handlers.tail) handlers.tail->next = req; else handlers.head = req;
+    handlers.tail = req;
+    handlers.n++;
+    pthread_cond_signal(&handlers.cv);
+    pthread_mutex_unlock(&handlers.mu);
     return true;
 }
 
@@ -230,18 +251,79 @@ void *rpc_pool_main(void *arg)
 {
     (void)arg;
     for (;;) {
-        pthread_mutex_lock(&A->pool_mu);
-        while (!A->jobs_head && !A->pool_stop) pthread_cond_wait(&A->pool_cv, &A->pool_mu);
-        struct rpc_request *req = A->jobs_head;
+        pthread_mutex_lock(&handlers.mu);
+        while (!handlers.head && !handlers.stop) pthread_cond_wait(&handlers.cv, &handlers.mu);
+        struct rpc_request *req = handlers.head;
         if (!req) {
-            pthread_mutex_unlock(&A->pool_mu);
+            pthread_mutex_unlock(&handlers.mu);
             return NULL;
         }
-        A->jobs_head = req->next;
-        if (!A->jobs_head) A->jobs_tail = NULL;
-        A->njobs--;
-        pthread_mutex_unlock(&A->pool_mu);
+        handlers.head = req->next;
+        if (!handlers.head) handlers.tail = NULL;
+        handlers.n--;
+        pthread_mutex_unlock(&handlers.mu);
         rpc_run_request(req);
     }
 }
 
+
+void rpc_pool_start(int nthreads)
+{
+    pthread_mutex_lock(&handlers.mu);
+    handlers.stop = false;
+    pthread_mutex_unlock(&handlers.mu);
+    handlers.nthreads = nthreads;
+    handlers.threads = trib_xcalloc((size_t)nthreads, sizeof *handlers.threads);
+    for (int i = 0; i < nthreads; i++) CHECK(pthread_create(&handlers.threads[i], NULL, rpc_pool_main, NULL) == 0);
+}
+
+void rpc_pool_stop(void)
+{
+    pthread_mutex_lock(&handlers.mu);
+    handlers.stop = true;
+    pthread_cond_broadcast(&handlers.cv);
+    pthread_mutex_unlock(&handlers.mu);
+    for (int i = 0; i < handlers.nthreads; i++) pthread_join(handlers.threads[i], NULL);
+    free(handlers.threads);
+    handlers.threads = NULL;
+    handlers.nthreads = 0;
+}
+
+void rpc_pool_run_queued(void)
+{
+    for (;;) {
+        pthread_mutex_lock(&handlers.mu);
+        struct rpc_request *req = handlers.head;
+        if (req) {
+            handlers.head = req->next;
+            if (!handlers.head) handlers.tail = NULL;
+            handlers.n--;
+        }
+        pthread_mutex_unlock(&handlers.mu);
+        if (!req) return;
+        rpc_run_request(req);
+    }
+}
+
+bool rpc_requests_of(int worker, int *n, int64_t *bytes)
+{
+    if (worker < 0 || worker >= MAX_WORKERS) return false;
+    *n = atomic_load(&received.by[worker]);
+    *bytes = atomic_load(&received.bytes_by[worker]);
+    return true;
+}
+
+int rpc_requests_active(void) { return atomic_load(&received.active); }
+
+struct rpc_request *rpc_request_new_counted(int caller, size_t bytes)
+{
+    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+    req->counted = true;
+    req->bytes = bytes;
+    atomic_fetch_add(&received.active, 1);
+    if (caller >= 0 && caller < MAX_WORKERS) {
+        atomic_fetch_add(&received.by[caller], 1);
+        atomic_fetch_add(&received.bytes_by[caller], (int64_t)bytes);
+    }
+    return req;
+}

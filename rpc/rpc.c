@@ -1,4 +1,4 @@
-/* The RPC agent's life (docs/design.md §4.1-4.3): start-up (options, sockets,
+/* The RPC agent's life (docs/design.md §4.1-4.3, rpc/README.md): start-up (options, sockets,
  * the I/O thread and the handler pool, the rendezvous), graceful and
  * immediate shutdown, and the offline agent of the fuzz targets. The work
  * in between lives in io.c (the I/O thread), message.c (received
@@ -20,25 +20,8 @@
 #include "rpc/rpc_internal.h"
 
 struct rpc_agent rpc_agent_state;
-struct rpc_autograd_hooks rpc_hooks;
 static struct rpc_agent *const A = &rpc_agent_state;
 
-/* ---- errors ---------------------------------------------------------------- */
-
-static _Thread_local struct trib_error last_error;
-
-const char *rpc_last_error(void) { return trib_error_get(&last_error); }
-
-int rpc_set_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    trib_error_vset(&last_error, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
 
 void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, int64_t *msg_id)
 {
@@ -46,12 +29,54 @@ void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, in
     *msg_id = req->ac_msg;
 }
 
-int rpc_self_id(void) { return atomic_load(&A->self_id); }
 bool rpc_is_up(void) { return A->up; }
 const char *rpc_self_name(void) { return A->self.name; }
 const struct rpc_worker_info *rpc_self(void) { return &A->self; }
 const char *rpc_master_endpoint(void) { return A->master; }
 uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fetch_add(&A->next_gid, 1) & 0xffffffffffffull); }
+
+/* ---- links: how membership reaches a peer ------------------------------------
+ * A dealer socket per peer, connected through tcp:// or its ipc:// twin;
+ * the offline agent (fuzz targets) links to nothing: a stand-in handle
+ * that sends nowhere, so the rest of the agent runs unchanged. */
+
+static void *zmq_link_open(int id, const char *endpoint, const unsigned char *rid, char *via, size_t cap)
+{
+    if (rpc_connect_endpoint(endpoint, A->transport, via, cap) < 0) return NULL;
+    void *d = zmq_socket(A->zctx, ZMQ_DEALER);
+    CHECK(d != NULL);
+    int zero = 0, hwm = HWM;
+    int64_t maxsz = (int64_t)A->opts.max_frame_bytes;
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero));
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
+    ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, RPC_RID_LEN));
+    rpc_curve_client(d);
+    if (id == 0) rpc_watch_dealer(d);
+    if (zmq_connect(d, via) < 0) {
+        rpc_set_error("rpc: cannot connect to '%s': %s", via, zmq_strerror(zmq_errno()));
+        ZMQ_CHECK(zmq_close(d));
+        return NULL;
+    }
+    return d;
+}
+
+static void zmq_link_close(void *dealer) { ZMQ_CHECK(zmq_close(dealer)); }
+
+static const struct rpc_link_ops zmq_links = { zmq_link_open, zmq_link_close };
+
+static char null_link;
+
+static void *null_link_open(int id, const char *endpoint, const unsigned char *rid, char *via, size_t cap)
+{
+    snprintf(via, cap, "%s", endpoint);
+    return &null_link;
+}
+
+static void null_link_close(void *dealer) { (void)dealer; }
+
+static const struct rpc_link_ops null_links = { null_link_open, null_link_close };
 
 /* ---- init / shutdown ---------------------------------------------------- */
 
@@ -103,18 +128,13 @@ static void apply_defaults(struct rpc_opts *o)
 static void init_state(const char *name)
 {
     pthread_rwlock_init(&A->dir_lock, NULL);
-    pthread_mutex_init(&A->out_mu, NULL);
-    pthread_mutex_init(&A->pool_mu, NULL);
-    pthread_cond_init(&A->pool_cv, NULL);
     pthread_mutex_init(&A->state_mu, NULL);
     pthread_cond_init(&A->state_cv, NULL);
-    pthread_mutex_init(&A->ev_mu, NULL);
-    pthread_cond_init(&A->ev_cv, NULL);
-    atomic_init(&A->next_req, 1);
+    rpc_events_reset();
     rpc_counters_reset();
     atomic_init(&A->next_gid, 1);
     snprintf(A->self.name, sizeof A->self.name, "%s", name);
-    atomic_store(&A->self_id, A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
+    wire_set_self_id(A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
     rpc_membership_register();
     rpc_conn_register();
     rref_register_builtins();
@@ -154,6 +174,9 @@ int rpc_init(const struct rpc_opts *opts)
     }
     apply_defaults(o);
     o->name = NULL;
+    A->transport = rpc_transport_resolve(o->transport);
+    A->links = &zmq_links;
+    rpc_future_set_spin(o->spin_us);
     init_state(opts->name);
     A->zctx = zmq_ctx_new();
     CHECK(A->zctx != NULL);
@@ -168,8 +191,8 @@ int rpc_init(const struct rpc_opts *opts)
     if (rpc_curve_setup() < 0) {
         char e[1024];
         snprintf(e, sizeof e, "%s", rpc_last_error());
+        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
         rpc_curve_close();
-        ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         return rpc_set_error("%s", e);
     }
@@ -185,8 +208,8 @@ int rpc_init(const struct rpc_opts *opts)
     }
     if (zmq_bind(A->router, bind_ep) < 0) {
         rpc_set_error("rpc_init: cannot bind %s: %s", bind_ep, zmq_strerror(zmq_errno()));
+        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
         rpc_curve_close();
-        ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         return -1;
     }
@@ -194,24 +217,33 @@ int rpc_init(const struct rpc_opts *opts)
     ZMQ_CHECK(zmq_getsockopt(A->router, ZMQ_LAST_ENDPOINT, A->endpoint, &eplen));
     if (A->rank == 0) snprintf(A->master, sizeof A->master, "%s", A->endpoint);
     snprintf(A->self.endpoint, sizeof A->self.endpoint, "%s", A->endpoint);
+    if (rpc_ipc_bind(A->router, A->endpoint, A->transport, A->ipc_endpoint, sizeof A->ipc_endpoint) < 0) {
+        char e[1024];
+        snprintf(e, sizeof e, "%s", rpc_last_error());
+        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
+        rpc_curve_close();
+        ZMQ_CHECK(zmq_ctx_term(A->zctx));
+        return rpc_set_error("%s", e);
+    }
+    snprintf(A->self.via, sizeof A->self.via, "%s", A->ipc_endpoint[0] ? A->ipc_endpoint : A->endpoint);
     A->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     CHECK(A->efd >= 0);
 
     if (!rpc_add_peer(0, A->rank == 0 ? A->self.name : "(rendezvous)", A->rank == 0 ? A->endpoint : A->master, false)) {
         char e[1024];
         snprintf(e, sizeof e, "%s", rpc_last_error());
+        rpc_ipc_unbind(A->ipc_endpoint);
+        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
         rpc_curve_close();
-        ZMQ_CHECK(zmq_close(A->router));
         ZMQ_CHECK(zmq_ctx_term(A->zctx));
         close(A->efd);
         return rpc_set_error("rpc_init: %s", e);
     }
     A->up = true;
     atomic_store(&A->admitted, A->rank == 0);
+    rpc_out_open();
     CHECK(pthread_create(&A->io_thread, NULL, rpc_io_main, NULL) == 0);
-    A->npool = o->num_handler_threads;
-    A->pool = trib_xcalloc((size_t)A->npool, sizeof *A->pool);
-    for (int i = 0; i < A->npool; i++) CHECK(pthread_create(&A->pool[i], NULL, rpc_pool_main, NULL) == 0);
+    rpc_pool_start(o->num_handler_threads);
 
     if (A->rank == 0 && o->on_listening) o->on_listening(A->master, o->listening_user);
     if (A->rank == 0) {
@@ -246,7 +278,7 @@ int rpc_init(const struct rpc_opts *opts)
             return rpc_set_error("rpc_init: rendezvous with %s failed: %s", A->master, e);
         }
         rpc_value_clear(&res);
-        atomic_store(&A->self_id, (int)id);
+        wire_set_self_id((int)id);
         atomic_store(&A->admitted, true);
         if (!wait_state(pred_dir, o->init_timeout_ms)) {
             teardown();
@@ -262,38 +294,26 @@ static void teardown(void)
     atomic_store(&A->io_stop, true);
     rpc_wake_io();
     pthread_join(A->io_thread, NULL);
-    pthread_mutex_lock(&A->pool_mu);
-    A->pool_stop = true;
-    pthread_cond_broadcast(&A->pool_cv);
-    pthread_mutex_unlock(&A->pool_mu);
-    for (int i = 0; i < A->npool; i++) pthread_join(A->pool[i], NULL);
-    free(A->pool);
+    rpc_pool_stop();
     A->up = false;
     rref_module_shutdown();
     rpc_conn_reset();
     for (int i = 0; i < MAX_WORKERS; i++) {
         if (!A->peers[i]) continue;
-        if (A->peers[i]->dealer) ZMQ_CHECK(zmq_close(A->peers[i]->dealer));
+        if (A->peers[i]->dealer) A->links->close(A->peers[i]->dealer);
         free(A->peers[i]);
         A->peers[i] = NULL;
     }
+    rpc_ipc_unbind(A->ipc_endpoint);
     ZMQ_CHECK(zmq_close(A->router));
     rpc_curve_close();
     ZMQ_CHECK(zmq_ctx_term(A->zctx));
     close(A->efd);
-    struct outmsg *m = A->out_head;
-    while (m) {
-        struct outmsg *next = m->next;
-        if (m->fut) rpc_pending_done(m->fut);
-        rpc_outmsg_free(m);
-        m = next;
-    }
-    A->out_head = A->out_tail = NULL;
-    A->out_len = 0;
+    rpc_out_reset();
     destroy_state();
 }
 
-static bool pred_idle(void) { return atomic_load(&A->inflight) == 0 && atomic_load(&A->active) == 0; }
+static bool pred_idle(void) { return rpc_calls_in_flight() == 0 && rpc_requests_active() == 0; }
 /* rank 0 said go, or rank 0 is gone (nobody left to say it) */
 static bool pred_go(void) { return A->sd_go || !rpc_worker_alive(0); }
 
@@ -382,6 +402,7 @@ int rpc_offline_init(const char *name, int rank, int world)
     A->opts.heartbeat_timeout_ms = 1000;
     apply_defaults(&A->opts);
     A->offline = true;
+    A->links = &null_links;
     A->efd = -1;
     init_state(name);
     rpc_msg_init();
@@ -393,21 +414,7 @@ int rpc_offline_init(const char *name, int rank, int world)
     return 0;
 }
 
-void rpc_offline_run_jobs(void)
-{
-    for (;;) {
-        pthread_mutex_lock(&A->pool_mu);
-        struct rpc_request *req = A->jobs_head;
-        if (req) {
-            A->jobs_head = req->next;
-            if (!A->jobs_head) A->jobs_tail = NULL;
-            A->njobs--;
-        }
-        pthread_mutex_unlock(&A->pool_mu);
-        if (!req) return;
-        rpc_run_request(req);
-    }
-}
+void rpc_offline_run_jobs(void) { rpc_pool_run_queued(); }
 
 struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn)
 {
@@ -416,7 +423,7 @@ struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn)
     f->peer = peer;
     f->req_id = req_id;
     atomic_fetch_add(&f->refs, 1);        /* the pending table's */
-    atomic_fetch_add(&A->inflight, 1);
+    rpc_call_started();
     rpc_pending_add(f);
     return f;
 }

@@ -1,6 +1,7 @@
 /* Public API of the RPC layer: processes and rendezvous, a tagged value type,
  * rpc_sync/rpc_async/rpc_remote, futures, deferred replies and RRefs with the
- * semantics of torch.distributed.rpc, over ZeroMQ + msgpack (docs/design.md §4). */
+ * semantics of torch.distributed.rpc, over ZeroMQ + msgpack (docs/design.md §4; rpc/README.md: a worked example,
+ * threads and who owns what, the wire format). */
 #ifndef TRIB_RPC_RPC_H
 #define TRIB_RPC_RPC_H
 
@@ -87,6 +88,11 @@ const char *rpc_kind_name(enum rpc_kind k);
 enum rpc_event_kind { RPC_EVENT_JOIN, RPC_EVENT_LEAVE, RPC_EVENT_FAILED };
 struct rpc_event { enum rpc_event_kind kind; int id; char name[64]; };
 
+/* How this process reaches the others: AUTO uses ipc:// (a Unix domain
+ * socket) to a worker on this host and tcp:// to the others; TCP and IPC
+ * force one (IPC fails to reach a worker on another host). */
+enum rpc_transport { RPC_TRANSPORT_AUTO, RPC_TRANSPORT_TCP, RPC_TRANSPORT_IPC };
+
 struct rpc_opts {
     const char *name;          /* unique worker name (required, < 64 bytes) */
     int rank;                  /* 0..world_size-1, RPC_RANK_ENV or RPC_RANK_DYNAMIC */
@@ -128,6 +134,18 @@ struct rpc_opts {
      * fails, once *cancel is non-zero (a signal handler's flag; looked at
      * every 50 ms). NULL: it waits up to init_timeout_ms. */
     const volatile sig_atomic_t *cancel;
+    /* Rank 0 only: admit workers that join with RPC_RANK_DYNAMIC (they get
+     * ids from world_size up). false (the default): only the declared
+     * world, ranks 1..world_size-1, can join; a dynamic hello is refused
+     * like any other rank outside the world ("rank -2 out of range 1..N"). */
+    bool allow_dynamic;
+    /* RPC_TRANSPORT_AUTO (0): the environment variable TRIB_RPC_TRANSPORT
+     * (tcp, ipc or auto) decides, auto if unset. Every worker listens on
+     * its TCP endpoint (the one in the directory) and, unless TCP is
+     * forced, on an ipc:// twin of it in /tmp/trib-rpc-UID/ (a private
+     * directory); a caller in the same network namespace finds the twin
+     * and connects through it. */
+    enum rpc_transport transport;
 };
 
 /* Starts this process's RPC agent and blocks until the rendezvous is done
@@ -137,8 +155,11 @@ struct rpc_opts {
  * process once rank 0 has declared the old one gone: it is admitted at
  * once with the current directory, and every other worker sees an
  * RPC_EVENT_JOIN for that id. Rank 0 refuses a rank that a live worker
- * holds, a rank outside the world, a world size other than its own, a
- * live worker's name, and every hello after rpc_refuse_joins.
+ * holds, a rank outside the world (RPC_RANK_DYNAMIC too, unless
+ * opts.allow_dynamic), a world size other than its own (a dynamic worker
+ * may send 0), a name that is empty, 64 bytes or longer, or a live
+ * worker's, and every hello after rpc_refuse_joins: the same rules for a
+ * dynamic rank as for a static one.
  * One agent per process; not thread-safe against rpc_shutdown. */
 int rpc_init(const struct rpc_opts *opts);
 /* Stops the agent. graceful: static members wait until every static member
@@ -150,7 +171,9 @@ void rpc_shutdown(bool graceful);
  * rpc_init on rank 0 (the real port when 0 was asked). */
 const char *rpc_master_endpoint(void);
 
-struct rpc_worker_info { int id; char name[64]; char endpoint[128]; };
+/* endpoint: the worker's TCP endpoint (the directory's); via: what this
+ * process connects to it through (that endpoint, or its ipc:// twin). */
+struct rpc_worker_info { int id; char name[64]; char endpoint[128]; char via[160]; };
 /* Fill *out; -1 with error if no such live worker. */
 int rpc_get_worker_info(const char *name, struct rpc_worker_info *out);
 int rpc_get_worker_info_by_id(int id, struct rpc_worker_info *out);
@@ -302,8 +325,14 @@ typedef int (*rpc_method)(struct rpc_request *req, void *obj, const struct rpc_v
 
 /* Registers a constructor `name` building objects of *type (copied). */
 void rpc_register_ctor(const char *name, const struct rpc_type *type, rpc_ctor ctor, void *user);
-/* Registers method `name` of objects of type `type_name`. */
+/* Registers method `name` of objects of type `type_name` (replacing one of
+ * the same name: calls from then on run the new one, on objects built
+ * before too). Any thread, any time. */
 void rpc_register_method(const char *type_name, const char *name, rpc_method fn, void *user);
+/* flags RPC_FN_INLINE: the method runs on the owner's I/O thread as the
+ * call arrives (no thread hop), when the object is built; it must be quick
+ * and never block (validate and queue, as the RL agent's act does). */
+void rpc_register_method_ex(const char *type_name, const char *name, rpc_method fn, void *user, unsigned flags);
 
 /* An owner RRef on this worker holding *v (moved in: *v becomes nil), like
  * torch's RRef(value): e.g. rpc_tensor(param) so a local parameter can be

@@ -157,6 +157,8 @@ bool rpc_worker_alive(int id);
  * future. Counted as in flight, so a graceful shutdown waits for it. */
 void rpc_call_internal(int to, const char *fn, struct rpc_value *args_moved, int timeout_ms,
                        void (*cb)(struct rpc_future *f, void *user), void *user);
+/* The rest of rpc_call_internal for a call already started: takes f. */
+void rpc_call_track(struct rpc_future *f, void (*cb)(struct rpc_future *f, void *user), void *user);
 struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *args, int timeout_ms);
 /* Runs job(arg) on a handler thread. */
 void rpc_pool_submit(void (*job)(void *arg), void *arg);
@@ -266,10 +268,11 @@ struct rpc_request {
     int64_t ac_ctx, ac_msg;
     rpc_fn handler;
     void *user;
+    void *user2;                    /* a second pointer for handler (the RRef method a call resolved) */
     char *err;
     void (*job)(void *);
     void *job_arg;
-    bool counted;                   /* in agent.active (and pending_by[caller]) until freed */
+    bool counted;                   /* counted as received and not answered (request.c) until freed */
     size_t bytes;                   /* its frames' size (pending_bytes_by) */
 };
 
@@ -289,6 +292,7 @@ struct peer {
     int id;
     char name[64];
     char endpoint[128];
+    char via[160];                  /* what the dealer connected to: endpoint or its ipc:// twin */
     void *dealer;
     bool alive;
     bool dynamic;
@@ -298,6 +302,15 @@ struct peer {
     int npending;                   /* I/O thread: calls awaiting its reply */
     unsigned char rid[RPC_RID_LEN]; /* the dealer's routing id (random, ours) */
     uint32_t bad;                   /* I/O thread: bad messages on the dealer */
+};
+
+/* How membership reaches a peer (rpc.c assembles one): open returns the
+ * dealer to worker `id` at `endpoint` with routing id rid (RPC_RID_LEN
+ * bytes), writing what it connects through to via, or NULL with error;
+ * close closes one. I/O thread (or rpc_init before it starts). */
+struct rpc_link_ops {
+    void *(*open)(int id, const char *endpoint, const unsigned char *rid, char *via, size_t cap);
+    void (*close)(void *dealer);
 };
 
 struct rpc_agent {
@@ -310,38 +323,23 @@ struct rpc_agent {
     void *router;
     int efd;
     char endpoint[128];
+    char ipc_endpoint[160];         /* the router's ipc:// twin ("": none) */
+    enum rpc_transport transport;   /* resolved: AUTO, TCP or IPC */
     char master[128];
     struct rpc_worker_info self;
-    atomic_int self_id;
 
     pthread_rwlock_t dir_lock;      /* guards peers[] names/alive (writes on I/O thread) */
     struct peer *peers[MAX_WORKERS];
     bool peers_changed;             /* I/O thread only */
-    bool offline;                   /* rpc_offline_init: no sockets, no threads */
+    bool offline;                   /* rpc_offline_init: no sockets, no threads (rpc.c only) */
+    const struct rpc_link_ops *links;
 
-    pthread_mutex_t out_mu;
-    struct outmsg *out_head, *out_tail;
-    int out_len;
-    bool io_dead;                   /* under out_mu: the I/O thread has exited */
 
     pthread_t io_thread;
     atomic_bool io_stop;
     atomic_bool admitted;           /* rank 0, or a worker whose hello was answered: it may ping */
 
-    struct rpc_future *pending[NBUCKETS];   /* I/O thread only */
-    int npending;
-    atomic_int inflight;            /* outstanding futures this process started */
-    atomic_int active;              /* requests received and not yet answered */
-    atomic_int pending_by[MAX_WORKERS];             /* ...of them per calling worker */
-    _Atomic int64_t pending_bytes_by[MAX_WORKERS];  /* ...and their bytes on the wire */
 
-    pthread_mutex_t pool_mu;
-    pthread_cond_t pool_cv;
-    struct rpc_request *jobs_head, *jobs_tail;
-    int njobs;
-    bool pool_stop;
-    pthread_t *pool;
-    int npool;
 
     pthread_mutex_t state_mu;       /* init / shutdown coordination */
     pthread_cond_t state_cv;
@@ -355,22 +353,10 @@ struct rpc_agent {
     bool bye_from[MAX_WORKERS];
     char joins_refused[128];        /* rank 0, under state_mu: why hellos are refused ("": open) */
 
-    pthread_mutex_t ev_mu;
-    pthread_cond_t ev_cv;
-    struct rpc_event events[256];
-    int ev_head, ev_count;
 
-    void *zap;                      /* ZAP handler (REP), when curve is on */
-    void *mon_router, *mon_rdv;     /* monitors of the router / the dealer to rank 0 (PAIR) */
-    char rdv_refused[320];          /* I/O thread: why the rendezvous refused our handshake ("": it did not) */
-    char curve_public[41], curve_secret[41], curve_server[41];
-    uint8_t allow[RPC_CURVE_MAX_ALLOW][32];
-    int n_allow;
 
-    atomic_uint_fast64_t next_req;
     atomic_uint_fast64_t next_gid;
     int64_t last_hb;
-    int64_t last_scan;
 };
 /* freelist.c: a bounded free list of fixed-size blocks shared by threads,
  * so that steady-state messages, requests and futures reuse memory instead
@@ -391,6 +377,11 @@ extern struct rpc_agent rpc_agent_state;
 extern struct rpc_autograd_hooks rpc_hooks;
 
 /* future.c */
+/* rpc_opts.spin_us (after its default is applied). */
+void rpc_future_set_spin(int us);
+/* The calling thread completes futures (the I/O thread): waiting on one
+ * from it aborts, as it could never return. */
+void rpc_future_mark_completer(bool on);
 struct rpc_future *rpc_future_new(void);
 /* Completes f with *v (moved) or err (copied); the first completion wins. */
 void rpc_future_complete(struct rpc_future *f, struct rpc_value *v, const char *err);
@@ -402,17 +393,32 @@ int rpc_future_take(struct rpc_future *f, struct rpc_value *out);
 bool rpc_find_fn(const char *name, size_t n, rpc_fn *fn, void **user, unsigned *flags);
 void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *err);
 void rpc_request_free(struct rpc_request *req);
+/* A request received from worker `caller` (-1: none yet) with frames of
+ * `bytes`, counted until freed (or rpc_request_uncount). */
+struct rpc_request *rpc_request_new_counted(int caller, size_t bytes);
+/* The requests of `worker` received and not yet answered, and their
+ * bytes; false for an id out of range. */
+bool rpc_requests_of(int worker, int *n, int64_t *bytes);
+/* All requests received and not yet answered. */
+int rpc_requests_active(void);
 /* A deferred request that must not hold a graceful shutdown up (nor count
  * toward its caller's bound) while it waits. */
 void rpc_request_uncount(struct rpc_request *req);
 void rpc_run_request(struct rpc_request *req);
 bool rpc_pool_push(struct rpc_request *req);
 void *rpc_pool_main(void *arg);
+/* Starts / stops (joins) the handler threads. */
+void rpc_pool_start(int nthreads);
+void rpc_pool_stop(void);
+/* Runs what is queued on this thread (the offline agent). */
+void rpc_pool_run_queued(void);
 
 /* membership.c */
 int rpc_find_peer(const char *name);          /* under dir_lock; -1 if none */
 void rpc_peer_name(int id, char *buf, size_t cap);
 void rpc_post_event(enum rpc_event_kind kind, int id, const char *name);
+/* Empties the event ring (rpc_init). */
+void rpc_events_reset(void);
 struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic);
 void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev);
 void rpc_close_peer(int id, const char *why);
@@ -488,17 +494,42 @@ void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests
  * rpc_init, the dealer's by rpc_add_peer (the first dealer to rank 0). */
 void rpc_watch_router_start(void);
 void rpc_watch_dealer(void *dealer);
-/* I/O thread: reads the monitors' events (mon_router / mon_rendezvous are
- * A->mon_router / A->mon_rdv, polled for POLLIN). */
+/* I/O thread: reads the monitors' events (the sockets of
+ * rpc_curve_sockets, polled for POLLIN). */
 void rpc_watch_router(void);
 void rpc_watch_rendezvous(void);
+/* The ZAP and monitor sockets for the I/O thread's poll (each NULL when
+ * there is none). */
+void rpc_curve_sockets(void **zap, void **mon_router, void **mon_rdv);
+/* I/O thread: why the rendezvous refused our handshake, or NULL. */
+const char *rpc_rdv_refused(void);
 /* Closes the ZAP socket and the monitors (after the I/O thread stopped,
  * before the context terminates). */
 void rpc_curve_close(void);
 
+/* transport.c: tcp:// or ipc:// (pure functions, no state). */
+/* t, or for AUTO what TRIB_RPC_TRANSPORT says. */
+enum rpc_transport rpc_transport_resolve(enum rpc_transport t);
+const char *rpc_transport_name(enum rpc_transport t);
+/* The ipc:// twin of "tcp://HOST:PORT" in this user's private directory
+ * (created when create_dir); false if it has none. */
+bool rpc_ipc_twin(const char *tcp_ep, char *out, size_t cap, bool create_dir);
+/* Binds router to the twin of its TCP endpoint unless t is TCP (then a
+ * stale twin is removed); *ipc_ep is what was bound ("" if nothing). -1
+ * with error only when t is IPC and it cannot. */
+int rpc_ipc_bind(void *router, const char *tcp_ep, enum rpc_transport t, char *ipc_ep, size_t cap);
+/* Removes the twin a router bound (before it closes: libzmq 4.3 leaves the
+ * file behind). */
+void rpc_ipc_unbind(const char *ipc_ep);
+/* What to connect to for endpoint ep: its ipc:// twin when t allows it and
+ * the twin exists, else ep. -1 with error when t is IPC and there is no twin. */
+int rpc_connect_endpoint(const char *ep, enum rpc_transport t, char *via, size_t cap);
+
 /* value.c: a NUL-terminated copy of n bytes. */
 char *rpc_dup_bytes(const void *p, size_t n);
 
+/* wire.c: the sender id stamped on every message (rpc_self_id reads it). */
+void wire_set_self_id(int id);
 /* wire.c: builds a message. payload may be NULL (nil); err non-NULL makes
  * an error payload (a string). NULL with error if the payload cannot be
  * encoded. */
@@ -515,6 +546,10 @@ void rpc_outmsg_free(struct outmsg *m);
 /* Queues m for the I/O thread (takes it; a call's future fails if the
  * queue is full or the agent down). Any thread. */
 void rpc_out_push(struct outmsg *m);
+/* Before the I/O thread starts: opens the queue. After it stopped: frees
+ * what is queued (the queue stays closed until the next open). */
+void rpc_out_open(void);
+void rpc_out_reset(void);
 void rpc_wake_io(void);
 
 /* message.c: received messages (I/O thread). */
@@ -537,6 +572,14 @@ void rpc_pending_done(struct rpc_future *f);
 void rpc_fail_pending_to(int peer, const char *why);
 /* Fails the calls whose deadline has passed. */
 void rpc_expire_pending(int64_t now_ms);
+/* Calls awaiting their reply (I/O thread). */
+int rpc_pending_count(void);
+/* I/O thread: fails the calls past their deadline (every 5 ms at most). */
+void rpc_pending_timers(int64_t now_ms);
+/* Calls started and not yet completed (any thread): a graceful shutdown
+ * waits for 0. rpc_call_started counts one more (the offline agent's). */
+int rpc_calls_in_flight(void);
+void rpc_call_started(void);
 /* Sends a one-way request (no reply, not tracked) to worker `to`. */
 void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
 

@@ -3,6 +3,7 @@
  * The owner table is rref_owner.c's, what it holds rref_objects.c's and
  * the fork protocol, by which RRefs travel, rref_fork.c's. */
 #include <stdio.h>
+#include <string.h>
 
 #include "common/check.h"
 #include "rpc/rref_internal.h"
@@ -80,27 +81,30 @@ int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms)
     args.list.items[0] = rpc_int((int64_t)r->id);
     struct rpc_future *f = rpc_async_id(r->owner, "__rref_fetch", &args, timeout_ms);
     rpc_value_clear(&args);
-    int rc = rpc_future_wait(f, out);
+    int rc = rpc_future_take(f, out);
     rpc_future_free(f);
     return rc;
 }
 
 struct rpc_future *rref_rpc_async(struct rref *r, const char *method, const struct rpc_value *args, int timeout_ms)
 {
-    struct rpc_value a = rpc_list(3);
-    a.list.items[0] = rpc_int((int64_t)r->id);
-    a.list.items[1] = rpc_str(method);
-    a.list.items[2] = args && args->kind == RPC_LIST ? rpc_value_copy(args) : rpc_list(0);
-    struct rpc_future *f = rpc_async_id(r->owner, "__rref_call", &a, timeout_ms);
-    rpc_value_clear(&a);
-    return f;
+    /* [id, method, args]: built on the stack, the method name and the
+     * arguments borrowed (the message is encoded before rpc_async_id
+     * returns), so nothing is copied but into the wire buffer. */
+    struct rpc_value items[3] = {
+        rpc_int((int64_t)r->id),
+        { .kind = RPC_STR, .str = { (char *)method, strlen(method) } },
+        args && args->kind == RPC_LIST ? *args : (struct rpc_value){ .kind = RPC_LIST },
+    };
+    struct rpc_value a = { .kind = RPC_LIST, .list = { items, 3 } };
+    return rpc_async_id(r->owner, "__rref_call", &a, timeout_ms);
 }
 
 int rref_rpc_sync(struct rref *r, const char *method, const struct rpc_value *args,
                   struct rpc_value *result, int timeout_ms)
 {
     struct rpc_future *f = rref_rpc_async(r, method, args, timeout_ms);
-    int rc = rpc_future_wait(f, result);
+    int rc = rpc_future_take(f, result);
     rpc_future_free(f);
     return rc;
 }

@@ -10,6 +10,8 @@
 
 enum { OE_PENDING, OE_READY, OE_FAILED };
 
+struct rref_type_methods;
+
 /* A user the owner has not heard a delete from: its fork id and the
  * worker that holds it (whose loss releases it). */
 struct fork_hold { uint64_t fork; int holder; };
@@ -23,6 +25,7 @@ struct owner_entry {
     bool is_object;
     void *obj;
     struct rpc_type type;
+    struct rref_type_methods *methods;  /* the object's type's methods (rref_objects.c), once built */
     struct rpc_value value;
     char *err;
     struct fork_hold *forks;

@@ -9,17 +9,47 @@
 #include "rpc/rref_internal.h"
 
 struct ctor_entry { struct ctor_entry *next; char *name; struct rpc_type type; char *type_name; rpc_ctor ctor; void *user; };
-struct method_entry { struct method_entry *next; char *type_name, *name; rpc_method fn; void *user; };
 
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+/* The method registry. A type's methods live in its rref_type_methods,
+ * found by name once, when an object of the type is built (and kept in
+ * its owner entry); a call then finds its method by one hash probe in that
+ * table, not by a scan of every registered method. Types, methods and
+ * their implementations are never freed, so what a call resolved stays
+ * valid; registering a method again swaps in a new implementation (the
+ * old one is kept: a few bytes per re-registration), which every later
+ * call sees, whether its object was built before or after. */
+#define METHOD_BUCKETS 32
+struct method_impl { rpc_method fn; void *user; unsigned flags; struct method_impl *older; /* the one it replaced */ };
+struct method_entry {
+    struct method_entry *next;
+    char *name;
+    size_t len;
+    unsigned hash;
+    _Atomic(struct method_impl *) impl;
+};
+struct rref_type_methods {
+    struct rref_type_methods *next;
+    char *type_name;
+    struct method_entry *buckets[METHOD_BUCKETS];   /* under methods_lock */
+};
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;      /* ctors, types */
+static pthread_rwlock_t methods_lock = PTHREAD_RWLOCK_INITIALIZER;  /* every type's buckets */
 static struct ctor_entry *ctors;
-static struct method_entry *methods;
+static struct rref_type_methods *types;
 
 static char *xstrdup(const char *s)
 {
     char *d = strdup(s);
     CHECK_ALLOC(d);
     return d;
+}
+
+static unsigned name_hash(const char *s, size_t n)
+{
+    unsigned h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
 }
 
 /* ---- registry ------------------------------------------------------------ */
@@ -39,17 +69,54 @@ void rpc_register_ctor(const char *name, const struct rpc_type *type, rpc_ctor c
     pthread_mutex_unlock(&reg_mu);
 }
 
+/* The method table of type_name, made on first use. Never NULL. */
+static struct rref_type_methods *type_methods(const char *type_name)
+{
+    pthread_mutex_lock(&reg_mu);
+    struct rref_type_methods *t = types;
+    while (t && strcmp(t->type_name, type_name) != 0) t = t->next;
+    if (!t) {
+        t = trib_xcalloc(1, sizeof *t);
+        t->type_name = xstrdup(type_name);
+        t->next = types;
+        types = t;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return t;
+}
+
+static struct method_entry *method_find_locked(struct rref_type_methods *t, const char *name, size_t n, unsigned h)
+{
+    for (struct method_entry *m = t->buckets[h % METHOD_BUCKETS]; m; m = m->next)
+        if (m->hash == h && m->len == n && memcmp(m->name, name, n) == 0) return m;
+    return NULL;
+}
+
+void rpc_register_method_ex(const char *type_name, const char *name, rpc_method fn, void *user, unsigned flags)
+{
+    struct rref_type_methods *t = type_methods(type_name);
+    struct method_impl *impl = trib_xmalloc(sizeof *impl);
+    *impl = (struct method_impl){ .fn = fn, .user = user, .flags = flags };
+    size_t n = strlen(name);
+    unsigned h = name_hash(name, n);
+    pthread_rwlock_wrlock(&methods_lock);
+    struct method_entry *m = method_find_locked(t, name, n, h);
+    if (!m) {
+        m = trib_xcalloc(1, sizeof *m);
+        m->name = xstrdup(name);
+        m->len = n;
+        m->hash = h;
+        m->next = t->buckets[h % METHOD_BUCKETS];
+        t->buckets[h % METHOD_BUCKETS] = m;
+    }
+    impl->older = atomic_load(&m->impl);
+    atomic_store(&m->impl, impl);
+    pthread_rwlock_unlock(&methods_lock);
+}
+
 void rpc_register_method(const char *type_name, const char *name, rpc_method fn, void *user)
 {
-    struct method_entry *e = trib_xcalloc(1, sizeof *e);
-    e->type_name = xstrdup(type_name);
-    e->name = xstrdup(name);
-    e->fn = fn;
-    e->user = user;
-    pthread_mutex_lock(&reg_mu);
-    e->next = methods;
-    methods = e;
-    pthread_mutex_unlock(&reg_mu);
+    rpc_register_method_ex(type_name, name, fn, user, 0);
 }
 
 static struct ctor_entry *find_ctor(const char *name)
@@ -61,13 +128,16 @@ static struct ctor_entry *find_ctor(const char *name)
     return e;
 }
 
-static struct method_entry *find_method(const char *type_name, const char *name)
+/* The implementation of method `name` of t now; NULL if none. */
+static struct method_impl *find_method(struct rref_type_methods *t, const char *name)
 {
-    pthread_mutex_lock(&reg_mu);
-    struct method_entry *e = methods;
-    while (e && (strcmp(e->type_name, type_name) != 0 || strcmp(e->name, name) != 0)) e = e->next;
-    pthread_mutex_unlock(&reg_mu);
-    return e;
+    size_t n = strlen(name);
+    unsigned h = name_hash(name, n);
+    pthread_rwlock_rdlock(&methods_lock);
+    struct method_entry *m = method_find_locked(t, name, n, h);
+    struct method_impl *impl = m ? atomic_load(&m->impl) : NULL;
+    pthread_rwlock_unlock(&methods_lock);
+    return impl;
 }
 
 /* ---- construction ---------------------------------------------------------- */
@@ -76,7 +146,8 @@ struct remote_job {
     struct owner_entry *oe;
     struct rpc_request *req;       /* the "__remote" request to answer, or NULL */
     char fn[256];
-    struct rpc_value args;
+    const struct rpc_value *args;  /* borrowed from req, or own_args */
+    struct rpc_value own_args;
 };
 
 static void construct(void *arg)
@@ -89,12 +160,13 @@ static void construct(void *arg)
     void *obj = NULL;
     struct rpc_value val = rpc_nil();
     bool ok = false;
+    struct rref_type_methods *methods = ce ? type_methods(ce->type.name) : NULL;
     if (ce) {
-        obj = ce->ctor(lr, &j->args, ce->user);
+        obj = ce->ctor(lr, j->args, ce->user);
         ok = obj != NULL;
         if (!ok && !rpc_request_error_text(lr)) rpc_request_fail(lr, "constructor returned NULL");
     } else if (rpc_lookup_fn(j->fn, &fn, &user)) {
-        int rc = fn(lr, &j->args, &val, user);
+        int rc = fn(lr, j->args, &val, user);
         if (rc == RPC_DEFERRED) {
             lr = rpc_request_new_local(j->fn);
             rpc_request_fail(lr, "a deferred function cannot build an RRef");
@@ -114,6 +186,7 @@ static void construct(void *arg)
         if (ce) {
             e->obj = obj;
             e->type = ce->type;
+            e->methods = methods;
         } else {
             e->value = val;
             val.kind = RPC_NIL;
@@ -138,7 +211,7 @@ static void construct(void *arg)
     }
     rref_entry_destroy(dead);
     rpc_request_free_local(lr);
-    rpc_value_clear(&j->args);
+    rpc_value_clear(&j->own_args);
     free(j);
 }
 
@@ -148,7 +221,15 @@ void rref_submit_construct(struct owner_entry *oe, struct rpc_request *req, cons
     j->oe = oe;
     j->req = req;
     snprintf(j->fn, sizeof j->fn, "%s", fn);
-    j->args = args ? rpc_value_copy(args) : rpc_list(0);
+    /* A __remote's arguments live as long as its request, which construct
+     * answers only after the constructor ran: borrowed, not copied. A
+     * local rpc_remote's belong to its caller, who may free them at once. */
+    if (req && args) {
+        j->args = args;
+    } else {
+        j->own_args = args ? rpc_value_copy(args) : rpc_list(0);
+        j->args = &j->own_args;
+    }
     rpc_pool_submit(construct, j);
 }
 
@@ -182,8 +263,11 @@ struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *
     a.list.items[0] = rpc_int((int64_t)id);
     a.list.items[1] = rpc_int((int64_t)fork);
     a.list.items[2] = rpc_str(fn);
-    a.list.items[3] = args ? rpc_value_copy(args) : rpc_list(0);
-    rpc_call_internal(info.id, "__remote", &a, timeout_ms, remote_acked, rref_retain(r));
+    a.list.items[3] = args ? *args : (struct rpc_value){ .kind = RPC_LIST };   /* borrowed: encoded before the call returns */
+    struct rpc_future *f = rpc_async_id(info.id, "__remote", &a, timeout_ms);
+    a.list.items[3] = rpc_nil();
+    rpc_value_clear(&a);
+    rpc_call_track(f, remote_acked, rref_retain(r));
     return r;
 }
 
@@ -219,47 +303,82 @@ static int bi_fetch(struct rpc_request *req, const struct rpc_value *args, struc
     return 0;
 }
 
-/* pool, after bi_call: [id, method, [args...]], u = the pin on the entry */
-static int bi_call_run(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
+/* Runs the method a call resolved: pin (req->user) keeps the entry, and so
+ * its object, alive until it returns. */
+static int run_method(struct rpc_request *req, struct rref *pin, void *obj, const struct method_impl *impl,
+                      const struct rpc_value *args, struct rpc_value *result)
 {
-    struct rref *pin = u;
-    uint64_t id = pin->id;
-    char err[1024];
-    const char *method = args->list.items[1].str.ptr;
-    pthread_mutex_lock(&rref_mu);
-    struct owner_entry *e = rref_entry_wait(id, 0, err, sizeof err);
-    void *obj = e ? e->obj : NULL;
-    bool is_object = e && e->is_object;
-    const char *type_name = e ? e->type.name : NULL;
-    pthread_mutex_unlock(&rref_mu);
-    int rc;
-    if (!e) {
-        rpc_request_fail_text(req, err);
-        rc = -1;
-    } else if (!is_object) {
-        rc = rpc_request_fail(req, "RRef %#llx holds a value, not an object", (unsigned long long)id);
-    } else {
-        struct method_entry *m = find_method(type_name, method);
-        rc = m ? m->fn(req, obj, &args->list.items[2], result, m->user)
-               : rpc_request_fail(req, "type %s has no method '%s'", type_name, method);
-    }
+    int rc = impl->fn(req, obj, &args->list.items[2], result, impl->user);
     rref_free(pin);
     return rc;
 }
 
-/* inline: [id, method, [args...]]. Pins the entry on arrival, so that the
- * caller's user deleted after the call (its __rref_del runs inline too)
- * cannot destroy the object before or while the method runs; the method
- * then runs on a handler thread. */
+/* What a call needs to know of its entry: the object and the method to run
+ * on it (rref_mu held; e ready). NULL with the request failed. */
+static const struct method_impl *resolve(struct rpc_request *req, const struct owner_entry *e, const char *method)
+{
+    if (!e->is_object) {
+        rpc_request_fail(req, "RRef %#llx holds a value, not an object", (unsigned long long)e->id);
+        return NULL;
+    }
+    const struct method_impl *impl = find_method(e->methods, method);
+    if (!impl) rpc_request_fail(req, "type %s has no method '%s'", e->type.name, method);
+    return impl;
+}
+
+/* pool: a method call resolved on arrival (req->user the pin, req->user2
+ * the method); the object is built, so no lock is taken. */
+static int bi_call_ready(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
+{
+    struct rref *pin = u;
+    return run_method(req, pin, pin->oe->obj, req->user2, args, result);
+}
+
+/* pool: a method call on an object still being built: waits for it, then
+ * resolves and runs the method. */
+static int bi_call_wait(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
+{
+    struct rref *pin = u;
+    char err[1024];
+    pthread_mutex_lock(&rref_mu);
+    struct owner_entry *e = rref_entry_wait(pin->id, 0, err, sizeof err);
+    const struct method_impl *impl = e ? resolve(req, e, args->list.items[1].str.ptr) : NULL;
+    void *obj = e ? e->obj : NULL;
+    pthread_mutex_unlock(&rref_mu);
+    if (!e) rpc_request_fail_text(req, err);
+    if (!impl) {
+        rref_free(pin);
+        return -1;
+    }
+    return run_method(req, pin, obj, impl, args, result);
+}
+
+/* inline: [id, method, [args...]]. Dispatched once: it pins the entry on
+ * arrival (so that the caller's user deleted after the call, whose
+ * __rref_del runs inline too, cannot destroy the object before or while
+ * the method runs) and resolves the method; a method registered
+ * RPC_FN_INLINE then runs right here, any other on a handler thread. */
 static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
     uint64_t id;
     if (!rref_arg_u64(args, 0, &id) || args->list.len != 3 || args->list.items[1].kind != RPC_STR ||
         args->list.items[2].kind != RPC_LIST)
         return rpc_request_fail(req, "bad arguments");
+    const char *method = args->list.items[1].str.ptr;
+    const struct method_impl *impl = NULL;
+    void *obj = NULL;
+    bool failed = false;
     pthread_mutex_lock(&rref_mu);
     struct owner_entry *e = rref_entry_find(id);
     struct rref *pin = e ? rref_entry_handle(e) : NULL;
+    if (e && e->state == OE_READY) {
+        impl = resolve(req, e, method);
+        obj = e->obj;
+        failed = !impl;
+    } else if (e && e->state == OE_FAILED) {
+        rpc_request_fail_text(req, e->err);
+        failed = true;
+    }
     pthread_mutex_unlock(&rref_mu);
     char err[128];
     if (!pin) {
@@ -267,8 +386,14 @@ static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct
         rpc_request_fail_text(req, err);
         return -1;
     }
-    req->handler = bi_call_run;
+    if (failed) {
+        rref_free(pin);
+        return -1;
+    }
+    if (impl && (impl->flags & RPC_FN_INLINE)) return run_method(req, pin, obj, impl, args, result);
+    req->handler = impl ? bi_call_ready : bi_call_wait;
     req->user = pin;
+    req->user2 = (void *)impl;
     if (!rpc_pool_push(req)) {
         rref_free(pin);
         snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", rpc_self_name(), MAX_QUEUE);

@@ -1,4 +1,4 @@
-/* The wire format (docs/design.md §4.2; layout in rpc_internal.h): encoding a
+/* The wire format (docs/design.md §4.2, rpc/README.md; layout in rpc_internal.h): encoding a
  * message (a msgpack header, the payload, one raw frame per tensor body),
  * and decoding a received one with every count, length, depth, dtype and
  * shape checked against the frames before anything is allocated. RRefs
@@ -11,7 +11,42 @@
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
 
+/* Owned here: the autograd hooks the codec calls on every message (set
+ * before rpc_init, read-only while it runs), and the worker id stamped as
+ * every message's sender (rpc.c sets it: rank, or the id rank 0 assigned). */
+struct rpc_autograd_hooks rpc_hooks;
+static atomic_int self_id;
+
+void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
+int rpc_self_id(void) { return atomic_load(&self_id); }
+void wire_set_self_id(int id) { atomic_store(&self_id, id); }
+
 /* ---- messages -------------------------------------------------------------- */
+
+/* An outgoing message: pooled when small (the steady state allocates nothing). */
+struct rpc_freelist rpc_outmsg_fl =
+    RPC_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t));
+
+struct outmsg *rpc_outmsg_new(int nframes)
+{
+    struct outmsg *m = nframes <= RPC_OUTMSG_POOLED_FRAMES
+        ? rpc_fl_get(&rpc_outmsg_fl)
+        : trib_xmalloc(sizeof *m + (size_t)nframes * sizeof(zmq_msg_t));
+    m->next = NULL;
+    m->peer = -1;
+    m->rid_len = 0;
+    m->fut = NULL;
+    m->nframes = nframes;
+    return m;
+}
+
+void rpc_outmsg_free(struct outmsg *m)
+{
+    for (int i = 0; i < m->nframes; i++) ZMQ_CHECK(zmq_msg_close(&m->frames[i]));
+    if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) rpc_fl_put(&rpc_outmsg_fl, m);
+    else free(m);
+}
+
 
 static void free_tensor_hint(void *data, void *hint) { (void)data; tensor_free(hint); }
 

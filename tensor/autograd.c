@@ -124,6 +124,12 @@ struct run {
     /* leaf gradients summed over the run, delivered at the end */
     struct tensor **leaves, **leaf_grads;
     size_t n_leaves, cap_leaves;
+    /* with a sink's ready callback: each leaf reached (borrowed from its
+     * accumulate nodes) and how many of its accumulate nodes are still to run */
+    const struct ag_sink *sink;
+    struct tensor **acc_leaves;
+    int *acc_left;
+    size_t n_acc;
 };
 
 static size_t hash_ptr(const void *p)
@@ -214,6 +220,34 @@ static void run_free(struct run *r)
     free(r->heap);
     free(r->leaves);
     free(r->leaf_grads);
+    free(r->acc_leaves);
+    free(r->acc_left);
+}
+
+/* For a ready callback: counts, per leaf, the accumulate nodes the run reaches. */
+static void run_count_accumulates(struct run *r)
+{
+    r->acc_leaves = trib_xcalloc(r->n_recs + 1, sizeof *r->acc_leaves);
+    r->acc_left = trib_xcalloc(r->n_recs + 1, sizeof *r->acc_left);
+    for (size_t i = 0; i < r->n_recs; i++) {
+        struct tensor *leaf = r->recs[i].node->leaf;
+        if (!leaf) continue;
+        size_t k = 0;
+        while (k < r->n_acc && r->acc_leaves[k] != leaf) k++;
+        if (k == r->n_acc) r->acc_leaves[r->n_acc++] = leaf;
+        r->acc_left[k]++;
+    }
+}
+
+/* An accumulate node of leaf has run: when it was the leaf's last, the
+ * leaf's gradient for the run (if any) goes to the ready callback. */
+static void run_leaf_done(struct run *r, struct tensor *leaf)
+{
+    size_t k = 0;
+    while (k < r->n_acc && r->acc_leaves[k] != leaf) k++;
+    if (k == r->n_acc || --r->acc_left[k] > 0) return;
+    for (size_t i = 0; i < r->n_leaves; i++)
+        if (r->leaves[i] == leaf) r->sink->ready(r->sink->user, leaf, r->leaf_grads[i]);
 }
 
 /* a + b as a new tensor (same shape, f32, one device), no graph. */
@@ -329,6 +363,7 @@ static int run_node(struct run *r, size_t idx, bool retain_graph)
     struct tensor **grads = r->recs[idx].grads;
     if (node->leaf) {
         int rc = grads[0] ? leaf_add(r, node->leaf, grads[0]) : 0;
+        if (rc == 0 && r->acc_left) run_leaf_done(r, node->leaf);
         return rc;
     }
     if (node->released) {
@@ -379,6 +414,10 @@ int autograd_run(int n, const struct ag_edge *roots, struct tensor **root_grads,
     }
     struct run r = {0};
     run_discover(&r, n, roots);
+    if (sink && sink->ready) {
+        r.sink = sink;
+        run_count_accumulates(&r);
+    }
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         if (!roots[i].node || !root_grads[i]) continue;

@@ -74,6 +74,14 @@ bool autograd_enabled(void);
 struct ag_sink {
     void (*accumulate)(void *user, struct tensor *leaf, struct tensor *grad);
     void *user;
+    /* Optional (NULL: none): called once per leaf per run as soon as the
+     * leaf's gradient for the run is complete (every accumulate node of the
+     * leaf that the run reaches has run), on the thread running autograd_run
+     * while the rest of the run goes on, with the same sum accumulate gets
+     * at the end (borrowed; retain it to keep it, never write it). The run
+     * may still fail afterwards. Lets a caller start work on early
+     * gradients (DDP's allreduces) while the backward continues. */
+    void (*ready)(void *user, struct tensor *leaf, struct tensor *grad);
 };
 
 /* Runs backward from n roots: root i receives gradient root_grads[i] (not

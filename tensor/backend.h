@@ -98,6 +98,17 @@ struct tensor_backend {
     /* gx (rows x cols) = 0, then gx[r, idx[r,j]] += gout[r,j] in j order */
     void (*gather_backward)(float *gx, const float *gout, const int64_t *idx, int64_t rows, int64_t cols, int64_t k);
 
+    /* EmbeddingBag (idx, off int64, pre-validated; bag b = idx[off[b] ..
+     * off[b+1]), the last ending at L): out (B x D) row b = scale_b * the
+     * sum of w rows idx[i] in i order, scale_b = 1 (sum) or 1/|bag| (mean,
+     * and 0 for an empty bag). */
+    void (*embedding_bag)(float *out, const float *w, const int64_t *idx, const int64_t *off,
+                          int64_t B, int64_t L, int64_t D, int mean);
+    /* gw (N x D) = 0, then for each bag b in order, each i of it in order:
+     * gw[idx[i], :] += scale_b * gout[b, :]. Deterministic (no atomics). */
+    void (*embedding_bag_backward)(float *gw, const float *gout, const int64_t *idx, const int64_t *off,
+                                   int64_t B, int64_t L, int64_t N, int64_t D, int mean);
+
     /* Row-major C = alpha * op(A) * op(B) + beta * C, op = transpose if t*.
      * A is M x K after op, B is K x N after op; lda/ldb/ldc are row strides. */
     void (*sgemm)(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -126,7 +126,8 @@ static float unary1(enum kunary op, float x, float a, float b)
 /* The elementwise loops are compiled for AVX-512 and AVX2 as well as the
  * baseline, the copy chosen by the CPU at load time (GCC's function
  * multiversioning; same arithmetic, wider vectors; no -march needed). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define TRIB_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TRIB_SIMD_CLONES
@@ -402,6 +403,35 @@ static void cpu_categorical(int64_t *out, const float *probs, const float *u, in
     }
 }
 
+/* Bag b's end: the next offset, or L for the last bag. */
+static inline int64_t bag_end(const int64_t *off, int64_t b, int64_t B, int64_t L) { return b + 1 < B ? off[b + 1] : L; }
+
+static void cpu_embedding_bag(float *out, const float *w, const int64_t *idx, const int64_t *off, int64_t B,
+                              int64_t L, int64_t D, int mean)
+{
+    for (int64_t b = 0; b < B; b++) {
+        float *o = out + b * D;
+        for (int64_t d = 0; d < D; d++) o[d] = 0.0f;
+        int64_t lo = off[b], hi = bag_end(off, b, B, L);
+        for (int64_t i = lo; i < hi; i++)
+            for (int64_t d = 0; d < D; d++) o[d] += w[idx[i] * D + d];
+        if (mean && hi > lo)
+            for (int64_t d = 0; d < D; d++) o[d] /= (float)(hi - lo);
+    }
+}
+
+static void cpu_embedding_bag_backward(float *gw, const float *gout, const int64_t *idx, const int64_t *off,
+                                       int64_t B, int64_t L, int64_t N, int64_t D, int mean)
+{
+    memset(gw, 0, (size_t)(N * D) * sizeof *gw);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t lo = off[b], hi = bag_end(off, b, B, L);
+        float n = mean ? (float)(hi - lo) : 1.0f;
+        for (int64_t i = lo; i < hi; i++)
+            for (int64_t d = 0; d < D; d++) gw[idx[i] * D + d] += gout[b * D + d] / n;
+    }
+}
+
 static const struct tensor_backend cpu_backend = {
     .name = "cpu",
     .available = cpu_available,
@@ -424,6 +454,8 @@ static const struct tensor_backend cpu_backend = {
     .log_softmax_backward = cpu_log_softmax_backward,
     .gather = cpu_gather,
     .gather_backward = cpu_gather_backward,
+    .embedding_bag = cpu_embedding_bag,
+    .embedding_bag_backward = cpu_embedding_bag_backward,
     .sgemm = cpu_sgemm,
     .rand_uniform = cpu_rand_uniform,
     .rand_normal = cpu_rand_normal,

@@ -34,6 +34,7 @@ struct nn_impl {
     struct layer head, value;
     int log_std;
     bool failed;                        /* a parameter could not be allocated */
+    enum tensor_bag_mode bag_mode;      /* embedding_bag only */
 };
 
 /* ---- init ------------------------------------------------------------------------ */
@@ -197,6 +198,24 @@ static const struct nn_module_ops linear_ops = {"linear", seq_forward, impl_free
 static const struct nn_module_ops mlp_ops = {"mlp", seq_forward, impl_free};
 static const struct nn_module_ops policy_ops = {"policy", policy_forward, impl_free};
 
+/* forward(indices, offsets) -> [B,D] */
+static int bag_forward(struct nn_module *mod, int n_in, struct tensor **in, int *n_out, struct tensor **out)
+{
+    struct nn_impl *m = (struct nn_impl *)mod;
+    *n_out = 0;
+    if (n_in != 2) {
+        tensor_error("nn_embedding_bag: expected 2 inputs (indices, offsets), got %d", n_in);
+        return -1;
+    }
+    struct tensor *y = tensor_embedding_bag(mod->params[0], in[0], in[1], m->bag_mode);
+    if (!y) return module_fail(m);
+    out[0] = y;
+    *n_out = 1;
+    return 0;
+}
+
+static const struct nn_module_ops bag_ops = {"embedding_bag", bag_forward, impl_free};
+
 static struct nn_impl *impl_new(const struct nn_module_ops *ops, const char *who, uint64_t *rng)
 {
     struct nn_impl *m = trib_xcalloc(1, sizeof *m);
@@ -271,6 +290,29 @@ struct nn_module *nn_mlp_new(int n, const int *sizes, enum nn_activation act, fl
     m->n_trunk = n - 1;
     for (int i = 0; i < n - 1; i++) m->trunk[i] = add_linear(m, sizes[i], sizes[i + 1], true, rng);
     return impl_finish(m, "nn_mlp_new");
+}
+
+struct nn_module *nn_embedding_bag_new(int num, int dim, enum tensor_bag_mode mode, uint64_t *rng)
+{
+    const char *who = "nn_embedding_bag_new";
+    if (num < 1 || dim < 1) return tensor_error("%s: sizes must be positive, got %d x %d", who, num, dim);
+    if (mode != TENSOR_BAG_SUM && mode != TENSOR_BAG_MEAN) return tensor_error("%s: unknown mode %d", who, (int)mode);
+    struct nn_impl *m = impl_new(&bag_ops, "nn_embedding_bag", rng);
+    m->bag_mode = mode;
+    struct tensor *w = tensor_try_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){num, dim}, false);
+    if (!w) {
+        m->failed = true;
+        return impl_finish(m, who);
+    }
+    /* PyTorch's init: N(0,1), by Box-Muller from the caller's RNG */
+    float *p = tensor_f32(w);
+    for (int64_t i = 0; i < w->numel; i++) {
+        float u1 = (float)(rng_next(rng) >> 40) * (1.0f / 16777216.0f);
+        float u2 = (float)(rng_next(rng) >> 40) * (1.0f / 16777216.0f);
+        p[i] = sqrtf(-2.0f * logf(1.0f - u1)) * cosf(6.28318530717958647692f * u2);
+    }
+    add_param(m, w);
+    return impl_finish(m, who);
 }
 
 struct nn_module *nn_policy_new(const struct nn_policy_config *cfg, uint64_t *rng)

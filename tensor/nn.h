@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 #define NN_MAX_IO 4
@@ -50,6 +51,11 @@ struct nn_module *nn_linear_new(int in, int out, bool bias, uint64_t *rng);
  * none after the last; dropout p (0 = none) after each activation. */
 struct nn_module *nn_mlp_new(int n, const int *sizes, enum nn_activation act,
                              float dropout, uint64_t *rng);
+
+/* torch.nn.EmbeddingBag(num, dim, mode): one parameter, the table [num,dim]
+ * drawn from N(0,1); forward(indices int64 [L], offsets int64 [B]) -> [B,dim]
+ * (tensor_embedding_bag). */
+struct nn_module *nn_embedding_bag_new(int num, int dim, enum tensor_bag_mode mode, uint64_t *rng);
 
 enum nn_head { NN_HEAD_CATEGORICAL, NN_HEAD_GAUSSIAN };
 

@@ -68,6 +68,23 @@ struct tensor *tensor_dropout(struct tensor *x, float p, bool training, uint64_t
 /* mean((a-b)^2) */
 struct tensor *tensor_mse(struct tensor *a, struct tensor *b);
 
+/* torch.nn.functional.cross_entropy(logits, target) with mean reduction:
+ * logits [R,C], target int64 [R] of class indices in [0,C) -> the scalar
+ * mean over rows of -log_softmax(logits)[r, target[r]]. Errors: a target
+ * out of range (naming it and C), shapes that do not match, R = 0. */
+struct tensor *tensor_cross_entropy(struct tensor *logits, struct tensor *target);
+
+/* torch.nn.functional.embedding_bag with 1-D input and offsets: weight
+ * [N,D], indices int64 [L] (each in [0,N)), offsets int64 [B] (offsets[0]
+ * = 0, non-decreasing, at most L): bag b is indices[offsets[b] ..
+ * offsets[b+1]) (the last bag ends at L); output [B,D] row b = the sum
+ * (TENSOR_BAG_SUM) or mean (TENSOR_BAG_MEAN) of the weight rows of bag b,
+ * zeros for an empty bag. Differentiable in weight; indices and offsets on
+ * weight's device. */
+enum tensor_bag_mode { TENSOR_BAG_SUM, TENSOR_BAG_MEAN };
+struct tensor *tensor_embedding_bag(struct tensor *weight, struct tensor *indices, struct tensor *offsets,
+                                    enum tensor_bag_mode mode);
+
 /* Moves to a device, recorded: the gradient moves back. */
 struct tensor *tensor_to(struct tensor *x, enum device dev);
 /* A new tensor with the same data and no graph (requires_grad false). */

@@ -1,6 +1,8 @@
-/* RPC benchmark: rpc_sync round trips against a bare libzmq DEALER/ROUTER
- * round trip of the same payload between two processes in the same run, and
- * pipelined rpc_async throughput. Prints JSON lines. */
+/* RPC benchmark, once over tcp:// and once over ipc:// (each forced): rpc_sync
+ * round trips against a bare libzmq DEALER/ROUTER round trip of the same
+ * payload over the same transport between two processes in the same run,
+ * pipelined rpc_async throughput, and an RRef method call (rref_rpc_sync)
+ * against a plain rpc_sync. Prints JSON lines, each naming its transport. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
@@ -21,13 +23,13 @@ static int iters_for(int64_t n) { return n <= 16 ? 21000 : n <= 65536 ? 3500 : 7
 
 /* ---- bare zmq ---------------------------------------------------------------- */
 
-static void zmq_server(int wfd)
+static void zmq_server(int wfd, const char *bind_ep)
 {
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_ROUTER);
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-    if (zmq_bind(s, "tcp://127.0.0.1:*") != 0) _exit(2);
+    if (zmq_bind(s, bind_ep) != 0) _exit(2);
     char ep[128] = { 0 };
     size_t len = sizeof ep;
     zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &len);
@@ -42,6 +44,7 @@ static void zmq_server(int wfd)
         zmq_msg_send(&id, s, ZMQ_SNDMORE);
         zmq_msg_send(&body, s, 0);
     }
+    if (strncmp(ep, "ipc://", 6) == 0) unlink(ep + 6);
     zmq_close(s);
     zmq_ctx_term(ctx);
     _exit(0);
@@ -49,7 +52,7 @@ static void zmq_server(int wfd)
 
 struct zclient { pid_t pid; void *ctx, *s; };
 
-static void zmq_start(struct zclient *z)
+static void zmq_start(struct zclient *z, const char *bind_ep)
 {
     int p[2];
     if (pipe(p) != 0) abort();
@@ -57,7 +60,7 @@ static void zmq_start(struct zclient *z)
     if (z->pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         close(p[0]);
-        zmq_server(p[1]);
+        zmq_server(p[1], bind_ep);
     }
     close(p[1]);
     char ep[128];
@@ -100,10 +103,24 @@ static int fn_echo(struct rpc_request *req, const struct rpc_value *args, struct
     return 0;
 }
 
+/* An RRef's object for rref_rpc_sync: its method "echo" echoes. */
+static int echo_obj;
+static void *ctor_echo(struct rpc_request *req, const struct rpc_value *args, void *u) { return &echo_obj; }
+static void echo_destroy(void *obj) { (void)obj; }
+static const struct rpc_type ECHO_TYPE = { "Echo", echo_destroy, NULL };
+static int m_echo(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    return fn_echo(req, args, res, u);
+}
+
+struct world_opts { int spin_us; enum rpc_transport transport; };
+
 /* The callee: echoes until the caller shuts down. */
 static int callee(int idx, const char *master, void *arg)
 {
-    struct rpc_opts o = { .name = "callee", .rank = 1, .world_size = 2, .master = master, .spin_us = *(int *)arg };
+    const struct world_opts *w = arg;
+    struct rpc_opts o = { .name = "callee", .rank = 1, .world_size = 2, .master = master, .spin_us = w->spin_us,
+                          .transport = w->transport };
     if (rpc_init(&o) < 0) {
         fprintf(stderr, "callee: %s\n", rpc_last_error());
         return 1;
@@ -128,38 +145,58 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static void fail(void)
+{
+    fprintf(stderr, "bench_rpc: %s\n", rpc_last_error());
+    exit(1);
+}
+
 static double rpc_round_trips(const struct rpc_value *args, int iters)
 {
     struct rpc_value res;
     double t0 = trib_now_s();
     for (int i = 0; i < iters; i++) {
-        if (rpc_sync("callee", "echo", args, &res, 0) < 0) {
-            fprintf(stderr, "bench_rpc: %s\n", rpc_last_error());
-            exit(1);
-        }
+        if (rpc_sync("callee", "echo", args, &res, 0) < 0) fail();
         rpc_value_clear(&res);
     }
     return (trib_now_s() - t0) / iters * 1e6;
 }
 
-/* usage: bench_rpc [spin_us]   (rpc_opts.spin_us; 0: the default) */
-int main(int argc, char **argv)
+static double rref_round_trips(struct rref *r, const struct rpc_value *args, int iters)
 {
-    int spin_us = argc > 1 ? atoi(argv[1]) : 0;
-    struct zclient z;
-    zmq_start(&z);
+    struct rpc_value res;
+    double t0 = trib_now_s();
+    for (int i = 0; i < iters; i++) {
+        if (rref_rpc_sync(r, "echo", args, &res, 0) < 0) fail();
+        rpc_value_clear(&res);
+    }
+    return (trib_now_s() - t0) / iters * 1e6;
+}
 
-    rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
+/* Every figure over one transport (the caller's process is a child of
+ * main's, so each transport gets a fresh agent). */
+static int bench_transport(const struct world_opts *w)
+{
+    const char *tname = w->transport == RPC_TRANSPORT_IPC ? "ipc" : "tcp";
+    char zep[128];
+    if (w->transport == RPC_TRANSPORT_IPC) snprintf(zep, sizeof zep, "ipc:///tmp/trib-bench-zmq-%d", (int)getpid());
+    else snprintf(zep, sizeof zep, "tcp://127.0.0.1:*");
+    struct zclient z;
+    zmq_start(&z, zep);
+
     struct proc_group callees;
     proc_group_init(&callees);
-    if (proc_fork(&callees, callee, &spin_us, 0) < 0) abort();
+    if (proc_fork(&callees, callee, (void *)w, 0) < 0) abort();
     struct rpc_opts o = { .name = "caller", .rank = 0, .world_size = 2, .master = "tcp://127.0.0.1:0",
-                          .on_listening = proc_hand_out_all, .listening_user = &callees, .spin_us = spin_us };
+                          .on_listening = proc_hand_out_all, .listening_user = &callees, .spin_us = w->spin_us,
+                          .transport = w->transport };
     if (rpc_init(&o) < 0) {
         fprintf(stderr, "bench_rpc: %s\n", rpc_last_error());
         proc_group_deinit(&callees);
         return 1;
     }
+    struct rpc_worker_info wi;
+    if (rpc_get_worker_info("callee", &wi) < 0) fail();
     /* Alternate rounds of bare zmq and rpc so both see the same machine
      * load; report the median round of each. */
     enum { ROUNDS_SYNC = 7 };
@@ -177,8 +214,9 @@ int main(int argc, char **argv)
         }
         qsort(zr, ROUNDS_SYNC, sizeof zr[0], cmp_double);
         qsort(rr, ROUNDS_SYNC, sizeof rr[0], cmp_double);
-        printf("{\"bench\":\"rpc_sync\",\"payload_bytes\":%lld,\"us\":%.2f,\"zmq_us\":%.2f}\n",
-               (long long)n, rr[ROUNDS_SYNC / 2], zr[ROUNDS_SYNC / 2]);
+        printf("{\"bench\":\"rpc_sync\",\"transport\":\"%s\",\"via\":\"%s\",\"payload_bytes\":%lld,"
+               "\"us\":%.2f,\"zmq_us\":%.2f,\"ratio\":%.2f}\n",
+               tname, wi.via, (long long)n, rr[ROUNDS_SYNC / 2], zr[ROUNDS_SYNC / 2], rr[ROUNDS_SYNC / 2] / zr[ROUNDS_SYNC / 2]);
         fflush(stdout);
         free(buf);
         rpc_value_clear(&args);
@@ -205,10 +243,63 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_rpc: %d rounds had failures: %s\n", failed, rpc_last_error());
             return 1;
         }
-        printf("{\"bench\":\"rpc_async\",\"payload_bytes\":16,\"calls_per_s\":%.0f}\n", WINDOW * ROUNDS / dt);
+        printf("{\"bench\":\"rpc_async\",\"transport\":\"%s\",\"payload_bytes\":16,\"window\":%d,\"calls_per_s\":%.0f}\n",
+               tname, WINDOW, WINDOW * ROUNDS / dt);
+        fflush(stdout);
+        rpc_value_clear(&args);
+    }
+    {
+        /* an RRef method call against the plain call it rides on */
+        struct rpc_value args = payload(16);
+        struct rref *r = rpc_remote("callee", "echo_obj", NULL, 0);
+        if (!r) fail();
+        struct rpc_value res;
+        if (rref_rpc_sync(r, "echo", &args, &res, 0) < 0) fail();   /* waits for the object */
+        rpc_value_clear(&res);
+        int iters = iters_for(16) / ROUNDS_SYNC;
+        rref_round_trips(r, &args, iters / 5 + 5);
+        rpc_round_trips(&args, iters / 5 + 5);
+        double fr[ROUNDS_SYNC], pr[ROUNDS_SYNC];
+        for (int k = 0; k < ROUNDS_SYNC; k++) {
+            fr[k] = rref_round_trips(r, &args, iters);
+            pr[k] = rpc_round_trips(&args, iters);
+        }
+        qsort(fr, ROUNDS_SYNC, sizeof fr[0], cmp_double);
+        qsort(pr, ROUNDS_SYNC, sizeof pr[0], cmp_double);
+        printf("{\"bench\":\"rref_rpc_sync\",\"transport\":\"%s\",\"payload_bytes\":16,\"us\":%.2f,"
+               "\"rpc_sync_us\":%.2f,\"ratio\":%.2f}\n",
+               tname, fr[ROUNDS_SYNC / 2], pr[ROUNDS_SYNC / 2], fr[ROUNDS_SYNC / 2] / pr[ROUNDS_SYNC / 2]);
+        fflush(stdout);
+        rref_free(r);
         rpc_value_clear(&args);
     }
     rpc_shutdown(true);
     proc_wait(&callees, 0, -1);
+    proc_group_deinit(&callees);
     return 0;
+}
+
+/* usage: bench_rpc [spin_us [tcp|ipc]]   (rpc_opts.spin_us, 0: the default;
+ * the transports to measure, both by default) */
+int main(int argc, char **argv)
+{
+    int spin_us = argc > 1 ? atoi(argv[1]) : 0;
+    const char *only = argc > 2 ? argv[2] : NULL;
+    rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
+    rpc_register_ctor("echo_obj", &ECHO_TYPE, ctor_echo, NULL);
+    rpc_register_method_ex("Echo", "echo", m_echo, NULL, RPC_FN_INLINE);
+    static const enum rpc_transport ts[] = { RPC_TRANSPORT_TCP, RPC_TRANSPORT_IPC };
+    int rc = 0;
+    for (int k = 0; k < 2; k++) {
+        if (only && strcmp(only, ts[k] == RPC_TRANSPORT_IPC ? "ipc" : "tcp") != 0) continue;
+        struct world_opts w = { spin_us, ts[k] };
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid < 0) abort();
+        if (pid == 0) _exit(bench_transport(&w));
+        int st;
+        waitpid(pid, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = 1;
+    }
+    return rc;
 }

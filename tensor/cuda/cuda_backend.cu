@@ -64,6 +64,8 @@ static struct tensor_backend make_backend(void)
     b.log_softmax_backward = cuda_log_softmax_backward;
     b.gather = cuda_gather;
     b.gather_backward = cuda_gather_backward;
+    b.embedding_bag = cuda_embedding_bag;
+    b.embedding_bag_backward = cuda_embedding_bag_backward;
     b.sgemm = cuda_sgemm;
     b.rand_uniform = cuda_rand_uniform;
     b.rand_normal = cuda_rand_normal;

@@ -36,6 +36,10 @@ void cuda_softmax_backward(float *gx, const float *gy, const float *y, int64_t r
 void cuda_log_softmax_backward(float *gx, const float *gy, const float *y, int64_t rows, int64_t cols);
 void cuda_gather(float *out, const float *x, const int64_t *idx, int64_t rows, int64_t cols, int64_t k);
 void cuda_gather_backward(float *gx, const float *gout, const int64_t *idx, int64_t rows, int64_t cols, int64_t k);
+void cuda_embedding_bag(float *out, const float *w, const int64_t *idx, const int64_t *off, int64_t B, int64_t L,
+                        int64_t D, int mean);
+void cuda_embedding_bag_backward(float *gw, const float *gout, const int64_t *idx, const int64_t *off, int64_t B,
+                                 int64_t L, int64_t N, int64_t D, int mean);
 void cuda_categorical(int64_t *out, const float *probs, const float *u, int64_t rows, int64_t cols);
 
 /* cuda_blas_rand.cu */

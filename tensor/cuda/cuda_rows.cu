@@ -144,6 +144,61 @@ void cuda_gather_backward(float *gx, const float *gout, const int64_t *idx, int6
     CUDA_CHECK_LAUNCH();
 }
 
+/* ---- embedding bag ------------------------------------------------------------ */
+
+__device__ static inline int64_t bag_end(const int64_t *off, int64_t b, int64_t B, int64_t L)
+{
+    return b + 1 < B ? off[b + 1] : L;
+}
+
+/* One thread per output element sums its bag in index order, as the CPU does. */
+__global__ void embedding_bag_kernel(float *out, const float *w, const int64_t *idx, const int64_t *off, int64_t B,
+                                     int64_t L, int64_t D, int mean)
+{
+    size_t n = (size_t)(B * D);
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
+        int64_t b = (int64_t)t / D, d = (int64_t)t % D;
+        int64_t lo = off[b], hi = bag_end(off, b, B, L);
+        float s = 0.0f;
+        for (int64_t i = lo; i < hi; i++) s += w[idx[i] * D + d];
+        if (mean && hi > lo) s /= (float)(hi - lo);
+        out[t] = s;
+    }
+}
+
+void cuda_embedding_bag(float *out, const float *w, const int64_t *idx, const int64_t *off, int64_t B, int64_t L,
+                        int64_t D, int mean)
+{
+    size_t n = (size_t)(B * D);
+    if (!n) return;
+    embedding_bag_kernel<<<trib_cuda_blocks(n), TRIB_CUDA_BLOCK>>>(out, w, idx, off, B, L, D, mean);
+    CUDA_CHECK_LAUNCH();
+}
+
+/* One thread per column walks every bag and index in the CPU's order: a row
+ * hit several times accumulates exactly as on the CPU, with no atomics. */
+__global__ void embedding_bag_backward_kernel(float *gw, const float *gout, const int64_t *idx, const int64_t *off,
+                                              int64_t B, int64_t L, int64_t D, int mean)
+{
+    for (int64_t d = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; d < D; d += (int64_t)gridDim.x * blockDim.x)
+        for (int64_t b = 0; b < B; b++) {
+            int64_t lo = off[b], hi = bag_end(off, b, B, L);
+            float n = mean ? (float)(hi - lo) : 1.0f;
+            for (int64_t i = lo; i < hi; i++) gw[idx[i] * D + d] += gout[b * D + d] / n;
+        }
+}
+
+void cuda_embedding_bag_backward(float *gw, const float *gout, const int64_t *idx, const int64_t *off, int64_t B,
+                                 int64_t L, int64_t N, int64_t D, int mean)
+{
+    size_t n = (size_t)(N * D);
+    if (!n) return;
+    CUDA_CHECK(cudaMemset(gw, 0, n * sizeof(float)));
+    if (!B || !D) return;
+    embedding_bag_backward_kernel<<<trib_cuda_blocks((size_t)D), TRIB_CUDA_BLOCK>>>(gw, gout, idx, off, B, L, D, mean);
+    CUDA_CHECK_LAUNCH();
+}
+
 /* ---- categorical -------------------------------------------------------------- */
 
 /* One thread per row, the CPU's sequential float sums: same picks. */

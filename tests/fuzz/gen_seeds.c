@@ -17,7 +17,7 @@ static const char *wire_dir, *dispatch_dir;
 static struct outmsg *build(int sender, int type, uint64_t req_id, const char *fn, int64_t ac_ctx, int64_t ac_msg,
                             struct rpc_value payload, const char *err)
 {
-    atomic_store(&rpc_agent_state.self_id, sender);
+    wire_set_self_id(sender);
     struct outmsg *m = rpc_build_msg(type, req_id, fn, 0, type != WIRE_REQ, ac_ctx, ac_msg, 0,
                                      payload.kind == RPC_NIL ? NULL : &payload, err);
     if (!m) {

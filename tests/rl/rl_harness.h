@@ -295,6 +295,37 @@ static inline bool err_has(const struct rl_proc *p, const char *what)
     return r;
 }
 
+/* Waits until `what` is in p's stderr (fails after timeout_s, or if p
+ * exits first). */
+static inline void rl_wait_err(struct rl_proc *p, const char *what, double timeout_s)
+{
+    double t0 = trib_now_s();
+    while (!err_has(p, what)) {
+        if (!rl_running(p)) {
+            rl_wait(p, 1);
+            ck_abort_msg("%s exited (%d) before printing '%s'\nstdout:\n%s\nstderr:\n%s", p->name, p->status, what,
+                         tail(p->out), tail(p->err));
+        }
+        ck_assert_msg(trib_now_s() - t0 < timeout_s, "'%s' not on %s's stderr within %.0f s", what, p->name, timeout_s);
+        usleep(10000);
+    }
+}
+
+/* The endpoint of a tributary-agent started on port 0 (its first stderr
+ * line, "tributary-agent: listening on ENDPOINT") into ep. */
+static inline void rl_agent_endpoint(struct rl_proc *agent, char *ep, size_t cap, double timeout_s)
+{
+    static const char pre[] = "tributary-agent: listening on ";
+    rl_wait_err(agent, "\n", timeout_s);
+    char *err = slurp(agent->err_fd);
+    ck_assert_msg(strncmp(err, pre, strlen(pre)) == 0, "agent stderr:\n%s", err);
+    size_t len = strcspn(err + strlen(pre), "\n");
+    ck_assert_int_lt(len, cap);
+    memcpy(ep, err + strlen(pre), len);
+    ep[len] = '\0';
+    free(err);
+}
+
 /* A free TCP port on 127.0.0.1 (free when this returns). */
 static inline int free_port(void)
 {

@@ -464,6 +464,20 @@ START_TEST(test_permutation)
 }
 END_TEST
 
+/* Linear annealing stays in [0, lr] whatever env steps a peer or a file
+ * made the run count (issue 17: a negative count raised the lr). */
+START_TEST(test_annealed_lr)
+{
+    ck_assert(rl_annealed_lr(1e-3, 0, 1000) == 1e-3);
+    ck_assert(fabs(rl_annealed_lr(1e-3, 250, 1000) - 0.75e-3) < 1e-15);
+    ck_assert(rl_annealed_lr(1e-3, 1000, 1000) == 0.0);
+    ck_assert(rl_annealed_lr(1e-3, INT64_MAX, 1000) == 0.0);
+    ck_assert(rl_annealed_lr(1e-3, -1, 1000) == 1e-3);
+    ck_assert(rl_annealed_lr(1e-3, INT64_MIN, 1000) == 1e-3);
+    ck_assert(rl_annealed_lr(1e-3, 5, 0) == 1e-3);
+}
+END_TEST
+
 START_TEST(test_permutation_uniform)
 {
     /* all 24 orders of 4 elements, each ~1/24: chi-square with 23 dof well
@@ -944,6 +958,7 @@ static Suite *rl_math_suite(void)
     tcase_add_test(tc, test_explained_variance);
     tcase_add_test(tc, test_permutation);
     tcase_add_test(tc, test_permutation_uniform);
+    tcase_add_test(tc, test_annealed_lr);
     suite_add_tcase(s, tc);
     tc = tcase_create("distributions");
     tcase_add_test(tc, test_dist_fixtures);

@@ -32,20 +32,7 @@ static void teardown(void)
     logdir[0] = '\0';
 }
 
-/* Waits until `what` is in p's stderr (fails after WAIT_S, or if p exits first). */
-static void wait_err(struct rl_proc *p, const char *what)
-{
-    double t0 = trib_now_s();
-    while (!err_has(p, what)) {
-        if (!rl_running(p)) {
-            rl_wait(p, 1);
-            ck_abort_msg("%s exited (%d) before printing '%s'\nstdout:\n%s\nstderr:\n%s", p->name, p->status, what,
-                         tail(p->out), tail(p->err));
-        }
-        ck_assert_msg(trib_now_s() - t0 < WAIT_S, "'%s' not on %s's stderr within %.0f s", what, p->name, WAIT_S);
-        usleep(10000);
-    }
-}
+static void wait_err(struct rl_proc *p, const char *what) { rl_wait_err(p, what, WAIT_S); }
 
 /* Starts tributary-agent for 2 observers on a free port of its choosing
  * (its endpoint into ep), with args after the common ones: never solved
@@ -63,15 +50,7 @@ static void start_agent(struct rl_proc *agent, char *ep, size_t cap, const char 
     }
     args[n] = NULL;
     rl_start(agent, TRIB_AGENT_BIN, args, NULL);
-    static const char pre[] = "tributary-agent: listening on ";
-    wait_err(agent, "\n");
-    char *err = slurp(agent->err_fd);
-    ck_assert_msg(strncmp(err, pre, strlen(pre)) == 0, "agent stderr:\n%s", err);
-    size_t len = strcspn(err + strlen(pre), "\n");
-    ck_assert_int_lt(len, cap);
-    memcpy(ep, err + strlen(pre), len);
-    ep[len] = '\0';
-    free(err);
+    rl_agent_endpoint(agent, ep, cap, WAIT_S);
 }
 
 /* Starts tributary-observer --rank rank --world-size world --master ep

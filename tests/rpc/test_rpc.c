@@ -2,6 +2,7 @@
  * own ports. Values, nested and deferred calls, concurrency, errors,
  * timeouts, dead peers, RRef lifecycles, hostile input and membership. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <arpa/inet.h>
 #include <check.h>
 #include <msgpack.h>
@@ -175,6 +176,30 @@ static int m_add(struct rpc_request *req, void *obj, const struct rpc_value *arg
     struct counter *c = obj;
     c->v += args->list.items[0].i;
     *res = rpc_int(c->v);
+    return 0;
+}
+
+/* After swap_methods: add subtracts, and peek reads the counter inline. */
+static int m_sub(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct counter *c = obj;
+    c->v -= args->list.items[0].i;
+    *res = rpc_int(c->v);
+    return 0;
+}
+
+static int m_peek(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_int(((struct counter *)obj)->v);
+    return 0;
+}
+
+/* Changes Counter's method table on this worker: "add" replaced (inline
+ * now), "peek" added (inline). */
+static int fn_swap_methods(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    rpc_register_method_ex("Counter", "add", m_sub, NULL, RPC_FN_INLINE);
+    rpc_register_method_ex("Counter", "peek", m_peek, NULL, RPC_FN_INLINE);
     return 0;
 }
 
@@ -362,6 +387,15 @@ static int fn_hook_log(struct rpc_request *req, const struct rpc_value *args, st
     return 0;
 }
 
+/* [name]: this process's rpc_worker_info.via for worker `name`. */
+static int fn_via(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct rpc_worker_info wi;
+    if (rpc_get_worker_info(args->list.items[0].str.ptr, &wi) < 0) return rpc_request_fail(req, "%s", rpc_last_error());
+    *res = rpc_str(wi.via);
+    return 0;
+}
+
 static void register_all(void)
 {
     static const struct rpc_autograd_hooks hooks = { .on_send = hook_send, .on_recv = hook_recv };
@@ -384,6 +418,8 @@ static void register_all(void)
     rpc_register("events", fn_events, NULL);
     rpc_register("leave", fn_leave, NULL);
     rpc_register("stats", fn_stats, NULL);
+    rpc_register("via", fn_via, NULL);
+    rpc_register("swap_methods", fn_swap_methods, NULL);
     rpc_register("park", fn_park, NULL);
     rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
     rpc_register_ctor("slowval", &SLOWVAL, ctor_slowval, NULL);
@@ -404,13 +440,18 @@ static int hb_timeout_ms = 10000;
 static int w0_timeout_ms = 20000;
 static int max_pending;
 static size_t max_pending_bytes;
+/* Every worker's rpc_opts.transport. */
+static enum rpc_transport transport;
+/* Rank 0 admits RPC_RANK_DYNAMIC workers (the tests of late joiners). */
+static bool allow_dynamic = true;
 
 static struct rpc_opts opts_for(int rank, int world, const char *master)
 {
     struct rpc_opts o = { .name = NAMES[rank], .rank = rank, .world_size = world, .master = master,
                           .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms,
                           .default_timeout_ms = rank == 0 ? w0_timeout_ms : 20000, .on_event = on_event,
-                          .max_pending_per_worker = max_pending, .max_pending_bytes_per_worker = max_pending_bytes };
+                          .max_pending_per_worker = max_pending, .max_pending_bytes_per_worker = max_pending_bytes,
+                          .allow_dynamic = rank == 0 && allow_dynamic, .transport = transport };
     if (use_curve) {
         o.curve = true;
         o.curve_public_key = curve_pub;
@@ -929,6 +970,51 @@ END_TEST
 
 /* A user deleted right after a method call it made: the owner serves the
  * call, keeping the object until it returns, then destroys it (G1). */
+/* A method call through an RRef made before its type's method table
+ * changed runs what is registered now: a replaced method's new code, a
+ * method added since. An inline method answers while every handler thread
+ * of the owner is busy; an unknown one fails by name. */
+START_TEST(test_rref_method_table_changed)
+{
+    start_world(2);
+    struct rpc_value a = rpc_list(1), res;
+    a.list.items[0] = rpc_int(10);
+    struct rref *r = rpc_remote("w1", "counter", &a, 0);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(rref_rpc_sync(r, "add", &a, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 20);
+    ck_assert_int_eq(rref_rpc_sync(r, "peek", NULL, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: w1: __rref_call: type Counter has no method 'peek'");
+    ck_assert_int_eq(rpc_sync("w1", "swap_methods", NULL, &res, 0), 0);
+    ck_assert_msg(rref_rpc_sync(r, "add", &a, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 10);                    /* the new add subtracts */
+    ck_assert_msg(rref_rpc_sync(r, "peek", NULL, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 10);
+    /* every handler thread of w1 asleep (4, the default): an inline method
+     * still answers, a pooled one waits */
+    struct rpc_value slow = rpc_list(1);
+    slow.list.items[0] = rpc_int(3000);
+    struct rpc_future *busy[4];
+    for (int i = 0; i < 4; i++) busy[i] = rpc_async("w1", "slow", &slow, 0);
+    usleep(200000);
+    struct rpc_value zero = rpc_list(1);
+    zero.list.items[0] = rpc_int(0);
+    struct rpc_future *pooled = rref_rpc_async(r, "slow_get", &zero, 0);
+    rpc_value_clear(&zero);
+    ck_assert_msg(rref_rpc_sync(r, "peek", NULL, &res, 2500) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 10);
+    ck_assert(!rpc_future_done(pooled));
+    ck_assert_int_eq(rpc_future_wait_all(busy, 4), 0);
+    for (int i = 0; i < 4; i++) rpc_future_free(busy[i]);
+    rpc_future_wait(pooled, NULL);
+    rpc_future_free(pooled);
+    rpc_value_clear(&slow);
+    rpc_value_clear(&a);
+    rref_free(r);
+    stop_world();
+}
+END_TEST
+
 START_TEST(test_rref_del_during_call)
 {
     start_world(2);
@@ -1379,6 +1465,26 @@ static int late_child(int idx, const char *master, void *arg)
     while (!atomic_load(&leave_now)) usleep(2000);
     rpc_shutdown(true);
     return id == 2 ? 0 : 11;
+}
+
+/* A dynamic worker that a rank 0 without allow_dynamic must refuse. */
+static int late_refused_child(int idx, const char *master, void *arg)
+{
+    register_all();
+    struct rpc_opts o = { .name = "late", .rank = RPC_RANK_DYNAMIC, .master = master,
+                          .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms, .init_timeout_ms = 10000 };
+    if (rpc_init(&o) == 0) {
+        rpc_shutdown(false);
+        return 11;
+    }
+    const char *want = "rpc: w0: __hello: rank -2 out of range 1..1";
+    const char *e = rpc_last_error();
+    size_t le = strlen(e), lw = strlen(want);
+    if (le < lw || strcmp(e + le - lw, want) != 0) {
+        fprintf(stderr, "late: '%s', not ending in '%s'\n", e, want);
+        return 12;
+    }
+    return 0;
 }
 
 START_TEST(test_membership)
@@ -1846,27 +1952,38 @@ START_TEST(test_hello_refusals)
     ck_assert_int_eq(rpc_get_worker_info("w1", &w1), 0);
     void *zctx = zmq_ctx_new();
     void *s = stranger(zctx, rpc_master_endpoint());
-    struct { const char *name; int rank; const char *ep; const char *want; } cases[] = {
-        { "w1", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", "rpc: w0: __hello: worker name 'w1' is taken" },
-        { "x1", 1, "tcp://127.0.0.1:1", "rpc: w0: __hello: rank 1 is taken by live worker w1" },
-        { "x2", RPC_RANK_DYNAMIC, w1.endpoint, NULL },
+    static const char long_name[] = "n123456789012345678901234567890123456789012345678901234567890123";
+    /* world 0: no world size sent (a 3-item hello) */
+    struct { const char *name; int rank; const char *ep; int world; const char *want; } cases[] = {
+        { "w1", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: worker name 'w1' is taken" },
+        { "x1", 1, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: rank 1 is taken by live worker w1" },
+        { "x2", RPC_RANK_DYNAMIC, w1.endpoint, 0, NULL },
+        /* the rules of a static rank hold for a dynamic one */
+        { "x3", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", 5, "rpc: w0: __hello: world size 5 does not match the master's 2" },
+        { "", RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: a worker name must be 1..63 bytes" },
+        { long_name, RPC_RANK_DYNAMIC, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: a worker name must be 1..63 bytes" },
+        { "", 1, "tcp://127.0.0.1:1", 0, "rpc: w0: __hello: a worker name must be 1..63 bytes" },
     };
+    enum { N_CASES = sizeof cases / sizeof cases[0] };
+    ck_assert_int_eq(strlen(long_name), 64);
     char err[512], want[512];
     snprintf(want, sizeof want, "rpc: w0: __hello: endpoint '%s' is worker 1's (w1)", w1.endpoint);
     cases[2].want = want;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_CASES; k++) {
         msgpack_sbuffer body;
         msgpack_packer pk;
         msgpack_sbuffer_init(&body);
         msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
-        msgpack_pack_array(&pk, 3);
+        msgpack_pack_array(&pk, cases[k].world ? 4 : 3);
         msgpack_pack_str_with_body(&pk, cases[k].name, strlen(cases[k].name));
         msgpack_pack_int(&pk, cases[k].rank);
         msgpack_pack_str_with_body(&pk, cases[k].ep, strlen(cases[k].ep));
+        if (cases[k].world) msgpack_pack_int(&pk, cases[k].world);
         spoof_call(s, 30 + (uint64_t)k, RPC_UNASSIGNED_ID, "__hello", &body, err, sizeof err, 2000);
-        ck_assert_str_eq(err, cases[k].want);
+        ck_assert_msg(strcmp(err, cases[k].want) == 0, "case %d: '%s', not '%s'", k, err, cases[k].want);
         msgpack_sbuffer_destroy(&body);
     }
+    ck_assert_int_eq(rpc_get_workers((struct rpc_worker_info[4]){ 0 }, 4), 2);
     /* a worker saying hello again on its connection */
     struct fake_worker fw;
     fake_join(zctx, &fw, "fakeA");
@@ -1889,6 +2006,184 @@ START_TEST(test_hello_refusals)
     zmq_close(s);
     zmq_ctx_term(zctx);
     stop_world();
+}
+END_TEST
+
+/* Without opts.allow_dynamic (the RL programs' default) only the declared
+ * world joins: a dynamic rank, or any other rank outside 1..N, is refused
+ * with the same message as a static rank outside the world, and nobody
+ * joins. */
+START_TEST(test_hello_declared_world_only)
+{
+    allow_dynamic = false;
+    struct proc_group late;
+    h_spawn(&late, 1, late_refused_child, NULL);    /* before this process is a worker */
+    start_world(2);
+    void *zctx = zmq_ctx_new();
+    void *s = stranger(zctx, rpc_master_endpoint());
+    static const int64_t ranks[] = { RPC_RANK_DYNAMIC, RPC_RANK_ENV, -3, 0, 2, INT64_MIN, INT64_MAX };
+    char err[512], want[512], ep[64];
+    for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
+        msgpack_sbuffer body;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&body);
+        msgpack_packer_init(&pk, &body, msgpack_sbuffer_write);
+        msgpack_pack_array(&pk, 4);
+        msgpack_pack_str_with_body(&pk, "stranger", 8);
+        msgpack_pack_int64(&pk, ranks[k]);
+        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%zu", k + 1);
+        msgpack_pack_str_with_body(&pk, ep, strlen(ep));
+        msgpack_pack_int(&pk, 0);          /* what a dynamic worker sends */
+        spoof_call(s, 50 + (uint64_t)k, RPC_UNASSIGNED_ID, "__hello", &body, err, sizeof err, 2000);
+        snprintf(want, sizeof want, "rpc: w0: __hello: rank %lld out of range 1..1", (long long)ranks[k]);
+        ck_assert_str_eq(err, want);
+        msgpack_sbuffer_destroy(&body);
+    }
+    ck_assert_int_eq(rpc_get_worker_info("stranger", &(struct rpc_worker_info){ 0 }), -1);
+    ck_assert_int_eq(rpc_get_workers((struct rpc_worker_info[4]){ 0 }, 4), 2);
+    zmq_close(s);
+    zmq_ctx_term(zctx);
+    /* a real dynamic worker's rpc_init fails the same way */
+    proc_hand_out(&late, -1, rpc_master_endpoint());
+    ck_assert_int_eq(proc_wait(&late, 0, 30), 0);
+    proc_group_deinit(&late);
+    assert_nothing_dropped("w1");
+    stop_world();
+}
+END_TEST
+
+/* ---- transports --------------------------------------------------------------- */
+
+/* Connected Unix-domain sockets on path (accepted ones carry their
+ * listener's path in /proc/net/unix): the connections made through an
+ * ipc:// twin. */
+static int unix_conns(const char *ipc_ep)
+{
+    if (strncmp(ipc_ep, "ipc://", 6) != 0) return 0;
+    FILE *f = fopen("/proc/net/unix", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512], path[400];
+    unsigned st;
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "%*s %*s %*s %*s %*s %x %*s %399s", &st, path) == 2 && st == 3 && strcmp(path, ipc_ep + 6) == 0) n++;
+    fclose(f);
+    return n;
+}
+
+/* What w1 reaches `name` through. */
+static void via_from_w1(const char *name, char *out, size_t cap)
+{
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_str(name);
+    ck_assert_msg(rpc_sync("w1", "via", &args, &res, 0) == 0, "%s", rpc_last_error());
+    snprintf(out, cap, "%s", res.str.ptr);
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+}
+
+/* The transport every process of a 3-worker world uses: ipc:// twins on
+ * this host by default and when forced, tcp:// when forced (by
+ * TRIB_RPC_TRANSPORT or rpc_opts.transport); calls work either way, and
+ * the Unix-domain connections on the twins exist exactly when ipc is used. */
+static void check_world_transport(bool want_ipc)
+{
+    struct rpc_worker_info wi[3];
+    char via[160];
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(rpc_get_worker_info(NAMES[k], &wi[k]), 0);
+        ck_assert_msg(strncmp(wi[k].endpoint, "tcp://127.0.0.1:", 16) == 0, "%s", wi[k].endpoint);
+        ck_assert_msg(strncmp(wi[k].via, want_ipc ? "ipc:///tmp/trib-rpc-" : "tcp://", 6) == 0 &&
+                      (!want_ipc || strstr(wi[k].via, "-127.0.0.1-")), "%s: via %s", NAMES[k], wi[k].via);
+        if (!want_ipc) ck_assert_str_eq(wi[k].via, wi[k].endpoint);
+        via_from_w1(NAMES[k], via, sizeof via);
+        ck_assert_str_eq(via, wi[k].via);          /* one twin per worker, whoever looks */
+    }
+    echo_check("w1", rpc_str("over the twin"));
+    echo_check("w2", rpc_str("over the twin"));
+    check_reachable("w2", "w1 to w2", 0);
+    for (int k = 1; k < 3; k++) {
+        int n = unix_conns(wi[k].via);
+        if (want_ipc) ck_assert_msg(n >= 1, "%s: %d connections on %s", NAMES[k], n, wi[k].via);
+        else ck_assert_int_eq(n, 0);
+        /* and no twin is left lying around when tcp is forced */
+        char twin[200];
+        snprintf(twin, sizeof twin, "/tmp/trib-rpc-%u/", (unsigned)getuid());
+        DIR *d = opendir(twin);
+        if (!want_ipc && d) {
+            const char *port = strrchr(wi[k].endpoint, ':');
+            struct dirent *e;
+            while ((e = readdir(d))) {
+                const char *dash = strrchr(e->d_name, '-');
+                ck_assert_msg(!dash || strcmp(dash + 1, port + 1) != 0, "a twin %s with tcp forced", e->d_name);
+            }
+        }
+        if (d) closedir(d);
+    }
+}
+
+START_TEST(test_transport_auto_ipc)
+{
+    unsetenv("TRIB_RPC_TRANSPORT");
+    start_world(3);
+    check_world_transport(true);
+    stop_world();
+}
+END_TEST
+
+START_TEST(test_transport_forced_tcp_env)
+{
+    setenv("TRIB_RPC_TRANSPORT", "tcp", 1);      /* the children inherit it */
+    start_world(3);
+    check_world_transport(false);
+    stop_world();
+}
+END_TEST
+
+START_TEST(test_transport_forced_ipc_opt)
+{
+    setenv("TRIB_RPC_TRANSPORT", "tcp", 1);      /* the option wins over the variable */
+    transport = RPC_TRANSPORT_IPC;
+    start_world(3);
+    check_world_transport(true);
+    stop_world();
+}
+END_TEST
+
+/* A worker forced to ipc:// cannot join a rank 0 that listens on tcp://
+ * only: its rpc_init fails at once, naming the endpoint. */
+static int ipc_only_child(int idx, const char *master, void *arg)
+{
+    register_all();
+    struct rpc_opts o = opts_for(1, 2, master);
+    o.transport = RPC_TRANSPORT_IPC;
+    if (rpc_init(&o) == 0) {
+        rpc_shutdown(false);
+        return 11;
+    }
+    char want[400];
+    snprintf(want, sizeof want, "rpc_init: rpc: cannot reach %s by ipc:// (forced): no socket at its twin "
+             "(not on this host, not started yet, or it does not listen on ipc)", master);
+    if (strcmp(rpc_last_error(), want) != 0) {
+        fprintf(stderr, "ipc child: '%s', not '%s'\n", rpc_last_error(), want);
+        return 12;
+    }
+    return 0;
+}
+
+START_TEST(test_transport_forced_ipc_refused)
+{
+    register_all();
+    struct proc_group c;
+    h_spawn(&c, 1, ipc_only_child, NULL);      /* before this process is a worker */
+    transport = RPC_TRANSPORT_TCP;
+    struct rpc_opts o = opts_for(0, 1, "tcp://127.0.0.1:0");   /* the child fails before any hello */
+    ck_assert_msg(rpc_init(&o) == 0, "%s", rpc_last_error());
+    ck_assert_str_eq(rpc_self()->via, rpc_self()->endpoint);
+    proc_hand_out(&c, 0, rpc_master_endpoint());
+    ck_assert_int_eq(proc_wait(&c, 0, 30), 0);
+    proc_group_deinit(&c);
+    rpc_shutdown(true);
 }
 END_TEST
 
@@ -2407,6 +2702,9 @@ static Suite *rpc_suite(void)
     tcase_add_test(tc, test_nested_deferred_concurrent);
     tcase_add_test(tc, test_errors_and_timeouts);
     tcase_add_test(tc, test_future_wait_any);
+    tcase_add_test(tc, test_transport_auto_ipc);
+    tcase_add_test(tc, test_transport_forced_tcp_env);
+    tcase_add_test(tc, test_transport_forced_ipc_opt);
     tcase_add_test(tc, test_autograd_hooks);
     tcase_add_test(tc, test_graceful_shutdown_waits);
     suite_add_tcase(s, tc);
@@ -2423,6 +2721,8 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_spoofed_leave);
     tcase_add_test(tf, test_spoofed_join);
     tcase_add_test(tf, test_hello_refusals);
+    tcase_add_test(tf, test_hello_declared_world_only);
+    tcase_add_test(tf, test_transport_forced_ipc_refused);
     tcase_add_test(tf, test_static_rank_rejoins);
     tcase_add_test(tf, test_worker_waits_for_rendezvous);
     tcase_add_test(tf, test_ping_for_dead_worker);
@@ -2434,6 +2734,7 @@ static Suite *rpc_suite(void)
     tcase_set_timeout(tr, 120);
     tcase_add_test(tr, test_rref_lifecycle);
     tcase_add_test(tr, test_rref_del_during_call);
+    tcase_add_test(tr, test_rref_method_table_changed);
     tcase_add_test(tr, test_rref_slow_to_value);
     suite_add_tcase(s, tr);
     return s;

@@ -279,6 +279,62 @@ static void collect_free(struct collect *c)
     for (int i = 0; i < c->calls; i++) tensor_free(c->grad[i]);
 }
 
+/* A ready callback that records each call and what the sink had by then. */
+struct ready_log {
+    struct collect c;
+    int n;
+    struct tensor *leaf[4], *grad[4];
+    int accumulated_then[4];
+};
+
+static void log_ready(void *user, struct tensor *leaf, struct tensor *grad)
+{
+    struct ready_log *l = user;
+    ck_assert_int_lt(l->n, 4);
+    l->leaf[l->n] = leaf;
+    l->grad[l->n] = tensor_retain(grad);
+    l->accumulated_then[l->n++] = l->c.calls;
+}
+
+static void log_accumulate(void *user, struct tensor *leaf, struct tensor *grad)
+{
+    collect_accumulate(&((struct ready_log *)user)->c, leaf, grad);
+}
+
+/* loss = sum(x*w1*w2 + w2): w2 (used twice, late in the forward) is ready
+ * with its whole gradient before w1's node runs, w1 after; both while the
+ * run goes on (the sink has nothing yet), with what the sink gets later. */
+START_TEST(test_sink_ready_as_soon_as_complete)
+{
+    struct tensor *w1 = param(1, (int64_t[]){2}, (float[]){1, 2});
+    struct tensor *w2 = param(1, (int64_t[]){2}, (float[]){3, 4});
+    struct tensor *x = vec(2, (float[]){1, 1});
+    struct tensor *h = tensor_mul(x, w1), *y = tensor_mul(h, w2), *z = tensor_add(y, w2), *loss = tensor_sum(z);
+    struct ready_log l = {0};
+    struct ag_sink sink = {log_accumulate, &l, log_ready};
+    struct ag_edge root = tensor_grad_edge(loss);
+    struct tensor *one = tensor_scalar_f32(1.0f);
+    ck_assert_int_eq(autograd_run(1, &root, &one, &sink, false), 0);
+    ck_assert_int_eq(l.n, 2);
+    ck_assert_ptr_eq(l.leaf[0], w2);
+    ck_assert_ptr_eq(l.leaf[1], w1);
+    assert_close(l.grad[0], (float[]){2, 3}, 2);    /* h + 1 */
+    assert_close(l.grad[1], (float[]){3, 4}, 2);    /* x * w2 */
+    ck_assert_int_eq(l.accumulated_then[0], 0);
+    ck_assert_int_eq(l.accumulated_then[1], 0);
+    ck_assert_int_eq(l.c.calls, 2);
+    for (int i = 0; i < 2; i++) {
+        int j = l.c.leaf[i] == l.leaf[0] ? 0 : 1;
+        ck_assert_ptr_eq(l.c.grad[i], l.grad[j]);   /* the same sum, not a second one */
+        tensor_free(l.grad[j]);
+    }
+    collect_free(&l.c);
+    ag_node_free(root.node);
+    struct tensor *all[] = {w1, w2, x, h, y, z, loss, one};
+    for (int i = 0; i < 8; i++) tensor_free(all[i]);
+}
+END_TEST
+
 START_TEST(test_custom_send_node_as_root)
 {
     struct tensor *w = param(1, (int64_t[]){2}, (float[]){1, 2});
@@ -292,7 +348,7 @@ START_TEST(test_custom_send_node_as_root)
     struct ag_edge roots[2] = {{send, 0}, {send, 1}};
     struct tensor *grads[2] = {g0, g1};
     struct collect c = {0};
-    struct ag_sink sink = {collect_accumulate, &c};
+    struct ag_sink sink = {collect_accumulate, &c, NULL};
     order_n = 0;
     ck_assert_int_eq(autograd_run(2, roots, grads, &sink, false), 0);
     ck_assert_ptr_null(w->grad);   /* the sink got everything */
@@ -491,7 +547,7 @@ static void *worker_main(void *arg)
         struct tensor *loss = model_loss(wk->m, wk->x);
         struct ag_edge e = tensor_grad_edge(loss);
         struct tensor *one = tensor_scalar_f32(1.0f);
-        struct ag_sink sink = {worker_accumulate, wk};
+        struct ag_sink sink = {worker_accumulate, wk, NULL};
         if (autograd_run(1, &e, &one, wk->use_sink ? &sink : NULL, false) < 0) wk->failures++;
         ag_node_free(e.node);
         tensor_free(one);
@@ -633,6 +689,7 @@ Suite *autograd_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("custom_nodes");
     tcase_add_test(tc, test_custom_send_node_as_root);
+    tcase_add_test(tc, test_sink_ready_as_soon_as_complete);
     tcase_add_test(tc, test_custom_recv_node_receives_gradient);
     tcase_add_test(tc, test_later_nodes_run_first);
     tcase_add_test(tc, test_node_failure_stops_run);

@@ -325,6 +325,89 @@ START_TEST(test_gaussian_closed_forms)
 }
 END_TEST
 
+/* PyTorch's EmbeddingBag doc example shape: indices [1,2,4,5,4,3,2,9],
+ * offsets [0,4]; a table whose row r is (r, 10r) makes the bags' sums and
+ * means plain arithmetic. Bad indices and offsets are refused by name. */
+START_TEST(test_embedding_bag_module)
+{
+    uint64_t rng = 3;
+    struct nn_module *m = nn_embedding_bag_new(10, 2, TENSOR_BAG_MEAN, &rng);
+    ck_assert_ptr_nonnull(m);
+    ck_assert_int_eq(m->n_params, 1);
+    ck_assert_int_eq(m->params[0]->shape[0], 10);
+    ck_assert_int_eq(m->params[0]->shape[1], 2);
+    ck_assert(m->params[0]->requires_grad);
+    float *w = tensor_mutable_data(m->params[0]);
+    for (int r = 0; r < 10; r++) {
+        w[2 * r] = (float)r;
+        w[2 * r + 1] = 10.0f * (float)r;
+    }
+    struct tensor *idx = tensor_from_data(DTYPE_I64, 1, (int64_t[]){8}, (int64_t[]){1, 2, 4, 5, 4, 3, 2, 9});
+    struct tensor *off = tensor_from_data(DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){0, 4});
+    struct tensor *in[2] = {idx, off}, *out[NN_MAX_IO];
+    int n = 0;
+    ck_assert_int_eq(nn_forward(m, 2, in, &n, out), 0);
+    ck_assert_int_eq(n, 1);
+    const float want[4] = {3.0f, 30.0f, 4.5f, 45.0f};   /* (1+2+4+5)/4, (4+3+2+9)/4 */
+    for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(tensor_f32(out[0])[i], want[i], 1e-6f);
+    struct tensor *loss = tensor_sum(out[0]);
+    ck_assert_int_eq(tensor_backward(loss, NULL, false), 0);
+    /* row 4 is in both bags (1/4 each), row 2 too, row 9 only in the second */
+    const float *g = tensor_f32(m->params[0]->grad);
+    ck_assert_float_eq_tol(g[2 * 4], 0.5f, 1e-7f);
+    ck_assert_float_eq_tol(g[2 * 2 + 1], 0.5f, 1e-7f);
+    ck_assert_float_eq_tol(g[2 * 9], 0.25f, 1e-7f);
+    ck_assert(g[0] == 0.0f);
+    tensor_free(loss);
+    tensor_free(out[0]);
+
+    struct tensor *bad_idx = tensor_from_data(DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){1, 10});
+    ck_assert_ptr_null(tensor_embedding_bag(m->params[0], bad_idx, off, TENSOR_BAG_SUM));
+    ck_assert_str_eq(tensor_last_error(), "tensor_embedding_bag: index 10 is out of range for 10 embeddings");
+    struct tensor *bad_off = tensor_from_data(DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){1, 4});
+    ck_assert_ptr_null(tensor_embedding_bag(m->params[0], idx, bad_off, TENSOR_BAG_SUM));
+    ck_assert_str_eq(tensor_last_error(), "tensor_embedding_bag: offsets[0] is 1 (the first bag must start at 0)");
+    struct tensor *past = tensor_from_data(DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){0, 9});
+    ck_assert_ptr_null(tensor_embedding_bag(m->params[0], idx, past, TENSOR_BAG_SUM));
+    ck_assert_str_eq(tensor_last_error(),
+                     "tensor_embedding_bag: offsets[1] = 9 is out of order or past the 8 indices");
+    struct tensor *f_idx = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){2});
+    ck_assert_ptr_null(tensor_embedding_bag(m->params[0], f_idx, off, TENSOR_BAG_SUM));
+    ck_assert_str_eq(tensor_last_error(), "tensor_embedding_bag: indices dtype f32 (expected i64)");
+    ck_assert_int_eq(nn_forward(m, 1, in, &n, out), -1);
+    ck_assert_str_eq(tensor_last_error(), "nn_embedding_bag: expected 2 inputs (indices, offsets), got 1");
+    ck_assert_ptr_null(nn_embedding_bag_new(0, 3, TENSOR_BAG_SUM, &rng));
+    ck_assert_str_eq(tensor_last_error(), "nn_embedding_bag_new: sizes must be positive, got 0 x 3");
+    struct tensor *all[] = {idx, off, bad_idx, bad_off, past, f_idx};
+    for (int i = 0; i < 6; i++) tensor_free(all[i]);
+    nn_module_free(m);
+}
+END_TEST
+
+/* Cross-entropy of uniform logits is log C whatever the targets; bad
+ * targets are refused by name. */
+START_TEST(test_cross_entropy_values_and_errors)
+{
+    struct tensor *logits = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){3, 4});
+    struct tensor *t = tensor_from_data(DTYPE_I64, 1, (int64_t[]){3}, (int64_t[]){0, 3, 1});
+    struct tensor *loss = tensor_cross_entropy(logits, t);
+    ck_assert_ptr_nonnull(loss);
+    ck_assert_int_eq(loss->ndim, 0);
+    ck_assert_float_eq_tol(tensor_f32(loss)[0], logf(4.0f), 1e-6f);
+    struct tensor *bad = tensor_from_data(DTYPE_I64, 1, (int64_t[]){3}, (int64_t[]){0, 4, 1});
+    ck_assert_ptr_null(tensor_cross_entropy(logits, bad));
+    ck_assert_str_eq(tensor_last_error(), "tensor_cross_entropy: target 4 is out of range for 4 classes");
+    struct tensor *short_t = tensor_from_data(DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){0, 1});
+    ck_assert_ptr_null(tensor_cross_entropy(logits, short_t));
+    ck_assert_str_eq(tensor_last_error(), "tensor_cross_entropy: shape mismatch: logits [3,4] and target [2]");
+    struct tensor *flat = tensor_new(DTYPE_F32, DEVICE_CPU, 1, (int64_t[]){4});
+    ck_assert_ptr_null(tensor_cross_entropy(flat, t));
+    ck_assert_str_eq(tensor_last_error(), "tensor_cross_entropy: logits must be [R,C] with R, C >= 1, got [4]");
+    struct tensor *all[] = {logits, t, loss, bad, short_t, flat};
+    for (int i = 0; i < 6; i++) tensor_free(all[i]);
+}
+END_TEST
+
 Suite *nn_suite(void)
 {
     Suite *s = suite_create("tensor_nn");
@@ -335,6 +418,8 @@ Suite *nn_suite(void)
     tcase_add_test(tc, test_module_to_without_gpu);
     tcase_add_test(tc, test_policy_heads);
     tcase_add_test(tc, test_mlp_dropout_train_eval);
+    tcase_add_test(tc, test_embedding_bag_module);
+    tcase_add_test(tc, test_cross_entropy_values_and_errors);
     suite_add_tcase(s, tc);
     tc = tcase_create("distributions");
     tcase_add_test(tc, test_dropout_statistics);

@@ -180,6 +180,31 @@ static void gen_gather(uint64_t *rng, struct arg *in, struct params *p)
     for (int64_t i = 0; i < r * k; i++) p->idx[i] = irand(rng, 0, c - 1);
 }
 
+/* weight [N,D]; indices in p->idx[0..L), offsets in p->idx[256..256+B)
+ * (sorted, first 0, empty bags and repeats included); p->dim = mean. */
+#define OFF0 256
+static void gen_bag(uint64_t *rng, struct arg *in, struct params *p)
+{
+    int64_t N = irand(rng, 1, 5), D = irand(rng, 1, 4), L = irand(rng, 0, 7), B = irand(rng, 1, 4);
+    set_shape(&in[0], 2, (int64_t[]){N, D});
+    p->a = L;
+    p->b = B;
+    for (int64_t i = 0; i < L; i++) p->idx[i] = irand(rng, 0, N - 1);
+    p->idx[OFF0] = 0;
+    for (int64_t b = 1; b < B; b++) p->idx[OFF0 + b] = irand(rng, p->idx[OFF0 + b - 1], L);
+}
+
+static void gen_bag_sum(uint64_t *rng, struct arg *in, struct params *p) { gen_bag(rng, in, p); p->dim = 0; }
+static void gen_bag_mean(uint64_t *rng, struct arg *in, struct params *p) { gen_bag(rng, in, p); p->dim = 1; }
+
+/* logits [R,C], targets in p->idx[0..R) */
+static void gen_xent(uint64_t *rng, struct arg *in, struct params *p)
+{
+    int64_t R = irand(rng, 1, 5), C = irand(rng, 1, 5);
+    set_shape(&in[0], 2, (int64_t[]){R, C});
+    for (int64_t r = 0; r < R; r++) p->idx[r] = irand(rng, 0, C - 1);
+}
+
 static void gen_dim(uint64_t *rng, struct arg *in, struct params *p)
 {
     int nd;
@@ -312,6 +337,27 @@ static int run_gather(struct tensor **in, struct tensor **out, const struct para
     return out[0] ? 1 : -1;
 }
 
+static int run_bag(struct tensor **in, struct tensor **out, const struct params *p)
+{
+    struct tensor *idx = tensor_from_data(DTYPE_I64, 1, (int64_t[]){p->a}, p->idx);
+    struct tensor *off = tensor_from_data(DTYPE_I64, 1, (int64_t[]){p->b}, p->idx + OFF0);
+    struct tensor *idx_d = tensor_to(idx, in[0]->device), *off_d = tensor_to(off, in[0]->device);
+    out[0] = tensor_embedding_bag(in[0], idx_d, off_d, p->dim ? TENSOR_BAG_MEAN : TENSOR_BAG_SUM);
+    struct tensor *all[] = {idx, off, idx_d, off_d};
+    for (int i = 0; i < 4; i++) tensor_free(all[i]);
+    return out[0] ? 1 : -1;
+}
+
+static int run_xent(struct tensor **in, struct tensor **out, const struct params *p)
+{
+    struct tensor *t = tensor_from_data(DTYPE_I64, 1, (int64_t[]){in[0]->shape[0]}, p->idx);
+    struct tensor *td = tensor_to(t, in[0]->device);
+    out[0] = tensor_cross_entropy(in[0], td);
+    tensor_free(t);
+    tensor_free(td);
+    return out[0] ? 1 : -1;
+}
+
 static int run_split(struct tensor **in, struct tensor **out, const struct params *p)
 {
     return tensor_split(in[0], p->dim, p->n_pieces, p->sizes, out) < 0 ? -1 : p->n_pieces;
@@ -431,6 +477,33 @@ static int ref_gather(const struct arg *in, struct arg *out, const struct params
     else alloc_arg(&out[0], 1, (int64_t[]){K});
     for (int64_t r = 0; r < R; r++)
         for (int64_t k = 0; k < K; k++) out[0].v[r * K + k] = in[0].v[r * C + p->idx[r * K + k]];
+    return 1;
+}
+
+static int ref_bag(const struct arg *in, struct arg *out, const struct params *p)
+{
+    int64_t D = in[0].shape[1], L = p->a, B = p->b;
+    alloc_arg(&out[0], 2, (int64_t[]){B, D});
+    for (int64_t b = 0; b < B; b++) {
+        int64_t lo = p->idx[OFF0 + b], hi = b + 1 < B ? p->idx[OFF0 + b + 1] : L;
+        for (int64_t i = lo; i < hi; i++)
+            for (int64_t d = 0; d < D; d++) out[0].v[b * D + d] += in[0].v[p->idx[i] * D + d];
+        if (p->dim && hi > lo)
+            for (int64_t d = 0; d < D; d++) out[0].v[b * D + d] /= (double)(hi - lo);
+    }
+    return 1;
+}
+
+static int ref_xent(const struct arg *in, struct arg *out, const struct params *p)
+{
+    int64_t R = in[0].shape[0], C = in[0].shape[1];
+    alloc_arg(&out[0], 0, NULL);
+    for (int64_t r = 0; r < R; r++) {
+        double s = 0;
+        for (int64_t j = 0; j < C; j++) s += exp(in[0].v[r * C + j]);
+        out[0].v[0] -= in[0].v[r * C + p->idx[r]] - log(s);
+    }
+    out[0].v[0] /= (double)R;
     return 1;
 }
 
@@ -595,6 +668,9 @@ static const struct op_case cases[] = {
     {"softmax", 1, ANY, gen_rows, run_softmax, ref_softmax, 0},
     {"log_softmax", 1, ANY, gen_rows, run_log_softmax, ref_log_softmax, 0},
     {"gather", 1, ANY, gen_gather, run_gather, ref_gather, 0},
+    {"embedding_bag_sum", 1, ANY, gen_bag_sum, run_bag, ref_bag, 0},
+    {"embedding_bag_mean", 1, ANY, gen_bag_mean, run_bag, ref_bag, 0},
+    {"cross_entropy", 1, ANY, gen_xent, run_xent, ref_xent, 0},
     {"sum", 1, ANY, gen_unary, run_sum, ref_sum, 0},
     {"mean", 1, ANY, gen_unary, run_mean, ref_mean, 0},
     {"sum_dim", 1, ANY, gen_dim, run_sum_dim, ref_sum_dim, 0},
