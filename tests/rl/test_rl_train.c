@@ -135,7 +135,7 @@ START_TEST(test_train_help)
     /* defaults and the presets' values; CleanRL's names */
     static const char *const values[] = {
         "(default 4; ppo 1, a2c 2, pendulum 2)",
-        "(default 0.0025; ppo 0.00025, a2c 0.0007, pendulum 0.001, pytorch-rl-example 0.01)",
+        "(default 0.005; ppo 0.00025, a2c 0.0007, pendulum 0.001, pytorch-rl-example 0.01)",
         "(also --total-timesteps, CleanRL's name)", "(also --num-envs, CleanRL's name)",
         "(also --num-steps, CleanRL's name)", "(also --learning-rate, CleanRL's name)",
         "(also --num-minibatches, CleanRL's name)", "(also --update-epochs, CleanRL's name)", NULL };
