@@ -817,7 +817,7 @@ struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master)
                           /* --max-seconds counts the wait for the observers too */
                           .init_timeout_ms = cfg->max_seconds > 0 ? (int)fmin(cfg->max_seconds * 1000, 1e9) : 60000,
                           .heartbeat_timeout_ms = cfg->heartbeat_timeout_ms,
-                          .num_handler_threads = cfg->observers + 4, .cancel = &got_signal, .spin_us = -1 };
+                          .num_handler_threads = cfg->observers + 4, .cancel = &got_signal };
     return o;
 }
 

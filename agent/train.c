@@ -30,7 +30,7 @@ static int observer_main(int idx, const char *endpoint, void *arg)
     snprintf(name, sizeof name, "observer%d", idx + 1);
     struct rpc_opts o = { .name = name, .rank = idx + 1, .world_size = a->world, .master = endpoint,
                           .default_timeout_ms = 120000, .init_timeout_ms = 60000, .heartbeat_ms = 200,
-                          .heartbeat_timeout_ms = a->heartbeat_timeout_ms, .spin_us = -1 };
+                          .heartbeat_timeout_ms = a->heartbeat_timeout_ms };
     if (sec.curve) rl_keys_apply(&sec.keys, &o);
     return observer_run(&o, false);   /* the agent speaks for the observers it forked */
 }
