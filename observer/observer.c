@@ -293,23 +293,13 @@ static int rollout(struct observer *o)
     return 0;
 }
 
-/* TRIB_DEBUG_DUMP (rl/debug_dump.h): the first minibatch, actions as floats. */
+/* TRIB_DEBUG_DUMP (rl/debug_dump.h): the first minibatch. */
 static void dump_minibatch(struct observer *o, double weight)
 {
-    struct rl_learner *l = &o->ln;
-    int M = l->mb_rows;
     o->dumped = true;
-    float *a = calloc((size_t)M * l->ro.act_dim, sizeof *a);
-    if (!a) return;
-    for (int64_t i = 0; i < l->mb_act->numel; i++)
-        a[i] = o->discrete ? (float)((const int64_t *)tensor_data(l->mb_act))[i] : ((const float *)tensor_data(l->mb_act))[i];
-    float w = (float)weight;
-    const float *arrays[] = { &w, tensor_data(l->mb_obs), a, l->mb_logp, l->mb_adv, l->mb_ret, l->mb_val };
-    int64_t counts[] = { 1, l->mb_obs->numel, l->mb_act->numel, M, M, M, M };
     char name[64];
     snprintf(name, sizeof name, "minibatch_%d.bin", o->index);
-    if (rl_debug_dump(rl_debug_dump_dir(), name, 7, arrays, counts) != 0) fprintf(stderr, "observer: %s\n", rl_last_error());
-    free(a);
+    if (rl_learner_dump_minibatch(&o->ln, name, weight) != 0) fprintf(stderr, "observer: %s\n", rl_last_error());
 }
 
 /* The minibatch after (epoch, mb), gathered; false after the last. */

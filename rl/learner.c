@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl/debug_dump.h"
 #include "rl/losses.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
@@ -197,4 +198,20 @@ struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out 
     tensor_free(logp);
     tensor_free(ent);
     return loss;
+}
+
+int rl_learner_dump_minibatch(const struct rl_learner *l, const char *name, double weight)
+{
+    if (!l->mb_obs) return rl_set_error("dump: no minibatch gathered");
+    int M = l->mb_rows;
+    float *a = calloc((size_t)M * l->ro.act_dim, sizeof *a);
+    if (!a) return rl_set_error("dump: out of memory");
+    for (int64_t i = 0; i < l->mb_act->numel; i++)
+        a[i] = l->discrete ? (float)((const int64_t *)tensor_data(l->mb_act))[i] : ((const float *)tensor_data(l->mb_act))[i];
+    float w = (float)weight;
+    const float *arrays[] = { &w, tensor_data(l->mb_obs), a, l->mb_logp, l->mb_adv, l->mb_ret, l->mb_val };
+    int64_t counts[] = { 1, l->mb_obs->numel, l->mb_act->numel, M, M, M, M };
+    int rc = rl_debug_dump(rl_debug_dump_dir(), name, 7, arrays, counts);
+    free(a);
+    return rc;
 }

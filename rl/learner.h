@@ -95,4 +95,10 @@ int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb);
 struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out *out, double weight,
                                struct rl_update_stats *st);
 
+/* TRIB_DEBUG_DUMP (rl/debug_dump.h): the gathered minibatch as file `name`
+ * in the dump directory: weight, observations, actions (as floats), old
+ * log-probs, advantages, returns and old values (what test_rl_equiv
+ * recomputes an update from). 0, or -1 with rl_last_error(). */
+int rl_learner_dump_minibatch(const struct rl_learner *l, const char *name, double weight);
+
 #endif

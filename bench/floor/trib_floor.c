@@ -141,19 +141,9 @@ static int rollouts(struct floor *f)
 
 static void dump_first(struct floor *f, int k, double weight)
 {
-    struct rl_learner *l = &f->ln[k];
-    int M = l->mb_rows;
-    float *a = calloc((size_t)M * l->ro.act_dim, sizeof *a);
-    CHECK(a != NULL);
-    for (int64_t i = 0; i < l->mb_act->numel; i++)
-        a[i] = l->discrete ? (float)((const int64_t *)tensor_data(l->mb_act))[i] : ((const float *)tensor_data(l->mb_act))[i];
-    float w = (float)weight;
-    const float *arrays[] = { &w, tensor_data(l->mb_obs), a, l->mb_logp, l->mb_adv, l->mb_ret, l->mb_val };
-    int64_t counts[] = { 1, l->mb_obs->numel, l->mb_act->numel, M, M, M, M };
     char name[64];
     snprintf(name, sizeof name, "minibatch_%d.bin", k);
-    if (rl_debug_dump(rl_debug_dump_dir(), name, 7, arrays, counts) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
-    free(a);
+    if (rl_learner_dump_minibatch(&f->ln[k], name, weight) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
 }
 
 static void dump_params(struct floor *f, const char *name)
