@@ -1,5 +1,6 @@
-/* The agent: set-up of the world, the sync driver, the async update
- * handler and bookkeeping of observers that are lost and that rejoin. */
+/* The agent: set-up of the world, the sync loop around sync.c's
+ * iterations, the async update handler, checkpoints, and bookkeeping of
+ * observers that are lost and that rejoin. */
 #define _GNU_SOURCE
 #include "agent/agent.h"
 
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/agent_internal.h"
 #include "agent/checkpoint.h"
 #include "agent/policy.h"
 #include "agent/runlog.h"
@@ -21,7 +23,6 @@
 #include "common/clock.h"
 #include "envs/plugin.h"
 #include "optim/dist_optim.h"
-#include "rl/debug_dump.h"
 #include "rl/finite.h"
 #include "rl/messages.h"
 #include "rl/notice.h"
@@ -30,43 +31,8 @@
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
 
-#define PROG "agent"
 #define STOP_GRACE_S 5.0            /* calls in flight may run this long after the run is due to stop */
 #define END_CALL_MS 3000            /* each call to an observer as the run ends (its state, rl_shutdown) */
-
-/* One observer rank of the run (slot k holds rank k + 1). Main thread
- * only, but for id, which never changes. */
-struct obs_peer {
-    char name[64];
-    int id;                         /* its RPC worker id, which is its rank */
-    bool alive;                     /* set up and taking part */
-    bool rejoining;                 /* a new process took the rank: set it up when its old calls are in */
-    int generation;                 /* processes that held the rank before the current one */
-    struct rpc_future *setup;       /* a rejoining observer's set-up in flight */
-    struct rpc_future *run;         /* async mode: its rl_run_async */
-};
-
-struct agent {
-    struct rl_config cfg;
-    struct env_plugin *plugin;
-    const struct env_spec *spec;
-    struct policy *policy;
-    struct dist_optim *opt;
-    struct run_stats *stats;
-    struct runlog *log;             /* --logdir, or NULL */
-    struct obs_peer peers[RL_MAX_OBSERVERS];
-    int n_peers, n_lost, n_rejoined;
-    pthread_mutex_t mu;             /* async updates: the optimizer, lr, stop */
-    atomic_bool stop;
-    double lr;                      /* the lr last set */
-    bool dumped;                    /* TRIB_DEBUG_DUMP done */
-    struct ckpt *resume;            /* the checkpoint being resumed, until set-up */
-    bool resume_refused;            /* its restore failed: the run writes no file */
-    int ckpt_failures;              /* checkpoints failed in a row; at AGENT_CKPT_MAX_FAILURES the run stops */
-    int64_t ckpt_updates;           /* updates at the last checkpoint */
-    double stop_due;                /* when the run became due to stop (0: not yet); main thread */
-    bool abandoned;                 /* a call to an observer was given up: no graceful rpc_shutdown */
-};
 
 static volatile sig_atomic_t got_signal;
 
@@ -92,7 +58,7 @@ void agent_install_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-static int live_peers(const struct agent *a)
+int agent_live_peers(const struct agent *a)
 {
     int n = 0;
     for (int k = 0; k < a->n_peers; k++) n += a->peers[k].alive;
@@ -101,7 +67,7 @@ static int live_peers(const struct agent *a)
 
 /* Stops using observer k: lost (the RPC layer declared it dead or gone) or,
  * while it lives, dropped because a call to it failed (why says how). */
-static void lose_peer(struct agent *a, int k, const char *why)
+void agent_lose_peer(struct agent *a, int k, const char *why)
 {
     if (!a->peers[k].alive) return;
     a->peers[k].alive = false;
@@ -111,10 +77,10 @@ static void lose_peer(struct agent *a, int k, const char *why)
     struct rpc_worker_info wi;
     if (rpc_get_worker_info(a->peers[k].name, &wi) == 0)
         fprintf(stderr, PROG ": dropping %s (alive): %s; continuing with %d observer%s\n", a->peers[k].name, why,
-                live_peers(a), live_peers(a) == 1 ? "" : "s");
+                agent_live_peers(a), agent_live_peers(a) == 1 ? "" : "s");
     else
-        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, live_peers(a),
-                live_peers(a) == 1 ? "" : "s");
+        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, agent_live_peers(a),
+                agent_live_peers(a) == 1 ? "" : "s");
 }
 
 /* Whether the policy may be saved: every parameter finite (else said on
@@ -145,7 +111,7 @@ static bool stop_overdue(struct agent *a)
 /* Once the stop is overdue: gives up the calls (fn) of futs still in flight,
  * dropping their observers (a stuck env step, a silent peer), and frees
  * every future of futs. Returns whether it did. Main thread. */
-static bool abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn)
+bool agent_abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn)
 {
     if (!stop_overdue(a)) return false;
     for (int k = 0; k < a->n_peers; k++) {
@@ -153,7 +119,7 @@ static bool abandon_overdue(struct agent *a, struct rpc_future **futs, const cha
         if (!rpc_future_done(futs[k])) {
             char why[160];
             snprintf(why, sizeof why, "its %s call still runs %g s after the run was due to stop", fn, STOP_GRACE_S);
-            lose_peer(a, k, why);
+            agent_lose_peer(a, k, why);
             a->abandoned = true;
         }
         rpc_future_free(futs[k]);
@@ -165,26 +131,26 @@ static bool abandon_overdue(struct agent *a, struct rpc_future **futs, const cha
 /* Waits until every future of futs is done (sleeping, looking at the stop
  * every 100 ms), or gives up on those left once the stop is overdue
  * (abandon_overdue). Main thread. */
-static void await_calls(struct agent *a, struct rpc_future **futs, const char *fn)
+void agent_await_calls(struct agent *a, struct rpc_future **futs, const char *fn)
 {
     for (;;) {
         struct rpc_future *pending[RL_MAX_OBSERVERS];
         size_t n = 0;
         for (int k = 0; k < a->n_peers; k++)
             if (futs[k] && !rpc_future_done(futs[k])) pending[n++] = futs[k];
-        if (n == 0 || (rpc_future_wait_any(pending, n, 100) < 0 && abandon_overdue(a, futs, fn))) return;
+        if (n == 0 || (rpc_future_wait_any(pending, n, 100) < 0 && agent_abandon_overdue(a, futs, fn))) return;
     }
 }
 
 /* Loses every observer the RPC layer no longer knows (dead or gone), with
  * why; returns how many. */
-static int lose_dead_peers(struct agent *a, const char *why)
+int agent_lose_dead_peers(struct agent *a, const char *why)
 {
     int n = 0;
     for (int k = 0; k < a->n_peers; k++) {
         struct rpc_worker_info wi;
         if (a->peers[k].alive && rpc_get_worker_info(a->peers[k].name, &wi) != 0) {
-            lose_peer(a, k, why);
+            agent_lose_peer(a, k, why);
             n++;
         }
     }
@@ -192,7 +158,7 @@ static int lose_dead_peers(struct agent *a, const char *why)
 }
 
 /* lr for the next update: linear annealing over --max-steps (CleanRL). */
-static int maybe_anneal(struct agent *a)
+int agent_maybe_anneal(struct agent *a)
 {
     if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
     double lr = rl_annealed_lr(a->cfg.lr, run_stats_env_steps(a->stats), a->cfg.max_steps);
@@ -233,7 +199,7 @@ static void on_member_event(struct agent *a, const struct rpc_event *ev)
         if (k >= 0 && a->peers[k].alive) {
             char why[128];
             snprintf(why, sizeof why, "no heartbeat within %d ms", a->cfg.heartbeat_timeout_ms);
-            lose_peer(a, k, why);
+            agent_lose_peer(a, k, why);
         }
         if (k >= 0) a->peers[k].rejoining = false;
         return;
@@ -243,7 +209,7 @@ static void on_member_event(struct agent *a, const struct rpc_event *ev)
         return;
     }
     struct obs_peer *p = &a->peers[k];
-    lose_peer(a, k, "a new process took its rank");
+    agent_lose_peer(a, k, "a new process took its rank");
     if (p->setup) {                 /* the set-up of a process that is gone already */
         rpc_future_wait(p->setup, NULL);
         rpc_future_free(p->setup);
@@ -278,7 +244,7 @@ static void tend_rejoins(struct agent *a, bool block)
             p->alive = true;
             a->n_rejoined++;
             fprintf(stderr, PROG ": %s rejoined (rank %d); training with %d observer%s\n", p->name, p->id,
-                    live_peers(a), live_peers(a) == 1 ? "" : "s");
+                    agent_live_peers(a), agent_live_peers(a) == 1 ? "" : "s");
             if (async && !atomic_load(&a->stop)) {
                 struct rpc_value none = rpc_list(0);
                 p->run = rpc_async(p->name, RL_FN_RUN_ASYNC, &none, -1);
@@ -288,276 +254,6 @@ static void tend_rejoins(struct agent *a, bool block)
         rpc_future_free(p->setup);
         p->setup = NULL;
     }
-}
-
-/* ---- sync mode --------------------------------------------------------------------- */
-
-/* Calls fn(args) on every live observer; futs[k] NULL for lost ones. */
-static void call_live(struct agent *a, const char *fn, const struct rpc_value *args, struct rpc_future **futs)
-{
-    for (int k = 0; k < a->n_peers; k++)
-        futs[k] = a->peers[k].alive ? rpc_async(a->peers[k].name, fn, args, 0) : NULL;
-}
-
-/* Waits for futs; a failed one loses its observer. Replies unpacked into
- * reps[k] (ok[k] true). Returns the number that succeeded. */
-static int wait_losses(struct agent *a, struct rpc_future **futs, struct rl_loss_reply *reps, bool *ok)
-{
-    int n = 0;
-    await_calls(a, futs, a->cfg.algo == RL_ALGO_REINFORCE ? RL_FN_EPISODE : RL_FN_LOSS);
-    for (int k = 0; k < a->n_peers; k++) {
-        ok[k] = false;
-        if (!futs[k]) continue;
-        struct rpc_value r = rpc_nil();
-        if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
-        else if (rl_loss_reply_unpack(&r, &reps[k]) != 0) lose_peer(a, k, rl_last_error());
-        else if (a->cfg.algo == RL_ALGO_REINFORCE &&   /* only an episode's reply carries a report */
-                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
-            lose_peer(a, k, rl_last_error());
-            rl_loss_reply_clear(&reps[k]);
-        } else ok[k] = true, n++;
-        rpc_value_clear(&r);
-        rpc_future_free(futs[k]);
-        futs[k] = NULL;
-    }
-    return n;
-}
-
-/* TRIB_DEBUG_DUMP (rl/debug_dump.h): the parameters, CPU policies only. */
-static void dump_params(struct agent *a, const char *name)
-{
-    struct tensor **params;
-    int n = policy_params(a->policy, &params);
-    const float *arrays[64];
-    int64_t counts[64];
-    if (n > 64 || params[0]->device != DEVICE_CPU) return;
-    for (int i = 0; i < n; i++) {
-        arrays[i] = tensor_data(params[i]);
-        counts[i] = params[i]->numel;
-    }
-    if (rl_debug_dump(rl_debug_dump_dir(), name, n, arrays, counts) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
-}
-
-/* The mean of the observers' update statistics into the run's. */
-static void note_update(struct agent *a, const struct rl_update_stats *st, const bool *ok, int n, int64_t version0)
-{
-    struct rl_update_stats mean = { 0 };
-    for (int k = 0; k < a->n_peers; k++) {
-        if (!ok[k]) continue;
-        mean.policy_loss += st[k].policy_loss / n;
-        mean.value_loss += st[k].value_loss / n;
-        mean.entropy += st[k].entropy / n;
-        mean.approx_kl += st[k].approx_kl / n;
-        mean.clipfrac += st[k].clipfrac / n;
-    }
-    run_stats_update(a->stats, dist_optim_local_version() - 1 - version0, &mean);
-}
-
-/* The optimizer step of ctx, timed as busy time; refused when a gradient
- * is not finite (the policy is unchanged). 0 or -1. */
-static int step(struct agent *a, int64_t ctx)
-{
-    if (rl_check_gradients(ctx) != 0) return rl_set_error("update refused (the policy is unchanged): %s", rl_last_error());
-    bool dump = rl_debug_dump_dir() && !a->dumped;
-    if (dump) dump_params(a, "params_before.bin");
-    double t0 = trib_now_s();
-    if (dist_optim_step_clipped(a->opt, ctx, a->cfg.max_grad_norm) != 0)
-        return rl_set_error("optimizer step: %s", rpc_last_error());
-    run_stats_busy(a->stats, trib_now_s() - t0);
-    if (dump) dump_params(a, "params_after.bin");
-    a->dumped = true;
-    return 0;
-}
-
-/* Sync rollouts: every live observer's, collected as they finish (a lost
- * observer must be forgotten at once, or the merged act calls of the others
- * would keep waiting for it: policy_set_sync_callers); statistics in
- * observer order. in[k] and obs[k] (its first minibatch's observations)
- * for those that delivered. Returns how many did. */
-static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
-{
-    struct rpc_future *futs[RL_MAX_OBSERVERS];
-    static _Thread_local struct rl_rollout_reply reps[RL_MAX_OBSERVERS];
-    int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
-    policy_set_sync_callers(a->policy, live_peers(a));
-    struct rpc_value none = rpc_list(0);
-    call_live(a, RL_FN_ROLLOUT, &none, futs);
-    rpc_value_clear(&none);
-    int n_in = 0, left = 0;
-    for (int k = 0; k < a->n_peers; k++) {
-        in[k] = false;
-        obs[k] = NULL;
-        left += futs[k] != NULL;
-    }
-    while (left > 0) {
-        int k = rpc_future_wait_any(futs, (size_t)a->n_peers, 100);
-        if (k < 0 && abandon_overdue(a, futs, RL_FN_ROLLOUT)) return 0;
-        if (k < 0) continue;
-        struct rpc_value r = rpc_nil();
-        if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
-        else if (rl_rollout_reply_unpack(&r, rows, a->spec->obs.dim, &reps[k]) != 0 ||
-                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
-            rl_rollout_reply_clear(&reps[k]);
-            lose_peer(a, k, rl_last_error());
-        } else {
-            obs[k] = reps[k].obs;
-            in[k] = true;
-            n_in++;
-        }
-        rpc_value_clear(&r);
-        rpc_future_free(futs[k]);
-        futs[k] = NULL;
-        left--;
-    }
-    for (int k = 0; k < a->n_peers; k++)
-        if (in[k]) {
-            run_stats_report(a->stats, &reps[k].report);
-            run_stats_observer_steps(a->stats, k, reps[k].report.steps);
-        }
-    return n_in;
-}
-
-/* One sync PPO/A2C update in a fresh context: the agent evaluates every
- * observer's minibatch in one forward and sends each its part; each
- * computes its loss and runs its backward (gradients to the agent's leaves
- * in the context) and answers with its statistics and next minibatch; one
- * backward through the forward, one step. 0; 1 when an observer was lost
- * (no step); -1. */
-static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor **obs, int n_in, int64_t version0)
-{
-    struct rpc_future *futs[RL_MAX_OBSERVERS] = { 0 };
-    struct rl_policy_out outs[RL_MAX_OBSERVERS];
-    struct tensor *xs[RL_MAX_OBSERVERS];
-    struct rl_update_stats st[RL_MAX_OBSERVERS];
-    bool ok[RL_MAX_OBSERVERS] = { 0 };
-    int who[RL_MAX_OBSERVERS], n = 0;
-    int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
-    for (int k = 0; k < a->n_peers; k++)
-        if (in[k] && a->peers[k].alive && obs[k]) {
-            who[n] = k;
-            xs[n++] = obs[k];
-        }
-    if (n != n_in) return 1;
-    int64_t ctx = dist_autograd_context_new();
-    if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
-    struct policy_batch *b = policy_evaluate_batch(a->policy, n, xs, outs);
-    if (!b) {
-        dist_autograd_release_local(ctx);
-        return rl_set_error("%s", rpc_last_error());
-    }
-    for (int i = 0; i < n; i++) {
-        struct rl_loss_req lr = { .epoch = e, .minibatch = mb, .weight = 1.0 / n_in, .out = outs[i] };
-        struct rpc_value args = rl_loss_req_pack(&lr);
-        futs[who[i]] = rpc_async(a->peers[who[i]].name, RL_FN_LOSS, &args, 0);
-        rpc_value_clear(&args);
-    }
-    int got = 0;
-    await_calls(a, futs, RL_FN_LOSS);
-    for (int i = 0; i < n; i++) {
-        int k = who[i];
-        struct rpc_value r = rpc_nil();
-        struct rl_minibatch_reply rep;
-        tensor_free(obs[k]);
-        obs[k] = NULL;
-        if (!futs[k]) continue;   /* given up as the run stopped */
-        if (rpc_future_wait(futs[k], &r) != 0) lose_peer(a, k, rpc_future_error(futs[k]));
-        else if (rl_minibatch_reply_unpack(&r, rows, a->spec->obs.dim, &rep) != 0) lose_peer(a, k, rl_last_error());
-        else {
-            st[k] = rep.stats;
-            obs[k] = rep.obs;
-            ok[k] = true;
-            got++;
-        }
-        rpc_value_clear(&r);
-        rpc_future_free(futs[k]);
-    }
-    int rc = 0;
-    if (got != n_in) rc = 1;   /* an observer was lost: this update ends here */
-    else if (policy_batch_backward(b, ctx) != 0) rc = rl_set_error("%s", rpc_last_error());
-    else if ((rc = step(a, ctx)) == 0) note_update(a, st, ok, got, version0);
-    policy_batch_free(b);
-    /* every observer freed its copy once its backward was done */
-    dist_autograd_release_local(ctx);
-    return rc;
-}
-
-/* Sync PPO/A2C: rollouts everywhere, then epochs x minibatches of one
- * update each. An observer lost mid-update ends that update early; 0 or
- * -1. */
-static int sync_ppo_iteration(struct agent *a)
-{
-    bool in[RL_MAX_OBSERVERS];
-    struct tensor *obs[RL_MAX_OBSERVERS];
-    if (maybe_anneal(a) != 0) return rl_set_error("set lr: %s", rpc_last_error());
-    int64_t version0 = dist_optim_local_version();
-    int n_in = sync_rollouts(a, in, obs);
-    int rc = n_in == 0 ? rl_set_error("every observer is lost") : 0;
-    for (int e = 0; e < a->cfg.epochs && rc == 0; e++)
-        for (int mb = 0; mb < a->cfg.minibatches && rc == 0; mb++)
-            rc = sync_update(a, e, mb, in, obs, n_in, version0);
-    for (int k = 0; k < a->n_peers; k++) tensor_free(obs[k]);
-    if (rc < 0) return -1;
-    if (rc > 0) return live_peers(a) ? 0 : rl_set_error("every observer is lost");
-    return 0;
-}
-
-/* REINFORCE: one backward over the observers' losses and one optimizer
- * step, in ctx. 0; 1 when an observer was lost during the backward (no
- * step); -1. */
-static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply *reps, const bool *ok, int64_t version0)
-{
-    struct tensor *roots[RL_MAX_OBSERVERS];
-    struct rl_update_stats st[RL_MAX_OBSERVERS];
-    int n = 0;
-    for (int k = 0; k < a->n_peers; k++)
-        if (ok[k]) {
-            roots[n++] = reps[k].loss;
-            st[k] = reps[k].stats;
-        }
-    if (dist_autograd_backward(ctx, n, roots, false) != 0) {
-        /* an observer lost during the backward costs this update, not the run */
-        char why[1024];
-        snprintf(why, sizeof why, "%s", rpc_last_error());
-        if (lose_dead_peers(a, why) > 0) return 1;
-        return rl_set_error("backward: %s", why);
-    }
-    if (step(a, ctx) != 0) return -1;
-    note_update(a, st, ok, n, version0);
-    return 0;
-}
-
-/* Sync REINFORCE (PyTorch's example): one episode per observer in one
- * context, losses summed, one backward, one step. */
-static int sync_reinforce_iteration(struct agent *a)
-{
-    struct rpc_future *futs[RL_MAX_OBSERVERS];
-    struct rl_loss_reply reps[RL_MAX_OBSERVERS];
-    bool ok[RL_MAX_OBSERVERS];
-    int64_t version0 = dist_optim_local_version();
-    int64_t ctx = dist_autograd_context_new();
-    if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
-    struct rpc_value none = rpc_list(0);
-    call_live(a, RL_FN_EPISODE, &none, futs);
-    rpc_value_clear(&none);
-    int n = wait_losses(a, futs, reps, ok);
-    int rc = 0;
-    if (n == 0) rc = rl_set_error("every observer is lost");
-    else {
-        double least = INFINITY;
-        for (int k = 0; k < a->n_peers; k++)
-            if (ok[k]) {
-                run_stats_report(a->stats, &reps[k].report);
-                run_stats_observer_steps(a->stats, k, reps[k].report.steps);
-                least = fmin(least, reps[k].report.min_return);
-            }
-        rc = backward_and_step(a, ctx, reps, ok, version0);
-        if (rc == 0) run_stats_running(a->stats, least);
-        if (rc > 0) rc = live_peers(a) ? 0 : rl_set_error("every observer is lost");
-    }
-    for (int k = 0; k < a->n_peers; k++)
-        if (ok[k]) rl_loss_reply_clear(&reps[k]);
-    dist_autograd_release(ctx);
-    return rc;
 }
 
 /* The progress line and metrics row of an interval, when one is due. */
@@ -624,7 +320,7 @@ static int train_sync(struct agent *a, const char **why)
 {
     while (!(*why = stop_reason(a))) {
         tend_rejoins(a, true);
-        int rc = a->cfg.algo == RL_ALGO_REINFORCE ? sync_reinforce_iteration(a) : sync_ppo_iteration(a);
+        int rc = agent_sync_iteration(a);
         if (rc != 0 && a->stop_due > 0 && (*why = stop_reason(a))) return 0;   /* gave up on every observer */
         if (rc != 0) {
             fprintf(stderr, PROG ": %s\n", rl_last_error());
@@ -720,7 +416,7 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
                                             ? m.report.steps
                                             : (int64_t)a->cfg.envs_per_observer * a->cfg.steps_per_rollout /
                                                   a->cfg.minibatches);
-        } else if (maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
+        } else if (agent_maybe_anneal(a) != 0) rc = rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
         else {
             double t0 = trib_now_s();
             if (dist_optim_step_clipped(a->opt, m.ctx, a->cfg.max_grad_norm) != 0)
@@ -763,8 +459,8 @@ static bool give_up_loops(struct agent *a)
         setups[k] = a->peers[k].setup;
         a->peers[k].run = a->peers[k].setup = NULL;
     }
-    abandon_overdue(a, runs, RL_FN_RUN_ASYNC);
-    abandon_overdue(a, setups, RL_FN_SETUP);
+    agent_abandon_overdue(a, runs, RL_FN_RUN_ASYNC);
+    agent_abandon_overdue(a, setups, RL_FN_SETUP);
     return true;
 }
 
@@ -780,7 +476,7 @@ static int train_async(struct agent *a, const char **why)
         for (int k = 0; k < a->n_peers; k++) {
             struct obs_peer *p = &a->peers[k];
             if (!p->run || !rpc_future_done(p->run)) continue;
-            if (rpc_future_wait(p->run, NULL) != 0) lose_peer(a, k, rpc_future_error(p->run));
+            if (rpc_future_wait(p->run, NULL) != 0) agent_lose_peer(a, k, rpc_future_error(p->run));
             rpc_future_free(p->run);
             p->run = NULL;
         }
@@ -789,8 +485,8 @@ static int train_async(struct agent *a, const char **why)
         if (!atomic_load(&a->stop)) maybe_checkpoint(a, false);
         if (running_loops(a) > 0) usleep(5000);
     }
-    if (!*why) *why = live_peers(a) ? "observers stopped" : "failure";
-    if (live_peers(a) == 0 && a->stop_due == 0) {   /* (given up on as the run stopped: not a failure) */
+    if (!*why) *why = agent_live_peers(a) ? "observers stopped" : "failure";
+    if (agent_live_peers(a) == 0 && a->stop_due == 0) {   /* (given up on as the run stopped: not a failure) */
         fprintf(stderr, PROG ": every observer is lost\n");
         return -1;
     }
@@ -868,7 +564,7 @@ static int setup(struct agent *a)
         futs[k] = send_setup(a, k, state, slen);
     }
     int rc = 0;
-    await_calls(a, futs, RL_FN_SETUP);   /* a reset stuck in a plug-in must not hold up a Ctrl-C */
+    agent_await_calls(a, futs, RL_FN_SETUP);   /* a reset stuck in a plug-in must not hold up a Ctrl-C */
     for (int k = 0; k < a->n_peers; k++) {
         if (!futs[k]) rc = rc ? rc : rl_set_error("setting up %s: given up as the run stopped", a->peers[k].name);
         else if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0)
@@ -896,7 +592,7 @@ static void shutdown_observers(struct agent *a)
         int k = peer_by_id(a, w[i].id);
         if (futs[i] && rpc_future_wait(futs[i], NULL) != 0) {
             a->abandoned = true;   /* a graceful rpc_shutdown would wait for it */
-            if (k >= 0) lose_peer(a, k, rpc_future_error(futs[i]));
+            if (k >= 0) agent_lose_peer(a, k, rpc_future_error(futs[i]));
         }
         rpc_future_free(futs[i]);
     }

@@ -1,0 +1,295 @@
+/* The sync driver's iterations (agent_internal.h): rollouts everywhere,
+ * then PPO/A2C updates in which the agent evaluates every observer's
+ * minibatch in one forward and the observers run their own backward, or
+ * REINFORCE's one episode per observer; each update one dist_optim_step. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent_internal.h"
+#include "agent/policy.h"
+#include "agent/stats.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "envs/env.h"
+#include "optim/dist_optim.h"
+#include "rl/debug_dump.h"
+#include "rl/finite.h"
+#include "rl/messages.h"
+#include "rl/rl.h"
+#include "rpc/dist_autograd.h"
+
+/* Calls fn(args) on every live observer; futs[k] NULL for lost ones. */
+static void call_live(struct agent *a, const char *fn, const struct rpc_value *args, struct rpc_future **futs)
+{
+    for (int k = 0; k < a->n_peers; k++)
+        futs[k] = a->peers[k].alive ? rpc_async(a->peers[k].name, fn, args, 0) : NULL;
+}
+
+/* Waits for futs; a failed one loses its observer. Replies unpacked into
+ * reps[k] (ok[k] true). Returns the number that succeeded. */
+static int wait_losses(struct agent *a, struct rpc_future **futs, struct rl_loss_reply *reps, bool *ok)
+{
+    int n = 0;
+    agent_await_calls(a, futs, a->cfg.algo == RL_ALGO_REINFORCE ? RL_FN_EPISODE : RL_FN_LOSS);
+    for (int k = 0; k < a->n_peers; k++) {
+        ok[k] = false;
+        if (!futs[k]) continue;
+        struct rpc_value r = rpc_nil();
+        if (rpc_future_wait(futs[k], &r) != 0) agent_lose_peer(a, k, rpc_future_error(futs[k]));
+        else if (rl_loss_reply_unpack(&r, &reps[k]) != 0) agent_lose_peer(a, k, rl_last_error());
+        else if (a->cfg.algo == RL_ALGO_REINFORCE &&   /* only an episode's reply carries a report */
+                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
+            agent_lose_peer(a, k, rl_last_error());
+            rl_loss_reply_clear(&reps[k]);
+        } else ok[k] = true, n++;
+        rpc_value_clear(&r);
+        rpc_future_free(futs[k]);
+        futs[k] = NULL;
+    }
+    return n;
+}
+
+/* TRIB_DEBUG_DUMP (rl/debug_dump.h): the parameters, CPU policies only. */
+static void dump_params(struct agent *a, const char *name)
+{
+    struct tensor **params;
+    int n = policy_params(a->policy, &params);
+    const float *arrays[64];
+    int64_t counts[64];
+    if (n > 64 || params[0]->device != DEVICE_CPU) return;
+    for (int i = 0; i < n; i++) {
+        arrays[i] = tensor_data(params[i]);
+        counts[i] = params[i]->numel;
+    }
+    if (rl_debug_dump(rl_debug_dump_dir(), name, n, arrays, counts) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+}
+
+/* The mean of the observers' update statistics into the run's. */
+static void note_update(struct agent *a, const struct rl_update_stats *st, const bool *ok, int n, int64_t version0)
+{
+    struct rl_update_stats mean = { 0 };
+    for (int k = 0; k < a->n_peers; k++) {
+        if (!ok[k]) continue;
+        mean.policy_loss += st[k].policy_loss / n;
+        mean.value_loss += st[k].value_loss / n;
+        mean.entropy += st[k].entropy / n;
+        mean.approx_kl += st[k].approx_kl / n;
+        mean.clipfrac += st[k].clipfrac / n;
+    }
+    run_stats_update(a->stats, dist_optim_local_version() - 1 - version0, &mean);
+}
+
+/* The optimizer step of ctx, timed as busy time; refused when a gradient
+ * is not finite (the policy is unchanged). 0 or -1. */
+static int step(struct agent *a, int64_t ctx)
+{
+    if (rl_check_gradients(ctx) != 0) return rl_set_error("update refused (the policy is unchanged): %s", rl_last_error());
+    bool dump = rl_debug_dump_dir() && !a->dumped;
+    if (dump) dump_params(a, "params_before.bin");
+    double t0 = trib_now_s();
+    if (dist_optim_step_clipped(a->opt, ctx, a->cfg.max_grad_norm) != 0)
+        return rl_set_error("optimizer step: %s", rpc_last_error());
+    run_stats_busy(a->stats, trib_now_s() - t0);
+    if (dump) dump_params(a, "params_after.bin");
+    a->dumped = true;
+    return 0;
+}
+
+/* Sync rollouts: every live observer's, collected as they finish (a lost
+ * observer must be forgotten at once, or the merged act calls of the others
+ * would keep waiting for it: policy_set_sync_callers); statistics in
+ * observer order. in[k] and obs[k] (its first minibatch's observations)
+ * for those that delivered. Returns how many did. */
+static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
+{
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    static _Thread_local struct rl_rollout_reply reps[RL_MAX_OBSERVERS];
+    int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
+    policy_set_sync_callers(a->policy, agent_live_peers(a));
+    struct rpc_value none = rpc_list(0);
+    call_live(a, RL_FN_ROLLOUT, &none, futs);
+    rpc_value_clear(&none);
+    int n_in = 0, left = 0;
+    for (int k = 0; k < a->n_peers; k++) {
+        in[k] = false;
+        obs[k] = NULL;
+        left += futs[k] != NULL;
+    }
+    while (left > 0) {
+        int k = rpc_future_wait_any(futs, (size_t)a->n_peers, 100);
+        if (k < 0 && agent_abandon_overdue(a, futs, RL_FN_ROLLOUT)) return 0;
+        if (k < 0) continue;
+        struct rpc_value r = rpc_nil();
+        if (rpc_future_wait(futs[k], &r) != 0) agent_lose_peer(a, k, rpc_future_error(futs[k]));
+        else if (rl_rollout_reply_unpack(&r, rows, a->spec->obs.dim, &reps[k]) != 0 ||
+                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
+            rl_rollout_reply_clear(&reps[k]);
+            agent_lose_peer(a, k, rl_last_error());
+        } else {
+            obs[k] = reps[k].obs;
+            in[k] = true;
+            n_in++;
+        }
+        rpc_value_clear(&r);
+        rpc_future_free(futs[k]);
+        futs[k] = NULL;
+        left--;
+    }
+    for (int k = 0; k < a->n_peers; k++)
+        if (in[k]) {
+            run_stats_report(a->stats, &reps[k].report);
+            run_stats_observer_steps(a->stats, k, reps[k].report.steps);
+        }
+    return n_in;
+}
+
+/* One sync PPO/A2C update in a fresh context: the agent evaluates every
+ * observer's minibatch in one forward and sends each its part; each
+ * computes its loss and runs its backward (gradients to the agent's leaves
+ * in the context) and answers with its statistics and next minibatch; one
+ * backward through the forward, one step. 0; 1 when an observer was lost
+ * (no step); -1. */
+static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor **obs, int n_in, int64_t version0)
+{
+    struct rpc_future *futs[RL_MAX_OBSERVERS] = { 0 };
+    struct rl_policy_out outs[RL_MAX_OBSERVERS];
+    struct tensor *xs[RL_MAX_OBSERVERS];
+    struct rl_update_stats st[RL_MAX_OBSERVERS];
+    bool ok[RL_MAX_OBSERVERS] = { 0 };
+    int who[RL_MAX_OBSERVERS], n = 0;
+    int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
+    for (int k = 0; k < a->n_peers; k++)
+        if (in[k] && a->peers[k].alive && obs[k]) {
+            who[n] = k;
+            xs[n++] = obs[k];
+        }
+    if (n != n_in) return 1;
+    int64_t ctx = dist_autograd_context_new();
+    if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
+    struct policy_batch *b = policy_evaluate_batch(a->policy, n, xs, outs);
+    if (!b) {
+        dist_autograd_release_local(ctx);
+        return rl_set_error("%s", rpc_last_error());
+    }
+    for (int i = 0; i < n; i++) {
+        struct rl_loss_req lr = { .epoch = e, .minibatch = mb, .weight = 1.0 / n_in, .out = outs[i] };
+        struct rpc_value args = rl_loss_req_pack(&lr);
+        futs[who[i]] = rpc_async(a->peers[who[i]].name, RL_FN_LOSS, &args, 0);
+        rpc_value_clear(&args);
+    }
+    int got = 0;
+    agent_await_calls(a, futs, RL_FN_LOSS);
+    for (int i = 0; i < n; i++) {
+        int k = who[i];
+        struct rpc_value r = rpc_nil();
+        struct rl_minibatch_reply rep;
+        tensor_free(obs[k]);
+        obs[k] = NULL;
+        if (!futs[k]) continue;   /* given up as the run stopped */
+        if (rpc_future_wait(futs[k], &r) != 0) agent_lose_peer(a, k, rpc_future_error(futs[k]));
+        else if (rl_minibatch_reply_unpack(&r, rows, a->spec->obs.dim, &rep) != 0) agent_lose_peer(a, k, rl_last_error());
+        else {
+            st[k] = rep.stats;
+            obs[k] = rep.obs;
+            ok[k] = true;
+            got++;
+        }
+        rpc_value_clear(&r);
+        rpc_future_free(futs[k]);
+    }
+    int rc = 0;
+    if (got != n_in) rc = 1;   /* an observer was lost: this update ends here */
+    else if (policy_batch_backward(b, ctx) != 0) rc = rl_set_error("%s", rpc_last_error());
+    else if ((rc = step(a, ctx)) == 0) note_update(a, st, ok, got, version0);
+    policy_batch_free(b);
+    /* every observer freed its copy once its backward was done */
+    dist_autograd_release_local(ctx);
+    return rc;
+}
+
+/* Sync PPO/A2C: rollouts everywhere, then epochs x minibatches of one
+ * update each. An observer lost mid-update ends that update early; 0 or
+ * -1. */
+static int sync_ppo_iteration(struct agent *a)
+{
+    bool in[RL_MAX_OBSERVERS];
+    struct tensor *obs[RL_MAX_OBSERVERS];
+    if (agent_maybe_anneal(a) != 0) return rl_set_error("set lr: %s", rpc_last_error());
+    int64_t version0 = dist_optim_local_version();
+    int n_in = sync_rollouts(a, in, obs);
+    int rc = n_in == 0 ? rl_set_error("every observer is lost") : 0;
+    for (int e = 0; e < a->cfg.epochs && rc == 0; e++)
+        for (int mb = 0; mb < a->cfg.minibatches && rc == 0; mb++)
+            rc = sync_update(a, e, mb, in, obs, n_in, version0);
+    for (int k = 0; k < a->n_peers; k++) tensor_free(obs[k]);
+    if (rc < 0) return -1;
+    if (rc > 0) return agent_live_peers(a) ? 0 : rl_set_error("every observer is lost");
+    return 0;
+}
+
+/* REINFORCE: one backward over the observers' losses and one optimizer
+ * step, in ctx. 0; 1 when an observer was lost during the backward (no
+ * step); -1. */
+static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply *reps, const bool *ok, int64_t version0)
+{
+    struct tensor *roots[RL_MAX_OBSERVERS];
+    struct rl_update_stats st[RL_MAX_OBSERVERS];
+    int n = 0;
+    for (int k = 0; k < a->n_peers; k++)
+        if (ok[k]) {
+            roots[n++] = reps[k].loss;
+            st[k] = reps[k].stats;
+        }
+    if (dist_autograd_backward(ctx, n, roots, false) != 0) {
+        /* an observer lost during the backward costs this update, not the run */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", rpc_last_error());
+        if (agent_lose_dead_peers(a, why) > 0) return 1;
+        return rl_set_error("backward: %s", why);
+    }
+    if (step(a, ctx) != 0) return -1;
+    note_update(a, st, ok, n, version0);
+    return 0;
+}
+
+/* Sync REINFORCE (PyTorch's example): one episode per observer in one
+ * context, losses summed, one backward, one step. */
+static int sync_reinforce_iteration(struct agent *a)
+{
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    struct rl_loss_reply reps[RL_MAX_OBSERVERS];
+    bool ok[RL_MAX_OBSERVERS];
+    int64_t version0 = dist_optim_local_version();
+    int64_t ctx = dist_autograd_context_new();
+    if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
+    struct rpc_value none = rpc_list(0);
+    call_live(a, RL_FN_EPISODE, &none, futs);
+    rpc_value_clear(&none);
+    int n = wait_losses(a, futs, reps, ok);
+    int rc = 0;
+    if (n == 0) rc = rl_set_error("every observer is lost");
+    else {
+        double least = INFINITY;
+        for (int k = 0; k < a->n_peers; k++)
+            if (ok[k]) {
+                run_stats_report(a->stats, &reps[k].report);
+                run_stats_observer_steps(a->stats, k, reps[k].report.steps);
+                least = fmin(least, reps[k].report.min_return);
+            }
+        rc = backward_and_step(a, ctx, reps, ok, version0);
+        if (rc == 0) run_stats_running(a->stats, least);
+        if (rc > 0) rc = agent_live_peers(a) ? 0 : rl_set_error("every observer is lost");
+    }
+    for (int k = 0; k < a->n_peers; k++)
+        if (ok[k]) rl_loss_reply_clear(&reps[k]);
+    dist_autograd_release(ctx);
+    return rc;
+}
+
+int agent_sync_iteration(struct agent *a)
+{
+    return a->cfg.algo == RL_ALGO_REINFORCE ? sync_reinforce_iteration(a) : sync_ppo_iteration(a);
+}
