@@ -315,11 +315,14 @@ START_TEST(test_ppo_sync_learns)
 END_TEST
 
 /* Async PPO, 4 observers x 16 envs x 32 steps, 4 minibatches: solved at
- * 80k..103k steps in 5 release and 3 ASan runs. (With ppo-fast's 32 x 16
- * and 2 minibatches, tuned for wall time, one run ended at 388 at 150k.) */
+ * 80k..103k steps in 5 release runs and at 75k..141k in 9 ASan runs (mean
+ * lag ~40 versions); one CI run under ASan with the other tests beside it
+ * stood at 397.95 after 150k, so the budget is 300k, twice the worst seen.
+ * (With ppo-fast's 32 x 16 and 2 minibatches, tuned for wall time, one run
+ * ended at 388 at 150k.) */
 START_TEST(test_ppo_async_learns)
 {
-    const char *args[] = { "--preset", "ppo-fast", "--mode", "async", "--seed", "1", "--max-steps", "150000",
+    const char *args[] = { "--preset", "ppo-fast", "--mode", "async", "--seed", "1", "--max-steps", "300000",
                            "--envs-per-observer", "16", "--steps-per-rollout", "32", "--minibatches", "4",
                            "--target", "400", "--quiet", NULL };
     cJSON *j = train(args, 0);
@@ -329,7 +332,7 @@ START_TEST(test_ppo_async_learns)
     ck_assert_str_eq(jstr(j, "algo"), "ppo");
     ck_assert_double_ge(jnum(j, "return_mean"), 400);
     /* each of the 4 observers may finish one rollout after the stop */
-    ck_assert_double_le(jnum(j, "env_steps"), 150000 + 4 * 16 * 32);
+    ck_assert_double_le(jnum(j, "env_steps"), 300000 + 4 * 16 * 32);
     ck_assert_double_gt(jnum(j, "lag_mean"), 0);
     ck_assert_double_eq(jnum(j, "observers_lost"), 0);
     cJSON_Delete(j);
@@ -338,10 +341,11 @@ END_TEST
 
 /* Async PPO with V-trace, 8 observers (mean lag ~50 versions): solved 400
  * at 185k..280k env steps in 5 release runs of seeds 1 and 2 (about 4-6 s
- * here); the budget is 400k. */
+ * here) and at 169k..272k in 4 ASan runs two at a time; the budget is
+ * 600k, twice the worst seen. */
 START_TEST(test_ppo_async_vtrace_learns)
 {
-    const char *args[] = { "--mode", "async", "--observers", "8", "--vtrace", "--seed", "1", "--max-steps", "400000",
+    const char *args[] = { "--mode", "async", "--observers", "8", "--vtrace", "--seed", "1", "--max-steps", "600000",
                            "--target", "400", "--quiet", NULL };
     cJSON *j = train(args, 0);
     ck_assert_str_eq(jstr(j, "stopped_by"), "solved");
