@@ -18,6 +18,11 @@ static struct {
     atomic_uint_fast64_t next_req;          /* the next request id */
 } calls = { .next_req = 1 };
 
+int rpc_default_timeout_ms(void)
+{
+    return A->opts.default_timeout_ms;
+}
+
 /* ---- pending calls (I/O thread) ---------------------------------------- */
 
 static void peer_pending(int id, int delta)

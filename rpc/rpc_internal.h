@@ -148,6 +148,8 @@ int wire_to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int f
 
 /* ---- agent services used by rref.c ------------------------------------- */
 int rpc_self_id(void);
+/* rpc_opts.default_timeout_ms (after its default is applied). */
+int rpc_default_timeout_ms(void);
 /* True between a successful rpc_init and rpc_shutdown. */
 bool rpc_is_up(void);
 uint64_t rpc_gen_id(void);

@@ -70,7 +70,7 @@ int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms)
     if (r->is_owner) {
         char err[1024];
         pthread_mutex_lock(&rref_mu);
-        if (timeout_ms == 0) timeout_ms = rpc_agent_state.opts.default_timeout_ms;
+        if (timeout_ms == 0) timeout_ms = rpc_default_timeout_ms();
         struct owner_entry *e = r->oe ? rref_entry_wait(r->id, timeout_ms, err, sizeof err) : NULL;
         if (!r->oe) snprintf(err, sizeof err, "rpc: RRef used after shutdown");
         int rc = e ? rref_entry_value(e, out, err, sizeof err) : -1;

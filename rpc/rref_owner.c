@@ -178,7 +178,7 @@ static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct
         return rpc_request_fail(req, "%d fork registrations already wait for their RRefs", RREF_MAX_PARKED);
     }
     if (wait) {
-        int t = rpc_agent_state.opts.default_timeout_ms;
+        int t = rpc_default_timeout_ms();
         struct parked_fork *p = trib_xmalloc(sizeof *p);
         *p = (struct parked_fork){parked, id, fork, rpc_request_caller_id(req), trib_now_ms() + (t > 0 ? t : 60000), req};
         parked = p;
@@ -222,7 +222,7 @@ static void fail_parked(int64_t now, int holder, const char *why)
 void rref_expire_parked(int64_t now)
 {
     char why[128];
-    snprintf(why, sizeof why, "was not created here within %d ms", rpc_agent_state.opts.default_timeout_ms);
+    snprintf(why, sizeof why, "was not created here within %d ms", rpc_default_timeout_ms());
     fail_parked(now, -1, why);
 }
 
