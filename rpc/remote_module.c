@@ -11,7 +11,6 @@
 #include "common/check.h"
 #include "rpc/placement.h"
 #include "rpc/rpc_internal.h"
-#include "rpc/rref_internal.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
