@@ -7,107 +7,16 @@
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
 
-static struct rpc_agent *const A = &rpc_agent_state;
 
-/* Owned here: the calls this process started and not yet completed. */
+/* Owned here: the next request id and the default timeout (rpc_call_init). */
 static struct {
-    struct rpc_future *buckets[NBUCKETS];   /* I/O thread only: sent, awaiting a reply, by request id */
-    int n;                                  /* I/O thread only */
-    int64_t last_scan;                      /* I/O thread only: the last timeout scan */
-    atomic_int inflight;                    /* started and not yet completed (any thread) */
-    atomic_uint_fast64_t next_req;          /* the next request id */
+    atomic_uint_fast64_t next_req;
+    int default_timeout_ms;
 } calls = { .next_req = 1 };
 
-int rpc_default_timeout_ms(void)
-{
-    return A->opts.default_timeout_ms;
-}
+void rpc_call_init(int default_timeout_ms) { calls.default_timeout_ms = default_timeout_ms; }
 
-/* ---- pending calls (I/O thread) ---------------------------------------- */
-
-static void peer_pending(int id, int delta)
-{
-    if (id >= 0 && id < MAX_WORKERS && A->peers[id]) A->peers[id]->npending += delta;
-}
-
-void rpc_pending_add(struct rpc_future *f)
-{
-    peer_pending(f->peer, 1);
-    unsigned b = (unsigned)(f->req_id & (NBUCKETS - 1));
-    f->hnext = calls.buckets[b];
-    calls.buckets[b] = f;
-    calls.n++;
-}
-
-/* The pending call req_id made to worker `peer` (a reply only counts from
- * the worker that was called), unlinked; NULL if none. */
-struct rpc_future *rpc_pending_take(uint64_t req_id, int peer)
-{
-    unsigned b = (unsigned)(req_id & (NBUCKETS - 1));
-    for (struct rpc_future **pp = &calls.buckets[b]; *pp; pp = &(*pp)->hnext)
-        if ((*pp)->req_id == req_id && (*pp)->peer == peer) {
-            struct rpc_future *f = *pp;
-            *pp = f->hnext;
-            calls.n--;
-            peer_pending(f->peer, -1);
-            return f;
-        }
-    return NULL;
-}
-
-/* Drops the table's reference after completing. */
-void rpc_pending_done(struct rpc_future *f)
-{
-    atomic_fetch_sub(&calls.inflight, 1);
-    rpc_future_free(f);
-}
-
-static void scan_pending(bool (*pred)(struct rpc_future *, void *), void *arg, const char *fmt_kind)
-{
-    (void)fmt_kind;
-    for (int b = 0; b < NBUCKETS; b++)
-        for (struct rpc_future **pp = &calls.buckets[b]; *pp;) {
-            struct rpc_future *f = *pp;
-            if (pred(f, arg)) {
-                *pp = f->hnext;
-                calls.n--;
-                peer_pending(f->peer, -1);
-                rpc_pending_done(f);
-            } else {
-                pp = &f->hnext;
-            }
-        }
-}
-
-struct fail_arg { int peer; const char *why; };
-
-static bool fail_if_peer(struct rpc_future *f, void *arg)
-{
-    struct fail_arg *a = arg;
-    if (a->peer >= 0 && f->peer != a->peer) return false;
-    char name[64];
-    rpc_peer_name(f->peer, name, sizeof name);
-    rpc_future_fail(f, "rpc: %s calling %s.%s", a->why, name, f->fn);
-    return true;
-}
-
-void rpc_fail_pending_to(int peer, const char *why)
-{
-    struct fail_arg a = { peer, why };
-    scan_pending(fail_if_peer, &a, NULL);
-}
-
-static bool fail_if_expired(struct rpc_future *f, void *arg)
-{
-    int64_t now = *(int64_t *)arg;
-    if (!f->deadline || now < f->deadline) return false;
-    char name[64];
-    rpc_peer_name(f->peer, name, sizeof name);
-    rpc_future_fail(f, "rpc: timed out after %d ms calling %s.%s", f->timeout_ms, name, f->fn);
-    return true;
-}
-
-void rpc_expire_pending(int64_t now) { scan_pending(fail_if_expired, &now, NULL); }
+int rpc_default_timeout_ms(void) { return calls.default_timeout_ms; }
 
 /* ---- calls ------------------------------------------------------------------ */
 
@@ -116,7 +25,7 @@ struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *
     struct rpc_future *f = rpc_future_new();
     snprintf(f->fn, sizeof f->fn, "%s", fn);
     f->peer = to;
-    if (!A->up) {
+    if (!rpc_is_up()) {
         rpc_future_fail(f, "rpc: not initialised calling %s", fn);
         return f;
     }
@@ -126,7 +35,7 @@ struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *
         rpc_future_fail(f, "rpc: worker %d is not reachable calling %s", to, fn);
         return f;
     }
-    if (timeout_ms == 0) timeout_ms = A->opts.default_timeout_ms;
+    if (timeout_ms == 0) timeout_ms = calls.default_timeout_ms;
     f->timeout_ms = timeout_ms;
     f->deadline = timeout_ms > 0 ? trib_now_ms() + timeout_ms : 0;
     f->req_id = atomic_fetch_add(&calls.next_req, 1);
@@ -145,22 +54,14 @@ struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *
     for (int i = 0; i < m->nframes; i++) bytes += zmq_msg_size(&m->frames[i]);
     f->small = bytes <= RPC_SMALL_CALL_BYTES;
     atomic_fetch_add(&f->refs, 1);        /* the pending table's reference */
-    atomic_fetch_add(&calls.inflight, 1);
+    rpc_call_started();
     rpc_out_push(m);
     return f;
 }
 
-static int lookup_id(const char *to)
-{
-    pthread_rwlock_rdlock(&A->dir_lock);
-    int id = A->up ? rpc_find_peer(to) : -1;
-    pthread_rwlock_unlock(&A->dir_lock);
-    return id;
-}
-
 struct rpc_future *rpc_async(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms)
 {
-    int id = lookup_id(to);
+    int id = rpc_peer_lookup(to);
     if (id < 0) {
         struct rpc_future *f = rpc_future_new();
         rpc_future_fail(f, "rpc: unknown worker '%s' calling %s.%s", to, to, fn);
@@ -210,18 +111,4 @@ void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args)
     CHECK(m != NULL);
     m->peer = to;
     rpc_out_push(m);
-}
-
-int rpc_pending_count(void) { return calls.n; }
-
-int rpc_calls_in_flight(void) { return atomic_load(&calls.inflight); }
-
-void rpc_call_started(void) { atomic_fetch_add(&calls.inflight, 1); }
-
-void rpc_pending_timers(int64_t now)
-{
-    if (calls.n && now - calls.last_scan >= 5) {
-        calls.last_scan = now;
-        rpc_expire_pending(now);
-    }
 }

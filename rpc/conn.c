@@ -18,8 +18,6 @@
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
 
-static struct rpc_agent *const A = &rpc_agent_state;
-struct rpc_counters rpc_counters;
 
 enum conn_state {
     CONN_NEW,           /* nothing known, nothing held */
@@ -61,6 +59,12 @@ struct conn {
 /* How long a connection with nothing held and no binding is remembered. */
 #define CONN_IDLE_MS 60000
 
+/* Owned here (I/O thread only): the connection table, what it holds, and
+ * the settings rpc_conn_init copied in. */
+static struct {
+    int hold_ms;                /* rpc_opts.heartbeat_timeout_ms: how long requests wait for verification */
+    size_t max_frame_bytes;
+} settings;
 static struct conn *table[CONN_BUCKETS];
 static int nconns;
 static int held_msgs;
@@ -94,7 +98,7 @@ static struct conn *find(const unsigned char *rid, size_t len)
  * that has just joined fits; a stranger cannot pin more than this. */
 static size_t held_bytes_cap(void)
 {
-    size_t cap = 2 * A->opts.max_frame_bytes;
+    size_t cap = 2 * settings.max_frame_bytes;
     return cap < ((size_t)256 << 20) ? (size_t)256 << 20 : cap;
 }
 #define HELD_MAX_MSGS_PER_CONN 4096
@@ -111,32 +115,6 @@ static void conn_name(const struct conn *c, char *buf, size_t cap)
         snprintf(who, sizeof who, "%s's connection", name);
     }
     snprintf(buf, cap, "%s %s", who, c->addr);
-}
-
-static int64_t log_window;
-static int log_lines, log_suppressed;
-
-/* At most 10 lines a second; the next line printed says how many were not. */
-void rpc_drop_log(const char *fmt, ...)
-{
-    int64_t now = trib_now_ms();
-    if (now - log_window >= 1000) {
-        log_window = now;
-        log_lines = 0;
-    }
-    if (log_lines >= 10) {
-        log_suppressed++;
-        return;
-    }
-    log_lines++;
-    char line[768];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (log_suppressed) fprintf(stderr, "%s [%d similar lines suppressed]\n", line, log_suppressed);
-    else fprintf(stderr, "%s\n", line);
-    log_suppressed = 0;
 }
 
 static atomic_uint_fast64_t *counter(enum rpc_drop kind)
@@ -319,10 +297,10 @@ static void note_bad(struct conn *c, uint32_t n, const char *why)
     char name[192];
     conn_name(c, name, sizeof name);
     c->bad += n;
-    rpc_drop_log("rpc: %s: dropped %s from %s: %s (%u bad from it)", A->self.name, n == 1 ? "a message" : "messages",
+    rpc_drop_log("rpc: %s: dropped %s from %s: %s (%u bad from it)", rpc_self_name(), n == 1 ? "a message" : "messages",
              name, why, c->bad);
     if (c->bad > RPC_MAX_BAD && c->state != CONN_CUT) {
-        rpc_drop_log("rpc: %s: cutting off %s: more than %d bad messages", A->self.name, name, RPC_MAX_BAD);
+        rpc_drop_log("rpc: %s: cutting off %s: more than %d bad messages", rpc_self_name(), name, RPC_MAX_BAD);
         cut(c);
     }
 }
@@ -340,27 +318,6 @@ void rpc_conn_bad(struct conn *c, enum rpc_drop kind, const char *fmt, ...)
 
 /* ---- verification ------------------------------------------------------ */
 
-bool rpc_own_dealer_rid(const unsigned char *rid, size_t len)
-{
-    if (len != RPC_RID_LEN) return false;
-    for (int i = 0; i < MAX_WORKERS; i++) {
-        struct peer *p = A->peers[i];
-        if (p && p->dealer && memcmp(p->rid, rid, RPC_RID_LEN) == 0) return true;
-    }
-    return false;
-}
-
-void rpc_new_rid(unsigned char rid[RPC_RID_LEN])
-{
-    size_t got = 0;
-    while (got < RPC_RID_LEN) {
-        ssize_t r = getrandom(rid + got, RPC_RID_LEN - got, 0);
-        CHECK(r > 0);
-        got += (size_t)r;
-    }
-    rid[0] |= 0x80;                 /* libzmq reserves ids starting with 0 */
-}
-
 struct check { unsigned char rid[255]; size_t len; uint64_t gen; };
 
 static void check_done(struct rpc_future *f, void *arg)
@@ -374,7 +331,7 @@ static void check_done(struct rpc_future *f, void *arg)
         if (!err && f->value.kind == RPC_BOOL && f->value.b) {
             rpc_conn_bind(c->rid, c->rid_len, c->claimed);
         } else if (!err) {
-            snprintf(why, sizeof why, "rpc: %s: refused: %s disowns this connection", A->self.name, name);
+            snprintf(why, sizeof why, "rpc: %s: refused: %s disowns this connection", rpc_self_name(), name);
             c->refuted = c->claimed;
             set_state(c, CONN_NEW);
             int n = c->nheld;
@@ -385,12 +342,12 @@ static void check_done(struct rpc_future *f, void *arg)
                 note_bad(c, (uint32_t)n, log);
             }
         } else {
-            snprintf(why, sizeof why, "rpc: %s: refused: %s did not vouch for this connection (%s)", A->self.name, name, err);
+            snprintf(why, sizeof why, "rpc: %s: refused: %s did not vouch for this connection (%s)", rpc_self_name(), name, err);
             set_state(c, CONN_NEW);
             int n = c->nheld;
             refuse_held(c, RPC_DROP_UNVERIFIED, why);
             if (n) rpc_drop_log("rpc: %s: dropped %d request(s) from unverified connection %s in the name of %s: %s",
-                            A->self.name, n, c->addr, name, err);
+                            rpc_self_name(), n, c->addr, name, err);
         }
     }
     free(ck);
@@ -406,7 +363,7 @@ static void check_start(struct conn *c)
             return;
         }
         char why[256];
-        snprintf(why, sizeof why, "rpc: %s: refused: this connection is not %s's own", A->self.name, A->self.name);
+        snprintf(why, sizeof why, "rpc: %s: refused: this connection is not %s's own", rpc_self_name(), rpc_self_name());
         c->refuted = c->claimed;
         set_state(c, CONN_NEW);
         int n = c->nheld;
@@ -423,13 +380,13 @@ static void check_start(struct conn *c)
     ck->gen = c->gen;
     struct rpc_value args = rpc_list(1);
     args.list.items[0] = rpc_bytes(c->rid, c->rid_len);
-    rpc_call_internal(c->claimed, "__conn_check", &args, A->opts.heartbeat_timeout_ms, check_done, ck);
+    rpc_call_internal(c->claimed, "__conn_check", &args, settings.hold_ms, check_done, ck);
 }
 
 /* A live peer this process can ask (it has a dealer to it). */
 static bool askable(int id)
 {
-    return id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->alive && A->peers[id]->dealer;
+    return id >= 0 && id < MAX_WORKERS && rpc_peer(id) && rpc_peer(id)->alive && rpc_peer(id)->dealer;
 }
 
 static bool exempt(const struct wire_hdr *h)
@@ -468,14 +425,14 @@ int rpc_conn_verdict(struct conn *c, const struct wire_hdr *h, int *from, char *
         char mine[64];
         rpc_peer_name(h->sender, name, sizeof name);
         rpc_peer_name(c->worker, mine, sizeof mine);
-        snprintf(why, cap, "rpc: %s: refused: this connection is %s's, not %s's", A->self.name, mine, name);
+        snprintf(why, cap, "rpc: %s: refused: this connection is %s's, not %s's", rpc_self_name(), mine, name);
         rpc_conn_bad(c, RPC_DROP_SPOOFED, "%s %.*s in the name of %s", what, fnl, fn, name);
         return CONN_REFUSE;
     }
     if (h->type == WIRE_REQ && exempt(h)) return CONN_ACCEPT;
     if (h->sender == c->refuted) {
         rpc_peer_name(h->sender, name, sizeof name);
-        snprintf(why, cap, "rpc: %s: refused: %s disowns this connection", A->self.name, name);
+        snprintf(why, cap, "rpc: %s: refused: %s disowns this connection", rpc_self_name(), name);
         rpc_conn_bad(c, RPC_DROP_SPOOFED, "%s %.*s in the name of %s, which disowns the connection", what, fnl, fn, name);
         return CONN_REFUSE;
     }
@@ -491,7 +448,7 @@ int rpc_conn_verdict(struct conn *c, const struct wire_hdr *h, int *from, char *
             }
             return CONN_REFUSE;
         }
-        if (id >= 0 && id < MAX_WORKERS && A->peers[id] && id != rpc_self_id()) {
+        if (id >= 0 && id < MAX_WORKERS && rpc_peer(id) && id != rpc_self_id()) {
             rpc_peer_name(id, name, sizeof name);
             rpc_conn_bad(c, RPC_DROP_UNVERIFIED, "a ping in the name of %s, which is not a live worker", name);
         }
@@ -508,15 +465,15 @@ bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, 
         char a[64], b[64];
         rpc_peer_name(h->sender, a, sizeof a);
         rpc_peer_name(c->claimed, b, sizeof b);
-        snprintf(why, cap, "rpc: %s: refused: this connection claims to be %s, not %s", A->self.name, b, a);
+        snprintf(why, cap, "rpc: %s: refused: this connection claims to be %s, not %s", rpc_self_name(), b, a);
         rpc_conn_bad(c, RPC_DROP_SPOOFED, "a request in the name of %s while claiming to be %s", a, b);
         return false;
     }
     if (c->nheld >= HELD_MAX_MSGS_PER_CONN || held_msgs >= HELD_MAX_MSGS || held_bytes + bytes > held_bytes_cap()) {
         atomic_fetch_add(&rpc_counters.busy, 1);
-        snprintf(why, cap, "rpc: %s: busy: too many requests wait for their connection to be verified", A->self.name);
+        snprintf(why, cap, "rpc: %s: busy: too many requests wait for their connection to be verified", rpc_self_name());
         rpc_drop_log("rpc: %s: dropped a request from unverified connection %s: too much is waiting for verification",
-                 A->self.name, c->addr);
+                 rpc_self_name(), c->addr);
         return false;
     }
     struct held *m = trib_xmalloc(sizeof *m + (size_t)n * sizeof(zmq_msg_t));
@@ -570,7 +527,7 @@ void rpc_conn_poll(void)
     int64_t now = trib_now_ms();
     if (!nwaiting && now - last_sweep < 1000) return;
     last_sweep = now;
-    int hold_ms = A->opts.heartbeat_timeout_ms;
+    int hold_ms = settings.hold_ms;
     for (int b = 0; b < CONN_BUCKETS; b++)
         for (struct conn *c = table[b], *next; c; c = next) {
             next = c->hnext;
@@ -580,12 +537,12 @@ void rpc_conn_poll(void)
                 } else if (now - c->since > hold_ms) {
                     char name[64], why[256];
                     rpc_peer_name(c->claimed, name, sizeof name);
-                    snprintf(why, sizeof why, "rpc: %s: refused: %s is not a live worker here", A->self.name, name);
+                    snprintf(why, sizeof why, "rpc: %s: refused: %s is not a live worker here", rpc_self_name(), name);
                     set_state(c, CONN_NEW);
                     int n = c->nheld;
                     refuse_held(c, RPC_DROP_UNVERIFIED, why);
                     rpc_drop_log("rpc: %s: dropped %d request(s) from unverified connection %s in the name of %s: not a live worker",
-                             A->self.name, n, c->addr, name);
+                             rpc_self_name(), n, c->addr, name);
                 }
             } else if ((c->state == CONN_NEW || c->state == CONN_CUT) && now - c->last_seen > CONN_IDLE_MS) {
                 unlink_free(c);
@@ -611,8 +568,6 @@ void rpc_conn_reset(void)
     nwaiting = 0;
     replay_due = false;
     last_sweep = 0;
-    log_window = 0;
-    log_lines = log_suppressed = 0;
 }
 
 /* inline, answered from any connection: [rid] -> is rid one of this
@@ -626,57 +581,9 @@ static int bi_conn_check(struct rpc_request *req, const struct rpc_value *args, 
     return 0;
 }
 
-void rpc_conn_register(void) { rpc_register_ex("__conn_check", bi_conn_check, NULL, RPC_FN_INLINE); }
-
-void rpc_get_stats(struct rpc_stats *out)
+void rpc_conn_init(int hold_ms, size_t max_frame_bytes)
 {
-    memset(out, 0, sizeof *out);
-    out->dropped_spoofed = atomic_load(&rpc_counters.spoofed);
-    out->dropped_unverified = atomic_load(&rpc_counters.unverified);
-    out->dropped_malformed = atomic_load(&rpc_counters.malformed);
-    out->dropped_cut = atomic_load(&rpc_counters.cut_dropped);
-    out->connections_cut = atomic_load(&rpc_counters.cuts);
-    out->refused_busy = atomic_load(&rpc_counters.busy);
-    out->forks_expired = atomic_load(&rpc_counters.forks_expired);
-    out->refused_auth = atomic_load(&rpc_counters.refused_auth);
-    out->handshakes_failed = atomic_load(&rpc_counters.handshakes_failed);
-    out->held_messages = atomic_load(&rpc_counters.held);
-    out->msgs_sent = atomic_load_explicit(&rpc_counters.msgs_sent, memory_order_relaxed);
-    out->msgs_recv = atomic_load_explicit(&rpc_counters.msgs_recv, memory_order_relaxed);
-    out->bytes_sent = atomic_load_explicit(&rpc_counters.bytes_sent, memory_order_relaxed);
-    out->bytes_recv = atomic_load_explicit(&rpc_counters.bytes_recv, memory_order_relaxed);
-}
-
-/* Dealer side: a bad message on the dealer to worker `id` (its responses). */
-void rpc_peer_bad(int id, const char *fmt, ...)
-{
-    atomic_fetch_add(&rpc_counters.malformed, 1);
-    struct peer *p = id >= 0 && id < MAX_WORKERS ? A->peers[id] : NULL;
-    if (!p) return;
-    char why[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    p->bad++;
-    rpc_drop_log("rpc: %s: dropped a message from %s (its endpoint %s): %s (%u bad from it)", A->self.name, p->name,
-             p->endpoint, why, p->bad);
-    if (p->bad > RPC_MAX_BAD && p->alive) {
-        rpc_drop_log("rpc: %s: cutting off %s: more than %d bad messages", A->self.name, p->name, RPC_MAX_BAD);
-        atomic_fetch_add(&rpc_counters.cuts, 1);
-        char reason[128];
-        snprintf(reason, sizeof reason, "%s sent too many bad messages", p->name);
-        rpc_drop_peer(id, reason, RPC_EVENT_FAILED);
-    }
-}
-
-void rpc_counters_reset(void)
-{
-    atomic_uint_fast64_t *all[] = { &rpc_counters.spoofed, &rpc_counters.unverified, &rpc_counters.malformed,
-                                    &rpc_counters.cut_dropped, &rpc_counters.cuts, &rpc_counters.busy,
-                                    &rpc_counters.forks_expired, &rpc_counters.refused_auth,
-                                    &rpc_counters.handshakes_failed, &rpc_counters.msgs_sent, &rpc_counters.msgs_recv,
-                                    &rpc_counters.bytes_sent, &rpc_counters.bytes_recv };
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) atomic_store(all[i], 0);
-    atomic_store(&rpc_counters.held, 0);
+    settings.hold_ms = hold_ms;
+    settings.max_frame_bytes = max_frame_bytes;
+    rpc_register_ex("__conn_check", bi_conn_check, NULL, RPC_FN_INLINE);
 }

@@ -7,6 +7,7 @@
  * reason rather than a timeout). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -24,19 +25,27 @@ static struct {
     char public_key[41], secret_key[41], server_key[41];
     uint8_t allow[RPC_CURVE_MAX_ALLOW][32];
     int n_allow;
+    bool on;                        /* rpc_opts.curve */
+    void *zctx;
+    int rank;
+    char master[128];
+    atomic_bool joined;             /* the directory is in: a failed handshake is only logged */
 } cv;
 
-static struct rpc_agent *const A = &rpc_agent_state;
+void rpc_curve_set_joined(void) { atomic_store(&cv.joined, true); }
 
 static bool z85_key(const char *k, uint8_t out[32])
 {
     return k && strlen(k) == 40 && zmq_z85_decode(out, k) != NULL;
 }
 
-int rpc_curve_setup(void)
+int rpc_curve_setup(const struct rpc_opts *o, void *zctx, int rank, const char *master)
 {
-    const struct rpc_opts *o = &A->opts;
     memset(&cv, 0, sizeof cv);          /* a new agent: nothing of the last one's */
+    cv.on = o->curve;
+    cv.zctx = zctx;
+    cv.rank = rank;
+    snprintf(cv.master, sizeof cv.master, "%s", master);
     if (!o->curve) return 0;
     if (!zmq_has("curve")) return rpc_set_error("rpc_init: this libzmq has no CURVE support");
     uint8_t bin[32];
@@ -59,7 +68,7 @@ int rpc_curve_setup(void)
         cv.n_allow = 1;
     }
     /* ZAP: libzmq asks this socket (in our context) about every handshake. */
-    cv.zap = zmq_socket(A->zctx, ZMQ_REP);
+    cv.zap = zmq_socket(cv.zctx, ZMQ_REP);
     CHECK(cv.zap != NULL);
     int zero = 0;
     ZMQ_CHECK(zmq_setsockopt(cv.zap, ZMQ_LINGER, &zero, sizeof zero));
@@ -69,7 +78,7 @@ int rpc_curve_setup(void)
 
 void rpc_curve_server(void *sock)
 {
-    if (!A->opts.curve) return;
+    if (!cv.on) return;
     int one = 1;
     ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SERVER, &one, sizeof one));
     ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, cv.secret_key, 40));
@@ -78,7 +87,7 @@ void rpc_curve_server(void *sock)
 
 void rpc_curve_client(void *sock)
 {
-    if (!A->opts.curve) return;
+    if (!cv.on) return;
     ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, cv.server_key, 40));
     ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, cv.public_key, 40));
     ZMQ_CHECK(zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, cv.secret_key, 40));
@@ -127,7 +136,7 @@ void rpc_curve_zap(void)
                 snprintf(addr, sizeof addr, "%.*s", (int)(zmq_msg_size(&f[3]) < 63 ? zmq_msg_size(&f[3]) : 63),
                          (const char *)zmq_msg_data(&f[3]));
             if (curve) key_prefix(zmq_msg_data(&f[6]), key);
-            rpc_drop_log("rpc: %s: refused a connection from %s: its key (starting %s) is not on the allow-list", A->self.name,
+            rpc_drop_log("rpc: %s: refused a connection from %s: its key (starting %s) is not on the allow-list", rpc_self_name(),
                          addr, key);
         }
         const char *status = ok ? "200" : "400", *text = ok ? "OK" : "key not allowed";
@@ -153,7 +162,7 @@ void rpc_curve_zap(void)
 static void *monitor(void *sock, const char *ep, int events)
 {
     if (zmq_socket_monitor(sock, ep, events) != 0) return NULL;
-    void *m = zmq_socket(A->zctx, ZMQ_PAIR);
+    void *m = zmq_socket(cv.zctx, ZMQ_PAIR);
     CHECK(m != NULL);
     int zero = 0;
     ZMQ_CHECK(zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof zero));
@@ -196,19 +205,19 @@ static void drain_monitor(void *m, bool stopped)
     while (next_event(m, &ev, &v)) {}
 }
 
-void rpc_watch_router_start(void)
+void rpc_watch_router_start(void *router)
 {
     n_accepted = 0;
     pending_fail = 0;
     rdv_closed = 0;
     router_stopped = rdv_stopped = false;
-    cv.mon_router = monitor(A->router, "inproc://trib-watch-router",
+    cv.mon_router = monitor(router, "inproc://trib-watch-router",
                             ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | HS_FAILED | ZMQ_EVENT_MONITOR_STOPPED);
 }
 
 void rpc_watch_dealer(void *dealer)
 {
-    if (A->rank == 0 || cv.mon_rdv || !dealer) return;
+    if (cv.rank == 0 || cv.mon_rdv || !dealer) return;
     cv.mon_rdv = monitor(dealer, "inproc://trib-watch-rendezvous",
                          HS_FAILED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_MONITOR_STOPPED);
 }
@@ -305,7 +314,7 @@ static void forget(int fd, char *addr, size_t cap)
  * closed early). */
 static const char *refusal(int event, uint32_t value)
 {
-    bool curve = A->opts.curve;
+    bool curve = cv.on;
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) return NULL;
     if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         return curve ? "it closed the connection during the CURVE handshake (a worker without this run's key?)" : NULL;
@@ -323,7 +332,7 @@ static void log_refusal(const char *addr)
     pending_fail = 0;
     if (!why) return;
     atomic_fetch_add(&rpc_counters.refused_auth, 1);
-    rpc_drop_log("rpc: %s: refused a connection from %s: %s", A->self.name, addr, why);
+    rpc_drop_log("rpc: %s: refused a connection from %s: %s", rpc_self_name(), addr, why);
 }
 
 void rpc_watch_router(void)
@@ -361,7 +370,7 @@ void rpc_watch_rendezvous(void)
         }
         if (!(ev & HS_FAILED)) continue;
         atomic_fetch_add(&rpc_counters.handshakes_failed, 1);
-        bool curve = A->opts.curve;
+        bool curve = cv.on;
         char why[256] = "";
         if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
             snprintf(why, sizeof why, "the peer refused this worker's key (ZAP status %u)", v);
@@ -379,11 +388,8 @@ void rpc_watch_rendezvous(void)
         if (!why[0]) continue;
         rdv_closed = 0;
         char text[320];
-        snprintf(text, sizeof text, "security handshake with %s failed (%s)", A->master, why);
-        pthread_mutex_lock(&A->state_mu);
-        bool joined = A->dir_ready;
-        pthread_mutex_unlock(&A->state_mu);
-        if (joined) rpc_drop_log("rpc: %s: %s", A->self.name, text);
+        snprintf(text, sizeof text, "security handshake with %s failed (%s)", cv.master, why);
+        if (atomic_load(&cv.joined)) rpc_drop_log("rpc: %s: %s", rpc_self_name(), text);
         else {
             /* the rendezvous fails now, not at its timeout: what waits for
              * a reply, and what is sent from now on (io_send) */

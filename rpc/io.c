@@ -12,7 +12,16 @@
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
 
-static struct rpc_agent *const A = &rpc_agent_state;
+/* Owned here: the I/O thread, the sockets it was given (rpc_io_start),
+ * the functions it hands received messages to, and its timers. Set before
+ * the thread starts; then the I/O thread's only (stop and admitted: any). */
+static struct {
+    struct rpc_io_cfg cfg;
+    pthread_t thread;
+    atomic_bool stop;
+    atomic_bool admitted;           /* rank 0, or a worker whose hello was answered: it may ping */
+    int64_t last_hb;
+} io;
 
 /* ---- out queue ------------------------------------------------------------- */
 
@@ -29,7 +38,7 @@ static _Thread_local bool on_io_thread;
 void rpc_wake_io(void)
 {
     uint64_t one = 1;
-    ssize_t r = write(A->efd, &one, sizeof one);
+    ssize_t r = write(io.cfg.efd, &one, sizeof one);
     (void)r;
 }
 
@@ -118,9 +127,9 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
 static void io_send(struct outmsg *m)
 {
     if (m->peer < 0) {
-        send_frames(A->router, m, true);
+        send_frames(io.cfg.router, m, true);
     } else {
-        struct peer *p = m->peer < MAX_WORKERS ? A->peers[m->peer] : NULL;
+        struct peer *p = rpc_peer(m->peer);
         const char *refused = m->peer == 0 && m->fut ? rpc_rdv_refused() : NULL;
         if (refused) {
             /* libzmq may have dropped the connection for good (a protocol
@@ -193,13 +202,8 @@ static void drain_socket(void *sock, bool router, int peer)
         int n = recv_one(sock, router, rid, &rid_len);
         if (n == 0) return;
         if (n < 0) continue;
-        if (!router) {
-            rpc_handle_dealer(peer, rx_frames, n);
-        } else if (n > 1) {
-            struct conn *c = rpc_conn_get(rid, rid_len, &rx_frames[1]);   /* from the wire: has its socket */
-            if (c) rpc_handle_router(c, rx_frames + 1, n - 1);
-            else atomic_fetch_add(&rpc_counters.unverified, 1);     /* the table is full */
-        }
+        if (!router) io.cfg.on_dealer(peer, rx_frames, n);
+        else if (n > 1) io.cfg.on_router(rid, rid_len, rx_frames + 1, n - 1);
         for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
     }
 }
@@ -214,14 +218,13 @@ static void send_ping(struct peer *p)
 static void io_timers(void)
 {
     int64_t now = trib_now_ms();
-    if (now - A->last_hb >= A->opts.heartbeat_ms) {
-        A->last_hb = now;
-        if (rpc_hooks.on_tick) rpc_hooks.on_tick(now, rpc_hooks.user);
-        rref_expire_parked(now);
+    if (now - io.last_hb >= io.cfg.heartbeat_ms) {
+        io.last_hb = now;
+        io.cfg.on_heartbeat(now);
         int self = rpc_self_id();
         for (int i = 0; i < MAX_WORKERS; i++) {
-            struct peer *p = A->peers[i];
-            if (p && p->left_at && (p->npending == 0 || now - p->left_at > A->opts.heartbeat_timeout_ms)) {
+            struct peer *p = rpc_peer(i);
+            if (p && p->left_at && (p->npending == 0 || now - p->left_at > io.cfg.heartbeat_timeout_ms)) {
                 char why[128];
                 snprintf(why, sizeof why, "%s left", p->name);
                 rpc_close_peer(i, why);
@@ -231,11 +234,11 @@ static void io_timers(void)
              * init_timeout_ms): no heartbeats either way. Pings in the name of
              * a rank whose dead worker we replace, or that rank 0 refuses us,
              * would count against our connection there. */
-            if (!p || !p->alive || i == self || !atomic_load(&A->admitted)) continue;
-            if (now - p->last_seen > A->opts.heartbeat_timeout_ms) {
+            if (!p || !p->alive || i == self || !atomic_load(&io.admitted)) continue;
+            if (now - p->last_seen > io.cfg.heartbeat_timeout_ms) {
                 char why[128];
-                snprintf(why, sizeof why, "lost %s (no heartbeat for %d ms)", p->name, A->opts.heartbeat_timeout_ms);
-                rpc_drop_peer(i, why, RPC_EVENT_FAILED);
+                snprintf(why, sizeof why, "lost %s (no heartbeat for %d ms)", p->name, io.cfg.heartbeat_timeout_ms);
+                rpc_peer_lost(i, why);
                 continue;
             }
             send_ping(p);
@@ -264,7 +267,7 @@ static void flush_out(bool last)
     }
 }
 
-void *rpc_io_main(void *arg)
+static void *io_main(void *arg)
 {
     (void)arg;
     on_io_thread = true;
@@ -272,13 +275,13 @@ void *rpc_io_main(void *arg)
     zmq_pollitem_t items[5 + MAX_WORKERS];
     int map[5 + MAX_WORKERS];
     int nitems = 0, first_dealer = 2, i_zap = -1, i_mon = -1, i_rdv = -1;
-    A->peers_changed = true;
-    rpc_msg_init();
-    while (!atomic_load(&A->io_stop)) {
-        if (A->peers_changed) {
-            A->peers_changed = false;
-            items[0] = (zmq_pollitem_t){ .socket = A->router, .events = ZMQ_POLLIN };
-            items[1] = (zmq_pollitem_t){ .fd = A->efd, .events = ZMQ_POLLIN };
+    rpc_peers_changed(true);
+    bool changed = true;
+    while (!atomic_load(&io.stop)) {
+        if (changed) {
+            changed = false;
+            items[0] = (zmq_pollitem_t){ .socket = io.cfg.router, .events = ZMQ_POLLIN };
+            items[1] = (zmq_pollitem_t){ .fd = io.cfg.efd, .events = ZMQ_POLLIN };
             nitems = 2;
             i_zap = i_mon = i_rdv = -1;
             void *zap, *mon_router, *mon_rdv;
@@ -297,12 +300,12 @@ void *rpc_io_main(void *arg)
             }
             first_dealer = nitems;
             for (int i = 0; i < MAX_WORKERS; i++)
-                if (A->peers[i] && A->peers[i]->dealer) {
+                if (rpc_peer(i) && rpc_peer(i)->dealer) {
                     map[nitems] = i;
-                    items[nitems++] = (zmq_pollitem_t){ .socket = A->peers[i]->dealer, .events = ZMQ_POLLIN };
+                    items[nitems++] = (zmq_pollitem_t){ .socket = rpc_peer(i)->dealer, .events = ZMQ_POLLIN };
                 }
         }
-        long timeout = A->opts.heartbeat_ms;
+        long timeout = io.cfg.heartbeat_ms;
         if (rpc_pending_count()) timeout = 5;
         int rc = zmq_poll(items, nitems, timeout);
         if (rc < 0) {
@@ -311,27 +314,45 @@ void *rpc_io_main(void *arg)
         }
         if (items[1].revents & ZMQ_POLLIN) {
             uint64_t v;
-            ssize_t r = read(A->efd, &v, sizeof v);
+            ssize_t r = read(io.cfg.efd, &v, sizeof v);
             (void)r;
         }
         flush_out(false);
-        if (items[0].revents & ZMQ_POLLIN) drain_socket(A->router, true, -1);
-        bool changed = A->peers_changed;
+        if (items[0].revents & ZMQ_POLLIN) drain_socket(io.cfg.router, true, -1);
+        changed = rpc_peers_changed(false);
         if (i_zap >= 0 && (items[i_zap].revents & ZMQ_POLLIN)) rpc_curve_zap();
         if (i_mon >= 0 && (items[i_mon].revents & ZMQ_POLLIN)) rpc_watch_router();
         if (i_rdv >= 0 && (items[i_rdv].revents & ZMQ_POLLIN)) rpc_watch_rendezvous();
         for (int i = first_dealer; i < nitems && !changed; i++)
-            if ((items[i].revents & ZMQ_POLLIN) && A->peers[map[i]] && A->peers[map[i]]->dealer) {
-                drain_socket(A->peers[map[i]]->dealer, false, map[i]);
-                changed = A->peers_changed;
+            if ((items[i].revents & ZMQ_POLLIN) && rpc_peer(map[i]) && rpc_peer(map[i])->dealer) {
+                drain_socket(rpc_peer(map[i])->dealer, false, map[i]);
+                changed = rpc_peers_changed(false);
             }
         io_timers();
-        rpc_conn_poll();
+        io.cfg.after_poll();
+        changed = rpc_peers_changed(true);
         flush_out(false);               /* replies of inline handlers, pings */
     }
     /* Flush what is queued (replies, byes) before the sockets close. */
     flush_out(true);
     rpc_fail_pending_to(-1, "shut down");
-    rpc_msg_fini();
     return NULL;
 }
+
+void rpc_io_start(const struct rpc_io_cfg *cfg)
+{
+    io.cfg = *cfg;
+    atomic_store(&io.stop, false);
+    io.last_hb = 0;
+    rpc_out_open();
+    CHECK(pthread_create(&io.thread, NULL, io_main, NULL) == 0);
+}
+
+void rpc_io_stop(void)
+{
+    atomic_store(&io.stop, true);
+    rpc_wake_io();
+    pthread_join(io.thread, NULL);
+}
+
+void rpc_io_set_admitted(bool on) { atomic_store(&io.admitted, on); }

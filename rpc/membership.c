@@ -3,6 +3,7 @@
  * rank 0 and the workers exchange. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,7 +14,6 @@
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
 
-static struct rpc_agent *const A = &rpc_agent_state;
 
 /* Owned here: the membership events not yet taken by rpc_next_event (a
  * bounded ring: the oldest is dropped when full). */
@@ -25,6 +25,29 @@ static struct {
     int head, count;                    /* under mu */
 } evq = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
+/* Owned here: this worker's place in the world and the rendezvous and
+ * shutdown protocols' state. Lock rule: ms.mu guards the fields marked so;
+ * it is never held while taking the directory lock's write side (the
+ * directory lock may be taken, for reading, under it). */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;                  /* broadcast on every change below and on a peer's loss */
+    int rank, world_size;               /* set by rpc_membership_init */
+    bool dynamic, allow_dynamic;
+    char master[128];
+    void (*on_event)(const struct rpc_event *ev, void *user);
+    void *event_user;
+    bool dir_ready;                     /* under mu: the directory is in (the world is complete) */
+    int static_seen;                    /* rank 0, under mu: static ranks that said hello */
+    bool dir_sent;                      /* rank 0, under mu */
+    int sd_ready;                       /* rank 0, under mu: static members ready to shut down */
+    bool sd_ready_from[MAX_WORKERS];
+    bool sd_go;                         /* under mu: rank 0 said go */
+    int byes;
+    bool bye_from[MAX_WORKERS];
+    char joins_refused[128];            /* rank 0, under mu: why hellos are refused ("": open) */
+} ms = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+
 void rpc_events_reset(void)
 {
     pthread_mutex_lock(&evq.mu);
@@ -32,70 +55,7 @@ void rpc_events_reset(void)
     pthread_mutex_unlock(&evq.mu);
 }
 
-/* ---- directory -------------------------------------------------------------- */
-
-int rpc_find_peer(const char *name)
-{
-    for (int i = 0; i < MAX_WORKERS; i++)
-        if (A->peers[i] && A->peers[i]->alive && strcmp(A->peers[i]->name, name) == 0) return i;
-    return -1;
-}
-
-bool rpc_worker_alive(int id)
-{
-    if (id < 0 || id >= MAX_WORKERS) return false;
-    pthread_rwlock_rdlock(&A->dir_lock);
-    bool ok = A->peers[id] && A->peers[id]->alive;
-    pthread_rwlock_unlock(&A->dir_lock);
-    return ok;
-}
-
-static void fill_info(const struct peer *p, struct rpc_worker_info *out)
-{
-    out->id = p->id;
-    snprintf(out->name, sizeof out->name, "%s", p->name);
-    snprintf(out->endpoint, sizeof out->endpoint, "%s", p->endpoint);
-    snprintf(out->via, sizeof out->via, "%s", p->via);
-}
-
-int rpc_get_worker_info(const char *name, struct rpc_worker_info *out)
-{
-    pthread_rwlock_rdlock(&A->dir_lock);
-    int id = A->up ? rpc_find_peer(name) : -1;
-    if (id >= 0) fill_info(A->peers[id], out);
-    pthread_rwlock_unlock(&A->dir_lock);
-    return id >= 0 ? 0 : rpc_set_error("rpc: unknown worker '%s'", name);
-}
-
-int rpc_get_worker_info_by_id(int id, struct rpc_worker_info *out)
-{
-    int rc = -1;
-    pthread_rwlock_rdlock(&A->dir_lock);
-    if (A->up && id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->alive) {
-        fill_info(A->peers[id], out);
-        rc = 0;
-    }
-    pthread_rwlock_unlock(&A->dir_lock);
-    return rc == 0 ? 0 : rpc_set_error("rpc: unknown worker id %d", id);
-}
-
-int rpc_get_workers(struct rpc_worker_info *out, int cap)
-{
-    int n = 0;
-    pthread_rwlock_rdlock(&A->dir_lock);
-    for (int i = 0; i < MAX_WORKERS && n < cap; i++)
-        if (A->peers[i] && A->peers[i]->alive) fill_info(A->peers[i], &out[n++]);
-    pthread_rwlock_unlock(&A->dir_lock);
-    return n;
-}
-
-void rpc_peer_name(int id, char *buf, size_t cap)
-{
-    pthread_rwlock_rdlock(&A->dir_lock);
-    if (id >= 0 && id < MAX_WORKERS && A->peers[id]) snprintf(buf, cap, "%s", A->peers[id]->name);
-    else snprintf(buf, cap, "worker%d", id);
-    pthread_rwlock_unlock(&A->dir_lock);
-}
+/* ---- events ---------------------------------------------------------------- */
 
 void rpc_post_event(enum rpc_event_kind kind, int id, const char *name)
 {
@@ -110,7 +70,7 @@ void rpc_post_event(enum rpc_event_kind kind, int id, const char *name)
     evq.count++;
     pthread_cond_broadcast(&evq.cv);
     pthread_mutex_unlock(&evq.mu);
-    if (A->opts.on_event) A->opts.on_event(&ev, A->opts.event_user);
+    if (ms.on_event) ms.on_event(&ev, ms.event_user);
 }
 
 int rpc_next_event(struct rpc_event *ev, int timeout_ms)
@@ -132,84 +92,19 @@ int rpc_next_event(struct rpc_event *ev, int timeout_ms)
     return got;
 }
 
-/* I/O thread (or rpc_init before it starts): adds (or revives) a peer and
- * connects a dealer to it. NULL with error if the endpoint is unusable
- * (it comes from the network). */
-struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic)
-{
-    CHECK(id >= 0 && id < MAX_WORKERS);
-    struct peer *p = A->peers[id];
-    if (p && p->alive && strcmp(p->endpoint, endpoint) == 0) {
-        pthread_rwlock_wrlock(&A->dir_lock);
-        snprintf(p->name, sizeof p->name, "%s", name);
-        p->dynamic = dynamic;
-        pthread_rwlock_unlock(&A->dir_lock);
-        return p;
-    }
-    unsigned char rid[RPC_RID_LEN];
-    rpc_new_rid(rid);
-    char via[160];
-    void *d = A->links->open(id, endpoint, rid, via, sizeof via);
-    if (!d) return NULL;
-    if (!p) p = trib_xcalloc(1, sizeof *p);
-    if (p->dealer && id != 0) {
-        /* a worker restarted before we saw its old process die: what the
-         * old one was asked will never be answered */
-        char why[128];
-        snprintf(why, sizeof why, "%s was replaced by a new process", p->name);
-        rpc_fail_pending_to(id, why);
-    }
-    if (p->dealer) A->links->close(p->dealer);
-    p->left_at = 0;
-    pthread_rwlock_wrlock(&A->dir_lock);
-    p->id = id;
-    snprintf(p->name, sizeof p->name, "%s", name);
-    snprintf(p->endpoint, sizeof p->endpoint, "%s", endpoint);
-    snprintf(p->via, sizeof p->via, "%s", via);
-    p->dealer = d;
-    memcpy(p->rid, rid, sizeof rid);
-    p->bad = 0;
-    p->alive = true;
-    p->dynamic = dynamic;
-    p->last_seen = trib_now_ms();
-    A->peers[id] = p;
-    pthread_rwlock_unlock(&A->dir_lock);
-    A->peers_changed = true;
-    return p;
-}
-
-/* I/O thread: closes the dealer of a peer that is no longer alive and
- * fails the calls still waiting on it. */
-void rpc_close_peer(int id, const char *why)
-{
-    struct peer *p = A->peers[id];
-    if (!p || !p->dealer) return;
-    A->links->close(p->dealer);
-    p->dealer = NULL;
-    p->left_at = 0;
-    A->peers_changed = true;
-    rpc_fail_pending_to(id, why);
-}
-
 /* I/O thread: a peer left or died. A peer that left gracefully keeps its
  * dealer until the replies it sent before leaving are in (or a heartbeat
  * timeout passes: see io_timers); a dead one fails its calls at once. */
 void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev)
 {
-    struct peer *p = A->peers[id];
-    if (!p || !p->alive) return;
-    pthread_rwlock_wrlock(&A->dir_lock);
-    p->alive = false;
-    pthread_rwlock_unlock(&A->dir_lock);
-    if (ev == RPC_EVENT_LEAVE && p->npending > 0) p->left_at = trib_now_ms();
-    else rpc_close_peer(id, why);
+    if (!rpc_peer_gone(id, why, ev == RPC_EVENT_LEAVE)) return;
     rpc_conn_forget_worker(id);
     if (rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(id, rpc_hooks.user);
     if (rpc_rref_hooks.peer_gone) rpc_rref_hooks.peer_gone(id);
-    rpc_post_event(ev, id, p->name);
-    pthread_mutex_lock(&A->state_mu);
-    pthread_cond_broadcast(&A->state_cv);
-    pthread_mutex_unlock(&A->state_mu);
+    rpc_post_event(ev, id, rpc_peer(id)->name);
+    pthread_mutex_lock(&ms.mu);
+    pthread_cond_broadcast(&ms.cv);
+    pthread_mutex_unlock(&ms.mu);
 }
 
 /* ---- builtins: rendezvous, membership, shutdown -------------------------- */
@@ -240,19 +135,19 @@ static struct rpc_value dir_entry(const struct peer *p)
 static struct rpc_value directory_value(void)
 {
     size_t n = 0;
-    for (int i = 0; i < MAX_WORKERS; i++) if (A->peers[i] && A->peers[i]->alive) n++;
+    for (int i = 0; i < MAX_WORKERS; i++) if (rpc_peer(i) && rpc_peer(i)->alive) n++;
     struct rpc_value l = rpc_list(1);
     l.list.items[0] = rpc_list(n);
     n = 0;
     for (int i = 0; i < MAX_WORKERS; i++)
-        if (A->peers[i] && A->peers[i]->alive) l.list.items[0].list.items[n++] = dir_entry(A->peers[i]);
+        if (rpc_peer(i) && rpc_peer(i)->alive) l.list.items[0].list.items[n++] = dir_entry(rpc_peer(i));
     return l;
 }
 
 static int find_endpoint(const char *ep)
 {
     for (int i = 0; i < MAX_WORKERS; i++)
-        if (A->peers[i] && A->peers[i]->alive && strcmp(A->peers[i]->endpoint, ep) == 0) return i;
+        if (rpc_peer(i) && rpc_peer(i)->alive && strcmp(rpc_peer(i)->endpoint, ep) == 0) return i;
     return -1;
 }
 
@@ -268,38 +163,38 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
         (args->list.len > 3 && !rpc_arg_int(args, 3, &world)))
         return rpc_request_fail(req, "bad hello");
     if (!*name || strlen(name) >= 64) return rpc_request_fail(req, "a worker name must be 1..63 bytes");
-    if (A->rank != 0) return rpc_request_fail(req, "not the rendezvous (rank 0)");
+    if (ms.rank != 0) return rpc_request_fail(req, "not the rendezvous (rank 0)");
     int owner = rpc_conn_worker(req->rid, req->rid_len);
     if (owner >= 0) {
         char who[64];
         rpc_peer_name(owner, who, sizeof who);
         return rpc_request_fail(req, "this connection is already worker %d (%s)", owner, who);
     }
-    char refused[sizeof A->joins_refused];
-    pthread_mutex_lock(&A->state_mu);
-    snprintf(refused, sizeof refused, "%s", A->joins_refused);
-    pthread_mutex_unlock(&A->state_mu);
+    char refused[sizeof ms.joins_refused];
+    pthread_mutex_lock(&ms.mu);
+    snprintf(refused, sizeof refused, "%s", ms.joins_refused);
+    pthread_mutex_unlock(&ms.mu);
     if (refused[0]) return rpc_request_fail(req, "%s", refused);
     /* A dynamic rank is one more rank, admitted only where the run asked
      * for late joiners (opts.allow_dynamic); every other rule below holds
      * for it as for a static one. Without it only the declared world joins. */
-    bool dynamic = rank == RPC_RANK_DYNAMIC && A->opts.allow_dynamic;
+    bool dynamic = rank == RPC_RANK_DYNAMIC && ms.allow_dynamic;
     /* the rank first: a restarted worker asking for a live one's rank (and
      * so, by default, its name) is told that the rank is taken */
-    if (!dynamic && (rank < 1 || rank >= A->world_size))
-        return rpc_request_fail(req, "rank %lld out of range 1..%d", (long long)rank, A->world_size - 1);
-    if (world < 0 || (world > 0 && world != A->world_size))
-        return rpc_request_fail(req, "world size %lld does not match the master's %d", (long long)world, A->world_size);
-    if (!dynamic && A->peers[rank] && A->peers[rank]->alive)
-        return rpc_request_fail(req, "rank %lld is taken by live worker %s", (long long)rank, A->peers[rank]->name);
+    if (!dynamic && (rank < 1 || rank >= ms.world_size))
+        return rpc_request_fail(req, "rank %lld out of range 1..%d", (long long)rank, ms.world_size - 1);
+    if (world < 0 || (world > 0 && world != ms.world_size))
+        return rpc_request_fail(req, "world size %lld does not match the master's %d", (long long)world, ms.world_size);
+    if (!dynamic && rpc_peer(rank) && rpc_peer(rank)->alive)
+        return rpc_request_fail(req, "rank %lld is taken by live worker %s", (long long)rank, rpc_peer(rank)->name);
     if (rpc_find_peer(name) >= 0) return rpc_request_fail(req, "worker name '%s' is taken", name);
     int at = find_endpoint(ep);
-    if (at >= 0) return rpc_request_fail(req, "endpoint '%s' is worker %d's (%s)", ep, at, A->peers[at]->name);
+    if (at >= 0) return rpc_request_fail(req, "endpoint '%s' is worker %d's (%s)", ep, at, rpc_peer(at)->name);
     int id;
     if (dynamic) {
         /* Not the id of a worker that left and whose dealer still drains
          * the replies it sent before leaving (io_timers closes it). */
-        for (id = A->world_size; id < MAX_WORKERS && A->peers[id] && (A->peers[id]->alive || A->peers[id]->dealer); id++) {}
+        for (id = ms.world_size; id < MAX_WORKERS && rpc_peer(id) && (rpc_peer(id)->alive || rpc_peer(id)->dealer); id++) {}
         if (id >= MAX_WORKERS) return rpc_request_fail(req, "too many workers");
     } else {
         id = (int)rank;
@@ -309,25 +204,25 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
     rpc_conn_bind(req->rid, req->rid_len, id);
     *result = rpc_list(1);
     result->list.items[0] = rpc_int(id);
-    pthread_mutex_lock(&A->state_mu);
-    bool already = A->dir_sent;
-    if (!dynamic && !already) A->static_seen++;
+    pthread_mutex_lock(&ms.mu);
+    bool already = ms.dir_sent;
+    if (!dynamic && !already) ms.static_seen++;
     /* a rank taken again: what its dead worker said at shutdown is not the new one's */
-    if (A->sd_ready_from[id]) A->sd_ready--;
-    if (A->bye_from[id]) A->byes--;
-    A->sd_ready_from[id] = A->bye_from[id] = false;
-    bool complete = A->static_seen == A->world_size - 1;
-    if (complete && !already) A->dir_sent = true;
-    pthread_mutex_unlock(&A->state_mu);
+    if (ms.sd_ready_from[id]) ms.sd_ready--;
+    if (ms.bye_from[id]) ms.byes--;
+    ms.sd_ready_from[id] = ms.bye_from[id] = false;
+    bool complete = ms.static_seen == ms.world_size - 1;
+    if (complete && !already) ms.dir_sent = true;
+    pthread_mutex_unlock(&ms.mu);
     if (complete && !already) {
         struct rpc_value dir = directory_value();
         for (int i = 1; i < MAX_WORKERS; i++)
-            if (A->peers[i] && A->peers[i]->alive) rpc_send_oneway(i, "__dir", &dir);
+            if (rpc_peer(i) && rpc_peer(i)->alive) rpc_send_oneway(i, "__dir", &dir);
         rpc_value_clear(&dir);
-        pthread_mutex_lock(&A->state_mu);
-        A->dir_ready = true;
-        pthread_cond_broadcast(&A->state_cv);
-        pthread_mutex_unlock(&A->state_mu);
+        pthread_mutex_lock(&ms.mu);
+        ms.dir_ready = true;
+        pthread_cond_broadcast(&ms.cv);
+        pthread_mutex_unlock(&ms.mu);
     } else if (already) {
         struct rpc_value dir = directory_value();
         rpc_send_oneway(id, "__dir", &dir);
@@ -335,7 +230,7 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
         struct rpc_value j = rpc_list(1);
         j.list.items[0] = dir_entry(p);
         for (int i = 1; i < MAX_WORKERS; i++)
-            if (i != id && A->peers[i] && A->peers[i]->alive) rpc_send_oneway(i, "__join", &j);
+            if (i != id && rpc_peer(i) && rpc_peer(i)->alive) rpc_send_oneway(i, "__join", &j);
         rpc_value_clear(&j);
     }
     if (dynamic || already) rpc_post_event(RPC_EVENT_JOIN, id, name);
@@ -344,9 +239,9 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
 
 void rpc_refuse_joins(const char *why)
 {
-    pthread_mutex_lock(&A->state_mu);
-    snprintf(A->joins_refused, sizeof A->joins_refused, "%s", why && *why ? why : "joins are closed");
-    pthread_mutex_unlock(&A->state_mu);
+    pthread_mutex_lock(&ms.mu);
+    snprintf(ms.joins_refused, sizeof ms.joins_refused, "%s", why && *why ? why : "joins are closed");
+    pthread_mutex_unlock(&ms.mu);
 }
 
 static void add_entry(const struct rpc_value *e, bool event)
@@ -366,10 +261,11 @@ static int bi_dir(struct rpc_request *req, const struct rpc_value *args, struct 
     if (req->caller != 0 || args->list.len != 1 || args->list.items[0].kind != RPC_LIST) return -1;
     const struct rpc_value *l = &args->list.items[0];
     for (size_t i = 0; i < l->list.len; i++) add_entry(&l->list.items[i], false);
-    pthread_mutex_lock(&A->state_mu);
-    A->dir_ready = true;
-    pthread_cond_broadcast(&A->state_cv);
-    pthread_mutex_unlock(&A->state_mu);
+    rpc_curve_set_joined();
+    pthread_mutex_lock(&ms.mu);
+    ms.dir_ready = true;
+    pthread_cond_broadcast(&ms.cv);
+    pthread_mutex_unlock(&ms.mu);
     return 0;
 }
 
@@ -385,9 +281,9 @@ static int bi_leave(struct rpc_request *req, const struct rpc_value *args, struc
 {
     int64_t id;
     if (!rpc_arg_int(args, 0, &id) || id < 0 || id >= MAX_WORKERS || id == rpc_self_id()) return -1;
-    if (A->rank == 0 && req->caller == id) {
+    if (ms.rank == 0 && req->caller == id) {
         for (int i = 1; i < MAX_WORKERS; i++)
-            if (i != id && A->peers[i] && A->peers[i]->alive) rpc_send_oneway(i, "__leave", args);
+            if (i != id && rpc_peer(i) && rpc_peer(i)->alive) rpc_send_oneway(i, "__leave", args);
     } else if (req->caller != 0) {
         return -1;
     }
@@ -400,35 +296,35 @@ static int bi_leave(struct rpc_request *req, const struct rpc_value *args, struc
 
 static int bi_sd_ready(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
-    pthread_mutex_lock(&A->state_mu);
-    if (req->caller >= 0 && req->caller < MAX_WORKERS && !A->sd_ready_from[req->caller]) {
-        A->sd_ready_from[req->caller] = true;
-        A->sd_ready++;
+    pthread_mutex_lock(&ms.mu);
+    if (req->caller >= 0 && req->caller < MAX_WORKERS && !ms.sd_ready_from[req->caller]) {
+        ms.sd_ready_from[req->caller] = true;
+        ms.sd_ready++;
     }
-    pthread_cond_broadcast(&A->state_cv);
-    pthread_mutex_unlock(&A->state_mu);
+    pthread_cond_broadcast(&ms.cv);
+    pthread_mutex_unlock(&ms.mu);
     return 0;
 }
 
 static int bi_sd_go(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
     if (req->caller != 0) return rpc_request_fail(req, "not from rank 0");
-    pthread_mutex_lock(&A->state_mu);
-    A->sd_go = true;
-    pthread_cond_broadcast(&A->state_cv);
-    pthread_mutex_unlock(&A->state_mu);
+    pthread_mutex_lock(&ms.mu);
+    ms.sd_go = true;
+    pthread_cond_broadcast(&ms.cv);
+    pthread_mutex_unlock(&ms.mu);
     return 0;
 }
 
 static int bi_bye(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
-    pthread_mutex_lock(&A->state_mu);
-    if (req->caller >= 0 && req->caller < MAX_WORKERS && !A->bye_from[req->caller]) {
-        A->bye_from[req->caller] = true;
-        A->byes++;
+    pthread_mutex_lock(&ms.mu);
+    if (req->caller >= 0 && req->caller < MAX_WORKERS && !ms.bye_from[req->caller]) {
+        ms.bye_from[req->caller] = true;
+        ms.byes++;
     }
-    pthread_cond_broadcast(&A->state_cv);
-    pthread_mutex_unlock(&A->state_mu);
+    pthread_cond_broadcast(&ms.cv);
+    pthread_mutex_unlock(&ms.mu);
     return 0;
 }
 
@@ -441,4 +337,171 @@ void rpc_membership_register(void)
     rpc_register_ex("__sd_ready", bi_sd_ready, NULL, RPC_FN_INLINE);
     rpc_register_ex("__sd_go", bi_sd_go, NULL, RPC_FN_INLINE);
     rpc_register_ex("__bye", bi_bye, NULL, RPC_FN_INLINE);
+}
+
+/* ---- the agent's life: set-up, rendezvous, shutdown ----------------------- */
+
+void rpc_membership_lost(int id, const char *why) { rpc_drop_peer(id, why, RPC_EVENT_FAILED); }
+
+void rpc_membership_init(const struct rpc_opts *o, int rank, int world_size, const char *master)
+{
+    pthread_mutex_lock(&ms.mu);
+    ms.rank = rank;
+    ms.world_size = world_size;
+    ms.dynamic = rank == RPC_RANK_DYNAMIC;
+    ms.allow_dynamic = o->allow_dynamic;
+    ms.on_event = o->on_event;
+    ms.event_user = o->event_user;
+    snprintf(ms.master, sizeof ms.master, "%s", master);
+    ms.dir_ready = ms.dir_sent = ms.sd_go = false;
+    ms.static_seen = ms.sd_ready = ms.byes = 0;
+    memset(ms.sd_ready_from, 0, sizeof ms.sd_ready_from);
+    memset(ms.bye_from, 0, sizeof ms.bye_from);
+    ms.joins_refused[0] = '\0';
+    pthread_mutex_unlock(&ms.mu);
+    rpc_events_reset();
+    rpc_membership_register();
+}
+
+const char *rpc_master_endpoint(void) { return ms.master; }
+
+void rpc_membership_set_master(const char *master) { snprintf(ms.master, sizeof ms.master, "%s", master); }
+
+bool rpc_membership_joined(void)
+{
+    pthread_mutex_lock(&ms.mu);
+    bool j = ms.dir_ready;
+    pthread_mutex_unlock(&ms.mu);
+    return j;
+}
+
+void rpc_membership_set_complete(void)
+{
+    pthread_mutex_lock(&ms.mu);
+    ms.dir_ready = ms.dir_sent = true;
+    pthread_cond_broadcast(&ms.cv);
+    pthread_mutex_unlock(&ms.mu);
+}
+
+/* Waits until pred() holds (under ms.mu), or timeout_ms (< 0: no limit) has passed. */
+static bool wait_state(bool (*pred)(void), int timeout_ms)
+{
+    int64_t deadline = timeout_ms < 0 ? INT64_MAX : trib_now_ms() + timeout_ms;
+    pthread_mutex_lock(&ms.mu);
+    while (!pred()) {
+        int64_t left = deadline - trib_now_ms();
+        if (left <= 0) break;
+        struct timespec ts = trib_deadline_ts(left < 50 ? left : 50);
+        pthread_cond_timedwait(&ms.cv, &ms.mu, &ts);
+    }
+    bool ok = pred();
+    pthread_mutex_unlock(&ms.mu);
+    return ok;
+}
+
+static const volatile sig_atomic_t *cancel_flag;
+static bool pred_dir(void) { return ms.dir_ready; }
+static bool cancelled(void) { return cancel_flag && *cancel_flag; }
+static bool pred_dir_or_cancel(void) { return ms.dir_ready || cancelled(); }
+
+int rpc_membership_join(const char *self_endpoint, int init_timeout_ms, const volatile sig_atomic_t *cancel)
+{
+    cancel_flag = cancel;
+    if (ms.rank == 0) {
+        if (ms.world_size == 1) {
+            rpc_membership_set_complete();
+        } else if (!wait_state(pred_dir_or_cancel, init_timeout_ms) || !wait_state(pred_dir, 0)) {
+            if (cancelled())
+                return rpc_set_error("rpc_init: interrupted while waiting for the rendezvous (%d of %d workers arrived)",
+                                     ms.static_seen + 1, ms.world_size);
+            return rpc_set_error("rpc_init: rendezvous timed out after %d ms (%d of %d workers arrived)",
+                                 init_timeout_ms, ms.static_seen + 1, ms.world_size);
+        }
+        return 0;
+    }
+    struct rpc_value args = rpc_list(4), res = rpc_nil();
+    args.list.items[0] = rpc_str(rpc_self_name());
+    args.list.items[1] = rpc_int(ms.rank);
+    args.list.items[2] = rpc_str(self_endpoint);
+    args.list.items[3] = rpc_int(ms.dynamic ? 0 : ms.world_size);
+    struct rpc_future *f = rpc_async_id(0, "__hello", &args, init_timeout_ms);
+    rpc_value_clear(&args);
+    int rc = rpc_future_take(f, &res);
+    rpc_future_free(f);
+    int64_t id;
+    if (rc < 0 || !rpc_arg_int(&res, 0, &id)) {
+        char e[1024];
+        snprintf(e, sizeof e, "%s", rpc_last_error());
+        rpc_value_clear(&res);
+        return rpc_set_error("rpc_init: rendezvous with %s failed: %s", ms.master, e);
+    }
+    rpc_value_clear(&res);
+    wire_set_self_id((int)id);
+    rpc_io_set_admitted(true);
+    if (!wait_state(pred_dir, init_timeout_ms))
+        return rpc_set_error("rpc_init: no directory from %s after %d ms", ms.master, init_timeout_ms);
+    return 0;
+}
+
+static bool pred_idle(void) { return rpc_calls_in_flight() == 0 && rpc_requests_active() == 0; }
+/* rank 0 said go, or rank 0 is gone (nobody left to say it) */
+static bool pred_go(void) { return ms.sd_go || !rpc_worker_alive(0); }
+
+static int static_alive(void)
+{
+    int n = 0;
+    for (int i = 1; i < ms.world_size && i < MAX_WORKERS; i++)
+        if (rpc_worker_alive(i)) n++;
+    return n;
+}
+
+/* Under ms.mu; liveness is read under the directory lock (never held
+ * while taking ms.mu, so the order is safe). */
+static bool all_static(const bool *flags)
+{
+    bool ok = true;
+    rpc_dir_rdlock();
+    for (int i = 1; i < ms.world_size && i < MAX_WORKERS && ok; i++)
+        if (rpc_peer(i) && rpc_peer(i)->alive && !flags[i]) ok = false;
+    rpc_dir_unlock();
+    return ok;
+}
+
+static bool pred_all_ready(void) { return all_static(ms.sd_ready_from); }
+static bool pred_all_bye(void) { return all_static(ms.bye_from); }
+
+void rpc_membership_leave(bool graceful, int long_wait)
+{
+    if (!graceful) return;
+    wait_state(pred_idle, long_wait);
+    if (ms.dynamic) {
+        struct rpc_value args = rpc_list(1);
+        args.list.items[0] = rpc_int(rpc_self_id());
+        struct rpc_future *f = rpc_async_id(0, "__leave", &args, 2000);
+        rpc_value_clear(&args);
+        rpc_future_wait(f, NULL);
+        rpc_future_free(f);
+    } else if (ms.rank != 0) {
+        struct rpc_future *f = rpc_async_id(0, "__sd_ready", NULL, long_wait);
+        rpc_future_wait(f, NULL);
+        rpc_future_free(f);
+        /* No time limit: the barrier is "every static member has called
+         * rpc_shutdown", however long rank 0 still works; pred_go also
+         * holds once rank 0 is dead, so this cannot hang on a corpse. */
+        wait_state(pred_go, -1);
+        wait_state(pred_idle, long_wait);
+        f = rpc_async_id(0, "__bye", NULL, 2000);
+        rpc_future_wait(f, NULL);
+        rpc_future_free(f);
+    } else {
+        if (static_alive() > 0) {
+            wait_state(pred_all_ready, -1);   /* dead members count as ready */
+            for (int i = 1; i < ms.world_size && i < MAX_WORKERS; i++)
+                if (rpc_worker_alive(i)) rpc_send_oneway(i, "__sd_go", NULL);
+            wait_state(pred_all_bye, long_wait);
+            /* let the bye replies leave before the sockets close */
+            usleep(20000);
+        }
+        wait_state(pred_idle, long_wait);
+    }
 }

@@ -8,16 +8,14 @@
 #include "common/check.h"
 #include "rpc/rpc_internal.h"
 
-static struct rpc_agent *const A = &rpc_agent_state;
-
-
+/* Owned here (I/O thread only): the decoder's zone, the tensors of the
+ * message being decoded, and the bounds rpc_msg_init copied in. */
 static msgpack_zone zone;
-static struct wire_tensors rx_tensors;      /* tensors of the message being decoded */
-
-static void touch_peer(int id)
-{
-    if (id >= 0 && id < MAX_WORKERS && A->peers[id] && A->peers[id]->dealer) A->peers[id]->last_seen = trib_now_ms();
-}
+static struct wire_tensors rx_tensors;
+static struct {
+    int max_pending;            /* rpc_opts.max_pending_per_worker */
+    size_t max_pending_bytes;   /* rpc_opts.max_pending_bytes_per_worker */
+} bounds;
 
 void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text)
 {
@@ -31,7 +29,7 @@ void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_i
 static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *why)
 {
     char buf[1024];
-    snprintf(buf, sizeof buf, "rpc: %s: bad message: %s", A->self.name, why);
+    snprintf(buf, sizeof buf, "rpc: %s: bad message: %s", rpc_self_name(), why);
     rpc_reply_error_to(rid, rid_len, req_id, buf);
 }
 
@@ -58,13 +56,13 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
     int np;
     int64_t nb;
     if (rpc_requests_of(from, &np, &nb)) {
-        if (np >= A->opts.max_pending_per_worker ||
-            (np > 0 && (uint64_t)nb + bytes > A->opts.max_pending_bytes_per_worker)) {
+        if (np >= bounds.max_pending ||
+            (np > 0 && (uint64_t)nb + bytes > bounds.max_pending_bytes)) {
             char name[64];
             rpc_peer_name(from, name, sizeof name);
             snprintf(err, sizeof err, "rpc: %s: busy: %s has %d requests (%lld bytes) here not answered yet; "
-                     "the limit is %d requests, %zu bytes", A->self.name, name, np, (long long)nb,
-                     A->opts.max_pending_per_worker, A->opts.max_pending_bytes_per_worker);
+                     "the limit is %d requests, %zu bytes", rpc_self_name(), name, np, (long long)nb,
+                     bounds.max_pending, bounds.max_pending_bytes);
             atomic_fetch_add(&rpc_counters.busy, 1);
             rpc_reply_error_to(rid, rid_len, h->req_id, err);
             return;
@@ -103,7 +101,7 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
     if (flags & RPC_FN_INLINE) {
         rpc_run_request(req);
     } else if (!rpc_pool_push(req)) {
-        snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", A->self.name, MAX_QUEUE);
+        snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", rpc_self_name(), MAX_QUEUE);
         rpc_request_fail_text(req, err);
         rpc_request_finish_error(req);
     }
@@ -144,7 +142,7 @@ void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
         }
         if (!rpc_find_fn(h.fn, h.fn_len, &fn, &user, &flags)) {
             char msg[512];
-            snprintf(msg, sizeof msg, "rpc: %s: unknown function '%.*s'", A->self.name, (int)h.fn_len, h.fn);
+            snprintf(msg, sizeof msg, "rpc: %s: unknown function '%.*s'", rpc_self_name(), (int)h.fn_len, h.fn);
             rpc_reply_error_to(rid, rid_len, h.req_id, msg);
             return;
         }
@@ -161,7 +159,7 @@ void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
     default:
         break;
     }
-    touch_peer(from);
+    rpc_peer_touch(from);
     if (h.type == WIRE_PING) return;
     dispatch_request(rid, rid_len, from, &h, frames, n, fn, user, flags);
 }
@@ -177,7 +175,7 @@ void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n)
         fail_bad_response(peer, h.req_id, err);
         return;
     }
-    touch_peer(peer);
+    rpc_peer_touch(peer);
     if (h.type == WIRE_PING) return;
     if (h.type == WIRE_REQ) {
         rpc_peer_bad(peer, "a request on the response socket");
@@ -212,5 +210,10 @@ void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n)
     rpc_pending_done(f);
 }
 
-void rpc_msg_init(void) { msgpack_zone_init(&zone, 8192); }
+void rpc_msg_init(int max_pending, size_t max_pending_bytes)
+{
+    bounds.max_pending = max_pending;
+    bounds.max_pending_bytes = max_pending_bytes;
+    msgpack_zone_init(&zone, 8192);
+}
 void rpc_msg_fini(void) { msgpack_zone_destroy(&zone); }

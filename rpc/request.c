@@ -23,7 +23,6 @@ struct fn_entry {
 static pthread_rwlock_t fn_lock = PTHREAD_RWLOCK_INITIALIZER;
 struct rpc_freelist rpc_request_fl = RPC_FREELIST_INIT(sizeof(struct rpc_request));
 static struct fn_entry *fn_table[256];
-static struct rpc_agent *const A = &rpc_agent_state;
 
 /* Owned here: the requests received and not yet answered (queued, running
  * or deferred), in all and per calling worker, with their bytes: a
@@ -153,7 +152,7 @@ int rpc_request_fail(struct rpc_request *req, const char *fmt, ...)
     free(req->err);
     size_t n = strlen(buf) + strlen(req->fn) + 200;
     req->err = trib_xmalloc(n);
-    snprintf(req->err, n, "rpc: %s: %s: %s", A->self.name, req->fn, buf);
+    snprintf(req->err, n, "rpc: %s: %s: %s", rpc_self_name(), req->fn, buf);
     return -1;
 }
 
@@ -326,4 +325,10 @@ struct rpc_request *rpc_request_new_counted(int caller, size_t bytes)
         atomic_fetch_add(&received.bytes_by[caller], (int64_t)bytes);
     }
     return req;
+}
+
+void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, int64_t *msg_id)
+{
+    *ctx_id = req->ac_ctx;
+    *msg_id = req->ac_msg;
 }

@@ -1,52 +1,49 @@
-/* The RPC agent's life (docs/design.md §4.1-4.3, rpc/README.md): start-up (options, sockets,
- * the I/O thread and the handler pool, the rendezvous), graceful and
- * immediate shutdown, and the offline agent of the fuzz targets. The work
- * in between lives in io.c (the I/O thread), message.c (received
- * messages), call.c (calls and the pending table), request.c (handlers),
- * membership.c, conn.c, rref*.c and wire.c (the codec). */
+/* The RPC agent's life (docs/design.md §4.1-4.3, rpc/README.md): rpc.c
+ * assembles the parts and nothing calls into it. It reads the options,
+ * makes the sockets, hands each part its settings (calls, connections,
+ * messages, membership, CURVE), installs the functions the I/O thread hands
+ * received messages and ticks to, starts the I/O thread and the handler
+ * pool, and leaves the rendezvous and the shutdown protocol to membership.
+ * The offline agent of the fuzz targets is the same assembly without
+ * sockets or threads. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <poll.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/check.h"
 #include "common/error.h"
 #include "rpc/rpc_internal.h"
 
-struct rpc_agent rpc_agent_state;
-static struct rpc_agent *const A = &rpc_agent_state;
+/* Owned here: the options after defaults, the context and router sockets
+ * (handed to the I/O thread while it runs), and which agent this is. */
+static struct {
+    bool up;                        /* between rpc_init (or rpc_offline_init) and the shutdown */
+    bool offline;
+    struct rpc_opts opts;
+    int rank, world_size;
+    enum rpc_transport transport;   /* resolved: AUTO, TCP or IPC */
+    void *zctx;
+    void *router;
+    int efd;
+    char endpoint[128];
+    char ipc_endpoint[160];         /* the router's ipc:// twin ("": none) */
+} ag;
 
-
-void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, int64_t *msg_id)
-{
-    *ctx_id = req->ac_ctx;
-    *msg_id = req->ac_msg;
-}
-
-bool rpc_is_up(void) { return A->up; }
-const char *rpc_self_name(void) { return A->self.name; }
-const struct rpc_worker_info *rpc_self(void) { return &A->self; }
-const char *rpc_master_endpoint(void) { return A->master; }
-uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fetch_add(&A->next_gid, 1) & 0xffffffffffffull); }
-
-/* ---- links: how membership reaches a peer ------------------------------------
+/* ---- links: how the directory reaches a peer --------------------------------
  * A dealer socket per peer, connected through tcp:// or its ipc:// twin;
  * the offline agent (fuzz targets) links to nothing: a stand-in handle
  * that sends nowhere, so the rest of the agent runs unchanged. */
 
 static void *zmq_link_open(int id, const char *endpoint, const unsigned char *rid, char *via, size_t cap)
 {
-    if (rpc_connect_endpoint(endpoint, A->transport, via, cap) < 0) return NULL;
-    void *d = zmq_socket(A->zctx, ZMQ_DEALER);
+    if (rpc_connect_endpoint(endpoint, ag.transport, via, cap) < 0) return NULL;
+    void *d = zmq_socket(ag.zctx, ZMQ_DEALER);
     CHECK(d != NULL);
     int zero = 0, hwm = HWM;
-    int64_t maxsz = (int64_t)A->opts.max_frame_bytes;
+    int64_t maxsz = (int64_t)ag.opts.max_frame_bytes;
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero));
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_SNDHWM, &hwm, sizeof hwm));
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
@@ -78,6 +75,21 @@ static void null_link_close(void *dealer) { (void)dealer; }
 
 static const struct rpc_link_ops null_links = { null_link_open, null_link_close };
 
+/* ---- what the I/O thread hands up --------------------------------------------- */
+
+static void on_router(const unsigned char *rid, size_t rid_len, zmq_msg_t *frames, int n)
+{
+    struct conn *c = rpc_conn_get(rid, rid_len, &frames[0]);   /* from the wire: has its socket */
+    if (c) rpc_handle_router(c, frames, n);
+    else atomic_fetch_add(&rpc_counters.unverified, 1);     /* the table is full */
+}
+
+static void on_heartbeat(int64_t now)
+{
+    if (rpc_hooks.on_tick) rpc_hooks.on_tick(now, rpc_hooks.user);
+    rref_expire_parked(now);
+}
+
 /* ---- init / shutdown ---------------------------------------------------- */
 
 static int env_int(const char *a, const char *b, int dflt)
@@ -86,26 +98,6 @@ static int env_int(const char *a, const char *b, int dflt)
     if (!v && b) v = getenv(b);
     return v && *v ? atoi(v) : dflt;
 }
-
-/* Waits until pred() holds, or timeout_ms (< 0: no limit) has passed. */
-static bool wait_state(bool (*pred)(void), int timeout_ms)
-{
-    int64_t deadline = timeout_ms < 0 ? INT64_MAX : trib_now_ms() + timeout_ms;
-    pthread_mutex_lock(&A->state_mu);
-    while (!pred()) {
-        int64_t left = deadline - trib_now_ms();
-        if (left <= 0) break;
-        struct timespec ts = trib_deadline_ts(left < 50 ? left : 50);
-        pthread_cond_timedwait(&A->state_cv, &A->state_mu, &ts);
-    }
-    bool ok = pred();
-    pthread_mutex_unlock(&A->state_mu);
-    return ok;
-}
-
-static bool pred_dir(void) { return A->dir_ready; }
-static bool cancelled(void) { return A->opts.cancel && *A->opts.cancel; }
-static bool pred_dir_or_cancel(void) { return A->dir_ready || cancelled(); }
 
 /* Fills in the defaults of the options left 0. */
 static void apply_defaults(struct rpc_opts *o)
@@ -123,264 +115,164 @@ static void apply_defaults(struct rpc_opts *o)
     o->bind_host = o->bind_host ? o->bind_host : "127.0.0.1";
 }
 
-/* Locks, counters, this worker's name and id, and the builtins: what both
- * rpc_init and rpc_offline_init need. */
-static void init_state(const char *name)
+/* Each part's settings, this worker's name and id, and the builtins: what
+ * both rpc_init and rpc_offline_init need. */
+static void init_parts(const char *name, const char *master, const struct rpc_link_ops *links)
 {
-    pthread_rwlock_init(&A->dir_lock, NULL);
-    pthread_mutex_init(&A->state_mu, NULL);
-    pthread_cond_init(&A->state_cv, NULL);
-    rpc_events_reset();
+    const struct rpc_opts *o = &ag.opts;
+    bool dynamic = ag.rank == RPC_RANK_DYNAMIC;
     rpc_counters_reset();
-    atomic_init(&A->next_gid, 1);
-    snprintf(A->self.name, sizeof A->self.name, "%s", name);
-    wire_set_self_id(A->dynamic ? RPC_UNASSIGNED_ID : A->rank);
-    rpc_membership_register();
-    rpc_conn_register();
+    rpc_future_set_spin(o->spin_us);
+    rpc_call_init(o->default_timeout_ms);
+    rpc_peers_init(links, name, rpc_membership_lost);
+    wire_set_self_id(dynamic ? RPC_UNASSIGNED_ID : ag.rank);
+    rpc_membership_init(o, ag.rank, ag.world_size, master);
+    rpc_conn_init(o->heartbeat_timeout_ms, o->max_frame_bytes);
+    rpc_msg_init(o->max_pending_per_worker, o->max_pending_bytes_per_worker);
     rref_register_builtins();
     rref_module_init();
 }
 
 /* The other locks stay usable: calls after rpc_shutdown fail cleanly. */
-static void destroy_state(void)
+static void fini_parts(void)
 {
-    pthread_rwlock_destroy(&A->dir_lock);
+    rref_module_shutdown();
+    rpc_conn_reset();
+    rpc_peers_fini();
+    rpc_msg_fini();
     rpc_fl_drain(&rpc_outmsg_fl);
     rpc_fl_drain(&rpc_request_fl);
 }
 
-static void teardown(void);
+/* Closes the sockets rpc_init made (the router first: its monitor then stops). */
+static void close_sockets(void)
+{
+    rpc_ipc_unbind(ag.ipc_endpoint);
+    ZMQ_CHECK(zmq_close(ag.router));
+    rpc_curve_close();
+    ZMQ_CHECK(zmq_ctx_term(ag.zctx));
+    if (ag.efd >= 0) close(ag.efd);
+    ag.efd = -1;
+}
+
+static void teardown(void)
+{
+    rpc_io_stop();
+    rpc_pool_stop();
+    rpc_out_reset();
+    ag.up = false;
+    rpc_peers_set_up(false);
+    fini_parts();
+    close_sockets();
+}
+
+/* Undoes a failed rpc_init before the I/O thread started; returns -1 with
+ * the error as it was. */
+static int init_failed(void)
+{
+    char e[1024];
+    snprintf(e, sizeof e, "%s", rpc_last_error());
+    fini_parts();
+    close_sockets();
+    return rpc_set_error("%s", e);
+}
 
 int rpc_init(const struct rpc_opts *opts)
 {
-    if (A->up) return rpc_set_error("rpc_init: already initialised");
+    if (ag.up) return rpc_set_error("rpc_init: already initialised");
     if (!opts || !opts->name || !*opts->name || strlen(opts->name) >= 64)
         return rpc_set_error("rpc_init: a worker name (1..63 bytes) is required");
-    memset(A, 0, sizeof *A);
-    A->opts = *opts;
-    struct rpc_opts *o = &A->opts;
-    A->rank = o->rank == RPC_RANK_ENV ? env_int("RANK", "SLURM_PROCID", -100) : o->rank;
-    A->dynamic = A->rank == RPC_RANK_DYNAMIC;
-    A->world_size = o->world_size > 0 ? o->world_size : env_int("WORLD_SIZE", "SLURM_NTASKS", 0);
-    if (A->rank == -100) return rpc_set_error("rpc_init: no rank given and RANK/SLURM_PROCID unset");
-    if (!A->dynamic && (A->world_size < 1 || A->rank < 0 || A->rank >= A->world_size))
-        return rpc_set_error("rpc_init: rank %d out of range for world size %d", A->rank, A->world_size);
+    memset(&ag, 0, sizeof ag);
+    ag.efd = -1;
+    ag.opts = *opts;
+    struct rpc_opts *o = &ag.opts;
+    ag.rank = o->rank == RPC_RANK_ENV ? env_int("RANK", "SLURM_PROCID", -100) : o->rank;
+    bool dynamic = ag.rank == RPC_RANK_DYNAMIC;
+    ag.world_size = o->world_size > 0 ? o->world_size : env_int("WORLD_SIZE", "SLURM_NTASKS", 0);
+    if (ag.rank == -100) return rpc_set_error("rpc_init: no rank given and RANK/SLURM_PROCID unset");
+    if (!dynamic && (ag.world_size < 1 || ag.rank < 0 || ag.rank >= ag.world_size))
+        return rpc_set_error("rpc_init: rank %d out of range for world size %d", ag.rank, ag.world_size);
+    char master[128];
     if (o->master) {
-        snprintf(A->master, sizeof A->master, "%s", o->master);
+        snprintf(master, sizeof master, "%s", o->master);
     } else {
         const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
         if (!port) return rpc_set_error("rpc_init: no master address given and MASTER_PORT unset");
-        snprintf(A->master, sizeof A->master, "tcp://%s:%s", addr ? addr : "127.0.0.1", port);
+        snprintf(master, sizeof master, "tcp://%s:%s", addr ? addr : "127.0.0.1", port);
     }
     apply_defaults(o);
     o->name = NULL;
-    A->transport = rpc_transport_resolve(o->transport);
-    A->links = &zmq_links;
-    rpc_future_set_spin(o->spin_us);
-    init_state(opts->name);
-    A->zctx = zmq_ctx_new();
-    CHECK(A->zctx != NULL);
-    A->router = zmq_socket(A->zctx, ZMQ_ROUTER);
-    CHECK(A->router != NULL);
+    ag.transport = rpc_transport_resolve(o->transport);
+    ag.zctx = zmq_ctx_new();
+    CHECK(ag.zctx != NULL);
+    ag.router = zmq_socket(ag.zctx, ZMQ_ROUTER);
+    CHECK(ag.router != NULL);
     int zero = 0, hwm = HWM;
     int64_t maxsz = (int64_t)o->max_frame_bytes;
-    ZMQ_CHECK(zmq_setsockopt(A->router, ZMQ_LINGER, &zero, sizeof zero));
-    ZMQ_CHECK(zmq_setsockopt(A->router, ZMQ_SNDHWM, &hwm, sizeof hwm));
-    ZMQ_CHECK(zmq_setsockopt(A->router, ZMQ_RCVHWM, &hwm, sizeof hwm));
-    ZMQ_CHECK(zmq_setsockopt(A->router, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
-    if (rpc_curve_setup() < 0) {
-        char e[1024];
-        snprintf(e, sizeof e, "%s", rpc_last_error());
-        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
-        rpc_curve_close();
-        ZMQ_CHECK(zmq_ctx_term(A->zctx));
-        return rpc_set_error("%s", e);
-    }
-    rpc_curve_server(A->router);
-    rpc_watch_router_start();
+    ZMQ_CHECK(zmq_setsockopt(ag.router, ZMQ_LINGER, &zero, sizeof zero));
+    ZMQ_CHECK(zmq_setsockopt(ag.router, ZMQ_SNDHWM, &hwm, sizeof hwm));
+    ZMQ_CHECK(zmq_setsockopt(ag.router, ZMQ_RCVHWM, &hwm, sizeof hwm));
+    ZMQ_CHECK(zmq_setsockopt(ag.router, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
+    init_parts(opts->name, master, &zmq_links);
+    if (rpc_curve_setup(o, ag.zctx, ag.rank, master) < 0) return init_failed();
+    rpc_curve_server(ag.router);
+    rpc_watch_router_start(ag.router);
     char bind_ep[160];
-    if (A->rank == 0) {
-        snprintf(bind_ep, sizeof bind_ep, "%s", A->master);
+    if (ag.rank == 0) {
+        snprintf(bind_ep, sizeof bind_ep, "%s", master);
         size_t l = strlen(bind_ep);
         if (l > 2 && strcmp(bind_ep + l - 2, ":0") == 0) strcpy(bind_ep + l - 1, "*");
     } else {
         snprintf(bind_ep, sizeof bind_ep, "tcp://%s:*", o->bind_host);
     }
-    if (zmq_bind(A->router, bind_ep) < 0) {
+    if (zmq_bind(ag.router, bind_ep) < 0) {
         rpc_set_error("rpc_init: cannot bind %s: %s", bind_ep, zmq_strerror(zmq_errno()));
-        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
-        rpc_curve_close();
-        ZMQ_CHECK(zmq_ctx_term(A->zctx));
-        return -1;
+        return init_failed();
     }
-    size_t eplen = sizeof A->endpoint;
-    ZMQ_CHECK(zmq_getsockopt(A->router, ZMQ_LAST_ENDPOINT, A->endpoint, &eplen));
-    if (A->rank == 0) snprintf(A->master, sizeof A->master, "%s", A->endpoint);
-    snprintf(A->self.endpoint, sizeof A->self.endpoint, "%s", A->endpoint);
-    if (rpc_ipc_bind(A->router, A->endpoint, A->transport, A->ipc_endpoint, sizeof A->ipc_endpoint) < 0) {
-        char e[1024];
-        snprintf(e, sizeof e, "%s", rpc_last_error());
-        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
-        rpc_curve_close();
-        ZMQ_CHECK(zmq_ctx_term(A->zctx));
-        return rpc_set_error("%s", e);
-    }
-    snprintf(A->self.via, sizeof A->self.via, "%s", A->ipc_endpoint[0] ? A->ipc_endpoint : A->endpoint);
-    A->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    CHECK(A->efd >= 0);
+    size_t eplen = sizeof ag.endpoint;
+    ZMQ_CHECK(zmq_getsockopt(ag.router, ZMQ_LAST_ENDPOINT, ag.endpoint, &eplen));
+    if (ag.rank == 0) rpc_membership_set_master(ag.endpoint);
+    if (rpc_ipc_bind(ag.router, ag.endpoint, ag.transport, ag.ipc_endpoint, sizeof ag.ipc_endpoint) < 0)
+        return init_failed();
+    rpc_peers_set_self(-1, ag.endpoint, ag.ipc_endpoint[0] ? ag.ipc_endpoint : ag.endpoint);
+    ag.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    CHECK(ag.efd >= 0);
 
-    if (!rpc_add_peer(0, A->rank == 0 ? A->self.name : "(rendezvous)", A->rank == 0 ? A->endpoint : A->master, false)) {
+    if (!rpc_add_peer(0, ag.rank == 0 ? rpc_self_name() : "(rendezvous)", ag.rank == 0 ? ag.endpoint : master, false)) {
         char e[1024];
-        snprintf(e, sizeof e, "%s", rpc_last_error());
-        rpc_ipc_unbind(A->ipc_endpoint);
-        ZMQ_CHECK(zmq_close(A->router));      /* first: its monitor then stops */
-        rpc_curve_close();
-        ZMQ_CHECK(zmq_ctx_term(A->zctx));
-        close(A->efd);
-        return rpc_set_error("rpc_init: %s", e);
+        snprintf(e, sizeof e, "rpc_init: %s", rpc_last_error());
+        rpc_set_error("%s", e);
+        return init_failed();
     }
-    A->up = true;
-    atomic_store(&A->admitted, A->rank == 0);
-    rpc_out_open();
-    CHECK(pthread_create(&A->io_thread, NULL, rpc_io_main, NULL) == 0);
+    ag.up = true;
+    rpc_peers_set_up(true);
+    rpc_io_set_admitted(ag.rank == 0);
+    struct rpc_io_cfg io = {
+        .router = ag.router, .efd = ag.efd,
+        .heartbeat_ms = o->heartbeat_ms, .heartbeat_timeout_ms = o->heartbeat_timeout_ms,
+        .on_router = on_router, .on_dealer = rpc_handle_dealer,
+        .on_heartbeat = on_heartbeat, .after_poll = rpc_conn_poll,
+    };
+    rpc_io_start(&io);
     rpc_pool_start(o->num_handler_threads);
 
-    if (A->rank == 0 && o->on_listening) o->on_listening(A->master, o->listening_user);
-    if (A->rank == 0) {
-        if (A->world_size == 1) {
-            A->dir_ready = A->dir_sent = true;
-        } else if (!wait_state(pred_dir_or_cancel, o->init_timeout_ms) || !wait_state(pred_dir, 0)) {
-            if (cancelled())
-                rpc_set_error("rpc_init: interrupted while waiting for the rendezvous (%d of %d workers arrived)",
-                              A->static_seen + 1, A->world_size);
-            else
-                rpc_set_error("rpc_init: rendezvous timed out after %d ms (%d of %d workers arrived)",
-                              o->init_timeout_ms, A->static_seen + 1, A->world_size);
-            teardown();
-            return -1;
-        }
-    } else {
-        struct rpc_value args = rpc_list(4), res = rpc_nil();
-        args.list.items[0] = rpc_str(A->self.name);
-        args.list.items[1] = rpc_int(A->rank);
-        args.list.items[2] = rpc_str(A->endpoint);
-        args.list.items[3] = rpc_int(A->dynamic ? 0 : A->world_size);
-        struct rpc_future *f = rpc_async_id(0, "__hello", &args, o->init_timeout_ms);
-        rpc_value_clear(&args);
-        int rc = rpc_future_take(f, &res);
-        rpc_future_free(f);
-        int64_t id;
-        if (rc < 0 || !rpc_arg_int(&res, 0, &id)) {
-            char e[1024];
-            snprintf(e, sizeof e, "%s", rpc_last_error());
-            rpc_value_clear(&res);
-            teardown();
-            return rpc_set_error("rpc_init: rendezvous with %s failed: %s", A->master, e);
-        }
-        rpc_value_clear(&res);
-        wire_set_self_id((int)id);
-        atomic_store(&A->admitted, true);
-        if (!wait_state(pred_dir, o->init_timeout_ms)) {
-            teardown();
-            return rpc_set_error("rpc_init: no directory from %s after %d ms", A->master, o->init_timeout_ms);
-        }
+    if (ag.rank == 0 && o->on_listening) o->on_listening(rpc_master_endpoint(), o->listening_user);
+    if (rpc_membership_join(ag.endpoint, o->init_timeout_ms, o->cancel) < 0) {
+        char e[1024];
+        snprintf(e, sizeof e, "%s", rpc_last_error());
+        teardown();
+        return rpc_set_error("%s", e);
     }
-    A->self.id = rpc_self_id();
+    rpc_peers_set_self(rpc_self_id(), NULL, NULL);
     return 0;
 }
 
-static void teardown(void)
-{
-    atomic_store(&A->io_stop, true);
-    rpc_wake_io();
-    pthread_join(A->io_thread, NULL);
-    rpc_pool_stop();
-    A->up = false;
-    rref_module_shutdown();
-    rpc_conn_reset();
-    for (int i = 0; i < MAX_WORKERS; i++) {
-        if (!A->peers[i]) continue;
-        if (A->peers[i]->dealer) A->links->close(A->peers[i]->dealer);
-        free(A->peers[i]);
-        A->peers[i] = NULL;
-    }
-    rpc_ipc_unbind(A->ipc_endpoint);
-    ZMQ_CHECK(zmq_close(A->router));
-    rpc_curve_close();
-    ZMQ_CHECK(zmq_ctx_term(A->zctx));
-    close(A->efd);
-    rpc_out_reset();
-    destroy_state();
-}
-
-static bool pred_idle(void) { return rpc_calls_in_flight() == 0 && rpc_requests_active() == 0; }
-/* rank 0 said go, or rank 0 is gone (nobody left to say it) */
-static bool pred_go(void) { return A->sd_go || !rpc_worker_alive(0); }
-
-static int static_alive(void)
-{
-    int n = 0;
-    pthread_rwlock_rdlock(&A->dir_lock);
-    for (int i = 1; i < A->world_size && i < MAX_WORKERS; i++)
-        if (A->peers[i] && A->peers[i]->alive) n++;
-    pthread_rwlock_unlock(&A->dir_lock);
-    return n;
-}
-
-/* Under state_mu; liveness is read under dir_lock (never held while
- * taking state_mu, so the order is safe). */
-static bool all_static(const bool *flags)
-{
-    bool ok = true;
-    pthread_rwlock_rdlock(&A->dir_lock);
-    for (int i = 1; i < A->world_size && i < MAX_WORKERS && ok; i++)
-        if (A->peers[i] && A->peers[i]->alive && !flags[i]) ok = false;
-    pthread_rwlock_unlock(&A->dir_lock);
-    return ok;
-}
-
-static bool pred_all_ready(void) { return all_static(A->sd_ready_from); }
-static bool pred_all_bye(void) { return all_static(A->bye_from); }
-
 void rpc_shutdown(bool graceful)
 {
-    if (!A->up) return;
-    if (A->rank == 0) rpc_refuse_joins("the world is shutting down");
+    if (!ag.up) return;
+    if (ag.rank == 0) rpc_refuse_joins("the world is shutting down");
     rref_module_closing();
-    const int long_wait = A->opts.default_timeout_ms;
-    if (graceful) {
-        wait_state(pred_idle, long_wait);
-        if (A->dynamic) {
-            struct rpc_value args = rpc_list(1);
-            args.list.items[0] = rpc_int(rpc_self_id());
-            struct rpc_future *f = rpc_async_id(0, "__leave", &args, 2000);
-            rpc_value_clear(&args);
-            rpc_future_wait(f, NULL);
-            rpc_future_free(f);
-        } else if (A->rank != 0) {
-            struct rpc_future *f = rpc_async_id(0, "__sd_ready", NULL, long_wait);
-            rpc_future_wait(f, NULL);
-            rpc_future_free(f);
-            /* No time limit: the barrier is "every static member has called
-             * rpc_shutdown", however long rank 0 still works; pred_go also
-             * holds once rank 0 is dead, so this cannot hang on a corpse. */
-            wait_state(pred_go, -1);
-            wait_state(pred_idle, long_wait);
-            f = rpc_async_id(0, "__bye", NULL, 2000);
-            rpc_future_wait(f, NULL);
-            rpc_future_free(f);
-        } else {
-            if (static_alive() > 0) {
-                wait_state(pred_all_ready, -1);   /* dead members count as ready */
-                for (int i = 1; i < A->world_size && i < MAX_WORKERS; i++)
-                    if (rpc_worker_alive(i)) rpc_send_oneway(i, "__sd_go", NULL);
-                wait_state(pred_all_bye, long_wait);
-                /* let the bye replies leave before the sockets close */
-                usleep(20000);
-            }
-            wait_state(pred_idle, long_wait);
-        }
-    }
+    rpc_membership_leave(graceful, ag.opts.default_timeout_ms);
     teardown();
 }
 
@@ -392,25 +284,25 @@ void rpc_shutdown(bool graceful)
 
 int rpc_offline_init(const char *name, int rank, int world)
 {
-    if (A->up) return rpc_set_error("rpc_offline_init: already initialised");
-    memset(A, 0, sizeof *A);
-    A->rank = rank;
-    A->world_size = world;
-    A->opts.rank = rank;
-    A->opts.world_size = world;
-    A->opts.default_timeout_ms = 1000;
-    A->opts.heartbeat_timeout_ms = 1000;
-    apply_defaults(&A->opts);
-    A->offline = true;
-    A->links = &null_links;
-    A->efd = -1;
-    init_state(name);
-    rpc_msg_init();
-    A->self.id = rank;
-    snprintf(A->self.endpoint, sizeof A->self.endpoint, "offline://%s", name);
-    A->dir_ready = A->dir_sent = true;
-    atomic_store(&A->admitted, true);
-    A->up = true;
+    if (ag.up) return rpc_set_error("rpc_offline_init: already initialised");
+    memset(&ag, 0, sizeof ag);
+    ag.efd = -1;
+    ag.rank = rank;
+    ag.world_size = world;
+    ag.opts.rank = rank;
+    ag.opts.world_size = world;
+    ag.opts.default_timeout_ms = 1000;
+    ag.opts.heartbeat_timeout_ms = 1000;
+    apply_defaults(&ag.opts);
+    ag.offline = true;
+    char master[160];
+    snprintf(master, sizeof master, "offline://%s", name);
+    init_parts(name, master, &null_links);
+    rpc_peers_set_self(rank, master, master);
+    rpc_membership_set_complete();
+    rpc_io_set_admitted(true);
+    ag.up = true;
+    rpc_peers_set_up(true);
     return 0;
 }
 
@@ -430,20 +322,14 @@ struct rpc_future *rpc_offline_expect(int peer, uint64_t req_id, const char *fn)
 
 void rpc_offline_fini(void)
 {
-    if (!A->up || !A->offline) return;
+    if (!ag.up || !ag.offline) return;
     rref_module_closing();
     rpc_offline_run_jobs();
     for (int i = 0; i < MAX_WORKERS; i++)
-        if (A->peers[i] && i != rpc_self_id() && rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(i, rpc_hooks.user);
+        if (rpc_peer(i) && i != rpc_self_id() && rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(i, rpc_hooks.user);
     rpc_fail_pending_to(-1, "shut down");
     rpc_offline_run_jobs();
-    A->up = false;
-    rref_module_shutdown();
-    rpc_conn_reset();
-    for (int i = 0; i < MAX_WORKERS; i++) {
-        free(A->peers[i]);
-        A->peers[i] = NULL;
-    }
-    rpc_msg_fini();
-    destroy_state();
+    ag.up = false;
+    rpc_peers_set_up(false);
+    fini_parts();
 }

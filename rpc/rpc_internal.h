@@ -6,6 +6,7 @@
 
 #include <msgpack.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,7 +307,7 @@ struct peer {
     uint32_t bad;                   /* I/O thread: bad messages on the dealer */
 };
 
-/* How membership reaches a peer (rpc.c assembles one): open returns the
+/* How the directory reaches a peer (rpc.c assembles one): open returns the
  * dealer to worker `id` at `endpoint` with routing id rid (RPC_RID_LEN
  * bytes), writing what it connects through to via, or NULL with error;
  * close closes one. I/O thread (or rpc_init before it starts). */
@@ -315,51 +316,6 @@ struct rpc_link_ops {
     void (*close)(void *dealer);
 };
 
-struct rpc_agent {
-    bool up;
-    struct rpc_opts opts;
-    int world_size;
-    int rank;
-    bool dynamic;
-    void *zctx;
-    void *router;
-    int efd;
-    char endpoint[128];
-    char ipc_endpoint[160];         /* the router's ipc:// twin ("": none) */
-    enum rpc_transport transport;   /* resolved: AUTO, TCP or IPC */
-    char master[128];
-    struct rpc_worker_info self;
-
-    pthread_rwlock_t dir_lock;      /* guards peers[] names/alive (writes on I/O thread) */
-    struct peer *peers[MAX_WORKERS];
-    bool peers_changed;             /* I/O thread only */
-    bool offline;                   /* rpc_offline_init: no sockets, no threads (rpc.c only) */
-    const struct rpc_link_ops *links;
-
-
-    pthread_t io_thread;
-    atomic_bool io_stop;
-    atomic_bool admitted;           /* rank 0, or a worker whose hello was answered: it may ping */
-
-
-
-    pthread_mutex_t state_mu;       /* init / shutdown coordination */
-    pthread_cond_t state_cv;
-    bool dir_ready;
-    int static_seen;                /* rank 0: static ranks that said hello */
-    bool dir_sent;
-    int sd_ready;                   /* rank 0: static members ready to shut down */
-    bool sd_ready_from[MAX_WORKERS];
-    bool sd_go;
-    int byes;
-    bool bye_from[MAX_WORKERS];
-    char joins_refused[128];        /* rank 0, under state_mu: why hellos are refused ("": open) */
-
-
-
-    atomic_uint_fast64_t next_gid;
-    int64_t last_hb;
-};
 /* freelist.c: a bounded free list of fixed-size blocks shared by threads,
  * so that steady-state messages, requests and futures reuse memory instead
  * of calling malloc (docs/conventions.md "Memory and hot paths"). */
@@ -374,8 +330,7 @@ void rpc_fl_drain(struct rpc_freelist *fl);
 extern struct rpc_freelist rpc_future_fl, rpc_request_fl, rpc_outmsg_fl;
 #define RPC_OUTMSG_POOLED_FRAMES 2
 
-/* The one agent of this process (rpc.c). */
-extern struct rpc_agent rpc_agent_state;
+/* wire.c: the installed autograd hooks. */
 extern struct rpc_autograd_hooks rpc_hooks;
 
 /* future.c */
@@ -415,15 +370,62 @@ void rpc_pool_stop(void);
 /* Runs what is queued on this thread (the offline agent). */
 void rpc_pool_run_queued(void);
 
-/* membership.c */
-int rpc_find_peer(const char *name);          /* under dir_lock; -1 if none */
+/* peers.c: the directory (see the file for its lock rules). */
+void rpc_peers_init(const struct rpc_link_ops *links, const char *name, void (*lost)(int id, const char *why));
+/* After the I/O thread stopped: closes every dealer, forgets every peer. */
+void rpc_peers_fini(void);
+void rpc_peers_set_up(bool up);
+/* This worker's entry: id (< 0: unchanged), endpoint and via (NULL: unchanged). */
+void rpc_peers_set_self(int id, const char *endpoint, const char *via);
+/* Worker id's entry or NULL (I/O thread; others read names and alive under
+ * rpc_dir_rdlock). */
+struct peer *rpc_peer(int id);
+void rpc_dir_rdlock(void);
+void rpc_dir_unlock(void);
+/* I/O thread: whether a dealer was opened or closed since it was last cleared. */
+bool rpc_peers_changed(bool clear);
+int rpc_find_peer(const char *name);          /* under the directory lock; -1 if none */
+/* The live worker called name, or -1 (takes the lock; -1 when not up). */
+int rpc_peer_lookup(const char *name);
 void rpc_peer_name(int id, char *buf, size_t cap);
-void rpc_post_event(enum rpc_event_kind kind, int id, const char *name);
-/* Empties the event ring (rpc_init). */
-void rpc_events_reset(void);
+/* I/O thread: adds (or revives) a peer and connects a dealer to it. NULL
+ * with error if the endpoint is unusable (it comes from the network). */
 struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic);
-void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev);
+/* I/O thread: closes the dealer of a peer that is no longer alive and
+ * fails the calls still waiting on it. */
 void rpc_close_peer(int id, const char *why);
+/* I/O thread: marks a peer dead; one that left (`left`) with calls pending
+ * keeps its dealer until their replies are in or a heartbeat timeout
+ * passes (io.c), a dead one's calls fail at once. False if it was not alive. */
+bool rpc_peer_gone(int id, const char *why, bool left);
+/* I/O thread: a peer found lost (silent, or too many bad messages): tells
+ * membership (the callback given to rpc_peers_init). */
+void rpc_peer_lost(int id, const char *why);
+/* I/O thread: heard from id (resets its heartbeat clock); calls pending on it. */
+void rpc_peer_touch(int id);
+void rpc_peer_pending(int id, int delta);
+/* Counts a bad message on the dealer to worker id; past the limit the peer is lost. */
+void rpc_peer_bad(int id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+bool rpc_own_dealer_rid(const unsigned char *rid, size_t len);
+void rpc_new_rid(unsigned char rid[RPC_RID_LEN]);
+
+/* membership.c: this worker's place in the world, events, the rendezvous
+ * and shutdown protocols and their builtins. */
+void rpc_membership_init(const struct rpc_opts *o, int rank, int world_size, const char *master);
+void rpc_membership_set_master(const char *master);
+/* The offline agent: the world is complete without a rendezvous. */
+void rpc_membership_set_complete(void);
+/* rpc_init after the I/O thread started: rank 0 waits for the world, a
+ * worker says hello and waits for the directory. -1 with error. */
+int rpc_membership_join(const char *self_endpoint, int init_timeout_ms, const volatile sig_atomic_t *cancel);
+/* rpc_shutdown: the graceful protocol (nothing unless graceful). */
+void rpc_membership_leave(bool graceful, int long_wait);
+/* A peer lost (peers.c's callback): rpc_drop_peer with RPC_EVENT_FAILED. */
+void rpc_membership_lost(int id, const char *why);
+void rpc_post_event(enum rpc_event_kind kind, int id, const char *name);
+/* Empties the event ring. */
+void rpc_events_reset(void);
+void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev);
 void rpc_membership_register(void);
 const char *rpc_arg_str(const struct rpc_value *args, size_t i);
 bool rpc_arg_int(const struct rpc_value *args, size_t i, int64_t *out);
@@ -462,8 +464,6 @@ int rpc_conn_verdict(struct conn *c, const struct wire_hdr *h, int *from, char *
 bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, int n, char *why, size_t cap);
 /* Counts a bad message from c (log line, maybe the cut-off). */
 void rpc_conn_bad(struct conn *c, enum rpc_drop kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Counts a bad message on the dealer to worker id; drops it past the limit. */
-void rpc_peer_bad(int id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void rpc_conn_bind(const unsigned char *rid, size_t len, int worker);
 /* The worker rid is bound to, or -1. */
 int rpc_conn_worker(const unsigned char *rid, size_t len);
@@ -474,16 +474,17 @@ void rpc_conn_forget_worker(int id);
 void rpc_conn_poll(void);
 /* After the I/O thread stopped: forgets every connection. */
 void rpc_conn_reset(void);
-void rpc_conn_register(void);
+/* The hold time (rpc_opts.heartbeat_timeout_ms) and frame bound; registers __conn_check. */
+void rpc_conn_init(int hold_ms, size_t max_frame_bytes);
 /* placement.c: the owner-side functions of remote devices (remote_module_init
  * registers them: programs that use no remote modules serve none). */
 void rpc_placement_register(void);
 void rpc_counters_reset(void);
-bool rpc_own_dealer_rid(const unsigned char *rid, size_t len);
-void rpc_new_rid(unsigned char rid[RPC_RID_LEN]);
 
 /* curve.c: no-ops unless opts.curve */
-int rpc_curve_setup(void);                    /* -1 with error on bad keys */
+int rpc_curve_setup(const struct rpc_opts *o, void *zctx, int rank, const char *master); /* -1 with error on bad keys */
+/* The directory is in: from now on a failed handshake with the rendezvous is only logged. */
+void rpc_curve_set_joined(void);
 void rpc_curve_server(void *sock);
 void rpc_curve_client(void *sock);
 void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests */
@@ -494,7 +495,7 @@ void rpc_curve_zap(void);                     /* I/O thread: answer ZAP requests
  * reason, instead of letting them time out). Attached before the socket
  * binds or connects (events before that are lost): the router's in
  * rpc_init, the dealer's by rpc_add_peer (the first dealer to rank 0). */
-void rpc_watch_router_start(void);
+void rpc_watch_router_start(void *router);
 void rpc_watch_dealer(void *dealer);
 /* I/O thread: reads the monitors' events (the sockets of
  * rpc_curve_sockets, polled for POLLIN). */
@@ -539,8 +540,24 @@ struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, 
                              int64_t ac_ctx, int64_t ac_msg, int64_t timeout_ms,
                              const struct rpc_value *payload, const char *err);
 
-/* io.c: the I/O thread, the out queue and what it carries. */
-void *rpc_io_main(void *arg);
+/* io.c: the I/O thread, the out queue and what it carries. What it
+ * receives and its ticks go up through the functions in its settings. */
+struct rpc_io_cfg {
+    void *router;
+    int efd;                        /* eventfd that wakes the thread */
+    int heartbeat_ms, heartbeat_timeout_ms;
+    /* a message on the router from routing id rid: frames[0] the header */
+    void (*on_router)(const unsigned char *rid, size_t rid_len, zmq_msg_t *frames, int n);
+    /* a message on the dealer to worker peer (responses) */
+    void (*on_dealer)(int peer, zmq_msg_t *frames, int n);
+    void (*on_heartbeat)(int64_t now_ms);
+    void (*after_poll)(void);       /* after each round of receiving and timers */
+};
+void rpc_io_start(const struct rpc_io_cfg *cfg);
+/* Stops and joins the thread (it flushes what is queued first). */
+void rpc_io_stop(void);
+/* Whether this worker may ping its peers (rank 0, or admitted by it). */
+void rpc_io_set_admitted(bool on);
 /* A message of nframes frames (pooled when small), for rpc_out_push or
  * rpc_outmsg_free. */
 struct outmsg *rpc_outmsg_new(int nframes);
@@ -555,7 +572,7 @@ void rpc_out_reset(void);
 void rpc_wake_io(void);
 
 /* message.c: received messages (I/O thread). */
-void rpc_msg_init(void);
+void rpc_msg_init(int max_pending_per_worker, size_t max_pending_bytes_per_worker);
 void rpc_msg_fini(void);
 /* Handles a message from router connection c (frames[0] the header). */
 void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n);
@@ -564,7 +581,9 @@ void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n);
 /* Queues an error reply `text` to request req_id of router connection rid. */
 void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text);
 
-/* call.c: calls and the pending table (the table: I/O thread). */
+/* call.c: the default timeout (rpc_opts.default_timeout_ms). */
+void rpc_call_init(int default_timeout_ms);
+/* pending.c: the pending table (I/O thread) and the calls in flight. */
 void rpc_pending_add(struct rpc_future *f);
 /* The pending call req_id made to worker `peer`, unlinked; NULL if none. */
 struct rpc_future *rpc_pending_take(uint64_t req_id, int peer);

@@ -16,10 +16,12 @@
  * every message's sender (rpc.c sets it: rank, or the id rank 0 assigned). */
 struct rpc_autograd_hooks rpc_hooks;
 static atomic_int self_id;
+static atomic_uint_fast64_t next_gid = 1;    /* rpc_gen_id's counter */
 
 void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
 int rpc_self_id(void) { return atomic_load(&self_id); }
 void wire_set_self_id(int id) { atomic_store(&self_id, id); }
+uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fetch_add(&next_gid, 1) & 0xffffffffffffull); }
 
 /* ---- messages -------------------------------------------------------------- */
 
