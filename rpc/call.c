@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/calls.h"
 
 
 /* Owned here: the next request id and the default timeout (rpc_call_init). */

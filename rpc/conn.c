@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/calls.h"
 
 
 enum conn_state {

@@ -13,7 +13,7 @@
 #include <sys/socket.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/transport.h"
 
 /* Owned here: the keys, the ZAP handler and the handshake monitors. The
  * sockets are used on the I/O thread only (rpc_curve_sockets hands them to

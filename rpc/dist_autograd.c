@@ -10,7 +10,7 @@
 
 #include "common/check.h"
 #include "rpc/rpc.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/calls.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 

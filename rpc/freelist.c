@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/base.h"
 
 void *rpc_fl_get(struct rpc_freelist *fl)
 {

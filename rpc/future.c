@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/base.h"
 
 struct rpc_freelist rpc_future_fl = RPC_FREELIST_INIT(sizeof(struct rpc_future));
 

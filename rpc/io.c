@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/transport.h"
 
 /* Owned here: the I/O thread, the sockets it was given (rpc_io_start),
  * the functions it hands received messages to, and its timers. Set before

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/membership.h"
 
 
 /* Owned here: the membership events not yet taken by rpc_next_event (a

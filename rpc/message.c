@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/calls.h"
 
 /* Owned here (I/O thread only): the decoder's zone, the tensors of the
  * message being decoded, and the bounds rpc_msg_init copied in. */

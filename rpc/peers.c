@@ -17,7 +17,7 @@
 #include <sys/random.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/transport.h"
 
 static struct {
     pthread_rwlock_t lock;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/transport.h"
 
 /* Owned here. */
 static struct {

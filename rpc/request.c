@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/calls.h"
 
 struct fn_entry {
     struct fn_entry *next;

@@ -15,7 +15,7 @@
 
 #include "common/check.h"
 #include "common/error.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/agent.h"
 
 /* Owned here: the options after defaults, the context and router sockets
  * (handed to the I/O thread while it runs), and which agent this is. */

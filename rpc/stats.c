@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rpc/rpc_internal.h"
+#include "rpc/base.h"
 
 struct rpc_counters rpc_counters;
 

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rpc/rpc_internal.h"
+#include "rpc/transport.h"
 
 enum rpc_transport rpc_transport_resolve(enum rpc_transport t)
 {

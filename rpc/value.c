@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/base.h"
 
 struct rpc_rref_hooks rpc_rref_hooks;
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/check.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/wire.h"
 
 /* Owned here: the autograd hooks the codec calls on every message (set
  * before rpc_init, read-only while it runs), and the worker id stamped as

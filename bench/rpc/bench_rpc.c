@@ -113,7 +113,10 @@ static int m_echo(struct rpc_request *req, void *obj, const struct rpc_value *ar
     return fn_echo(req, args, res, u);
 }
 
-struct world_opts { int spin_us; enum rpc_transport transport; };
+struct world_opts { int spin_us; enum rpc_transport transport; const char *only; };
+
+/* Whether part `what` (sync, async, rref) is to be measured. */
+static bool part(const struct world_opts *w, const char *what) { return !w->only || strcmp(w->only, what) == 0; }
 
 /* The callee: echoes until the caller shuts down. */
 static int callee(int idx, const char *master, void *arg)
@@ -200,7 +203,7 @@ static int bench_transport(const struct world_opts *w)
     /* Alternate rounds of bare zmq and rpc so both see the same machine
      * load; report the median round of each. */
     enum { ROUNDS_SYNC = 7 };
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3 && part(w, "sync"); k++) {
         int64_t n = SIZES[k];
         struct rpc_value args = payload(n);
         char *buf = calloc(1, (size_t)n);
@@ -222,7 +225,7 @@ static int bench_transport(const struct world_opts *w)
         rpc_value_clear(&args);
     }
     zmq_stop(&z);
-    {
+    if (part(w, "async")) {
         struct rpc_value args = payload(16);
         enum { WINDOW = 1024, ROUNDS = 200 };
         static struct rpc_future *fs[WINDOW];
@@ -248,7 +251,7 @@ static int bench_transport(const struct world_opts *w)
         fflush(stdout);
         rpc_value_clear(&args);
     }
-    {
+    if (part(w, "rref")) {
         /* an RRef method call against the plain call it rides on */
         struct rpc_value args = payload(16);
         struct rref *r = rpc_remote("callee", "echo_obj", NULL, 0);
@@ -279,12 +282,13 @@ static int bench_transport(const struct world_opts *w)
     return 0;
 }
 
-/* usage: bench_rpc [spin_us [tcp|ipc]]   (rpc_opts.spin_us, 0: the default;
- * the transports to measure, both by default) */
+/* usage: bench_rpc [spin_us [tcp|ipc [sync|async|rref]]]   (rpc_opts.spin_us,
+ * 0: the default; the transport to measure, both by default; the one part
+ * to measure, all by default: for profiling one) */
 int main(int argc, char **argv)
 {
     int spin_us = argc > 1 ? atoi(argv[1]) : 0;
-    const char *only = argc > 2 ? argv[2] : NULL;
+    const char *only = argc > 2 && strcmp(argv[2], "both") != 0 ? argv[2] : NULL;
     rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
     rpc_register_ctor("echo_obj", &ECHO_TYPE, ctor_echo, NULL);
     rpc_register_method_ex("Echo", "echo", m_echo, NULL, RPC_FN_INLINE);
@@ -292,7 +296,7 @@ int main(int argc, char **argv)
     int rc = 0;
     for (int k = 0; k < 2; k++) {
         if (only && strcmp(only, ts[k] == RPC_TRANSPORT_IPC ? "ipc" : "tcp") != 0) continue;
-        struct world_opts w = { spin_us, ts[k] };
+        struct world_opts w = { spin_us, ts[k], argc > 3 ? argv[3] : NULL };
         fflush(stdout);
         pid_t pid = fork();
         if (pid < 0) abort();

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "fuzz_frames.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/agent.h"
 
 #define MAX_FRAMES (2 + WIRE_MAX_TENSORS)
 

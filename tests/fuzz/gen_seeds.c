@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "fuzz_frames.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/agent.h"
 
 static const char *wire_dir, *dispatch_dir;
 

@@ -15,7 +15,7 @@
 
 #include "common/clock.h"
 #include "rpc/rpc.h"
-#include "rpc/rpc_internal.h"
+#include "rpc/calls.h"
 #include "rpc_harness.h"
 
 static const char *NAMES[] = { "w0", "w1", "w2", "w3" };
