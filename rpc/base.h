@@ -59,7 +59,6 @@ void *rpc_fl_get(struct rpc_freelist *fl);
 void rpc_fl_put(struct rpc_freelist *fl, void *p);
 /* Frees every cached block (at shutdown). */
 void rpc_fl_drain(struct rpc_freelist *fl);
-extern struct rpc_freelist rpc_future_fl, rpc_request_fl, rpc_outmsg_fl;
 #define RPC_OUTMSG_POOLED_FRAMES 2
 
 /* ---- stats.c: counters (any thread) and the drop log (I/O thread) -------- */

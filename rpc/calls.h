@@ -53,6 +53,8 @@ void rpc_pool_start(int nthreads);
 void rpc_pool_stop(void);
 /* Runs what is queued on this thread (the offline agent). */
 void rpc_pool_run_queued(void);
+/* Frees the pooled requests (at shutdown). */
+void rpc_requests_drain(void);
 
 /* Runs job(arg) on a handler thread. */
 void rpc_pool_submit(void (*job)(void *arg), void *arg);

@@ -13,7 +13,7 @@
 #include "common/check.h"
 #include "rpc/base.h"
 
-struct rpc_freelist rpc_future_fl = RPC_FREELIST_INIT(sizeof(struct rpc_future));
+static struct rpc_freelist rpc_future_fl = RPC_FREELIST_INIT(sizeof(struct rpc_future));
 
 /* Owned here: how long a wait on a small call yields before it sleeps
  * (rpc_opts.spin_us; set by rpc_init), and which thread must never wait

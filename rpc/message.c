@@ -91,9 +91,9 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
         rpc_request_free(req);
         return;
     }
-    if (rpc_hooks.on_recv && from >= 0 &&
-        rpc_hooks.on_recv(from, false, rx_tensors.t, rx_tensors.n, req->ac_ctx, req->ac_msg, err, sizeof err,
-                          rpc_hooks.user) < 0) {
+    if (wire_hooks()->on_recv && from >= 0 &&
+        wire_hooks()->on_recv(from, false, rx_tensors.t, rx_tensors.n, req->ac_ctx, req->ac_msg, err, sizeof err,
+                          wire_hooks()->user) < 0) {
         rpc_request_fail(req, "%s", err);
         rpc_request_finish_error(req);
         return;
@@ -201,9 +201,9 @@ void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n)
         if (wire_to_value(&h.payload, frames + 1, n - 1, peer, &v, &rx_tensors, err, sizeof err) < 0) {
             rpc_future_fail(f, "rpc: bad response from worker %d: %s", peer, err);
         } else {
-            if (rpc_hooks.on_recv)
-                rpc_hooks.on_recv(peer, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, err, sizeof err,
-                                  rpc_hooks.user);
+            if (wire_hooks()->on_recv)
+                wire_hooks()->on_recv(peer, true, rx_tensors.t, rx_tensors.n, h.ac_ctx, h.ac_msg, err, sizeof err,
+                                  wire_hooks()->user);
             rpc_future_complete(f, &v, NULL);
         }
     }

@@ -21,7 +21,7 @@ struct fn_entry {
 };
 
 static pthread_rwlock_t fn_lock = PTHREAD_RWLOCK_INITIALIZER;
-struct rpc_freelist rpc_request_fl = RPC_FREELIST_INIT(sizeof(struct rpc_request));
+static struct rpc_freelist rpc_request_fl = RPC_FREELIST_INIT(sizeof(struct rpc_request));
 static struct fn_entry *fn_table[256];
 
 /* Owned here: the requests received and not yet answered (queued, running
@@ -209,9 +209,9 @@ void rpc_run_request(struct rpc_request *req)
     /* Read before the handler: a deferred request may be completed (and
      * freed) by another thread before the handler returns. */
     int64_t ac_ctx = req->ac_ctx;
-    if (rpc_hooks.on_handler) rpc_hooks.on_handler(ac_ctx, true, rpc_hooks.user);
+    if (wire_hooks()->on_handler) wire_hooks()->on_handler(ac_ctx, true, wire_hooks()->user);
     int rc = req->handler(req, &req->args, &result, req->user);
-    if (rpc_hooks.on_handler) rpc_hooks.on_handler(ac_ctx, false, rpc_hooks.user);
+    if (wire_hooks()->on_handler) wire_hooks()->on_handler(ac_ctx, false, wire_hooks()->user);
     if (rc == RPC_DEFERRED) return;
     if (rc == 0) rpc_request_complete(req, &result);
     else {
@@ -332,3 +332,5 @@ void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, in
     *ctx_id = req->ac_ctx;
     *msg_id = req->ac_msg;
 }
+
+void rpc_requests_drain(void) { rpc_fl_drain(&rpc_request_fl); }

@@ -86,7 +86,7 @@ static void on_router(const unsigned char *rid, size_t rid_len, zmq_msg_t *frame
 
 static void on_heartbeat(int64_t now)
 {
-    if (rpc_hooks.on_tick) rpc_hooks.on_tick(now, rpc_hooks.user);
+    if (wire_hooks()->on_tick) wire_hooks()->on_tick(now, wire_hooks()->user);
     rref_expire_parked(now);
 }
 
@@ -140,8 +140,8 @@ static void fini_parts(void)
     rpc_conn_reset();
     rpc_peers_fini();
     rpc_msg_fini();
-    rpc_fl_drain(&rpc_outmsg_fl);
-    rpc_fl_drain(&rpc_request_fl);
+    rpc_outmsg_drain();
+    rpc_requests_drain();
 }
 
 /* Closes the sockets rpc_init made (the router first: its monitor then stops). */
@@ -326,7 +326,7 @@ void rpc_offline_fini(void)
     rref_module_closing();
     rpc_offline_run_jobs();
     for (int i = 0; i < MAX_WORKERS; i++)
-        if (rpc_peer(i) && i != rpc_self_id() && rpc_hooks.on_peer_gone) rpc_hooks.on_peer_gone(i, rpc_hooks.user);
+        if (rpc_peer(i) && i != rpc_self_id() && wire_hooks()->on_peer_gone) wire_hooks()->on_peer_gone(i, wire_hooks()->user);
     rpc_fail_pending_to(-1, "shut down");
     rpc_offline_run_jobs();
     ag.up = false;

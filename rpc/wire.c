@@ -14,10 +14,11 @@
 /* Owned here: the autograd hooks the codec calls on every message (set
  * before rpc_init, read-only while it runs), and the worker id stamped as
  * every message's sender (rpc.c sets it: rank, or the id rank 0 assigned). */
-struct rpc_autograd_hooks rpc_hooks;
+static struct rpc_autograd_hooks rpc_hooks;
 static atomic_int self_id;
 static atomic_uint_fast64_t next_gid = 1;    /* rpc_gen_id's counter */
 
+const struct rpc_autograd_hooks *wire_hooks(void) { return &rpc_hooks; }
 void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
 int rpc_self_id(void) { return atomic_load(&self_id); }
 void wire_set_self_id(int id) { atomic_store(&self_id, id); }
@@ -26,8 +27,10 @@ uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fet
 /* ---- messages -------------------------------------------------------------- */
 
 /* An outgoing message: pooled when small (the steady state allocates nothing). */
-struct rpc_freelist rpc_outmsg_fl =
+static struct rpc_freelist rpc_outmsg_fl =
     RPC_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t));
+
+void rpc_outmsg_drain(void) { rpc_fl_drain(&rpc_outmsg_fl); }
 
 struct outmsg *rpc_outmsg_new(int nframes)
 {

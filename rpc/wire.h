@@ -44,8 +44,8 @@ struct rpc_autograd_hooks {
 };
 void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *hooks);
 
-/* The installed hooks (wire.c; all NULL until rpc_set_autograd_hooks). */
-extern struct rpc_autograd_hooks rpc_hooks;
+/* The installed hooks (all NULL until rpc_set_autograd_hooks). */
+const struct rpc_autograd_hooks *wire_hooks(void);
 
 /* ---- wire format ----------------------------------------------------------
  * frame 0: msgpack array [version, type, req_id, sender, fn|nil, ac_ctx,
@@ -128,6 +128,8 @@ struct outmsg {
  * rpc_outmsg_free. */
 struct outmsg *rpc_outmsg_new(int nframes);
 void rpc_outmsg_free(struct outmsg *m);
+/* Frees the pooled messages (at shutdown). */
+void rpc_outmsg_drain(void);
 /* Builds a message. payload may be NULL (nil); err non-NULL makes an error
  * payload (a string). NULL with error if the payload cannot be encoded. */
 struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, bool is_response,

@@ -28,12 +28,7 @@ static struct outmsg *build(int sender, int type, uint64_t req_id, const char *f
     return m;
 }
 
-static void free_msg(struct outmsg *m)
-{
-    fuzz_close(m->frames, m->nframes);
-    if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) rpc_fl_put(&rpc_outmsg_fl, m);
-    else free(m);
-}
+static void free_msg(struct outmsg *m) { rpc_outmsg_free(m); }
 
 /* A growing byte string: a seed being written. */
 struct seed { unsigned char *p; size_t n, cap; };
