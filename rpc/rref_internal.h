@@ -13,7 +13,22 @@
 #ifndef TRIB_RPC_RREF_INTERNAL_H
 #define TRIB_RPC_RREF_INTERNAL_H
 
-#include "rpc/rpc_internal.h"
+#include "rpc/membership.h"
+
+/* ---- what the core calls (rref.c; rpc.c and the fuzz targets) ------------ */
+/* Fork registrations that may wait at an owner for their RRef's creation. */
+#define RREF_MAX_PARKED 16384
+/* Installs the RRef hooks (rpc_set_rref_hooks) once; any thread. */
+void rref_install_hooks(void);
+/* Installs the hooks too. */
+void rref_module_init(void);
+/* At the start of rpc_shutdown: fails every waiting fork registration, and
+ * every later one fails at once. */
+void rref_module_closing(void);
+/* I/O thread: fails the fork registrations that waited past the default timeout. */
+void rref_expire_parked(int64_t now_ms);
+void rref_module_shutdown(void);
+void rref_register_builtins(void);
 
 enum { OE_PENDING, OE_READY, OE_FAILED };
 
@@ -137,10 +152,9 @@ void rref_fork_register_builtins(void);
 /* __remote, __rref_fetch, __rref_call. */
 void rref_objects_register_builtins(void);
 
-/* ---- rref.c: the top. The module's life and the user's operations. ------ *
- * rref_install_hooks, rref_module_init/closing/shutdown, rref_expire_parked
- * and rref_register_builtins are declared in rpc_internal.h (the core calls
- * them); nothing in the rref files calls rref.c. */
+/* ---- rref.c: the top. The module's life (declared at the top of this
+ * header: the core calls it) and the user's operations. Nothing in the
+ * rref files calls rref.c. */
 
 /* [a, b] as two ints: the arguments of the protocol messages. */
 static inline struct rpc_value rref_two_ints(uint64_t a, uint64_t b)
