@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "rpc/rpc_internal.h"
+#include "rpc/membership.h"
 #include "tensor/ops.h"
 
 #define CUDA_ONLY_0 "only cuda:0 is supported (one CUDA device per worker process: choose its GPU with CUDA_VISIBLE_DEVICES)"

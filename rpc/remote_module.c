@@ -10,8 +10,7 @@
 
 #include "common/check.h"
 #include "rpc/placement.h"
-#include "rpc/rpc_internal.h"
-#include "rpc/rref_internal.h"
+#include "rpc/membership.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 

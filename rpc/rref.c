@@ -1,67 +1,71 @@
-/* RRef handles and what a user does with them: references (a user's last
- * one tells the owner, G1), to_here and the rref_rpc_sync/async proxies.
- * The owner table is rref_owner.c's, what it holds rref_objects.c's and
- * the fork protocol, by which RRefs travel, rref_fork.c's. */
+/* The top of the RRef module (rref_internal.h lists the order): its life,
+ * which is all the core calls (rref_module_init/closing/shutdown,
+ * rref_expire_parked, rref_register_builtins, rref_install_hooks), and
+ * what a user does with a handle: to_here, the rref_rpc_sync/async
+ * proxies, rref_new_local_value. Calls the files below it (rref_owner.c,
+ * rref_fork.c, rref_objects.c); none of them calls this one. Keeps no
+ * state of its own. */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/check.h"
 #include "rpc/rref_internal.h"
 
-/* ---- handles ---------------------------------------------------------------- */
+/* ---- the module's life ------------------------------------------------------ */
 
-struct rref *rref_handle_new(uint64_t id, uint64_t fork, int owner, bool confirmed)
+static void install_hooks(void)
 {
-    rref_install_hooks();        /* an owner's handle can be made before rpc_init */
-    struct rref *r = trib_xcalloc(1, sizeof *r);
-    atomic_init(&r->refs, 1);
-    r->id = id;
-    r->fork_id = fork;
-    r->owner = owner;
-    atomic_init(&r->confirmed, confirmed);
+    static const struct rpc_rref_hooks hooks = {
+        .fork = rref_fork_out, .unfork = rref_fork_in, .retain = rref_retain, .release = rref_free,
+        .id = rref_id, .peer_gone = rref_fork_peer_gone,
+    };
+    rpc_set_rref_hooks(&hooks);
+}
+
+void rref_install_hooks(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, install_hooks);
+}
+
+void rref_register_builtins(void)
+{
+    rref_objects_register_builtins();
+    rref_owner_register_builtins();
+    rref_fork_register_builtins();
+}
+
+void rref_module_init(void)
+{
+    rref_install_hooks();
+    rref_owner_open();
+    rref_fork_open();
+}
+
+void rref_module_closing(void) { rref_fork_closing(); }
+
+void rref_expire_parked(int64_t now) { rref_fork_expire_parked(now); }
+
+void rref_module_shutdown(void)
+{
+    rref_owner_shutdown();
+    rref_fork_shutdown();
+}
+
+/* ---- handles a user makes ------------------------------------------------------ */
+
+/* The hooks first: an owner's handle can be made before rpc_init. */
+struct rref *rref_new_local_value(struct rpc_value *v)
+{
+    CHECK(rpc_self_id() >= 0);
+    rref_install_hooks();
+    rref_lock();
+    struct owner_entry *e = rref_entry_new(rpc_gen_id());
+    rref_entry_set_value(e, v);
+    struct rref *r = rref_entry_handle(e);
+    rref_unlock();
     return r;
 }
-
-struct rref *rref_retain(struct rref *r)
-{
-    atomic_fetch_add(&r->refs, 1);
-    return r;
-}
-
-void rref_free(struct rref *r)
-{
-    if (!r) return;
-    if (r->is_owner) {
-        struct owner_entry *dead = NULL;
-        pthread_mutex_lock(&rref_mu);
-        if (atomic_fetch_sub(&r->refs, 1) == 1) {
-            if (r->oe) {
-                r->oe->handle = NULL;
-                dead = rref_entry_unlink_if_unused(r->oe);
-            }
-            free(r);
-        }
-        pthread_mutex_unlock(&rref_mu);
-        rref_entry_destroy(dead);
-        return;
-    }
-    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
-    pthread_mutex_lock(&rref_mu);
-    bool up = !rref_down;
-    pthread_mutex_unlock(&rref_mu);
-    if (up) {
-        /* G1: the owner hears of every user delete (tracked, so a graceful
-         * shutdown waits for it). */
-        struct rpc_value args = rref_two_ints(r->id, r->fork_id);
-        rpc_call_internal(r->owner, "__rref_del", &args, 0, NULL, NULL);
-    }
-    free(r);
-}
-
-int rref_owner(const struct rref *r) { return r->owner; }
-bool rref_is_owner(const struct rref *r) { return r->is_owner; }
-bool rref_confirmed_by_owner(const struct rref *r) { return atomic_load(&r->confirmed); }
-uint64_t rref_id(const struct rref *r) { return r->id; }
 
 /* ---- user-facing operations ----------------------------------------------- */
 
@@ -69,12 +73,12 @@ int rref_to_here(struct rref *r, struct rpc_value *out, int timeout_ms)
 {
     if (r->is_owner) {
         char err[1024];
-        pthread_mutex_lock(&rref_mu);
+        rref_lock();
         if (timeout_ms == 0) timeout_ms = rpc_default_timeout_ms();
         struct owner_entry *e = r->oe ? rref_entry_wait(r->id, timeout_ms, err, sizeof err) : NULL;
         if (!r->oe) snprintf(err, sizeof err, "rpc: RRef used after shutdown");
         int rc = e ? rref_entry_value(e, out, err, sizeof err) : -1;
-        pthread_mutex_unlock(&rref_mu);
+        rref_unlock();
         return rc < 0 ? rpc_set_error("%s", err) : 0;
     }
     struct rpc_value args = rpc_list(1);
@@ -107,11 +111,4 @@ int rref_rpc_sync(struct rref *r, const char *method, const struct rpc_value *ar
     int rc = rpc_future_take(f, result);
     rpc_future_free(f);
     return rc;
-}
-
-void rref_register_builtins(void)
-{
-    rref_objects_register_builtins();
-    rref_owner_register_builtins();
-    rref_fork_register_builtins();
 }

@@ -2,24 +2,146 @@
  * fork (with the owner directly, or by holding itself as the parent of the
  * child, G2) and writes a descriptor; the receiver turns the descriptor
  * into a handle, asks the owner to register a child whose parent was a
- * user (__rref_fork) and releases the parent's hold (__rref_accept). */
+ * user (__rref_fork) and releases the parent's hold (__rref_accept). The
+ * owner side parks a fork registration that arrives before its RRef.
+ * Above rref_owner.c (the owner table and handles), which it calls; calls
+ * nothing in rref_objects.c or rref.c. */
 #include <stdio.h>
 
 #include "common/check.h"
 #include "rpc/rref_internal.h"
 
+/* This file's state, all under rref_mu (rref_lock, rref_owner.c).
+ *
+ * Fork registrations that reached the owner before the creator's __remote
+ * (they travel on different connections: A creates on B, hands the RRef to
+ * C, C's fork request may overtake A's __remote). Their replies wait here
+ * until the entry exists, as PyTorch's owner does. The entry's creation
+ * (rref_entry_new_remote) and the parking (bi_fork) each check the other
+ * under one hold of rref_mu, so no registration is parked after its entry
+ * appeared. */
+struct parked_fork { struct parked_fork *next; uint64_t id, fork; int holder; int64_t deadline; struct rpc_request *req; };
+static struct parked_fork *parked;
+static int nparked;
+/* Set when this worker starts shutting down: no fork waits any more. */
+static bool closing;
+
 /* The forks a user of this worker has sent (to worker `to`), each holding
  * that user (the parent) until the owner has confirmed the child, or `to`
- * is gone. Under rref_mu. */
+ * is gone. */
 struct child { struct child *next; uint64_t fork_id; int to; struct rref *r; };
 static struct child *children;
 
+/* ---- the owner side: fork registrations ------------------------------------- */
+
+struct owner_entry *rref_entry_new_remote(uint64_t id, uint64_t fork, int creator)
+{
+    rref_lock();
+    if (rref_entry_find(id)) {
+        rref_unlock();
+        return NULL;
+    }
+    struct owner_entry *e = rref_entry_new(id);
+    rref_entry_add_fork(e, fork, creator);
+    struct parked_fork *ready = NULL;
+    for (struct parked_fork **pp = &parked; *pp;) {
+        struct parked_fork *p = *pp;
+        if (p->id != id) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        nparked--;
+        rref_entry_add_fork(e, p->fork, p->holder);
+        p->next = ready;
+        ready = p;
+    }
+    rref_unlock();
+    while (ready) {                     /* the early forks are registered now */
+        struct parked_fork *next = ready->next;
+        rpc_request_complete(ready->req, NULL);
+        free(ready);
+        ready = next;
+    }
+    return e;
+}
+
+/* inline: [id, fork] from a child whose parent was a user */
+static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
+{
+    uint64_t id, fork;
+    if (!rref_arg_u64(args, 0, &id) || !rref_arg_u64(args, 1, &fork)) return rpc_request_fail(req, "bad arguments");
+    int creator = (int)(id >> 48);
+    bool creator_alive = creator != rpc_self_id() && rpc_worker_alive(creator);   /* before rref_mu */
+    rref_lock();
+    struct owner_entry *e = rref_entry_find(id);
+    if (e) rref_entry_add_fork(e, fork, rpc_request_caller_id(req));
+    /* Not created yet, by another live worker: its __remote is probably on
+     * the way. It may also never come (a forged descriptor): the fork
+     * waits at most the default timeout, never past the start of shutdown,
+     * and does not hold a graceful shutdown up. */
+    bool wait = !e && !rref_owner_is_down() && !closing && creator_alive;
+    if (wait && nparked >= RREF_MAX_PARKED) {
+        rref_unlock();
+        atomic_fetch_add(&rpc_counters.busy, 1);
+        return rpc_request_fail(req, "%d fork registrations already wait for their RRefs", RREF_MAX_PARKED);
+    }
+    if (wait) {
+        int t = rpc_default_timeout_ms();
+        struct parked_fork *p = trib_xmalloc(sizeof *p);
+        *p = (struct parked_fork){parked, id, fork, rpc_request_caller_id(req), trib_now_ms() + (t > 0 ? t : 60000), req};
+        parked = p;
+        nparked++;
+        rpc_request_uncount(req);
+        rref_unlock();
+        return RPC_DEFERRED;
+    }
+    rref_unlock();
+    return e ? 0 : rpc_request_fail(req, "unknown RRef %#llx", (unsigned long long)id);
+}
+
+/* Fails the parked forks whose deadline is past at `now` (all of them when
+ * now is 0) that worker `holder` registered (any worker's when -1). */
+static void fail_parked(int64_t now, int holder, const char *why)
+{
+    struct parked_fork *gone = NULL;
+    rref_lock();
+    for (struct parked_fork **pp = &parked; *pp;) {
+        struct parked_fork *p = *pp;
+        if ((now && now < p->deadline) || (holder >= 0 && p->holder != holder)) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        nparked--;
+        p->next = gone;
+        gone = p;
+    }
+    rref_unlock();
+    while (gone) {
+        struct parked_fork *next = gone->next;
+        if (now) atomic_fetch_add(&rpc_counters.forks_expired, 1);
+        rpc_request_fail(gone->req, "RRef %#llx %s", (unsigned long long)gone->id, why);
+        rpc_request_finish_error(gone->req);
+        free(gone);
+        gone = next;
+    }
+}
+
+void rref_fork_expire_parked(int64_t now)
+{
+    char why[128];
+    snprintf(why, sizeof why, "was not created here within %d ms", rpc_default_timeout_ms());
+    fail_parked(now, -1, why);
+}
+
+
 /* ---- sending ----------------------------------------------------------------- */
 
-static void fork_out(struct rref *r, int to, struct wire_rref *out)
+void rref_fork_out(struct rref *r, int to, struct wire_rref *out)
 {
     uint64_t fork = rpc_gen_id();
-    pthread_mutex_lock(&rref_mu);
+    rref_lock();
     if (r->is_owner) {
         if (r->oe) rref_entry_add_fork(r->oe, fork, to);
     } else {
@@ -31,7 +153,7 @@ static void fork_out(struct rref *r, int to, struct wire_rref *out)
         c->next = children;
         children = c;
     }
-    pthread_mutex_unlock(&rref_mu);
+    rref_unlock();
     *out = (struct wire_rref){ .owner = r->owner, .parent = rpc_self_id(), .id = r->id, .fork = fork };
 }
 
@@ -40,7 +162,7 @@ static void fork_out(struct rref *r, int to, struct wire_rref *out)
 static void release_children(int worker)
 {
     struct child *gone = NULL;
-    pthread_mutex_lock(&rref_mu);
+    rref_lock();
     for (struct child **pp = &children; *pp;) {
         struct child *c = *pp;
         if (worker >= 0 && c->to != worker) {
@@ -51,7 +173,7 @@ static void release_children(int worker)
         c->next = gone;
         gone = c;
     }
-    pthread_mutex_unlock(&rref_mu);
+    rref_unlock();
     while (gone) {
         struct child *next = gone->next;
         rref_free(gone->r);
@@ -61,10 +183,12 @@ static void release_children(int worker)
 }
 
 /* Worker `worker` is gone: the forks it held are released on this worker,
- * as owner and as the parent of children it never accepted. */
-static void peer_gone(int worker)
+ * as owner (held, and parked) and as the parent of children it never
+ * accepted. */
+void rref_fork_peer_gone(int worker)
 {
     rref_owner_peer_gone(worker);
+    fail_parked(0, worker, "was registered by a worker that is gone");
     release_children(worker);
 }
 
@@ -73,7 +197,7 @@ static int bi_accept(struct rpc_request *req, const struct rpc_value *args, stru
 {
     uint64_t fork;
     if (!rref_arg_u64(args, 0, &fork)) return rpc_request_fail(req, "bad arguments");
-    pthread_mutex_lock(&rref_mu);
+    rref_lock();
     struct child *c = NULL;
     for (struct child **pp = &children; *pp; pp = &(*pp)->next)
         if ((*pp)->fork_id == fork) {
@@ -81,7 +205,7 @@ static int bi_accept(struct rpc_request *req, const struct rpc_value *args, stru
             *pp = c->next;
             break;
         }
-    pthread_mutex_unlock(&rref_mu);
+    rref_unlock();
     if (!c) return rpc_request_fail(req, "no pending child %#llx", (unsigned long long)fork);
     rref_free(c->r);
     free(c);
@@ -102,13 +226,13 @@ static void send_accept(int parent, uint64_t fork)
 static void fork_acked(struct rpc_future *f, void *arg)
 {
     struct fork_ctx *c = arg;
-    if (!rpc_future_error(f)) atomic_store(&c->r->confirmed, true);
+    if (!rpc_future_error(f)) rref_set_confirmed(c->r);
     send_accept(c->parent, c->r->fork_id);
     rref_free(c->r);
     free(c);
 }
 
-static struct rref *fork_in(const struct wire_rref *d, int from, char *err, size_t cap)
+struct rref *rref_fork_in(const struct wire_rref *d, int from, char *err, size_t cap)
 {
     int owner = d->owner, parent = d->parent;
     uint64_t id = d->id, fork = d->fork;
@@ -118,16 +242,16 @@ static struct rref *fork_in(const struct wire_rref *d, int from, char *err, size
         return NULL;
     }
     if (owner == self) {
-        pthread_mutex_lock(&rref_mu);
+        rref_lock();
         struct owner_entry *e = rref_entry_find(id);
         if (!e) {
-            pthread_mutex_unlock(&rref_mu);
+            rref_unlock();
             snprintf(err, cap, "unknown RRef %#llx", (unsigned long long)id);
             return NULL;
         }
         struct rref *r = rref_entry_handle(e);
         if (parent == self) rref_entry_del_fork(e, fork);     /* sent to ourselves */
-        pthread_mutex_unlock(&rref_mu);
+        rref_unlock();
         /* From a user back to its owner: the fork is a phantom; release the
          * parent's hold on its child. */
         if (parent != self) send_accept(parent, fork);
@@ -147,26 +271,41 @@ static struct rref *fork_in(const struct wire_rref *d, int from, char *err, size
     return r;
 }
 
-/* ---- the module: its hooks in the value type and the codec ------------------------ */
+/* ---- the module's life ------------------------------------------------------------ */
 
-static void install_hooks(void)
+void rref_fork_open(void)
 {
-    static const struct rpc_rref_hooks hooks = {
-        .fork = fork_out, .unfork = fork_in, .retain = rref_retain, .release = rref_free, .id = rref_id,
-        .peer_gone = peer_gone,
-    };
-    rpc_set_rref_hooks(&hooks);
+    rref_lock();
+    closing = false;
+    rref_unlock();
 }
 
-void rref_install_hooks(void)
+void rref_fork_closing(void)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, install_hooks);
+    rref_lock();
+    closing = true;
+    rref_unlock();
+    fail_parked(0, -1, "was not created here before shutdown");
+}
+
+void rref_fork_shutdown(void)
+{
+    rref_lock();
+    struct parked_fork *pf = parked;    /* the I/O thread is gone: no replies */
+    parked = NULL;
+    nparked = 0;
+    rref_unlock();
+    while (pf) {
+        struct parked_fork *next = pf->next;
+        rpc_request_free(pf->req);
+        free(pf);
+        pf = next;
+    }
+    release_children(-1);
 }
 
 void rref_fork_register_builtins(void)
 {
+    rpc_register_ex("__rref_fork", bi_fork, NULL, RPC_FN_INLINE);
     rpc_register_ex("__rref_accept", bi_accept, NULL, RPC_FN_INLINE);
 }
-
-void rref_fork_shutdown(void) { release_children(-1); }

@@ -1,7 +1,9 @@
 /* What an RRef's owner holds and does with it: the constructor and method
  * registries, building an object or value (rpc_remote on the creator,
  * __remote on the owner), fetching its value (__rref_fetch) and calling a
- * method on it (__rref_call). */
+ * method on it (__rref_call). Above rref_owner.c and rref_fork.c
+ * (rref_internal.h lists the order), which it calls; calls nothing in
+ * rref.c. Owns the registries below. */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,8 +35,13 @@ struct rref_type_methods {
     struct method_entry *buckets[METHOD_BUCKETS];   /* under methods_lock */
 };
 
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;      /* ctors, types */
-static pthread_rwlock_t methods_lock = PTHREAD_RWLOCK_INITIALIZER;  /* every type's buckets */
+/* Lock rules: reg_mu guards the lists ctors and types; methods_lock every
+ * type's buckets (a method's impl is swapped atomically under it, read
+ * without it by a call that resolved it). methods_lock may be taken with
+ * rref_mu held (resolve), never the other way round; neither is held while
+ * a constructor or method runs. */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_rwlock_t methods_lock = PTHREAD_RWLOCK_INITIALIZER;
 static struct ctor_entry *ctors;
 static struct rref_type_methods *types;
 
@@ -142,6 +149,10 @@ static struct method_impl *find_method(struct rref_type_methods *t, const char *
 
 /* ---- construction ---------------------------------------------------------- */
 
+/* Builds entry oe by running the constructor or function fn(args) on a
+ * handler thread (construct), then answers req (the __remote to complete,
+ * or NULL). */
+
 struct remote_job {
     struct owner_entry *oe;
     struct rpc_request *req;       /* the "__remote" request to answer, or NULL */
@@ -178,29 +189,17 @@ static void construct(void *arg)
         rpc_request_fail(lr, "no constructor or function of that name");
     }
     struct owner_entry *dead;
-    pthread_mutex_lock(&rref_mu);
-    struct owner_entry *e = j->oe;
-    if (ok) {
-        e->state = OE_READY;
-        e->is_object = ce != NULL;
-        if (ce) {
-            e->obj = obj;
-            e->type = ce->type;
-            e->methods = methods;
-        } else {
-            e->value = val;
-            val.kind = RPC_NIL;
-        }
-    } else {
-        e->state = OE_FAILED;
-        e->err = xstrdup(rpc_request_error_text(lr));
-    }
-    pthread_cond_broadcast(&rref_ready_cv);
-    const char *errtext = ok ? NULL : e->err;
     char errcopy[1024] = "";
-    if (errtext) snprintf(errcopy, sizeof errcopy, "%s", errtext);
+    rref_lock();
+    struct owner_entry *e = j->oe;
+    if (ok && ce) rref_entry_set_object(e, obj, &ce->type, methods);
+    else if (ok) rref_entry_set_value(e, &val);
+    else {
+        rref_entry_set_failed(e, rpc_request_error_text(lr));
+        snprintf(errcopy, sizeof errcopy, "%s", e->err);
+    }
     dead = rref_entry_unlink_if_unused(e);
-    pthread_mutex_unlock(&rref_mu);
+    rref_unlock();
     rpc_value_clear(&val);
     if (j->req) {
         if (ok) rpc_request_complete(j->req, NULL);
@@ -215,7 +214,7 @@ static void construct(void *arg)
     free(j);
 }
 
-void rref_submit_construct(struct owner_entry *oe, struct rpc_request *req, const char *fn, const struct rpc_value *args)
+static void submit_construct(struct owner_entry *oe, struct rpc_request *req, const char *fn, const struct rpc_value *args)
 {
     struct remote_job *j = trib_xcalloc(1, sizeof *j);
     j->oe = oe;
@@ -236,10 +235,12 @@ void rref_submit_construct(struct owner_entry *oe, struct rpc_request *req, cons
 static void remote_acked(struct rpc_future *f, void *arg)
 {
     struct rref *r = arg;
-    atomic_store(&r->confirmed, true);
+    rref_set_confirmed(r);
     rref_free(r);
 }
 
+/* The value hooks are in when this makes a handle: rpc_get_worker_info
+ * succeeds only with the agent up, after rref_module_init. */
 struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *args, int timeout_ms)
 {
     struct rpc_worker_info info;
@@ -250,11 +251,11 @@ struct rref *rpc_remote(const char *to, const char *fn, const struct rpc_value *
     }
     uint64_t id = rpc_gen_id();
     if (info.id == rpc_self_id()) {
-        pthread_mutex_lock(&rref_mu);
+        rref_lock();
         struct owner_entry *e = rref_entry_new(id);
         struct rref *r = rref_entry_handle(e);
-        pthread_mutex_unlock(&rref_mu);
-        rref_submit_construct(e, NULL, fn, args);
+        rref_unlock();
+        submit_construct(e, NULL, fn, args);
         return r;
     }
     uint64_t fork = rpc_gen_id();
@@ -280,7 +281,7 @@ static int bi_remote(struct rpc_request *req, const struct rpc_value *args, stru
         return rpc_request_fail(req, "bad arguments");
     struct owner_entry *e = rref_entry_new_remote(id, fork, rpc_request_caller_id(req));
     if (!e) return rpc_request_fail(req, "RRef %#llx exists", (unsigned long long)id);
-    rref_submit_construct(e, req, args->list.items[2].str.ptr, &args->list.items[3]);
+    submit_construct(e, req, args->list.items[2].str.ptr, &args->list.items[3]);
     return RPC_DEFERRED;
 }
 
@@ -292,10 +293,10 @@ static int bi_fetch(struct rpc_request *req, const struct rpc_value *args, struc
     uint64_t id;
     char err[1024];
     if (!rref_arg_u64(args, 0, &id)) return rpc_request_fail(req, "bad arguments");
-    pthread_mutex_lock(&rref_mu);
+    rref_lock();
     struct owner_entry *e = rref_entry_wait(id, 0, err, sizeof err);
     int rc = e ? rref_entry_value(e, result, err, sizeof err) : -1;
-    pthread_mutex_unlock(&rref_mu);
+    rref_unlock();
     if (rc < 0) {
         rpc_request_fail_text(req, err);
         return -1;
@@ -340,11 +341,11 @@ static int bi_call_wait(struct rpc_request *req, const struct rpc_value *args, s
 {
     struct rref *pin = u;
     char err[1024];
-    pthread_mutex_lock(&rref_mu);
+    rref_lock();
     struct owner_entry *e = rref_entry_wait(pin->id, 0, err, sizeof err);
     const struct method_impl *impl = e ? resolve(req, e, args->list.items[1].str.ptr) : NULL;
     void *obj = e ? e->obj : NULL;
-    pthread_mutex_unlock(&rref_mu);
+    rref_unlock();
     if (!e) rpc_request_fail_text(req, err);
     if (!impl) {
         rref_free(pin);
@@ -368,7 +369,7 @@ static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct
     const struct method_impl *impl = NULL;
     void *obj = NULL;
     bool failed = false;
-    pthread_mutex_lock(&rref_mu);
+    rref_lock();
     struct owner_entry *e = rref_entry_find(id);
     struct rref *pin = e ? rref_entry_handle(e) : NULL;
     if (e && e->state == OE_READY) {
@@ -379,7 +380,7 @@ static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct
         rpc_request_fail_text(req, e->err);
         failed = true;
     }
-    pthread_mutex_unlock(&rref_mu);
+    rref_unlock();
     char err[128];
     if (!pin) {
         snprintf(err, sizeof err, "unknown RRef %#llx", (unsigned long long)id);

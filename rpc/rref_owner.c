@@ -1,7 +1,9 @@
-/* The owner side of RRefs: one entry per RRef this worker owns, counting
- * its users by fork id (G1: the entry lives until every user's delete has
- * arrived), the fork registrations that arrive before their RRef exists,
- * waiting for construction, and the module's lifetime. */
+/* The bottom of the RRef module (rref_internal.h lists the order): the
+ * owner table, one entry per RRef this worker owns, counting its users by
+ * fork id (G1: the entry lives until every user's delete has arrived);
+ * waiting for construction and reading what an entry holds; handles and
+ * their references (a user's last one tells the owner); the module's lock.
+ * Calls nothing in the files above it. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,22 +12,85 @@
 #include "common/check.h"
 #include "rpc/rref_internal.h"
 
-pthread_mutex_t rref_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t rref_ready_cv = PTHREAD_COND_INITIALIZER;
-bool rref_down = true;
+/* The module's one lock. It guards, here: the table (entries, nentries),
+ * every entry's fields and `down`; in rref_fork.c: the parked fork
+ * registrations and the children. ready_cv is broadcast under it whenever
+ * a construction ends (rref_entry_set_*). Never held while user code
+ * (constructor, method, to_value) runs. */
+static pthread_mutex_t rref_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ready_cv = PTHREAD_COND_INITIALIZER;
+/* No rpc agent (before rref_owner_open, after rref_owner_shutdown): no
+ * protocol message may be sent. */
+static bool down = true;
 
 static struct owner_entry *entries[256];
 static int nentries;
 
-/* Fork registrations that reached the owner before the creator's __remote
- * (they travel on different connections: A creates on B, hands the RRef to
- * C, C's fork request may overtake A's __remote). Their replies wait here,
- * under rref_mu, until the entry exists, as PyTorch's owner does. */
-struct parked_fork { struct parked_fork *next; uint64_t id, fork; int holder; int64_t deadline; struct rpc_request *req; };
-static struct parked_fork *parked;
-static int nparked;
-/* Set when this worker starts shutting down: no fork waits any more. */
-static bool closing;
+void rref_lock(void) { pthread_mutex_lock(&rref_mu); }
+void rref_unlock(void) { pthread_mutex_unlock(&rref_mu); }
+bool rref_owner_is_down(void) { return down; }
+
+void rref_owner_open(void)
+{
+    pthread_mutex_lock(&rref_mu);
+    down = false;
+    pthread_mutex_unlock(&rref_mu);
+}
+
+/* ---- handles ---------------------------------------------------------------- */
+
+struct rref *rref_handle_new(uint64_t id, uint64_t fork, int owner, bool confirmed)
+{
+    struct rref *r = trib_xcalloc(1, sizeof *r);
+    atomic_init(&r->refs, 1);
+    r->id = id;
+    r->fork_id = fork;
+    r->owner = owner;
+    atomic_init(&r->confirmed, confirmed);
+    return r;
+}
+
+struct rref *rref_retain(struct rref *r)
+{
+    atomic_fetch_add(&r->refs, 1);
+    return r;
+}
+
+void rref_free(struct rref *r)
+{
+    if (!r) return;
+    if (r->is_owner) {
+        struct owner_entry *dead = NULL;
+        pthread_mutex_lock(&rref_mu);
+        if (atomic_fetch_sub(&r->refs, 1) == 1) {
+            if (r->oe) {
+                r->oe->handle = NULL;
+                dead = rref_entry_unlink_if_unused(r->oe);
+            }
+            free(r);
+        }
+        pthread_mutex_unlock(&rref_mu);
+        rref_entry_destroy(dead);
+        return;
+    }
+    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    pthread_mutex_lock(&rref_mu);
+    bool up = !down;
+    pthread_mutex_unlock(&rref_mu);
+    if (up) {
+        /* G1: the owner hears of every user delete (tracked, so a graceful
+         * shutdown waits for it). */
+        struct rpc_value args = rref_two_ints(r->id, r->fork_id);
+        rpc_call_internal(r->owner, "__rref_del", &args, 0, NULL, NULL);
+    }
+    free(r);
+}
+
+int rref_owner(const struct rref *r) { return r->owner; }
+bool rref_is_owner(const struct rref *r) { return r->is_owner; }
+bool rref_confirmed_by_owner(const struct rref *r) { return atomic_load(&r->confirmed); }
+uint64_t rref_id(const struct rref *r) { return r->id; }
+void rref_set_confirmed(struct rref *r) { atomic_store(&r->confirmed, true); }
 
 /* ---- owner entries (under rref_mu) --------------------------------------- */
 
@@ -110,122 +175,6 @@ int rref_owned_count(void)
     return n;
 }
 
-struct rref *rref_new_local_value(struct rpc_value *v)
-{
-    CHECK(rpc_self_id() >= 0);
-    pthread_mutex_lock(&rref_mu);
-    struct owner_entry *e = rref_entry_new(rpc_gen_id());
-    e->state = OE_READY;
-    e->value = *v;
-    *v = rpc_nil();
-    struct rref *r = rref_entry_handle(e);
-    pthread_mutex_unlock(&rref_mu);
-    return r;
-}
-
-/* ---- fork registrations ---------------------------------------------------- */
-
-struct owner_entry *rref_entry_new_remote(uint64_t id, uint64_t fork, int creator)
-{
-    pthread_mutex_lock(&rref_mu);
-    if (rref_entry_find(id)) {
-        pthread_mutex_unlock(&rref_mu);
-        return NULL;
-    }
-    struct owner_entry *e = rref_entry_new(id);
-    rref_entry_add_fork(e, fork, creator);
-    struct parked_fork *ready = NULL;
-    for (struct parked_fork **pp = &parked; *pp;) {
-        struct parked_fork *p = *pp;
-        if (p->id != id) {
-            pp = &p->next;
-            continue;
-        }
-        *pp = p->next;
-        nparked--;
-        rref_entry_add_fork(e, p->fork, p->holder);
-        p->next = ready;
-        ready = p;
-    }
-    pthread_mutex_unlock(&rref_mu);
-    while (ready) {                     /* the early forks are registered now */
-        struct parked_fork *next = ready->next;
-        rpc_request_complete(ready->req, NULL);
-        free(ready);
-        ready = next;
-    }
-    return e;
-}
-
-/* inline: [id, fork] from a child whose parent was a user */
-static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
-{
-    uint64_t id, fork;
-    if (!rref_arg_u64(args, 0, &id) || !rref_arg_u64(args, 1, &fork)) return rpc_request_fail(req, "bad arguments");
-    int creator = (int)(id >> 48);
-    bool creator_alive = creator != rpc_self_id() && rpc_worker_alive(creator);   /* before rref_mu */
-    pthread_mutex_lock(&rref_mu);
-    struct owner_entry *e = rref_entry_find(id);
-    if (e) rref_entry_add_fork(e, fork, rpc_request_caller_id(req));
-    /* Not created yet, by another live worker: its __remote is probably on
-     * the way. It may also never come (a forged descriptor): the fork
-     * waits at most the default timeout, never past the start of shutdown,
-     * and does not hold a graceful shutdown up. */
-    bool wait = !e && !rref_down && !closing && creator_alive;
-    if (wait && nparked >= RREF_MAX_PARKED) {
-        pthread_mutex_unlock(&rref_mu);
-        atomic_fetch_add(&rpc_counters.busy, 1);
-        return rpc_request_fail(req, "%d fork registrations already wait for their RRefs", RREF_MAX_PARKED);
-    }
-    if (wait) {
-        int t = rpc_default_timeout_ms();
-        struct parked_fork *p = trib_xmalloc(sizeof *p);
-        *p = (struct parked_fork){parked, id, fork, rpc_request_caller_id(req), trib_now_ms() + (t > 0 ? t : 60000), req};
-        parked = p;
-        nparked++;
-        rpc_request_uncount(req);
-        pthread_mutex_unlock(&rref_mu);
-        return RPC_DEFERRED;
-    }
-    pthread_mutex_unlock(&rref_mu);
-    return e ? 0 : rpc_request_fail(req, "unknown RRef %#llx", (unsigned long long)id);
-}
-
-/* Fails the parked forks whose deadline is past at `now` (all of them when
- * now is 0) that worker `holder` registered (any worker's when -1). */
-static void fail_parked(int64_t now, int holder, const char *why)
-{
-    struct parked_fork *gone = NULL;
-    pthread_mutex_lock(&rref_mu);
-    for (struct parked_fork **pp = &parked; *pp;) {
-        struct parked_fork *p = *pp;
-        if ((now && now < p->deadline) || (holder >= 0 && p->holder != holder)) {
-            pp = &p->next;
-            continue;
-        }
-        *pp = p->next;
-        nparked--;
-        p->next = gone;
-        gone = p;
-    }
-    pthread_mutex_unlock(&rref_mu);
-    while (gone) {
-        struct parked_fork *next = gone->next;
-        if (now) atomic_fetch_add(&rpc_counters.forks_expired, 1);
-        rpc_request_fail(gone->req, "RRef %#llx %s", (unsigned long long)gone->id, why);
-        rpc_request_finish_error(gone->req);
-        free(gone);
-        gone = next;
-    }
-}
-
-void rref_expire_parked(int64_t now)
-{
-    char why[128];
-    snprintf(why, sizeof why, "was not created here within %d ms", rpc_default_timeout_ms());
-    fail_parked(now, -1, why);
-}
-
 void rref_owner_peer_gone(int worker)
 {
     struct owner_entry *dead = NULL;
@@ -249,7 +198,6 @@ void rref_owner_peer_gone(int worker)
         rref_entry_destroy(dead);
         dead = next;
     }
-    fail_parked(0, worker, "was registered by a worker that is gone");
 }
 
 /* inline: [id, fork] a user is gone */
@@ -270,7 +218,6 @@ static int bi_del(struct rpc_request *req, const struct rpc_value *args, struct 
 
 void rref_owner_register_builtins(void)
 {
-    rpc_register_ex("__rref_fork", bi_fork, NULL, RPC_FN_INLINE);
     rpc_register_ex("__rref_del", bi_del, NULL, RPC_FN_INLINE);
 }
 
@@ -282,8 +229,8 @@ struct owner_entry *rref_entry_wait(uint64_t id, int timeout_ms, char *err, size
     struct owner_entry *e = rref_entry_find(id);
     while (e && e->state == OE_PENDING) {
         if (timeout_ms <= 0) {
-            pthread_cond_wait(&rref_ready_cv, &rref_mu);
-        } else if (pthread_cond_timedwait(&rref_ready_cv, &rref_mu, &until) == ETIMEDOUT) {
+            pthread_cond_wait(&ready_cv, &rref_mu);
+        } else if (pthread_cond_timedwait(&ready_cv, &rref_mu, &until) == ETIMEDOUT) {
             e = rref_entry_find(id);
             if (e && e->state == OE_PENDING) {
                 snprintf(err, cap, "rpc: timed out after %d ms waiting for RRef %#llx to be built", timeout_ms,
@@ -372,29 +319,42 @@ void *rref_local_object_of(struct rref *r, const char *type_name)
     return obj;
 }
 
-/* ---- lifetime of the module ----------------------------------------------- */
+/* ---- the end of construction (under rref_mu) ---------------------------------- */
 
-void rref_module_init(void)
+void rref_entry_set_object(struct owner_entry *e, void *obj, const struct rpc_type *type,
+                           struct rref_type_methods *methods)
 {
-    rref_install_hooks();
-    pthread_mutex_lock(&rref_mu);
-    rref_down = false;
-    closing = false;
-    pthread_mutex_unlock(&rref_mu);
+    e->state = OE_READY;
+    e->is_object = true;
+    e->obj = obj;
+    e->type = *type;
+    e->methods = methods;
+    pthread_cond_broadcast(&ready_cv);
 }
 
-void rref_module_closing(void)
+void rref_entry_set_value(struct owner_entry *e, struct rpc_value *v)
 {
-    pthread_mutex_lock(&rref_mu);
-    closing = true;
-    pthread_mutex_unlock(&rref_mu);
-    fail_parked(0, -1, "was not created here before shutdown");
+    e->state = OE_READY;
+    e->is_object = false;
+    e->value = *v;
+    *v = rpc_nil();
+    pthread_cond_broadcast(&ready_cv);
 }
 
-void rref_module_shutdown(void)
+void rref_entry_set_failed(struct owner_entry *e, const char *err)
+{
+    e->state = OE_FAILED;
+    e->err = strdup(err);
+    CHECK_ALLOC(e->err);
+    pthread_cond_broadcast(&ready_cv);
+}
+
+/* ---- shutdown ------------------------------------------------------------------- */
+
+void rref_owner_shutdown(void)
 {
     pthread_mutex_lock(&rref_mu);
-    rref_down = true;
+    down = true;
     struct owner_entry *all = NULL;
     for (int b = 0; b < 256; b++) {
         while (entries[b]) {
@@ -406,20 +366,10 @@ void rref_module_shutdown(void)
         }
     }
     nentries = 0;
-    struct parked_fork *pf = parked;    /* the I/O thread is gone: no replies */
-    parked = NULL;
-    nparked = 0;
     pthread_mutex_unlock(&rref_mu);
-    while (pf) {
-        struct parked_fork *next = pf->next;
-        rpc_request_free(pf->req);
-        free(pf);
-        pf = next;
-    }
     while (all) {
         struct owner_entry *next = all->next;
         rref_entry_destroy(all);
         all = next;
     }
-    rref_fork_shutdown();
 }
