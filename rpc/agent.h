@@ -1,25 +1,11 @@
-/* The assembled agent's internal entry points (rpc.c), for the fuzz
- * targets and their corpus replay; and, until the RRef module's header
- * has them, the RRef module's entry points that rpc.c calls. */
+/* rpc/ internals, the top: what rpc.c (the assembly) offers beyond rpc.h,
+ * the offline agent of the fuzz targets and their corpus replay. Below it:
+ * every layer (membership.h, and rref_internal.h for the RRef module). */
 #ifndef TRIB_RPC_AGENT_H
 #define TRIB_RPC_AGENT_H
 
 #include "rpc/membership.h"
-
-/* rref*.c (the module's own interface is rref_internal.h) */
-/* Fork registrations that may wait at an owner for their RRef's creation. */
-#define RREF_MAX_PARKED 16384
-/* Installs the RRef hooks (rpc_set_rref_hooks) once; any thread. */
-void rref_install_hooks(void);
-/* Installs the hooks too. */
-void rref_module_init(void);
-/* At the start of rpc_shutdown: fails every waiting fork registration, and
- * every later one fails at once. */
-void rref_module_closing(void);
-/* I/O thread: fails the fork registrations that waited past the default timeout. */
-void rref_expire_parked(int64_t now_ms);
-void rref_module_shutdown(void);
-void rref_register_builtins(void);
+#include "rpc/rref_internal.h"
 
 /* rpc.c: the offline agent, for fuzz targets and their corpus replay: the
  * agent's state and builtins without sockets or threads. Messages are

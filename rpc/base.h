@@ -62,15 +62,17 @@ void rpc_fl_drain(struct rpc_freelist *fl);
 #define RPC_OUTMSG_POOLED_FRAMES 2
 
 /* ---- stats.c: counters (any thread) and the drop log (I/O thread) -------- */
-struct rpc_counters {
-    atomic_uint_fast64_t spoofed, unverified, malformed, cut_dropped, cuts, busy, forks_expired;
-    atomic_uint_fast64_t refused_auth, handshakes_failed;
-    atomic_int held;
-    /* Traffic on the sockets (I/O thread writes, relaxed): whole messages and
+enum rpc_stat {
+    RPC_STAT_SPOOFED, RPC_STAT_UNVERIFIED, RPC_STAT_MALFORMED, RPC_STAT_CUT_DROPPED, RPC_STAT_CUTS, RPC_STAT_BUSY,
+    RPC_STAT_FORKS_EXPIRED, RPC_STAT_REFUSED_AUTH, RPC_STAT_HANDSHAKES_FAILED,
+    RPC_STAT_HELD,                  /* messages held now (added and taken away) */
+    /* Traffic on the sockets (the I/O thread adds): whole messages and
      * their frames' bytes, routing-id frames not counted. */
-    atomic_uint_fast64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
+    RPC_STAT_MSGS_SENT, RPC_STAT_MSGS_RECV, RPC_STAT_BYTES_SENT, RPC_STAT_BYTES_RECV,
+    RPC_STAT_N
 };
-extern struct rpc_counters rpc_counters;
+/* Adds n to counter s (relaxed; any thread). rpc_get_stats reads them. */
+void rpc_stat_add(enum rpc_stat s, int64_t n);
 /* A line on stderr, at most 10 a second (the next line printed says how
  * many were suppressed). I/O thread only. */
 void rpc_drop_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -102,7 +104,7 @@ struct rpc_rref_hooks {
     void (*peer_gone)(int worker);
 };
 /* The installed hooks (value.c); all NULL until rpc_set_rref_hooks. */
-extern struct rpc_rref_hooks rpc_rref_hooks;
+const struct rpc_rref_hooks *rref_hooks(void);
 /* Copies *hooks in (NULL: none). Not thread-safe: rref_install_hooks calls
  * it once (pthread_once), before any RRef exists. */
 void rpc_set_rref_hooks(const struct rpc_rref_hooks *hooks);

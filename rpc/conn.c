@@ -117,15 +117,15 @@ static void conn_name(const struct conn *c, char *buf, size_t cap)
     snprintf(buf, cap, "%s %s", who, c->addr);
 }
 
-static atomic_uint_fast64_t *counter(enum rpc_drop kind)
+static enum rpc_stat counter(enum rpc_drop kind)
 {
     switch (kind) {
-    case RPC_DROP_SPOOFED: return &rpc_counters.spoofed;
-    case RPC_DROP_UNVERIFIED: return &rpc_counters.unverified;
-    case RPC_DROP_MALFORMED: return &rpc_counters.malformed;
-    case RPC_DROP_BUSY: return &rpc_counters.busy;
+    case RPC_DROP_SPOOFED: return RPC_STAT_SPOOFED;
+    case RPC_DROP_UNVERIFIED: return RPC_STAT_UNVERIFIED;
+    case RPC_DROP_MALFORMED: return RPC_STAT_MALFORMED;
+    case RPC_DROP_BUSY: return RPC_STAT_BUSY;
     }
-    return &rpc_counters.malformed;
+    return RPC_STAT_MALFORMED;
 }
 
 /* ---- the table ---------------------------------------------------------- */
@@ -135,7 +135,7 @@ static void held_free(struct held *m)
     for (int i = 0; i < m->n; i++) ZMQ_CHECK(zmq_msg_close(&m->f[i]));
     held_msgs--;
     held_bytes -= m->bytes;
-    atomic_fetch_sub(&rpc_counters.held, 1);
+    rpc_stat_add(RPC_STAT_HELD, -1);
     free(m);
 }
 
@@ -146,7 +146,7 @@ static void refuse_held(struct conn *c, enum rpc_drop kind, const char *why)
         struct held *m = c->held;
         c->held = m->next;
         if (m->req_id) rpc_reply_error_to(c->rid, c->rid_len, m->req_id, why);
-        atomic_fetch_add(counter(kind), 1);
+        rpc_stat_add(counter(kind), 1);
         held_free(m);
     }
     c->held_tail = NULL;
@@ -285,7 +285,7 @@ static void cut(struct conn *c)
     refuse_held(c, RPC_DROP_MALFORMED, "rpc: connection cut off for sending too many bad messages");
     set_state(c, CONN_CUT);
     c->worker = -1;
-    atomic_fetch_add(&rpc_counters.cuts, 1);
+    rpc_stat_add(RPC_STAT_CUTS, 1);
     char now[64];
     if (fd_peer(c->fd, now, sizeof now) && strcmp(now, c->addr) == 0) shutdown(c->fd, SHUT_RDWR);
     c->fd = -1;
@@ -307,7 +307,7 @@ static void note_bad(struct conn *c, uint32_t n, const char *why)
 
 void rpc_conn_bad(struct conn *c, enum rpc_drop kind, const char *fmt, ...)
 {
-    atomic_fetch_add(counter(kind), 1);
+    rpc_stat_add(counter(kind), 1);
     char why[512];
     va_list ap;
     va_start(ap, fmt);
@@ -406,7 +406,7 @@ int rpc_conn_verdict(struct conn *c, const struct wire_hdr *h, int *from, char *
     *from = -1;
     why[0] = '\0';
     if (c->state == CONN_CUT) {
-        atomic_fetch_add(&rpc_counters.cut_dropped, 1);
+        rpc_stat_add(RPC_STAT_CUT_DROPPED, 1);
         return CONN_REFUSE;
     }
     if (h->type != WIRE_REQ && h->type != WIRE_PING) {
@@ -470,7 +470,7 @@ bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, 
         return false;
     }
     if (c->nheld >= HELD_MAX_MSGS_PER_CONN || held_msgs >= HELD_MAX_MSGS || held_bytes + bytes > held_bytes_cap()) {
-        atomic_fetch_add(&rpc_counters.busy, 1);
+        rpc_stat_add(RPC_STAT_BUSY, 1);
         snprintf(why, cap, "rpc: %s: busy: too many requests wait for their connection to be verified", rpc_self_name());
         rpc_drop_log("rpc: %s: dropped a request from unverified connection %s: too much is waiting for verification",
                  rpc_self_name(), c->addr);
@@ -491,7 +491,7 @@ bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, 
     c->held_bytes += bytes;
     held_msgs++;
     held_bytes += bytes;
-    atomic_fetch_add(&rpc_counters.held, 1);
+    rpc_stat_add(RPC_STAT_HELD, 1);
     if (c->state == CONN_NEW) {
         c->claimed = h->sender;
         c->since = trib_now_ms();

@@ -130,7 +130,7 @@ void rpc_curve_zap(void)
         bool ok = false;
         for (int i = 0; curve && i < cv.n_allow && !ok; i++) ok = memcmp(zmq_msg_data(&f[6]), cv.allow[i], 32) == 0;
         if (!ok) {
-            atomic_fetch_add(&rpc_counters.refused_auth, 1);
+            rpc_stat_add(RPC_STAT_REFUSED_AUTH, 1);
             char addr[64] = "(unknown address)", key[9] = "?";
             if (n >= 4 && zmq_msg_size(&f[3]) > 0)
                 snprintf(addr, sizeof addr, "%.*s", (int)(zmq_msg_size(&f[3]) < 63 ? zmq_msg_size(&f[3]) : 63),
@@ -331,7 +331,7 @@ static void log_refusal(const char *addr)
     const char *why = refusal(pending_fail, pending_value);
     pending_fail = 0;
     if (!why) return;
-    atomic_fetch_add(&rpc_counters.refused_auth, 1);
+    rpc_stat_add(RPC_STAT_REFUSED_AUTH, 1);
     rpc_drop_log("rpc: %s: refused a connection from %s: %s", rpc_self_name(), addr, why);
 }
 
@@ -369,7 +369,7 @@ void rpc_watch_rendezvous(void)
             continue;
         }
         if (!(ev & HS_FAILED)) continue;
-        atomic_fetch_add(&rpc_counters.handshakes_failed, 1);
+        rpc_stat_add(RPC_STAT_HANDSHAKES_FAILED, 1);
         bool curve = cv.on;
         char why[256] = "";
         if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)

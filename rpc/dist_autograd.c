@@ -1,4 +1,4 @@
-/* Distributed autograd over the RPC hooks of rpc_internal.h: per-process
+/* Distributed autograd over the RPC hooks of wire.h: per-process
  * context registry, send/recv functions as autograd nodes, and the FAST-mode
  * backward (a recv function's backward ships its gradients to the sender,
  * whose matching send function is run as a root of the local engine). */

@@ -103,8 +103,8 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
         rc = zmq_msg_send(&m->frames[i], sock, (i + 1 < m->nframes ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT);
     }
     if (rc >= 0) {
-        atomic_fetch_add_explicit(&rpc_counters.msgs_sent, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&rpc_counters.bytes_sent, bytes, memory_order_relaxed);
+        rpc_stat_add(RPC_STAT_MSGS_SENT, 1);
+        rpc_stat_add(RPC_STAT_BYTES_SENT, bytes);
     }
     if (rc < 0 && m->fut) {
         char name[64];
@@ -182,8 +182,8 @@ static int recv_one(void *sock, bool router, unsigned char *rid, size_t *rid_len
     }
     size_t bytes = 0;
     for (int i = router ? 1 : 0; i < n; i++) bytes += zmq_msg_size(&rx_frames[i]);
-    atomic_fetch_add_explicit(&rpc_counters.msgs_recv, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&rpc_counters.bytes_recv, bytes, memory_order_relaxed);
+    rpc_stat_add(RPC_STAT_MSGS_RECV, 1);
+    rpc_stat_add(RPC_STAT_BYTES_RECV, bytes);
     if (router) {
         size_t l = zmq_msg_size(&rx_frames[0]);
         if (l > 255) l = 255;

@@ -100,7 +100,7 @@ void rpc_drop_peer(int id, const char *why, enum rpc_event_kind ev)
     if (!rpc_peer_gone(id, why, ev == RPC_EVENT_LEAVE)) return;
     rpc_conn_forget_worker(id);
     if (wire_hooks()->on_peer_gone) wire_hooks()->on_peer_gone(id, wire_hooks()->user);
-    if (rpc_rref_hooks.peer_gone) rpc_rref_hooks.peer_gone(id);
+    if (rref_hooks()->peer_gone) rref_hooks()->peer_gone(id);
     rpc_post_event(ev, id, rpc_peer(id)->name);
     pthread_mutex_lock(&ms.mu);
     pthread_cond_broadcast(&ms.cv);

@@ -63,7 +63,7 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
             snprintf(err, sizeof err, "rpc: %s: busy: %s has %d requests (%lld bytes) here not answered yet; "
                      "the limit is %d requests, %zu bytes", rpc_self_name(), name, np, (long long)nb,
                      bounds.max_pending, bounds.max_pending_bytes);
-            atomic_fetch_add(&rpc_counters.busy, 1);
+            rpc_stat_add(RPC_STAT_BUSY, 1);
             rpc_reply_error_to(rid, rid_len, h->req_id, err);
             return;
         }
@@ -120,7 +120,7 @@ void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
     size_t rid_len;
     const unsigned char *rid = rpc_conn_rid(c, &rid_len);
     if (rpc_conn_is_cut(c)) {
-        atomic_fetch_add(&rpc_counters.cut_dropped, 1);
+        rpc_stat_add(RPC_STAT_CUT_DROPPED, 1);
         return;
     }
     if (wire_decode(frames, n, &zone, &h, &answerable, err, sizeof err) < 0) {

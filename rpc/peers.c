@@ -252,7 +252,7 @@ bool rpc_peer_gone(int id, const char *why, bool left)
 
 void rpc_peer_bad(int id, const char *fmt, ...)
 {
-    atomic_fetch_add(&rpc_counters.malformed, 1);
+    rpc_stat_add(RPC_STAT_MALFORMED, 1);
     struct peer *p = rpc_peer(id);
     if (!p) return;
     char why[512];
@@ -265,7 +265,7 @@ void rpc_peer_bad(int id, const char *fmt, ...)
                  p->endpoint, why, p->bad);
     if (p->bad > RPC_MAX_BAD && p->alive) {
         rpc_drop_log("rpc: %s: cutting off %s: more than %d bad messages", dir.self.name, p->name, RPC_MAX_BAD);
-        atomic_fetch_add(&rpc_counters.cuts, 1);
+        rpc_stat_add(RPC_STAT_CUTS, 1);
         char reason[128];
         snprintf(reason, sizeof reason, "%s sent too many bad messages", p->name);
         if (dir.lost) dir.lost(id, reason);

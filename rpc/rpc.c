@@ -81,7 +81,7 @@ static void on_router(const unsigned char *rid, size_t rid_len, zmq_msg_t *frame
 {
     struct conn *c = rpc_conn_get(rid, rid_len, &frames[0]);   /* from the wire: has its socket */
     if (c) rpc_handle_router(c, frames, n);
-    else atomic_fetch_add(&rpc_counters.unverified, 1);     /* the table is full */
+    else rpc_stat_add(RPC_STAT_UNVERIFIED, 1);     /* the table is full */
 }
 
 static void on_heartbeat(int64_t now)

@@ -83,7 +83,7 @@ static int bi_fork(struct rpc_request *req, const struct rpc_value *args, struct
     bool wait = !e && !rref_owner_is_down() && !closing && creator_alive;
     if (wait && nparked >= RREF_MAX_PARKED) {
         rref_unlock();
-        atomic_fetch_add(&rpc_counters.busy, 1);
+        rpc_stat_add(RPC_STAT_BUSY, 1);
         return rpc_request_fail(req, "%d fork registrations already wait for their RRefs", RREF_MAX_PARKED);
     }
     if (wait) {
@@ -120,7 +120,7 @@ static void fail_parked(int64_t now, int holder, const char *why)
     rref_unlock();
     while (gone) {
         struct parked_fork *next = gone->next;
-        if (now) atomic_fetch_add(&rpc_counters.forks_expired, 1);
+        if (now) rpc_stat_add(RPC_STAT_FORKS_EXPIRED, 1);
         rpc_request_fail(gone->req, "RRef %#llx %s", (unsigned long long)gone->id, why);
         rpc_request_finish_error(gone->req);
         free(gone);

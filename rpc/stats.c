@@ -1,5 +1,6 @@
 /* The agent's counters (rpc_get_stats) and the rate-limited log of dropped
- * messages. Owned here: rpc_counters (atomics, any thread) and the log's
+ * messages. Owned here: the counters (atomics: any thread adds, through
+ * rpc_stat_add) and the log's
  * window (I/O thread only). */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -8,7 +9,9 @@
 
 #include "rpc/base.h"
 
-struct rpc_counters rpc_counters;
+static atomic_int_fast64_t stat[RPC_STAT_N];
+
+void rpc_stat_add(enum rpc_stat s, int64_t n) { atomic_fetch_add_explicit(&stat[s], n, memory_order_relaxed); }
 
 static struct {
     int64_t window;             /* start of the current second */
@@ -38,34 +41,30 @@ void rpc_drop_log(const char *fmt, ...)
     drop_log.suppressed = 0;
 }
 
+static uint64_t get(enum rpc_stat s) { return (uint64_t)atomic_load_explicit(&stat[s], memory_order_relaxed); }
+
 void rpc_get_stats(struct rpc_stats *out)
 {
     memset(out, 0, sizeof *out);
-    out->dropped_spoofed = atomic_load(&rpc_counters.spoofed);
-    out->dropped_unverified = atomic_load(&rpc_counters.unverified);
-    out->dropped_malformed = atomic_load(&rpc_counters.malformed);
-    out->dropped_cut = atomic_load(&rpc_counters.cut_dropped);
-    out->connections_cut = atomic_load(&rpc_counters.cuts);
-    out->refused_busy = atomic_load(&rpc_counters.busy);
-    out->forks_expired = atomic_load(&rpc_counters.forks_expired);
-    out->refused_auth = atomic_load(&rpc_counters.refused_auth);
-    out->handshakes_failed = atomic_load(&rpc_counters.handshakes_failed);
-    out->held_messages = atomic_load(&rpc_counters.held);
-    out->msgs_sent = atomic_load_explicit(&rpc_counters.msgs_sent, memory_order_relaxed);
-    out->msgs_recv = atomic_load_explicit(&rpc_counters.msgs_recv, memory_order_relaxed);
-    out->bytes_sent = atomic_load_explicit(&rpc_counters.bytes_sent, memory_order_relaxed);
-    out->bytes_recv = atomic_load_explicit(&rpc_counters.bytes_recv, memory_order_relaxed);
+    out->dropped_spoofed = get(RPC_STAT_SPOOFED);
+    out->dropped_unverified = get(RPC_STAT_UNVERIFIED);
+    out->dropped_malformed = get(RPC_STAT_MALFORMED);
+    out->dropped_cut = get(RPC_STAT_CUT_DROPPED);
+    out->connections_cut = get(RPC_STAT_CUTS);
+    out->refused_busy = get(RPC_STAT_BUSY);
+    out->forks_expired = get(RPC_STAT_FORKS_EXPIRED);
+    out->refused_auth = get(RPC_STAT_REFUSED_AUTH);
+    out->handshakes_failed = get(RPC_STAT_HANDSHAKES_FAILED);
+    out->held_messages = (int)get(RPC_STAT_HELD);
+    out->msgs_sent = get(RPC_STAT_MSGS_SENT);
+    out->msgs_recv = get(RPC_STAT_MSGS_RECV);
+    out->bytes_sent = get(RPC_STAT_BYTES_SENT);
+    out->bytes_recv = get(RPC_STAT_BYTES_RECV);
 }
 
 void rpc_counters_reset(void)
 {
-    atomic_uint_fast64_t *all[] = { &rpc_counters.spoofed, &rpc_counters.unverified, &rpc_counters.malformed,
-                                    &rpc_counters.cut_dropped, &rpc_counters.cuts, &rpc_counters.busy,
-                                    &rpc_counters.forks_expired, &rpc_counters.refused_auth,
-                                    &rpc_counters.handshakes_failed, &rpc_counters.msgs_sent, &rpc_counters.msgs_recv,
-                                    &rpc_counters.bytes_sent, &rpc_counters.bytes_recv };
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) atomic_store(all[i], 0);
-    atomic_store(&rpc_counters.held, 0);
+    for (int i = 0; i < RPC_STAT_N; i++) atomic_store(&stat[i], 0);
     drop_log.window = 0;
     drop_log.lines = drop_log.suppressed = 0;
 }

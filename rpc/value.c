@@ -6,8 +6,10 @@
 #include "common/check.h"
 #include "rpc/base.h"
 
-struct rpc_rref_hooks rpc_rref_hooks;
+/* Owned here: the RRef hooks (set once before any RRef exists, then read-only). */
+static struct rpc_rref_hooks rpc_rref_hooks;
 
+const struct rpc_rref_hooks *rref_hooks(void) { return &rpc_rref_hooks; }
 void rpc_set_rref_hooks(const struct rpc_rref_hooks *h) { rpc_rref_hooks = h ? *h : (struct rpc_rref_hooks){ 0 }; }
 
 /* ---- values ------------------------------------------------------------- */
@@ -45,7 +47,7 @@ struct rpc_value rpc_tensor(struct tensor *t)
 
 struct rpc_value rpc_rref(struct rref *r)
 {
-    struct rpc_value v = { .kind = RPC_RREF, .rref = rpc_rref_hooks.retain(r) };
+    struct rpc_value v = { .kind = RPC_RREF, .rref = rref_hooks()->retain(r) };
     return v;
 }
 
@@ -88,7 +90,7 @@ void rpc_value_clear(struct rpc_value *v)
     switch (v->kind) {
     case RPC_STR: case RPC_BYTES: free(v->str.ptr); break;
     case RPC_TENSOR: tensor_free(v->tensor); break;
-    case RPC_RREF: rpc_rref_hooks.release(v->rref); break;
+    case RPC_RREF: rref_hooks()->release(v->rref); break;
     case RPC_LIST:
         for (size_t i = 0; i < v->list.len; i++) rpc_value_clear(&v->list.items[i]);
         free(v->list.items);
@@ -111,7 +113,7 @@ struct rpc_value rpc_value_copy(const struct rpc_value *v)
     switch (v->kind) {
     case RPC_STR: case RPC_BYTES: c.str.ptr = rpc_dup_bytes(v->str.ptr, v->str.len); break;
     case RPC_TENSOR: tensor_retain(v->tensor); break;
-    case RPC_RREF: rpc_rref_hooks.retain(v->rref); break;
+    case RPC_RREF: rref_hooks()->retain(v->rref); break;
     case RPC_LIST:
         c = rpc_list(v->list.len);
         for (size_t i = 0; i < v->list.len; i++) c.list.items[i] = rpc_value_copy(&v->list.items[i]);
@@ -141,7 +143,7 @@ bool rpc_value_equal(const struct rpc_value *a, const struct rpc_value *b)
     case RPC_TENSOR:
         return tensor_same_shape(a->tensor, b->tensor) &&
                memcmp(tensor_data(a->tensor), tensor_data(b->tensor), tensor_nbytes(a->tensor)) == 0;
-    case RPC_RREF: return rpc_rref_hooks.id(a->rref) == rpc_rref_hooks.id(b->rref);
+    case RPC_RREF: return rref_hooks()->id(a->rref) == rref_hooks()->id(b->rref);
     case RPC_LIST:
         if (a->list.len != b->list.len) return false;
         for (size_t i = 0; i < a->list.len; i++)

@@ -1,4 +1,4 @@
-/* The wire format (docs/design.md §4.2, rpc/README.md; layout in rpc_internal.h): encoding a
+/* The wire format (docs/design.md §4.2, rpc/README.md; layout in wire.h): encoding a
  * message (a msgpack header, the payload, one raw frame per tensor body),
  * and decoding a received one with every count, length, depth, dtype and
  * shape checked against the frames before anything is allocated. RRefs
@@ -203,9 +203,9 @@ int wire_pack_value(msgpack_packer *pk, const struct rpc_value *v, struct wire_t
         break;
     }
     case RPC_RREF: {
-        if (!rpc_rref_hooks.fork) return rpc_set_error("rpc: cannot send an RRef: no RRef support installed");
+        if (!rref_hooks()->fork) return rpc_set_error("rpc: cannot send an RRef: no RRef support installed");
         struct wire_rref r;
-        rpc_rref_hooks.fork(v->rref, to, &r);
+        rref_hooks()->fork(v->rref, to, &r);
         unsigned char d[24];
         wire_rref_desc(d, &r);
         msgpack_pack_ext_with_body(pk, d, sizeof d, WIRE_EXT_RREF);
@@ -504,9 +504,9 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
         }
         if (o->via.ext.type == WIRE_EXT_RREF) {
             if (n != 24) return ferr(err, cap, "RRef descriptor size %u", n);
-            if (!rpc_rref_hooks.unfork) return ferr(err, cap, "RRef received but no RRef support installed");
+            if (!rref_hooks()->unfork) return ferr(err, cap, "RRef received but no RRef support installed");
             struct wire_rref desc = { get_u16(d), get_u16(d + 2), get_u64(d + 8), get_u64(d + 16) };
-            struct rref *r = rpc_rref_hooks.unfork(&desc, from, err, cap);
+            struct rref *r = rref_hooks()->unfork(&desc, from, err, cap);
             if (!r) return -1;
             out->kind = RPC_RREF;
             out->rref = r;
