@@ -431,7 +431,7 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
      * this reply reaches it */
     dist_autograd_release_local(m.ctx);
     if (rc == 0 && !rep.stop && !rep.stale && m.next_obs) {
-        if (policy_evaluate(a->policy, m.next_obs, &rep.out) != 0) rc = rpc_request_fail(req, "update: %s", rpc_last_error());
+        if (policy_evaluate(a->policy, m.next_obs, &rep.out, rpc_request_caller_id(req)) != 0) rc = rpc_request_fail(req, "update: %s", rpc_last_error());
         else rep.has_out = true;
     }
     rl_update_req_clear(&m);

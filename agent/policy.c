@@ -40,6 +40,7 @@ struct policy {
     int n_params;
     enum device dev;
     pthread_mutex_t fwd_mu;         /* one forward at a time: dropout's RNG, the module */
+    uint64_t drop_seq[MAX_CALLERS]; /* under fwd_mu: evaluate forwards per caller since the epoch */
     struct rref *rref;              /* owner RRef holding this object */
     struct rref **param_rrefs;
     /* the act server */
@@ -243,14 +244,35 @@ static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *arg
     return RPC_DEFERRED;
 }
 
-int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out)
+/* splitmix64's finaliser */
+static uint64_t mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void policy_dropout_epoch(struct policy *p)
+{
+    pthread_mutex_lock(&p->fwd_mu);
+    p->actor->rng = mix64(p->actor->rng + 0x9E3779B97F4A7C15ull);
+    memset(p->drop_seq, 0, sizeof p->drop_seq);
+    pthread_mutex_unlock(&p->fwd_mu);
+}
+
+int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out, int caller)
 {
     if (obs->shape[1] != p->shape.obs_dim)
         return rpc_set_error("evaluate: observations of %lld values, the policy takes %d", (long long)obs->shape[1],
                              p->shape.obs_dim);
     pthread_mutex_lock(&p->fwd_mu);
     double t0 = trib_now_s();
+    uint64_t base = p->actor->rng;
+    bool own_stream = caller >= 0 && caller < MAX_CALLERS;
+    if (own_stream)
+        p->actor->rng = mix64(base ^ mix64((uint64_t)caller << 40 ^ p->drop_seq[caller]++));
     int rc = forward(p, obs, out);
+    if (own_stream) p->actor->rng = base;
     double dt = trib_now_s() - t0;
     pthread_mutex_unlock(&p->fwd_mu);
     if (rc != 0) return rpc_set_error("evaluate: %s", tensor_last_error());
@@ -269,7 +291,7 @@ static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value
     if (rl_obs_unpack(args, p->shape.obs_dim, &obs, NULL) != 0)
         return rpc_request_fail(req, "evaluate: %s", rl_last_error());
     struct rl_policy_out o;
-    int rc = policy_evaluate(p, obs, &o);
+    int rc = policy_evaluate(p, obs, &o, rpc_request_caller_id(req));
     tensor_free(obs);
     if (rc != 0) return rpc_request_fail(req, "%s", rpc_last_error());
     *result = rl_policy_out_pack(&o);

