@@ -23,7 +23,9 @@ int rpc_default_timeout_ms(void) { return calls.default_timeout_ms; }
 struct rpc_future *rpc_async_id(int to, const char *fn, const struct rpc_value *args, int timeout_ms)
 {
     struct rpc_future *f = rpc_future_new();
-    snprintf(f->fn, sizeof f->fn, "%s", fn);
+    size_t fl = strnlen(fn, sizeof f->fn - 1);    /* snprintf's "%s" costs more than the rest of a call's set-up */
+    memcpy(f->fn, fn, fl);
+    f->fn[fl] = '\0';
     f->peer = to;
     if (!rpc_is_up()) {
         rpc_future_fail(f, "rpc: not initialised calling %s", fn);

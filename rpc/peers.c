@@ -85,11 +85,22 @@ int rpc_find_peer(const char *name)
     return -1;
 }
 
+/* The id this thread found last (a caller usually calls one worker many
+ * times): checked against the table before it is used, so it is only a
+ * hint and never stale. */
+static _Thread_local int last_found = -1;
+
 int rpc_peer_lookup(const char *name)
 {
     pthread_rwlock_rdlock(&dir.lock);
-    int id = rpc_is_up() ? rpc_find_peer(name) : -1;
+    int id = -1;
+    if (rpc_is_up()) {
+        int h = last_found;
+        struct peer *p = h >= 0 ? dir.p[h] : NULL;
+        id = p && p->alive && strcmp(p->name, name) == 0 ? h : rpc_find_peer(name);
+    }
     pthread_rwlock_unlock(&dir.lock);
+    if (id >= 0) last_found = id;
     return id;
 }
 
