@@ -31,7 +31,6 @@
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
 
-#define STOP_GRACE_S 5.0            /* calls in flight may run this long after the run is due to stop */
 #define END_CALL_MS 3000            /* each call to an observer as the run ends (its state, rl_shutdown) */
 
 static volatile sig_atomic_t got_signal;
@@ -96,16 +95,13 @@ static bool policy_savable(struct agent *a, const char *what)
     return rc == 0;
 }
 
-/* Whether the run has been due to stop (a signal, --max-seconds or another
- * budget, async mode's stop) for STOP_GRACE_S: calls still in flight then are given up.
- * Main thread. */
-static bool stop_overdue(struct agent *a)
+bool agent_stop_overdue(struct agent *a)
 {
     if (a->stop_due == 0) {
         if (!got_signal && !atomic_load(&a->stop) && !run_stats_out_of_budget(a->stats)) return false;
         a->stop_due = trib_now_s();
     }
-    return trib_now_s() - a->stop_due >= STOP_GRACE_S;
+    return trib_now_s() - a->stop_due >= AGENT_STOP_GRACE_S;
 }
 
 /* Once the stop is overdue: gives up the calls (fn) of futs still in flight,
@@ -113,12 +109,12 @@ static bool stop_overdue(struct agent *a)
  * every future of futs. Returns whether it did. Main thread. */
 bool agent_abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn)
 {
-    if (!stop_overdue(a)) return false;
+    if (!agent_stop_overdue(a)) return false;
     for (int k = 0; k < a->n_peers; k++) {
         if (!futs[k]) continue;
         if (!rpc_future_done(futs[k])) {
             char why[160];
-            snprintf(why, sizeof why, "its %s call still runs %g s after the run was due to stop", fn, STOP_GRACE_S);
+            snprintf(why, sizeof why, "its %s call still runs %g s after the run was due to stop", fn, AGENT_STOP_GRACE_S);
             agent_lose_peer(a, k, why);
             a->abandoned = true;
         }
@@ -453,7 +449,7 @@ static int running_loops(const struct agent *a)
 static bool give_up_loops(struct agent *a)
 {
     struct rpc_future *runs[RL_MAX_OBSERVERS] = { 0 }, *setups[RL_MAX_OBSERVERS] = { 0 };
-    if (!stop_overdue(a)) return false;
+    if (!agent_stop_overdue(a)) return false;
     for (int k = 0; k < a->n_peers; k++) {
         runs[k] = a->peers[k].run;
         setups[k] = a->peers[k].setup;

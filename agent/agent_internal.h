@@ -13,6 +13,7 @@
 #include "rpc/rpc.h"
 
 #define PROG "agent"
+#define AGENT_STOP_GRACE_S 5.0      /* calls in flight may run this long after the run is due to stop */
 
 /* One observer rank of the run (slot k holds rank k + 1). Main thread
  * only, but for id, which never changes. */
@@ -57,6 +58,10 @@ void agent_lose_peer(struct agent *a, int k, const char *why);
 int agent_lose_dead_peers(struct agent *a, const char *why);
 /* Sets the annealed lr for the next update. 0, or -1 with rpc_last_error(). */
 int agent_maybe_anneal(struct agent *a);
+/* Whether the run has been due to stop (a signal, --max-seconds or another
+ * budget, async mode's stop) for AGENT_STOP_GRACE_S: calls still in flight
+ * then are given up, and a sync iteration makes no more updates. */
+bool agent_stop_overdue(struct agent *a);
 /* Waits for every future of futs (fn: what they are, for messages), giving
  * up those left once the run's stop is overdue. */
 void agent_await_calls(struct agent *a, struct rpc_future **futs, const char *fn);

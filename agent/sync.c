@@ -211,8 +211,9 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
 }
 
 /* Sync PPO/A2C: rollouts everywhere, then epochs x minibatches of one
- * update each. An observer lost mid-update ends that update early; 0 or
- * -1. */
+ * update each. An observer lost mid-update ends that update early; a stop
+ * overdue (agent_stop_overdue) ends the iteration before its next update.
+ * 0 or -1. */
 static int sync_ppo_iteration(struct agent *a)
 {
     bool in[RL_MAX_OBSERVERS];
@@ -221,9 +222,17 @@ static int sync_ppo_iteration(struct agent *a)
     int64_t version0 = dist_optim_local_version();
     int n_in = sync_rollouts(a, in, obs);
     int rc = n_in == 0 ? rl_set_error("every observer is lost") : 0;
-    for (int e = 0; e < a->cfg.epochs && rc == 0; e++)
-        for (int mb = 0; mb < a->cfg.minibatches && rc == 0; mb++)
-            rc = sync_update(a, e, mb, in, obs, n_in, version0);
+    int total = a->cfg.epochs * a->cfg.minibatches;
+    for (int u = 0; u < total && rc == 0; u++) {
+        /* each update's calls may be quick while the iteration is long (many
+         * epochs, a large network): the stop's grace bounds it too */
+        if (agent_stop_overdue(a)) {
+            fprintf(stderr, PROG ": ending the iteration after %d of its %d updates: the run has been due to stop for %g s\n",
+                    u, total, AGENT_STOP_GRACE_S);
+            break;
+        }
+        rc = sync_update(a, u / a->cfg.minibatches, u % a->cfg.minibatches, in, obs, n_in, version0);
+    }
     for (int k = 0; k < a->n_peers; k++) tensor_free(obs[k]);
     if (rc < 0) return -1;
     if (rc > 0) return agent_live_peers(a) ? 0 : rl_set_error("every observer is lost");

@@ -18,7 +18,8 @@
  *    give up after --step-timeout (naming the env and itself) and the run
  *    goes on without it, sync and async; with no step limit, --max-seconds
  *    and the first SIGINT still end the run within the documented bound,
- *    with the summary and a final checkpoint;
+ *    with the summary and a final checkpoint; so does --max-seconds
+ *    during a long sync iteration of quick updates;
  *  - silent peer: an observer that never answers rl_shutdown holds the
  *    agent's exit up by at most the end-of-run call limit (3 s). */
 #define _GNU_SOURCE
@@ -484,6 +485,44 @@ END_TEST
 START_TEST(test_stuck_sigint_async) { check_stuck_stop("async", true); }
 END_TEST
 
+/* A sync iteration of quick updates that is long (1000 epochs of a large
+ * minibatch through a 256-256 policy: tens of seconds in release) and
+ * --max-seconds 1: no call runs long, yet the run ends within the stop's
+ * grace, during its first iteration: the iteration ends before its next
+ * update once the stop is 5 s overdue, saying so, and the run stops as a
+ * budget stop does (exit 1, summary, final checkpoint). It ran the whole
+ * iteration before. */
+START_TEST(test_long_iteration_max_seconds_sync)
+{
+    const char *dir = make_scratch();
+    const char *args[] = { "--preset", "ppo", "--observers", "1", "--envs-per-observer", "16", "--steps-per-rollout",
+                           "256", "--minibatches", "1", "--epochs", "1000", "--hidden", "256,256", "--max-seconds", "1",
+                           "--logdir", dir, "--quiet", NULL };
+    const double bound_s = 1 + 5 + 3 + 9;   /* budget, grace, end calls; and slack for a loaded box */
+    struct rl_proc p;
+    double t0 = trib_now_s();
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    double took = trib_now_s() - t0;
+    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    ck_assert_msg(took < bound_s, "ended %.1f s after it started (--max-seconds 1)\nstderr:\n%s", took, p.err);
+    const char *line = strstr(p.err, "agent: ending the iteration after ");
+    ck_assert_msg(line, "no line ending the iteration on stderr:\n%s", p.err);
+    int done = -1, end = 0;
+    sscanf(line, "agent: ending the iteration after %d of its 1000 updates: the run has been due to stop for 5 s\n%n",
+           &done, &end);
+    ck_assert_msg(end > 0 && done >= 0 && done < 1000, "line: %s", line);
+    cJSON *j = summary(&p);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_double_eq(jnum(j, "updates"), done);
+    ck_assert_double_eq(jnum(j, "env_steps"), 16 * 256);
+    cJSON_Delete(j);
+    ck_assert_msg(newest_checkpoint(dir) >= 0, "no final checkpoint\nstderr:\n%s", p.err);
+    assert_policy_finite(dir);
+    rl_free(&p);
+}
+END_TEST
+
 /* ---- a silent peer at shutdown -------------------------------------------------------------- */
 
 static struct {
@@ -560,6 +599,7 @@ static Suite *rl_faults_suite(void)
     tcase_add_test(tc, test_step_timeout_async);
     tcase_add_test(tc, test_stuck_max_seconds_sync);
     tcase_add_test(tc, test_stuck_sigint_async);
+    tcase_add_test(tc, test_long_iteration_max_seconds_sync);
     suite_add_tcase(s, tc);
     return s;
 }
