@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
 #include "common/check.h"
 #include "common/hash.h"
 #include "tensor/backend.h"
@@ -34,37 +35,6 @@
 #define NAME_MAX_LEN 63
 
 /* ---- files ------------------------------------------------------------------ */
-
-/* Writes data to path through path.tmp, fsync and rename, then fsyncs the
- * directory. 0, or -1 with errno set. */
-static int write_atomic(const char *dir, const char *path, const void *data, size_t n)
-{
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) return errno = ENAMETOOLONG, -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return -1;
-    const char *p = data;
-    size_t left = n;
-    int e = 0;
-    while (left && !e) {
-        ssize_t k = write(fd, p, left);
-        if (k < 0 && errno != EINTR) e = errno;
-        if (k > 0) p += k, left -= (size_t)k;
-    }
-    if (!e && fsync(fd) != 0) e = errno;
-    if (close(fd) != 0 && !e) e = errno;
-    if (!e && rename(tmp, path) != 0) e = errno;
-    if (e) {
-        unlink(tmp);
-        return errno = e, -1;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);     /* makes the rename durable; some file systems refuse (EINVAL): not a failure */
-        close(dfd);
-    }
-    return 0;
-}
 
 /* The whole file in a new buffer (*len its size). NULL with errno set. */
 static uint8_t *read_all(const char *path, size_t *len)
@@ -286,10 +256,8 @@ static int fn_shard(struct rpc_request *req, const struct rpc_value *args, struc
     if (rc == 0 && strcmp(op, "save") == 0) {
         struct wbuf w = { 0 };
         rc = encode_shard(req, n, mods, optim, &w);
-        char dir[PATH_MAX];
-        snprintf(dir, sizeof dir, "%.*s", (int)(file - path), path);
-        if (rc == 0 && write_atomic(dir, path, w.p, w.n) != 0)
-            rc = rpc_request_fail(req, "%s: %s", path, strerror(errno));
+        if (rc == 0 && atomic_file_replace(path, w.p, w.n, NULL) != 0)
+            rc = rpc_request_fail(req, "%s", atomic_file_last_error());
         if (rc == 0) {
             *res = rpc_list(2);
             res->list.items[0] = rpc_int((int64_t)w.n);
@@ -489,7 +457,8 @@ static int read_manifest(const char *who, const char *dir, struct manifest *m)
     return rc;
 }
 
-/* Removes shard-G-*.bin of generations other than keep. */
+/* Removes shard-G-*.bin of generations other than keep, and what a writer
+ * of one left (its temporary file, ".shard-G-*.tmp": atomic_file.h). */
 static void remove_old_shards(const char *dir, long keep)
 {
     DIR *d = opendir(dir);
@@ -499,8 +468,9 @@ static void remove_old_shards(const char *dir, long keep)
         long g;
         int used = 0;
         size_t n = strlen(e->d_name);
-        if (sscanf(e->d_name, "shard-%ld-%n", &g, &used) == 1 && used > 0 && g != keep && n > 4 &&
-            (strcmp(e->d_name + n - 4, ".bin") == 0 || strcmp(e->d_name + n - 8, ".bin.tmp") == 0)) {
+        bool hidden = e->d_name[0] == '.';
+        if (sscanf(e->d_name + hidden, "shard-%ld-%n", &g, &used) == 1 && used > 0 && g != keep && n > 4 &&
+            strcmp(e->d_name + n - 4, hidden ? ".tmp" : ".bin") == 0) {
             char path[PATH_MAX + 512];
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             unlink(path);
@@ -548,7 +518,7 @@ int dist_ckpt_save(const char *dir_in, int n, const struct dist_ckpt_module *mod
         }
         char path[PATH_MAX + 512];
         snprintf(path, sizeof path, "%s/" MANIFEST, dir);
-        if (write_atomic(dir, path, w.p, w.n) != 0) rc = rpc_set_error("%s: %s: %s", who, path, strerror(errno));
+        if (atomic_file_replace(path, w.p, w.n, who) != 0) rc = rpc_set_error("%s", atomic_file_last_error());
         free(w.p);
     }
     if (rc == 0) remove_old_shards(dir, gen);

@@ -1,5 +1,5 @@
-/* Checkpoint container (format in ckpt.h) and the all-or-nothing file writer
- * the run files share. A loaded checkpoint is the file's bytes in one buffer
+/* Checkpoint container (format in ckpt.h), written with common/atomic_file.h,
+ * and mkdir -p for the run files. A loaded checkpoint is the file's bytes in one buffer
  * plus one block for the section table and names; every length is checked
  * against the real file size before anything is allocated for it. */
 #define _GNU_SOURCE
@@ -8,13 +8,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
 #include "common/check.h"
 #include "rl/ckpt.h"
 #include "rl/crc32c.h"
@@ -27,105 +27,7 @@
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "run files are written with the host's byte order");
 
-/* ---- all-or-nothing files --------------------------------------------------- */
-
-static atomic_uint tmp_counter;
-
-/* The directory part of path ("." when there is none), malloc'd. */
-static char *dir_of(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash) return strdup(".");
-    if (slash == path) return strdup("/");
-    return strndup(path, (size_t)(slash - path));
-}
-
-int ckpt_atomic_open(struct ckpt_atomic *a, const char *path, const char *who)
-{
-    memset(a, 0, sizeof *a);
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (!*base) return rl_set_error("%s: %s: not a file name", who, path);
-    int dirlen = slash ? (int)(slash - path + 1) : 0;
-    char *tmp = NULL;
-    CHECK(asprintf(&tmp, "%.*s.%s.%d.%u.tmp", dirlen, path, base, (int)getpid(),
-                   atomic_fetch_add(&tmp_counter, 1)) >= 0);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return rl_set_error("%s: %s: %s", who, path, strerror(e));
-    }
-    a->f = fdopen(fd, "wb");
-    CHECK_ALLOC(a->f);
-    a->tmp = tmp;
-    a->path = strdup(path);
-    CHECK_ALLOC(a->path);
-    return 0;
-}
-
-int ckpt_atomic_write(struct ckpt_atomic *a, const void *data, size_t n)
-{
-    if (a->err) return -1;
-    errno = 0;
-    if (n && fwrite(data, 1, n, a->f) != n) {
-        a->err = errno ? errno : EIO;
-        return -1;
-    }
-    return 0;
-}
-
-static void atomic_release(struct ckpt_atomic *a)
-{
-    free(a->path);
-    free(a->tmp);
-    memset(a, 0, sizeof *a);
-}
-
-void ckpt_atomic_abort(struct ckpt_atomic *a)
-{
-    if (!a->tmp) return;
-    if (a->f) fclose(a->f);
-    unlink(a->tmp);
-    atomic_release(a);
-}
-
-/* fsync of the directory makes the rename durable. Some file systems refuse
- * it (EINVAL): the rename is still done, so that is not a failure. */
-static int fsync_dir(const char *path)
-{
-    char *dir = dir_of(path);
-    CHECK_ALLOC(dir);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(dir);
-    if (fd < 0) return -1;
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return rc < 0 && e != EINVAL ? -1 : 0;
-}
-
-int ckpt_atomic_commit(struct ckpt_atomic *a, const char *who)
-{
-    int e = a->err;
-    if (!e && fflush(a->f) != 0) e = errno;
-    if (!e && fsync(fileno(a->f)) != 0) e = errno;
-    int closed = fclose(a->f);
-    a->f = NULL;
-    if (!e && closed != 0) e = errno;
-    if (!e && rename(a->tmp, a->path) != 0) e = errno;
-    if (e) {
-        rl_set_error("%s: %s: %s", who, a->path, strerror(e));
-        unlink(a->tmp);
-        atomic_release(a);
-        return -1;
-    }
-    int rc = 0;
-    if (fsync_dir(a->path) != 0) rc = rl_set_error("%s: %s: fsync of its directory: %s", who, a->path, strerror(errno));
-    atomic_release(a);
-    return rc;
-}
+/* ---- directories ------------------------------------------------------------ */
 
 int ckpt_mkdirs(const char *dir, const char *who)
 {
@@ -161,10 +63,10 @@ static uint32_t get_u32(const unsigned char *p) { uint32_t v; memcpy(&v, p, 4); 
 static uint64_t get_u64(const unsigned char *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
 /* Writes and folds the bytes into the running CRC. */
-static void write_crc(struct ckpt_atomic *a, uint32_t *crc, const void *data, size_t n)
+static void write_crc(struct atomic_file *a, uint32_t *crc, const void *data, size_t n)
 {
     *crc = crc32c_update(*crc, data, n);
-    ckpt_atomic_write(a, data, n);
+    atomic_file_write(a, data, n);
 }
 
 static int check_sections(const struct ckpt_section *s, int n, uint64_t *total)
@@ -267,10 +169,10 @@ int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *section
     if (ckpt_mkdirs(dir, "ckpt_write") != 0) return -1;
     char *path = NULL;
     CHECK(asprintf(&path, "%s/ckpt-%012" PRId64 ".trib", dir, step) >= 0);
-    struct ckpt_atomic a;
-    if (ckpt_atomic_open(&a, path, "ckpt_write") != 0) {
+    struct atomic_file a;
+    if (atomic_file_open(&a, path, "ckpt_write") != 0) {
         free(path);
-        return -1;
+        return rl_set_error("%s", atomic_file_last_error());
     }
     uint32_t crc = 0;
     unsigned char h[HEADER_SIZE];
@@ -292,8 +194,8 @@ int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *section
     }
     unsigned char t[TRAILER_SIZE];
     put_u32(t, crc);
-    ckpt_atomic_write(&a, t, sizeof t);
-    int rc = ckpt_atomic_commit(&a, "ckpt_write");
+    atomic_file_write(&a, t, sizeof t);
+    int rc = atomic_file_commit(&a, "ckpt_write") == 0 ? 0 : rl_set_error("%s", atomic_file_last_error());
     free(path);
     if (rc == 0 && keep > 0) prune(dir, keep, step);
     return rc;

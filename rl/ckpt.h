@@ -1,7 +1,7 @@
 /* Checkpoint files: named byte sections (policy, optimizer state, counters,
  * RNG...) in one CRC-checked container, `ckpt-<step>.trib`, written
- * atomically, the newest K kept. Also the all-or-nothing file writer that
- * the other run files (safetensors.c, metrics.c's config.json) share.
+ * atomically (common/atomic_file.h, as every run file that replaces another
+ * whole), the newest K kept. Also mkdir -p for the run files.
  *
  * Format, version 1, integers little-endian:
  *   0   "TRIBCKPT"        magic, 8 bytes
@@ -24,34 +24,7 @@
 #define CKPT_MAX_SECTIONS 4096
 #define CKPT_MAX_NAME 255
 
-/* ---- all-or-nothing files ------------------------------------------------- */
-
-/* A file being written under a temporary name in its final directory
- * (".<name>.<pid>.<n>.tmp"), so readers see the old file or the whole new
- * one, never a part, even across a crash or a power cut. Caller-owned; one
- * thread at a time. */
-struct ckpt_atomic {
-    FILE *f;
-    char *path;      /* final path (owned) */
-    char *tmp;       /* temporary path (owned) */
-    int err;         /* first errno of a failed write, reported by commit */
-};
-
-/* Creates the temporary file (mode 0666 & ~umask). Returns 0, or -1 with
- * rl_last_error ("<who>: <path>: <strerror>") when the directory is missing
- * or unwritable. `who` names the caller's function in messages. */
-int ckpt_atomic_open(struct ckpt_atomic *a, const char *path, const char *who);
-/* Appends n bytes. A failure is remembered and reported by commit (so a
- * caller may write everything and check once); returns 0 or -1. */
-int ckpt_atomic_write(struct ckpt_atomic *a, const void *data, size_t n);
-/* fflush, fsync, fclose, rename over the final path, fsync the directory.
- * Returns 0, or -1 with rl_last_error ("<who>: <path>: <strerror>", a full
- * disk: "No space left on device") after removing the temporary file.
- * Frees a's strings either way. */
-int ckpt_atomic_commit(struct ckpt_atomic *a, const char *who);
-/* Closes and removes the temporary file, frees a's strings. No-op after
- * commit or on a zeroed struct. */
-void ckpt_atomic_abort(struct ckpt_atomic *a);
+/* ---- directories ------------------------------------------------------------ */
 
 /* mkdir -p: creates dir and its missing parents (mode 0777 & ~umask).
  * Returns 0 (also when it exists), or -1 with rl_last_error

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
 #include "common/check.h"
 #include "rl/ckpt.h"
 #include "rl/metrics.h"
@@ -182,13 +183,14 @@ int metrics_write_config(const char *dir, const cJSON *config)
     CHECK_ALLOC(text);
     char *path = NULL;
     CHECK(asprintf(&path, "%s/config.json", dir) >= 0);
-    struct ckpt_atomic a;
-    int rc = ckpt_atomic_open(&a, path, "metrics_write_config");
+    struct atomic_file a;
+    int rc = atomic_file_open(&a, path, "metrics_write_config");
     if (rc == 0) {
-        ckpt_atomic_write(&a, text, strlen(text));
-        ckpt_atomic_write(&a, "\n", 1);
-        rc = ckpt_atomic_commit(&a, "metrics_write_config");
+        atomic_file_write(&a, text, strlen(text));
+        atomic_file_write(&a, "\n", 1);
+        rc = atomic_file_commit(&a, "metrics_write_config");
     }
+    if (rc != 0) rl_set_error("%s", atomic_file_last_error());
     free(path);
     cJSON_free(text);
     return rc;

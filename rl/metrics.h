@@ -37,8 +37,8 @@ int metrics_write(struct metrics_log *m, const double *values);
 void metrics_close(struct metrics_log *m);
 
 /* Writes dir/config.json (creating dir if missing) from a cJSON object
- * (borrowed), pretty-printed, atomically (ckpt_atomic_*). Returns 0, or -1
- * with rl_last_error "metrics_write_config: ...". */
+ * (borrowed), pretty-printed, atomically (common/atomic_file.h). Returns
+ * 0, or -1 with rl_last_error "metrics_write_config: ...". */
 int metrics_write_config(const char *dir, const cJSON *config);
 
 /* The same from n key/value string pairs ({"key": "value", ...} in order):

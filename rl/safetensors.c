@@ -16,8 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/atomic_file.h"
 #include "common/check.h"
-#include "rl/ckpt.h"
 #include "rl/rl.h"
 #include "rl/safetensors.h"
 
@@ -113,30 +113,30 @@ int safetensors_save(const char *path, const struct safetensors_entry *tensors, 
     if (check_save_args(tensors, n, meta, n_meta) != 0) return -1;
     size_t hlen;
     char *header = build_header(tensors, n, meta, n_meta, &hlen);
-    struct ckpt_atomic a;
-    if (ckpt_atomic_open(&a, path, "safetensors_save") != 0) {
+    struct atomic_file a;
+    if (atomic_file_open(&a, path, "safetensors_save") != 0) {
         free(header);
-        return -1;
+        return rl_set_error("%s", atomic_file_last_error());
     }
     unsigned char len8[8];
     uint64_t hl = hlen;
     memcpy(len8, &hl, 8);
-    ckpt_atomic_write(&a, len8, 8);
-    ckpt_atomic_write(&a, header, hlen);
+    atomic_file_write(&a, len8, 8);
+    atomic_file_write(&a, header, hlen);
     free(header);
     for (int i = 0; i < n; i++) {
         const struct tensor *x = tensors[i].tensor;
         size_t nb = tensor_nbytes(x);
         if (x->device == DEVICE_CPU || nb == 0) {
-            ckpt_atomic_write(&a, nb ? tensor_data(x) : NULL, nb);
+            atomic_file_write(&a, nb ? tensor_data(x) : NULL, nb);
             continue;
         }
         void *host = trib_xmalloc(nb);
         tensor_copy_to_host(x, host);
-        ckpt_atomic_write(&a, host, nb);
+        atomic_file_write(&a, host, nb);
         free(host);
     }
-    return ckpt_atomic_commit(&a, "safetensors_save");
+    return atomic_file_commit(&a, "safetensors_save") == 0 ? 0 : rl_set_error("%s", atomic_file_last_error());
 }
 
 /* ---- reading ------------------------------------------------------------------ */

@@ -32,8 +32,8 @@ struct safetensors_meta {
 };
 
 /* Writes n tensors (data in the given order, header entries too, after
- * "__metadata__" when n_meta > 0) to path atomically (ckpt.h's
- * ckpt_atomic_*). Every dtype is accepted (F32 F64 I32 I64 U8); a CUDA
+ * "__metadata__" when n_meta > 0) to path atomically
+ * (common/atomic_file.h). Every dtype is accepted (F32 F64 I32 I64 U8); a CUDA
  * tensor is copied to the host first (tensor_copy_to_host, a blocking
  * device copy). Borrows everything. The caller must keep other threads from
  * writing the tensors meanwhile (pass tensor_snapshot()s of live

@@ -1011,35 +1011,6 @@ START_TEST(test_ckpt_all_bad_and_empty)
 }
 END_TEST
 
-START_TEST(test_ckpt_atomic_abort)
-{
-    struct ckpt_atomic a;
-    write_all(P("f"), "old", 3);
-    ck_assert_int_eq(ckpt_atomic_open(&a, P("f"), "test"), 0);
-    ck_assert_int_eq(ckpt_atomic_write(&a, "new!", 4), 0);
-    char names[256];
-    list_dir(dir, names, sizeof names);
-    ck_assert_msg(strncmp(names, ".f.", 3) == 0 && strstr(names, ".tmp f"), "%s", names);
-    ckpt_atomic_abort(&a);
-    ckpt_atomic_abort(&a);
-    list_dir(dir, names, sizeof names);
-    ck_assert_str_eq(names, "f");
-    size_t n;
-    char *b = (char *)read_all(P("f"), &n);
-    ck_assert_str_eq(b, "old");
-    free(b);
-    ck_assert_int_eq(ckpt_atomic_open(&a, P("f"), "test"), 0);
-    ck_assert_int_eq(ckpt_atomic_write(&a, "new!", 4), 0);
-    ck_assert_int_eq(ckpt_atomic_commit(&a, "test"), 0);
-    ckpt_atomic_abort(&a);   /* a no-op after commit */
-    b = (char *)read_all(P("f"), &n);
-    ck_assert_str_eq(b, "new!");
-    free(b);
-    ck_assert_int_eq(ckpt_atomic_open(&a, P("nodir/f"), "test"), -1);
-    ASSERT_ERR("test: %s: No such file or directory", P("nodir/f"));
-}
-END_TEST
-
 START_TEST(test_ckpt_write_errors)
 {
     struct ckpt_section s[2] = { { "a", "x", 1 }, { "a", "y", 1 } };
@@ -1112,7 +1083,6 @@ static Suite *runfiles_suite(void)
     tcase_add_test(tc, test_ckpt_refusals);
     tcase_add_test(tc, test_ckpt_duplicate_section_on_disk);
     tcase_add_test(tc, test_ckpt_all_bad_and_empty);
-    tcase_add_test(tc, test_ckpt_atomic_abort);
     tcase_add_test(tc, test_ckpt_write_errors);
     suite_add_tcase(s, tc);
     return s;
