@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/atomic_file.h"
 #include "common/check.h"
 #include "common/error.h"
 #include "common/hash.h"
@@ -577,17 +578,9 @@ int optim_save_file(const struct optim *o, const char *path)
     uint8_t *buf;
     size_t len;
     optim_save(o, &buf, &len);
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        int e = errno;
-        free(buf);
-        return fail("optim_save_file: cannot open %s: %s", path, strerror(e));
-    }
-    size_t wrote = fwrite(buf, 1, len, f);
-    int close_rc = fclose(f);
+    int rc = atomic_file_replace(path, buf, len, "optim_save_file");
     free(buf);
-    if (wrote != len || close_rc != 0) return fail("optim_save_file: cannot write %s: %s", path, strerror(errno));
-    return 0;
+    return rc == 0 ? 0 : fail("%s", atomic_file_last_error());
 }
 
 int optim_load_file(struct optim *o, const char *path)

@@ -116,7 +116,9 @@ int optim_save(const struct optim *opt, uint8_t **out, size_t *len);
  * parameter, numel, checksum, trailing bytes, a negative step count or
  * learning rate), leaving the optimizer as it was. */
 int optim_load(struct optim *opt, const uint8_t *buf, size_t len);
-/* The same through a file (written whole; errors name the path). */
+/* The same through a file: written all or nothing (common/atomic_file.h:
+ * on a failure the old file is untouched; "optim_save_file: <path>:
+ * <strerror>"); errors name the path. */
 int optim_save_file(const struct optim *opt, const char *path);
 int optim_load_file(struct optim *opt, const char *path);
 

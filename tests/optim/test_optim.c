@@ -289,6 +289,13 @@ static void check_resume(const char *name, int split, bool via_file)
         ck_assert_int_ge(fd, 0);
         close(fd);
         ck_assert_int_eq(optim_save_file(a.opt, path), 0);
+        /* a failed save names the path and leaves the saved file as it was */
+        char bad[64];
+        snprintf(bad, sizeof bad, "%s.missing/state", path);
+        ck_assert_int_eq(optim_save_file(a.opt, bad), -1);
+        char want[160];
+        snprintf(want, sizeof want, "optim_save_file: %s: No such file or directory", bad);
+        ck_assert_str_eq(optim_last_error(), want);
     } else {
         ck_assert_int_eq(optim_save(a.opt, &state, &len), 0);
     }
