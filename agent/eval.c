@@ -191,6 +191,11 @@ int main(int argc, char **argv)
         fprintf(stderr, PROG ": give one POLICY file (see " PROG " --help)\n");
         return 2;
     }
+    if (env_arg && strlen(env_arg) >= sizeof((struct rl_config *)0)->env) {   /* as tributary-train says it */
+        fprintf(stderr, PROG ": --env is too long (%zu bytes, at most %zu) (see " PROG " --help)\n", strlen(env_arg),
+                sizeof((struct rl_config *)0)->env - 1);
+        return 2;
+    }
     if (env_arg) {   /* an unknown --env is bad usage */
         struct env_plugin *probe = NULL;
         if (!env_open(env_arg, &probe)) {

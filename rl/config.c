@@ -723,6 +723,12 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
                 if (i + 1 >= argc) return usage_error(prog, "option '--%s' needs a value%s", name, "");
                 val = argv[++i];
             }
+            if (fl->type == T_STR && val && strlen(val) >= sizeof cfg->env) {   /* as --config says it */
+                char msg[128];
+                snprintf(msg, sizeof msg, "--%s is too long (%zu bytes, at most %zu)", name, strlen(val),
+                         sizeof cfg->env - 1);
+                return usage_error(prog, "%s%s", msg, "");
+            }
             if (set_flag(cfg, fl, val ? val : "", negated) != 0)
                 return usage_error(prog, "bad value '%s' for --%s", val, name);
             if (fl->type == T_DEVICE) device_given = true;

@@ -515,6 +515,40 @@ START_TEST(test_config_file_refusals)
 }
 END_TEST
 
+/* A command-line string longer than its buffer: said so, with the limit, as
+ * --config says it (was: "bad value '...' for --env"). */
+START_TEST(test_cli_strings_too_long)
+{
+    char env[700], logdir[1300], want[256];
+    snprintf(env, sizeof env, "/tmp/%0595d.so", 0);   /* 603 bytes */
+    snprintf(logdir, sizeof logdir, "/tmp/%01200d", 0);   /* 1205 bytes */
+    static const char *const progs[] = { TRIB_TRAIN_BIN, TRIB_AGENT_BIN };
+    static const char *const names[] = { "tributary-train", "tributary-agent" };
+    for (int k = 0; k < 2; k++) {
+        const char *a1[] = { "--env", env, NULL };
+        ck_assert_int_eq(run(progs[k], a1), 2);
+        snprintf(want, sizeof want, "%s: --env is too long (603 bytes, at most 511) (see %s --help)\n", names[k],
+                 names[k]);
+        ck_assert_str_eq(ERR, want);
+        char eq[1400];
+        snprintf(eq, sizeof eq, "--logdir=%s", logdir);
+        const char *a2[] = { eq, NULL };
+        ck_assert_int_eq(run(progs[k], a2), 2);
+        snprintf(want, sizeof want, "%s: --logdir is too long (1205 bytes, at most 511) (see %s --help)\n", names[k],
+                 names[k]);
+        ck_assert_str_eq(ERR, want);
+    }
+    const char *a3[] = { "--env", env, "policy.safetensors", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, a3), 2);
+    ck_assert_str_eq(ERR, "tributary-eval: --env is too long (603 bytes, at most 511) (see tributary-eval --help)\n");
+    /* the longest that fits is no usage error of its own: the plug-in is looked for */
+    snprintf(env, sizeof env, "/tmp/%0503d.so", 0);   /* 511 bytes */
+    const char *a4[] = { "--env", env, NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a4), 2);
+    ck_assert_msg(strstr(ERR, "tributary-train: --env: plugin /tmp/000") == ERR, "%s", ERR);
+}
+END_TEST
+
 /* ---- files never name code ------------------------------------------------------- */
 
 static bool marked(void) { return access(MARK, F_OK) == 0; }
@@ -699,6 +733,7 @@ int main(void)
     tcase_add_test(tc, test_checkpoint_arch_sizes);
     tcase_add_test(tc, test_many_empty_tensors);
     tcase_add_test(tc, test_config_file_refusals);
+    tcase_add_test(tc, test_cli_strings_too_long);
     tcase_add_test(tc, test_eval_plugin_named_by_policy_file);
     tcase_add_test(tc, test_eval_and_resume_plugin_named_by_checkpoint);
     tcase_add_test(tc, test_checkpoint_write_failures);
