@@ -530,9 +530,8 @@ static int setup(struct agent *a)
         p->id = w[i].id;
         p->alive = true;
     }
-    bool discrete = a->spec->act.kind == SPACE_DISCRETE;
-    struct rl_arch shape = rl_arch_for(&a->cfg, a->spec->obs.dim, discrete,
-                                       discrete ? a->spec->act.n : a->spec->act.dim);
+    struct rl_arch shape;
+    if (rl_arch_for_env(&a->cfg, a->spec, a->cfg.env, &shape) != 0) return -1;
     a->policy = policy_new(&a->cfg, &shape);
     if (!a->policy) return rl_set_error("policy: %s", rpc_last_error());
     int np = 0;

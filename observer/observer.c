@@ -20,6 +20,7 @@
 #include "rl/losses.h"
 #include "rl/messages.h"
 #include "rl/notice.h"
+#include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
 #include "rl/watchdog.h"
@@ -186,6 +187,8 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     o->index = m->index;
     o->spec = env_open(o->cfg.env, &o->plugin);
     if (!o->spec) return rl_set_error("env: %s", env_last_error());
+    struct rl_arch arch;   /* sizes the agent's policy cannot have: refused before the envs' buffers */
+    if (rl_arch_for_env(&o->cfg, o->spec, o->cfg.env, &arch) != 0) return -1;
     if (o->cfg.algo == RL_ALGO_REINFORCE && o->spec->act.kind != SPACE_DISCRETE)
         return rl_set_error("REINFORCE here needs a discrete action space (%s has a box)", o->spec->id);
     o->dog = rl_watchdog_new(o->cfg.step_timeout_s, step_overdue, o);
