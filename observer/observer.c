@@ -164,6 +164,13 @@ static int restore_state(struct observer *o, const unsigned char *b, size_t n)
 {
     size_t ol = (size_t)o->B * o->D * sizeof(float);
     if (n < sizeof o->ln.rng + ol) return rl_set_error("observer state: %zu bytes is too short", n);
+    for (size_t i = 0; i < (size_t)o->B * o->D; i++) {   /* the observation the next step acts on */
+        float x;
+        memcpy(&x, b + sizeof o->ln.rng + i * sizeof x, sizeof x);
+        if (!isfinite(x))
+            return rl_set_error("observer state: observation[%zu] of env %zu is %g", i % (size_t)o->D,
+                                i / (size_t)o->D, (double)x);
+    }
     if (vec_env_load(o->ln.venv, b + sizeof o->ln.rng + ol, n - sizeof o->ln.rng - ol) != 0)
         return rl_set_error("observer state: %s", env_last_error());
     memcpy(&o->ln.rng, b, sizeof o->ln.rng);

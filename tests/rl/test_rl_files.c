@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,8 +205,62 @@ START_TEST(test_resume_counters_out_of_range)
 }
 END_TEST
 
+
+/* A saved observer's state (observer/observer.c): its RNG, the
+ * observation each of its B envs acts on next, then the vec_env
+ * (envs/vec_env.c: this header, B states of `stride` bytes, B RNGs, B
+ * episode lengths, B returns in progress, B last returns, ...). */
+struct saved_vec_head {
+    char magic[8];
+    uint64_t n, state_size, stride;
+    char id[64];
+    uint8_t was_reset;
+};
+
+/* The base checkpoint's observer0 section (free it), B envs of CartPole
+ * (4 observations): the vec_env's header at *vec. */
+static unsigned char *base_observer_state(size_t *len, size_t *vec)
+{
+    struct ckpt *c = base_ckpt();
+    const void *b = ckpt_get(c, "observer0", len);
+    ck_assert_ptr_nonnull(b);
+    unsigned char *s = malloc(*len);
+    memcpy(s, b, *len);
+    ckpt_free(c);
+    *vec = sizeof(uint64_t) + 8 * 4 * sizeof(float);
+    ck_assert_uint_gt(*len, *vec + sizeof(struct saved_vec_head));
+    ck_assert(memcmp(s + *vec, "TRIBVEC1", 8) == 0);
+    return s;
+}
+
+/* As resume_refused, for a section refused once the run has started (by
+ * an observer): the checkpoints left as they were and no policy file. */
+static void resume_refused_late(const char *section, const void *data, size_t size, const char *want)
+{
+    char path[256], dir_ck[300], pf[300];
+    char *dir = craft(section, data, size, path, sizeof path);
+    snprintf(dir_ck, sizeof dir_ck, "%s/checkpoints", dir);
+    snprintf(pf, sizeof pf, "%s/policy.safetensors", dir);
+    char *before = snapshot(dir_ck);
+    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
+                           "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args);
+    char msg[700];
+    snprintf(msg, sizeof msg, "agent: checkpoint %s: %s\n", path, want);
+    ck_assert_msg(rc == 1 && strstr(ERR, msg), "exit %d, wanted '%s' in\n%s", rc, msg, ERR);
+    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+    char *after = snapshot(dir_ck);
+    ck_assert_str_eq(before, after);
+    ck_assert_msg(access(pf, F_OK) != 0, "a refused resume wrote %s", pf);
+    free(before);
+    free(after);
+    rm_rf(dir);
+    free(dir);
+}
+
 /* A checkpoint refused after the run has started (its policy section does
- * not fit the architecture): no new checkpoint and no policy file. */
+ * not fit the architecture): no new checkpoint and no policy file (was: a
+ * fresh ckpt-000000000000.trib). */
 START_TEST(test_resume_refused_late_writes_nothing)
 {
     struct ckpt *c = base_ckpt();
@@ -215,26 +270,48 @@ START_TEST(test_resume_refused_late_writes_nothing)
     void *shorter = malloc(len - 4);
     memcpy(shorter, pol, len - 4);
     ckpt_free(c);
-    char path[256], dir_ck[300], pf[300];
-    char *dir = craft("policy", shorter, len - 4, path, sizeof path);
-    snprintf(dir_ck, sizeof dir_ck, "%s/checkpoints", dir);
-    snprintf(pf, sizeof pf, "%s/policy.safetensors", dir);
-    char *before = snapshot(dir_ck);
-    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
-                           "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args);
-    char msg[512];
-    snprintf(msg, sizeof msg, "agent: checkpoint %s: policy: %zu bytes, this architecture needs %zu\n", path, len - 4,
-             len);
-    ck_assert_msg(rc == 1 && strstr(ERR, msg), "exit %d, wanted '%s' in\n%s", rc, msg, ERR);
-    char *after = snapshot(dir_ck);
-    ck_assert_str_eq(before, after);   /* was: a fresh ckpt-000000000000.trib */
-    ck_assert_msg(access(pf, F_OK) != 0, "a refused resume wrote %s", pf);
-    free(before);
-    free(after);
+    char want[256];
+    snprintf(want, sizeof want, "policy: %zu bytes, this architecture needs %zu", len - 4, len);
+    resume_refused_late("policy", shorter, len - 4, want);
     free(shorter);
-    rm_rf(dir);
-    free(dir);
+}
+END_TEST
+
+/* A NaN or an infinity in an observer's saved state: the resumed run is
+ * refused naming the checkpoint, the section, the env and the field, and
+ * the logdir is left as it was (was: resumed, stepping on the NaN). */
+START_TEST(test_resume_observer_state_not_finite)
+{
+    size_t len, vec;
+    unsigned char *s = base_observer_state(&len, &vec);
+    struct saved_vec_head h;
+    memcpy(&h, s + vec, sizeof h);
+    ck_assert_uint_eq(h.n, 8);
+    unsigned char *states = s + vec + sizeof h;
+    const char *pre = "observer0: setting up observer1: rpc: observer1: rl_setup: ";
+    char want[512];
+    /* CartPole's theta (its state's third double) of env 3 */
+    double bad = NAN, keep;
+    memcpy(&keep, states + 3 * h.stride + 2 * sizeof(double), sizeof keep);
+    memcpy(states + 3 * h.stride + 2 * sizeof(double), &bad, sizeof bad);
+    snprintf(want, sizeof want, "%sobserver state: vec_env_load: env 3 of CartPole-v1: state[2] (theta) is nan", pre);
+    resume_refused_late("observer0", s, len, want);
+    memcpy(states + 3 * h.stride + 2 * sizeof(double), &keep, sizeof keep);
+    /* the return of env 5's episode in progress */
+    unsigned char *ret = states + h.n * h.stride + h.n * (sizeof(uint64_t) + sizeof(int));
+    bad = -INFINITY;
+    memcpy(&keep, ret + 5 * sizeof(double), sizeof keep);
+    memcpy(ret + 5 * sizeof(double), &bad, sizeof bad);
+    snprintf(want, sizeof want,
+             "%sobserver state: vec_env_load: env 5 of CartPole-v1: the return of its episode in progress is -inf", pre);
+    resume_refused_late("observer0", s, len, want);
+    memcpy(ret + 5 * sizeof(double), &keep, sizeof keep);
+    /* observation[1] of env 6, the one its next step acts on */
+    float inf = INFINITY;
+    memcpy(s + sizeof(uint64_t) + (6 * 4 + 1) * sizeof(float), &inf, sizeof inf);
+    snprintf(want, sizeof want, "%sobserver state: observation[1] of env 6 is inf", pre);
+    resume_refused_late("observer0", s, len, want);
+    free(s);
 }
 END_TEST
 
@@ -747,6 +824,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_resume_counters_out_of_range);
     tcase_add_test(tc, test_resume_refused_late_writes_nothing);
+    tcase_add_test(tc, test_resume_observer_state_not_finite);
     tcase_add_test(tc, test_counters_fields);
     tcase_add_test(tc, test_ckpt_negative_step);
     tcase_add_test(tc, test_policy_file_sizes);
