@@ -526,9 +526,8 @@ static int setup(struct agent *a)
         p->id = w[i].id;
         p->alive = true;
     }
-    bool discrete = a->spec->act.kind == SPACE_DISCRETE;
-    struct rl_arch shape = rl_arch_for(&a->cfg, a->spec->obs.dim, discrete,
-                                       discrete ? a->spec->act.n : a->spec->act.dim);
+    struct rl_arch shape;
+    if (rl_arch_for_env(&a->cfg, a->spec, a->cfg.env, &shape) != 0) return -1;
     a->policy = policy_new(&a->cfg, &shape);
     if (!a->policy) return rl_set_error("policy: %s", rpc_last_error());
     int np = 0;
@@ -547,25 +546,37 @@ static int setup(struct agent *a)
         /* the saved optimizer state carries its lr: set the configured one
          * (maybe_anneal then sets the restored env steps' one) */
         if (dist_optim_set_lr(a->opt, a->cfg.lr) != 0) return rl_set_error("set lr: %s", rpc_last_error());
-        printf("tributary: resumed from %s: %lld env steps, %lld updates\n", a->resume->path,
-               (long long)run_stats_env_steps(a->stats), (long long)run_stats_updates(a->stats));
-        char spent[160];
-        if (run_stats_budget_spent(a->stats, spent, sizeof spent))
-            fprintf(stderr, PROG ": the resumed run has already reached %s; give a larger one to train on\n", spent);
     }
     struct rpc_future *futs[RL_MAX_OBSERVERS];
+    bool saved[RL_MAX_OBSERVERS];
     for (int k = 0; k < a->n_peers; k++) {
         size_t slen = 0;
         const void *state = a->resume && a->cfg.mode == RL_MODE_SYNC ? agent_ckpt_observer_state(a->resume, k, &slen) : NULL;
+        saved[k] = state != NULL;
         futs[k] = send_setup(a, k, state, slen);
     }
     int rc = 0;
     agent_await_calls(a, futs, RL_FN_SETUP);   /* a reset stuck in a plug-in must not hold up a Ctrl-C */
     for (int k = 0; k < a->n_peers; k++) {
-        if (!futs[k]) rc = rc ? rc : rl_set_error("setting up %s: given up as the run stopped", a->peers[k].name);
-        else if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0)
-            rc = rl_set_error("setting up %s: %s", a->peers[k].name, rpc_future_error(futs[k]));
+        if (!futs[k]) {
+            rc = rc ? rc : rl_set_error("setting up %s: given up as the run stopped", a->peers[k].name);
+        } else if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0) {
+            if (saved[k]) {   /* the checkpoint's state refused (a NaN in it...): name the file, leave it be */
+                rc = rl_set_error("checkpoint %s: observer%d: setting up %s: %s", a->resume->path, k,
+                                  a->peers[k].name, rpc_future_error(futs[k]));
+                a->resume_refused = true;
+            } else {
+                rc = rl_set_error("setting up %s: %s", a->peers[k].name, rpc_future_error(futs[k]));
+            }
+        }
         rpc_future_free(futs[k]);
+    }
+    if (rc == 0 && a->resume) {   /* said once the observers took their saved states too */
+        printf("tributary: resumed from %s: %lld env steps, %lld updates\n", a->resume->path,
+               (long long)run_stats_env_steps(a->stats), (long long)run_stats_updates(a->stats));
+        char spent[160];
+        if (run_stats_budget_spent(a->stats, spent, sizeof spent))
+            fprintf(stderr, PROG ": the resumed run has already reached %s; give a larger one to train on\n", spent);
     }
     return rc;
 }

@@ -86,10 +86,9 @@ static int load_checkpoint(const char *path, const char *env_arg, struct rl_arch
     }
     snprintf(env, cap, "%s", cfg.env);
     if (open_env(path, cfg.env, env_arg, spec, plugin) != 0) goto out;
-    bool discrete = (*spec)->act.kind == SPACE_DISCRETE;
-    *arch = rl_arch_for(&cfg, (*spec)->obs.dim, discrete, discrete ? (*spec)->act.n : (*spec)->act.dim);
     char what[600];
     snprintf(what, sizeof what, "%s on %s", path, (*spec)->id);
+    if (rl_arch_for_env(&cfg, *spec, what, arch) != 0) goto out;
     if (rl_arch_check(arch, what, plen < sizeof(uint64_t) ? 0 : plen - sizeof(uint64_t)) != 0) goto out;
     size_t need = sizeof(uint64_t) + (size_t)rl_arch_param_count(arch) * sizeof(float);
     if (plen != need) {
@@ -189,6 +188,11 @@ int main(int argc, char **argv)
     }
     if (optind != argc - 1) {
         fprintf(stderr, PROG ": give one POLICY file (see " PROG " --help)\n");
+        return 2;
+    }
+    if (env_arg && strlen(env_arg) >= sizeof((struct rl_config *)0)->env) {   /* as tributary-train says it */
+        fprintf(stderr, PROG ": --env is too long (%zu bytes, at most %zu) (see " PROG " --help)\n", strlen(env_arg),
+                sizeof((struct rl_config *)0)->env - 1);
         return 2;
     }
     if (env_arg) {   /* an unknown --env is bad usage */

@@ -110,14 +110,15 @@ static void serve_batch(struct policy *p, struct pending *batch, int n)
     if (rc != 0) snprintf(err, sizeof err, "act: forward: %s", tensor_last_error());
     int64_t start = 0;
     for (int i = 0; i < n; i++) {
-        int64_t r = batch[i].obs->shape[0];
+        int64_t r = batch[i].obs->shape[0], s0 = start;
+        start += r;                     /* the next call's rows, whether or not this one is answered */
         if (rc != 0) {
             fail_pending(&batch[i], err);
             continue;
         }
         struct rl_policy_out part = { .log_std = o.log_std, .version = o.version };
-        part.a = n == 1 ? tensor_retain(o.a) : tensor_slice(o.a, start, start + r);
-        part.value = !o.value ? NULL : n == 1 ? tensor_retain(o.value) : tensor_slice(o.value, start, start + r);
+        part.a = n == 1 ? tensor_retain(o.a) : tensor_slice(o.a, s0, s0 + r);
+        part.value = !o.value ? NULL : n == 1 ? tensor_retain(o.value) : tensor_slice(o.value, s0, s0 + r);
         if (!part.a || (o.value && !part.value)) {
             tensor_free(part.a);
             tensor_free(part.value);
@@ -131,7 +132,6 @@ static void serve_batch(struct policy *p, struct pending *batch, int n)
         rpc_request_complete(batch[i].req, &v);
         rpc_value_clear(&v);
         tensor_free(batch[i].obs);
-        start += r;
     }
     rl_policy_out_clear(&o);
     pthread_mutex_lock(&p->mu);

@@ -21,6 +21,10 @@ void env_pendulum_step_batch(void *, const void *, float *, float *, bool *, int
 /* The batched step of a built-in spec, or NULL for any other spec. */
 env_batch_step_fn env_builtin_batch_step(const struct env_spec *spec);
 
+/* The name of value k of a built-in's get_state ("theta" for CartPole's
+ * 2), or NULL for any other spec or k. */
+const char *env_builtin_state_name(const struct env_spec *spec, int k);
+
 /* Record an error message for env_last_error() (printf-style). */
 void env_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

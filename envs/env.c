@@ -67,6 +67,22 @@ env_batch_step_fn env_builtin_batch_step(const struct env_spec *spec)
     return NULL;
 }
 
+const char *env_builtin_state_name(const struct env_spec *spec, int k)
+{
+    static const struct {
+        const struct env_spec *spec;
+        const char *names[4];
+    } tab[] = {
+        { &env_cartpole_spec, { "x", "x_dot", "theta", "theta_dot" } },
+        { &env_acrobot_spec, { "theta1", "theta2", "dtheta1", "dtheta2" } },
+        { &env_mountaincar_spec, { "position", "velocity", NULL, NULL } },
+        { &env_pendulum_spec, { "th", "thdot", NULL, NULL } },
+    };
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
+        if (tab[i].spec == spec) return k >= 0 && k < 4 ? tab[i].names[k] : NULL;
+    return NULL;
+}
+
 static int check_box(const struct env_space *sp, const char *what)
 {
     if (sp->dim <= 0) {

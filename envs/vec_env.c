@@ -3,8 +3,9 @@
  * pass that truncates, records statistics and autoresets. */
 #include "envs/vec_env.h"
 
-#include <stdio.h>
 #include <limits.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,70 @@ int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len)
     return 0;
 }
 
+/* The saved numbers a resumed run steps on, before any is used: every
+ * env's dynamic state where the env can say it (get_state: built-ins and
+ * the plug-ins that have it; other plug-ins' states are opaque), the
+ * returns of the episodes in progress and finished, and the statistics'
+ * returns must be finite. states and ret point into a saved buffer that
+ * vec_env_load has sized; 0, or -1 with env_last_error() naming the env,
+ * the field and the value. */
+static int check_finite(const struct vec_env *v, const unsigned char *states, const unsigned char *ret)
+{
+    const struct env_spec *spec = v->spec;
+    size_t n = (size_t)v->n;
+    for (size_t i = 0; i < n; i++) {
+        double r, last;
+        memcpy(&r, ret + i * sizeof r, sizeof r);
+        memcpy(&last, ret + (n + i) * sizeof r, sizeof r);
+        if (!isfinite(r) || !isfinite(last)) {
+            env_set_error("vec_env_load: env %zu of %s: %s is %g", i, spec->id,
+                          !isfinite(r) ? "the return of its episode in progress" : "its last episode's return",
+                          !isfinite(r) ? r : last);
+            return -1;
+        }
+    }
+    struct vec_env_stats st;
+    memcpy(&st, ret + 2 * n * sizeof(double) + n * sizeof *v->last_len, sizeof st);
+    const double sv[3] = { st.return_sum, st.return_min, st.return_max };
+    static const char *const sn[3] = { "return_sum", "return_min", "return_max" };
+    for (int k = 0; k < 3; k++)
+        if (!isfinite(sv[k])) {
+            env_set_error("vec_env_load: %s's statistics: %s is %g", spec->id, sn[k], sv[k]);
+            return -1;
+        }
+    if (!spec->get_state) return 0;
+    /* get_state reads a state in place: give it an aligned copy */
+    void *scratch = aligned_alloc(64, round_up(v->stride, 64));
+    if (!scratch) abort();
+    int rc = 0, room = 0;
+    double *vals = NULL;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        memcpy(scratch, states + i * v->stride, v->stride);
+        int k = spec->get_state(scratch, NULL, 0);
+        if (k <= 0) continue;
+        if (k > 1 << 16) k = 1 << 16;   /* a plug-in's word: the first 65536 are checked */
+        if (k > room) {
+            free(vals);
+            vals = malloc((size_t)k * sizeof *vals);
+            if (!vals) abort();
+            room = k;
+        }
+        int got = spec->get_state(scratch, vals, k);
+        if (got > k) got = k;
+        for (int j = 0; j < got; j++)
+            if (!isfinite(vals[j])) {
+                const char *name = env_builtin_state_name(spec, j);
+                env_set_error("vec_env_load: env %zu of %s: state[%d]%s%s%s is %g", i, spec->id, j, name ? " (" : "",
+                              name ? name : "", name ? ")" : "", vals[j]);
+                rc = -1;
+                break;
+            }
+    }
+    free(vals);
+    free(scratch);
+    return rc;
+}
+
 int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
 {
     struct saved_head h;
@@ -187,6 +252,7 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
             return -1;
         }
     }
+    if (check_finite(v, buf + sizeof h, el + n * sizeof *v->elapsed) != 0) return -1;
     const unsigned char *p = buf + sizeof h;
 #define GET(dst, size) (memcpy((dst), p, (size)), p += (size))
     GET(v->states, v->stride * n);

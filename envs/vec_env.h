@@ -85,8 +85,12 @@ int vec_env_last_episode(const struct vec_env *v, int i, double *ret, int *len);
 int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len);
 /* Restores what vec_env_save wrote for a vec_env of the same spec (id and
  * state size) and num_envs. Returns 0, or -1 with env_last_error() naming
- * the mismatch or an episode length out of range (nothing changed). The
- * envs' own state bytes are the env's to trust. */
+ * the mismatch, an episode length out of range, or a number that is not
+ * finite: a return ("env 4 of CartPole-v1: the return of its episode in
+ * progress is inf"), the statistics' returns, or a value of an env's state
+ * as the spec's get_state gives it ("env 3 of CartPole-v1: state[2]
+ * (theta) is nan"; a built-in's values are named) (nothing changed then).
+ * A state without get_state is the env's to trust. */
 int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len);
 
 /* Env i's state block (spec->state_size bytes), e.g. for get/set_state. */

@@ -20,6 +20,7 @@
 #include "rl/losses.h"
 #include "rl/messages.h"
 #include "rl/notice.h"
+#include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
 #include "rl/watchdog.h"
@@ -163,6 +164,13 @@ static int restore_state(struct observer *o, const unsigned char *b, size_t n)
 {
     size_t ol = (size_t)o->B * o->D * sizeof(float);
     if (n < sizeof o->ln.rng + ol) return rl_set_error("observer state: %zu bytes is too short", n);
+    for (size_t i = 0; i < (size_t)o->B * o->D; i++) {   /* the observation the next step acts on */
+        float x;
+        memcpy(&x, b + sizeof o->ln.rng + i * sizeof x, sizeof x);
+        if (!isfinite(x))
+            return rl_set_error("observer state: observation[%zu] of env %zu is %g", i % (size_t)o->D,
+                                i / (size_t)o->D, (double)x);
+    }
     if (vec_env_load(o->ln.venv, b + sizeof o->ln.rng + ol, n - sizeof o->ln.rng - ol) != 0)
         return rl_set_error("observer state: %s", env_last_error());
     memcpy(&o->ln.rng, b, sizeof o->ln.rng);
@@ -186,6 +194,8 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     o->index = m->index;
     o->spec = env_open(o->cfg.env, &o->plugin);
     if (!o->spec) return rl_set_error("env: %s", env_last_error());
+    struct rl_arch arch;   /* sizes the agent's policy cannot have: refused before the envs' buffers */
+    if (rl_arch_for_env(&o->cfg, o->spec, o->cfg.env, &arch) != 0) return -1;
     if (o->cfg.algo == RL_ALGO_REINFORCE && o->spec->act.kind != SPACE_DISCRETE)
         return rl_set_error("REINFORCE here needs a discrete action space (%s has a box)", o->spec->id);
     o->dog = rl_watchdog_new(o->cfg.step_timeout_s, step_overdue, o);

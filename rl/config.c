@@ -18,6 +18,7 @@
 #include "envs/plugin.h"
 #include "optim/optim.h"
 #include "rl/metrics.h"
+#include "rl/policy_file.h"
 #include "rl/rl.h"
 
 const char *const rl_preset_names[] = { "ppo-fast", "ppo", "a2c", "pendulum", "pytorch-rl-example", NULL };
@@ -723,6 +724,12 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
                 if (i + 1 >= argc) return usage_error(prog, "option '--%s' needs a value%s", name, "");
                 val = argv[++i];
             }
+            if (fl->type == T_STR && val && strlen(val) >= sizeof cfg->env) {   /* as --config says it */
+                char msg[128];
+                snprintf(msg, sizeof msg, "--%s is too long (%zu bytes, at most %zu)", name, strlen(val),
+                         sizeof cfg->env - 1);
+                return usage_error(prog, "%s%s", msg, "");
+            }
             if (set_flag(cfg, fl, val ? val : "", negated) != 0)
                 return usage_error(prog, "bad value '%s' for --%s", val, name);
             if (fl->type == T_DEVICE) device_given = true;
@@ -756,8 +763,15 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
     if (rl_config_check(cfg) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
     /* an env that does not exist is bad usage, found before anything starts */
     struct env_plugin *plugin = NULL;
-    if (!env_open(cfg->env, &plugin)) return usage_error(prog, "--env: %s%s", env_last_error(), "");
+    const struct env_spec *spec = env_open(cfg->env, &plugin);
+    if (!spec) return usage_error(prog, "--env: %s%s", env_last_error(), "");
+    /* and one whose sizes the policy cannot have (a plug-in declares its own) */
+    struct rl_arch arch;
+    char what[600];
+    snprintf(what, sizeof what, "--env %s", cfg->env);
+    int arc = rl_arch_for_env(cfg, spec, what, &arch);
     env_plugin_close(plugin);
+    if (arc != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
     return claim_logdir(cfg, prog) == 0 ? -1 : 2;
 }
 

@@ -42,6 +42,32 @@ int64_t rl_arch_param_count(const struct rl_arch *a)
     return n;
 }
 
+int rl_arch_for_env(const struct rl_config *cfg, const struct env_spec *spec, const char *what, struct rl_arch *out)
+{
+    bool discrete = spec->act.kind == SPACE_DISCRETE;
+    int acts = discrete ? spec->act.n : spec->act.dim;
+    const char *unit = discrete ? "actions" : "action dims";
+    if (spec->obs.dim < 1 || spec->obs.dim > RL_MAX_DIM)
+        return rl_set_error("%s: the env %s has %d observation dims (at most %d)", what, spec->id, spec->obs.dim,
+                            RL_MAX_DIM);
+    if (acts < 1 || acts > RL_MAX_DIM)
+        return rl_set_error("%s: the env %s has %d %s (at most %d)", what, spec->id, acts, unit, RL_MAX_DIM);
+    struct rl_arch a = rl_arch_for(cfg, spec->obs.dim, discrete, acts);
+    int64_t n = rl_arch_param_count(&a);   /* dims and hidden sizes <= 2^16, 4 layers: no overflow */
+    if (n > RL_MAX_POLICY_PARAMS) {
+        char hid[64] = "";
+        size_t k = 0;
+        for (int i = 0; i < a.n_hidden && k < sizeof hid; i++)
+            k += (size_t)snprintf(hid + k, sizeof hid - k, "%s%d", i ? "," : "", a.hidden[i]);
+        return rl_set_error("%s: a policy of --hidden %s for the env %s (%d observation dims, %d %s) has %lld "
+                            "parameters (at most %lld)",
+                            what, hid, spec->id, spec->obs.dim, acts, unit, (long long)n,
+                            (long long)RL_MAX_POLICY_PARAMS);
+    }
+    *out = a;
+    return 0;
+}
+
 int rl_arch_check(const struct rl_arch *a, const char *what, uint64_t have_bytes)
 {
     if (a->n_hidden < 1 || a->n_hidden > RL_MAX_HIDDEN || a->obs_dim < 1 || a->obs_dim > RL_MAX_DIM ||

@@ -24,6 +24,18 @@ struct rl_arch {
 /* The architecture cfg asks for on an env with these spaces. */
 struct rl_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim);
 
+/* The architecture cfg asks for on the env spec, checked before anything
+ * is allocated for it (a plug-in declares its own sizes): the env's
+ * observation dims and its actions (or action dims) at most RL_MAX_DIM,
+ * and the policy's parameters at most RL_MAX_POLICY_PARAMS. `what` names
+ * the env as given (an id or a plug-in's path). 0 with *out set, or -1
+ * with rl_last_error ("<what>: the env <id> has <n> observation dims (at
+ * most 65536)", "... has <n> actions (at most 65536)", "<what>: a policy
+ * of --hidden <h> for the env <id> (<o> observation dims, <a> actions) has
+ * <n> parameters (at most 134217728)"). */
+struct env_spec;
+int rl_arch_for_env(const struct rl_config *cfg, const struct env_spec *spec, const char *what, struct rl_arch *out);
+
 /* Parameters (floats) of the actor and, with a value head, the critic. */
 int64_t rl_arch_param_count(const struct rl_arch *a);
 

@@ -278,24 +278,29 @@ static int check_layout(const struct entry *e, int n, uint64_t data_len, char *w
 
 /* An upper bound on the JSON values of a header (what cJSON allocates a
  * node for): one per ',', '[' and '{' outside strings, plus one. Counted
- * before parsing, so a header of a million empty tensors costs one pass
- * over its bytes, not a gigabyte of nodes. */
-static uint64_t json_values_bound(const char *h, size_t n)
+ * over the header's chunks as they are read, before it is parsed, so a
+ * header of a million empty tensors costs one pass over its first bytes,
+ * not a gigabyte of nodes (nor its whole length in memory). */
+struct value_count {
+    uint64_t n;                     /* starts at 1 */
+    bool in_str, escaped;           /* inside a string; after its '\\' */
+};
+
+static void count_values(struct value_count *c, const char *h, size_t n)
 {
-    uint64_t count = 1;
-    bool in_str = false;
     for (size_t i = 0; i < n; i++) {
-        char c = h[i];
-        if (in_str) {
-            if (c == '\\') i++;
-            else if (c == '"') in_str = false;
-        } else if (c == '"') {
-            in_str = true;
-        } else if (c == ',' || c == '[' || c == '{') {
-            count++;
+        char ch = h[i];
+        if (c->escaped) {
+            c->escaped = false;
+        } else if (c->in_str) {
+            if (ch == '\\') c->escaped = true;
+            else if (ch == '"') c->in_str = false;
+        } else if (ch == '"') {
+            c->in_str = true;
+        } else if (ch == ',' || ch == '[' || ch == '{') {
+            c->n++;
         }
     }
-    return count;
 }
 
 static bool pread_full(int fd, void *buf, size_t n, off_t off)
@@ -312,6 +317,8 @@ static bool pread_full(int fd, void *buf, size_t n, off_t off)
     }
     return true;
 }
+
+#define HEADER_CHUNK ((size_t)1 << 16)
 
 /* Parses and validates the header; fills a new struct safetensors with
  * tensors read from fd. */
@@ -330,25 +337,43 @@ static struct safetensors *load_fd(int fd, uint64_t size, const char *path, char
     else
         why[0] = '\0';
     if (why[0]) return NULL;
-    char *h = trib_xmalloc((size_t)hlen + 1);
     struct safetensors *st = NULL;
     struct entry *e = NULL;
     cJSON *root = NULL;
-    if (!pread_full(fd, h, (size_t)hlen, 8)) {
-        snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
-        goto out;
-    }
-    h[hlen] = '\0';
-    if (hlen == 0 || h[0] != '{') {
+    /* the header in chunks, its values counted as they come: the buffer
+     * grows (doubling) only while the count is within the limit, so a
+     * header of too many values costs what was read up to them */
+    char *h = NULL;
+    size_t have = 0, room = 0;
+    struct value_count vc = { .n = 1 };
+    if (hlen == 0) {
         snprintf(why, cap, "header does not start with '{'");
         goto out;
     }
-    uint64_t values = json_values_bound(h, (size_t)hlen);
-    if (values > SAFETENSORS_MAX_VALUES) {
-        snprintf(why, cap, "header holds up to %" PRIu64 " JSON values (at most %d: %d tensors)", values,
-                 SAFETENSORS_MAX_VALUES, SAFETENSORS_MAX_TENSORS);
-        goto out;
+    while (have < hlen) {
+        size_t chunk = hlen - have < HEADER_CHUNK ? (size_t)hlen - have : HEADER_CHUNK;
+        if (have + chunk + 1 > room) {
+            room = room * 2 > have + chunk + 1 ? room * 2 : have + chunk + 1;
+            if (room > hlen + 1) room = (size_t)hlen + 1;
+            h = trib_xrealloc(h, room);
+        }
+        if (!pread_full(fd, h + have, chunk, (off_t)(8 + have))) {
+            snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+            goto out;
+        }
+        if (have == 0 && h[0] != '{') {
+            snprintf(why, cap, "header does not start with '{'");
+            goto out;
+        }
+        count_values(&vc, h + have, chunk);
+        have += chunk;
+        if (vc.n > SAFETENSORS_MAX_VALUES) {
+            snprintf(why, cap, "header holds more than %d JSON values (at most %d: %d tensors)", SAFETENSORS_MAX_VALUES,
+                     SAFETENSORS_MAX_VALUES, SAFETENSORS_MAX_TENSORS);
+            goto out;
+        }
     }
+    h[hlen] = '\0';
     const char *end = NULL;
     root = cJSON_ParseWithLengthOpts(h, (size_t)hlen, &end, 0);
     if (!root || !cJSON_IsObject(root)) {

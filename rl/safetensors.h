@@ -16,8 +16,10 @@
 #define SAFETENSORS_MAX_HEADER 100000000
 /* Tensors in one file (a policy has at most 21), and JSON values in its
  * header (16 per tensor: an entry has 10 or fewer): more is refused, the
- * values before the header is parsed, so a small file cannot make the
- * reader allocate much more than its own size. */
+ * values counted as the header is read (in 64 KiB chunks, before it is
+ * parsed), so a small file cannot make the reader allocate much more than
+ * its own size, nor a large one much more than the bytes that hold its
+ * first SAFETENSORS_MAX_VALUES values. */
 #define SAFETENSORS_MAX_TENSORS 16384
 #define SAFETENSORS_MAX_VALUES (16 * SAFETENSORS_MAX_TENSORS)
 
@@ -63,7 +65,8 @@ struct safetensors {
  * data section unindexed (as the reference reader demands); no duplicate
  * names; "__metadata__" maps strings to strings; at most
  * SAFETENSORS_MAX_TENSORS tensors and SAFETENSORS_MAX_VALUES JSON values
- * (counted before parsing). Unknown keys inside an entry are ignored.
+ * (counted while the header is read: "header holds more than 262144 JSON
+ * values ..."). Unknown keys inside an entry are ignored.
  * Allocates no more than the file's size for tensors.
  * Returns a new struct safetensors (safetensors_free), or NULL with
  * rl_last_error "safetensors_load: <path>: <problem>". */

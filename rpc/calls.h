@@ -30,7 +30,6 @@ struct rpc_request {
 };
 
 /* ---- request.c ---- */
-/* request.c */
 bool rpc_find_fn(const char *name, size_t n, rpc_fn *fn, void **user, unsigned *flags);
 void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *err);
 void rpc_request_free(struct rpc_request *req);

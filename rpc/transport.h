@@ -28,7 +28,8 @@ void rpc_ipc_unbind(const char *ipc_ep);
  * the twin exists, else ep. -1 with error when t is IPC and there is no twin. */
 int rpc_connect_endpoint(const char *ep, enum rpc_transport t, char *via, size_t cap);
 
-/* A known worker and the dealer this process calls it through. */
+/* A known worker and the dealer this process calls it through. Only
+ * peers.c writes an entry; other files read one through rpc_peer. */
 struct peer {
     int id;
     char name[64];

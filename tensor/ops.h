@@ -4,7 +4,10 @@
  *      "tensor_matmul: shape mismatch: [2,3] x [4,5]"
  *      "tensor_add: dtype mismatch: f32 and f64"
  *      "tensor_add: device mismatch: cpu and cuda"
- *  - works on f32 tensors on the CPU or CUDA (both inputs on one device),
+ *  - works on f32 tensors on the CPU or CUDA (both inputs on one device);
+ *    reshape, slice, to and detach take any dtype,
+ *  - takes a NULL input (a failed op's result passed on) as an error,
+ *    "tensor_add: input is NULL", never a crash,
  *  - records a backward node when autograd is enabled and any input requires
  *    grad (see autograd.h), saving inputs through tensor_snapshot.
  * Inputs are borrowed, never consumed. Broadcasting follows NumPy rules. */
@@ -53,7 +56,8 @@ struct tensor *tensor_mean_dim(struct tensor *x, int dim, bool keepdim);
 
 /* same data, new shape (numel must match) */
 struct tensor *tensor_reshape(struct tensor *x, int ndim, const int64_t *shape);
-/* rows [start, end) of dim 0 */
+/* rows [start, end) of dim 0, copied, in x's dtype (any dtype; only an f32
+ * slice records a backward node) */
 struct tensor *tensor_slice(struct tensor *x, int64_t start, int64_t end);
 /* splits dim `dim` into n pieces of sizes[i] (must sum to the dim); writes
  * n new references into out. Returns 0 or -1. */

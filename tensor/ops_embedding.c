@@ -17,6 +17,10 @@ static int64_t *host_i64(struct tensor *t)
 
 static int check_index(const char *who, const char *what, const struct tensor *weight, const struct tensor *t)
 {
+    if (!t) {
+        tensor_error("%s: %s is NULL", who, what);
+        return -1;
+    }
     if (t->dtype != DTYPE_I64) {
         tensor_error("%s: %s dtype %s (expected i64)", who, what, dtype_name(t->dtype));
         return -1;

@@ -31,7 +31,9 @@ struct op_ctx {
 static inline const struct tensor_backend *op_be(const struct tensor *t) { return tensor_backend_for(t->device); }
 static inline float *op_f32(const struct tensor *t) { return (float *)t->storage->data; }
 
-/* Validation; each returns 0 or -1 with tensor_error naming `who`. */
+/* Validation; each returns 0 or -1 with tensor_error naming `who`. A NULL
+ * tensor (a failed op's result passed on) is "who: input is NULL" in each. */
+int op_check_input(const char *who, const struct tensor *x);
 int op_check_f32(const char *who, const struct tensor *x);
 int op_check_pair(const char *who, const struct tensor *a, const struct tensor *b);
 /* NumPy broadcast of a and b's shapes into (ndim, out); -1 with

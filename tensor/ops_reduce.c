@@ -65,6 +65,7 @@ struct tensor *tensor_gather(struct tensor *x, struct tensor *index)
 {
     const char *who = "tensor_gather";
     if (op_check_f32(who, x) < 0) return NULL;
+    if (!index) return tensor_error("%s: index is NULL", who);
     if (index->dtype != DTYPE_I64)
         return tensor_error("%s: index dtype %s (expected i64)", who, dtype_name(index->dtype));
     if (x->device != index->device)

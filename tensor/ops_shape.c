@@ -18,6 +18,7 @@ static int reshape_backward(struct ag_node *n, struct tensor **gout, struct tens
 struct tensor *tensor_reshape(struct tensor *x, int ndim, const int64_t *shape)
 {
     char s1[96], s2[96];
+    if (op_check_input("tensor_reshape", x) < 0) return NULL;
     if (ndim < 0 || ndim > TENSOR_MAX_DIMS)
         return tensor_error("tensor_reshape: ndim %d is outside 0..%d", ndim, TENSOR_MAX_DIMS);
     int64_t numel = 1;
@@ -49,17 +50,25 @@ static void dim_geometry(int ndim, const int64_t *shape, int d, int64_t *outer, 
     for (int k = d + 1; k < ndim; k++) *inner *= shape[k];
 }
 
-/* Copies piece [off, off+len) of dim d between a whole tensor and a piece. */
-static void piece_copy(const struct tensor_backend *be, float *whole, float *piece, int ndim, const int64_t *shape,
-                       int d, int64_t off, int64_t len, bool to_piece)
+/* Copies piece [off, off+len) of dim d between a whole tensor and a piece,
+ * elements of `esize` bytes (the tensors' dtype_size). */
+static void piece_copy_bytes(const struct tensor_backend *be, void *whole, void *piece, size_t esize, int ndim,
+                             const int64_t *shape, int d, int64_t off, int64_t len, bool to_piece)
 {
     int64_t outer, inner;
     dim_geometry(ndim, shape, d, &outer, &inner);
-    size_t width = (size_t)(len * inner) * sizeof(float), wpitch = (size_t)(shape[d] * inner) * sizeof(float);
+    size_t width = (size_t)(len * inner) * esize, wpitch = (size_t)(shape[d] * inner) * esize;
     if (!width || !outer) return;
-    float *w = whole + off * inner;
+    char *w = (char *)whole + (size_t)(off * inner) * esize;
     if (to_piece) be->copy2d(piece, width, w, wpitch, width, (size_t)outer);
     else be->copy2d(w, wpitch, piece, width, width, (size_t)outer);
+}
+
+/* The same for f32 tensors (split, cat and the gradients). */
+static void piece_copy(const struct tensor_backend *be, float *whole, float *piece, int ndim, const int64_t *shape,
+                       int d, int64_t off, int64_t len, bool to_piece)
+{
+    piece_copy_bytes(be, whole, piece, sizeof(float), ndim, shape, d, off, len, to_piece);
 }
 
 /* ctx: x's shape in ndim/shape[0], iv[0] = dim, sizes[n] */
@@ -168,6 +177,7 @@ struct tensor *tensor_cat(int n, struct tensor **xs, int dim)
     const char *who = "tensor_cat";
     char s1[96], s2[96];
     if (n < 1) return tensor_error("%s: need at least 1 tensor, got %d", who, n);
+    if (!xs) return tensor_error("%s: input is NULL", who);
     struct tensor *x0 = xs[0];
     if (op_check_f32(who, x0) < 0) return NULL;
     int d = dim < 0 ? dim + x0->ndim : dim;
@@ -220,10 +230,12 @@ static int slice_backward(struct ag_node *n, struct tensor **gout, struct tensor
     return 0;
 }
 
+/* Any dtype: the rows are copied as bytes; only f32 records a node (as
+ * tensor_to, no other dtype carries a gradient). */
 struct tensor *tensor_slice(struct tensor *x, int64_t start, int64_t end)
 {
     const char *who = "tensor_slice";
-    if (op_check_f32(who, x) < 0) return NULL;
+    if (op_check_input(who, x) < 0) return NULL;
     if (x->ndim < 1) return tensor_error("%s: cannot slice a scalar", who);
     if (start < 0 || end < start || end > x->shape[0])
         return tensor_error("%s: range [%lld,%lld) is out of bounds for dim 0 of size %lld", who, (long long)start,
@@ -231,10 +243,13 @@ struct tensor *tensor_slice(struct tensor *x, int64_t start, int64_t end)
     int64_t shape[TENSOR_MAX_DIMS];
     memcpy(shape, x->shape, sizeof shape);
     shape[0] = end - start;
-    struct tensor *sx = tensor_snapshot(x), *y = op_empty(x->device, x->ndim, shape);
-    piece_copy(op_be(x), op_f32(sx), op_f32(y), x->ndim, x->shape, 0, start, end - start, true);
+    struct tensor *y = tensor_new_uninit(x->dtype, x->device, x->ndim, shape);
+    CHECK(y);   /* no larger than x, on x's device: only OOM fails here */
+    struct tensor *sx = tensor_snapshot(x);
+    piece_copy_bytes(op_be(x), tensor_data(sx), tensor_data(y), dtype_size(x->dtype), x->ndim, x->shape, 0, start,
+                     end - start, true);
     tensor_free(sx);
-    if (op_needs_grad(1, &x)) {
+    if (x->dtype == DTYPE_F32 && op_needs_grad(1, &x)) {
         struct op_ctx *c = op_ctx_new();
         op_ctx_shape(c, 0, x);
         c->iv[0] = start;
@@ -255,7 +270,7 @@ static int to_backward(struct ag_node *n, struct tensor **gout, struct tensor **
 
 struct tensor *tensor_to(struct tensor *x, enum device dev)
 {
-    if (!usable_backend(dev, "tensor_to")) return NULL;
+    if (op_check_input("tensor_to", x) < 0 || !usable_backend(dev, "tensor_to")) return NULL;
     if (dev == x->device) return tensor_retain(x);
     struct tensor *sx = tensor_snapshot(x);
     struct tensor *y = tensor_clone_to(sx, dev);
@@ -269,4 +284,8 @@ struct tensor *tensor_to(struct tensor *x, enum device dev)
     return y;
 }
 
-struct tensor *tensor_detach(struct tensor *x) { return tensor_snapshot(x); }
+struct tensor *tensor_detach(struct tensor *x)
+{
+    if (op_check_input("tensor_detach", x) < 0) return NULL;
+    return tensor_snapshot(x);
+}

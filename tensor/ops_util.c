@@ -7,8 +7,16 @@
 #include "common/check.h"
 #include "tensor/ops_internal.h"
 
+int op_check_input(const char *who, const struct tensor *x)
+{
+    if (x) return 0;
+    tensor_error("%s: input is NULL", who);
+    return -1;
+}
+
 int op_check_f32(const char *who, const struct tensor *x)
 {
+    if (op_check_input(who, x) < 0) return -1;
     if (x->dtype == DTYPE_F32) return 0;
     tensor_error("%s: unsupported dtype %s (expected f32)", who, dtype_name(x->dtype));
     return -1;
@@ -16,6 +24,7 @@ int op_check_f32(const char *who, const struct tensor *x)
 
 int op_check_pair(const char *who, const struct tensor *a, const struct tensor *b)
 {
+    if (op_check_input(who, a) < 0 || op_check_input(who, b) < 0) return -1;
     if (a->dtype != b->dtype) {
         tensor_error("%s: dtype mismatch: %s and %s", who, dtype_name(a->dtype), dtype_name(b->dtype));
         return -1;

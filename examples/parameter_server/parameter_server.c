@@ -127,8 +127,7 @@ static int run_trainer(int rank)
         double total = 0;
         for (int b = 0; b < N / BATCH && rc == 0; b++) {
             struct tensor *xb = tensor_slice(x, b * BATCH, (b + 1) * BATCH);
-            int64_t ys[2] = { BATCH, 1 };   /* ops slice f32 tensors only: copy the labels */
-            struct tensor *yb = tensor_from_data(DTYPE_I64, 2, ys, (const int64_t *)tensor_data(y) + b * BATCH);
+            struct tensor *yb = tensor_slice(y, b * BATCH, (b + 1) * BATCH);
             int64_t ctx = dist_autograd_context_new();
             struct tensor *out[NN_MAX_IO], *loss = NULL;
             int n_out;

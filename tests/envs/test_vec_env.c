@@ -4,6 +4,7 @@
 #include <check.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,6 +398,42 @@ START_TEST(save_and_load)
         ck_assert_str_eq(env_last_error(), want);
         free(crafted);
     }
+    /* a number that is not finite: the state (get_state's values, named
+     * for a built-in), a return, the statistics; refused naming the env
+     * and the field, and b left as it was */
+    size_t ret_off = el_off + B * sizeof(int), last_off = ret_off + B * sizeof(double);
+    size_t states_off = el_off - B * sizeof(uint64_t) - B * spec->state_size;
+    size_t stats_off = len - sizeof(struct vec_env_stats);
+    struct {
+        size_t off;
+        double v;
+        const char *want;
+    } nf[] = {
+        { states_off + 1 * spec->state_size + 1 * sizeof(double), NAN,
+          "vec_env_load: env 1 of CartPole-v1: state[1] (x_dot) is nan" },
+        { states_off + 7 * spec->state_size + 3 * sizeof(double), -INFINITY,
+          "vec_env_load: env 7 of CartPole-v1: state[3] (theta_dot) is -inf" },
+        { ret_off + 4 * sizeof(double), INFINITY,
+          "vec_env_load: env 4 of CartPole-v1: the return of its episode in progress is inf" },
+        { last_off + 2 * sizeof(double), NAN, "vec_env_load: env 2 of CartPole-v1: its last episode's return is nan" },
+        { stats_off + offsetof(struct vec_env_stats, return_max), INFINITY,
+          "vec_env_load: CartPole-v1's statistics: return_max is inf" },
+    };
+    unsigned char *b0, *b1;
+    size_t l0, l1;
+    ck_assert_int_eq(vec_env_save(b, &b0, &l0), 0);
+    for (size_t k = 0; k < sizeof nf / sizeof nf[0]; k++) {
+        unsigned char *crafted = malloc(len);
+        memcpy(crafted, buf, len);
+        memcpy(crafted + nf[k].off, &nf[k].v, sizeof(double));
+        ck_assert_int_eq(vec_env_load(b, crafted, len), -1);
+        ck_assert_str_eq(env_last_error(), nf[k].want);
+        free(crafted);
+    }
+    ck_assert_int_eq(vec_env_save(b, &b1, &l1), 0);
+    ck_assert(l0 == l1 && memcmp(b0, b1, l0) == 0);
+    free(b0);
+    free(b1);
     free(buf);
     vec_env_free(a);
     vec_env_free(b);

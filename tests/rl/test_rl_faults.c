@@ -28,7 +28,9 @@
 #include <ftw.h>
 #include <stdatomic.h>
 
+#include "envs/env.h"
 #include "rl/messages.h"
+#include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/finite.h"
 #include "rl/safetensors.h"
@@ -324,6 +326,79 @@ START_TEST(test_nonfinite)
 }
 END_TEST
 
+/* ---- a plug-in of sizes no policy can have ------------------------------------------------- */
+
+/* Huge-v0 declares the sizes in env, then tributary-train (or
+ * tributary-agent) with extra args must refuse it as bad usage before it
+ * starts anything: stderr is exactly want (its %s the plug-in's path). */
+static void huge_refused(const char *bin, const char *prog, const char *obs, const char *act, const char *hidden,
+                         const char *want_fmt)
+{
+    char eo[64], ea[64];
+    snprintf(eo, sizeof eo, "TRIB_HUGE_OBS=%s", obs);
+    snprintf(ea, sizeof ea, "TRIB_HUGE_ACT=%s", act);
+    const char *env[] = { eo, ea, NULL };
+    const char *args[] = { "--env", HUGE_SO, "--observers", "1", "--hidden", hidden, "--quiet", NULL };
+    struct rl_proc p;
+    rl_start(&p, bin, args, env);
+    int rc = rl_wait(&p, WAIT_S);
+    char want[1024], tail_[256];
+    snprintf(tail_, sizeof tail_, " (see %s --help)\n", prog);
+    snprintf(want, sizeof want - strlen(tail_), want_fmt, prog, HUGE_SO);
+    strcat(want, tail_);
+    ck_assert_msg(rc == 2, "exit %d, stderr:\n%s", rc, p.err);
+    ck_assert_str_eq(p.err, want);
+    rl_free(&p);
+}
+
+/* was: an observation size past 65536 reached the policy's constructor on
+ * the agent; a large action count with large hidden layers, an attempt to
+ * allocate 279 million parameters (and the optimizer's copies) */
+START_TEST(test_huge_plugin_dims)
+{
+    huge_refused(TRIB_TRAIN_BIN, "tributary-train", "100000", "2", "64",
+                 "%s: --env %s: the env Huge-v0 has 100000 observation dims (at most 65536)");
+    huge_refused(TRIB_AGENT_BIN, "tributary-agent", "4", "1000000", "64",
+                 "%s: --env %s: the env Huge-v0 has 1000000 actions (at most 65536)");
+    huge_refused(TRIB_TRAIN_BIN, "tributary-train", "4", "-5", "64",
+                 "%s: --env: plugin %s: action space is discrete with n = -5 (need n > 0)");
+    /* actor 5*4096 + 4097*4096 + 4097*60000, critic 5*4096 + 4097*4096 + 4097 */
+    huge_refused(TRIB_TRAIN_BIN, "tributary-train", "4", "60000", "4096,4096",
+                 "%s: --env %s: a policy of --hidden 4096,4096 for the env Huge-v0 (4 observation dims, 60000 "
+                 "actions) has 279427681 parameters (at most 134217728)");
+    /* the bounds themselves: REINFORCE (no critic), one hidden layer of
+     * 2048, 2048 actions: (D + 1) * 2048 + 2049 * 2048 is 2^27 at D = 63486 */
+    struct rl_config cfg;
+    ck_assert_int_eq(rl_config_preset(&cfg, "pytorch-rl-example"), 0);
+    cfg.n_hidden = 1;
+    cfg.hidden[0] = 2048;
+    struct env_spec spec = *env_lookup("CartPole-v1");
+    spec.act.n = 2048;
+    spec.obs.dim = 63486;
+    struct rl_arch a;
+    ck_assert_msg(rl_arch_for_env(&cfg, &spec, "x", &a) == 0, "%s", rl_last_error());
+    ck_assert_int_eq(rl_arch_param_count(&a), RL_MAX_POLICY_PARAMS);
+    spec.obs.dim = 63487;
+    ck_assert_int_eq(rl_arch_for_env(&cfg, &spec, "x", &a), -1);
+    ck_assert_str_eq(rl_last_error(), "x: a policy of --hidden 2048 for the env CartPole-v1 (63487 observation dims, "
+                                      "2048 actions) has 134219776 parameters (at most 134217728)");
+    cfg.hidden[0] = 8;
+    spec.obs.dim = spec.act.n = 65536;
+    ck_assert_msg(rl_arch_for_env(&cfg, &spec, "x", &a) == 0, "%s", rl_last_error());
+    spec.act.n = 65537;
+    ck_assert_int_eq(rl_arch_for_env(&cfg, &spec, "x", &a), -1);
+    ck_assert_str_eq(rl_last_error(), "x: the env CartPole-v1 has 65537 actions (at most 65536)");
+    spec.act.n = 2;
+    spec.obs.dim = 65537;
+    ck_assert_int_eq(rl_arch_for_env(&cfg, &spec, "x", &a), -1);
+    ck_assert_str_eq(rl_last_error(), "x: the env CartPole-v1 has 65537 observation dims (at most 65536)");
+    spec = *env_lookup("Pendulum-v1");
+    spec.act.dim = 70000;
+    ck_assert_int_eq(rl_arch_for_env(&cfg, &spec, "x", &a), -1);
+    ck_assert_str_eq(rl_last_error(), "x: the env Pendulum-v1 has 70000 action dims (at most 65536)");
+}
+END_TEST
+
 /* ---- async periodic checkpoints ----------------------------------------------------------- */
 
 /* The update count of the newest checkpoint in DIR/checkpoints, or -1. */
@@ -591,6 +666,7 @@ static Suite *rl_faults_suite(void)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_async_checkpoints_resume);
+    tcase_add_test(tc, test_huge_plugin_dims);
     suite_add_tcase(s, tc);
     tc = tcase_create("stuck");
     tcase_add_checked_fixture(tc, NULL, teardown);

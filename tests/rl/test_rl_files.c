@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -204,8 +205,62 @@ START_TEST(test_resume_counters_out_of_range)
 }
 END_TEST
 
+
+/* A saved observer's state (observer/observer.c): its RNG, the
+ * observation each of its B envs acts on next, then the vec_env
+ * (envs/vec_env.c: this header, B states of `stride` bytes, B RNGs, B
+ * episode lengths, B returns in progress, B last returns, ...). */
+struct saved_vec_head {
+    char magic[8];
+    uint64_t n, state_size, stride;
+    char id[64];
+    uint8_t was_reset;
+};
+
+/* The base checkpoint's observer0 section (free it), B envs of CartPole
+ * (4 observations): the vec_env's header at *vec. */
+static unsigned char *base_observer_state(size_t *len, size_t *vec)
+{
+    struct ckpt *c = base_ckpt();
+    const void *b = ckpt_get(c, "observer0", len);
+    ck_assert_ptr_nonnull(b);
+    unsigned char *s = malloc(*len);
+    memcpy(s, b, *len);
+    ckpt_free(c);
+    *vec = sizeof(uint64_t) + 8 * 4 * sizeof(float);
+    ck_assert_uint_gt(*len, *vec + sizeof(struct saved_vec_head));
+    ck_assert(memcmp(s + *vec, "TRIBVEC1", 8) == 0);
+    return s;
+}
+
+/* As resume_refused, for a section refused once the run has started (by
+ * an observer): the checkpoints left as they were and no policy file. */
+static void resume_refused_late(const char *section, const void *data, size_t size, const char *want)
+{
+    char path[256], dir_ck[300], pf[300];
+    char *dir = craft(section, data, size, path, sizeof path);
+    snprintf(dir_ck, sizeof dir_ck, "%s/checkpoints", dir);
+    snprintf(pf, sizeof pf, "%s/policy.safetensors", dir);
+    char *before = snapshot(dir_ck);
+    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
+                           "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args);
+    char msg[700];
+    snprintf(msg, sizeof msg, "agent: checkpoint %s: %s\n", path, want);
+    ck_assert_msg(rc == 1 && strstr(ERR, msg), "exit %d, wanted '%s' in\n%s", rc, msg, ERR);
+    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+    char *after = snapshot(dir_ck);
+    ck_assert_str_eq(before, after);
+    ck_assert_msg(access(pf, F_OK) != 0, "a refused resume wrote %s", pf);
+    free(before);
+    free(after);
+    rm_rf(dir);
+    free(dir);
+}
+
 /* A checkpoint refused after the run has started (its policy section does
- * not fit the architecture): no new checkpoint and no policy file. */
+ * not fit the architecture): no new checkpoint and no policy file (was: a
+ * fresh ckpt-000000000000.trib). */
 START_TEST(test_resume_refused_late_writes_nothing)
 {
     struct ckpt *c = base_ckpt();
@@ -215,26 +270,48 @@ START_TEST(test_resume_refused_late_writes_nothing)
     void *shorter = malloc(len - 4);
     memcpy(shorter, pol, len - 4);
     ckpt_free(c);
-    char path[256], dir_ck[300], pf[300];
-    char *dir = craft("policy", shorter, len - 4, path, sizeof path);
-    snprintf(dir_ck, sizeof dir_ck, "%s/checkpoints", dir);
-    snprintf(pf, sizeof pf, "%s/policy.safetensors", dir);
-    char *before = snapshot(dir_ck);
-    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
-                           "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args);
-    char msg[512];
-    snprintf(msg, sizeof msg, "agent: checkpoint %s: policy: %zu bytes, this architecture needs %zu\n", path, len - 4,
-             len);
-    ck_assert_msg(rc == 1 && strstr(ERR, msg), "exit %d, wanted '%s' in\n%s", rc, msg, ERR);
-    char *after = snapshot(dir_ck);
-    ck_assert_str_eq(before, after);   /* was: a fresh ckpt-000000000000.trib */
-    ck_assert_msg(access(pf, F_OK) != 0, "a refused resume wrote %s", pf);
-    free(before);
-    free(after);
+    char want[256];
+    snprintf(want, sizeof want, "policy: %zu bytes, this architecture needs %zu", len - 4, len);
+    resume_refused_late("policy", shorter, len - 4, want);
     free(shorter);
-    rm_rf(dir);
-    free(dir);
+}
+END_TEST
+
+/* A NaN or an infinity in an observer's saved state: the resumed run is
+ * refused naming the checkpoint, the section, the env and the field, and
+ * the logdir is left as it was (was: resumed, stepping on the NaN). */
+START_TEST(test_resume_observer_state_not_finite)
+{
+    size_t len, vec;
+    unsigned char *s = base_observer_state(&len, &vec);
+    struct saved_vec_head h;
+    memcpy(&h, s + vec, sizeof h);
+    ck_assert_uint_eq(h.n, 8);
+    unsigned char *states = s + vec + sizeof h;
+    const char *pre = "observer0: setting up observer1: rpc: observer1: rl_setup: ";
+    char want[512];
+    /* CartPole's theta (its state's third double) of env 3 */
+    double bad = NAN, keep;
+    memcpy(&keep, states + 3 * h.stride + 2 * sizeof(double), sizeof keep);
+    memcpy(states + 3 * h.stride + 2 * sizeof(double), &bad, sizeof bad);
+    snprintf(want, sizeof want, "%sobserver state: vec_env_load: env 3 of CartPole-v1: state[2] (theta) is nan", pre);
+    resume_refused_late("observer0", s, len, want);
+    memcpy(states + 3 * h.stride + 2 * sizeof(double), &keep, sizeof keep);
+    /* the return of env 5's episode in progress */
+    unsigned char *ret = states + h.n * h.stride + h.n * (sizeof(uint64_t) + sizeof(int));
+    bad = -INFINITY;
+    memcpy(&keep, ret + 5 * sizeof(double), sizeof keep);
+    memcpy(ret + 5 * sizeof(double), &bad, sizeof bad);
+    snprintf(want, sizeof want,
+             "%sobserver state: vec_env_load: env 5 of CartPole-v1: the return of its episode in progress is -inf", pre);
+    resume_refused_late("observer0", s, len, want);
+    memcpy(ret + 5 * sizeof(double), &keep, sizeof keep);
+    /* observation[1] of env 6, the one its next step acts on */
+    float inf = INFINITY;
+    memcpy(s + sizeof(uint64_t) + (6 * 4 + 1) * sizeof(float), &inf, sizeof inf);
+    snprintf(want, sizeof want, "%sobserver state: observation[1] of env 6 is inf", pre);
+    resume_refused_late("observer0", s, len, want);
+    free(s);
 }
 END_TEST
 
@@ -427,23 +504,21 @@ START_TEST(test_checkpoint_arch_sizes)
 }
 END_TEST
 
-/* n empty tensors (as the reference format allows) in one header. */
+/* n empty tensors (as the reference format allows) in one header,
+ * written straight to the file (this process's peak memory stays low). */
 static void empty_tensors(const char *path, int n)
 {
     FILE *f = fopen(path, "wb");
     ck_assert_ptr_nonnull(f);
-    char *h = NULL;
-    size_t len = 0;
-    FILE *m = open_memstream(&h, &len);
-    fputc('{', m);
-    for (int i = 0; i < n; i++)
-        fprintf(m, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
-    fputc('}', m);
-    fclose(m);
-    uint64_t hl = len;
+    uint64_t hl = 0;
     fwrite(&hl, 8, 1, f);
-    fwrite(h, 1, len, f);
-    free(h);
+    fputc('{', f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s\"t%d\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]}", i ? "," : "", i);
+    fputc('}', f);
+    hl = (uint64_t)ftell(f) - 8;
+    ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+    fwrite(&hl, 8, 1, f);
     ck_assert_int_eq(fclose(f), 0);
 }
 
@@ -457,17 +532,39 @@ START_TEST(test_many_empty_tensors)
     ck_assert_ptr_null(safetensors_load(path));
     snprintf(want, sizeof want, "safetensors_load: %s: 20000 tensors (at most 16384)", path);
     ck_assert_str_eq(rl_last_error(), want);
-    /* 1.2 million (72 MB): was 1.5 GB of JSON nodes; now refused before parsing */
+    /* 1.2 million (72 MB): was 1.5 GB of JSON nodes, then the whole header
+     * read into memory before its values were counted; now refused once
+     * the values read pass the limit (37,450 entries, 2.3 MB in) */
     empty_tensors(path, 1200000);
     struct rusage r0, r1;
     getrusage(RUSAGE_SELF, &r0);
     ck_assert_ptr_null(safetensors_load(path));
     getrusage(RUSAGE_SELF, &r1);
-    snprintf(want, sizeof want, "safetensors_load: %s: header holds up to 8400001 JSON values (at most 262144: 16384 "
-                                "tensors)", path);
+    /* the header's first few MB (ASan's shadow beside them), not its 72 MB */
+    ck_assert_msg(r1.ru_maxrss - r0.ru_maxrss < 24 * 1024, "maxrss grew by %ld KiB", r1.ru_maxrss - r0.ru_maxrss);
+    snprintf(want, sizeof want, "safetensors_load: %s: header holds more than 262144 JSON values (at most 262144: "
+                                "16384 tensors)", path);
     ck_assert_str_eq(rl_last_error(), want);
-    /* the header itself (72 MB, ASan's shadow beside it) and no more */
-    ck_assert_msg(r1.ru_maxrss - r0.ru_maxrss < 300 * 1024, "maxrss grew by %ld KiB", r1.ru_maxrss - r0.ru_maxrss);
+    /* the count goes on across the reader's 64 KiB chunks: an escaped quote
+     * split by one (the backslash the first chunk's last byte) keeps the
+     * string open, so the 300,000 commas after it are no values */
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    const char *pre = "{\"__metadata__\":{\"k\":\"";
+    size_t fill = 65535 - strlen(pre), commas = 300000;
+    uint64_t hl = strlen(pre) + fill + 2 + commas + 3;
+    fwrite(&hl, 8, 1, f);
+    fputs(pre, f);
+    for (size_t i = 0; i < fill; i++) fputc('a', f);
+    fputs("\\\"", f);
+    for (size_t i = 0; i < commas; i++) fputc(',', f);
+    fputs("\"}}", f);
+    ck_assert_int_eq(fclose(f), 0);
+    struct safetensors *st = safetensors_load(path);
+    ck_assert_msg(st, "%s", rl_last_error());
+    ck_assert_int_eq(st->n, 0);
+    ck_assert_uint_eq(strlen(safetensors_meta_get(st, "k")), fill + 1 + commas);
+    safetensors_free(st);
     unlink(path);
 }
 END_TEST
@@ -512,6 +609,40 @@ START_TEST(test_config_file_refusals)
     snprintf(text, sizeof text, "{\"logdir\": \"/tmp/%05000d\"}", 0);
     config_refused(text, strlen(text), "tributary-train: --config %s: 'logdir' is too long (5005 bytes, at most 511) "
                                        "(see tributary-train --help)\n");
+}
+END_TEST
+
+/* A command-line string longer than its buffer: said so, with the limit, as
+ * --config says it (was: "bad value '...' for --env"). */
+START_TEST(test_cli_strings_too_long)
+{
+    char env[700], logdir[1300], want[256];
+    snprintf(env, sizeof env, "/tmp/%0595d.so", 0);   /* 603 bytes */
+    snprintf(logdir, sizeof logdir, "/tmp/%01200d", 0);   /* 1205 bytes */
+    static const char *const progs[] = { TRIB_TRAIN_BIN, TRIB_AGENT_BIN };
+    static const char *const names[] = { "tributary-train", "tributary-agent" };
+    for (int k = 0; k < 2; k++) {
+        const char *a1[] = { "--env", env, NULL };
+        ck_assert_int_eq(run(progs[k], a1), 2);
+        snprintf(want, sizeof want, "%s: --env is too long (603 bytes, at most 511) (see %s --help)\n", names[k],
+                 names[k]);
+        ck_assert_str_eq(ERR, want);
+        char eq[1400];
+        snprintf(eq, sizeof eq, "--logdir=%s", logdir);
+        const char *a2[] = { eq, NULL };
+        ck_assert_int_eq(run(progs[k], a2), 2);
+        snprintf(want, sizeof want, "%s: --logdir is too long (1205 bytes, at most 511) (see %s --help)\n", names[k],
+                 names[k]);
+        ck_assert_str_eq(ERR, want);
+    }
+    const char *a3[] = { "--env", env, "policy.safetensors", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, a3), 2);
+    ck_assert_str_eq(ERR, "tributary-eval: --env is too long (603 bytes, at most 511) (see tributary-eval --help)\n");
+    /* the longest that fits is no usage error of its own: the plug-in is looked for */
+    snprintf(env, sizeof env, "/tmp/%0503d.so", 0);   /* 511 bytes */
+    const char *a4[] = { "--env", env, NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a4), 2);
+    ck_assert_msg(strstr(ERR, "tributary-train: --env: plugin /tmp/000") == ERR, "%s", ERR);
 }
 END_TEST
 
@@ -693,12 +824,14 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_resume_counters_out_of_range);
     tcase_add_test(tc, test_resume_refused_late_writes_nothing);
+    tcase_add_test(tc, test_resume_observer_state_not_finite);
     tcase_add_test(tc, test_counters_fields);
     tcase_add_test(tc, test_ckpt_negative_step);
     tcase_add_test(tc, test_policy_file_sizes);
     tcase_add_test(tc, test_checkpoint_arch_sizes);
     tcase_add_test(tc, test_many_empty_tensors);
     tcase_add_test(tc, test_config_file_refusals);
+    tcase_add_test(tc, test_cli_strings_too_long);
     tcase_add_test(tc, test_eval_plugin_named_by_policy_file);
     tcase_add_test(tc, test_eval_and_resume_plugin_named_by_checkpoint);
     tcase_add_test(tc, test_checkpoint_write_failures);

@@ -981,6 +981,28 @@ START_TEST(test_policy_on_cuda)
 }
 END_TEST
 
+/* A slice of any dtype on CUDA holds the bytes of the same rows on the CPU. */
+START_TEST(test_slice_dtypes_cuda)
+{
+    for (int dt = 0; dt < DTYPE_COUNT; dt++) {
+        struct tensor *x = tensor_new((enum dtype)dt, DEVICE_CPU, 2, (int64_t[]){4, 3});
+        unsigned char *b = tensor_data(x);
+        for (size_t i = 0; i < tensor_nbytes(x); i++) b[i] = (unsigned char)(i % 251 + 1);
+        struct tensor *xd = tensor_clone_to(x, DEVICE_CUDA);
+        struct tensor *y = tensor_slice(x, 1, 3), *yd = tensor_slice(xd, 1, 3);
+        ck_assert_msg(y && yd, "%s: %s", dtype_name(dt), tensor_last_error());
+        ck_assert_int_eq(yd->device, DEVICE_CUDA);
+        ck_assert(tensor_same_shape(y, yd));
+        unsigned char *h = malloc(tensor_nbytes(yd));
+        tensor_copy_to_host(yd, h);
+        ck_assert_msg(memcmp(h, tensor_data(y), tensor_nbytes(y)) == 0, "%s: cuda slice differs", dtype_name(dt));
+        free(h);
+        struct tensor *all[] = {x, xd, y, yd};
+        for (int k = 0; k < 4; k++) tensor_free(all[k]);
+    }
+}
+END_TEST
+
 int main(void)
 {
     if (!tensor_cuda_available()) {
@@ -992,6 +1014,7 @@ int main(void)
     tcase_add_loop_test(tc, test_op_cuda, 0, N_CASES);
     tcase_add_test(tc, test_to_device_gradient);
     tcase_add_test(tc, test_policy_on_cuda);
+    tcase_add_test(tc, test_slice_dtypes_cuda);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

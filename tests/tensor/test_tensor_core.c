@@ -357,6 +357,185 @@ START_TEST(test_split_cat_cases)
 }
 END_TEST
 
+/* A tensor of dtype dt and this shape whose bytes are all distinct in a
+ * window of 251 (so a row taken from the wrong offset shows). */
+static struct tensor *patterned(enum dtype dt, int ndim, const int64_t *shape)
+{
+    struct tensor *t = tensor_new(dt, DEVICE_CPU, ndim, shape);
+    ck_assert_ptr_nonnull(t);
+    unsigned char *b = tensor_data(t);
+    for (size_t i = 0; i < tensor_nbytes(t); i++) b[i] = (unsigned char)(i % 251 + 1);
+    return t;
+}
+
+/* tensor_slice of every dtype is a copy of rows [start,end) of dim 0 in
+ * x's dtype (before: NULL with "unsupported dtype" for all but f32), and
+ * its result works in the ops that take any dtype. */
+START_TEST(test_slice_every_dtype)
+{
+    const int nds[3] = {1, 2, 3};
+    const int64_t shapes[3][TENSOR_MAX_DIMS] = {{5}, {4, 3}, {3, 2, 2}};
+    for (int dt = 0; dt < DTYPE_COUNT; dt++)
+        for (int s = 0; s < 3; s++) {
+            struct tensor *x = patterned((enum dtype)dt, nds[s], shapes[s]);
+            size_t row = tensor_nbytes(x) / (size_t)x->shape[0];
+            struct tensor *y = tensor_slice(x, 1, 3);
+            ck_assert_msg(y != NULL, "%s %d-D: %s", dtype_name(dt), nds[s], tensor_last_error());
+            ck_assert_int_eq(y->dtype, dt);
+            ck_assert_int_eq(y->device, DEVICE_CPU);
+            ck_assert_int_eq(y->ndim, x->ndim);
+            ck_assert_int_eq(y->shape[0], 2);
+            for (int k = 1; k < x->ndim; k++) ck_assert_int_eq(y->shape[k], x->shape[k]);
+            ck_assert_int_eq(y->numel, x->numel / x->shape[0] * 2);
+            ck_assert_int_eq(tensor_nbytes(y), 2 * row);
+            ck_assert_msg(memcmp(tensor_data(y), (char *)tensor_data(x) + row, 2 * row) == 0, "%s %d-D: wrong rows",
+                          dtype_name(dt), nds[s]);
+            /* a copy: writing x afterwards leaves the slice as it was */
+            memset(tensor_mutable_data(x), 0, tensor_nbytes(x));
+            ck_assert_int_eq(((unsigned char *)tensor_data(y))[0], row % 251 + 1);
+            /* the ops that take any dtype */
+            struct tensor *flat = tensor_reshape(y, 1, (int64_t[]){y->numel});
+            ck_assert_ptr_nonnull(flat);
+            ck_assert_int_eq(flat->dtype, dt);
+            ck_assert_int_eq(memcmp(tensor_data(flat), tensor_data(y), tensor_nbytes(y)), 0);
+            struct tensor *d = tensor_detach(y), *same = tensor_to(y, DEVICE_CPU);
+            ck_assert_int_eq(d->dtype, dt);
+            ck_assert_int_eq(memcmp(tensor_data(d), tensor_data(y), tensor_nbytes(y)), 0);
+            ck_assert_ptr_eq(same, y);
+            struct tensor *empty = tensor_slice(x, 2, 2);
+            ck_assert_ptr_nonnull(empty);
+            ck_assert_int_eq(empty->dtype, dt);
+            ck_assert_int_eq(empty->shape[0], 0);
+            ck_assert_int_eq(empty->numel, 0);
+            ck_assert_ptr_null(tensor_slice(x, 2, 6));
+            char want[96];
+            snprintf(want, sizeof want, "tensor_slice: range [2,6) is out of bounds for dim 0 of size %lld",
+                     (long long)x->shape[0]);
+            ck_assert_str_eq(tensor_last_error(), want);
+            struct tensor *all[] = {x, y, flat, d, same, empty};
+            for (int k = 0; k < 6; k++) tensor_free(all[k]);
+        }
+    struct tensor *sc = tensor_new(DTYPE_I64, DEVICE_CPU, 0, NULL);
+    ck_assert_ptr_null(tensor_slice(sc, 0, 1));
+    ck_assert_str_eq(tensor_last_error(), "tensor_slice: cannot slice a scalar");
+    tensor_free(sc);
+}
+END_TEST
+
+/* Autograd of slice: f32 still records SliceBackward (the gradient lands in
+ * the sliced rows); another dtype records nothing, even from a tensor
+ * marked requires_grad. */
+START_TEST(test_slice_autograd_by_dtype)
+{
+    struct tensor *x = mk(2, (int64_t[]){3, 2}, (float[]){1, 2, 3, 4, 5, 6});
+    tensor_set_requires_grad(x, true);
+    struct tensor *y = tensor_slice(x, 1, 2);
+    ck_assert_ptr_nonnull(y);
+    ck_assert(y->requires_grad);
+    ck_assert_ptr_nonnull(y->grad_fn);
+    ck_assert_str_eq(y->grad_fn->name, "SliceBackward");
+    struct tensor *loss = tensor_sum(y);
+    ck_assert_int_eq(tensor_backward(loss, NULL, false), 0);
+    assert_values(x->grad, 2, (int64_t[]){3, 2}, (float[]){0, 0, 1, 1, 0, 0});
+    struct tensor *l = tensor_from_data(DTYPE_I64, 1, (int64_t[]){3}, (int64_t[]){7, 8, 9});
+    tensor_set_requires_grad(l, true);
+    struct tensor *ls = tensor_slice(l, 1, 3);
+    ck_assert_ptr_nonnull(ls);
+    ck_assert(!ls->requires_grad);
+    ck_assert_ptr_null(ls->grad_fn);
+    ck_assert_int_eq(((int64_t *)tensor_data(ls))[0], 8);
+    ck_assert_int_eq(((int64_t *)tensor_data(ls))[1], 9);
+    struct tensor *all[] = {x, y, loss, l, ls};
+    for (int k = 0; k < 5; k++) tensor_free(all[k]);
+}
+END_TEST
+
+/* Sliced int64 tensors go straight into the ops that take int64 inputs, as
+ * a training loop slicing a batch of labels does (before: the slice was
+ * NULL and each of these ops crashed on it). */
+START_TEST(test_slice_i64_feeds_index_ops)
+{
+    struct tensor *logits = mk(2, (int64_t[]){2, 3}, (float[]){0.5f, -1, 2, 1, 0, -0.5f});
+    struct tensor *labels = tensor_from_data(DTYPE_I64, 1, (int64_t[]){4}, (int64_t[]){0, 1, 2, 0});
+    struct tensor *want_t = tensor_from_data(DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){2, 0});
+    struct tensor *tgt = tensor_slice(labels, 2, 4);   /* no check: straight into the op */
+    struct tensor *ce = tensor_cross_entropy(logits, tgt);
+    struct tensor *ce_ref = tensor_cross_entropy(logits, want_t);
+    ck_assert_msg(ce != NULL, "%s", tensor_last_error());
+    ck_assert_ptr_nonnull(ce_ref);
+    ck_assert_float_eq(tensor_f32(ce)[0], tensor_f32(ce_ref)[0]);
+
+    struct tensor *idx = tensor_from_data(DTYPE_I64, 2, (int64_t[]){3, 1}, (int64_t[]){1, 2, 0});
+    struct tensor *is = tensor_slice(idx, 1, 3);
+    struct tensor *g = tensor_gather(logits, is);
+    ck_assert_msg(g != NULL, "%s", tensor_last_error());
+    assert_values(g, 2, (int64_t[]){2, 1}, (float[]){2, 1});
+
+    struct tensor *w = mk(2, (int64_t[]){3, 2}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *ind = tensor_from_data(DTYPE_I64, 1, (int64_t[]){5}, (int64_t[]){9, 0, 2, 1, 9});
+    struct tensor *off = tensor_from_data(DTYPE_I64, 1, (int64_t[]){3}, (int64_t[]){5, 0, 1});
+    struct tensor *inds = tensor_slice(ind, 1, 4), *offs = tensor_slice(off, 1, 3);
+    struct tensor *e = tensor_embedding_bag(w, inds, offs, TENSOR_BAG_SUM);
+    ck_assert_msg(e != NULL, "%s", tensor_last_error());
+    assert_values(e, 2, (int64_t[]){2, 2}, (float[]){1, 2, 8, 10});
+    struct tensor *all[] = {logits, labels, want_t, tgt, ce, ce_ref, idx, is, g, w, ind, off, inds, offs, e};
+    for (size_t k = 0; k < sizeof all / sizeof *all; k++) tensor_free(all[k]);
+}
+END_TEST
+
+/* A NULL input (the result of a failed op passed on unchecked) is an error
+ * naming the op at every public op, not a crash (before: each of these
+ * dereferenced it). */
+START_TEST(test_ops_null_inputs)
+{
+    struct tensor *a = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *idx = tensor_from_data(DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){0, 1});
+    struct tensor *N = NULL, *p[2] = {NULL, NULL};
+    uint64_t rng = 1;
+#define NULL_CASE(call, msg)                                   \
+    do {                                                       \
+        tensor_clear_error();                                  \
+        ck_assert_ptr_null(call);                              \
+        ck_assert_str_eq(tensor_last_error(), msg);            \
+    } while (0)
+    NULL_CASE(tensor_matmul(N, a), "tensor_matmul: input is NULL");
+    NULL_CASE(tensor_matmul(a, N), "tensor_matmul: input is NULL");
+    NULL_CASE(tensor_linear(a, N, NULL), "tensor_linear: input is NULL");
+    NULL_CASE(tensor_add(a, N), "tensor_add: input is NULL");
+    NULL_CASE(tensor_maximum(N, a), "tensor_maximum: input is NULL");
+    NULL_CASE(tensor_mul_scalar(N, 2), "tensor_mul_scalar: input is NULL");
+    NULL_CASE(tensor_relu(N), "tensor_relu: input is NULL");
+    NULL_CASE(tensor_clamp(N, 0, 1), "tensor_clamp: input is NULL");
+    NULL_CASE(tensor_softmax(N), "tensor_softmax: input is NULL");
+    NULL_CASE(tensor_gather(N, idx), "tensor_gather: input is NULL");
+    NULL_CASE(tensor_gather(a, N), "tensor_gather: index is NULL");
+    NULL_CASE(tensor_sum(N), "tensor_sum: input is NULL");
+    NULL_CASE(tensor_mean_dim(N, 0, false), "tensor_mean_dim: input is NULL");
+    NULL_CASE(tensor_reshape(N, 1, (int64_t[]){6}), "tensor_reshape: input is NULL");
+    NULL_CASE(tensor_slice(N, 0, 1), "tensor_slice: input is NULL");
+    ck_assert_int_eq(tensor_split(N, 0, 2, (int64_t[]){1, 1}, p), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_split: input is NULL");
+    NULL_CASE(tensor_cat(2, (struct tensor *[]){a, N}, 0), "tensor_cat: input is NULL");
+    NULL_CASE(tensor_cat(2, NULL, 0), "tensor_cat: input is NULL");
+    NULL_CASE(tensor_dropout(N, 0.5f, true, &rng), "tensor_dropout: input is NULL");
+    NULL_CASE(tensor_mse(a, N), "tensor_mse: input is NULL");
+    NULL_CASE(tensor_cross_entropy(N, idx), "tensor_cross_entropy: input is NULL");
+    NULL_CASE(tensor_cross_entropy(a, N), "tensor_cross_entropy: target is NULL");
+    NULL_CASE(tensor_embedding_bag(a, N, idx, TENSOR_BAG_SUM), "tensor_embedding_bag: indices is NULL");
+    NULL_CASE(tensor_embedding_bag(a, idx, N, TENSOR_BAG_SUM), "tensor_embedding_bag: offsets is NULL");
+    NULL_CASE(tensor_to(N, DEVICE_CPU), "tensor_to: input is NULL");
+    NULL_CASE(tensor_detach(N), "tensor_detach: input is NULL");
+    NULL_CASE(tensor_categorical_sample(N, &rng), "tensor_categorical_sample: input is NULL");
+    NULL_CASE(tensor_gaussian_sample(a, N, &rng), "tensor_gaussian_sample: input is NULL");
+    NULL_CASE(tensor_gaussian_log_prob(a, a, N), "tensor_gaussian_log_prob: input is NULL");
+    NULL_CASE(tensor_gaussian_entropy(N), "tensor_gaussian_entropy: input is NULL");
+#undef NULL_CASE
+    ck_assert_ptr_null(p[0]);
+    tensor_free(a);
+    tensor_free(idx);
+}
+END_TEST
+
 START_TEST(test_error_messages)
 {
     struct tensor *a = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
@@ -521,6 +700,10 @@ Suite *tensor_core_suite(void)
     tcase_add_test(tc, test_broadcast_cases);
     tcase_add_test(tc, test_reduction_cases);
     tcase_add_test(tc, test_split_cat_cases);
+    tcase_add_test(tc, test_slice_every_dtype);
+    tcase_add_test(tc, test_slice_autograd_by_dtype);
+    tcase_add_test(tc, test_slice_i64_feeds_index_ops);
+    tcase_add_test(tc, test_ops_null_inputs);
     tcase_add_test(tc, test_error_messages);
     tcase_add_test(tc, test_gather_cases);
     tcase_add_test(tc, test_empty_inputs_huge_outputs);
