@@ -66,6 +66,8 @@ const char *rpc_request_error_text(const struct rpc_request *req);
 void rpc_request_free_local(struct rpc_request *req);
 /* Sets a request's error to `text` verbatim (already prefixed). */
 void rpc_request_fail_text(struct rpc_request *req, const char *text);
+/* Queues an error reply `text` to request req_id of router connection rid. */
+void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text);
 /* The autograd ids a request arrived with. */
 void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, int64_t *msg_id);
 
@@ -119,8 +121,11 @@ void rpc_conn_forget_worker(int id);
 void rpc_conn_poll(void);
 /* After the I/O thread stopped: forgets every connection. */
 void rpc_conn_reset(void);
-/* The hold time (rpc_opts.heartbeat_timeout_ms) and frame bound; registers __conn_check. */
-void rpc_conn_init(int hold_ms, size_t max_frame_bytes);
+/* The hold time (rpc_opts.heartbeat_timeout_ms), the frame bound, and the
+ * function a verified connection's held requests are handed back to
+ * (rpc.c gives message.c's rpc_handle_router: conn.c calls nothing in
+ * message.c, which calls into it); registers __conn_check. */
+void rpc_conn_init(int hold_ms, size_t max_frame_bytes, void (*replay)(struct conn *c, zmq_msg_t *frames, int n));
 
 /* ---- message.c ---- */
 /* message.c: received messages (I/O thread). */
@@ -130,7 +135,5 @@ void rpc_msg_fini(void);
 void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n);
 /* Handles a message on the dealer to worker `peer` (its responses). */
 void rpc_handle_dealer(int peer, zmq_msg_t *frames, int n);
-/* Queues an error reply `text` to request req_id of router connection rid. */
-void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text);
 
 #endif

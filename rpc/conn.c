@@ -64,6 +64,8 @@ struct conn {
 static struct {
     int hold_ms;                /* rpc_opts.heartbeat_timeout_ms: how long requests wait for verification */
     size_t max_frame_bytes;
+    /* hands a held request back once its connection is verified (message.c's rpc_handle_router) */
+    void (*replay)(struct conn *c, zmq_msg_t *frames, int n);
 } settings;
 static struct conn *table[CONN_BUCKETS];
 static int nconns;
@@ -513,7 +515,7 @@ static void replay(void)
                 if (!c->held) c->held_tail = NULL;
                 c->nheld--;
                 c->held_bytes -= m->bytes;
-                rpc_handle_router(c, m->f, m->n);
+                settings.replay(c, m->f, m->n);
                 held_free(m);
             }
         }
@@ -581,9 +583,10 @@ static int bi_conn_check(struct rpc_request *req, const struct rpc_value *args, 
     return 0;
 }
 
-void rpc_conn_init(int hold_ms, size_t max_frame_bytes)
+void rpc_conn_init(int hold_ms, size_t max_frame_bytes, void (*replay)(struct conn *c, zmq_msg_t *frames, int n))
 {
     settings.hold_ms = hold_ms;
     settings.max_frame_bytes = max_frame_bytes;
+    settings.replay = replay;
     rpc_register_ex("__conn_check", bi_conn_check, NULL, RPC_FN_INLINE);
 }

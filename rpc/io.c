@@ -224,7 +224,7 @@ static void io_timers(void)
         int self = rpc_self_id();
         for (int i = 0; i < MAX_WORKERS; i++) {
             struct peer *p = rpc_peer(i);
-            if (p && p->left_at && (p->npending == 0 || now - p->left_at > io.cfg.heartbeat_timeout_ms)) {
+            if (p && p->left_at && (rpc_pending_to(i) == 0 || now - p->left_at > io.cfg.heartbeat_timeout_ms)) {
                 char why[128];
                 snprintf(why, sizeof why, "%s left", p->name);
                 rpc_close_peer(i, why);

@@ -17,15 +17,6 @@ static struct {
     size_t max_pending_bytes;   /* rpc_opts.max_pending_bytes_per_worker */
 } bounds;
 
-void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text)
-{
-    if (!req_id || !rid || !rid_len) return;
-    struct outmsg *m = rpc_build_msg(WIRE_ERR, req_id, NULL, -1, true, 0, 0, 0, NULL, text);
-    memcpy(m->rid, rid, rid_len);
-    m->rid_len = rid_len;
-    rpc_out_push(m);
-}
-
 static void reply_bad(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *why)
 {
     char buf[1024];

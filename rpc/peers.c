@@ -189,12 +189,6 @@ void rpc_peer_touch(int id)
     if (p && p->dealer) p->last_seen = trib_now_ms();
 }
 
-void rpc_peer_pending(int id, int delta)
-{
-    struct peer *p = rpc_peer(id);
-    if (p) p->npending += delta;
-}
-
 struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic)
 {
     CHECK(id >= 0 && id < MAX_WORKERS);
@@ -256,7 +250,7 @@ bool rpc_peer_gone(int id, const char *why, bool left)
     pthread_rwlock_wrlock(&dir.lock);
     p->alive = false;
     pthread_rwlock_unlock(&dir.lock);
-    if (left && p->npending > 0) p->left_at = trib_now_ms();
+    if (left && rpc_pending_to(id) > 0) p->left_at = trib_now_ms();
     else rpc_close_peer(id, why);
     return true;
 }

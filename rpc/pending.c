@@ -16,13 +16,30 @@ static struct {
     int n;                                  /* I/O thread only */
     int64_t last_scan;                      /* I/O thread only: the last timeout scan */
     atomic_int inflight;                    /* started and not yet completed (any thread) */
+    int to[MAX_WORKERS];                    /* I/O thread only: pending calls per peer */
+    void (*name_of)(int id, char *buf, size_t cap);   /* names a peer in error texts (rpc_pending_init) */
 } calls;
+
+void rpc_pending_init(void (*name_of)(int id, char *buf, size_t cap)) { calls.name_of = name_of; }
+
+int rpc_pending_to(int peer) { return peer >= 0 && peer < MAX_WORKERS ? calls.to[peer] : 0; }
+
+static void count_to(int peer, int delta)
+{
+    if (peer >= 0 && peer < MAX_WORKERS) calls.to[peer] += delta;
+}
+
+static void peer_name(int id, char *buf, size_t cap)
+{
+    if (calls.name_of) calls.name_of(id, buf, cap);
+    else snprintf(buf, cap, "worker%d", id);
+}
 
 /* ---- pending calls (I/O thread) ---------------------------------------- */
 
 void rpc_pending_add(struct rpc_future *f)
 {
-    rpc_peer_pending(f->peer, 1);
+    count_to(f->peer, 1);
     unsigned b = (unsigned)(f->req_id & (NBUCKETS - 1));
     f->hnext = calls.buckets[b];
     calls.buckets[b] = f;
@@ -39,7 +56,7 @@ struct rpc_future *rpc_pending_take(uint64_t req_id, int peer)
             struct rpc_future *f = *pp;
             *pp = f->hnext;
             calls.n--;
-            rpc_peer_pending(f->peer, -1);
+            count_to(f->peer, -1);
             return f;
         }
     return NULL;
@@ -61,7 +78,7 @@ static void scan_pending(bool (*pred)(struct rpc_future *, void *), void *arg, c
             if (pred(f, arg)) {
                 *pp = f->hnext;
                 calls.n--;
-                rpc_peer_pending(f->peer, -1);
+                count_to(f->peer, -1);
                 rpc_pending_done(f);
             } else {
                 pp = &f->hnext;
@@ -76,7 +93,7 @@ static bool fail_if_peer(struct rpc_future *f, void *arg)
     struct fail_arg *a = arg;
     if (a->peer >= 0 && f->peer != a->peer) return false;
     char name[64];
-    rpc_peer_name(f->peer, name, sizeof name);
+    peer_name(f->peer, name, sizeof name);
     rpc_future_fail(f, "rpc: %s calling %s.%s", a->why, name, f->fn);
     return true;
 }
@@ -92,7 +109,7 @@ static bool fail_if_expired(struct rpc_future *f, void *arg)
     int64_t now = *(int64_t *)arg;
     if (!f->deadline || now < f->deadline) return false;
     char name[64];
-    rpc_peer_name(f->peer, name, sizeof name);
+    peer_name(f->peer, name, sizeof name);
     rpc_future_fail(f, "rpc: timed out after %d ms calling %s.%s", f->timeout_ms, name, f->fn);
     return true;
 }

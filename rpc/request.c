@@ -334,3 +334,12 @@ void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, in
 }
 
 void rpc_requests_drain(void) { rpc_fl_drain(&rpc_request_fl); }
+
+void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text)
+{
+    if (!req_id || !rid || !rid_len) return;
+    struct outmsg *m = rpc_build_msg(WIRE_ERR, req_id, NULL, -1, true, 0, 0, 0, NULL, text);
+    memcpy(m->rid, rid, rid_len);
+    m->rid_len = rid_len;
+    rpc_out_push(m);
+}

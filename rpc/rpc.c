@@ -122,12 +122,13 @@ static void init_parts(const char *name, const char *master, const struct rpc_li
     const struct rpc_opts *o = &ag.opts;
     bool dynamic = ag.rank == RPC_RANK_DYNAMIC;
     rpc_counters_reset();
+    rpc_pending_init(rpc_peer_name);
     rpc_future_set_spin(o->spin_us);
     rpc_call_init(o->default_timeout_ms);
     rpc_peers_init(links, name, rpc_membership_lost);
     wire_set_self_id(dynamic ? RPC_UNASSIGNED_ID : ag.rank);
     rpc_membership_init(o, ag.rank, ag.world_size, master);
-    rpc_conn_init(o->heartbeat_timeout_ms, o->max_frame_bytes);
+    rpc_conn_init(o->heartbeat_timeout_ms, o->max_frame_bytes, rpc_handle_router);
     rpc_msg_init(o->max_pending_per_worker, o->max_pending_bytes_per_worker);
     rref_register_builtins();
     rref_module_init();

@@ -41,7 +41,6 @@ struct peer {
     int64_t last_seen;
     int64_t left_at;                /* left gracefully: the dealer stays open to
                                        drain replies already on their way */
-    int npending;                   /* I/O thread: calls awaiting its reply */
     unsigned char rid[RPC_RID_LEN]; /* the dealer's routing id (random, ours) */
     uint32_t bad;                   /* I/O thread: bad messages on the dealer */
 };
@@ -86,9 +85,8 @@ bool rpc_peer_gone(int id, const char *why, bool left);
 /* I/O thread: a peer found lost (silent, or too many bad messages): tells
  * membership (the callback given to rpc_peers_init). */
 void rpc_peer_lost(int id, const char *why);
-/* I/O thread: heard from id (resets its heartbeat clock); calls pending on it. */
+/* I/O thread: heard from id (resets its heartbeat clock). */
 void rpc_peer_touch(int id);
-void rpc_peer_pending(int id, int delta);
 /* Counts a bad message on the dealer to worker id; past the limit the peer is lost. */
 void rpc_peer_bad(int id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 bool rpc_own_dealer_rid(const unsigned char *rid, size_t len);
@@ -99,7 +97,12 @@ bool rpc_worker_alive(int id);
 bool rpc_is_up(void);
 const char *rpc_self_name(void);
 
-/* pending.c: the pending table (I/O thread) and the calls in flight. */
+/* pending.c: the pending table (I/O thread) and the calls in flight. It
+ * names peers in its errors through name_of (rpc.c gives rpc_peer_name):
+ * it calls nothing in peers.c, which calls into it. */
+void rpc_pending_init(void (*name_of)(int id, char *buf, size_t cap));
+/* I/O thread: the calls pending on worker peer. */
+int rpc_pending_to(int peer);
 void rpc_pending_add(struct rpc_future *f);
 /* The pending call req_id made to worker `peer`, unlinked; NULL if none. */
 struct rpc_future *rpc_pending_take(uint64_t req_id, int peer);
