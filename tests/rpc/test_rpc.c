@@ -810,8 +810,11 @@ START_TEST(test_kill9_peer)
         ck_assert_str_eq(rpc_last_error(), "rpc: lost w1 (no heartbeat for 1000 ms) calling w1.slow");
         rpc_future_free(fs[i]);
     }
+    /* Promptly: a second after w1's last ping, give or take a loaded box's
+     * delays; their own ends (the reply, the call timeout) are 30 and 60 s
+     * away. */
     double dt = trib_now_s() - t0;
-    ck_assert_msg(dt < 2.0, "pending calls failed after %.3f s (heartbeat timeout 1 s)", dt);
+    ck_assert_msg(dt < 10.0, "pending calls failed after %.3f s (heartbeat timeout 1 s)", dt);
     struct rpc_event ev;
     ck_assert_int_eq(rpc_next_event(&ev, 1000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
