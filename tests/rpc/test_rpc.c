@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <zmq.h>
 
@@ -214,11 +215,70 @@ static int m_slow_get(struct rpc_request *req, void *obj, const struct rpc_value
     return 0;
 }
 
-/* SlowVal objects: to_value takes 600 ms. */
+/* A gate the tests open, shared with the forked workers (MAP_SHARED,
+ * mapped in main before anything forks): the "gated" functions and
+ * SlowVal's to_value wait at it until a test opens it (at most
+ * GATE_CAP_S), so a test holds a worker busy exactly as long as it needs,
+ * and sees who waits, without a message through that worker. */
+#define GATE_CAP_S 30.0
+struct gate { _Atomic int open, waiting; };
+static struct gate *gate;
+
+static void gate_pass(void)
+{
+    atomic_fetch_add(&gate->waiting, 1);
+    for (double t0 = trib_now_s(); !atomic_load(&gate->open) && trib_now_s() - t0 < GATE_CAP_S;) usleep(1000);
+    atomic_fetch_sub(&gate->waiting, 1);
+}
+
+/* Before a test's workers start. */
+static void gate_close(void)
+{
+    atomic_store(&gate->open, 0);
+    atomic_store(&gate->waiting, 0);
+}
+
+static void gate_open(void) { atomic_store(&gate->open, 1); }
+
+/* Until n waiters are at the gate (60 s at most). */
+static void gate_await(int n)
+{
+    double t0 = trib_now_s();
+    while (atomic_load(&gate->waiting) < n) {
+        ck_assert_msg(trib_now_s() - t0 < 60, "%d of %d waiters at the gate after 60 s", atomic_load(&gate->waiting), n);
+        usleep(1000);
+    }
+}
+
+/* gated(): returns nil once the gate opens. */
+static int fn_gated(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    gate_pass();
+    return 0;
+}
+
+/* park_gated(): a deferred reply (nil) completed by another thread once
+ * the gate opens. */
+static void *unpark_at_gate(void *arg)
+{
+    gate_pass();
+    rpc_request_complete(arg, NULL);
+    return NULL;
+}
+
+static int fn_park_gated(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    pthread_t t;
+    pthread_create(&t, NULL, unpark_at_gate, req);
+    pthread_detach(t);
+    return RPC_DEFERRED;
+}
+
+/* SlowVal objects: to_value waits at the gate. */
 static void slowval_destroy(void *o) { free(o); }
 static int slowval_value(void *o, struct rpc_value *out)
 {
-    usleep(600000);
+    gate_pass();
     *out = rpc_int(*(int64_t *)o);
     return 0;
 }
@@ -421,6 +481,8 @@ static void register_all(void)
     rpc_register("via", fn_via, NULL);
     rpc_register("swap_methods", fn_swap_methods, NULL);
     rpc_register("park", fn_park, NULL);
+    rpc_register("gated", fn_gated, NULL);
+    rpc_register("park_gated", fn_park_gated, NULL);
     rpc_register_ctor("counter", &COUNTER, ctor_counter, NULL);
     rpc_register_ctor("slowval", &SLOWVAL, ctor_slowval, NULL);
     rpc_register_method("Counter", "add", m_add, NULL);
@@ -704,17 +766,18 @@ static void then_cb(struct rpc_future *f, void *u) { if (!rpc_future_error(f)) a
  * than fit on its stack (40) work the same. */
 START_TEST(test_future_wait_any)
 {
+    gate_close();
     start_world(2);
     struct rpc_future *fs[40] = { 0 };
     ck_assert_int_eq(rpc_future_wait_any(fs, 0, 10), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc_future_wait_any: no future to wait on");
     ck_assert_int_eq(rpc_future_wait_any(fs, 3, -1), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc_future_wait_any: no future to wait on");
-    struct rpc_value park = rpc_list(1), add = rpc_list(2), res;
-    park.list.items[0] = rpc_int(3000);
+    struct rpc_value add = rpc_list(2), res;
     add.list.items[0] = rpc_int(2);
     add.list.items[1] = rpc_int(3);
-    for (int i = 1; i < 39; i++) fs[i] = rpc_async("w1", "park", &park, 0);
+    /* replies that come only once the gate opens */
+    for (int i = 1; i < 39; i++) fs[i] = rpc_async("w1", "park_gated", NULL, 0);
     double t0 = trib_now_s();
     ck_assert_int_eq(rpc_future_wait_any(fs, 39, 100), -1);
     ck_assert_str_eq(rpc_last_error(), "rpc: no future done within 100 ms");
@@ -728,6 +791,7 @@ START_TEST(test_future_wait_any)
     ck_assert_int_eq(res.i, 5);
     rpc_value_clear(&res);
     /* the parked ones wake it when their replies come */
+    gate_open();
     int k = rpc_future_wait_any(fs, 39, 20000);
     ck_assert_msg(k >= 1 && k < 39, "%d: %s", k, rpc_last_error());
     ck_assert_ptr_null(rpc_future_error(fs[k]));
@@ -737,7 +801,6 @@ START_TEST(test_future_wait_any)
     ck_assert_int_eq(rpc_future_wait_any(fs, 1, -1), 0);
     ck_assert_str_eq(rpc_future_error(fs[0]), "rpc: unknown worker 'nobody' calling nobody.add");
     for (int i = 0; i < 40; i++) rpc_future_free(fs[i]);
-    rpc_value_clear(&park);
     rpc_value_clear(&add);
     stop_world();
 }
@@ -745,6 +808,7 @@ END_TEST
 
 START_TEST(test_errors_and_timeouts)
 {
+    gate_close();
     start_world(2);
     struct rpc_value args = rpc_list(1), res;
     args.list.items[0] = rpc_int(1);
@@ -756,14 +820,17 @@ START_TEST(test_errors_and_timeouts)
     ck_assert_str_eq(rpc_last_error(), "rpc: unknown worker 'w9' calling w9.add");
     rpc_value_clear(&args);
 
+    /* a call answered only once the gate opens (30 s at most): its 100 ms
+     * timeout ends it */
+    double t0 = trib_now_s();
+    ck_assert_int_eq(rpc_sync("w1", "gated", NULL, &res, 100), -1);
+    double dt = trib_now_s() - t0;
+    ck_assert_str_eq(rpc_last_error(), "rpc: timed out after 100 ms calling w1.gated");
+    ck_assert_msg(dt >= 0.095 && dt < GATE_CAP_S / 3, "timeout took %.3f s", dt);
+    gate_open();
+    /* the late reply is dropped; the worker keeps serving */
     args = rpc_list(1);
     args.list.items[0] = rpc_int(600);
-    double t0 = trib_now_s();
-    ck_assert_int_eq(rpc_sync("w1", "slow", &args, &res, 100), -1);
-    double dt = trib_now_s() - t0;
-    ck_assert_str_eq(rpc_last_error(), "rpc: timed out after 100 ms calling w1.slow");
-    ck_assert_msg(dt >= 0.095 && dt < 0.5, "timeout took %.3f s", dt);
-    /* the late reply is dropped; the worker keeps serving */
     struct rpc_future *f = rpc_async("w1", "slow", &args, 0);
     rpc_future_then(f, then_cb, NULL);
     ck_assert_int_eq(rpc_future_wait(f, NULL), 0);
@@ -852,6 +919,7 @@ static void wait_int(const char *to, const char *fn, int64_t want)
 
 START_TEST(test_rref_lifecycle)
 {
+    gate_close();
     start_world(3);
     struct rpc_value args = rpc_list(1), res;
     args.list.items[0] = rpc_int(5);
@@ -946,12 +1014,11 @@ START_TEST(test_rref_lifecycle)
     ck_assert_int_eq(rref_owned_count(), 0);
 
     /* an owner-local to_here honours its timeout while the construction
-     * waits for a handler thread (all 4 of ours are busy) */
+     * waits for a handler thread (all 4 of ours wait at the gate) */
     struct rpc_future *busy[4];
+    for (int i = 0; i < 4; i++) busy[i] = rpc_async("w0", "gated", NULL, 0);
+    gate_await(4);
     rpc_value_clear(&args.list.items[0]);
-    args.list.items[0] = rpc_int(800);
-    for (int i = 0; i < 4; i++) busy[i] = rpc_async("w0", "slow", &args, 0);
-    usleep(100000);
     args.list.items[0] = rpc_int(12);
     r = rpc_remote("w0", "counter", &args, 0);
     double t0 = trib_now_s();
@@ -961,7 +1028,8 @@ START_TEST(test_rref_lifecycle)
     snprintf(want, sizeof want, "rpc: timed out after 100 ms waiting for RRef %#llx to be built",
              (unsigned long long)rref_id(r));
     ck_assert_str_eq(rpc_last_error(), want);
-    ck_assert_msg(dt < 0.5, "to_here took %.3f s", dt);
+    ck_assert_msg(dt < GATE_CAP_S / 3, "to_here took %.3f s", dt);
+    gate_open();
     ck_assert_int_eq(rref_to_here(r, &v, 0), 0);       /* built once a thread is free */
     ck_assert_int_eq(v.i, 12);
     for (int i = 0; i < 4; i++) {
@@ -983,6 +1051,7 @@ END_TEST
  * of the owner is busy; an unknown one fails by name. */
 START_TEST(test_rref_method_table_changed)
 {
+    gate_close();
     start_world(2);
     struct rpc_value a = rpc_list(1), res;
     a.list.items[0] = rpc_int(10);
@@ -997,25 +1066,23 @@ START_TEST(test_rref_method_table_changed)
     ck_assert_int_eq(res.i, 10);                    /* the new add subtracts */
     ck_assert_msg(rref_rpc_sync(r, "peek", NULL, &res, 0) == 0, "%s", rpc_last_error());
     ck_assert_int_eq(res.i, 10);
-    /* every handler thread of w1 asleep (4, the default): an inline method
-     * still answers, a pooled one waits */
-    struct rpc_value slow = rpc_list(1);
-    slow.list.items[0] = rpc_int(3000);
+    /* every handler thread of w1 held at the gate (4, the default): an
+     * inline method still answers, a pooled one waits */
     struct rpc_future *busy[4];
-    for (int i = 0; i < 4; i++) busy[i] = rpc_async("w1", "slow", &slow, 0);
-    usleep(200000);
+    for (int i = 0; i < 4; i++) busy[i] = rpc_async("w1", "gated", NULL, 0);
+    gate_await(4);
     struct rpc_value zero = rpc_list(1);
     zero.list.items[0] = rpc_int(0);
     struct rpc_future *pooled = rref_rpc_async(r, "slow_get", &zero, 0);
     rpc_value_clear(&zero);
-    ck_assert_msg(rref_rpc_sync(r, "peek", NULL, &res, 2500) == 0, "%s", rpc_last_error());
+    ck_assert_msg(rref_rpc_sync(r, "peek", NULL, &res, 10000) == 0, "%s", rpc_last_error());
     ck_assert_int_eq(res.i, 10);
     ck_assert(!rpc_future_done(pooled));
+    gate_open();
     ck_assert_int_eq(rpc_future_wait_all(busy, 4), 0);
     for (int i = 0; i < 4; i++) rpc_future_free(busy[i]);
-    rpc_future_wait(pooled, NULL);
+    ck_assert_msg(rpc_future_wait(pooled, NULL) == 0, "%s", rpc_last_error());
     rpc_future_free(pooled);
-    rpc_value_clear(&slow);
     rpc_value_clear(&a);
     rref_free(r);
     stop_world();
@@ -1053,9 +1120,12 @@ static void *to_here_thread(void *arg)
 }
 
 /* A slow to_value on the owner does not stall its I/O thread: RRef
- * operations that run there (a method call arriving, a delete) go on. */
+ * operations that run there (a method call arriving, a delete) go on. The
+ * to_value runs until the method call has returned (the gate): were the
+ * call stuck behind it, it would wait out the gate's 30 s. */
 START_TEST(test_rref_slow_to_value)
 {
+    gate_close();
     start_world(2);
     struct rpc_value args = rpc_list(1), res;
     args.list.items[0] = rpc_int(1);
@@ -1063,12 +1133,14 @@ START_TEST(test_rref_slow_to_value)
     ck_assert_int_eq(rref_rpc_sync(c, "add", &args, &res, 0), 0);     /* both built */
     pthread_t t;
     pthread_create(&t, NULL, to_here_thread, slow);
-    usleep(150000);                     /* w1 is in SlowVal's to_value */
+    gate_await(1);                      /* w1 is in SlowVal's to_value */
     double t0 = trib_now_s();
-    ck_assert_msg(rref_rpc_sync(c, "add", &args, &res, 0) == 0, "%s", rpc_last_error());
+    int rc = rref_rpc_sync(c, "add", &args, &res, 0);
     double dt = trib_now_s() - t0;
+    gate_open();
+    ck_assert_msg(rc == 0, "%s", rpc_last_error());
     ck_assert_int_eq(res.i, 3);
-    ck_assert_msg(dt < 0.3, "a method call waited %.3f s for another RRef's to_value", dt);
+    ck_assert_msg(dt < GATE_CAP_S / 3, "a method call waited %.3f s for another RRef's to_value", dt);
     void *trc;
     pthread_join(t, &trc);
     ck_assert_ptr_null(trc);
@@ -2768,6 +2840,11 @@ static Suite *rpc_suite(void)
 
 int main(void)
 {
+    gate = mmap(NULL, sizeof *gate, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (gate == MAP_FAILED) {
+        perror("mmap");
+        return 1;
+    }
     SRunner *sr = srunner_create(rpc_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
