@@ -561,8 +561,11 @@ static void check_observer_killed(const char *mode)
      * of an update's backward: that is the bug
      * test_bug_sync_observer_lost_in_backward (a kill at a random time of a
      * ppo-fast run hits it about 1 time in 6). */
+    /* Async: observer2 dies at the first progress line, after 0.05 s of
+     * training; a release build on a quiet box steps ~70k env steps/s here,
+     * so a 0.25 s interval came at 17k steps, 30k on a box 1.8x faster. */
     const char *args[] = { "--observers", "3", "--heartbeat-timeout", "1500", "--max-steps", "60000", "--target",
-                           "1000", "--mode", mode, "--log-every", "0.25", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                           "1000", "--mode", mode, "--log-every", "0.05", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                            NULL, NULL };
     if (strcmp(mode, "sync") == 0) {
         const char *more[] = { "0.01", "--steps-per-rollout", "512", "--envs-per-observer", "8", "--epochs", "1",
