@@ -3,6 +3,8 @@
  * compute an MSE loss locally, backward and step their own dist_optim. Each
  * context holds exactly its own gradients, versions increase, and the
  * regression converges. */
+#include <stdatomic.h>
+
 #include "dist_harness.h"
 
 enum { IN = 4, OUT = 2, BATCH = 16, STEPS = 150 };
@@ -90,6 +92,45 @@ static const char *check_ps_grads(int64_t ctx, const struct tensor *x, const str
     return err;
 }
 
+/* The trainers' start barrier, kept on w0: t.arrive() counts a trainer in,
+ * t.arrived() says how many are. */
+static atomic_int arrived;
+
+static int fn_arrive(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_int(atomic_fetch_add(&arrived, 1) + 1);
+    return 0;
+}
+
+static int fn_arrived(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    *res = rpc_int(atomic_load(&arrived));
+    return 0;
+}
+
+/* Returns once both trainers have arrived (NULL), or a message after 60 s. */
+static const char *start_barrier(char *msg, size_t cap)
+{
+    struct rpc_value r = rpc_nil();
+    if (rpc_sync("w0", "t.arrive", NULL, &r, 0) != 0) {
+        snprintf(msg, cap, "t.arrive: %s", rpc_last_error());
+        return msg;
+    }
+    for (double t0 = trib_now_s(); r.kind == RPC_INT && r.i < 2; usleep(1000)) {
+        if (trib_now_s() - t0 > 60) {
+            snprintf(msg, cap, "the other trainer did not start within 60 s");
+            return msg;
+        }
+        rpc_value_clear(&r);
+        if (rpc_sync("w0", "t.arrived", NULL, &r, 0) != 0) {
+            snprintf(msg, cap, "t.arrived: %s", rpc_last_error());
+            return msg;
+        }
+    }
+    rpc_value_clear(&r);
+    return NULL;
+}
+
 /* t.train(module RRef, [param RRefs], seed) on a trainer: STEPS iterations;
  * returns [last loss, first version, last version, steps whose version did
  * not increase, start time, end time (CLOCK_MONOTONIC, shared by the
@@ -117,6 +158,10 @@ static int fn_train(struct rpc_request *req, const struct rpc_value *args, struc
         snprintf(msg, sizeof msg, "dist_optim_num_owners %d, expected 1", dist_optim_num_owners(opt));
         err = msg;
     }
+    /* Nothing else makes the two trainers' steps overlap: a trainer whose
+     * call was scheduled late could start after the other had taken all
+     * its steps. */
+    if (!err) err = start_barrier(msg, sizeof msg);
     for (int it = 0; it < STEPS && !err; it++) {
         int64_t ctx = dist_autograd_context_new();
         struct tensor *x = dh_random(BATCH, IN, seed * 7919u + (uint32_t)it), *t = target_of(x), *y = NULL;
@@ -163,7 +208,12 @@ static int fn_train(struct rpc_request *req, const struct rpc_value *args, struc
     return 0;
 }
 
-static void register_train(void) { rpc_register("t.train", fn_train, NULL); }
+static void register_train(void)
+{
+    rpc_register("t.train", fn_train, NULL);
+    rpc_register("t.arrive", fn_arrive, NULL);
+    rpc_register("t.arrived", fn_arrived, NULL);
+}
 
 static double eval_loss(struct rref *mod)
 {
@@ -221,7 +271,7 @@ START_TEST(test_parameter_server)
         rpc_value_clear(&res);
         rpc_future_free(f[k]);
     }
-    /* the two trainers ran at the same time */
+    /* the two trainers ran at the same time (the start barrier's doing) */
     ck_assert_msg(fmax(start[0], start[1]) < fmin(end[0], end[1]), "trainers did not overlap: [%f,%f] [%f,%f]",
                   start[0], end[0], start[1], end[1]);
     int64_t v = -1;
