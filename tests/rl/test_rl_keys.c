@@ -405,14 +405,14 @@ START_TEST(test_same_key_trains)
     struct rl_proc obs;
     int rc = run_observer(&r, keys, &obs, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "observer exit %d\nstderr:\n%s", rc, obs.err);
-    ck_assert_str_eq(after_joined(obs.err), "");
+    ck_assert_str_eq(after_joined(obs.err_nowait), "");
     rc = run_wait(&r.agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstderr:\n%s", rc, r.agent.err);
     assert_budget_summary(&r.agent, 1);
     char want[512];
     snprintf(want, sizeof want, "tributary-agent: listening on %s (encrypted: %s/tributary.key, public key %.8s...)\n",
              r.master, keys, k.public_key);
-    ck_assert_str_eq(r.agent.err, want);
+    ck_assert_str_eq(r.agent.err_nowait, want);
     rl_free(&obs);
     rl_free(&r.agent);
 
@@ -422,7 +422,7 @@ START_TEST(test_same_key_trains)
     rl_start(&t, TRIB_TRAIN_BIN, args, NULL);
     rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train exit %d\nstderr:\n%s", rc, t.err);
-    ck_assert_str_eq(t.err, "");
+    ck_assert_str_eq(t.err_nowait, "");
     assert_budget_summary(&t, 2);
     rl_free(&t);
     /* ...and --insecure changes nothing on loopback */
@@ -430,7 +430,7 @@ START_TEST(test_same_key_trains)
     rl_start(&t, TRIB_TRAIN_BIN, plain, NULL);
     rc = run_wait(&t, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "tributary-train --insecure exit %d\nstderr:\n%s", rc, t.err);
-    ck_assert_str_eq(t.err, "");
+    ck_assert_str_eq(t.err_nowait, "");
     rl_free(&t);
 }
 END_TEST
@@ -458,7 +458,7 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
                  "observer1: rpc_init: rendezvous with %s failed: rpc: security handshake with %s failed (%s) calling "
                  "(rendezvous).__hello\nobserver1: could not reach the agent at %s; is it using --keys? %s\n",
                  r.master, r.master, obs_whys[i], r.master, hint);
-        match = strcmp(bad.err, want) == 0;
+        match = strcmp(bad.err_nowait, want) == 0;
     }
     ck_assert_msg(match, "observer stderr:\n%s", bad.err);
     ck_assert_str_eq(bad.out, "");

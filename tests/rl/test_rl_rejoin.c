@@ -86,7 +86,7 @@ static void assert_clean_exit(struct rl_proc *p, const char *who)
 {
     int rc = rl_wait(p, 60);
     ck_assert_msg(rc == 0, "%s exit %d\nstderr:\n%s", who, rc, p->err);
-    ck_assert_msg(after_joined(p->err)[0] == '\0', "%s stderr:\n%s", who, p->err);
+    ck_assert_msg(after_joined(p->err_nowait)[0] == '\0', "%s stderr:\n%s", who, p->err);
     rl_free(p);
 }
 
@@ -176,7 +176,7 @@ static void check_rejoin(const char *mode)
                  "observer1: rpc_init: rendezvous with %s failed: rpc: agent: __hello: worker name 'observer1' is "
                  "taken\n", ep);
         ck_assert_msg(rc == 1, "exit %d\nstderr:\n%s", rc, again.err);
-        ck_assert_str_eq(again.err, want);
+        ck_assert_str_eq(again.err_nowait, want);
         rl_free(&again);
     }
     start_observer(&again, ep, 2, 3, NULL);
@@ -188,7 +188,7 @@ static void check_rejoin(const char *mode)
     ck_assert_double_eq(jnum(j, "observers_rejoined"), 1);
     /* stderr: listening, the loss and the rejoin, nothing else (in sync mode
      * the final checkpoint got every observer's state) */
-    const char *lost = strstr(agent.err, "\nagent: lost observer2: ");
+    const char *lost = strstr(agent.err_nowait, "\nagent: lost observer2: ");
     ck_assert_msg(lost != NULL, "agent stderr:\n%s", agent.err);
     const char *eol = strchr(lost + 1, '\n');
     ck_assert_msg(eol && memmem(lost, (size_t)(eol - lost), "; continuing with 1 observer", 28) &&
@@ -235,19 +235,20 @@ START_TEST(test_rejoin_refused)
         snprintf(want, sizeof want, "%s: rpc_init: rendezvous with %s failed: rpc: agent: __hello: %s\n", cases[i].who,
                  ep, cases[i].why);
         ck_assert_msg(rc == 1, "case %zu: exit %d\nstderr:\n%s", i, rc, bad.err);
-        ck_assert_str_eq(bad.err, want);
+        ck_assert_str_eq(bad.err_nowait, want);
         ck_assert_str_eq(bad.out, "");
         rl_free(&bad);
     }
     /* outside the world by its own account: refused before it says hello */
     start_observer(&bad, ep, 3, 3, NULL);
     ck_assert_int_eq(rl_wait(&bad, 30), 1);
-    ck_assert_str_eq(bad.err, "observer3: rpc_init: rank 3 out of range for world size 3\n");
+    ck_assert_str_eq(bad.err_nowait, "observer3: rpc_init: rank 3 out of range for world size 3\n");
     rl_free(&bad);
     cJSON *j = stop_agent(&agent);
     ck_assert_double_eq(jnum(j, "observers_lost"), 0);
     ck_assert_double_eq(jnum(j, "observers_rejoined"), 0);
-    ck_assert_msg(strchr(agent.err, '\n') == agent.err + strlen(agent.err) - 1, "agent stderr:\n%s", agent.err);
+    ck_assert_msg(strchr(agent.err_nowait, '\n') == agent.err_nowait + strlen(agent.err_nowait) - 1, "agent stderr:\n%s",
+                  agent.err);
     assert_clean_exit(&obs1, "observer1");
     assert_clean_exit(&obs2, "observer2");
     cJSON_Delete(j);
@@ -277,7 +278,7 @@ static void check_agent_death(const char *mode)
         char want[128];
         snprintf(want, sizeof want, "observer%d: lost the agent (no heartbeat within " HB_MS " ms): exiting\n", i + 1);
         ck_assert_msg(rc == 1, "%s: observer%d exit %d\nstderr:\n%s", mode, i + 1, rc, obs[i].err);
-        ck_assert_str_eq(after_joined(obs[i].err), want);
+        ck_assert_str_eq(after_joined(obs[i].err_nowait), want);
         ck_assert_msg(dt < HB_S + 5, "%s: observer%d exited %.1f s after the agent's death", mode, i + 1, dt);
         rl_free(&obs[i]);
     }

@@ -21,7 +21,7 @@ static cJSON *train(const char *const *args, int want_rc)
     rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
     int rc = rl_wait(&p, RUN_TIMEOUT_S);
     ck_assert_msg(rc == want_rc, "exit %d, not %d\nstdout:\n%s\nstderr:\n%s", rc, want_rc, tail(p.out), tail(p.err));
-    ck_assert_msg(p.err[0] == '\0', "stderr:\n%s", tail(p.err));
+    ck_assert_msg(p.err_nowait[0] == '\0', "stderr:\n%s", tail(p.err));
     ck_assert_msg(strncmp(p.out, "tributary: ", 11) == 0, "first line:\n%s", p.out);
     char *nl = strchr(p.out, '\n');
     ck_assert_msg(nl && memmem(p.out, (size_t)(nl - p.out), "; target ", 9), "first line:\n%s", p.out);
@@ -273,7 +273,7 @@ START_TEST(test_ppo_sync_learns)
     rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
     int rc = rl_wait(&p, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 0, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
-    ck_assert_str_eq(p.err, "");
+    ck_assert_msg(p.err_nowait[0] == '\0', "stderr:\n%s", tail(p.err));
     char *first = strndup(p.out, strcspn(p.out, "\n"));
     ck_assert_str_eq(first, "tributary: sync ppo (preset ppo-fast) on CartPole-v1: 2 observers x 16 envs x 32 steps, "
                             "64-64 tanh, lr 0.0025, gamma 0.99, lambda 0.95, 8 epochs x 4 minibatches, clip 0.2, "
@@ -592,8 +592,8 @@ static void check_observer_killed(const char *mode)
     /* stderr: the agent's line, then the train process reaping observer2 */
     char reaped[128];
     snprintf(reaped, sizeof reaped, "tributary-train: observer2 (pid %d) was killed by signal 9\n", (int)kids[1].pid);
-    const char *lost = strstr(p.err, "agent: lost observer2: ");
-    ck_assert_msg(lost == p.err, "stderr does not start with the lost observer:\n%s", p.err);
+    const char *lost = strstr(p.err_nowait, "agent: lost observer2: ");
+    ck_assert_msg(lost == p.err_nowait, "stderr does not start with the lost observer:\n%s", p.err);
     const char *eol = strchr(lost, '\n');
     ck_assert_msg(eol && memmem(lost, (size_t)(eol - lost), "; continuing with 2 observers", 29) &&
                       strcmp(eol + 1, reaped) == 0,
@@ -624,7 +624,7 @@ static void check_signal(const char *mode, int sig, const char *name)
     ck_assert_int_eq(kill(p.pid, sig), 0);
     int rc = rl_wait(&p, 120);
     ck_assert_msg(rc == 128 + sig, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
-    ck_assert_msg(p.err[0] == '\0', "stderr:\n%s", p.err);
+    ck_assert_msg(p.err_nowait[0] == '\0', "stderr:\n%s", p.err);
     cJSON *j = summary(&p);
     check_summary_shape(j);
     ck_assert_str_eq(jstr(j, "stopped_by"), name);
@@ -665,7 +665,7 @@ START_TEST(test_sigint_while_waiting)
              "tributary-agent: listening on %s\nagent: rpc_init: interrupted while waiting for the rendezvous "
              "(1 of 3 workers arrived)\n", master);
     ck_assert_msg(rc == 130, "exit %d\nstderr:\n%s", rc, p.err);
-    ck_assert_str_eq(p.err, want);
+    ck_assert_str_eq(p.err_nowait, want);
     cJSON *j = summary(&p);
     check_summary_shape(j);
     ck_assert_str_eq(jstr(j, "stopped_by"), "SIGINT");
@@ -792,8 +792,8 @@ START_TEST(test_separate_programs)
     rl_start(&obs[1], TRIB_OBSERVER_BIN, obs_args, obs_env[1]);
     int rc = rl_wait(&agent, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
-    ck_assert_msg(strncmp(agent.err, "tributary-agent: listening on tcp://127.0.0.1:", 46) == 0 &&
-                      strchr(agent.err, '\n') == agent.err + strlen(agent.err) - 1,
+    ck_assert_msg(strncmp(agent.err_nowait, "tributary-agent: listening on tcp://127.0.0.1:", 46) == 0 &&
+                      strchr(agent.err_nowait, '\n') == agent.err_nowait + strlen(agent.err_nowait) - 1,
                   "agent stderr:\n%s", agent.err);
     cJSON *j = summary(&agent);
     check_summary_shape(j);
@@ -808,7 +808,7 @@ START_TEST(test_separate_programs)
         char joined[128];
         snprintf(joined, sizeof joined, "observer%d: joined the agent at tcp://127.0.0.1:%s as rank %d\n", i + 1,
                  port + strlen("MASTER_PORT="), i + 1);
-        ck_assert_str_eq(obs[i].err, joined);
+        ck_assert_str_eq(obs[i].err_nowait, joined);
         rl_free(&obs[i]);
     }
     cJSON_Delete(j);
