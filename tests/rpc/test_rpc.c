@@ -2544,36 +2544,40 @@ START_TEST(test_forged_fork)
 END_TEST
 
 /* One caller's requests received and not yet answered are bounded, in
- * number and in bytes. */
+ * number and in bytes. The ones that wait are parked at the gate until the
+ * next one has been refused. */
 START_TEST(test_pending_bound)
 {
     max_pending = 8;
     max_pending_bytes = 64 << 10;
+    gate_close();
     start_world(2);
     struct rpc_future *fs[9];
-    for (int i = 0; i < 9; i++) {
-        struct rpc_value args = rpc_list(1);
-        args.list.items[0] = rpc_int(i < 8 ? 1000 : 0);
-        fs[i] = rpc_async("w1", "park", &args, 0);
-        rpc_value_clear(&args);
-    }
+    for (int i = 0; i < 8; i++) fs[i] = rpc_async("w1", "park_gated", NULL, 0);
+    struct rpc_value zero = rpc_list(1);
+    zero.list.items[0] = rpc_int(0);
+    fs[8] = rpc_async("w1", "park", &zero, 0);
+    rpc_value_clear(&zero);
     ck_assert_int_eq(rpc_future_wait(fs[8], NULL), -1);
     const char *want = "rpc: w1: busy: w0 has 8 requests (";
     ck_assert_msg(strncmp(rpc_last_error(), want, strlen(want)) == 0, "got '%s'", rpc_last_error());
     ck_assert_msg(strstr(rpc_last_error(), "the limit is 8 requests, 65536 bytes") != NULL, "got '%s'", rpc_last_error());
+    gate_open();
     for (int i = 0; i < 8; i++) ck_assert_msg(rpc_future_wait(fs[i], NULL) == 0, "%s", rpc_last_error());
     for (int i = 0; i < 9; i++) rpc_future_free(fs[i]);
     /* bytes: a 40 KiB request waits; a second one would pass 64 KiB */
+    gate_close();
     for (int i = 0; i < 2; i++) {
         static char blob[40 << 10];
         struct rpc_value args = rpc_list(2);
-        args.list.items[0] = rpc_int(i == 0 ? 500 : 0);
+        args.list.items[0] = rpc_int(0);
         args.list.items[1] = rpc_bytes(blob, sizeof blob);
-        fs[i] = rpc_async("w1", "park", &args, 0);
+        fs[i] = rpc_async("w1", i == 0 ? "park_gated" : "park", &args, 0);
         rpc_value_clear(&args);
     }
     ck_assert_int_eq(rpc_future_wait(fs[1], NULL), -1);
     ck_assert_msg(strncmp(rpc_last_error(), "rpc: w1: busy: w0 has 1 requests (", 34) == 0, "got '%s'", rpc_last_error());
+    gate_open();
     ck_assert_msg(rpc_future_wait(fs[0], NULL) == 0, "%s", rpc_last_error());
     rpc_future_free(fs[0]);
     rpc_future_free(fs[1]);
