@@ -447,6 +447,17 @@ static int fn_hook_log(struct rpc_request *req, const struct rpc_value *args, st
     return 0;
 }
 
+/* The caller's requests this worker has received and not yet let go of,
+ * this one included. */
+static int fn_requests_of_caller(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    int n;
+    int64_t bytes;
+    if (!rpc_requests_of(rpc_request_caller_id(req), &n, &bytes)) return rpc_request_fail(req, "no such caller");
+    *res = rpc_int(n);
+    return 0;
+}
+
 /* [name]: this process's rpc_worker_info.via for worker `name`. */
 static int fn_via(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
@@ -479,6 +490,7 @@ static void register_all(void)
     rpc_register("leave", fn_leave, NULL);
     rpc_register("stats", fn_stats, NULL);
     rpc_register("via", fn_via, NULL);
+    rpc_register("requests_of_caller", fn_requests_of_caller, NULL);
     rpc_register("swap_methods", fn_swap_methods, NULL);
     rpc_register("park", fn_park, NULL);
     rpc_register("gated", fn_gated, NULL);
@@ -2572,6 +2584,12 @@ START_TEST(test_pending_bound)
     gate_open();
     for (int i = 0; i < 8; i++) ck_assert_msg(rpc_future_wait(fs[i], NULL) == 0, "%s", rpc_last_error());
     for (int i = 0; i < 9; i++) rpc_future_free(fs[i]);
+    /* w1 lets a request go just after it queues its reply, so ours may
+     * come first: wait until it holds none of ours but the asking one */
+    for (double t0 = trib_now_s(); call_int("w1", "requests_of_caller") != 1;) {
+        ck_assert_msg(trib_now_s() - t0 < 30, "w1 still holds answered requests of w0 after 30 s");
+        usleep(1000);
+    }
     /* bytes: a 40 KiB request waits; a second one would pass 64 KiB */
     gate_close();
     for (int i = 0; i < 2; i++) {
