@@ -77,13 +77,14 @@ static int children_of(pid_t pid, struct child *out, int cap)
     return n;
 }
 
-/* Waits (a few seconds at most) until every one of kids is gone. */
+/* Waits (30 s at most: an ASan observer's exit checks for leaks) until
+ * every one of kids is gone. */
 static void assert_gone(const struct child *kids, int n)
 {
     double t0 = trib_now_s();
     for (int i = 0; i < n; i++) {
         while (kids[i].start != 0 && proc_start_time(kids[i].pid) == kids[i].start) {
-            ck_assert_msg(trib_now_s() - t0 < 10, "observer pid %d is still there after the run ended", (int)kids[i].pid);
+            ck_assert_msg(trib_now_s() - t0 < 30, "observer pid %d is still there after the run ended", (int)kids[i].pid);
             usleep(20000);
         }
     }

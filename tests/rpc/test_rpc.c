@@ -861,7 +861,7 @@ START_TEST(test_errors_and_timeouts)
     for (int i = 0; i < 3; i++) {
         f = rpc_async_id(bad[i], "add", NULL, -1);
         t0 = trib_now_s();
-        while (!rpc_future_done(f) && trib_now_s() - t0 < 2.0) usleep(1000);
+        while (!rpc_future_done(f) && trib_now_s() - t0 < 30) usleep(1000);
         ck_assert_msg(rpc_future_done(f), "a call to worker %d is still pending", bad[i]);
         char want[128];
         snprintf(want, sizeof want, "rpc: worker %d is not reachable calling add", bad[i]);
@@ -925,7 +925,7 @@ static void wait_int(const char *to, const char *fn, int64_t want)
 {
     double t0 = trib_now_s();
     int64_t got;
-    while ((got = call_int(to, fn)) != want && trib_now_s() - t0 < 5) usleep(5000);
+    while ((got = call_int(to, fn)) != want && trib_now_s() - t0 < 30) usleep(5000);
     ck_assert_msg(got == want, "%s.%s = %lld, want %lld", to, fn, (long long)got, (long long)want);
 }
 
@@ -1828,7 +1828,7 @@ START_TEST(test_forks_of_dead_worker_released)
     ck_assert_int_eq(rref_owned_count(), 1);
     /* w1's fork is untouched until w1 lets go */
     ck_assert_int_eq(rpc_sync("w1", "drop", NULL, &res, 5000), 0);
-    for (int i = 0; i < 500 && rref_owned_count() > 0; i++) usleep(10000);
+    for (double t0 = trib_now_s(); rref_owned_count() > 0 && trib_now_s() - t0 < 30;) usleep(10000);
     ck_assert_int_eq(rref_owned_count(), 0);
     zmq_ctx_term(zctx);
     stop_world();
@@ -1884,7 +1884,7 @@ START_TEST(test_bad_response_fails_call)
         zmq_msg_close(&in[0]);
         zmq_msg_close(&in[1]);
         double t0 = trib_now_s();
-        while (!rpc_future_done(f) && trib_now_s() - t0 < 2.0) usleep(1000);
+        while (!rpc_future_done(f) && trib_now_s() - t0 < 30) usleep(1000);
         ck_assert_msg(rpc_future_done(f), "case %d: the call is still pending", k);
         if (want[k]) {
             ck_assert_str_eq(rpc_future_error(f), want[k]);
@@ -2435,7 +2435,7 @@ START_TEST(test_ping_for_dead_worker)
     double t0 = trib_now_s();
     struct rpc_event ev;
     int got = 0;
-    while (!got && trib_now_s() - t0 < 4.0) {
+    while (!got && trib_now_s() - t0 < 30) {
         msgpack_sbuffer sb;
         msgpack_packer pk;
         msgpack_sbuffer_init(&sb);
@@ -2461,7 +2461,7 @@ START_TEST(test_ping_for_dead_worker)
         msgpack_sbuffer_destroy(&sb);
     }
     struct rpc_stats st;
-    for (t0 = trib_now_s(); trib_now_s() - t0 < 2.0; usleep(10000)) {
+    for (t0 = trib_now_s(); trib_now_s() - t0 < 30; usleep(10000)) {
         rpc_get_stats(&st);
         if (st.dropped_unverified >= 5) break;
     }
@@ -2486,7 +2486,7 @@ START_TEST(test_garbage_cut_off)
     do {
         usleep(10000);
         rpc_get_stats(&st);
-    } while (st.connections_cut == 0 && trib_now_s() - t0 < 10);
+    } while (st.connections_cut == 0 && trib_now_s() - t0 < 30);
     usleep(100000);
     rpc_get_stats(&st);
     /* What it had sent on when cut is dropped or lost; what it still had
@@ -2808,7 +2808,7 @@ START_TEST(test_curve)
     do {
         usleep(10000);
         rpc_get_stats(&st);
-    } while (st.refused_auth < 2 && trib_now_s() - t0 < 5);
+    } while (st.refused_auth < 2 && trib_now_s() - t0 < 30);
     ck_assert_int_ge(st.refused_auth, 2);
     ck_assert_int_eq(st.handshakes_failed, 0);
     zmq_ctx_term(ctx);
