@@ -75,9 +75,10 @@ const struct tensor_backend *usable_backend(enum device dev, const char *who)
 /* Tensor and storage structs come from free lists: a pipeline allocates
  * them on one thread and frees them on another (a reply's tensors: the I/O
  * thread builds them, the caller frees them), and glibc's free() of another
- * thread's block takes that thread's arena lock. Off under AddressSanitizer,
- * so it sees every block's life. */
-#if defined(__SANITIZE_ADDRESS__)
+ * thread's block takes that thread's arena lock. Off under the sanitizers:
+ * AddressSanitizer is to see every block's life, and ThreadSanitizer cannot
+ * see the hand-off when libzmq's thread frees a sent tensor. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define POOL_ON 0
 #else
 #define POOL_ON 1
