@@ -123,6 +123,10 @@ function(trib_install_finish)
   set_target_properties(tributary_static PROPERTIES OUTPUT_NAME tributary)
   set_target_properties(tributary PROPERTIES LINKER_LANGUAGE C
     VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+  # Only what the public headers declare is exported (cmake/tributary.map,
+  # written by scripts/gen-exports; test_exports checks both).
+  target_link_options(tributary PRIVATE "-Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/tributary.map")
+  set_property(TARGET tributary APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/tributary.map)
   foreach(t tributary tributary_static)
     target_link_libraries(${t} PUBLIC ${_ext})
     target_include_directories(${t} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>

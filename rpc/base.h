@@ -1,6 +1,6 @@
 /* rpc/ internals, the bottom layer (rpc/README.md "Layers"): limits, the
  * free lists, the counters and the drop log, futures' insides, and the
- * RRef hooks the value type calls. Files: error.c value.c freelist.c
+ * RRef hooks the value type calls. Files: error.c value.c
  * future.c stats.c. Not a public header: only rpc/ and its fuzz targets
  * include the internal headers. */
 #ifndef TRIB_RPC_BASE_H
@@ -15,6 +15,7 @@
 #include <zmq.h>
 
 #include "common/clock.h"
+#include "common/freelist.h"
 #include "rpc/rpc.h"
 
 /* Every libzmq status goes through this: a failure is a broken invariant. */
@@ -46,19 +47,11 @@
  * (rpc_opts.spin_us); bigger ones leave both cores to the copies. */
 #define RPC_SMALL_CALL_BYTES (256 * 1024)
 
-/* ---- freelist.c ---------------------------------------------------------------
- * A bounded free list of fixed-size blocks shared by threads, so that
- * steady-state messages, requests and futures reuse memory instead of
- * calling malloc (docs/conventions.md "Memory and hot paths"). Each list is
- * owned by the file that defines it (future.c, request.c, wire.c). */
-struct rpc_freelist { pthread_mutex_t mu; void *head; int n; size_t size; };
-#define RPC_FREELIST_INIT(sz) { PTHREAD_MUTEX_INITIALIZER, NULL, 0, (sz) }
+/* ---- free lists ----------------------------------------------------------------
+ * Messages, requests and futures come from common/freelist.h lists, each
+ * owned by the file that defines it (future.c, request.c, wire.c), holding
+ * at most this many blocks. */
 #define RPC_FREELIST_MAX 4096
-/* A zeroed block of fl->size bytes. */
-void *rpc_fl_get(struct rpc_freelist *fl);
-void rpc_fl_put(struct rpc_freelist *fl, void *p);
-/* Frees every cached block (at shutdown). */
-void rpc_fl_drain(struct rpc_freelist *fl);
 #define RPC_OUTMSG_POOLED_FRAMES 2
 
 /* ---- stats.c: counters (any thread) and the drop log (I/O thread) -------- */

@@ -13,7 +13,7 @@
 #include "common/check.h"
 #include "rpc/base.h"
 
-static struct rpc_freelist rpc_future_fl = RPC_FREELIST_INIT(sizeof(struct rpc_future));
+static struct trib_freelist rpc_future_fl = TRIB_FREELIST_INIT(sizeof(struct rpc_future), 0, RPC_FREELIST_MAX);
 
 /* Owned here: how long a wait on a small call yields before it sleeps
  * (rpc_opts.spin_us; set by rpc_init), and which thread must never wait
@@ -28,7 +28,7 @@ void rpc_future_mark_completer(bool on) { completer_thread = on; }
 
 struct rpc_future *rpc_future_new(void)
 {
-    struct rpc_future *f = rpc_fl_get(&rpc_future_fl);
+    struct rpc_future *f = trib_fl_get(&rpc_future_fl);
     atomic_init(&f->refs, 1);
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
@@ -42,7 +42,7 @@ void rpc_future_free(struct rpc_future *f)
     free(f->err);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
-    rpc_fl_put(&rpc_future_fl, f);
+    trib_fl_put(&rpc_future_fl, f);
 }
 
 /* Completes f with *v (moved) or err (copied). First completion wins. The

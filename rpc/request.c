@@ -21,7 +21,7 @@ struct fn_entry {
 };
 
 static pthread_rwlock_t fn_lock = PTHREAD_RWLOCK_INITIALIZER;
-static struct rpc_freelist rpc_request_fl = RPC_FREELIST_INIT(sizeof(struct rpc_request));
+static struct trib_freelist rpc_request_fl = TRIB_FREELIST_INIT(sizeof(struct rpc_request), 0, RPC_FREELIST_MAX);
 static struct fn_entry *fn_table[256];
 
 /* Owned here: the requests received and not yet answered (queued, running
@@ -139,7 +139,7 @@ void rpc_request_free(struct rpc_request *req)
     rpc_request_uncount(req);
     rpc_value_clear(&req->args);
     free(req->err);
-    rpc_fl_put(&rpc_request_fl, req);
+    trib_fl_put(&rpc_request_fl, req);
 }
 
 int rpc_request_fail(struct rpc_request *req, const char *fmt, ...)
@@ -181,7 +181,7 @@ void rpc_request_finish_error(struct rpc_request *req)
 
 struct rpc_request *rpc_request_new_local(const char *fn)
 {
-    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+    struct rpc_request *req = trib_fl_get(&rpc_request_fl);
     snprintf(req->fn, sizeof req->fn, "%s", fn);
     req->caller = rpc_self_id();
     return req;
@@ -202,7 +202,7 @@ void rpc_run_request(struct rpc_request *req)
 {
     if (req->job) {
         req->job(req->job_arg);
-        rpc_fl_put(&rpc_request_fl, req);
+        trib_fl_put(&rpc_request_fl, req);
         return;
     }
     struct rpc_value result = rpc_nil();
@@ -240,7 +240,7 @@ bool rpc_pool_push(struct rpc_request *req)
 
 void rpc_pool_submit(void (*job)(void *), void *arg)
 {
-    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+    struct rpc_request *req = trib_fl_get(&rpc_request_fl);
     req->job = job;
     req->job_arg = arg;
     rpc_pool_push(req);
@@ -316,7 +316,7 @@ int rpc_requests_active(void) { return atomic_load(&received.active); }
 
 struct rpc_request *rpc_request_new_counted(int caller, size_t bytes)
 {
-    struct rpc_request *req = rpc_fl_get(&rpc_request_fl);
+    struct rpc_request *req = trib_fl_get(&rpc_request_fl);
     req->counted = true;
     req->bytes = bytes;
     atomic_fetch_add(&received.active, 1);
@@ -333,7 +333,7 @@ void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, in
     *msg_id = req->ac_msg;
 }
 
-void rpc_requests_drain(void) { rpc_fl_drain(&rpc_request_fl); }
+void rpc_requests_drain(void) { trib_fl_drain(&rpc_request_fl); }
 
 void rpc_reply_error_to(const unsigned char *rid, size_t rid_len, uint64_t req_id, const char *text)
 {

@@ -27,15 +27,15 @@ uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fet
 /* ---- messages -------------------------------------------------------------- */
 
 /* An outgoing message: pooled when small (the steady state allocates nothing). */
-static struct rpc_freelist rpc_outmsg_fl =
-    RPC_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t));
+static struct trib_freelist rpc_outmsg_fl =
+    TRIB_FREELIST_INIT(sizeof(struct outmsg) + RPC_OUTMSG_POOLED_FRAMES * sizeof(zmq_msg_t), 0, RPC_FREELIST_MAX);
 
-void rpc_outmsg_drain(void) { rpc_fl_drain(&rpc_outmsg_fl); }
+void rpc_outmsg_drain(void) { trib_fl_drain(&rpc_outmsg_fl); }
 
 struct outmsg *rpc_outmsg_new(int nframes)
 {
     struct outmsg *m = nframes <= RPC_OUTMSG_POOLED_FRAMES
-        ? rpc_fl_get(&rpc_outmsg_fl)
+        ? trib_fl_get(&rpc_outmsg_fl)
         : trib_xmalloc(sizeof *m + (size_t)nframes * sizeof(zmq_msg_t));
     m->next = NULL;
     m->peer = -1;
@@ -48,7 +48,7 @@ struct outmsg *rpc_outmsg_new(int nframes)
 void rpc_outmsg_free(struct outmsg *m)
 {
     for (int i = 0; i < m->nframes; i++) ZMQ_CHECK(zmq_msg_close(&m->frames[i]));
-    if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) rpc_fl_put(&rpc_outmsg_fl, m);
+    if (m->nframes <= RPC_OUTMSG_POOLED_FRAMES) trib_fl_put(&rpc_outmsg_fl, m);
     else free(m);
 }
 

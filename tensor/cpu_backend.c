@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/check.h"
+#include "common/freelist.h"
 #include "tensor/backend.h"
 #include "tensor/tensor.h"
 
@@ -19,13 +20,17 @@ static int cpu_available(void) { return 1; }
  * Freed blocks of 32 KiB and more are kept in a small cache and handed out
  * again for the same size: an op graph allocates the same sizes every step,
  * and fresh large blocks from malloc are fresh mmaps whose page faults cost
- * more than the maths. Off under AddressSanitizer, so it sees every block. */
+ * more than the maths. Blocks of up to 512 bytes (a message's tensors, an
+ * observation, a scalar) come from free lists by size class
+ * (common/freelist.h): one thread often frees what another allocated. Both
+ * are off under the sanitizers (ASan is to see every block; TSan cannot see
+ * the hand-off when libzmq's thread frees a sent tensor). */
 #define BLOCK_HDR 64
 #define CACHE_MIN ((size_t)32 << 10)
 #define CACHE_SLOTS 64
 #define CACHE_MAX_BYTES ((size_t)256 << 20)
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define CACHE_ON 0
 #else
 #define CACHE_ON 1
@@ -39,9 +44,32 @@ static struct {
     size_t size[CACHE_SLOTS];
 } cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
+/* Size classes 64, 128, 256 and 512 bytes (header included in each block). */
+#define SMALL_CLASSES 4
+#define SMALL_MAX ((size_t)64 << (SMALL_CLASSES - 1))
+static struct trib_freelist small[SMALL_CLASSES] = {
+    TRIB_FREELIST_INIT(BLOCK_HDR + 64, 64, 4096),  TRIB_FREELIST_INIT(BLOCK_HDR + 128, 64, 4096),
+    TRIB_FREELIST_INIT(BLOCK_HDR + 256, 64, 4096), TRIB_FREELIST_INIT(BLOCK_HDR + 512, 64, 2048),
+};
+
+/* The class of a rounded size up to SMALL_MAX (which keeps its own size). */
+static int small_class(size_t size)
+{
+    int c = 0;
+    while (((size_t)64 << c) < size) c++;
+    return c;
+}
+
 static void *cpu_alloc(size_t nbytes)
 {
     size_t size = (nbytes + 63) / 64 * 64;
+    if (CACHE_ON && size <= SMALL_MAX) {
+        int c = small_class(size ? size : 64);
+        char *base = trib_fl_get_raw(&small[c]);
+        if (!base) return NULL;
+        *(size_t *)base = (size_t)64 << c;
+        return base + BLOCK_HDR;
+    }
     if (CACHE_ON && size >= CACHE_MIN) {
         void *hit = NULL;
         pthread_mutex_lock(&cache.mu);
@@ -67,6 +95,10 @@ static void cpu_free(void *p)
     if (!p) return;
     char *base = (char *)p - BLOCK_HDR;
     size_t size = *(size_t *)base;
+    if (CACHE_ON && size <= SMALL_MAX) {
+        trib_fl_put(&small[small_class(size)], base);
+        return;
+    }
     if (CACHE_ON && size >= CACHE_MIN) {
         bool kept = false;
         pthread_mutex_lock(&cache.mu);

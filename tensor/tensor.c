@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "common/error.h"
+#include "common/freelist.h"
 #include "tensor/autograd.h"
 #include "tensor/backend.h"
 #include "tensor/ops_internal.h"
@@ -71,10 +72,37 @@ const struct tensor_backend *usable_backend(enum device dev, const char *who)
     return be;
 }
 
+/* Tensor and storage structs come from free lists: a pipeline allocates
+ * them on one thread and frees them on another (a reply's tensors: the I/O
+ * thread builds them, the caller frees them), and glibc's free() of another
+ * thread's block takes that thread's arena lock. Off under the sanitizers:
+ * AddressSanitizer is to see every block's life, and ThreadSanitizer cannot
+ * see the hand-off when libzmq's thread frees a sent tensor. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define POOL_ON 0
+#else
+#define POOL_ON 1
+#endif
+#define POOL_MAX 4096
+static struct trib_freelist tensor_fl = TRIB_FREELIST_INIT(sizeof(struct tensor), 0, POOL_MAX);
+static struct trib_freelist storage_fl = TRIB_FREELIST_INIT(sizeof(struct tensor_storage), 0, POOL_MAX);
+
+static void *pool_get(struct trib_freelist *fl)
+{
+    if (POOL_ON) return trib_fl_get(fl);
+    return trib_xcalloc(1, fl->size);
+}
+
+static void pool_put(struct trib_freelist *fl, void *p)
+{
+    if (POOL_ON) trib_fl_put(fl, p);
+    else free(p);
+}
+
 /* A storage owning `data` (nbytes on dev). */
 static struct tensor_storage *storage_wrap(enum device dev, size_t nbytes, void *data)
 {
-    struct tensor_storage *s = trib_xmalloc(sizeof *s);
+    struct tensor_storage *s = pool_get(&storage_fl);
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
     s->device = dev;
@@ -94,7 +122,7 @@ static void storage_release(struct tensor_storage *s)
 {
     if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
     tensor_backend_for(s->device)->free(s->data);
-    free(s);
+    pool_put(&storage_fl, s);
 }
 
 /* Striped locks guard each tensor's storage pointer (snapshot vs COW swap). */
@@ -113,7 +141,7 @@ static atomic_uint_fast64_t next_id = 1;
 
 static struct tensor *tensor_alloc_struct(enum dtype dt, enum device dev, int ndim, const int64_t *shape)
 {
-    struct tensor *t = trib_xcalloc(1, sizeof *t);
+    struct tensor *t = pool_get(&tensor_fl);
     atomic_init(&t->refcount, 1);
     t->dtype = dt;
     t->device = dev;
@@ -172,7 +200,7 @@ struct tensor *tensor_try_new(enum dtype dt, enum device dev, int ndim, const in
 
 struct tensor *tensor_from_data(enum dtype dt, int ndim, const int64_t *shape, const void *data)
 {
-    struct tensor *t = tensor_new(dt, DEVICE_CPU, ndim, shape);
+    struct tensor *t = tensor_new_uninit(dt, DEVICE_CPU, ndim, shape);
     if (t && t->numel) memcpy(t->storage->data, data, tensor_nbytes(t));
     return t;
 }
@@ -196,7 +224,7 @@ void tensor_free(struct tensor *t)
     ag_node_free(t->grad_fn);
     tensor_free(t->grad);
     storage_release(t->storage);
-    free(t);
+    pool_put(&tensor_fl, t);
 }
 
 struct tensor *tensor_snapshot(struct tensor *t)

@@ -5,7 +5,8 @@
 # tributary.h, libtributary.{so,a} and the per-layer archives, the
 # programs, and a first program linked four ways (pkg-config shared and
 # static, find_package with Tributary::tributary and with Tributary::rpc)
-# that runs an RPC world.
+# that runs an RPC world. libtributary.so exports exactly the functions the
+# public headers declare (cmake/tributary.map, current with the headers).
 . "$(dirname "$0")/sdk_lib.sh"
 rm -rf "$prefix"
 "$CMAKE" --install "$bin" --prefix "$prefix" >"$work/install.out" 2>&1 || fail "cmake --install"
@@ -94,4 +95,13 @@ for tgt in tributary rpc; do
     "$CMAKE" --build "$work/cm/b" >>"$work/first.out" 2>&1 || fail "find_package(Tributary) with Tributary::$tgt"
   [ "$(timeout 60 "$work/cm/b/first")" = "$expect" ] || fail "first with Tributary::$tgt"
 done
+# The exports: the version script is current with the public headers, and
+# the installed library exports its names and nothing else (no internals
+# such as rpc_out_push or tensor_make for a program to bind to).
+"$src/scripts/gen-exports" --check >"$work/exports.out" 2>&1 || fail "cmake/tributary.map is stale (run scripts/gen-exports)"
+sed -nE 's/^    ([A-Za-z_][A-Za-z0-9_]*);$/\1/p' "$src/cmake/tributary.map" | sort >"$work/map.txt"
+[ "$(wc -l <"$work/map.txt")" -gt 200 ] || fail "cmake/tributary.map lists $(wc -l <"$work/map.txt") functions"
+nm -D --defined-only --without-symbol-versions "$prefix/lib/libtributary.so" | awk '$2 != "A" { print $3 }' | sort >"$work/exported.txt"
+diff "$work/map.txt" "$work/exported.txt" >"$work/exports.out" 2>&1 ||
+  fail "libtributary.so exports other names than cmake/tributary.map (< map only, > exported only)"
 echo "ok: SDK installed in $prefix"
