@@ -1643,7 +1643,10 @@ END_TEST
  * meanwhile gets another id, and the late reply still completes the call. */
 START_TEST(test_left_worker_id_not_reused_while_draining)
 {
-    hb_timeout_ms = 1000;      /* a silent fake worker is dropped */
+    /* a silent fake worker is dropped; 3 s, not 1: fakeA never pings, so
+     * its leave, and its late reply after the leave, must each come within
+     * the timeout of its last message, several round trips through w0 */
+    hb_timeout_ms = 3000;
     start_world(2);
     void *zctx = zmq_ctx_new();
     struct fake_worker a, b;
@@ -1694,7 +1697,7 @@ START_TEST(test_left_worker_id_not_reused_while_draining)
     fake_close(&b);
     zmq_ctx_term(zctx);
     /* fakeB, silent, is dropped after the heartbeat timeout */
-    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(rpc_next_event(&ev, 30000), 1);
     ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
     ck_assert_str_eq(ev.name, "fakeB");
     stop_world();
