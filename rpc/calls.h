@@ -26,6 +26,7 @@ struct rpc_request {
     void (*job)(void *);
     void *job_arg;
     bool counted;                   /* counted as received and not answered (request.c) until freed */
+    bool caller_counted;            /* counted against its caller's bounds (request.c) until answered */
     size_t bytes;                   /* its frames' size (pending_bytes_by) */
 };
 

@@ -123,15 +123,27 @@ void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *er
     rpc_out_push(m);
 }
 
-void rpc_request_uncount(struct rpc_request *req)
+/* The caller's bounds (requests and bytes waiting per caller) let a request
+ * go before its reply is queued: a caller may send its next request as soon
+ * as the reply arrives, and must not find this one still counted ("busy").
+ * The count of all active requests drops only when the request is freed,
+ * after its reply is queued: a graceful shutdown waits for it. */
+static void uncount_caller(struct rpc_request *req)
 {
-    if (!req->counted) return;
-    req->counted = false;
-    atomic_fetch_sub(&received.active, 1);
+    if (!req->caller_counted) return;
+    req->caller_counted = false;
     if (req->caller >= 0 && req->caller < MAX_WORKERS) {
         atomic_fetch_sub(&received.by[req->caller], 1);
         atomic_fetch_sub(&received.bytes_by[req->caller], (int64_t)req->bytes);
     }
+}
+
+void rpc_request_uncount(struct rpc_request *req)
+{
+    uncount_caller(req);
+    if (!req->counted) return;
+    req->counted = false;
+    atomic_fetch_sub(&received.active, 1);
 }
 
 void rpc_request_free(struct rpc_request *req)
@@ -167,6 +179,7 @@ int rpc_request_caller_id(const struct rpc_request *req) { return req->caller; }
 
 void rpc_request_complete(struct rpc_request *req, struct rpc_value *result)
 {
+    uncount_caller(req);
     rpc_reply(req, result, NULL);
     if (result) rpc_value_clear(result);
     rpc_request_free(req);
@@ -175,6 +188,7 @@ void rpc_request_complete(struct rpc_request *req, struct rpc_value *result)
 void rpc_request_finish_error(struct rpc_request *req)
 {
     if (!req->err) rpc_request_fail(req, "failed");
+    uncount_caller(req);
     rpc_reply(req, NULL, req->err);
     rpc_request_free(req);
 }
@@ -317,7 +331,7 @@ int rpc_requests_active(void) { return atomic_load(&received.active); }
 struct rpc_request *rpc_request_new_counted(int caller, size_t bytes)
 {
     struct rpc_request *req = trib_fl_get(&rpc_request_fl);
-    req->counted = true;
+    req->counted = req->caller_counted = true;
     req->bytes = bytes;
     atomic_fetch_add(&received.active, 1);
     if (caller >= 0 && caller < MAX_WORKERS) {
