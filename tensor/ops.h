@@ -5,7 +5,8 @@
  *      "tensor_add: dtype mismatch: f32 and f64"
  *      "tensor_add: device mismatch: cpu and cuda"
  *  - works on f32 tensors on the CPU or CUDA (both inputs on one device);
- *    reshape, slice, to and detach take any dtype,
+ *    reshape, slice, split, cat, to and detach take any dtype (copied as
+ *    bytes; only an f32 result records a backward node),
  *  - takes a NULL input (a failed op's result passed on) as an error,
  *    "tensor_add: input is NULL", never a crash,
  *  - records a backward node when autograd is enabled and any input requires
@@ -60,8 +61,12 @@ struct tensor *tensor_reshape(struct tensor *x, int ndim, const int64_t *shape);
  * slice records a backward node) */
 struct tensor *tensor_slice(struct tensor *x, int64_t start, int64_t end);
 /* splits dim `dim` into n pieces of sizes[i] (must sum to the dim); writes
- * n new references into out. Returns 0 or -1. */
+ * n new references into out, in x's dtype (any dtype; only f32 pieces
+ * record a backward node). Returns 0 or -1. */
 int tensor_split(struct tensor *x, int dim, int n, const int64_t *sizes, struct tensor **out);
+/* joins n tensors of one dtype (any) and device along dim `dim`; a dtype
+ * other than xs[0]'s is refused: "tensor_cat: dtype mismatch: input 0 is
+ * f32 but input 2 is i64". Only an f32 result records a backward node. */
 struct tensor *tensor_cat(int n, struct tensor **xs, int dim);
 
 /* Inverted dropout: with training, zeroes each element with probability p

@@ -98,7 +98,7 @@ int tensor_split(struct tensor *x, int dim, int n, const int64_t *sizes, struct 
 {
     const char *who = "tensor_split";
     char s[96];
-    if (op_check_f32(who, x) < 0) return -1;
+    if (op_check_input(who, x) < 0) return -1;
     int d = dim < 0 ? dim + x->ndim : dim;
     if (d < 0 || d >= x->ndim) {
         tensor_error("%s: dim %d is out of range for %s", who, dim, shape_str(x->ndim, x->shape, s, sizeof s));
@@ -106,6 +106,14 @@ int tensor_split(struct tensor *x, int dim, int n, const int64_t *sizes, struct 
     }
     if (n < 1) {
         tensor_error("%s: piece count %d must be at least 1", who, n);
+        return -1;
+    }
+    if (!sizes) {
+        tensor_error("%s: sizes is NULL", who);
+        return -1;
+    }
+    if (!out) {
+        tensor_error("%s: out is NULL", who);
         return -1;
     }
     int64_t total = 0;
@@ -131,12 +139,14 @@ int tensor_split(struct tensor *x, int dim, int n, const int64_t *sizes, struct 
         int64_t shape[TENSOR_MAX_DIMS];
         memcpy(shape, x->shape, sizeof shape);
         shape[d] = sizes[i];
-        out[i] = op_empty(x->device, x->ndim, shape);
-        piece_copy(op_be(x), op_f32(sx), op_f32(out[i]), x->ndim, x->shape, d, off, sizes[i], true);
+        out[i] = tensor_new_uninit(x->dtype, x->device, x->ndim, shape);
+        CHECK(out[i]);   /* no larger than x, on x's device: only OOM fails here */
+        piece_copy_bytes(op_be(x), tensor_data(sx), tensor_data(out[i]), dtype_size(x->dtype), x->ndim, x->shape, d,
+                         off, sizes[i], true);
         off += sizes[i];
     }
     tensor_free(sx);
-    if (op_needs_grad(1, &x)) {
+    if (x->dtype == DTYPE_F32 && op_needs_grad(1, &x)) {
         struct op_ctx *c = op_ctx_new();
         op_ctx_shape(c, 0, x);
         c->iv[0] = d;
@@ -179,7 +189,7 @@ struct tensor *tensor_cat(int n, struct tensor **xs, int dim)
     if (n < 1) return tensor_error("%s: need at least 1 tensor, got %d", who, n);
     if (!xs) return tensor_error("%s: input is NULL", who);
     struct tensor *x0 = xs[0];
-    if (op_check_f32(who, x0) < 0) return NULL;
+    if (op_check_input(who, x0) < 0) return NULL;
     int d = dim < 0 ? dim + x0->ndim : dim;
     if (d < 0 || d >= x0->ndim)
         return tensor_error("%s: dim %d is out of range for %s", who, dim, shape_str(x0->ndim, x0->shape, s1, sizeof s1));
@@ -187,7 +197,13 @@ struct tensor *tensor_cat(int n, struct tensor **xs, int dim)
     memcpy(shape, x0->shape, sizeof shape);
     shape[d] = 0;
     for (int i = 0; i < n; i++) {
-        if (op_check_pair(who, x0, xs[i]) < 0) return NULL;
+        if (op_check_input(who, xs[i]) < 0) return NULL;
+        if (xs[i]->dtype != x0->dtype)
+            return tensor_error("%s: dtype mismatch: input 0 is %s but input %d is %s", who, dtype_name(x0->dtype), i,
+                                dtype_name(xs[i]->dtype));
+        if (xs[i]->device != x0->device)
+            return tensor_error("%s: device mismatch: %s and %s", who, device_name(x0->device),
+                                device_name(xs[i]->device));
         bool ok = xs[i]->ndim == x0->ndim;
         for (int k = 0; ok && k < x0->ndim; k++) ok = k == d || xs[i]->shape[k] == x0->shape[k];
         if (!ok)
@@ -196,16 +212,17 @@ struct tensor *tensor_cat(int n, struct tensor **xs, int dim)
         if (xs[i]->shape[d] > INT64_MAX - shape[d]) return tensor_error("%s: dim %d sums past the largest size", who, dim);
         shape[d] += xs[i]->shape[d];
     }
-    struct tensor *y = op_try_new(who, x0->device, x0->ndim, shape, false);
-    if (!y) return NULL;
+    struct tensor *y = tensor_try_new(x0->dtype, x0->device, x0->ndim, shape, false);
+    if (!y) return tensor_error("%s: output shape %s is too large", who, shape_str(x0->ndim, shape, s1, sizeof s1));
     int64_t off = 0;
     for (int i = 0; i < n; i++) {
         struct tensor *sx = tensor_snapshot(xs[i]);
-        piece_copy(op_be(y), op_f32(y), op_f32(sx), y->ndim, y->shape, d, off, xs[i]->shape[d], false);
+        piece_copy_bytes(op_be(y), tensor_data(y), tensor_data(sx), dtype_size(y->dtype), y->ndim, y->shape, d, off,
+                         xs[i]->shape[d], false);
         off += xs[i]->shape[d];
         tensor_free(sx);
     }
-    if (op_needs_grad(n, xs)) {
+    if (x0->dtype == DTYPE_F32 && op_needs_grad(n, xs)) {
         struct op_ctx *c = op_ctx_new();
         op_ctx_shape(c, 0, y);
         c->iv[0] = d;

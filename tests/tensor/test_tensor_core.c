@@ -422,6 +422,134 @@ START_TEST(test_slice_every_dtype)
 }
 END_TEST
 
+/* The slow obvious reference for split and cat: element by element, each
+ * element's coordinates worked out from its linear index; element `e` of a
+ * piece of shape `pshape` is element (coordinates, with off added to dim d)
+ * of the whole tensor of shape `wshape`. Copies esize bytes each way. */
+static void ref_piece(unsigned char *whole, unsigned char *piece, size_t esize, int ndim, const int64_t *wshape,
+                      const int64_t *pshape, int d, int64_t off, bool to_piece)
+{
+    int64_t pn = 1;
+    for (int k = 0; k < ndim; k++) pn *= pshape[k];
+    for (int64_t e = 0; e < pn; e++) {
+        int64_t c[TENSOR_MAX_DIMS], rest = e;
+        for (int k = ndim - 1; k >= 0; k--) {
+            c[k] = rest % pshape[k];
+            rest /= pshape[k];
+        }
+        c[d] += off;
+        int64_t w = 0;
+        for (int k = 0; k < ndim; k++) w = w * wshape[k] + c[k];
+        if (to_piece) memcpy(piece + (size_t)e * esize, whole + (size_t)w * esize, esize);
+        else memcpy(whole + (size_t)w * esize, piece + (size_t)e * esize, esize);
+    }
+}
+
+/* split and cat of every dtype (before: f32 only, "unsupported dtype" for
+ * the rest) along every dim of 1-D..4-D shapes, an empty piece among them:
+ * each piece equals the element-by-element reference bit for bit, cat of
+ * the pieces gives x back bit for bit, and cat of the pieces in reverse
+ * order equals the reference cat. A non-f32 input marked requires_grad
+ * records no node; f32 records SplitBackward / CatBackward. With a GPU the
+ * same round trip runs on CUDA (the backend's byte copy) against the CPU. */
+START_TEST(test_split_cat_every_dtype)
+{
+    const int nds[4] = {1, 2, 3, 4};
+    const int64_t shapes[4][TENSOR_MAX_DIMS] = {{7}, {4, 5}, {3, 4, 2}, {2, 3, 2, 3}};
+    const bool cuda = tensor_cuda_available();
+    for (int dt = 0; dt < DTYPE_COUNT; dt++)
+        for (int s = 0; s < 4; s++)
+            for (int d = 0; d < nds[s]; d++) {
+                struct tensor *x = patterned((enum dtype)dt, nds[s], shapes[s]);
+                tensor_set_requires_grad(x, true);
+                size_t es = dtype_size((enum dtype)dt);
+                int64_t len = x->shape[d];
+                /* three pieces, the middle one empty */
+                int64_t sizes[3] = {len / 2, 0, len - len / 2};
+                struct tensor *p[3] = {NULL, NULL, NULL};
+                ck_assert_msg(tensor_split(x, d, 3, sizes, p) == 0, "%s %d-D dim %d: %s", dtype_name(dt), nds[s], d,
+                              tensor_last_error());
+                int64_t off = 0;
+                for (int i = 0; i < 3; i++) {
+                    int64_t ps[TENSOR_MAX_DIMS];
+                    memcpy(ps, x->shape, sizeof ps);
+                    ps[d] = sizes[i];
+                    ck_assert_int_eq(p[i]->dtype, dt);
+                    ck_assert_int_eq(p[i]->ndim, x->ndim);
+                    for (int k = 0; k < x->ndim; k++) ck_assert_int_eq(p[i]->shape[k], ps[k]);
+                    size_t nb = tensor_nbytes(p[i]);
+                    unsigned char *want = malloc(nb + 1);
+                    ref_piece((unsigned char *)tensor_data(x), want, es, x->ndim, x->shape, ps, d, off, true);
+                    ck_assert_msg(memcmp(tensor_data(p[i]), want, nb) == 0, "%s %d-D dim %d piece %d differs",
+                                  dtype_name(dt), nds[s], d, i);
+                    free(want);
+                    if (dt == DTYPE_F32) {
+                        ck_assert_ptr_nonnull(p[i]->grad_fn);
+                        ck_assert_str_eq(p[i]->grad_fn->name, "SplitBackward");
+                    } else {
+                        ck_assert(!p[i]->requires_grad);
+                        ck_assert_ptr_null(p[i]->grad_fn);
+                    }
+                    tensor_set_requires_grad(p[i], true);   /* cat of non-f32 still records nothing */
+                    off += sizes[i];
+                }
+                struct tensor *back = tensor_cat(3, p, d - nds[s]);   /* the same dim, counted from the end */
+                ck_assert_msg(back != NULL, "%s: %s", dtype_name(dt), tensor_last_error());
+                ck_assert_int_eq(back->dtype, dt);
+                ck_assert_int_eq(back->ndim, x->ndim);
+                for (int k = 0; k < x->ndim; k++) ck_assert_int_eq(back->shape[k], x->shape[k]);
+                ck_assert_int_eq(tensor_nbytes(back), tensor_nbytes(x));
+                ck_assert_msg(memcmp(tensor_data(back), tensor_data(x), tensor_nbytes(x)) == 0,
+                              "%s %d-D dim %d: split->cat is not x", dtype_name(dt), nds[s], d);
+                struct tensor *rev = tensor_cat(3, (struct tensor *[]){p[2], p[1], p[0]}, d);
+                ck_assert_ptr_nonnull(rev);
+                unsigned char *want = malloc(tensor_nbytes(x) + 1);
+                off = 0;
+                for (int i = 2; i >= 0; i--) {
+                    ref_piece(want, (unsigned char *)tensor_data(p[i]), es, x->ndim, x->shape, p[i]->shape, d, off,
+                              false);
+                    off += sizes[i];
+                }
+                ck_assert_msg(memcmp(tensor_data(rev), want, tensor_nbytes(x)) == 0, "%s %d-D dim %d: reversed cat differs",
+                              dtype_name(dt), nds[s], d);
+                free(want);
+                if (dt == DTYPE_F32) {
+                    ck_assert_str_eq(back->grad_fn->name, "CatBackward");
+                } else {
+                    ck_assert(!back->requires_grad && !rev->requires_grad);
+                    ck_assert_ptr_null(back->grad_fn);
+                    ck_assert_ptr_null(rev->grad_fn);
+                }
+                if (cuda) {
+                    struct tensor *gx = tensor_to(x, DEVICE_CUDA), *gp[3] = {NULL, NULL, NULL};
+                    ck_assert_ptr_nonnull(gx);
+                    ck_assert_int_eq(tensor_split(gx, d, 3, sizes, gp), 0);
+                    struct tensor *grev = tensor_cat(3, (struct tensor *[]){gp[2], gp[1], gp[0]}, d);
+                    ck_assert_ptr_nonnull(grev);
+                    struct tensor *hp1 = tensor_to(gp[2], DEVICE_CPU), *hrev = tensor_to(grev, DEVICE_CPU);
+                    ck_assert_int_eq(hp1->dtype, dt);
+                    ck_assert_int_eq(memcmp(tensor_data(hp1), tensor_data(p[2]), tensor_nbytes(p[2])), 0);
+                    ck_assert_int_eq(memcmp(tensor_data(hrev), tensor_data(rev), tensor_nbytes(rev)), 0);
+                    struct tensor *gall[] = {gx, gp[0], gp[1], gp[2], grev, hp1, hrev};
+                    for (int k = 0; k < 7; k++) tensor_free(gall[k]);
+                }
+                struct tensor *all[] = {x, p[0], p[1], p[2], back, rev};
+                for (int k = 0; k < 6; k++) tensor_free(all[k]);
+            }
+    /* one dtype per cat: the first input that differs from xs[0] is named */
+    struct tensor *f = tensor_new(DTYPE_F32, DEVICE_CPU, 2, (int64_t[]){2, 3});
+    struct tensor *l = tensor_new(DTYPE_I64, DEVICE_CPU, 2, (int64_t[]){2, 3});
+    struct tensor *u = tensor_new(DTYPE_U8, DEVICE_CPU, 2, (int64_t[]){2, 3});
+    ck_assert_ptr_null(tensor_cat(4, (struct tensor *[]){f, f, l, u}, 0));
+    ck_assert_str_eq(tensor_last_error(), "tensor_cat: dtype mismatch: input 0 is f32 but input 2 is i64");
+    ck_assert_ptr_null(tensor_cat(2, (struct tensor *[]){u, f}, 1));
+    ck_assert_str_eq(tensor_last_error(), "tensor_cat: dtype mismatch: input 0 is u8 but input 1 is f32");
+    tensor_free(f);
+    tensor_free(l);
+    tensor_free(u);
+}
+END_TEST
+
 /* Autograd of slice: f32 still records SliceBackward (the gradient lands in
  * the sliced rows); another dtype records nothing, even from a tensor
  * marked requires_grad. */
@@ -700,6 +828,7 @@ Suite *tensor_core_suite(void)
     tcase_add_test(tc, test_broadcast_cases);
     tcase_add_test(tc, test_reduction_cases);
     tcase_add_test(tc, test_split_cat_cases);
+    tcase_add_test(tc, test_split_cat_every_dtype);
     tcase_add_test(tc, test_slice_every_dtype);
     tcase_add_test(tc, test_slice_autograd_by_dtype);
     tcase_add_test(tc, test_slice_i64_feeds_index_ops);
