@@ -140,6 +140,10 @@ static int check_inputs(struct nn_impl *m, int n_in, struct tensor **in, int dim
         return -1;
     }
     struct tensor *x = in[0];
+    if (!x) {
+        tensor_error("%s: input is NULL", m->who);
+        return -1;
+    }
     if (x->ndim < 1 || x->shape[x->ndim - 1] != dim) {
         char s[96];
         tensor_error("%s: expected input [...,%d], got %s", m->who, dim, shape_str(x->ndim, x->shape, s, sizeof s));
@@ -230,11 +234,25 @@ static struct nn_impl *impl_new(const struct nn_module_ops *ops, const char *who
 
 int nn_forward(struct nn_module *m, int n_in, struct tensor **in, int *n_out, struct tensor **out)
 {
+    const char *who = "nn_forward";
+    const char *null = !m ? "module" : !n_out ? "n_out" : !out ? "out" : n_in > 0 && !in ? "in" : NULL;
+    if (null) {
+        tensor_error("%s: %s is NULL", who, null);
+        return -1;
+    }
+    for (int i = 0; i < n_in; i++)
+        if (!in[i]) {
+            *n_out = 0;
+            tensor_error("%s: input %d is NULL", who, i);
+            return -1;
+        }
     return m->ops->forward(m, n_in, in, n_out, out);
 }
 
 struct tensor *nn_forward1(struct nn_module *m, struct tensor *x)
 {
+    if (!m) return tensor_error("nn_forward1: module is NULL");
+    if (!x) return tensor_error("nn_forward1: input is NULL");
     struct tensor *out[NN_MAX_IO];
     int n = 0;
     if (nn_forward(m, 1, &x, &n, out) < 0) return NULL;
@@ -249,6 +267,10 @@ void nn_module_free(struct nn_module *m)
 
 int nn_module_to(struct nn_module *m, enum device dev)
 {
+    if (!m) {
+        tensor_error("nn_module_to: module is NULL");
+        return -1;
+    }
     if (!usable_backend(dev, "nn_module_to")) return -1;
     for (int i = 0; i < m->n_params; i++) {
         struct tensor *p = m->params[i];
@@ -266,6 +288,7 @@ int nn_module_to(struct nn_module *m, enum device dev)
 
 struct nn_module *nn_linear_new(int in, int out, bool bias, uint64_t *rng)
 {
+    if (!rng) return tensor_error("nn_linear_new: rng is NULL");
     if (in < 1 || out < 1) return tensor_error("nn_linear_new: sizes must be positive, got %d -> %d", in, out);
     struct nn_impl *m = impl_new(&linear_ops, "nn_linear", rng);
     m->in_dim = in;
@@ -279,6 +302,8 @@ struct nn_module *nn_mlp_new(int n, const int *sizes, enum nn_activation act, fl
 {
     if (n < 2 || n > NN_MAX_LAYERS + 1)
         return tensor_error("nn_mlp_new: need 2..%d sizes, got %d", NN_MAX_LAYERS + 1, n);
+    if (!sizes) return tensor_error("nn_mlp_new: sizes is NULL");
+    if (!rng) return tensor_error("nn_mlp_new: rng is NULL");
     for (int i = 0; i < n; i++)
         if (sizes[i] < 1) return tensor_error("nn_mlp_new: size %d at %d must be positive", sizes[i], i);
     if (!(dropout >= 0.0f && dropout < 1.0f)) return tensor_error("nn_mlp_new: dropout %g is outside [0,1)", (double)dropout);
@@ -295,6 +320,7 @@ struct nn_module *nn_mlp_new(int n, const int *sizes, enum nn_activation act, fl
 struct nn_module *nn_embedding_bag_new(int num, int dim, enum tensor_bag_mode mode, uint64_t *rng)
 {
     const char *who = "nn_embedding_bag_new";
+    if (!rng) return tensor_error("%s: rng is NULL", who);
     if (num < 1 || dim < 1) return tensor_error("%s: sizes must be positive, got %d x %d", who, num, dim);
     if (mode != TENSOR_BAG_SUM && mode != TENSOR_BAG_MEAN) return tensor_error("%s: unknown mode %d", who, (int)mode);
     struct nn_impl *m = impl_new(&bag_ops, "nn_embedding_bag", rng);
@@ -318,6 +344,8 @@ struct nn_module *nn_embedding_bag_new(int num, int dim, enum tensor_bag_mode mo
 struct nn_module *nn_policy_new(const struct nn_policy_config *cfg, uint64_t *rng)
 {
     const char *who = "nn_policy_new";
+    if (!cfg) return tensor_error("%s: cfg is NULL", who);
+    if (!rng) return tensor_error("%s: rng is NULL", who);
     if (cfg->obs_dim < 1 || cfg->act_dim < 1)
         return tensor_error("%s: obs_dim and act_dim must be positive, got %d and %d", who, cfg->obs_dim, cfg->act_dim);
     if (cfg->n_hidden < 0 || cfg->n_hidden > 4) return tensor_error("%s: n_hidden %d is outside 0..4", who, cfg->n_hidden);

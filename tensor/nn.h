@@ -34,7 +34,9 @@ struct nn_module {
     uint64_t rng;            /* state for dropout */
 };
 
-/* Runs m->ops->forward. */
+/* Runs m->ops->forward. A NULL module, n_out, out, in (n_in > 0) or input
+ * is an error ("nn_forward: input 1 is NULL"), as is a NULL pointer given
+ * to any function below but nn_module_free ("nn_linear_new: rng is NULL"). */
 int nn_forward(struct nn_module *m, int n_in, struct tensor **in, int *n_out, struct tensor **out);
 /* Single input, single output convenience; NULL with error. */
 struct tensor *nn_forward1(struct nn_module *m, struct tensor *x);

@@ -22,6 +22,10 @@ const char *tensor_last_error(void) { return trib_error_get(&last_error); }
 
 void *tensor_error(const char *fmt, ...)
 {
+    if (!fmt) {
+        snprintf(last_error.msg, sizeof last_error.msg, "tensor_error: fmt is NULL");
+        return NULL;
+    }
     va_list ap;
     va_start(ap, fmt);
     trib_error_vset(&last_error, fmt, ap);
@@ -53,6 +57,8 @@ const char *device_name(enum device d)
 char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
 {
     size_t used = 0;
+    if (!buf) return tensor_error("shape_str: buf is NULL");
+    if (!shape && ndim > 0) return tensor_error("shape_str: shape is NULL");
     if (cap == 0) return buf;
     buf[0] = '\0';
     used += (size_t)snprintf(buf, cap, "[");
@@ -164,6 +170,7 @@ static struct tensor *tensor_make(enum dtype dt, enum device dev, int ndim, cons
     if ((unsigned)dt >= DTYPE_COUNT) return tensor_error("tensor_new: invalid dtype %d", (int)dt);
     if (ndim < 0 || ndim > TENSOR_MAX_DIMS)
         return tensor_error("tensor_new: ndim %d is outside 0..%d", ndim, TENSOR_MAX_DIMS);
+    if (ndim > 0 && !shape) return tensor_error("tensor_new: shape is NULL");
     int64_t numel = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) return tensor_error("tensor_new: negative dim %lld at %d", (long long)shape[i], i);
@@ -198,16 +205,29 @@ struct tensor *tensor_try_new(enum dtype dt, enum device dev, int ndim, const in
     return tensor_make(dt, dev, ndim, shape, zero, true);
 }
 
+/* tensor_from_data for `who`: a NULL shape (ndim > 0) or NULL data (any
+ * element to copy) is an error naming who. */
+static struct tensor *from_data(const char *who, enum dtype dt, int ndim, const int64_t *shape, const void *data)
+{
+    if (ndim > 0 && !shape) return tensor_error("%s: shape is NULL", who);
+    struct tensor *t = tensor_new_uninit(dt, DEVICE_CPU, ndim, shape);
+    if (!t || !t->numel) return t;
+    if (!data) {
+        tensor_free(t);
+        return tensor_error("%s: data is NULL", who);
+    }
+    memcpy(t->storage->data, data, tensor_nbytes(t));
+    return t;
+}
+
 struct tensor *tensor_from_data(enum dtype dt, int ndim, const int64_t *shape, const void *data)
 {
-    struct tensor *t = tensor_new_uninit(dt, DEVICE_CPU, ndim, shape);
-    if (t && t->numel) memcpy(t->storage->data, data, tensor_nbytes(t));
-    return t;
+    return from_data("tensor_from_data", dt, ndim, shape, data);
 }
 
 struct tensor *tensor_from_f32(int ndim, const int64_t *shape, const float *data)
 {
-    return tensor_from_data(DTYPE_F32, ndim, shape, data);
+    return from_data("tensor_from_f32", DTYPE_F32, ndim, shape, data);
 }
 
 struct tensor *tensor_scalar_f32(float v) { return tensor_from_f32(0, NULL, &v); }
@@ -229,6 +249,7 @@ void tensor_free(struct tensor *t)
 
 struct tensor *tensor_snapshot(struct tensor *t)
 {
+    if (!t) return tensor_error("tensor_snapshot: input is NULL");
     struct tensor *s = tensor_alloc_struct(t->dtype, t->device, t->ndim, t->shape);
     pthread_mutex_t *mu = lock_for(t);
     pthread_mutex_lock(mu);
@@ -241,6 +262,7 @@ struct tensor *tensor_snapshot(struct tensor *t)
 
 void *tensor_mutable_data(struct tensor *t)
 {
+    if (!t) return tensor_error("tensor_mutable_data: input is NULL");
     pthread_mutex_t *mu = lock_for(t);
     pthread_mutex_lock(mu);
     struct tensor_storage *old = t->storage;
@@ -260,6 +282,9 @@ void *tensor_mutable_data(struct tensor *t)
 
 void *tensor_write_begin(struct tensor *t, struct tensor_write *w)
 {
+    if (!w) return tensor_error("tensor_write_begin: w is NULL");
+    w->storage = NULL;   /* a tensor_write_end after a failed begin is then a no-op */
+    if (!t) return tensor_error("tensor_write_begin: input is NULL");
     struct tensor *cur = tensor_snapshot(t);   /* holds the current storage */
     const struct tensor_backend *be = tensor_backend_for(cur->device);
     w->storage = storage_new(be, cur->device, cur->storage->nbytes);
@@ -270,6 +295,20 @@ void *tensor_write_begin(struct tensor *t, struct tensor_write *w)
 
 void tensor_write_end(struct tensor *t, struct tensor_write *w)
 {
+    if (!w) {
+        tensor_error("tensor_write_end: w is NULL");
+        return;
+    }
+    if (!w->storage) {
+        tensor_error("tensor_write_end: no write begun on w");
+        return;
+    }
+    if (!t) {   /* nowhere to publish: the private copy is dropped */
+        storage_release(w->storage);
+        w->storage = NULL;
+        tensor_error("tensor_write_end: input is NULL");
+        return;
+    }
     pthread_mutex_t *mu = lock_for(t);
     pthread_mutex_lock(mu);
     struct tensor_storage *old = t->storage;
@@ -282,6 +321,14 @@ void tensor_write_end(struct tensor *t, struct tensor_write *w)
 
 int tensor_write_from_host(struct tensor *t, const void *src, size_t nbytes)
 {
+    if (!t) {
+        tensor_error("tensor_write_from_host: input is NULL");
+        return -1;
+    }
+    if (!src && nbytes) {
+        tensor_error("tensor_write_from_host: src is NULL");
+        return -1;
+    }
     if (nbytes != tensor_nbytes(t)) {
         tensor_error("tensor_write_from_host: %zu bytes for a tensor of %zu", nbytes, tensor_nbytes(t));
         return -1;
@@ -295,12 +342,21 @@ int tensor_write_from_host(struct tensor *t, const void *src, size_t nbytes)
 
 void tensor_copy_to_host(const struct tensor *t, void *dst)
 {
+    if (!t) {
+        tensor_error("tensor_copy_to_host: input is NULL");
+        return;
+    }
+    if (!dst && tensor_nbytes(t)) {
+        tensor_error("tensor_copy_to_host: dst is NULL");
+        return;
+    }
     if (!tensor_nbytes(t)) return;
     tensor_backend_for(t->device)->copy_to_host(dst, t->storage->data, tensor_nbytes(t));
 }
 
 struct tensor *tensor_clone_to(const struct tensor *t, enum device dev)
 {
+    if (!t) return tensor_error("tensor_clone_to: input is NULL");
     struct tensor *c = tensor_new(t->dtype, dev, t->ndim, t->shape);
     if (!c || !tensor_nbytes(t)) return c;
     const void *src = t->storage->data;
@@ -317,16 +373,31 @@ struct tensor *tensor_clone_to(const struct tensor *t, enum device dev)
 
 bool tensor_same_shape(const struct tensor *a, const struct tensor *b)
 {
+    if (!a || !b) {
+        tensor_error("tensor_same_shape: input is NULL");
+        return false;
+    }
     if (a->dtype != b->dtype || a->ndim != b->ndim) return false;
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] != b->shape[i]) return false;
     return true;
 }
 
-void tensor_set_requires_grad(struct tensor *t, bool on) { t->requires_grad = on; }
+void tensor_set_requires_grad(struct tensor *t, bool on)
+{
+    if (!t) {
+        tensor_error("tensor_set_requires_grad: input is NULL");
+        return;
+    }
+    t->requires_grad = on;
+}
 
 void tensor_zero_grad(struct tensor *t)
 {
+    if (!t) {
+        tensor_error("tensor_zero_grad: input is NULL");
+        return;
+    }
     tensor_free(t->grad);
     t->grad = NULL;
 }

@@ -45,7 +45,12 @@ struct tensor {
 /* ---- errors ------------------------------------------------------------ */
 
 /* Message of the last recoverable error on this thread ("" if none). Every
- * function below that returns NULL/-1 sets it, naming the function. */
+ * function below that returns NULL/-1 sets it, naming the function.
+ * A NULL tensor (or other NULL pointer argument) is such an error, never a
+ * crash: "tensor_snapshot: input is NULL", "tensor_from_data: data is
+ * NULL". Functions returning void do nothing on one but set the error;
+ * tensor_nbytes answers 0, tensor_same_shape false; tensor_free and
+ * tensor_retain accept NULL silently. */
 const char *tensor_last_error(void);
 /* Sets the thread's error message (printf-style); returns NULL so callers can
  * write `return tensor_error(...)`. For use by tensor/ code and its layers. */
@@ -72,7 +77,7 @@ struct tensor *tensor_from_data(enum dtype dt, int ndim, const int64_t *shape, c
 struct tensor *tensor_from_f32(int ndim, const int64_t *shape, const float *data);
 struct tensor *tensor_scalar_f32(float v);
 
-/* Takes another reference; returns t. Thread-safe. */
+/* Takes another reference; returns t (NULL for NULL). Thread-safe. */
 struct tensor *tensor_retain(struct tensor *t);
 /* Drops a reference; frees the tensor (and its storage, grad_fn, grad refs)
  * when it was the last. Accepts NULL. Thread-safe. */
@@ -103,6 +108,8 @@ struct tensor_write {
     struct tensor_storage *storage;   /* the private copy until end */
 };
 void *tensor_write_begin(struct tensor *t, struct tensor_write *w);
+/* tensor_write_end with a NULL w, or a w whose begin failed, does nothing
+ * (error set); with a NULL t it drops w's private copy (error set). */
 void tensor_write_end(struct tensor *t, struct tensor_write *w);
 /* A staged write of t's whole data from host memory (nbytes must be t's
  * size), on whatever device t lives: loading a checkpoint into a GPU
@@ -112,11 +119,23 @@ int tensor_write_from_host(struct tensor *t, const void *src, size_t nbytes);
 /* Read access to the data (host or device pointer). Not synchronised with
  * tensor_mutable_data: use tensor_snapshot for tensors another thread may
  * update. */
-static inline void *tensor_data(const struct tensor *t) { return t->storage->data; }
-static inline float *tensor_f32(const struct tensor *t) { return (float *)t->storage->data; }
-static inline size_t tensor_nbytes(const struct tensor *t) { return (size_t)t->numel * dtype_size(t->dtype); }
+static inline void *tensor_data(const struct tensor *t)
+{
+    return t ? t->storage->data : tensor_error("tensor_data: input is NULL");
+}
+static inline float *tensor_f32(const struct tensor *t)
+{
+    return t ? (float *)t->storage->data : (float *)tensor_error("tensor_f32: input is NULL");
+}
+static inline size_t tensor_nbytes(const struct tensor *t)
+{
+    if (t) return (size_t)t->numel * dtype_size(t->dtype);
+    tensor_error("tensor_nbytes: input is NULL");
+    return 0;
+}
 
-/* Copies the data to host memory dst (tensor_nbytes bytes), from any device. */
+/* Copies the data to host memory dst (tensor_nbytes bytes), from any device.
+ * A NULL t (or NULL dst for a non-empty t) copies nothing and sets the error. */
 void tensor_copy_to_host(const struct tensor *t, void *dst);
 /* A copy on `dev` (no autograd; see tensor_to in ops.h for the recorded one).
  * Returns NULL with error if the device is unavailable. */
@@ -124,7 +143,7 @@ struct tensor *tensor_clone_to(const struct tensor *t, enum device dev);
 /* Same dtype, ndim and shape. */
 bool tensor_same_shape(const struct tensor *a, const struct tensor *b);
 
-void tensor_set_requires_grad(struct tensor *t, bool on);
+void tensor_set_requires_grad(struct tensor *t, bool on);   /* NULL: no-op, error set */
 /* Releases t->grad (sets it NULL). Not synchronised with a backward on
  * another thread delivering into t->grad (autograd.h): callers serialise
  * the two, as they do any read of t->grad. */

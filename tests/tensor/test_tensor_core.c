@@ -10,6 +10,7 @@
 
 #include "tensor/autograd.h"
 #include "tensor/backend.h"
+#include "tensor/nn.h"
 #include "tensor/ops.h"
 
 /* The 256 TiB allocation below must fail as malloc does, not stop ASan or
@@ -643,6 +644,10 @@ START_TEST(test_ops_null_inputs)
     NULL_CASE(tensor_slice(N, 0, 1), "tensor_slice: input is NULL");
     ck_assert_int_eq(tensor_split(N, 0, 2, (int64_t[]){1, 1}, p), -1);
     ck_assert_str_eq(tensor_last_error(), "tensor_split: input is NULL");
+    ck_assert_int_eq(tensor_split(a, 0, 2, NULL, p), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_split: sizes is NULL");
+    ck_assert_int_eq(tensor_split(a, 0, 2, (int64_t[]){1, 1}, NULL), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_split: out is NULL");
     NULL_CASE(tensor_cat(2, (struct tensor *[]){a, N}, 0), "tensor_cat: input is NULL");
     NULL_CASE(tensor_cat(2, NULL, 0), "tensor_cat: input is NULL");
     NULL_CASE(tensor_dropout(N, 0.5f, true, &rng), "tensor_dropout: input is NULL");
@@ -661,6 +666,127 @@ START_TEST(test_ops_null_inputs)
     ck_assert_ptr_null(p[0]);
     tensor_free(a);
     tensor_free(idx);
+}
+END_TEST
+
+/* A NULL pointer given to the public functions of tensor.h and nn.h is an
+ * error naming the function and the argument, never a crash (before: each
+ * of these dereferenced it); the void ones do nothing and set the error. */
+START_TEST(test_core_nn_null_inputs)
+{
+    struct tensor *a = mk(2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    struct tensor *N = NULL;
+    uint64_t rng = 7;
+    char buf[16];
+    float host[6] = {0};
+    struct tensor_write w = {NULL};
+#define NULL_CASE(call, msg)                                   \
+    do {                                                       \
+        tensor_clear_error();                                  \
+        ck_assert_ptr_null(call);                              \
+        ck_assert_str_eq(tensor_last_error(), msg);            \
+    } while (0)
+#define VOID_CASE(call, msg)                                   \
+    do {                                                       \
+        tensor_clear_error();                                  \
+        call;                                                  \
+        ck_assert_str_eq(tensor_last_error(), msg);            \
+    } while (0)
+    /* tensor.h */
+    const char *volatile no_fmt = NULL;
+    NULL_CASE(tensor_error(no_fmt), "tensor_error: fmt is NULL");
+    NULL_CASE(shape_str(2, a->shape, NULL, 8), "shape_str: buf is NULL");
+    NULL_CASE(shape_str(2, NULL, buf, sizeof buf), "shape_str: shape is NULL");
+    ck_assert_str_eq(shape_str(0, NULL, buf, sizeof buf), "[]");
+    NULL_CASE(tensor_new(DTYPE_F32, DEVICE_CPU, 2, NULL), "tensor_new: shape is NULL");
+    NULL_CASE(tensor_from_data(DTYPE_I64, 1, NULL, host), "tensor_from_data: shape is NULL");
+    NULL_CASE(tensor_from_data(DTYPE_I64, 1, (int64_t[]){2}, NULL), "tensor_from_data: data is NULL");
+    NULL_CASE(tensor_from_f32(2, (int64_t[]){2, 3}, NULL), "tensor_from_f32: data is NULL");
+    NULL_CASE(tensor_snapshot(N), "tensor_snapshot: input is NULL");
+    NULL_CASE(tensor_mutable_data(N), "tensor_mutable_data: input is NULL");
+    NULL_CASE(tensor_write_begin(a, NULL), "tensor_write_begin: w is NULL");
+    w.storage = (struct tensor_storage *)&w;   /* a stale value: begin clears it */
+    NULL_CASE(tensor_write_begin(N, &w), "tensor_write_begin: input is NULL");
+    ck_assert_ptr_null(w.storage);
+    VOID_CASE(tensor_write_end(a, &w), "tensor_write_end: no write begun on w");
+    VOID_CASE(tensor_write_end(a, NULL), "tensor_write_end: w is NULL");
+    float *staged = tensor_write_begin(a, &w);
+    ck_assert_ptr_nonnull(staged);
+    staged[0] = 99;
+    VOID_CASE(tensor_write_end(N, &w), "tensor_write_end: input is NULL");   /* the copy is dropped (ASan: no leak) */
+    ck_assert_ptr_null(w.storage);
+    tensor_clear_error();
+    ck_assert_int_eq(tensor_write_from_host(N, host, 0), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_write_from_host: input is NULL");
+    ck_assert_int_eq(tensor_write_from_host(a, NULL, 6 * sizeof(float)), -1);
+    ck_assert_str_eq(tensor_last_error(), "tensor_write_from_host: src is NULL");
+    NULL_CASE(tensor_data(N), "tensor_data: input is NULL");
+    NULL_CASE(tensor_f32(N), "tensor_f32: input is NULL");
+    tensor_clear_error();
+    ck_assert_uint_eq(tensor_nbytes(N), 0);
+    ck_assert_str_eq(tensor_last_error(), "tensor_nbytes: input is NULL");
+    VOID_CASE(tensor_copy_to_host(N, host), "tensor_copy_to_host: input is NULL");
+    VOID_CASE(tensor_copy_to_host(a, NULL), "tensor_copy_to_host: dst is NULL");
+    NULL_CASE(tensor_clone_to(N, DEVICE_CPU), "tensor_clone_to: input is NULL");
+    tensor_clear_error();
+    ck_assert(!tensor_same_shape(a, N));
+    ck_assert_str_eq(tensor_last_error(), "tensor_same_shape: input is NULL");
+    VOID_CASE(tensor_set_requires_grad(N, true), "tensor_set_requires_grad: input is NULL");
+    VOID_CASE(tensor_zero_grad(N), "tensor_zero_grad: input is NULL");
+    /* accepted silently, as before */
+    VOID_CASE(tensor_free(N), "");
+    NULL_CASE(tensor_retain(N), "");
+    /* none of the above touched a */
+    assert_values(a, 2, (int64_t[]){2, 3}, (float[]){1, 2, 3, 4, 5, 6});
+    ck_assert(!a->requires_grad);
+    /* valid inputs the checks must let through: a scalar's NULL shape, an empty tensor's NULL data */
+    struct tensor *sc = tensor_new(DTYPE_F64, DEVICE_CPU, 0, NULL);
+    struct tensor *e = tensor_from_data(DTYPE_I32, 1, (int64_t[]){0}, NULL);
+    ck_assert_ptr_nonnull(sc);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_int_eq(tensor_write_from_host(e, NULL, 0), 0);
+    /* nn.h */
+    struct nn_module *m = nn_linear_new(3, 2, true, &rng);
+    ck_assert_ptr_nonnull(m);
+    struct tensor *in[2] = {a, NULL}, *out[NN_MAX_IO];
+    int n_out = -1;
+    tensor_clear_error();
+    ck_assert_int_eq(nn_forward(NULL, 1, in, &n_out, out), -1);
+    ck_assert_str_eq(tensor_last_error(), "nn_forward: module is NULL");
+    ck_assert_int_eq(nn_forward(m, 1, in, NULL, out), -1);
+    ck_assert_str_eq(tensor_last_error(), "nn_forward: n_out is NULL");
+    ck_assert_int_eq(nn_forward(m, 1, in, &n_out, NULL), -1);
+    ck_assert_str_eq(tensor_last_error(), "nn_forward: out is NULL");
+    ck_assert_int_eq(nn_forward(m, 1, NULL, &n_out, out), -1);
+    ck_assert_str_eq(tensor_last_error(), "nn_forward: in is NULL");
+    ck_assert_int_eq(nn_forward(m, 2, in, &n_out, out), -1);
+    ck_assert_str_eq(tensor_last_error(), "nn_forward: input 1 is NULL");
+    ck_assert_int_eq(n_out, 0);
+    ck_assert_int_eq(m->ops->forward(m, 1, &in[1], &n_out, out), -1);   /* the module's own check */
+    ck_assert_str_eq(tensor_last_error(), "nn_linear: input is NULL");
+    NULL_CASE(nn_forward1(NULL, a), "nn_forward1: module is NULL");
+    NULL_CASE(nn_forward1(m, N), "nn_forward1: input is NULL");
+    tensor_clear_error();
+    ck_assert_int_eq(nn_module_to(NULL, DEVICE_CPU), -1);
+    ck_assert_str_eq(tensor_last_error(), "nn_module_to: module is NULL");
+    VOID_CASE(nn_module_free(NULL), "");
+    NULL_CASE(nn_linear_new(3, 2, true, NULL), "nn_linear_new: rng is NULL");
+    NULL_CASE(nn_mlp_new(2, NULL, NN_RELU, 0, &rng), "nn_mlp_new: sizes is NULL");
+    NULL_CASE(nn_mlp_new(2, (int[]){3, 2}, NN_RELU, 0, NULL), "nn_mlp_new: rng is NULL");
+    NULL_CASE(nn_embedding_bag_new(4, 2, TENSOR_BAG_SUM, NULL), "nn_embedding_bag_new: rng is NULL");
+    struct nn_policy_config cfg = {.obs_dim = 3, .act_dim = 2, .n_hidden = 1, .hidden = {4}};
+    NULL_CASE(nn_policy_new(NULL, &rng), "nn_policy_new: cfg is NULL");
+    NULL_CASE(nn_policy_new(&cfg, NULL), "nn_policy_new: rng is NULL");
+    /* the module still works */
+    struct tensor *y = nn_forward1(m, a);
+    ck_assert_ptr_nonnull(y);
+    ck_assert_int_eq(y->shape[0], 2);
+    ck_assert_int_eq(y->shape[1], 2);
+#undef NULL_CASE
+#undef VOID_CASE
+    nn_module_free(m);
+    struct tensor *all[] = {a, sc, e, y};
+    for (int k = 0; k < 4; k++) tensor_free(all[k]);
 }
 END_TEST
 
@@ -833,6 +959,7 @@ Suite *tensor_core_suite(void)
     tcase_add_test(tc, test_slice_autograd_by_dtype);
     tcase_add_test(tc, test_slice_i64_feeds_index_ops);
     tcase_add_test(tc, test_ops_null_inputs);
+    tcase_add_test(tc, test_core_nn_null_inputs);
     tcase_add_test(tc, test_error_messages);
     tcase_add_test(tc, test_gather_cases);
     tcase_add_test(tc, test_empty_inputs_huge_outputs);
