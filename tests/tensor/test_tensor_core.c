@@ -612,6 +612,14 @@ START_TEST(test_slice_i64_feeds_index_ops)
 }
 END_TEST
 
+/* Asserts that call returns NULL with the thread's error set to msg. */
+#define NULL_CASE(call, msg)                                   \
+    do {                                                       \
+        tensor_clear_error();                                  \
+        ck_assert_ptr_null(call);                              \
+        ck_assert_str_eq(tensor_last_error(), msg);            \
+    } while (0)
+
 /* A NULL input (the result of a failed op passed on unchecked) is an error
  * naming the op at every public op, not a crash (before: each of these
  * dereferenced it). */
@@ -621,12 +629,6 @@ START_TEST(test_ops_null_inputs)
     struct tensor *idx = tensor_from_data(DTYPE_I64, 1, (int64_t[]){2}, (int64_t[]){0, 1});
     struct tensor *N = NULL, *p[2] = {NULL, NULL};
     uint64_t rng = 1;
-#define NULL_CASE(call, msg)                                   \
-    do {                                                       \
-        tensor_clear_error();                                  \
-        ck_assert_ptr_null(call);                              \
-        ck_assert_str_eq(tensor_last_error(), msg);            \
-    } while (0)
     NULL_CASE(tensor_matmul(N, a), "tensor_matmul: input is NULL");
     NULL_CASE(tensor_matmul(a, N), "tensor_matmul: input is NULL");
     NULL_CASE(tensor_linear(a, N, NULL), "tensor_linear: input is NULL");
@@ -662,7 +664,6 @@ START_TEST(test_ops_null_inputs)
     NULL_CASE(tensor_gaussian_sample(a, N, &rng), "tensor_gaussian_sample: input is NULL");
     NULL_CASE(tensor_gaussian_log_prob(a, a, N), "tensor_gaussian_log_prob: input is NULL");
     NULL_CASE(tensor_gaussian_entropy(N), "tensor_gaussian_entropy: input is NULL");
-#undef NULL_CASE
     ck_assert_ptr_null(p[0]);
     tensor_free(a);
     tensor_free(idx);
@@ -680,12 +681,6 @@ START_TEST(test_core_nn_null_inputs)
     char buf[16];
     float host[6] = {0};
     struct tensor_write w = {NULL};
-#define NULL_CASE(call, msg)                                   \
-    do {                                                       \
-        tensor_clear_error();                                  \
-        ck_assert_ptr_null(call);                              \
-        ck_assert_str_eq(tensor_last_error(), msg);            \
-    } while (0)
 #define VOID_CASE(call, msg)                                   \
     do {                                                       \
         tensor_clear_error();                                  \
