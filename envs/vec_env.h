@@ -27,12 +27,14 @@ struct vec_env_stats {
 
 /* B = num_envs copies of spec; env i draws from its own RNG seeded with
  * env_rng_seed(seed, i). The spec is borrowed and must outlive the vec_env.
- * Returns NULL with env_last_error() set on a bad spec, num_envs < 1, or
- * states too big to allocate. Call vec_env_reset before the first
- * vec_env_step. */
+ * When the spec has create, it runs on each env in turn, on this thread.
+ * Returns NULL with env_last_error() set on a bad spec, num_envs < 1,
+ * states too big to allocate, or a create that failed ("vec_env_new: env 3
+ * of Hopper-v4: mj_makeData failed"; the envs made before it are destroyed).
+ * Call vec_env_reset before the first vec_env_step. */
 struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t seed,
                             unsigned flags);
-/* Accepts NULL. */
+/* Runs the spec's destroy on every env. Accepts NULL. */
 void vec_env_free(struct vec_env *v);
 
 const struct env_spec *vec_env_spec(const struct vec_env *v);
@@ -63,9 +65,17 @@ void vec_env_reset(struct vec_env *v, float *obs);
 int vec_env_step(struct vec_env *v, const void *actions, float *obs, float *reward,
                  bool *terminated, bool *truncated, float *final_obs);
 
-/* Statistics of the finished episodes; clear starts them again. */
+/* Statistics of the finished episodes; clear starts them again (the info
+ * sums too). */
 void vec_env_get_stats(const struct vec_env *v, struct vec_env_stats *out);
 void vec_env_clear_stats(struct vec_env *v);
+
+/* The spec's named per-step scalars (spec->info_count of them, 0 when it
+ * has none): out[k] is the sum of info k over every step of the episodes
+ * finished since creation or the last clear (divide by stats.length_sum
+ * for the mean per step, by stats.episodes for the mean per episode).
+ * Writes info_count doubles. */
+void vec_env_info_sums(const struct vec_env *v, double *out);
 
 /* In the four calls below, 0 <= i < num_envs (not checked). */
 
@@ -79,9 +89,9 @@ int vec_env_last_episode(const struct vec_env *v, int i, double *ret, int *len);
 
 /* The whole vec_env as bytes (for checkpoints): every env's state block and
  * RNG, elapsed steps, running and last episode returns/lengths, the
- * statistics. Env state blocks are copied raw, so a spec whose state holds
- * pointers cannot be checkpointed. A new malloc'ed buffer in *out (caller
- * frees), its size in *len. Returns 0. */
+ * statistics and info sums. Env state blocks are copied raw, or through the
+ * spec's save when it has one (a spec with create must). A new malloc'ed
+ * buffer in *out (caller frees), its size in *len. Returns 0. */
 int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len);
 /* Restores what vec_env_save wrote for a vec_env of the same spec (id and
  * state size) and num_envs. Returns 0, or -1 with env_last_error() naming
@@ -90,7 +100,10 @@ int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len);
  * progress is inf"), the statistics' returns, or a value of an env's state
  * as the spec's get_state gives it ("env 3 of CartPole-v1: state[2]
  * (theta) is nan"; a built-in's values are named) (nothing changed then).
- * A state without get_state is the env's to trust. */
+ * A state without get_state is the env's to trust. A spec with load reads
+ * each env's saved form itself; every one is checked (in a scratch env the
+ * spec creates) before any env changes, and a refusal names the env and
+ * the load's message. */
 int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len);
 
 /* Env i's state block (spec->state_size bytes), e.g. for get/set_state. */
