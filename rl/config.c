@@ -588,7 +588,7 @@ static int usage_error(const char *prog, const char *fmt, const char *a, const c
 static bool is_builtin_env(const char *id)
 {
     for (int i = 0; i < env_builtin_count(); i++)
-        if (strcmp(env_builtin(i)->id, id) == 0) return true;
+        if (strcmp(env_builtin_id(i), id) == 0) return true;
     return false;
 }
 
