@@ -426,6 +426,7 @@ static struct tensor *episode(struct observer *o)
     int len;
     if (vec_env_last_episode(l->venv, 0, &ret, &len) == 0) rl_report_add(&l->report, ret, len);
     l->report.steps = n;
+    rl_learner_note_info(l);
     struct tensor *lp = tensor_cat(n, o->ep_logp, 0);
     loss = lp ? finite_loss(o, rl_reinforce_loss(lp, o->ep_rew, n, o->cfg.gamma), "the episode's loss") : NULL;
     if (!lp) rl_set_error("episode: %s", tensor_last_error());

@@ -116,8 +116,6 @@ int rl_config_preset(struct rl_config *c, const char *name)
     return 0;
 }
 
-static int add_env_arg(struct rl_config *c, const char *v);
-
 /* Every line of c->env_args as --env-arg would take it (a config from a
  * file or the wire is checked as the command line is). */
 static int check_env_args(const struct rl_config *c)
@@ -129,7 +127,7 @@ static int check_env_args(const struct rl_config *c)
     for (char *line = buf; *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = '\0';
-        if (add_env_arg(&scratch, line) != 0) return -1;
+        if (rl_config_add_env_arg(&scratch, line) != 0) return -1;
         if (!nl) break;
         line = nl + 1;
     }
@@ -365,7 +363,7 @@ void rl_config_usage(FILE *f)
 /* Appends one --env-arg KEY=VALUE to c->env_args: KEY of letters, digits,
  * '_', '-' and '.', VALUE without a line break, keys unique, at most
  * RL_MAX_ENV_ARGS. 0, or -1 with rl_last_error() saying why. */
-static int add_env_arg(struct rl_config *c, const char *v)
+int rl_config_add_env_arg(struct rl_config *c, const char *v)
 {
     const char *eq = strchr(v, '=');
     size_t klen = eq ? (size_t)(eq - v) : 0;
@@ -454,7 +452,7 @@ static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, b
         snprintf(p, sizeof c->env, "%s", v);
         return 0;
     case T_ENVARG:
-        return add_env_arg(c, v);
+        return rl_config_add_env_arg(c, v);
     case T_ALGO:
         if (strcmp(v, "reinforce") == 0) c->algo = RL_ALGO_REINFORCE;
         else if (strcmp(v, "a2c") == 0) c->algo = RL_ALGO_A2C;
@@ -591,7 +589,7 @@ static int apply_config(struct rl_config *c, const char *flag, const char *path,
             if (!cJSON_IsArray(it)) rc = rl_set_error("%s %s: '%s' must be a list of \"KEY=VALUE\" strings", flag, path, it->string);
             for (cJSON *e = it->child; e && rc == 0; e = e->next)
                 if (!cJSON_IsString(e)) rc = rl_set_error("%s %s: '%s' must be a list of \"KEY=VALUE\" strings", flag, path, it->string);
-                else if (add_env_arg(c, e->valuestring) != 0) rc = rl_set_error("%s %s: %s", flag, path, rl_last_error());
+                else if (rl_config_add_env_arg(c, e->valuestring) != 0) rc = rl_set_error("%s %s: %s", flag, path, rl_last_error());
             continue;
         }
         if (fl->type == T_BOOL) {

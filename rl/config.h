@@ -139,6 +139,11 @@ struct rl_env_args {
 };
 void rl_config_env_args(const struct rl_config *cfg, struct rl_env_args *out);
 
+/* Appends one --env-arg KEY=VALUE to cfg->env_args: KEY of letters, digits,
+ * '_', '-' and '.', VALUE without a line break, keys unique, at most
+ * RL_MAX_ENV_ARGS. 0, or -1 with rl_last_error() saying why. */
+int rl_config_add_env_arg(struct rl_config *cfg, const char *kv);
+
 /* The env of cfg, opened with its arguments (env_open_args): the spec, and
  * in *plugin the handle to close (NULL for a built-in). NULL with
  * rl_last_error() set to the envs module's message. */

@@ -375,6 +375,7 @@ int main(int argc, char **argv)
     if (!f.spec) return die(rl_last_error());
     double target = isnan(f.cfg.target) ? f.spec->reward_threshold : f.cfg.target;
     f.stats = run_stats_new(&f.cfg, target);
+    run_stats_set_env(f.stats, f.spec);
     int status = 1;
     const char *why = "failure";
     if (setup(&f) != 0) {
