@@ -300,21 +300,16 @@ END_TEST
 
 /* ---- ABI 2: a plug-in that loads a model and owns memory per env ---------- */
 
-#define ARGS(...)                                                                              \
-    ((struct env_args){ .n = (int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *) / 2), \
-                        .keys = keys_of((const char *[]){ __VA_ARGS__ }, kbuf),                \
-                        .values = values_of((const char *[]){ __VA_ARGS__ }, vbuf) })
+/* An env_args of KEY, VALUE pairs (at most 8), in static storage. */
 static const char *kbuf[8], *vbuf[8];
-static const char *const *keys_of(const char **kv, const char **out)
+static struct env_args args_of(int n, const char *const *kv)
 {
-    for (int i = 0; i < 8 && kv[2 * i]; i++) out[i] = kv[2 * i];
-    return out;
+    for (int i = 0; i < n && i < 8; i++) kbuf[i] = kv[2 * i], vbuf[i] = kv[2 * i + 1];
+    return (struct env_args){ .n = n, .keys = kbuf, .values = vbuf };
 }
-static const char *const *values_of(const char **kv, const char **out)
-{
-    for (int i = 0; i < 8 && kv[2 * i]; i++) out[i] = kv[2 * i + 1];
-    return out;
-}
+#define ARGS(...)                                                                                  \
+    args_of((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *) / 2),                   \
+            (const char *[]){ __VA_ARGS__ })
 
 /* sim_live() of the loaded Sim-v0: its envs created and not destroyed. */
 static int sim_live(void)
