@@ -15,7 +15,6 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -554,34 +553,6 @@ static uint8_t *read_shard(struct rpc_request *req, int dfd, const char *file, i
     return buf;
 }
 
-/* Writes data as `file` in directory dfd (named dir in errors), all or
- * nothing: a new temporary file (O_EXCL, no link followed), fsync, rename
- * over file, fsync of the directory. 0 or -1 after rpc_request_fail. */
-static int write_shard(struct rpc_request *req, int dfd, const char *dir, const char *file, const uint8_t *data, size_t n)
-{
-    static atomic_uint seq;
-    char tmp[NAME_MAX + 1];
-    snprintf(tmp, sizeof tmp, ".%s.%d.%u.tmp", file, (int)getpid(), atomic_fetch_add(&seq, 1));
-    int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd < 0) return rpc_request_fail(req, "%s/%s: %s", dir, tmp, strerror(errno));
-    int e = 0;
-    for (size_t done = 0; !e && done < n;) {
-        ssize_t k = write(fd, data + done, n - done);
-        if (k < 0 && errno != EINTR) e = errno;
-        else if (k > 0) done += (size_t)k;
-    }
-    if (!e && fsync(fd) != 0) e = errno;
-    if (close(fd) != 0 && !e) e = errno;
-    if (!e && renameat(dfd, tmp, dfd, file) != 0) e = errno;
-    if (e) {
-        unlinkat(dfd, tmp, 0);
-        return rpc_request_fail(req, "%s/%s: %s", dir, file, strerror(e));
-    }
-    if (fsync(dfd) != 0 && errno != EINVAL)
-        return rpc_request_fail(req, "%s/%s: fsync of its directory: %s", dir, file, strerror(errno));
-    return 0;
-}
-
 /* ---- the owner's function ---------------------------------------------------------- */
 
 enum op { OP_SAVE, OP_CHECK, OP_LOAD };
@@ -654,7 +625,12 @@ static int fn_shard(struct rpc_request *req, const struct rpc_value *args, struc
     if (rc == 0 && op == OP_SAVE) {
         struct wbuf w = { 0 };
         rc = encode_shard(req, n, mods, optim, &w);
-        if (rc == 0) rc = write_shard(req, dfd, dir, file, w.p, w.n);
+        /* atomic_file.h, the one writer of whole files: a new temporary
+         * file (O_EXCL: never through a link), renamed over the shard (a
+         * link there is replaced, not followed) */
+        char path_ok[PATH_MAX + NAME_MAX + 2];
+        snprintf(path_ok, sizeof path_ok, "%s%s%s", dir, dir_len > 1 ? "/" : "", file);
+        if (rc == 0 && atomic_file_replace(path_ok, w.p, w.n, NULL) != 0) rc = rpc_request_fail(req, "%s", atomic_file_last_error());
         if (rc == 0) {
             *res = rpc_list(2);
             res->list.items[0] = rpc_int((int64_t)w.n);
