@@ -8,7 +8,9 @@
  *   | per module: u32 name length | name | u32 n_params | u64 dropout RNG
  *       | per param: u32 dtype | u32 ndim | i64 shape[4] | u64 nbytes | data
  *   | if has_optim: u64 length | optim_save bytes
- * Its integrity is the manifest's size and hash. */
+ * Its integrity is the manifest's size and hash. The MANIFEST's format and
+ * limits: dist_ckpt_internal.h. Where an owner may read and write, and
+ * why: dist_ckpt.h "Which directories". */
 #define _GNU_SOURCE
 #include "optim/dist_ckpt.h"
 
@@ -553,6 +555,63 @@ static uint8_t *read_shard(struct rpc_request *req, int dfd, const char *file, i
     return buf;
 }
 
+/* Reads and parses the manifest `name` (relative to dfd, or a path): a
+ * regular file (no link, no FIFO) of at most DIST_CKPT_MAX_MANIFEST_BYTES.
+ * 0, or -1 with err saying why (*missing: it does not exist). */
+static int manifest_at(int dfd, const char *name, struct dist_ckpt_manifest *m, bool *missing, char *err, size_t cap)
+{
+    *missing = false;
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *missing = errno == ENOENT;
+        return snprintf(err, cap, "%s", errno == ELOOP ? "not a regular file" : strerror(errno)), -1;
+    }
+    struct stat st;
+    int rc = 0;
+    char *text = NULL;
+    if (fstat(fd, &st) != 0) rc = (snprintf(err, cap, "%s", strerror(errno)), -1);
+    else if (!S_ISREG(st.st_mode)) rc = (snprintf(err, cap, "not a regular file"), -1);
+    else if (st.st_size > DIST_CKPT_MAX_MANIFEST_BYTES)
+        rc = (snprintf(err, cap, "%lld bytes, more than a manifest may hold (%d)", (long long)st.st_size,
+                       DIST_CKPT_MAX_MANIFEST_BYTES), -1);
+    size_t len = 0;
+    if (rc == 0) {
+        text = trib_xmalloc((size_t)st.st_size + 1);
+        while (len < (size_t)st.st_size) {
+            ssize_t k = read(fd, text + len, (size_t)st.st_size - len);
+            if (k < 0 && errno == EINTR) continue;
+            if (k <= 0) break;
+            len += (size_t)k;
+        }
+    }
+    close(fd);
+    if (rc == 0) rc = dist_ckpt_manifest_parse(text, len, m, err, cap);
+    free(text);
+    return rc;
+}
+
+/* A save of shard `file` (its name checked) in dfd may not replace a shard
+ * of the checkpoint there: its generation must be newer than the MANIFEST's
+ * (none: any). 0 or -1 after rpc_request_fail. */
+static int newer_than_checkpoint(struct rpc_request *req, int dfd, const char *file)
+{
+    int64_t gen = 0;
+    const char *g = file + 6;
+    parse_int(g, strspn(g, "0123456789"), 1, DIST_CKPT_MAX_GENERATION, &gen);
+    struct dist_ckpt_manifest *m = trib_xmalloc(sizeof *m);
+    char err[256];
+    bool missing;
+    int rc = 0;
+    if (manifest_at(dfd, MANIFEST, m, &missing, err, sizeof err) != 0) {
+        if (!missing) rc = rpc_request_fail(req, "shard %s: the directory's " MANIFEST ": %s", file, err);
+    } else if (gen <= m->generation) {
+        rc = rpc_request_fail(req, "shard %s: generation %lld is not newer than the directory's checkpoint (generation %lld)",
+                              file, (long long)gen, (long long)m->generation);
+    }
+    free(m);
+    return rc;
+}
+
 /* ---- the owner's function ---------------------------------------------------------- */
 
 enum op { OP_SAVE, OP_CHECK, OP_LOAD };
@@ -622,6 +681,7 @@ static int fn_shard(struct rpc_request *req, const struct rpc_value *args, struc
     int dfd = rc == 0 ? open_dir_nofollow(dir) : -1;
     if (rc == 0 && dfd < 0 && errno == ELOOP) rc = rpc_request_fail(req, "%s: a symbolic link on the way (links are not followed)", dir);
     else if (rc == 0 && dfd < 0) rc = rpc_request_fail(req, "%s: %s", dir, strerror(errno));
+    if (rc == 0 && op == OP_SAVE) rc = newer_than_checkpoint(req, dfd, file);
     if (rc == 0 && op == OP_SAVE) {
         struct wbuf w = { 0 };
         rc = encode_shard(req, n, mods, optim, &w);
@@ -791,33 +851,10 @@ static int read_manifest(const char *who, const char *dir, struct dist_ckpt_mani
 {
     char path[PATH_MAX + 512], err[256];
     snprintf(path, sizeof path, "%s/" MANIFEST, dir);
-    if (missing) *missing = false;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT && missing) *missing = true;
-    if (fd < 0 && errno == ELOOP) return rpc_set_error("%s: %s: not a regular file", who, path);
-    if (fd < 0) return rpc_set_error("%s: %s: %s", who, path, strerror(errno));
-    struct stat st;
-    int rc = 0;
-    char *text = NULL;
-    if (fstat(fd, &st) != 0) rc = rpc_set_error("%s: %s: %s", who, path, strerror(errno));
-    else if (!S_ISREG(st.st_mode)) rc = rpc_set_error("%s: %s: not a regular file", who, path);
-    else if (st.st_size > DIST_CKPT_MAX_MANIFEST_BYTES)
-        rc = rpc_set_error("%s: %s: %lld bytes, more than a manifest may hold (%d)", who, path, (long long)st.st_size,
-                           DIST_CKPT_MAX_MANIFEST_BYTES);
-    size_t len = 0;
-    if (rc == 0) {
-        text = trib_xmalloc((size_t)st.st_size + 1);
-        while (len < (size_t)st.st_size) {
-            ssize_t k = read(fd, text + len, (size_t)st.st_size - len);
-            if (k < 0 && errno == EINTR) continue;
-            if (k <= 0) break;
-            len += (size_t)k;
-        }
-    }
-    close(fd);
-    if (rc == 0 && dist_ckpt_manifest_parse(text, len, m, err, sizeof err) != 0) rc = rpc_set_error("%s: %s: %s", who, path, err);
-    free(text);
-    return rc;
+    bool gone = false;
+    int rc = manifest_at(AT_FDCWD, path, m, &gone, err, sizeof err);
+    if (missing) *missing = gone;
+    return rc == 0 ? 0 : rpc_set_error("%s: %s: %s", who, path, err);
 }
 
 /* Removes shard-G-*.bin of generations other than keep, and what a writer

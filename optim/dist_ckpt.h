@@ -20,11 +20,13 @@
  * Every other directory is refused before the file system is touched.
  * In an allowed directory an owner touches only its own shard,
  * shard-G-NAME.bin (NAME its worker name): a plain file name, never a
- * path. The directory is walked from "/" without following links; a shard
- * is read only if it is a regular file (not a link, FIFO or device) whose
- * size is the one the manifest states (at most 1 TiB), checked before a
- * byte is read, and written through a new temporary file, never through a
- * link. A refusal names only what the caller sent: never the contents, size
+ * path; and it saves only a generation G newer than the one the
+ * directory's MANIFEST names, so the checkpoint there is never replaced
+ * under its manifest. The directory is walked from "/" without following
+ * links; a shard is read only if it is a regular file (not a link, FIFO or
+ * device) whose size is the one the manifest states (at most 1 TiB),
+ * checked before a byte is read, and written through a new temporary file,
+ * never through a link. A refusal names only what the caller sent: never the contents, size
  * or hash of a file outside an allowed directory.
  *
  * The MANIFEST is checked whole before anything is done with it: its names

@@ -268,6 +268,37 @@ START_TEST(save_outside_refused)
 }
 END_TEST
 
+/* N8 inside the root: a member cannot replace a shard of the checkpoint
+ * there (here with one that holds no module, which would make it
+ * unloadable); only a newer generation may be written. */
+START_TEST(checkpoint_shard_not_replaced)
+{
+    struct env e;
+    env_start(&e, true, 30000);
+    char p[512], err[1024];
+    ck_assert_msg(dist_ckpt_save(e.ck, 2, e.m.mods, e.m.opt, 1) == 0, "%s", rpc_last_error());
+    path_of(p, sizeof p, e.ck, "shard-1-w1.bin");
+    size_t n0, n1;
+    char *before = read_file(p, &n0);
+    ck_assert_int_eq(shard_call("w1", "save", p, 0, 0, NULL, NULL, err, sizeof err), -1);
+    ck_assert_str_eq(err, "rpc: w1: dist_ckpt._shard: shard shard-1-w1.bin: generation 1 is not newer than the directory's checkpoint (generation 1)");
+    char *after = read_file(p, &n1);
+    ck_assert(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
+    free(before);
+    free(after);
+    int64_t step = 0;
+    ck_assert_msg(dist_ckpt_load(e.ck, 2, e.m.mods, e.m.opt, &step) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(step, 1);
+    /* the next generation may be written (the caller's next save does) */
+    path_of(p, sizeof p, e.ck, "shard-2-w1.bin");
+    ck_assert_msg(shard_call("w1", "save", p, 0, 0, e.m.a, "a", err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(dist_ckpt_save(e.ck, 2, e.m.mods, e.m.opt, 2) == 0, "%s", rpc_last_error());
+    ck_assert_msg(dist_ckpt_load(e.ck, 2, e.m.mods, e.m.opt, &step) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(step, 2);
+    env_stop(&e);
+}
+END_TEST
+
 /* N6: the manifest's shard names are plain, and links are not followed:
  * not as a shard, not as the checkpoint directory. */
 START_TEST(load_outside_refused)
@@ -540,6 +571,7 @@ static Suite *hostile_suite(void)
     TCase *tc = tcase_create("hostile");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, save_outside_refused);
+    tcase_add_test(tc, checkpoint_shard_not_replaced);
     tcase_add_test(tc, load_outside_refused);
     tcase_add_test(tc, dev_zero_refused);
     tcase_add_test(tc, fifo_refused);
