@@ -394,7 +394,7 @@ END_TEST
 START_TEST(fifo_refused)
 {
     struct env e;
-    env_start(&e, true, 5000);
+    env_start(&e, true, 10000);
     char p[512], err[1024];
     ck_assert_msg(dist_ckpt_save(e.ck, 2, e.m.mods, e.m.opt, 1) == 0, "%s", rpc_last_error());
     path_of(p, sizeof p, e.ck, "shard-1-w1.bin");
