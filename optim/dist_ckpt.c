@@ -404,6 +404,13 @@ static int decode_shard(struct rpc_request *req, const char *file, const uint8_t
 /* ---- where an owner reads and writes (dist_ckpt.h "Which directories") ----------- */
 
 static pthread_mutex_t dirs_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(trib_xmalloc(n), s, n);
+}
+
 static char *roots[MAX_ROOTS];       /* absolute, as given (resolved at each use) */
 static int n_roots;
 static char **active;                /* this process's dist_ckpt_save/load directories now */
@@ -425,7 +432,7 @@ int dist_ckpt_add_root(const char *dir)
     pthread_mutex_lock(&dirs_mu);
     int rc = 0;
     if (n_roots == MAX_ROOTS) rc = rpc_set_error("dist_ckpt_add_root: %d roots already (the most)", MAX_ROOTS);
-    else roots[n_roots++] = strdup(abs);
+    else roots[n_roots++] = dup_str(abs);
     pthread_mutex_unlock(&dirs_mu);
     return rc;
 }
@@ -434,7 +441,7 @@ static void active_add(const char *dir)
 {
     pthread_mutex_lock(&dirs_mu);
     if (n_active == cap_active) active = trib_xrealloc(active, (size_t)(cap_active = cap_active ? 2 * cap_active : 4) * sizeof *active);
-    active[n_active++] = strdup(dir);
+    active[n_active++] = dup_str(dir);
     pthread_mutex_unlock(&dirs_mu);
 }
 
