@@ -1,7 +1,9 @@
 /* A thin C interface over Gloo (C++), private to pg/: a full-mesh Gloo
  * context made through a caller-supplied key-value store, and the few
  * collectives the process groups use on host buffers. Every call catches
- * Gloo's exceptions and returns -1 with the message in err; none throws. */
+ * every exception and returns -1 with the message in err; none throws.
+ * The callers must agree on sizes beforehand: Gloo's event-loop thread
+ * aborts the process when a peer sends more than the buffer holds. */
 #ifndef TRIB_PG_GLOO_SHIM_H
 #define TRIB_PG_GLOO_SHIM_H
 
