@@ -32,8 +32,7 @@ struct hosted {
     int n;
     char (*members)[NAME_CAP];
     struct entry *keys;
-    int n_keys, n_nccl;
-    size_t bytes;
+    int n_nccl;                 /* keys under a rule with max_keys */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -69,7 +68,7 @@ static long key_number(const char *key, const char *prefix)
     if (strncmp(key, prefix, p)) return -1;
     const char *d = key + p;
     size_t len = strlen(d);
-    if (len == 0 || len > 9 || (len > 1 && d[0] == '0') || strspn(d, "0123456789") != len) return -1;
+    if (len == 0 || len > 10 || (len > 1 && d[0] == '0') || strspn(d, "0123456789") != len) return -1;
     return strtol(d, NULL, 10);
 }
 
@@ -237,9 +236,7 @@ static int fn_set(struct rpc_request *req, const struct rpc_value *args, struct 
     e->n = v->str.len;
     e->next = h->keys;
     h->keys = e;
-    h->n_keys++;
     h->n_nccl += rule->max_keys != 0;
-    h->bytes += e->n;
     pthread_mutex_unlock(&mu);
     *result = rpc_nil();
     return 0;
