@@ -19,6 +19,10 @@
 
 #define PG_NAME_MAX 48
 
+/* A collective's descriptor, allgathered before its data (agree()). */
+#define DESC_MAGIC 0x50474431   /* "PGD1" */
+enum { D_MAGIC, D_OP, D_ARG, D_HAS_TENSOR, D_TENSOR, DESC_WORDS = D_TENSOR + PG_TENSOR_WORDS };
+
 struct process_group {
     char name[PG_NAME_MAX];
     int rank, size, timeout_ms;
@@ -27,6 +31,7 @@ struct process_group {
     pthread_mutex_t mu;         /* serialises collectives; guards the fields below */
     uint32_t tag;               /* Gloo tag of the next collective */
     struct pg_nccl *nccl;       /* made at the first CUDA collective */
+    int64_t *descs;             /* every member's descriptor of the collective under way */
     char broken[384];           /* the failure that broke the group, "" while healthy */
 };
 
@@ -162,6 +167,7 @@ struct process_group *pg_new(const char *name, int n, const char *const *workers
     g->timeout_ms = timeout_ms > 0 ? timeout_ms : PG_DEFAULT_TIMEOUT_MS;
     g->workers = trib_xcalloc((size_t)n, sizeof *g->workers);
     for (int i = 0; i < n; i++) snprintf(g->workers[i], sizeof g->workers[i], "%s", workers[i]);
+    g->descs = trib_xcalloc((size_t)n * DESC_WORDS, sizeof *g->descs);
     pthread_mutex_init(&g->mu, NULL);
     char host[128], err[384] = "";
     self_host(host, sizeof host);
@@ -195,6 +201,7 @@ void pg_free(struct process_group *g)
     gloo_ctx_free(g->gloo);
     if (g->rank == 0) pg_store_unhost(g->name);
     pthread_mutex_destroy(&g->mu);
+    free(g->descs);
     free(g->workers);
     free(g);
 }
@@ -206,8 +213,6 @@ const char *pg_worker(const struct process_group *g, int r) { return r >= 0 && r
 
 /* ---- agreement: what every member passed, compared before data moves ---- */
 
-#define DESC_MAGIC 0x50474431   /* "PGD1" */
-enum { D_MAGIC, D_OP, D_ARG, D_HAS_TENSOR, D_TENSOR, DESC_WORDS = D_TENSOR + PG_TENSOR_WORDS };
 
 static const char *const REDUCTIONS[] = {"sum", "avg"};
 
@@ -259,8 +264,8 @@ void pg_member_format(const struct process_group *g, int r, char *out, size_t ca
 
 static bool desc_valid(const int64_t *d)
 {
-    return d[D_MAGIC] == DESC_MAGIC && d[D_OP] > 0 && d[D_OP] < PG_OP_END && (d[D_HAS_TENSOR] == 0 || d[D_HAS_TENSOR] == 1) &&
-           (d[D_HAS_TENSOR] ? pg_tensor_words_valid(d + D_TENSOR) : true);
+    if (d[D_MAGIC] != DESC_MAGIC || d[D_OP] <= 0 || d[D_OP] >= PG_OP_END) return false;
+    return d[D_HAS_TENSOR] == 0 || (d[D_HAS_TENSOR] == 1 && pg_tensor_words_valid(d + D_TENSOR));
 }
 
 static void arg_format(const int64_t *d, char *out, size_t cap)
@@ -304,7 +309,7 @@ static int agree(struct process_group *g, const char *who, int64_t *desc, uint32
     g->tag += 2;
     *data_tag = tag + 1;
     if (g->size == 1) return 0;
-    int64_t *all = trib_xcalloc((size_t)g->size * DESC_WORDS, sizeof *all);
+    int64_t *all = g->descs;
     int rc = gloo_allgather(g->gloo, desc, all, DESC_WORDS * sizeof *all, tag, err, cap);
     for (int r = 0; rc == 0 && r < g->size; r++) {
         const int64_t *d = all + (size_t)r * DESC_WORDS;
@@ -320,7 +325,6 @@ static int agree(struct process_group *g, const char *who, int64_t *desc, uint32
             mismatch(g, who, r, all, all + (size_t)r * DESC_WORDS);
             rc = -2;
         }
-    free(all);
     return rc;
 }
 

@@ -324,6 +324,8 @@ START_TEST(test_non_member_cannot_take_a_place)
     ck_assert_msg(g != NULL, "%s", pg_last_error());
     char why[2048];
     ck_assert_msg(sum_is_eleven(g, 0, why, sizeof why) == 0, "w0: %s", why);
+    ck_assert_ptr_null(pg_new("g", 2, PAIR, GROUP_TIMEOUT_MS));
+    ck_assert_str_eq(pg_last_error(), "pg_new: group 'g': a group of that name is alive here already");
     pg_free(g);
     /* freed: the store hosts it no more */
     char err[640];
