@@ -1,6 +1,6 @@
 // The Gloo side of pg/gloo_shim.h: a gloo::rendezvous::Store over the C
 // callbacks (served by rank 0 through RPC, pg/store.c), the TCP full mesh,
-// and allreduce/broadcast/barrier/allgather, each catching every exception
+// and allreduce/broadcast/allgather, each catching every exception
 // (none crosses extern "C"). Gloo also throws on its own event-loop thread,
 // where no caller can catch it (a peer sending more bytes than a buffer
 // holds: std::terminate); process_group.c keeps that from happening
@@ -19,7 +19,6 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
-#include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -174,22 +173,6 @@ extern "C" int gloo_broadcast(struct gloo_ctx *c, void *buf, size_t nbytes, int 
     o.setRoot(root);
     o.setTag(tag);
     gloo::broadcast(o);
-    return 0;
-  } catch (const std::exception &e) {
-    set_err(err, cap, e.what());
-    return -1;
-  } catch (...) {
-    set_err(err, cap, "gloo: an exception that is no std::exception");
-    return -1;
-  }
-}
-
-extern "C" int gloo_barrier(struct gloo_ctx *c, uint32_t tag, char *err, size_t cap) {
-  SigpipeGuard guard;
-  try {
-    gloo::BarrierOptions o(c->ctx);
-    o.setTag(tag);
-    gloo::barrier(o);
     return 0;
   } catch (const std::exception &e) {
     set_err(err, cap, e.what());

@@ -38,7 +38,6 @@ void gloo_ctx_free(struct gloo_ctx *c);
 int gloo_allreduce_sum(struct gloo_ctx *c, void *buf, size_t n, enum dtype dt, uint32_t tag, char *err, size_t cap);
 /* nbytes at buf from root to every rank. */
 int gloo_broadcast(struct gloo_ctx *c, void *buf, size_t nbytes, int root, uint32_t tag, char *err, size_t cap);
-int gloo_barrier(struct gloo_ctx *c, uint32_t tag, char *err, size_t cap);
 /* out (size * nbytes) = every rank's nbytes of in, in rank order. */
 int gloo_allgather(struct gloo_ctx *c, const void *in, void *out, size_t nbytes, uint32_t tag, char *err, size_t cap);
 
