@@ -17,6 +17,7 @@
 #ifndef TRIB_ENVS_MUJOCO_MJ_ENV_H
 #define TRIB_ENVS_MUJOCO_MJ_ENV_H
 
+#include <math.h>
 #include <mujoco/mujoco.h>
 #include <stdbool.h>
 #include <stdint.h>

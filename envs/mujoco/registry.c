@@ -8,17 +8,18 @@
 #include "envs/mujoco/mj_env.h"
 #include "envs/mujoco/mujoco_envs.h"
 
-extern const struct mj_env_def mj_half_cheetah_def;
+extern const struct mj_env_def mj_half_cheetah_def, mj_hopper_def, mj_walker2d_def, mj_ant_def,
+    mj_humanoid_def;
 /* ---- M2: declare mj_inverted_pendulum_def, mj_inverted_double_pendulum_def,
  * mj_reacher_def, mj_swimmer_def here. ---- */
 
 /* One row per env; NULL: not built yet (the message says so). */
 static const struct mj_env_def *const suite[MJ_SUITE_COUNT] = {
     &mj_half_cheetah_def,
-    NULL,   /* M1: &mj_hopper_def */
-    NULL,   /* M1: &mj_walker2d_def */
-    NULL,   /* M1: &mj_ant_def */
-    NULL,   /* M1: &mj_humanoid_def */
+    &mj_hopper_def,
+    &mj_walker2d_def,
+    &mj_ant_def,
+    &mj_humanoid_def,
     NULL,   /* M2: &mj_inverted_pendulum_def */
     NULL,   /* M2: &mj_inverted_double_pendulum_def */
     NULL,   /* M2: &mj_reacher_def */
