@@ -610,9 +610,9 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     struct agent *a = trib_xcalloc(1, sizeof *a);
     a->cfg = *cfg;
     pthread_mutex_init(&a->mu, NULL);
-    a->spec = env_open(cfg->env, &a->plugin);
+    a->spec = rl_config_open_env(cfg, &a->plugin);
     if (!a->spec) {
-        fprintf(stderr, PROG ": %s\n", env_last_error());
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
         free(a);
         return 1;
     }

@@ -29,6 +29,9 @@ struct env_space {
  * of every later one. */
 #define ENV_ABI_VERSION 2
 
+/* The most named per-step scalars a spec may report (info_count). */
+#define ENV_INFO_MAX 16
+
 /* A plug-in's own arguments (`--env-arg key=value`, repeatable), in the
  * order given; keys are unique. n = 0 (keys/values NULL) when none. */
 struct env_args {

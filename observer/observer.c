@@ -192,8 +192,8 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
 {
     if (rl_config_from_value(&m->config, &o->cfg) != 0) return -1;
     o->index = m->index;
-    o->spec = env_open(o->cfg.env, &o->plugin);
-    if (!o->spec) return rl_set_error("env: %s", env_last_error());
+    o->spec = rl_config_open_env(&o->cfg, &o->plugin);
+    if (!o->spec) return rl_set_error("env: %s", rl_last_error());
     struct rl_arch arch;   /* sizes the agent's policy cannot have: refused before the envs' buffers */
     if (rl_arch_for_env(&o->cfg, o->spec, o->cfg.env, &arch) != 0) return -1;
     if (o->cfg.algo == RL_ALGO_REINFORCE && o->spec->act.kind != SPACE_DISCRETE)

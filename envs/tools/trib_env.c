@@ -150,7 +150,7 @@ int main(int argc, char **argv)
         case 'j': json = true; break;
         case 'l':
             for (int i = 0; i < env_builtin_count(); i++)
-                printf("%s\n", env_builtin(i)->id);
+                printf("%s\n", env_builtin_id(i));
             return 0;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
