@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envs/vec_env.h"
 #include "tests/envs/mujoco_check.h"
 
 /* ---- the references: Gymnasium's formulas over mjData ---- */
@@ -537,6 +538,89 @@ START_TEST(load_errors_by_name)
 }
 END_TEST
 
+/* Through vec_env: HalfCheetah never terminates, so every env is
+ * truncated at exactly step 1000 (terminated false), reset at once. */
+START_TEST(truncation_at_1000)
+{
+    const struct env_spec *s = env_lookup("HalfCheetah-v4");
+    const int B = 2;
+    struct vec_env *v = vec_env_new(s, B, 3, 0);
+    ck_assert_ptr_nonnull(v);
+    float *obs = malloc(sizeof(float) * B * 17), *fin = malloc(sizeof(float) * B * 17);
+    float act[2 * 6] = {0}, reward[2];
+    bool term[2], trunc[2];
+    vec_env_reset(v, obs);
+    for (int t = 1; t <= 1001; t++) {
+        for (int k = 0; k < B * 6; k++) act[k] = (float)sin(0.1 * t + k);
+        ck_assert_int_eq(vec_env_step(v, act, obs, reward, term, trunc, fin), 0);
+        for (int i = 0; i < B; i++) {
+            ck_assert(!term[i]);
+            ck_assert_int_eq(trunc[i], t == 1000);
+        }
+        if (t == 1000) {
+            for (int i = 0; i < B; i++) ck_assert_int_eq(vec_env_episode_length(v, i), 0);
+            struct vec_env_stats st;
+            vec_env_get_stats(v, &st);
+            ck_assert_int_eq(st.episodes, 2);
+            ck_assert_int_eq(st.length_min, 1000);
+            ck_assert_int_eq(st.length_max, 1000);
+            double sums[4];
+            vec_env_info_sums(v, sums);
+            ck_assert(sums[1] != 0.0 && sums[3] < 0.0);   /* x_velocity, reward_ctrl */
+        }
+    }
+    vec_env_free(v);
+    free(obs), free(fin);
+}
+END_TEST
+
+/* A vec_env of each env, with autoreset, saved mid-run and loaded into a
+ * second one that ran elsewhere: the next steps agree bit for bit (what
+ * resume of a MuJoCo run rests on); all freed (ASan's leak check). */
+START_TEST(vec_env_resume_bit_identical)
+{
+    const struct env_case *c = &cases[_i];
+    const struct env_spec *s = env_lookup(c->id);
+    const int B = 3, D = c->obs_dim, A = c->nu;
+    struct vec_env *a = vec_env_new(s, B, 1, 0), *b = vec_env_new(s, B, 2, 0);
+    ck_assert_ptr_nonnull(a);
+    ck_assert_ptr_nonnull(b);
+    float *oa = malloc(sizeof(float) * (size_t)(B * D)), *ob = malloc(sizeof(float) * (size_t)(B * D));
+    float *act = malloc(sizeof(float) * (size_t)(B * A)), ra[3], rb[3];
+    bool ta[3], tb[3], ua[3], ub[3];
+    uint64_t rng = 21;
+    vec_env_reset(a, oa);
+    vec_env_reset(b, ob);
+    for (int t = 0; t < 120; t++) {
+        for (int k = 0; k < B; k++) mjc_random_action(s, &rng, act + k * A);
+        vec_env_step(a, act, oa, ra, ta, ua, NULL);
+        for (int k = 0; k < B; k++) mjc_random_action(s, &rng, act + k * A);
+        vec_env_step(b, act, ob, rb, tb, ub, NULL);
+    }
+    unsigned char *buf;
+    size_t len;
+    ck_assert_int_eq(vec_env_save(a, &buf, &len), 0);
+    ck_assert_msg(vec_env_load(b, buf, len) == 0, "%s", env_last_error());
+    free(buf);
+    for (int t = 0; t < 150; t++) {
+        for (int k = 0; k < B; k++) mjc_random_action(s, &rng, act + k * A);
+        vec_env_step(a, act, oa, ra, ta, ua, NULL);
+        vec_env_step(b, act, ob, rb, tb, ub, NULL);
+        ck_assert_mem_eq(oa, ob, sizeof(float) * (size_t)(B * D));
+        ck_assert_mem_eq(ra, rb, sizeof ra);
+        ck_assert_mem_eq(ta, tb, sizeof ta);
+        ck_assert_mem_eq(ua, ub, sizeof ua);
+    }
+    struct vec_env_stats sa, sb;
+    vec_env_get_stats(a, &sa);
+    vec_env_get_stats(b, &sb);
+    ck_assert_mem_eq(&sa, &sb, sizeof sa);
+    vec_env_free(a);
+    vec_env_free(b);
+    free(oa), free(ob), free(act);
+}
+END_TEST
+
 static Suite *mujoco_suite(void)
 {
     Suite *s = suite_create("mujoco_v4");
@@ -552,6 +636,11 @@ static Suite *mujoco_suite(void)
     tcase_add_loop_test(tc, load_errors, 0, N_CASES);
     tcase_add_test(tc, load_errors_by_name);
     suite_add_tcase(s, tc);
+    TCase *tv = tcase_create("vec_env");
+    tcase_set_timeout(tv, 600);
+    tcase_add_test(tv, truncation_at_1000);
+    tcase_add_loop_test(tv, vec_env_resume_bit_identical, 0, N_CASES);
+    suite_add_tcase(s, tv);
     return s;
 }
 
