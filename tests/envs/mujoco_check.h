@@ -112,52 +112,60 @@ static inline double mjc_body_com(const mjModel *m, const mjData *d, const char 
 }
 
 /* Save env a after it stepped; then step a and a second env b (created,
- * reset and stepped elsewhere first, so its mjData holds other values)
+ * reset and stepped differently first, so its mjData holds other values)
  * loaded from the save with the same `steps` actions: every observation,
- * reward, termination, get_state and info must agree bit for bit. */
-static inline void mjc_check_save_load(const char *id, int warm, int steps)
+ * reward, termination, get_state and info must agree bit for bit. Done
+ * at `rounds` save points (the two envs driven apart again in between), so
+ * that some fall where contacts are active and the solver's warm start
+ * (qacc_warmstart) decides the next step. */
+static inline void mjc_step_random(struct mjc_env *e, uint64_t *rng, float *act, int n)
+{
+    float r;
+    bool t;
+    for (int i = 0; i < n; i++) {
+        mjc_random_action(e->spec, rng, act);
+        e->spec->step(e->state, act, e->obs, &r, &t);
+        if (t) e->spec->reset(e->state, &e->rng, e->obs);
+    }
+}
+
+static inline void mjc_check_save_load(const char *id, int warm, int steps, int rounds)
 {
     struct mjc_env a = mjc_open(id, 11), b = mjc_open(id, 12);
     const struct env_spec *s = a.spec;
     int D = s->obs.dim, A = s->act.dim, N = s->get_state(a.state, NULL, 0);
     float *act = calloc((size_t)A, sizeof(float));
     uint64_t rng = 77;
-    float r;
-    bool t;
-    for (int i = 0; i < warm; i++) {
-        mjc_random_action(s, &rng, act);
-        s->step(a.state, act, a.obs, &r, &t);
-        if (t) s->reset(a.state, &a.rng, a.obs);
-        mjc_random_action(s, &rng, act);
-        s->step(b.state, act, b.obs, &r, &t);
-        if (t) s->reset(b.state, &b.rng, b.obs);
-    }
     void *saved = malloc(s->saved_size);
-    s->save(s, a.state, saved);
-    char err[256] = "";
-    ck_assert_msg(s->load(s, b.state, saved, err, sizeof err) == 0, "load: %s", err);
     double *ga = malloc(sizeof(double) * (size_t)N), *gb = malloc(sizeof(double) * (size_t)N);
     double ia[MJ_MAX_INFO], ib[MJ_MAX_INFO];
-    ck_assert_int_eq(s->get_state(a.state, ga, N), N);
-    ck_assert_int_eq(s->get_state(b.state, gb, N), N);
-    ck_assert_mem_eq(ga, gb, sizeof(double) * (size_t)N);
-    for (int i = 0; i < steps; i++) {
-        mjc_random_action(s, &rng, act);
-        float ra, rb;
-        bool ta, tb;
-        s->step(a.state, act, a.obs, &ra, &ta);
-        s->step(b.state, act, b.obs, &rb, &tb);
-        ck_assert_mem_eq(a.obs, b.obs, sizeof(float) * (size_t)D);
-        ck_assert_mem_eq(&ra, &rb, sizeof ra);
-        ck_assert_int_eq(ta, tb);
-        s->get_state(a.state, ga, N);
-        s->get_state(b.state, gb, N);
-        ck_assert_msg(memcmp(ga, gb, sizeof(double) * (size_t)N) == 0,
-                      "%s: state differs %d steps after load", id, i + 1);
-        s->info(s, a.state, ia);
-        s->info(s, b.state, ib);
-        ck_assert_mem_eq(ia, ib, sizeof(double) * (size_t)s->info_count);
-        if (ta) break;   /* past a termination the two agree trivially */
+    for (int round = 0; round < rounds; round++) {
+        mjc_step_random(&a, &rng, act, warm + 7 * round);
+        mjc_step_random(&b, &rng, act, warm + 3 * round);
+        s->save(s, a.state, saved);
+        char err[256] = "";
+        ck_assert_msg(s->load(s, b.state, saved, err, sizeof err) == 0, "load: %s", err);
+        ck_assert_int_eq(s->get_state(a.state, ga, N), N);
+        ck_assert_int_eq(s->get_state(b.state, gb, N), N);
+        ck_assert_mem_eq(ga, gb, sizeof(double) * (size_t)N);
+        for (int i = 0; i < steps; i++) {
+            mjc_random_action(s, &rng, act);
+            float ra, rb;
+            bool ta, tb;
+            s->step(a.state, act, a.obs, &ra, &ta);
+            s->step(b.state, act, b.obs, &rb, &tb);
+            ck_assert_mem_eq(a.obs, b.obs, sizeof(float) * (size_t)D);
+            ck_assert_mem_eq(&ra, &rb, sizeof ra);
+            ck_assert_int_eq(ta, tb);
+            s->get_state(a.state, ga, N);
+            s->get_state(b.state, gb, N);
+            ck_assert_msg(memcmp(ga, gb, sizeof(double) * (size_t)N) == 0,
+                          "%s: state differs %d steps after load (round %d)", id, i + 1, round);
+            s->info(s, a.state, ia);
+            s->info(s, b.state, ib);
+            ck_assert_mem_eq(ia, ib, sizeof(double) * (size_t)s->info_count);
+            if (ta) break;   /* past a termination: the next round */
+        }
     }
     free(ga), free(gb), free(saved), free(act);
     mjc_close(&a), mjc_close(&b);

@@ -479,7 +479,7 @@ END_TEST
 
 START_TEST(save_load_bit_identical)
 {
-    mjc_check_save_load(cases[_i].id, 150, 300);
+    mjc_check_save_load(cases[_i].id, 40, 60, 8);
 }
 END_TEST
 
