@@ -117,7 +117,8 @@ function(trib_install_finish)
 
   # libtributary.so and libtributary.a: every installed layer's objects.
   set(_objs "")
-  foreach(l ${_libs})
+  get_property(_extra GLOBAL PROPERTY TRIB_EXTRA_OBJECT_LIBS)   # object libraries a layer's archive holds
+  foreach(l ${_libs} ${_extra})
     list(APPEND _objs $<TARGET_OBJECTS:${l}>)
   endforeach()
   add_library(tributary SHARED ${_objs})
