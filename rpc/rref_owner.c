@@ -131,6 +131,14 @@ bool rref_entry_del_fork(struct owner_entry *e, uint64_t fork, int holder)
     return false;
 }
 
+bool rref_entry_held_by(const struct owner_entry *e, int worker)
+{
+    if (worker == rpc_self_id()) return true;
+    for (size_t i = 0; i < e->nforks; i++)
+        if (e->forks[i].holder == worker) return true;
+    return false;
+}
+
 struct owner_entry *rref_entry_unlink_if_unused(struct owner_entry *e)
 {
     if (e->handle || e->nforks || e->state == OE_PENDING) return NULL;

@@ -2850,13 +2850,15 @@ static void relay(const char *via, const char *to, const char *fn, struct rpc_va
     rpc_value_clear(&a);
 }
 
-/* N11 (issue 24): a member that holds no fork of an RRef cannot delete
- * one. w0 holds an RRef owned by w1; w2, a legitimate member that was
- * handed the RRef's id and w0's fork id, asks w1 to delete that fork. The
- * owner knows the fork was given to w0 and refuses; w0's RRef keeps
- * working and its own delete still frees the object. Before: w2's delete
- * freed it and w0's to_here failed with "unknown RRef". */
-START_TEST(test_rref_foreign_delete)
+/* N11 (issue 24): a member that holds no fork of an RRef can neither
+ * delete one nor use the RRef. w0 holds an RRef owned by w1; w2, a
+ * legitimate member that was handed the RRef's id and w0's fork id, asks
+ * w1 to call a method on it, fetch it and delete w0's fork. The owner
+ * knows the fork was given to w0 and refuses each; w0's RRef keeps
+ * working, untouched, and its own delete still frees the object. Before:
+ * w2's call changed the object, and its delete freed it so that w0's
+ * to_here failed with "unknown RRef". */
+START_TEST(test_rref_non_holder)
 {
     start_world(3);
     struct rpc_value args = rpc_list(1), res;
@@ -2866,6 +2868,19 @@ START_TEST(test_rref_foreign_delete)
     rpc_value_clear(&args);
     ck_assert_int_eq(call_int("w1", "owned"), 1);
     char err[1024], want[256];
+    struct rpc_value cargs = rpc_list(3);
+    cargs.list.items[0] = rpc_int((int64_t)rref_id(r));
+    cargs.list.items[1] = rpc_str("add");
+    cargs.list.items[2] = rpc_list(1);
+    cargs.list.items[2].list.items[0] = rpc_int(1000);
+    relay("w2", "w1", "__rref_call", cargs, err, sizeof err);
+    snprintf(want, sizeof want, "rpc: w1: __rref_call: w2 holds no fork of RRef %#llx", (unsigned long long)rref_id(r));
+    ck_assert_str_eq(err, want);
+    struct rpc_value fargs = rpc_list(1);
+    fargs.list.items[0] = rpc_int((int64_t)rref_id(r));
+    relay("w2", "w1", "__rref_fetch", fargs, err, sizeof err);
+    snprintf(want, sizeof want, "rpc: w1: __rref_fetch: w2 holds no fork of RRef %#llx", (unsigned long long)rref_id(r));
+    ck_assert_str_eq(err, want);
     snprintf(want, sizeof want, "rpc: w1: __rref_del: w2 holds no fork %#llx of RRef %#llx",
              (unsigned long long)r->fork_id, (unsigned long long)rref_id(r));
     for (int i = 0; i < 2; i++) {          /* a second try finds nothing freed either */
@@ -3019,7 +3034,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tr, test_rref_del_during_call);
     tcase_add_test(tr, test_rref_method_table_changed);
     tcase_add_test(tr, test_rref_slow_to_value);
-    tcase_add_test(tr, test_rref_foreign_delete);
+    tcase_add_test(tr, test_rref_non_holder);
     tcase_add_test(tr, test_rref_ids_unguessable);
     suite_add_tcase(s, tr);
     return s;
