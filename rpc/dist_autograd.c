@@ -136,10 +136,11 @@ static struct dist_ctx *ctx_get(int64_t id)
     return c;
 }
 
-/* Whether worker w sent to or received from c here (takes c->mu). */
+/* Whether worker w sent to or received from c here (takes c->mu). This
+ * worker always did (calls to itself are not in c->workers). */
 static bool took_part(struct dist_ctx *c, int w)
 {
-    bool yes = false;
+    bool yes = w == rpc_self_id();
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->n_workers && !yes; i++) yes = c->workers[i] == w;
     pthread_mutex_unlock(&c->mu);

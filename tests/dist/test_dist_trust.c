@@ -199,6 +199,35 @@ START_TEST(test_ids_unguessable)
 }
 END_TEST
 
+/* A worker takes part in its own contexts: a module it serves to itself
+ * (calls to self within a context) gets its gradients back from itself. */
+START_TEST(test_self_takes_part)
+{
+    dh_start(2, NULL, NULL);
+    struct remote_module *rm = dh_remote_linear("w0", 2, 1, 3, DEVICE_CPU);
+    struct tensor *x = dh_random(1, 2, 1);
+    int64_t ctx = dist_autograd_context_new();
+    struct tensor *y = dh_rforward(rm, x), *loss = tensor_sum(y);
+    ck_assert_int_eq(received_msg_id(y, ctx, 0) >> 48, 0);
+    ck_assert_msg(dist_autograd_backward(ctx, 1, &loss, false) == 0, "backward: %s", rpc_last_error());
+    struct tensor *leaves[4], *grads[4];
+    int n = dist_autograd_get_gradients(ctx, 4, leaves, grads);
+    ck_assert_int_eq(n, 2);
+    for (int i = 0; i < n; i++) {
+        if (grads[i]->ndim == 1) ck_assert_float_eq(tensor_f32(grads[i])[0], 1.0f);
+        tensor_free(leaves[i]);
+        tensor_free(grads[i]);
+    }
+    ck_assert_int_eq(dist_autograd_release(ctx), 0);
+    ck_assert_int_eq(dist_autograd_num_contexts(), 0);
+    tensor_free(loss);
+    tensor_free(y);
+    tensor_free(x);
+    remote_module_free(rm);
+    dh_stop();
+}
+END_TEST
+
 static Suite *dist_trust_suite(void)
 {
     Suite *s = suite_create("dist_trust");
@@ -207,6 +236,7 @@ static Suite *dist_trust_suite(void)
     tcase_add_test(tc, test_foreign_release);
     tcase_add_test(tc, test_foreign_gradients);
     tcase_add_test(tc, test_ids_unguessable);
+    tcase_add_test(tc, test_self_takes_part);
     suite_add_tcase(s, tc);
     return s;
 }
