@@ -14,7 +14,11 @@
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
-struct send_entry { int64_t msg_id; struct ag_node *node; };
+/* A send function: the message id it went out under, its place in this
+ * worker's sending order (what gradient parts sort by: ids are random),
+ * and the worker it went to, the only one that may send gradients back
+ * into it. */
+struct send_entry { int64_t msg_id; uint64_t seq; int to; struct ag_node *node; };
 /* A leaf's gradient in a context: one part per engine run that reached it,
  * summed in the order of their keys (not of their arrival), so the result
  * does not depend on how concurrent backwards from several workers
@@ -36,7 +40,7 @@ struct dist_ctx {
     pthread_mutex_t mu;
     struct send_entry *sends; int n_sends, cap_sends;
     struct grad_entry *grads; int n_grads, cap_grads;
-    int *workers; int n_workers, cap_workers;   /* peers this context touched */
+    int *workers; int n_workers, cap_workers;   /* peers this context touched: its participants here */
 };
 
 /* ---- registry ------------------------------------------------------------
@@ -51,7 +55,7 @@ static int n_reg;
 static int created_by[MAX_WORKERS];     /* live contexts each worker's requests created */
 static int limit_per_worker = DIST_AUTOGRAD_MAX_PER_WORKER;
 static int idle_ms = DIST_AUTOGRAD_IDLE_MS;
-static atomic_int_fast64_t next_ctx = 1, next_msg = 1;
+static atomic_uint_fast64_t next_seq = 1;     /* send functions' order (struct send_entry) */
 static _Thread_local int64_t current_ctx;
 
 static void ctx_free(struct dist_ctx *c)
@@ -132,6 +136,33 @@ static struct dist_ctx *ctx_get(int64_t id)
     return c;
 }
 
+/* Whether worker w sent to or received from c here (takes c->mu). This
+ * worker always did (calls to itself are not in c->workers). */
+static bool took_part(struct dist_ctx *c, int w)
+{
+    bool yes = w == rpc_self_id();
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->n_workers && !yes; i++) yes = c->workers[i] == w;
+    pthread_mutex_unlock(&c->mu);
+    return yes;
+}
+
+/* The context `id`, retained, if worker w took part in it here; else NULL
+ * (and an unknown context is not told apart). */
+static struct dist_ctx *ctx_get_participant(int64_t id, int w)
+{
+    pthread_mutex_lock(&reg_mu);
+    struct dist_ctx *c = find_locked(id);
+    if (c && took_part(c, w)) {
+        atomic_fetch_add(&c->refcount, 1);
+        atomic_store(&c->last_used, trib_now_ms());
+    } else {
+        c = NULL;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    return c;
+}
+
 /* The context `id`, retained, made if missing: by this worker (creator -1)
  * or for a request from worker `creator`, who may have at most
  * limit_per_worker of them here. NULL with err past that limit. */
@@ -174,6 +205,17 @@ static struct dist_ctx *ctx_remove(int64_t id)
     pthread_mutex_lock(&reg_mu);
     struct dist_ctx *c = find_locked(id);
     if (c) unlink_locked(c);
+    pthread_mutex_unlock(&reg_mu);
+    return c;
+}
+
+/* As ctx_remove, only if worker w took part in it here (NULL otherwise). */
+static struct dist_ctx *ctx_remove_participant(int64_t id, int w)
+{
+    pthread_mutex_lock(&reg_mu);
+    struct dist_ctx *c = find_locked(id);
+    if (c && took_part(c, w)) unlink_locked(c);
+    else c = NULL;
     pthread_mutex_unlock(&reg_mu);
     return c;
 }
@@ -241,10 +283,10 @@ int dist_autograd_num_contexts(void)
 int64_t dist_autograd_current(void) { return current_ctx; }
 void dist_autograd_set_current(int64_t ctx) { current_ctx = ctx; }
 
-static int64_t make_id(atomic_int_fast64_t *counter)
-{
-    return ((int64_t)(rpc_self_id() & 0xffff) << 48) | (atomic_fetch_add(counter, 1) & 0xffffffffffffLL);
-}
+/* Context and message ids: rpc_gen_id's (this worker's id in the top 16
+ * bits, the rest not guessable), so a worker that took no part cannot
+ * name them; the participant checks come first all the same. */
+static int64_t make_id(void) { return (int64_t)rpc_gen_id(); }
 
 int64_t dist_autograd_context_new(void)
 {
@@ -252,7 +294,7 @@ int64_t dist_autograd_context_new(void)
         rpc_set_error("dist_autograd_context_new: RPC is not initialised");
         return -1;
     }
-    int64_t id = make_id(&next_ctx);
+    int64_t id = make_id();
     char err[16];
     ctx_free(ctx_get_or_make(id, -1, err, sizeof err));
     current_ctx = id;
@@ -522,13 +564,14 @@ static void hook_send(int to, bool is_response, struct tensor **tensors, int n,
                 dev[j] = tensors[i]->device;
                 node->next[j++] = tensor_grad_edge(tensors[i]);
             }
-        *msg_id = make_id(&next_msg);
+        *msg_id = make_id();
+        uint64_t seq = atomic_fetch_add(&next_seq, 1);
         pthread_mutex_lock(&c->mu);
         if (c->n_sends == c->cap_sends) {
             c->cap_sends = c->cap_sends ? 2 * c->cap_sends : 8;
             c->sends = trib_xrealloc(c->sends, (size_t)c->cap_sends * sizeof *c->sends);
         }
-        c->sends[c->n_sends++] = (struct send_entry){*msg_id, node};
+        c->sends[c->n_sends++] = (struct send_entry){*msg_id, seq, to, node};
         pthread_mutex_unlock(&c->mu);
     }
     ctx_free(c);
@@ -699,17 +742,27 @@ static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
         return rpc_request_fail(req, "expected (ctx_id, msg_id, [grads])");
     int64_t ctx_id = args->list.items[0].i, msg_id = args->list.items[1].i;
     const struct rpc_value *gl = &args->list.items[2];
-    struct dist_ctx *c = ctx_get(ctx_id);
-    if (!c) return rpc_request_fail(req, "unknown context %lld", (long long)ctx_id);
+    /* The caller as its connection proved it: only a worker that took part
+     * in the context here, and only into a send function whose message
+     * went to it (the one whose recv function sends these gradients). */
+    int caller = rpc_request_caller_id(req);
+    char who[64];
+    rpc_peer_name(caller, who, sizeof who);
+    struct dist_ctx *c = ctx_get_participant(ctx_id, caller);
+    if (!c) return rpc_request_fail(req, "no context %lld that %s took part in", (long long)ctx_id, who);
     struct ag_node *node = NULL;
+    uint64_t seq = 0;
     pthread_mutex_lock(&c->mu);
     for (int i = 0; i < c->n_sends; i++)
-        if (c->sends[i].msg_id == msg_id) node = ag_node_retain(c->sends[i].node);
+        if (c->sends[i].msg_id == msg_id && c->sends[i].to == caller) {
+            node = ag_node_retain(c->sends[i].node);
+            seq = c->sends[i].seq;
+        }
     pthread_mutex_unlock(&c->mu);
     int rc;
     if (!node) {
-        rc = rpc_request_fail(req, "unknown send function %lld in context %lld",
-                              (long long)msg_id, (long long)ctx_id);
+        rc = rpc_request_fail(req, "message %lld of context %lld was not sent to %s",
+                              (long long)msg_id, (long long)ctx_id, who);
     } else if ((int)gl->list.len != node->n_out) {
         rc = rpc_request_fail(req, "%zu gradients for a send function of %d tensors",
                               gl->list.len, node->n_out);
@@ -726,7 +779,7 @@ static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
             grads[m++] = g->tensor;
         }
         struct pending p = {0};
-        uint64_t key = ((uint64_t)(rpc_request_caller_id(req) + 1) << 40) | ((uint64_t)msg_id & ((1ull << 40) - 1));
+        uint64_t key = ((uint64_t)(caller + 1) << 40) | (seq & ((1ull << 40) - 1));
         if (rc == 0 && run_engine(c, key, m, edges, grads, &p) != 0) {
             wait_pending(&p, -1);
             rc = rpc_request_fail(req, "%s", rpc_last_error());
@@ -757,10 +810,11 @@ static int fn_backprop(struct rpc_request *req, const struct rpc_value *args,
 enum release_mode { RELEASE_WAIT, RELEASE_NOWAIT, RELEASE_LOCAL };
 
 /* Frees ctx here, then (but RELEASE_LOCAL) tells the workers it touched
- * (except `skip`), with RELEASE_WAIT until they answered. */
+ * (except `skip`), with RELEASE_WAIT until they answered. A release that
+ * worker `skip` asked for frees only a context it took part in here. */
 static int release_here(int64_t ctx, int skip, enum release_mode mode)
 {
-    struct dist_ctx *c = ctx_remove(ctx);
+    struct dist_ctx *c = skip >= 0 ? ctx_remove_participant(ctx, skip) : ctx_remove(ctx);
     if (!c) return -1;
     if (current_ctx == ctx) current_ctx = 0;
     pthread_mutex_lock(&c->mu);
@@ -795,7 +849,15 @@ static int fn_release(struct rpc_request *req, const struct rpc_value *args,
 {
     if (args->kind != RPC_LIST || args->list.len != 1 || args->list.items[0].kind != RPC_INT)
         return rpc_request_fail(req, "expected (ctx_id)");
-    release_here(args->list.items[0].i, rpc_request_caller_id(req), RELEASE_WAIT);
+    /* The caller as its connection proved it: only a participant releases
+     * (an unknown context is refused alike, so strangers learn nothing). */
+    int caller = rpc_request_caller_id(req);
+    int64_t ctx = args->list.items[0].i;
+    if (caller < 0 || release_here(ctx, caller, RELEASE_WAIT) != 0) {
+        char who[64];
+        rpc_peer_name(caller, who, sizeof who);
+        return rpc_request_fail(req, "no context %lld that %s took part in", (long long)ctx, who);
+    }
     *result = rpc_nil();
     return 0;
 }

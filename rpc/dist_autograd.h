@@ -26,7 +26,8 @@ int dist_autograd_init(void);
 void dist_autograd_set_limits(int max_per_worker, int idle_ms);
 
 /* A new context, made current on this thread. The id is unique across
- * workers (this worker's id in the top 16 bits). Returns the id (> 0), or
+ * workers (this worker's id in the top 16 bits, the low 48 not guessable:
+ * rpc_gen_id). Returns the id (> 0), or
  * -1 with rpc_last_error() when RPC is not initialised. */
 int64_t dist_autograd_context_new(void);
 /* The thread's current context (0: none). RPCs made while a context is

@@ -99,10 +99,12 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
 }
 
 /* A message on the router from connection c: frames[0] header, frames[1..n)
- * bodies. Requests are checked in this order: well-formed, a known
- * function (neither needs to know the sender), then the sender against the
- * connection; only then are the arguments decoded (RRefs in them start
- * protocol traffic) and the handler run. */
+ * bodies. Requests are checked in this order: well-formed (which needs no
+ * sender), then the sender against the connection, then a known function;
+ * only then are the arguments decoded (RRefs in them start protocol
+ * traffic) and the handler run. A connection not yet verified gets the
+ * same answer (held, refused) whatever function it names: which functions
+ * exist is told only to members. */
 void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
 {
     char err[512];
@@ -131,12 +133,7 @@ void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
             reply_bad(rid, rid_len, h.req_id, bad);
             return;
         }
-        if (!rpc_find_fn(h.fn, h.fn_len, &fn, &user, &flags)) {
-            char msg[512];
-            snprintf(msg, sizeof msg, "rpc: %s: unknown function '%.*s'", rpc_self_name(), (int)h.fn_len, h.fn);
-            rpc_reply_error_to(rid, rid_len, h.req_id, msg);
-            return;
-        }
+        rpc_find_fn(h.fn, h.fn_len, &fn, &user, &flags);     /* told after the verdict */
     }
     int from;
     char why[512];
@@ -152,6 +149,12 @@ void rpc_handle_router(struct conn *c, zmq_msg_t *frames, int n)
     }
     rpc_peer_touch(from);
     if (h.type == WIRE_PING) return;
+    if (!fn) {      /* a member's (the exempt functions exist) */
+        char msg[512];
+        snprintf(msg, sizeof msg, "rpc: %s: unknown function '%.*s'", rpc_self_name(), (int)h.fn_len, h.fn);
+        rpc_reply_error_to(rid, rid_len, h.req_id, msg);
+        return;
+    }
     dispatch_request(rid, rid_len, from, &h, frames, n, fn, user, flags);
 }
 

@@ -363,6 +363,9 @@ int rref_owner(const struct rref *r);
 bool rref_is_owner(const struct rref *r);
 /* True once the owner has acknowledged this user (always true on the owner). */
 bool rref_confirmed_by_owner(const struct rref *r);
+/* The RRef's id: the creating worker's id in the top 16 bits, the low 48
+ * not guessable. Only the owner and the holders of its forks may use it
+ * (call, fetch, delete their own fork); others are refused. */
 uint64_t rref_id(const struct rref *r);
 /* Calls method `method` on the owner's object with args (a list, or NULL);
  * waits like rpc_sync. -1 with error: the method's failure, an unknown

@@ -192,21 +192,27 @@ void rref_fork_peer_gone(int worker)
     release_children(worker);
 }
 
-/* inline: [fork] the child of one of our users is confirmed */
+/* inline: [fork] the child of one of our users is confirmed, by the
+ * worker it was sent to (as its connection proved), no other. */
 static int bi_accept(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
     uint64_t fork;
     if (!rref_arg_u64(args, 0, &fork)) return rpc_request_fail(req, "bad arguments");
+    int caller = rpc_request_caller_id(req);
     rref_lock();
     struct child *c = NULL;
     for (struct child **pp = &children; *pp; pp = &(*pp)->next)
-        if ((*pp)->fork_id == fork) {
+        if ((*pp)->fork_id == fork && (*pp)->to == caller) {
             c = *pp;
             *pp = c->next;
             break;
         }
     rref_unlock();
-    if (!c) return rpc_request_fail(req, "no pending child %#llx", (unsigned long long)fork);
+    if (!c) {
+        char who[64];
+        rpc_peer_name(caller, who, sizeof who);
+        return rpc_request_fail(req, "no pending child %#llx sent to %s", (unsigned long long)fork, who);
+    }
     rref_free(c->r);
     free(c);
     return 0;
@@ -250,7 +256,7 @@ struct rref *rref_fork_in(const struct wire_rref *d, int from, char *err, size_t
             return NULL;
         }
         struct rref *r = rref_entry_handle(e);
-        if (parent == self) rref_entry_del_fork(e, fork);     /* sent to ourselves */
+        if (parent == self) rref_entry_del_fork(e, fork, self);     /* sent to ourselves */
         rref_unlock();
         /* From a user back to its owner: the fork is a phantom; release the
          * parent's hold on its child. */

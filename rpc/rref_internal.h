@@ -95,8 +95,12 @@ struct owner_entry *rref_entry_find(uint64_t id);
 /* A new pending entry for id, linked into the table. */
 struct owner_entry *rref_entry_new(uint64_t id);
 void rref_entry_add_fork(struct owner_entry *e, uint64_t fork, int holder);
-/* False if e had no such fork. */
-bool rref_entry_del_fork(struct owner_entry *e, uint64_t fork);
+/* Deletes fork `fork` of e if worker `holder` holds it (the worker it was
+ * given to); false if e has no such fork held by `holder`. */
+bool rref_entry_del_fork(struct owner_entry *e, uint64_t fork, int holder);
+/* Whether worker `worker` may use e: the owner (this worker), or a worker
+ * holding one of its forks. */
+bool rref_entry_held_by(const struct owner_entry *e, int worker);
 /* Unlinks e if nobody can reach it any more and returns it for
  * rref_entry_destroy (called outside rref_mu); else NULL. */
 struct owner_entry *rref_entry_unlink_if_unused(struct owner_entry *e);

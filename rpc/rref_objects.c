@@ -287,13 +287,28 @@ static int bi_remote(struct rpc_request *req, const struct rpc_value *args, stru
 
 /* ---- use ---------------------------------------------------------------------- */
 
-/* pool: [id] */
+/* The refusal of a worker that holds no fork of RRef id here (an unknown
+ * RRef alike, so that ids cannot be probed). */
+static void refuse_non_holder(struct rpc_request *req, uint64_t id)
+{
+    char who[64];
+    rpc_peer_name(rpc_request_caller_id(req), who, sizeof who);
+    rpc_request_fail(req, "%s holds no fork of RRef %#llx", who, (unsigned long long)id);
+}
+
+/* pool: [id], from a holder of one of its forks (as its connection proved) */
 static int bi_fetch(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
     uint64_t id;
     char err[1024];
     if (!rref_arg_u64(args, 0, &id)) return rpc_request_fail(req, "bad arguments");
     rref_lock();
+    struct owner_entry *held = rref_entry_find(id);
+    if (!held || !rref_entry_held_by(held, rpc_request_caller_id(req))) {
+        rref_unlock();
+        refuse_non_holder(req, id);
+        return -1;
+    }
     struct owner_entry *e = rref_entry_wait(id, 0, err, sizeof err);
     int rc = e ? rref_entry_value(e, result, err, sizeof err) : -1;
     rref_unlock();
@@ -354,7 +369,8 @@ static int bi_call_wait(struct rpc_request *req, const struct rpc_value *args, s
     return run_method(req, pin, obj, impl, args, result);
 }
 
-/* inline: [id, method, [args...]]. Dispatched once: it pins the entry on
+/* inline: [id, method, [args...]], from a holder of one of the RRef's
+ * forks (as its connection proved). Dispatched once: it pins the entry on
  * arrival (so that the caller's user deleted after the call, whose
  * __rref_del runs inline too, cannot destroy the object before or while
  * the method runs) and resolves the method; a method registered
@@ -371,7 +387,12 @@ static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct
     bool failed = false;
     rref_lock();
     struct owner_entry *e = rref_entry_find(id);
-    struct rref *pin = e ? rref_entry_handle(e) : NULL;
+    if (!e || !rref_entry_held_by(e, rpc_request_caller_id(req))) {
+        rref_unlock();
+        refuse_non_holder(req, id);
+        return -1;
+    }
+    struct rref *pin = rref_entry_handle(e);
     if (e && e->state == OE_READY) {
         impl = resolve(req, e, method);
         obj = e->obj;
@@ -382,11 +403,6 @@ static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct
     }
     rref_unlock();
     char err[128];
-    if (!pin) {
-        snprintf(err, sizeof err, "unknown RRef %#llx", (unsigned long long)id);
-        rpc_request_fail_text(req, err);
-        return -1;
-    }
     if (failed) {
         rref_free(pin);
         return -1;

@@ -121,13 +121,21 @@ void rref_entry_add_fork(struct owner_entry *e, uint64_t fork, int holder)
     e->forks[e->nforks++] = (struct fork_hold){ fork, holder };
 }
 
-bool rref_entry_del_fork(struct owner_entry *e, uint64_t fork)
+bool rref_entry_del_fork(struct owner_entry *e, uint64_t fork, int holder)
 {
     for (size_t i = 0; i < e->nforks; i++)
-        if (e->forks[i].fork == fork) {
+        if (e->forks[i].fork == fork && e->forks[i].holder == holder) {
             e->forks[i] = e->forks[--e->nforks];
             return true;
         }
+    return false;
+}
+
+bool rref_entry_held_by(const struct owner_entry *e, int worker)
+{
+    if (worker == rpc_self_id()) return true;
+    for (size_t i = 0; i < e->nforks; i++)
+        if (e->forks[i].holder == worker) return true;
     return false;
 }
 
@@ -200,19 +208,26 @@ void rref_owner_peer_gone(int worker)
     }
 }
 
-/* inline: [id, fork] a user is gone */
+/* inline: [id, fork] a user is gone. Only the fork's holder (the worker
+ * it was given to, as its connection proved) deletes it; an unknown RRef,
+ * an unknown fork and another worker's fork are refused alike. */
 static int bi_del(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
     uint64_t id, fork;
     if (!rref_arg_u64(args, 0, &id) || !rref_arg_u64(args, 1, &fork)) return rpc_request_fail(req, "bad arguments");
+    int caller = rpc_request_caller_id(req);
     pthread_mutex_lock(&rref_mu);
     struct owner_entry *e = rref_entry_find(id), *dead = NULL;
-    bool had = e && rref_entry_del_fork(e, fork);
+    bool had = e && rref_entry_del_fork(e, fork, caller);
     if (had) dead = rref_entry_unlink_if_unused(e);
     pthread_mutex_unlock(&rref_mu);
     rref_entry_destroy(dead);
-    if (!e) return rpc_request_fail(req, "unknown RRef %#llx", (unsigned long long)id);
-    if (!had) return rpc_request_fail(req, "RRef %#llx has no fork %#llx", (unsigned long long)id, (unsigned long long)fork);
+    if (!had) {
+        char who[64];
+        rpc_peer_name(caller, who, sizeof who);
+        return rpc_request_fail(req, "%s holds no fork %#llx of RRef %#llx", who, (unsigned long long)fork,
+                                (unsigned long long)id);
+    }
     return 0;
 }
 

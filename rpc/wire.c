@@ -4,9 +4,12 @@
  * shape checked against the frames before anything is allocated. RRefs
  * are forked and unforked through the RRef hooks (rref*.c installs them),
  * as distributed autograd's ids are filled in through its hooks. */
+#include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "common/check.h"
 #include "rpc/wire.h"
@@ -22,7 +25,56 @@ const struct rpc_autograd_hooks *wire_hooks(void) { return &rpc_hooks; }
 void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
 int rpc_self_id(void) { return atomic_load(&self_id); }
 void wire_set_self_id(int id) { atomic_store(&self_id, id); }
-uint64_t rpc_gen_id(void) { return ((uint64_t)rpc_self_id() << 48) | (atomic_fetch_add(&next_gid, 1) & 0xffffffffffffull); }
+
+/* rpc_gen_id's low 48 bits: its counter through a keyed permutation (an
+ * 8-round Feistel network on 24-bit halves, each round splitmix64's
+ * finaliser of the half and that round's key, the keys drawn from
+ * getrandom once per process). Distinct counters give distinct ids, so ids
+ * stay unique; without the keys the next id cannot be told from earlier
+ * ones. Not what guards anything: the owner, participant and holder checks
+ * do; this only keeps ids from being guessed. */
+#define GID_ROUNDS 8
+static uint64_t gid_keys[GID_ROUNDS];
+static pthread_once_t gid_once = PTHREAD_ONCE_INIT;
+
+static void gid_keys_init(void)
+{
+    unsigned char *p = (unsigned char *)gid_keys;
+    size_t got = 0;
+    while (got < sizeof gid_keys) {
+        ssize_t r = getrandom(p + got, sizeof gid_keys - got, 0);
+        CHECK(r > 0 || errno == EINTR);
+        if (r > 0) got += (size_t)r;
+    }
+}
+
+static uint64_t gid_round(uint64_t half, uint64_t key)
+{
+    uint64_t x = half ^ key;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return (x ^ (x >> 31)) & 0xffffffu;
+}
+
+static uint64_t gid_permute(uint64_t n)
+{
+    uint64_t l = (n >> 24) & 0xffffffu, r = n & 0xffffffu;
+    for (int i = 0; i < GID_ROUNDS; i++) {
+        uint64_t t = l ^ gid_round(r, gid_keys[i]);
+        l = r;
+        r = t;
+    }
+    return (l << 24) | r;
+}
+
+uint64_t rpc_gen_id(void)
+{
+    pthread_once(&gid_once, gid_keys_init);
+    uint64_t low;
+    do low = gid_permute(atomic_fetch_add(&next_gid, 1) & 0xffffffffffffull);
+    while (low == 0);           /* 0 means "none" to the users of these ids */
+    return ((uint64_t)(rpc_self_id() & 0xffff) << 48) | low;
+}
 
 /* ---- messages -------------------------------------------------------------- */
 

@@ -140,7 +140,9 @@ struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, 
  * membership set it: the rank, or the id rank 0 assigned). */
 int rpc_self_id(void);
 void wire_set_self_id(int id);
-/* A process-unique id: the worker id in the top 16 bits. */
+/* A process-unique id, never 0: the worker id in the top 16 bits, the low
+ * 48 a keyed permutation of a counter (unpredictable without this
+ * process's random key; the checks of who may use an id come first). */
 uint64_t rpc_gen_id(void);
 
 #endif

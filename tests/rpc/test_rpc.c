@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "rpc/rpc.h"
 #include "rpc/calls.h"
+#include "rpc/rref_internal.h"      /* a handle's fork id, which the attacker tests hand to the attacker */
 #include "rpc_harness.h"
 
 static const char *NAMES[] = { "w0", "w1", "w2", "w3" };
@@ -145,6 +146,21 @@ static atomic_long counter;
 static int fn_count(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     *res = rpc_int(atomic_fetch_add(&counter, 1) + 1);
+    return 0;
+}
+
+/* relay(to, fn, args): this worker calls to.fn(args) through the public
+ * SDK, as an attacker would (the tests make a third worker one); returns
+ * "" on success, else the error text. */
+static int fn_relay(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    if (args->list.len != 3 || args->list.items[0].kind != RPC_STR || args->list.items[1].kind != RPC_STR ||
+        args->list.items[2].kind != RPC_LIST)
+        return rpc_request_fail(req, "expected (to, fn, args)");
+    struct rpc_value out = rpc_nil();
+    int rc = rpc_sync(args->list.items[0].str.ptr, args->list.items[1].str.ptr, &args->list.items[2], &out, 0);
+    rpc_value_clear(&out);
+    *res = rpc_str(rc == 0 ? "" : rpc_last_error());
     return 0;
 }
 
@@ -480,6 +496,7 @@ static void register_all(void)
     rpc_register_ex("batched", fn_batched, NULL, RPC_FN_INLINE);
     rpc_register("count", fn_count, NULL);
     rpc_register("owned", fn_owned, NULL);
+    rpc_register("relay", fn_relay, NULL);
     rpc_register("destroyed", fn_destroyed, NULL);
     rpc_register("hold", fn_hold, NULL);
     rpc_register("use_held", fn_use_held, NULL);
@@ -1407,7 +1424,8 @@ START_TEST(test_bad_input)
     ck_assert_str_eq(err, "rpc: w1: bad message: header announces 1 tensor frames, message has 0");
     assert_alive();
 
-    /* unknown function: answered whoever asks */
+    /* unknown function: a stranger is told nothing about it (issue 24,
+     * N16): refused as for any function, once w0 has disowned it */
     msgpack_sbuffer_init(&sb);
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     pack_hdr(&pk, 9, "nosuch", 0);
@@ -1415,7 +1433,7 @@ START_TEST(test_bad_input)
     frame_from(&f[0], sb.data, sb.size);
     msgpack_sbuffer_destroy(&sb);
     raw_call(s, f, 1, err, sizeof err);
-    ck_assert_str_eq(err, "rpc: w1: unknown function 'nosuch'");
+    ck_assert_str_eq(err, "rpc: w1: refused: w0 disowns this connection");
 
     /* arguments are decoded only for a verified sender: this connection
      * claims to be w0, which disowns it */
@@ -2797,7 +2815,7 @@ START_TEST(test_curve)
     raw_probe(ctx, w1.endpoint, opub, osec, false, err, sizeof err);          /* key not allowed */
     ck_assert_str_eq(err, "");
     raw_probe(ctx, w1.endpoint, curve_pub, curve_sec, true, err, sizeof err); /* the cluster key */
-    ck_assert_str_eq(err, "rpc: w1: unknown function 'nosuch'");
+    ck_assert_str_eq(err, "rpc: w1: refused: w0 disowns this connection");   /* gets through CURVE, is nobody's */
     /* refusals are counted here too (each probe's connection at least once) */
     struct rpc_stats st;
     rpc_get_stats(&st);
@@ -2815,6 +2833,158 @@ START_TEST(test_curve)
     assert_alive();
     stop_world();
     use_curve = false;
+}
+END_TEST
+
+/* w2 has w_to call fn(args) (see fn_relay); the error text, "" if none. */
+static void relay(const char *via, const char *to, const char *fn, struct rpc_value fargs, char *out, size_t cap)
+{
+    struct rpc_value a = rpc_list(3), res = rpc_nil();
+    a.list.items[0] = rpc_str(to);
+    a.list.items[1] = rpc_str(fn);
+    a.list.items[2] = fargs;
+    ck_assert_msg(rpc_sync(via, "relay", &a, &res, 0) == 0, "relay: %s", rpc_last_error());
+    ck_assert_int_eq(res.kind, RPC_STR);
+    snprintf(out, cap, "%.*s", (int)res.str.len, res.str.ptr);
+    rpc_value_clear(&res);
+    rpc_value_clear(&a);
+}
+
+/* N11 (issue 24): a member that holds no fork of an RRef can neither
+ * delete one nor use the RRef. w0 holds an RRef owned by w1; w2, a
+ * legitimate member that was handed the RRef's id and w0's fork id, asks
+ * w1 to call a method on it, fetch it and delete w0's fork. The owner
+ * knows the fork was given to w0 and refuses each; w0's RRef keeps
+ * working, untouched, and its own delete still frees the object. Before:
+ * w2's call changed the object, and its delete freed it so that w0's
+ * to_here failed with "unknown RRef". */
+START_TEST(test_rref_non_holder)
+{
+    start_world(3);
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_int(5);
+    struct rref *r = rpc_remote("w1", "counter", &args, 0);
+    ck_assert_msg(r != NULL, "%s", rpc_last_error());
+    rpc_value_clear(&args);
+    ck_assert_int_eq(call_int("w1", "owned"), 1);
+    char err[1024], want[256];
+    struct rpc_value cargs = rpc_list(3);
+    cargs.list.items[0] = rpc_int((int64_t)rref_id(r));
+    cargs.list.items[1] = rpc_str("add");
+    cargs.list.items[2] = rpc_list(1);
+    cargs.list.items[2].list.items[0] = rpc_int(1000);
+    relay("w2", "w1", "__rref_call", cargs, err, sizeof err);
+    snprintf(want, sizeof want, "rpc: w1: __rref_call: w2 holds no fork of RRef %#llx", (unsigned long long)rref_id(r));
+    ck_assert_str_eq(err, want);
+    struct rpc_value fargs = rpc_list(1);
+    fargs.list.items[0] = rpc_int((int64_t)rref_id(r));
+    relay("w2", "w1", "__rref_fetch", fargs, err, sizeof err);
+    snprintf(want, sizeof want, "rpc: w1: __rref_fetch: w2 holds no fork of RRef %#llx", (unsigned long long)rref_id(r));
+    ck_assert_str_eq(err, want);
+    snprintf(want, sizeof want, "rpc: w1: __rref_del: w2 holds no fork %#llx of RRef %#llx",
+             (unsigned long long)r->fork_id, (unsigned long long)rref_id(r));
+    for (int i = 0; i < 2; i++) {          /* a second try finds nothing freed either */
+        relay("w2", "w1", "__rref_del", rref_two_ints(rref_id(r), r->fork_id), err, sizeof err);
+        ck_assert_str_eq(err, want);
+    }
+    ck_assert_int_eq(call_int("w1", "owned"), 1);
+    ck_assert_int_eq(call_int("w1", "destroyed"), 0);
+    args = rpc_list(1);
+    args.list.items[0] = rpc_int(2);
+    ck_assert_msg(rref_rpc_sync(r, "add", &args, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq(res.i, 7);
+    rpc_value_clear(&args);
+    /* the owner's own fork table: w0 (the holder) deletes as before */
+    rref_free(r);
+    wait_int("w1", "destroyed", 1);
+    wait_int("w1", "owned", 0);
+    stop_world();
+}
+END_TEST
+
+/* Ids are not guessable (issue 24, N11's second layer): RRef and fork ids
+ * keep the creator in the top 16 bits, and the rest of consecutive ones
+ * is no counter. */
+START_TEST(test_rref_ids_unguessable)
+{
+    start_world(2);
+    enum { N = 32 };
+    uint64_t ids[N], forks[N];
+    struct rref *rs[N];
+    for (int i = 0; i < N; i++) {
+        struct rpc_value args = rpc_list(1);
+        args.list.items[0] = rpc_int(i);
+        rs[i] = rpc_remote("w1", "counter", &args, 0);
+        ck_assert_msg(rs[i] != NULL, "%s", rpc_last_error());
+        rpc_value_clear(&args);
+        ids[i] = rref_id(rs[i]);
+        forks[i] = rs[i]->fork_id;
+    }
+    uint64_t all[2 * N];
+    for (int i = 0; i < N; i++) {
+        ck_assert_uint_eq(ids[i] >> 48, 0);
+        ck_assert_uint_eq(forks[i] >> 48, 0);
+        all[2 * i] = ids[i];
+        all[2 * i + 1] = forks[i];
+    }
+    int near = 0;           /* a counter puts all 64 within 64 of each other */
+    for (int i = 0; i < 2 * N; i++)
+        for (int j = i + 1; j < 2 * N; j++) {
+            ck_assert_uint_ne(all[i], all[j]);
+            near += (all[i] > all[j] ? all[i] - all[j] : all[j] - all[i]) < 1024;
+        }
+    ck_assert_msg(near == 0, "%d pairs of ids less than 1024 apart", near);
+    for (int i = 0; i < N; i++) rref_free(rs[i]);
+    wait_int("w1", "owned", 0);
+    stop_world();
+}
+END_TEST
+
+/* N16 (issue 24): a connection that is nobody's (it claims to be w0, which
+ * disowns it) gets the same refusal whatever function it names, known or
+ * not: it cannot learn which functions exist. Before: "unknown function". */
+START_TEST(test_stranger_same_refusal)
+{
+    start_world(2);
+    struct rpc_worker_info w1;
+    ck_assert_int_eq(rpc_get_worker_info("w1", &w1), 0);
+    /* w1 has the directory (it reaches w0 by name), so its refusals name
+     * w0 rather than the rendezvous it first knew */
+    char err[1024];
+    double t0 = trib_now_s();
+    do {
+        struct rpc_value one = rpc_list(1);
+        one.list.items[0] = rpc_int(1);
+        relay("w1", "w0", "echo", one, err, sizeof err);
+    } while (err[0] && trib_now_s() - t0 < 30 && usleep(5000) == 0);
+    ck_assert_str_eq(err, "");
+    void *ctx = zmq_ctx_new();
+    static const char *const fns[] = { "nosuch", "echo", "__rref_del", "dist_autograd._release", "nosuch" };
+    for (size_t k = 0; k < sizeof fns / sizeof *fns; k++) {
+        void *s = zmq_socket(ctx, ZMQ_DEALER);      /* a fresh connection each */
+        int zero = 0;
+        zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+        ck_assert_int_eq(zmq_connect(s, w1.endpoint), 0);
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        pack_hdr(&pk, 40 + k, fns[k], 0);
+        msgpack_pack_array(&pk, 1);
+        msgpack_pack_int(&pk, 1);
+        zmq_msg_t f;
+        frame_from(&f, sb.data, sb.size);
+        msgpack_sbuffer_destroy(&sb);
+        raw_call(s, &f, 1, err, sizeof err);
+        ck_assert_msg(strcmp(err, "rpc: w1: refused: w0 disowns this connection") == 0, "%s: %s", fns[k], err);
+        zmq_close(s);
+    }
+    zmq_ctx_term(ctx);
+    /* a member still learns that a function does not exist */
+    struct rpc_value res = rpc_nil();
+    ck_assert_int_eq(rpc_sync("w1", "nosuch", NULL, &res, 0), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: w1: unknown function 'nosuch'");
+    stop_world();
 }
 END_TEST
 
@@ -2856,6 +3026,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tf, test_garbage_cut_off);
     tcase_add_test(tf, test_forged_fork);
     tcase_add_test(tf, test_pending_bound);
+    tcase_add_test(tf, test_stranger_same_refusal);
     suite_add_tcase(s, tf);
     TCase *tr = tcase_create("rrefs");
     tcase_set_timeout(tr, 120);
@@ -2863,6 +3034,8 @@ static Suite *rpc_suite(void)
     tcase_add_test(tr, test_rref_del_during_call);
     tcase_add_test(tr, test_rref_method_table_changed);
     tcase_add_test(tr, test_rref_slow_to_value);
+    tcase_add_test(tr, test_rref_non_holder);
+    tcase_add_test(tr, test_rref_ids_unguessable);
     suite_add_tcase(s, tr);
     return s;
 }
