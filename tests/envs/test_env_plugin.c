@@ -236,20 +236,21 @@ START_TEST(tool)
 }
 END_TEST
 
-/* An env_args of key, value pairs: ARGS("dim", "5", "abi", "2"). */
+/* An env_args of key, value pairs: ARGS("dim", "5", "abi", "2") (at most 8). */
+#define ARGS_N(...) ((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *) / 2))
 #define ARGS(...)                                                                              \
-    ((struct env_args){ .n = (int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *) / 2), \
-                        .keys = keys_of((const char *[]){ __VA_ARGS__ }, kbuf),                \
-                        .values = values_of((const char *[]){ __VA_ARGS__ }, vbuf) })
+    ((struct env_args){ .n = ARGS_N(__VA_ARGS__),                                              \
+                        .keys = keys_of((const char *[]){ __VA_ARGS__ }, ARGS_N(__VA_ARGS__), kbuf), \
+                        .values = values_of((const char *[]){ __VA_ARGS__ }, ARGS_N(__VA_ARGS__), vbuf) })
 static const char *kbuf[8], *vbuf[8];
-static const char *const *keys_of(const char **kv, const char **out)
+static const char *const *keys_of(const char **kv, int n, const char **out)
 {
-    for (int i = 0; i < 8 && kv[2 * i]; i++) out[i] = kv[2 * i];
+    for (int i = 0; i < 8 && i < n; i++) out[i] = kv[2 * i];
     return out;
 }
-static const char *const *values_of(const char **kv, const char **out)
+static const char *const *values_of(const char **kv, int n, const char **out)
 {
-    for (int i = 0; i < 8 && kv[2 * i]; i++) out[i] = kv[2 * i + 1];
+    for (int i = 0; i < 8 && i < n; i++) out[i] = kv[2 * i + 1];
     return out;
 }
 
