@@ -66,6 +66,27 @@ function(trib_install_program)
   endforeach()
 endfunction()
 
+# The file an imported library target imports: IMPORTED_LOCATION, else
+# that of its first imported configuration ("" when none).
+function(_trib_imported_location item out)
+  get_target_property(_loc ${item} IMPORTED_LOCATION)
+  if(NOT _loc)
+    get_target_property(_cfgs ${item} IMPORTED_CONFIGURATIONS)
+    set(_loc "")
+    foreach(c ${_cfgs})
+      string(TOUPPER ${c} c)
+      get_target_property(_loc ${item} IMPORTED_LOCATION_${c})
+      if(_loc)
+        break()
+      endif()
+    endforeach()
+  endif()
+  if(NOT _loc)
+    set(_loc "")
+  endif()
+  set(${out} "${_loc}" PARENT_SCOPE)
+endfunction()
+
 # The link flags of one external dependency, for tributary.pc.
 function(_trib_pc_flags item out)
   set(_flags "")
@@ -83,10 +104,16 @@ function(_trib_pc_flags item out)
     get_target_property(_loc ${item} IMPORTED_LOCATION)
     get_filename_component(_d ${_loc} DIRECTORY)
     list(APPEND _flags "-L${_d}" "-l${CMAKE_MATCH_1}")
-  elseif(item STREQUAL "mujoco::mujoco")   # MuJoCo's config package: libmujoco
-    list(APPEND _flags "-lmujoco")
   elseif(TARGET ${item})
-    message(FATAL_ERROR "tributary.pc: no flags known for target ${item}")
+    # Another imported library (MuJoCo's mujoco::mujoco): -L its folder
+    # -l its name, from the file it imports.
+    _trib_imported_location(${item} _loc)
+    if(NOT _loc MATCHES "/lib([^/]+)\\.(so|a)(\\.[0-9.]+)?$")
+      message(FATAL_ERROR "tributary.pc: no flags known for target ${item} (location '${_loc}')")
+    endif()
+    set(_name ${CMAKE_MATCH_1})
+    get_filename_component(_d ${_loc} DIRECTORY)
+    list(APPEND _flags "-L${_d}" "-l${_name}")
   elseif(item MATCHES "^-" OR IS_ABSOLUTE "${item}")   # a flag, or a library by its full path
     list(APPEND _flags ${item})
   else()
@@ -164,7 +191,45 @@ function(trib_install_finish)
   # CMake package.
   install(EXPORT TributaryTargets NAMESPACE Tributary:: FILE TributaryTargets.cmake
     DESTINATION ${TRIB_INSTALL_CMAKEDIR})
-  set(TRIB_PKG_CUDA ${TRIB_CUDA})
+  # The exported targets that link CUDA (directly or through a layer of
+  # ours): the package names them when the CUDA toolkit is absent.
+  set(_cuda_libs "")
+  set(_grew TRUE)
+  while(_grew)
+    set(_grew FALSE)
+    foreach(l ${_libs})
+      list(FIND _cuda_libs ${l} _have)
+      if(NOT _have EQUAL -1)
+        continue()
+      endif()
+      get_target_property(_deps ${l} LINK_LIBRARIES)
+      foreach(d ${_deps})
+        list(FIND _cuda_libs "${d}" _via)
+        if(d MATCHES "^CUDA::" OR NOT _via EQUAL -1)
+          list(APPEND _cuda_libs ${l})
+          set(_grew TRUE)
+          break()
+        endif()
+      endforeach()
+    endforeach()
+  endwhile()
+  set(TRIB_PKG_CUDA_TARGETS "")
+  if(_cuda_libs)
+    set(TRIB_PKG_CUDA_TARGETS "Tributary::tributary;Tributary::tributary_static")
+    foreach(l ${_cuda_libs})
+      get_target_property(_n ${l} EXPORT_NAME)
+      list(APPEND TRIB_PKG_CUDA_TARGETS Tributary::${_n})
+    endforeach()
+  endif()
+  set(TRIB_PKG_CUDA OFF)
+  if(_cuda_libs)
+    set(TRIB_PKG_CUDA ON)
+  endif()
+  # MuJoCo, when envs/ links it: its CMake package, or pkg-config's module.
+  set(TRIB_PKG_MUJOCO "")
+  if(TRIB_WITH_MUJOCO)
+    set(TRIB_PKG_MUJOCO ${TRIB_MUJOCO_TARGET})
+  endif()
   set(TRIB_PKG_MSGPACK_MODULE ${MSGPACK_MODULE_NAME})
   if(NOT TRIB_PKG_MSGPACK_MODULE)
     set(TRIB_PKG_MSGPACK_MODULE msgpack-c)
@@ -194,10 +259,8 @@ function(trib_install_finish)
   list(APPEND _private -lm -l${CMAKE_DL_LIBS})
   list(REMOVE_DUPLICATES _private)
   list(JOIN _private " " _private)
+  # No installed header reads a define (TRIB_WITH_CUDA is the tree's own).
   set(_cflags "-I\${includedir}")
-  if(TRIB_CUDA)
-    string(APPEND _cflags " -DTRIB_WITH_CUDA")
-  endif()
   file(RELATIVE_PATH _up /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
   file(WRITE ${PROJECT_BINARY_DIR}/tributary.pc
     "prefix=\${pcfiledir}/${_up}\n"
@@ -210,4 +273,29 @@ function(trib_install_finish)
     "Libs: -L\${libdir} -Wl,-rpath,\${libdir} -ltributary -lm${_san}\n"
     "Libs.private: ${_private}\n")
   install(FILES ${PROJECT_BINARY_DIR}/tributary.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+  # tributary-envs.pc: the env API alone (envs/ headers, libtrib_envs.a and
+  # what it links: libm, libdl, MuJoCo when built with it), never CUDA: for
+  # an env plug-in (its Cflags are all it needs) or a program that only
+  # runs envs.
+  get_target_property(_edeps trib_envs LINK_LIBRARIES)
+  set(_elibs "")
+  foreach(d ${_edeps})
+    if(NOT d MATCHES "^\\$<")
+      _trib_pc_flags(${d} _f)
+      list(APPEND _elibs ${_f})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES _elibs)
+  list(JOIN _elibs " " _elibs)
+  file(WRITE ${PROJECT_BINARY_DIR}/tributary-envs.pc
+    "prefix=\${pcfiledir}/${_up}\n"
+    "includedir=\${prefix}/${TRIB_INSTALL_INCLUDEDIR}\n"
+    "libdir=\${prefix}/${CMAKE_INSTALL_LIBDIR}\n\n"
+    "Name: tributary-envs\n"
+    "Description: Tributary's env API (envs/env.h, vec_env.h, plugin.h) and libtrib_envs.a, for env plug-ins; no CUDA\n"
+    "Version: ${PROJECT_VERSION}\n"
+    "Cflags: -I\${includedir}\n"
+    "Libs: -L\${libdir} -ltrib_envs ${_elibs}${_san}\n")
+  install(FILES ${PROJECT_BINARY_DIR}/tributary-envs.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 endfunction()

@@ -17,9 +17,11 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: trib-env [options] ENV      (or --env ENV)\n"
-            "Run ENV (a built-in id or a path to a plug-in .so exporting tributary_env)\n"
-            "and print episode statistics and steps/s.\n\n"
+            "Run ENV (a built-in id or a path to a plug-in .so exporting tributary_env_open\n"
+            "or tributary_env) and print episode statistics and steps/s.\n\n"
             "      --env ENV          the env, instead of the positional argument\n"
+            "      --env-arg KEY=VALUE  an argument of a plug-in env, handed to its\n"
+            "                         tributary_env_open (repeatable, keys unique)\n"
             "  -e, --episodes N       stop after N finished episodes (default 10)\n"
             "  -t, --steps N          stop after N env steps in all (default: no limit)\n"
             "  -n, --num-envs B       step B envs together in a vec_env (default 1)\n"
@@ -34,6 +36,37 @@ static void usage(FILE *f)
             "or [-1, 1] where a bound is infinite). Built-ins: CartPole-v1, Acrobot-v1,\n"
             "MountainCar-v0, Pendulum-v1 and, in a build with MuJoCo, the Gymnasium v4\n"
             "suite (HalfCheetah-v4, Hopper-v4, ...; see --list).\n");
+}
+
+#define MAX_ENV_ARGS 16
+
+/* One --env-arg KEY=VALUE into args (split in place at the '='); keys are
+ * letters, digits, '_', '-' and '.', as the trainer takes them. */
+static int add_env_arg(char *kv, struct env_args *args, const char **keys, const char **values)
+{
+    char *eq = strchr(kv, '=');
+    if (!eq || eq == kv) {
+        fprintf(stderr, "trib-env: --env-arg '%s': expected KEY=VALUE\n", kv);
+        return -1;
+    }
+    for (const char *c = kv; c < eq; c++)
+        if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') &&
+            *c != '_' && *c != '-' && *c != '.') {
+            fprintf(stderr, "trib-env: --env-arg '%s': a key is letters, digits, '_', '-' and '.'\n", kv);
+            return -1;
+        }
+    *eq = '\0';
+    if (env_args_get(args, kv)) {
+        fprintf(stderr, "trib-env: --env-arg %s is given twice\n", kv);
+        return -1;
+    }
+    if (args->n == MAX_ENV_ARGS) {
+        fprintf(stderr, "trib-env: --env-arg: at most %d\n", MAX_ENV_ARGS);
+        return -1;
+    }
+    keys[args->n] = kv;
+    values[args->n++] = eq + 1;
+    return 0;
 }
 
 static int parse_long(const char *s, const char *what, long lo, long *out)
@@ -132,12 +165,15 @@ int main(int argc, char **argv)
     long episodes = 10, max_steps = -1, num_envs = 1, seed = 0;
     const char *actions_arg = NULL, *actions_file = NULL, *env_name = NULL;
     bool json = false;
+    const char *arg_keys[MAX_ENV_ARGS], *arg_values[MAX_ENV_ARGS];
+    struct env_args env_args = {0, arg_keys, arg_values};
     static const struct option opts[] = {
         {"episodes", required_argument, 0, 'e'}, {"steps", required_argument, 0, 't'},
         {"num-envs", required_argument, 0, 'n'}, {"seed", required_argument, 0, 's'},
         {"actions", required_argument, 0, 'a'},  {"actions-file", required_argument, 0, 'f'},
         {"json", no_argument, 0, 'j'},           {"list", no_argument, 0, 'l'},
         {"help", no_argument, 0, 'h'},           {"env", required_argument, 0, 'E'},
+        {"env-arg", required_argument, 0, 'A'},
         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "e:t:n:s:a:f:jlh", opts, NULL)) != -1) {
@@ -148,6 +184,7 @@ int main(int argc, char **argv)
         case 's': if (parse_long(optarg, "--seed", 0, &seed) < 0) return 2; break;
         case 'a': actions_arg = optarg; break;
         case 'E': env_name = optarg; break;
+        case 'A': if (add_env_arg(optarg, &env_args, arg_keys, arg_values) < 0) return 2; break;
         case 'f': actions_file = optarg; break;
         case 'j': json = true; break;
         case 'l': {
@@ -185,7 +222,7 @@ int main(int argc, char **argv)
     }
 
     struct env_plugin *plugin = NULL;
-    const struct env_spec *spec = env_open(env_name, &plugin);
+    const struct env_spec *spec = env_open_args(env_name, &env_args, &plugin);
     if (!spec) {
         fprintf(stderr, "trib-env: %s\n", env_last_error());
         return 1;

@@ -155,6 +155,30 @@ START_TEST(tool)
     ck_assert(msg == out || strncmp(out, "==", 2) == 0);
     ck_assert_str_eq(msg, "trib-env: out of memory for 1048576 envs of observation dim 33554432\n");
     free(out);
+    /* --env-arg KEY=VALUE (repeatable) reaches the plug-in's entry point: the
+     * spec Sim-v0 fills at load has the observation size it was given */
+    ck_assert_int_eq(run(&out, "'%s' -e 2 --env-arg dim=7 --env-arg create_fail_at=-1 '%s'",
+                         TRIB_ENV_TOOL, SIM_PLUGIN_SO), 0);
+    const char *want_sim = "env: Sim-v0 (obs dim 7, actions box(1), max_episode_steps 5)\n";
+    ck_assert_msg(strncmp(out, want_sim, strlen(want_sim)) == 0, "%s", out);
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' --env-arg dim=0 '%s'", TRIB_ENV_TOOL, SIM_PLUGIN_SO), 1);
+    snprintf(want, sizeof want, "trib-env: plugin %s: bad --env-arg dim=0 (takes dim=1..64, "
+             "fail=load, create_fail_at=K, abi=N)\n", SIM_PLUGIN_SO);
+    ck_assert_str_eq(out, want);
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' --env-arg dim=3 CartPole-v1", TRIB_ENV_TOOL), 1);
+    ck_assert_str_eq(out, "trib-env: CartPole-v1 takes no --env-arg (got 'dim')\n");
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' --env-arg dim '%s'", TRIB_ENV_TOOL, SIM_PLUGIN_SO), 2);
+    ck_assert_str_eq(out, "trib-env: --env-arg 'dim': expected KEY=VALUE\n");
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' --env-arg 'd m=1' '%s'", TRIB_ENV_TOOL, SIM_PLUGIN_SO), 2);
+    ck_assert_str_eq(out, "trib-env: --env-arg 'd m=1': a key is letters, digits, '_', '-' and '.'\n");
+    free(out);
+    ck_assert_int_eq(run(&out, "'%s' --env-arg dim=3 --env-arg dim=4 '%s'", TRIB_ENV_TOOL, SIM_PLUGIN_SO), 2);
+    ck_assert_str_eq(out, "trib-env: --env-arg dim is given twice\n");
+    free(out);
     /* --json stays JSON whatever a plug-in gives: its id escaped (quotes,
      * backslashes, controls), NaN returns as null. */
     ck_assert_int_eq(run(&out, "'%s' --json -e 1 '%s'", TRIB_ENV_TOOL, BAD_ODD_ID_SO), 0);
@@ -211,6 +235,231 @@ START_TEST(tool)
     free(out);
 }
 END_TEST
+
+/* An env_args of key, value pairs: ARGS("dim", "5", "abi", "2") (at most 8). */
+#define ARGS_N(...) ((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *) / 2))
+#define ARGS(...)                                                                              \
+    ((struct env_args){ .n = ARGS_N(__VA_ARGS__),                                              \
+                        .keys = keys_of((const char *[]){ __VA_ARGS__ }, ARGS_N(__VA_ARGS__), kbuf), \
+                        .values = values_of((const char *[]){ __VA_ARGS__ }, ARGS_N(__VA_ARGS__), vbuf) })
+static const char *kbuf[8], *vbuf[8];
+static const char *const *keys_of(const char **kv, int n, const char **out)
+{
+    for (int i = 0; i < 8 && i < n; i++) out[i] = kv[2 * i];
+    return out;
+}
+static const char *const *values_of(const char **kv, int n, const char **out)
+{
+    for (int i = 0; i < 8 && i < n; i++) out[i] = kv[2 * i + 1];
+    return out;
+}
+
+#ifdef TRIB_WITH_MUJOCO
+#include <mujoco/mujoco.h>
+
+/* A model for MjPendulum-v0's model=PATH: a pole of two links (so the spec
+ * it fills differs from the embedded model's: obs dim 6), and joint ranges
+ * so narrow that the limits' constraints are active on most steps, where
+ * the solver starts from qacc_warmstart: a resume that lost it would not be
+ * bit-exact. */
+static const char stiff_xml[] =
+    "<mujoco model=\"stiff\">\n"
+    "  <option timestep=\"0.02\" integrator=\"RK4\"/>\n"
+    "  <default><joint damping=\"1\" limited=\"true\"/><geom contype=\"0\"/></default>\n"
+    "  <worldbody>\n"
+    "    <body name=\"cart\">\n"
+    "      <joint name=\"slider\" type=\"slide\" axis=\"1 0 0\" range=\"-0.1 0.1\"/>\n"
+    "      <geom type=\"capsule\" quat=\"0.707 0 0.707 0\" size=\"0.1 0.1\"/>\n"
+    "      <body name=\"pole\">\n"
+    "        <joint name=\"hinge\" type=\"hinge\" axis=\"0 1 0\" range=\"-10 10\"/>\n"
+    "        <geom type=\"capsule\" fromto=\"0 0 0 0.001 0 0.6\" size=\"0.049 0.3\"/>\n"
+    "        <body name=\"tip\" pos=\"0 0 0.6\">\n"
+    "          <joint name=\"hinge2\" type=\"hinge\" axis=\"0 1 0\" range=\"-5 5\"/>\n"
+    "          <geom type=\"capsule\" fromto=\"0 0 0 0 0 0.3\" size=\"0.03\"/>\n"
+    "        </body>\n"
+    "      </body>\n"
+    "    </body>\n"
+    "  </worldbody>\n"
+    "  <actuator>%s<motor joint=\"slider\" gear=\"100\" ctrllimited=\"true\" ctrlrange=\"-2 2\"/></actuator>\n"
+    "</mujoco>\n";
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fputs(text, f) >= 0, 1);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+static void expect_mj_error(const char *so, const struct env_args *args, const char *why)
+{
+    struct env_plugin *pl = (struct env_plugin *)1;
+    ck_assert_ptr_null(env_open_args(so, args, &pl));
+    ck_assert_ptr_null(pl);
+    char want[8192];
+    snprintf(want, sizeof want, "plugin %s: %s", so, why);
+    ck_assert_str_eq(env_last_error(), want);
+}
+
+/* MjPendulum-v0 (envs/examples/mj_pendulum.c) as built out of tree in
+ * tmp/build: its spec from the embedded model and from model=PATH, every
+ * load error by name, a lifecycle of per-env mjData (new, reset, autoreset,
+ * save, load, free: ASan's leak check sees what is left), a resume that is
+ * bit-exact at every step, get/set_state, and trib-env with --env-arg. */
+static void check_mj_pendulum(const char *tmp)
+{
+    char so[1024], stiff[1024], two[1024], bad[1024], why[4096], xml[4096];
+    snprintf(so, sizeof so, "%s/build/libmj_pendulum.so", tmp);
+    ck_assert_msg(access(so, R_OK) == 0, "MuJoCo found, but envs/examples made no libmj_pendulum.so");
+    snprintf(stiff, sizeof stiff, "%s/stiff.xml", tmp);
+    snprintf(two, sizeof two, "%s/two.xml", tmp);
+    snprintf(bad, sizeof bad, "%s/bad.xml", tmp);
+    snprintf(xml, sizeof xml, stiff_xml, "");
+    write_text(stiff, xml);
+    snprintf(xml, sizeof xml, stiff_xml, "<motor name=\"m2\" joint=\"hinge\" gear=\"1\"/>");
+    write_text(two, xml);
+    write_text(bad, "<mujoco><worldbody><body></worldbody></mujoco>\n");
+
+    /* the errors of the entry point, by name */
+    struct env_args a = ARGS("foo", "1");
+    expect_mj_error(so, &a, "unknown --env-arg 'foo' (takes model=PATH)");
+    a = ARGS("model", two);
+    snprintf(why, sizeof why, "model %s has 2 actuators, MjPendulum-v0 needs 1", two);
+    expect_mj_error(so, &a, why);
+    char mjerr[1000] = "";   /* MuJoCo's own message, on one line */
+    ck_assert_ptr_null(mj_loadXML(bad, NULL, mjerr, sizeof mjerr));
+    for (char *c = mjerr; *c; c++)
+        if (*c == '\n') *c = ' ';
+    for (size_t n = strlen(mjerr); n > 0 && mjerr[n - 1] == ' ';) mjerr[--n] = '\0';
+    ck_assert_ptr_nonnull(strstr(mjerr, "XML_ERROR_MISMATCHED_ELEMENT"));
+    a = ARGS("model", bad);
+    snprintf(why, sizeof why, "model %s: %s", bad, mjerr);
+    expect_mj_error(so, &a, why);
+
+    /* the embedded model: dims and bounds from it */
+    struct env_plugin *pl;
+    const struct env_spec *spec = env_open_args(so, NULL, &pl);
+    ck_assert_msg(spec != NULL, "%s", env_last_error());
+    ck_assert_str_eq(spec->id, "MjPendulum-v0");
+    ck_assert_int_eq(spec->abi_version, ENV_ABI_VERSION);
+    ck_assert_int_eq(spec->obs.dim, 4);   /* [qpos (2), qvel (2)] */
+    ck_assert_int_eq(spec->act.dim, 1);
+    ck_assert(spec->act.low[0] == -3.0 && spec->act.high[0] == 3.0);
+    ck_assert_int_eq(spec->info_count, 2);
+    ck_assert_str_eq(spec->info_names[0], "reward_upright");
+    ck_assert_str_eq(spec->info_names[1], "x_position");
+    enum { B = 4, D = 6 };
+    struct vec_env *v = vec_env_new(spec, B, 1, 0);
+    ck_assert_ptr_nonnull(v);
+    float obs[B * D], act[B], rew[B];
+    bool term[B], trunc[B];
+    vec_env_reset(v, obs);
+    uint64_t rng = 3;
+    for (int t = 0; t < 300; t++) {   /* random pushes topple it: autoresets */
+        for (int i = 0; i < B; i++) act[i] = (float)env_rng_uniform(&rng, -3, 3);
+        ck_assert_int_eq(vec_env_step(v, act, obs, rew, term, trunc, NULL), 0);
+    }
+    struct vec_env_stats st;
+    vec_env_get_stats(v, &st);
+    ck_assert_uint_ge(st.episodes, 20);
+    double sums[2];
+    vec_env_info_sums(v, sums);
+    ck_assert_double_eq(sums[0], (double)st.length_sum);   /* reward_upright: 1 a step */
+    /* get/set_state: [qpos, qvel], then mj_forward */
+    double in[4] = {0.25, -0.05, 0.5, 1.5}, got[4];
+    ck_assert_int_eq(spec->set_state(vec_env_state(v, 2), in, 4), 0);
+    ck_assert_int_eq(spec->get_state(vec_env_state(v, 2), got, 4), 4);
+    ck_assert_mem_eq(in, got, sizeof in);
+    ck_assert_int_eq(spec->set_state(vec_env_state(v, 2), in, 3), -1);
+    /* a saved state the plug-in's load refuses names the env and the value */
+    unsigned char *saved;
+    size_t len;
+    ck_assert_int_eq(vec_env_save(v, &saved, &len), 0);
+    double nan = NAN;
+    unsigned char *at = memmem(saved, len, &in[1], sizeof in[1]);   /* env 2's qpos[1] */
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, &nan, sizeof nan);
+    ck_assert_int_eq(vec_env_load(v, saved, len), -1);
+    ck_assert_str_eq(env_last_error(), "vec_env_load: env 2 of MjPendulum-v0: saved qpos[1] is nan");
+    free(saved);
+    vec_env_free(v);
+    env_plugin_close(pl);
+
+    /* model=PATH: the spec is the model's (three joints: obs dim 6, ctrl in
+     * [-2, 2]), and a resume is bit-exact at every step: w is loaded from
+     * v's save before each step, then both take the same actions */
+    a = ARGS("model", stiff);
+    spec = env_open_args(so, &a, &pl);
+    ck_assert_msg(spec != NULL, "%s", env_last_error());
+    ck_assert_int_eq(spec->obs.dim, D);
+    ck_assert(spec->act.low[0] == -2.0 && spec->act.high[0] == 2.0);
+    v = vec_env_new(spec, B, 7, 0);
+    struct vec_env *w = vec_env_new(spec, B, 8, 0);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_ptr_nonnull(w);
+    float obs2[B * D], rew2[B];
+    bool term2[B], trunc2[B];
+    vec_env_reset(v, obs);
+    vec_env_reset(w, obs2);
+    for (int t = 0; t < 400; t++) {
+        ck_assert_int_eq(vec_env_save(v, &saved, &len), 0);
+        ck_assert_msg(vec_env_load(w, saved, len) == 0, "%s", env_last_error());
+        free(saved);
+        for (int i = 0; i < B; i++) act[i] = (float)env_rng_uniform(&rng, -2, 2);
+        ck_assert_int_eq(vec_env_step(v, act, obs, rew, term, trunc, NULL), 0);
+        ck_assert_int_eq(vec_env_step(w, act, obs2, rew2, term2, trunc2, NULL), 0);
+        ck_assert_msg(memcmp(obs, obs2, sizeof obs) == 0, "step %d: resumed obs differ", t);
+        ck_assert_mem_eq(rew, rew2, sizeof rew);
+        ck_assert_mem_eq(term, term2, sizeof term);
+        ck_assert_mem_eq(trunc, trunc2, sizeof trunc);
+        for (int i = 0; i < B; i++) {
+            double x[D], y[D];
+            ck_assert_int_eq(spec->get_state(vec_env_state(v, i), x, D), D);
+            ck_assert_int_eq(spec->get_state(vec_env_state(w, i), y, D), D);
+            ck_assert_msg(memcmp(x, y, sizeof x) == 0, "step %d: env %d's resumed state differs", t, i);
+        }
+    }
+    vec_env_get_stats(v, &st);
+    ck_assert_uint_ge(st.episodes, 10);
+    double s1[2], s2[2];
+    vec_env_info_sums(v, s1);
+    vec_env_info_sums(w, s2);
+    ck_assert_mem_eq(s1, s2, sizeof s1);
+    vec_env_free(v);
+    vec_env_free(w);
+    env_plugin_close(pl);
+
+    /* the installed trib-env: --env-arg model=PATH, and its errors */
+    char *out;
+    int rc = run(&out, "'%s/prefix/bin/trib-env' --json -e 3 --env-arg 'model=%s' '%s'", tmp, stiff, so);
+    ck_assert_msg(rc == 0, "%s", out);
+    const char *want_json = "{\"env\":\"MjPendulum-v0\",\"num_envs\":1,\"seed\":0,\"episodes\":3,";
+    ck_assert_msg(strncmp(out, want_json, strlen(want_json)) == 0, "%s", out);
+    free(out);
+    rc = run(&out, "'%s/prefix/bin/trib-env' -e 3 --env-arg 'model=%s' '%s'", tmp, stiff, so);
+    ck_assert_msg(rc == 0 && strstr(out, "env: MjPendulum-v0 (obs dim 6, actions box(1), max_episode_steps 1000)\n"),
+                  "%s", out);
+    free(out);
+    rc = run(&out, "'%s/prefix/bin/trib-env' --env-arg 'model=%s' '%s'", tmp, two, so);
+    ck_assert_int_eq(rc, 1);
+    snprintf(why, sizeof why, "trib-env: plugin %s: model %s has 2 actuators, MjPendulum-v0 needs 1\n", so, two);
+    ck_assert_str_eq(out, why);
+    free(out);
+
+    /* pkg-config's tributary-envs (headers only, no CUDA) builds it too */
+    rc = run(&out, "PKG_CONFIG_PATH='%s/prefix/lib/pkgconfig' && export PKG_CONFIG_PATH && "
+                   "'%s' -shared -fPIC -std=gnu11 $(pkg-config --cflags tributary-envs) "
+                   "'%s/envs/examples/mj_pendulum.c' -o '%s/libmjpc.so' -lmujoco -lm",
+             tmp, C_COMPILER_PATH, src_dir(), tmp);
+    ck_assert_msg(rc == 0, "pkg-config build of mj_pendulum.c failed:\n%s", out);
+    free(out);
+    snprintf(so, sizeof so, "%s/libmjpc.so", tmp);
+    pl = env_plugin_open(so);
+    ck_assert_msg(pl != NULL, "%s", env_last_error());
+    ck_assert_str_eq(env_plugin_spec(pl)->id, "MjPendulum-v0");
+    env_plugin_close(pl);
+}
+#endif
 
 START_TEST(example_out_of_tree)
 {
@@ -292,6 +541,9 @@ START_TEST(example_out_of_tree)
     ck_assert_msg(p != NULL, "%s", env_last_error());
     ck_assert_str_eq(env_plugin_spec(p)->id, "PointReach-v0");
     env_plugin_close(p);
+#ifdef TRIB_WITH_MUJOCO
+    check_mj_pendulum(tmp);
+#endif
     rm_rf(tmp);
     ck_assert_int_ne(access(tmp, F_OK), 0);
 }
@@ -299,17 +551,6 @@ END_TEST
 
 
 /* ---- ABI 2: a plug-in that loads a model and owns memory per env ---------- */
-
-/* An env_args of KEY, VALUE pairs (at most 8), in static storage. */
-static const char *kbuf[8], *vbuf[8];
-static struct env_args args_of(int n, const char *const *kv)
-{
-    for (int i = 0; i < n && i < 8; i++) kbuf[i] = kv[2 * i], vbuf[i] = kv[2 * i + 1];
-    return (struct env_args){ .n = n, .keys = kbuf, .values = vbuf };
-}
-#define ARGS(...)                                                                                  \
-    args_of((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *) / 2),                   \
-            (const char *[]){ __VA_ARGS__ })
 
 /* sim_live() of the loaded Sim-v0: its envs created and not destroyed. */
 static int sim_live(void)

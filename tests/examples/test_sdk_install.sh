@@ -3,7 +3,9 @@
 # the example tests), then what a user gets there: every public header and
 # no internal one, each header compiling on its own, the umbrella
 # tributary.h, libtributary.{so,a} and the per-layer archives, the
-# programs, and a first program linked four ways (pkg-config shared and
+# programs, an env plug-in built with find_package(Tributary) and
+# Tributary::envs where the CUDA toolkit is not found, and a first program
+# linked four ways (pkg-config shared and
 # static, find_package with Tributary::tributary and with Tributary::rpc)
 # that runs an RPC world. libtributary.so exports exactly the functions the
 # public headers declare (cmake/tributary.map, current with the headers).
@@ -95,6 +97,57 @@ for tgt in tributary rpc; do
     "$CMAKE" --build "$work/cm/b" >>"$work/first.out" 2>&1 || fail "find_package(Tributary) with Tributary::$tgt"
   [ "$(timeout 60 "$work/cm/b/first")" = "$expect" ] || fail "first with Tributary::$tgt"
 done
+# An env plug-in on a machine without the CUDA toolkit (simulated: CMake's
+# find_package(CUDAToolkit) disabled, nvcc off PATH): find_package(Tributary)
+# still succeeds, naming the targets that need CUDA when this build has it,
+# and Tributary::envs builds a plug-in and a host. pkg-config's Cflags carry
+# no define (no installed header reads one), and tributary-envs.pc gives the
+# env API alone: libtrib_envs.a, never CUDA.
+mkdir -p "$work/nocuda"
+cat >"$work/nocuda/CMakeLists.txt" <<CM
+cmake_minimum_required(VERSION 3.16)
+project(nocuda C)
+find_package(Tributary REQUIRED)
+add_library(point_reach MODULE $src/envs/examples/point_reach.c)
+target_link_libraries(point_reach PRIVATE Tributary::envs m)
+add_executable(point_reach_run $src/envs/examples/run_point_reach.c)
+target_link_libraries(point_reach_run PRIVATE Tributary::envs)
+message(STATUS "Tributary_CUDA_FOUND=\${Tributary_CUDA_FOUND}")
+CM
+nocuda_path=$(echo "$PATH" | tr : '\n' | grep -v cuda | paste -sd:)
+env -u CUDACXX -u CUDA_PATH -u CUDAToolkit_ROOT PATH="$nocuda_path" "$CMAKE" -S "$work/nocuda" -B "$work/nocuda/b" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$CC" -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON \
+  >"$work/nocuda.out" 2>&1 && "$CMAKE" --build "$work/nocuda/b" >>"$work/nocuda.out" 2>&1 ||
+  fail "find_package(Tributary) + Tributary::envs without the CUDA toolkit"
+grep -q "Tributary_CUDA_FOUND=FALSE" "$work/nocuda.out" || fail "Tributary_CUDA_FOUND is not FALSE without the toolkit"
+case ${TRIB_CUDA:-OFF} in
+  ON|1|TRUE|YES|on|true|yes)
+    grep -q "Tributary: the CUDA toolkit is not found, so Tributary::tributary, Tributary::tributary_static, .*Tributary::tensor_cuda.* cannot be linked here" "$work/nocuda.out" ||
+      fail "find_package(Tributary) does not say which targets need CUDA" ;;
+esac
+case "$(timeout 60 "$work/nocuda/b/point_reach_run" "$work/nocuda/b/libpoint_reach.so")" in
+  '{"env":"PointReach-v0","episodes":'*) ;; *) fail "point_reach_run built without the CUDA toolkit" ;;
+esac
+case " $(pkg-config --cflags tributary) $(pkg-config --cflags tributary-envs) " in
+  *" -D"*) fail "pkg-config --cflags carries a define: $(pkg-config --cflags tributary)" ;;
+esac
+"$CC" "$src/envs/examples/run_point_reach.c" $(pkg-config --cflags --libs tributary-envs) -o "$work/envs_run" >"$work/envs_pc.out" 2>&1 ||
+  fail "cc run_point_reach.c \$(pkg-config --cflags --libs tributary-envs)"
+case " $(pkg-config --libs --static tributary-envs) " in *" -lcudart "*|*" -lcublas "*|*" -lstdc++ "*) fail "tributary-envs.pc links CUDA" ;; esac
+case "$(timeout 60 "$work/envs_run" "$work/nocuda/b/libpoint_reach.so")" in
+  '{"env":"PointReach-v0","episodes":'*) ;; *) fail "run_point_reach linked with tributary-envs.pc" ;;
+esac
+# With MuJoCo, envs/ links it: both .pc files and the CMake package carry it.
+case ${TRIB_WITH_MUJOCO:-OFF} in
+  ON|1|TRUE|YES|on|true|yes)
+    for pc in tributary tributary-envs; do
+      case " $(pkg-config --static --libs $pc) " in *" -lmujoco "*) ;; *) fail "pkg-config --static --libs $pc lacks -lmujoco" ;; esac
+    done
+    grep -q "find_dependency(mujoco)" "$prefix/lib/cmake/Tributary/tributary-config.cmake" ||
+      grep -q "IMPORTED_TARGET mujoco" "$prefix/lib/cmake/Tributary/tributary-config.cmake" ||
+      fail "tributary-config.cmake does not find MuJoCo" ;;
+esac
+
 # The exports: the version script is current with the public headers, and
 # the installed library exports its names and nothing else (no internals
 # such as rpc_out_push or tensor_make for a program to bind to).
