@@ -142,7 +142,8 @@ int rl_config_check(const struct rl_config *c)
                             (long long)params, (long long)RL_MAX_POLICY_PARAMS);
     if (!(c->dropout >= 0 && c->dropout < 1)) return rl_set_error("--dropout must be in [0, 1)");
     if (c->optimizer < 0 || c->optimizer >= OPTIM_KIND_COUNT) return rl_set_error("unknown optimizer");
-    if (!(c->lr > 0 && c->lr < 10)) return rl_set_error("--lr must be in (0, 10)");
+    if (!(c->lr >= RL_MIN_LR && c->lr <= RL_MAX_LR))
+        return rl_set_error("--lr (the learning rate) must be in [%g, %g], not %g", RL_MIN_LR, RL_MAX_LR, c->lr);
     if (!(c->opt_eps > 0 && c->opt_eps < 1)) return rl_set_error("optimizer eps must be in (0, 1)");
     if (!(c->gamma >= 0 && c->gamma <= 1)) return rl_set_error("--gamma must be in [0, 1]");
     if (!(c->gae_lambda >= 0 && c->gae_lambda <= 1)) return rl_set_error("--gae-lambda must be in [0, 1]");
@@ -152,12 +153,21 @@ int rl_config_check(const struct rl_config *c)
         return rl_set_error("--minibatches (%d) must divide --steps-per-rollout x --envs-per-observer (%d)",
                             c->minibatches, c->steps_per_rollout * c->envs_per_observer);
     if (!(c->clip > 0 && c->clip < 10)) return rl_set_error("--clip must be in (0, 10)");
-    if (!isfinite(c->ent_coef) || !isfinite(c->vf_coef) || !(c->max_grad_norm >= 0))
-        return rl_set_error("--ent-coef and --vf-coef must be finite, --max-grad-norm >= 0");
-    if (!isfinite(c->reward_scale) || c->reward_scale == 0) return rl_set_error("reward scale must be finite and non-zero");
+    /* a loss coefficient far outside these makes every loss overflow and
+     * every observer drop out: refused before the run starts */
+    if (!(c->ent_coef >= 0 && c->ent_coef <= RL_MAX_LOSS_COEF))
+        return rl_set_error("--ent-coef (the entropy bonus's weight in the loss) must be in [0, %g], not %g",
+                            RL_MAX_LOSS_COEF, c->ent_coef);
+    if (!(c->vf_coef >= 0 && c->vf_coef <= RL_MAX_LOSS_COEF))
+        return rl_set_error("--vf-coef (the value loss's weight in the loss) must be in [0, %g], not %g",
+                            RL_MAX_LOSS_COEF, c->vf_coef);
+    if (!(c->max_grad_norm >= 0 && isfinite(c->max_grad_norm)))
+        return rl_set_error("--max-grad-norm must be a finite number >= 0 (0: no clipping), not %g", c->max_grad_norm);
+    if (!(fabs(c->reward_scale) >= 1e-6 && fabs(c->reward_scale) <= 1e6))
+        return rl_set_error("--reward-scale must be in [1e-06, 1e+06] or [-1e+06, -1e-06], not %g", c->reward_scale);
     if (c->max_policy_lag < 0) return rl_set_error("--max-policy-lag must be >= 0");
     if (!(c->rho_bar > 0 && c->rho_bar < 1e6) || !(c->c_bar > 0 && c->c_bar < 1e6))
-        return rl_set_error("--rho-bar and --c-bar must be > 0");
+        return rl_set_error("--rho-bar and --c-bar must be in (0, 1e+06), not %g and %g", c->rho_bar, c->c_bar);
     if (c->vtrace && (c->mode != RL_MODE_ASYNC || c->algo == RL_ALGO_REINFORCE))
         return rl_set_error("--vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c");
     if (c->max_batch_rows < c->envs_per_observer)
@@ -174,6 +184,11 @@ int rl_config_check(const struct rl_config *c)
     if (!(c->step_timeout_s >= 0 && c->step_timeout_s <= 86400))
         return rl_set_error("--step-timeout must be in 0..86400 seconds (0: no limit)");
     if (!c->env[0]) return rl_set_error("--env must not be empty");
+    /* NaN: not given, the env's threshold; an infinity would be "solved"
+     * at once (-inf) or never (inf) */
+    if (isinf(c->target))
+        return rl_set_error("--target (the mean return that counts as solved) must be a finite number, not %g",
+                            c->target);
     return 0;
 }
 
@@ -205,15 +220,15 @@ static const struct flag flags[] = {
     F("device", T_DEVICE, cuda, "cpu | cuda: where the agent keeps the policy (default: cuda when a\n"
                                 "GPU is present and the binary has the CUDA backend)"),
     F("optimizer", T_OPTIM, optimizer, "adam | adamw | rmsprop | sgd"),
-    F("lr", T_DBL, lr, "learning rate"),
+    F("lr", T_DBL, lr, "learning rate, in [1e-10, 1]"),
     F("anneal-lr", T_BOOL, anneal_lr, "decay the lr linearly to 0 over --max-steps (--no-anneal-lr)"),
     F("gamma", T_DBL, gamma, "discount"),
     F("gae-lambda", T_DBL, gae_lambda, "GAE lambda (1: n-step returns)"),
     F("minibatches", T_INT, minibatches, "minibatches per epoch (each observer splits its samples)"),
     F("epochs", T_INT, epochs, "epochs over each rollout (PPO)"),
     F("clip", T_DBL, clip, "PPO clip range (ratio and value)"),
-    F("ent-coef", T_DBL, ent_coef, "entropy bonus coefficient"),
-    F("vf-coef", T_DBL, vf_coef, "value loss coefficient"),
+    F("ent-coef", T_DBL, ent_coef, "entropy bonus coefficient, in [0, 10]"),
+    F("vf-coef", T_DBL, vf_coef, "value loss coefficient, in [0, 10]"),
     F("max-grad-norm", T_DBL, max_grad_norm, "global gradient-norm clip (0: none)"),
     F("norm-adv", T_BOOL, norm_adv, "normalise advantages per minibatch (--no-norm-adv)"),
     F("clip-vloss", T_BOOL, clip_vloss, "clip the value loss as CleanRL (--no-clip-vloss)"),
@@ -358,7 +373,9 @@ static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, b
     }
     case T_DBL: {
         double x = strtod(v, &end);
-        if (errno || end == v || *end || isnan(x)) return -1;
+        /* out of double's range (1e999, 1e-320): the value as read (an
+         * infinity, a subnormal), for rl_config_check to refuse saying why */
+        if ((errno && errno != ERANGE) || end == v || *end || isnan(x)) return -1;
         *(double *)p = x;
         return 0;
     }

@@ -20,6 +20,13 @@
  * on --hidden and on every architecture read from a file, before it is
  * allocated. */
 #define RL_MAX_POLICY_PARAMS (INT64_C(1) << 27)
+/* The accepted ranges of the learning rate and of the loss coefficients
+ * (--ent-coef, --vf-coef: each in [0, RL_MAX_LOSS_COEF]); a value outside
+ * is refused naming the range, on the command line, in --config and in a
+ * resumed run's config.json alike. */
+#define RL_MIN_LR 1e-10
+#define RL_MAX_LR 1.0
+#define RL_MAX_LOSS_COEF 10.0
 
 enum rl_algo { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
 enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };

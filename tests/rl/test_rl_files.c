@@ -25,6 +25,7 @@
 #include "common/proc.h"
 #include "rl/ckpt.h"
 #include "rl/crc32c.h"
+#include "rl/messages.h"
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
@@ -646,6 +647,101 @@ START_TEST(test_cli_strings_too_long)
 }
 END_TEST
 
+/* ---- flags that mean nothing (issue 24, N14) ----------------------------------- */
+
+/* Values that passed every check yet meant nothing: an infinite target
+ * ("solved" at once), loss coefficients that overflow every loss (every
+ * observer dropped), a learning rate below any use (was "bad value"). Each
+ * is refused with the reason and the accepted range, on the command line,
+ * in --config and in a resumed run's config.json alike. */
+static const struct { const char *flag, *value, *json, *why; } meaningless[] = {
+    { "target", "-inf", "\"-inf\"", "--target (the mean return that counts as solved) must be a finite number, not -inf" },
+    { "target", "inf", "\"inf\"", "--target (the mean return that counts as solved) must be a finite number, not inf" },
+    { "ent-coef", "1e308", "1e308", "--ent-coef (the entropy bonus's weight in the loss) must be in [0, 10], not 1e+308" },
+    { "ent-coef", "-0.5", "-0.5", "--ent-coef (the entropy bonus's weight in the loss) must be in [0, 10], not -0.5" },
+    { "vf-coef", "-1e308", "-1e308", "--vf-coef (the value loss's weight in the loss) must be in [0, 10], not -1e+308" },
+    { "vf-coef", "1e999", "\"1e999\"", "--vf-coef (the value loss's weight in the loss) must be in [0, 10], not inf" },
+    { "lr", "1e-320", "1e-320", "--lr (the learning rate) must be in [1e-10, 1], not 9.99989e-321" },
+    { "lr", "2", "2", "--lr (the learning rate) must be in [1e-10, 1], not 2" },
+    { "max-grad-norm", "inf", "\"inf\"", "--max-grad-norm must be a finite number >= 0 (0: no clipping), not inf" },
+    { "reward-scale", "1e300", "1e300", "--reward-scale must be in [1e-06, 1e+06] or [-1e+06, -1e-06], not 1e+300" },
+};
+
+START_TEST(test_flags_meaningless)
+{
+    static const char *const progs[] = { TRIB_TRAIN_BIN, TRIB_AGENT_BIN };
+    static const char *const names[] = { "tributary-train", "tributary-agent" };
+    char want[512], flag[64], text[256];
+    for (int i = 0; i < (int)(sizeof meaningless / sizeof meaningless[0]); i++) {
+        snprintf(flag, sizeof flag, "--%s", meaningless[i].flag);
+        for (int k = 0; k < 2; k++) {
+            const char *args[] = { flag, meaningless[i].value, NULL };
+            ck_assert_msg(run(progs[k], args) == 2, "%s %s %s: not refused\n%s", names[k], flag, meaningless[i].value, ERR);
+            snprintf(want, sizeof want, "%s: %s (see %s --help)\n", names[k], meaningless[i].why, names[k]);
+            ck_assert_str_eq(ERR, want);
+        }
+        /* --config FILE */
+        char path[] = "/tmp/test_rl_files_cfg_XXXXXX";
+        int fd = mkstemp(path);
+        ck_assert(fd >= 0);
+        int n = snprintf(text, sizeof text, "{\"%s\": %s}", meaningless[i].flag, meaningless[i].json);
+        ck_assert(write(fd, text, (size_t)n) == n);
+        close(fd);
+        const char *cargs[] = { "--config", path, NULL };
+        ck_assert_int_eq(run(TRIB_TRAIN_BIN, cargs), 2);
+        snprintf(want, sizeof want, "tributary-train: %s (see tributary-train --help)\n", meaningless[i].why);
+        ck_assert_str_eq(ERR, want);
+        unlink(path);
+        /* a resumed run's config.json */
+        char dir[] = "/tmp/test_rl_files_cj_XXXXXX", cj[128];
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(cj, sizeof cj, "%s/config.json", dir);
+        FILE *f = fopen(cj, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "{\"preset\": \"ppo-fast\", \"observers\": 1, \"%s\": %s}\n", meaningless[i].flag, meaningless[i].json);
+        fclose(f);
+        const char *rargs[] = { "--resume", dir, "--quiet", NULL };
+        ck_assert_int_eq(run(TRIB_TRAIN_BIN, rargs), 2);
+        ck_assert_str_eq(ERR, want);
+        rm_rf(dir);
+    }
+    /* the edges are accepted: the parse goes on to the next check */
+    const char *edge[] = { "--lr", "1", "--ent-coef", "10", "--vf-coef", "0", "--target", "-1e300", "--observers", "0", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, edge), 2);
+    ck_assert_str_eq(ERR, "tributary-train: --observers must be in 1..64, not 0 (see tributary-train --help)\n");
+}
+END_TEST
+
+/* A report's episodes out of their bounds reads as what is wrong (was
+ * "episodes 100 is out of range 100..64"). */
+START_TEST(test_report_episode_bounds)
+{
+    struct rl_report r = { .steps = 64, .min_return = 1, .explained_var = NAN };
+    for (int i = 0; i < 100; i++) rl_report_add(&r, 1.0, 1);
+    ck_assert_int_eq(r.n_returns, RL_REPORT_EPISODES < 100 ? RL_REPORT_EPISODES : 100);
+    struct rpc_value v = rl_report_pack(&r);
+    struct rl_report got;
+    ck_assert_int_eq(rl_report_unpack(&v, &got), -1);
+    char want[160];
+    snprintf(want, sizeof want, "report: episodes 100 is more than its 64 steps (an episode takes at least one)");
+    ck_assert_str_eq(rl_last_error(), want);
+    rpc_value_clear(&v);
+    r.steps = 1000;
+    r.episodes = 3;   /* fewer than the returns it carries */
+    v = rl_report_pack(&r);
+    ck_assert_int_eq(rl_report_unpack(&v, &got), -1);
+    snprintf(want, sizeof want, "report: episodes 3 is fewer than the %d returns it carries", r.n_returns);
+    ck_assert_str_eq(rl_last_error(), want);
+    rpc_value_clear(&v);
+    r.episodes = 100;
+    r.lengths[7] = 0;
+    v = rl_report_pack(&r);
+    ck_assert_int_eq(rl_report_unpack(&v, &got), -1);
+    ck_assert_str_eq(rl_last_error(), "report: lengths[7] 0 is out of range 1..2147483647");
+    rpc_value_clear(&v);
+}
+END_TEST
+
 /* ---- files never name code ------------------------------------------------------- */
 
 static bool marked(void) { return access(MARK, F_OK) == 0; }
@@ -832,6 +928,8 @@ int main(void)
     tcase_add_test(tc, test_many_empty_tensors);
     tcase_add_test(tc, test_config_file_refusals);
     tcase_add_test(tc, test_cli_strings_too_long);
+    tcase_add_test(tc, test_flags_meaningless);
+    tcase_add_test(tc, test_report_episode_bounds);
     tcase_add_test(tc, test_eval_plugin_named_by_policy_file);
     tcase_add_test(tc, test_eval_and_resume_plugin_named_by_checkpoint);
     tcase_add_test(tc, test_checkpoint_write_failures);
