@@ -16,6 +16,7 @@
 #include "envs/vec_env.h"
 #include "rl/ckpt.h"
 #include "rl/config.h"
+#include "rl/metrics.h"
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
@@ -121,7 +122,8 @@ out:
 static int pick_run_policy(const char *dir, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/policy.safetensors", dir);
-    if (access(out, R_OK) == 0) return 0;
+    struct stat st;
+    if (lstat(out, &st) == 0) return 0;   /* checked by metrics_dir_check */
     char sub[3000], best[512] = "";
     snprintf(sub, sizeof sub, "%s/checkpoints", dir);
     DIR *d = opendir(sub);
@@ -207,7 +209,12 @@ int main(int argc, char **argv)
     char picked[4096];
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        /* a run directory: its final policy, else its newest checkpoint */
+        /* a run directory: its final policy, else its newest checkpoint;
+         * its files as what they are (no link followed, no FIFO waited on) */
+        if (metrics_dir_check(path) != 0) {
+            fprintf(stderr, PROG ": %s\n", rl_last_error());
+            return 1;
+        }
         if (pick_run_policy(path, picked, sizeof picked) != 0) {
             fprintf(stderr, PROG ": %s: a directory without policy.safetensors or checkpoints/ckpt-*.trib\n", path);
             return 1;

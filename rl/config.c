@@ -681,6 +681,9 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
         if (!resume_dir[0] || metrics_dir_holds_run(resume_dir, what, sizeof what) != 1)
             return usage_error(prog, "--resume %s: no run to resume there (no config.json or checkpoints in %s)",
                                resume_dir, resume_dir[0] ? resume_dir : "''");
+        /* its files are read as what they are: no link followed, no FIFO
+         * waited on (rl/runfile.h) */
+        if (metrics_dir_check(resume_dir) != 0) return usage_error(prog, "--resume %s: %s", resume_dir, rl_last_error());
         /* a run directory without config.json (made by hand, or by an
          * older build): the command line describes the run */
         if (access(path, F_OK) == 0 && load_json(path, &saved, "--resume") != 0)

@@ -396,6 +396,14 @@ hostlist)
     >"$tmp/d.out" || fail "--dry-run"
   grep -q "^ssh -o BatchMode=yes -- a '" "$tmp/d.out" && grep -q "^ssh -o BatchMode=yes -- u@b '.*--bind-host 10.0.0.2 " \
     "$tmp/d.out" || fail "ssh does not get -- before the host: $(cat "$tmp/d.out")"
+  # a resumed run's config.json is read as the agent reads it: a FIFO is
+  # not waited on, a link not followed
+  mkdir -p "$tmp/run"
+  mkfifo "$tmp/run/config.json"
+  timeout 10 "$launch" --build-dir "$build" -- --resume "$tmp/run" >/dev/null 2>"$tmp/r.err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -qF "launch: --resume $tmp/run: $tmp/run/config.json is a symbolic link or not a regular file" \
+    "$tmp/r.err" || fail "--resume with a FIFO config.json: status $rc: $(cat "$tmp/r.err")"
   for a in --agent-host --master-addr; do
     "$launch" --hosts a $a -oX=y --insecure --build-dir "$build" --dry-run >/dev/null 2>"$tmp/a.err"
     rc=$?

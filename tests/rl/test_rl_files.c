@@ -819,6 +819,200 @@ START_TEST(test_eval_and_resume_plugin_named_by_checkpoint)
 }
 END_TEST
 
+/* ---- links and FIFOs among a run's files (issue 24, N12) ------------------------ */
+
+/* run() with a bound: a program that waits on a FIFO fails the test in 60 s
+ * (status -1) rather than at the suite's timeout. */
+static int run_within(const char *bin, const char *const *args, double timeout_s)
+{
+    const char *argv[40] = { bin };
+    int n = 1;
+    for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    struct proc_group g;
+    proc_group_init(&g);
+    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
+    int rc = proc_wait(&g, 0, timeout_s);
+    OUT[proc_output(&g, 0, 1, OUT, sizeof OUT - 1)] = '\0';
+    ERR[proc_output(&g, 0, 2, ERR, sizeof ERR - 1)] = '\0';
+    proc_group_deinit(&g);
+    return rc;
+}
+
+/* --resume dir must be refused (exit 2, nothing started, within 60 s) with
+ * "--resume DIR: <path>: <what>". */
+static void resume_refused_file(const char *dir, const char *path, const char *what)
+{
+    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "100", "--resume", dir,
+                           "--quiet", NULL };
+    int rc = run_within(TRIB_TRAIN_BIN, args, 60);
+    char want[900];
+    snprintf(want, sizeof want, "tributary-train: --resume %s: %s: %s (see tributary-train --help)\n", dir, path, what);
+    ck_assert_msg(rc == 2, "exit %d (-1: it hung), wanted '%s'\n%s", rc, want, ERR);
+    ck_assert_str_eq(ERR, want);
+    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+}
+
+/* tributary-eval dir must be refused (exit 1, within 60 s) naming path. */
+static void eval_refused_file(const char *dir, const char *path, const char *what)
+{
+    const char *args[] = { dir, "--episodes", "2", NULL };
+    int rc = run_within(TRIB_EVAL_BIN, args, 60);
+    char want[900];
+    snprintf(want, sizeof want, "tributary-eval: %s: %s\n", path, what);
+    ck_assert_msg(rc == 1, "exit %d (-1: it hung), wanted '%s'\n%s", rc, want, ERR);
+    ck_assert_str_eq(ERR, want);
+}
+
+#define LINKED "is a symbolic link: a run's files are never followed"
+#define LINKED_DIR "is a symbolic link, not a directory: a run's files are never followed"
+#define FIFO "is a FIFO, not a regular file"
+
+START_TEST(test_run_files_links_and_fifos)
+{
+    char path[256], elsewhere[] = "/tmp/test_rl_files_else_XXXXXX", p[400], q[700];
+    ck_assert_ptr_nonnull(mkdtemp(elsewhere));
+    struct saved_stats v = base_counters();
+    char *dir = craft("counters", &v, sizeof v, path, sizeof path);
+    /* checkpoints/ a link to another directory holding checkpoints: was
+     * resumed from there, new checkpoints written and old ones deleted there */
+    snprintf(p, sizeof p, "%s/checkpoints", dir);
+    snprintf(q, sizeof q, "%s/checkpoints", elsewhere);
+    ck_assert_int_eq(rename(p, q), 0);
+    ck_assert_int_eq(symlink(q, p), 0);
+    char *before = snapshot(elsewhere);
+    resume_refused_file(dir, p, LINKED_DIR);
+    eval_refused_file(dir, p, LINKED_DIR);
+    char *after = snapshot(elsewhere);
+    ck_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    /* a new run's --logdir holding such a link: refused as a run's (it was
+     * taken for an empty directory and written through), and --overwrite
+     * removes the link, not what it leads to */
+    char fresh[] = "/tmp/test_rl_files_new_XXXXXX", fl[300];
+    ck_assert_ptr_nonnull(mkdtemp(fresh));
+    snprintf(fl, sizeof fl, "%s/checkpoints", fresh);
+    ck_assert_int_eq(symlink(q, fl), 0);
+    const char *fargs[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "2", "--logdir", fresh,
+                            "--quiet", NULL };
+    ck_assert_int_eq(run_within(TRIB_TRAIN_BIN, fargs, 60), 2);
+    ck_assert_msg(strstr(ERR, "already holds a run (checkpoints)") != NULL, "%s", ERR);
+    const char *oargs[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "2", "--logdir", fresh,
+                            "--overwrite", "--quiet", NULL };
+    before = snapshot(elsewhere);
+    ck_assert_msg(run_within(TRIB_TRAIN_BIN, oargs, 300) == 1, "%s", ERR);
+    after = snapshot(elsewhere);
+    ck_assert_str_eq(before, after);
+    struct stat st;
+    ck_assert_int_eq(lstat(fl, &st), 0);
+    ck_assert_msg(S_ISDIR(st.st_mode), "%s is not the run's own directory", fl);
+    free(before);
+    free(after);
+    rm_rf(fresh);
+    /* back in place; then the newest checkpoint a FIFO, then a link */
+    ck_assert_int_eq(unlink(p), 0);
+    ck_assert_int_eq(rename(q, p), 0);
+    snprintf(q, sizeof q, "%s/ckpt-000000999999.trib", p);
+    ck_assert_int_eq(mkfifo(q, 0600), 0);
+    resume_refused_file(dir, q, FIFO);
+    eval_refused_file(dir, q, FIFO);
+    unlink(q);
+    ck_assert_int_eq(symlink(path, q), 0);
+    resume_refused_file(dir, q, LINKED);
+    eval_refused_file(dir, q, LINKED);
+    unlink(q);
+    /* config.json, metrics.csv and policy.safetensors */
+    static const char *const names[] = { "config.json", "metrics.csv", "policy.safetensors" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(q, sizeof q, "%s/%s", dir, names[i]);
+        ck_assert_int_eq(mkfifo(q, 0600), 0);
+        resume_refused_file(dir, q, FIFO);
+        if (i == 2) eval_refused_file(dir, q, FIFO);
+        unlink(q);
+        snprintf(p, sizeof p, "%s/%s", elsewhere, names[i]);
+        FILE *f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(i == 0 ? "{\"observers\": 1, \"envs-per-observer\": 8}\n" : "x\n", f);
+        fclose(f);
+        ck_assert_int_eq(symlink(p, q), 0);
+        resume_refused_file(dir, q, LINKED);
+        unlink(q);
+    }
+    /* a FIFO named on the command line is refused, not waited on */
+    snprintf(q, sizeof q, "%s/fifo.safetensors", elsewhere);
+    ck_assert_int_eq(mkfifo(q, 0600), 0);
+    const char *eargs[] = { q, "--env", "CartPole-v1", NULL };
+    ck_assert_int_eq(run_within(TRIB_EVAL_BIN, eargs, 60), 1);
+    char want[1000];
+    snprintf(want, sizeof want, "safetensors_load: %s: " FIFO "\n", q);
+    ck_assert_msg(strstr(ERR, want), "%s", ERR);
+    snprintf(q, sizeof q, "%s/fifo.trib", elsewhere);
+    ck_assert_int_eq(mkfifo(q, 0600), 0);
+    ck_assert_int_eq(run_within(TRIB_EVAL_BIN, eargs, 60), 1);
+    snprintf(want, sizeof want, "tributary-eval: ckpt_load: %s: " FIFO "\n", q);
+    ck_assert_str_eq(ERR, want);
+    rm_rf(dir);
+    free(dir);
+    rm_rf(elsewhere);
+}
+END_TEST
+
+/* The periodic checkpoint writer, when checkpoints/ becomes a link to
+ * another directory mid-run: each checkpoint fails, saying so; nothing is
+ * written there and nothing there deleted (was: written there, and its
+ * older ckpt-*.trib pruned). */
+START_TEST(test_checkpoint_writer_refuses_link)
+{
+    char dir[] = "/tmp/test_rl_files_w_XXXXXX", other[] = "/tmp/test_rl_files_o_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_ptr_nonnull(mkdtemp(other));
+    rmdir(dir);   /* the run makes it */
+    char ck[300], moved[300], decoy[400];
+    snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+    snprintf(moved, sizeof moved, "%s/moved", dir);
+    for (int i = 0; i < 5; i++) {   /* older checkpoints of another run: prune would delete them */
+        snprintf(decoy, sizeof decoy, "%s/ckpt-%012d.trib", other, i);
+        FILE *f = fopen(decoy, "w");
+        ck_assert_ptr_nonnull(f);
+        fclose(f);
+    }
+    const char *argv[] = { TRIB_TRAIN_BIN, "--observers", "1", "--envs-per-observer", "8", "--max-updates", "100000",
+                           "--checkpoint-every", "1", "--logdir", dir, "--quiet", NULL };
+    struct proc_group g;
+    proc_group_init(&g);
+    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
+    /* its first checkpoint, then checkpoints/ swapped for a link */
+    struct ckpt *c = NULL;
+    for (int i = 0; i < 6000 && ckpt_load_latest(ck, &c, NULL, 0) != 1; i++) usleep(10000);
+    ck_assert_msg(c != NULL, "no first checkpoint in 60 s");
+    ckpt_free(c);
+    char *before = snapshot(other);
+    ck_assert_int_eq(rename(ck, moved), 0);
+    ck_assert_int_eq(symlink(other, ck), 0);
+    char want[600];
+    snprintf(want, sizeof want, "FAILED (1 in a row): ckpt_write: %s: " LINKED_DIR, ck);
+    bool seen = false;
+    for (int i = 0; i < 6000 && !seen; i++) {
+        ERR[proc_output(&g, 0, 2, ERR, sizeof ERR - 1)] = '\0';
+        seen = strstr(ERR, want) != NULL;
+        if (!seen) usleep(10000);
+    }
+    kill(g.p[0].pid, SIGKILL);
+    proc_wait(&g, 0, 30);
+    proc_group_deinit(&g);
+    ck_assert_msg(seen, "no '%s' in 60 s:\n%s", want, ERR);
+    char *after = snapshot(other);
+    ck_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    unlink(ck);
+    rm_rf(moved);
+    rm_rf(dir);
+    rm_rf(other);
+}
+END_TEST
+
 /* ---- failed checkpoint writes ------------------------------------------------------ */
 
 /* Resumes a copy of the base checkpoint in dir with a checkpoint after
@@ -933,6 +1127,8 @@ int main(void)
     tcase_add_test(tc, test_eval_plugin_named_by_policy_file);
     tcase_add_test(tc, test_eval_and_resume_plugin_named_by_checkpoint);
     tcase_add_test(tc, test_checkpoint_write_failures);
+    tcase_add_test(tc, test_run_files_links_and_fifos);
+    tcase_add_test(tc, test_checkpoint_writer_refuses_link);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
