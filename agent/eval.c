@@ -15,6 +15,7 @@
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
 #include "rl/ckpt.h"
+#include "rl/finite.h"
 #include "rl/config.h"
 #include "rl/metrics.h"
 #include "rl/policy_file.h"
@@ -106,6 +107,16 @@ static int load_checkpoint(const char *path, const char *env_arg, struct rl_arch
         size_t bytes = (size_t)(*actor)->params[i]->numel * sizeof(float);
         memcpy(tensor_data((*actor)->params[i]), q, bytes);
         q += bytes;
+    }
+    char names[2 * (RL_MAX_HIDDEN + 1) * 2 + 1][64];
+    rl_arch_param_names(arch, (int)(sizeof names / sizeof names[0]), names);
+    const char *np[sizeof names / sizeof names[0]];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) np[i] = names[i];
+    if (rl_check_params((*actor)->n_params, (*actor)->params, np) != 0) {   /* a policy that is not finite */
+        rl_set_error("%s: policy: %s", path, rl_last_error());
+        nn_module_free(*actor);
+        *actor = NULL;
+        goto out;
     }
     rc = 0;
 out:

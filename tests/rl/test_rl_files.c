@@ -316,6 +316,48 @@ START_TEST(test_resume_observer_state_not_finite)
 }
 END_TEST
 
+/* A checkpoint or a policy file whose parameters are not finite: refused
+ * at load naming the tensor and the element (was: resumed, and every
+ * observer then dropped as "(alive)"; tributary-eval ran it). */
+START_TEST(test_policy_not_finite)
+{
+    struct ckpt *c = base_ckpt();
+    size_t len = 0;
+    const void *pol = ckpt_get(c, "policy", &len);
+    ck_assert_ptr_nonnull(pol);
+    unsigned char *nan_pol = malloc(len);
+    memcpy(nan_pol, pol, len);
+    ckpt_free(c);
+    float nan = NAN;
+    for (size_t off = sizeof(uint64_t); off + sizeof nan <= len; off += sizeof nan) memcpy(nan_pol + off, &nan, sizeof nan);
+    resume_refused_late("policy", nan_pol, len, "policy: parameter actor.0.weight[0] is nan");
+    /* tributary-eval of that checkpoint */
+    char path[256], want[700];
+    char *dir = craft("policy", nan_pol, len, path, sizeof path);
+    const char *args[] = { path, "--episodes", "2", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    snprintf(want, sizeof want, "tributary-eval: %s: policy: parameter actor.0.weight[0] is nan\n", path);
+    ck_assert_str_eq(ERR, want);
+    rm_rf(dir);
+    free(dir);
+    free(nan_pol);
+    /* a policy file with one infinity */
+    char file[] = "/tmp/test_rl_files_inf_XXXXXX.safetensors";
+    close(mkstemps(file, 12));
+    struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 } };
+    struct nn_module *actor = NULL;
+    ck_assert_int_eq(rl_arch_build(&a, 1, &actor, NULL), 0);
+    ((float *)tensor_data(actor->params[3]))[1] = -INFINITY;
+    ck_assert_int_eq(rl_policy_save(file, &a, "CartPole-v1", actor->n_params, actor->params), 0);
+    nn_module_free(actor);
+    const char *eargs[] = { file, "--episodes", "2", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, eargs), 1);
+    snprintf(want, sizeof want, "tributary-eval: policy %s: parameter actor.2.bias[1] is -inf\n", file);
+    ck_assert_str_eq(ERR, want);
+    unlink(file);
+}
+END_TEST
+
 /* run_stats_load itself: every number of the counters is checked, and a
  * refusal changes nothing. */
 START_TEST(test_counters_fields)
@@ -1128,6 +1170,7 @@ int main(void)
     tcase_add_test(tc, test_eval_and_resume_plugin_named_by_checkpoint);
     tcase_add_test(tc, test_checkpoint_write_failures);
     tcase_add_test(tc, test_run_files_links_and_fifos);
+    tcase_add_test(tc, test_policy_not_finite);
     tcase_add_test(tc, test_checkpoint_writer_refuses_link);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
