@@ -23,6 +23,7 @@
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
+#include "rl/last_word.h"
 #include "rl/watchdog.h"
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
@@ -692,6 +693,24 @@ void observer_free(struct observer *o)
     free(o);
 }
 
+/* A crash's last word (rl/last_word.h), on its own thread: the agent is
+ * told at once (rl_gave_up(why, "crashed")), so it drops this observer
+ * saying it crashed instead of waiting for its heartbeats to stop. */
+static bool crash_announce;
+static void last_word(int sig, void *u)
+{
+    (void)u;
+    char why[96];
+    rl_describe_end(sig, 0, why, sizeof why);
+    if (crash_announce) fprintf(stderr, "%s: %s: telling the agent\n", rpc_self()->name, why);
+    struct rpc_value a = rpc_list(2), r = rpc_nil();
+    a.list.items[0] = rpc_str(why);
+    a.list.items[1] = rpc_str(RL_GONE_CRASHED);
+    rpc_sync("agent", RL_FN_GAVE_UP, &a, &r, RL_LAST_WORD_MS - 500);
+    rpc_value_clear(&a);
+    rpc_value_clear(&r);
+}
+
 int observer_run(const struct rpc_opts *opts, bool announce)
 {
     dist_autograd_init();
@@ -709,6 +728,8 @@ int observer_run(const struct rpc_opts *opts, bool announce)
     if (irc >= 0 && announce)
         fprintf(stderr, "%s: joined the agent at %s as rank %d\n", rpc_self()->name, rpc_master_endpoint(),
                 rpc_self()->id);
+    crash_announce = announce;
+    if (irc >= 0 && rl_last_word_install(last_word, NULL) != 0) fprintf(stderr, "%s: %s\n", who, rl_last_error());
     if (irc < 0) {
         const char *me = opts->name ? opts->name : "observer";
         fprintf(stderr, "%s: %s\n", me, rpc_last_error());   /* "rpc_init: ..." */
