@@ -73,7 +73,8 @@ static void *speaker(void *arg)
 
 int rl_last_word_install(void (*fn)(int sig, void *user), void *user)
 {
-    if (say) return rl_set_error("last word: installed already");
+    if (say == fn && say_user == user) return 0;   /* installed already */
+    if (say) return rl_set_error("last word: installed already for another speaker");
     if (pipe2(to_thread, O_CLOEXEC) != 0 || pipe2(from_thread, O_CLOEXEC) != 0)
         return rl_set_error("last word: pipe: %s", strerror(errno));
     say = fn;

@@ -24,8 +24,9 @@ void rl_describe_end(int sig, int status, char *out, size_t cap);
  * that thread (it may allocate and make RPC calls) while the crashing
  * thread waits at most RL_LAST_WORD_MS; then the signal takes its default
  * action, so the process dies of it as it would have (its status, a core).
- * A second crash, in fn or elsewhere, dies at once. Once per process;
- * 0, or -1 with rl_last_error(). */
+ * A second crash, in fn or elsewhere, dies at once. Once per process (a
+ * second call with the same fn and user does nothing); 0, or -1 with
+ * rl_last_error(). */
 int rl_last_word_install(void (*fn)(int sig, void *user), void *user);
 
 #endif

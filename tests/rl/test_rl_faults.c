@@ -732,15 +732,20 @@ static void check_separate_crashed(const char *mode)
         rl_start(&obs[k], TRIB_OBSERVER_BIN, oargs, env);
     }
     int rc = rl_wait(&agent, RUN_TIMEOUT_S);
-    check_all_gone(&agent, rc, trib_now_s() - t0, "crashed (signal 11, SIGSEGV)");
+    double took = trib_now_s() - t0;
     for (int k = 0; k < 2; k++) {
         int orc = rl_wait(&obs[k], WAIT_S);
         ck_assert_msg(orc == 128 + SIGSEGV, "observer%d exit %d\nstderr:\n%s", k + 1, orc, obs[k].err);
         char want[96];
         snprintf(want, sizeof want, "observer%d: crashed (signal 11, SIGSEGV): telling the agent\n", k + 1);
-        ck_assert_msg(strstr(obs[k].err, want), "'%s' not on its stderr:\n%s", want, obs[k].err);
-        rl_free(&obs[k]);
+        ck_assert_msg(strstr(obs[k].err, want), "'%s' not on its stderr:\n%s\nagent's:\n%s", want, obs[k].err,
+                      agent.err);
     }
+    if (took >= GONE_BOUND_S)
+        fprintf(stderr, "observer1's stderr:\n%s\nobserver2's:\n%s\n", obs[0].err, obs[1].err);
+    check_all_gone(&agent, rc, took, "crashed (signal 11, SIGSEGV)");
+    rl_free(&obs[0]);
+    rl_free(&obs[1]);
     rl_free(&agent);
 }
 
