@@ -649,7 +649,10 @@ static int setup(struct agent *a)
     agent_await_calls(a, futs, RL_FN_SETUP);   /* a reset stuck in a plug-in must not hold up a Ctrl-C */
     for (int k = 0; k < a->n_peers; k++) {
         if (!futs[k]) {
-            rc = rc ? rc : rl_set_error("setting up %s: given up as the run stopped", a->peers[k].name);
+            if (!a->peers[k].alive && a->peers[k].gone_why[0])   /* gone during its set-up */
+                rc = rc ? rc : rl_set_error("setting up %s: it %s", a->peers[k].name, a->peers[k].gone_why);
+            else
+                rc = rc ? rc : rl_set_error("setting up %s: given up as the run stopped", a->peers[k].name);
         } else if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0) {
             if (saved[k]) {   /* the checkpoint's state refused (a NaN in it...): name the file, leave it be */
                 rc = rl_set_error("checkpoint %s: observer%d: setting up %s: %s", a->resume->path, k,
