@@ -57,6 +57,15 @@ void agent_install_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+static agent_ended_fn watch_ended;  /* agent_watch_observers */
+static void *watch_user;
+
+void agent_watch_observers(agent_ended_fn ended, void *user)
+{
+    watch_ended = ended;
+    watch_user = user;
+}
+
 int agent_live_peers(const struct agent *a)
 {
     int n = 0;
@@ -66,20 +75,76 @@ int agent_live_peers(const struct agent *a)
 
 /* Stops using observer k: lost (the RPC layer declared it dead or gone) or,
  * while it lives, dropped because a call to it failed (why says how). */
+/* Whether observer k is known to be gone, and how (into how): it said so
+ * as it went (rl_gave_up), or tributary-train saw its process end. */
+static bool peer_gone(struct agent *a, int k, char *how, size_t cap)
+{
+    struct obs_peer *p = &a->peers[k];
+    if (atomic_load(&p->going)) {
+        pthread_mutex_lock(&a->mu);
+        snprintf(how, cap, "%s", p->going_why);
+        pthread_mutex_unlock(&a->mu);
+        return true;
+    }
+    return watch_ended && watch_ended(p->id, how, cap, watch_user);
+}
+
+/* Stops using observer k: lost (gone, or the RPC layer declared it dead)
+ * or, while it lives, dropped because a call to it failed (why says how).
+ * An observer known to be gone is never called alive: "lost observer1: it
+ * crashed (signal 11, SIGSEGV)". */
 void agent_lose_peer(struct agent *a, int k, const char *why)
 {
-    if (!a->peers[k].alive) return;
-    a->peers[k].alive = false;
+    struct obs_peer *p = &a->peers[k];
+    if (!p->alive) return;
+    p->alive = false;
     a->n_lost++;
-    policy_forget_caller(a->policy, a->peers[k].id);
+    policy_forget_caller(a->policy, p->id);
     policy_drop_sync_caller(a->policy);
+    char how[600];
     struct rpc_worker_info wi;
-    if (rpc_get_worker_info(a->peers[k].name, &wi) == 0)
-        fprintf(stderr, PROG ": dropping %s (alive): %s; continuing with %d observer%s\n", a->peers[k].name, why,
-                agent_live_peers(a), agent_live_peers(a) == 1 ? "" : "s");
-    else
-        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", a->peers[k].name, why, agent_live_peers(a),
-                agent_live_peers(a) == 1 ? "" : "s");
+    int live = agent_live_peers(a);
+    const char *s = live == 1 ? "" : "s";
+    if (peer_gone(a, k, how, sizeof how)) {
+        snprintf(p->gone_why, sizeof p->gone_why, "%s", how);
+        fprintf(stderr, PROG ": lost %s: it %s%s%s; continuing with %d observer%s\n", p->name, how, why[0] ? "; " : "",
+                why, live, s);
+    } else if (rpc_get_worker_info(p->name, &wi) == 0) {
+        snprintf(p->gone_why, sizeof p->gone_why, "was dropped (alive: %s)", why);
+        fprintf(stderr, PROG ": dropping %s (alive): %s; continuing with %d observer%s\n", p->name, why, live, s);
+    } else {
+        snprintf(p->gone_why, sizeof p->gone_why, "was lost (%s)", why);
+        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", p->name, why, live, s);
+    }
+}
+
+int agent_tend_gone(struct agent *a, struct rpc_future **futs)
+{
+    int n = 0;
+    char how[600];
+    for (int k = 0; k < a->n_peers; k++) {
+        struct obs_peer *p = &a->peers[k];
+        if (!p->alive || !peer_gone(a, k, how, sizeof how)) continue;
+        agent_lose_peer(a, k, "");
+        if (futs && futs[k]) {
+            rpc_future_free(futs[k]);   /* its reply will never come */
+            futs[k] = NULL;
+        }
+        rpc_future_free(p->run);
+        p->run = NULL;
+        n++;
+    }
+    return n;
+}
+
+int agent_none_left(const struct agent *a)
+{
+    char list[3000] = "";
+    size_t n = 0;
+    for (int k = 0; k < a->n_peers && n < sizeof list; k++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s %s", k ? "; " : "", a->peers[k].name,
+                              a->peers[k].gone_why[0] ? a->peers[k].gone_why : "was lost");
+    return rl_set_error("no observer is left: %s", list);
 }
 
 /* Whether the policy may be saved: every parameter finite (else said on
@@ -110,6 +175,7 @@ bool agent_stop_overdue(struct agent *a)
 bool agent_abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn)
 {
     if (!agent_stop_overdue(a)) return false;
+    agent_tend_gone(a, futs);   /* those that are gone are said to be, not given up on */
     for (int k = 0; k < a->n_peers; k++) {
         if (!futs[k]) continue;
         if (!rpc_future_done(futs[k])) {
@@ -134,7 +200,11 @@ void agent_await_calls(struct agent *a, struct rpc_future **futs, const char *fn
         size_t n = 0;
         for (int k = 0; k < a->n_peers; k++)
             if (futs[k] && !rpc_future_done(futs[k])) pending[n++] = futs[k];
-        if (n == 0 || (rpc_future_wait_any(pending, n, 100) < 0 && agent_abandon_overdue(a, futs, fn))) return;
+        if (n == 0) return;
+        if (rpc_future_wait_any(pending, n, 100) >= 0) continue;
+        /* an observer that is gone answers never: dropped at once */
+        if (agent_tend_gone(a, futs) > 0) continue;
+        if (agent_abandon_overdue(a, futs, fn)) return;
     }
 }
 
@@ -238,6 +308,8 @@ static void tend_rejoins(struct agent *a, bool block)
                     rpc_future_error(p->setup));
         } else {
             p->alive = true;
+            atomic_store(&p->going, false);
+            p->gone_why[0] = '\0';
             a->n_rejoined++;
             fprintf(stderr, PROG ": %s rejoined (rank %d); training with %d observer%s\n", p->name, p->id,
                     agent_live_peers(a), agent_live_peers(a) == 1 ? "" : "s");
@@ -316,7 +388,8 @@ static int train_sync(struct agent *a, const char **why)
 {
     while (!(*why = stop_reason(a))) {
         tend_rejoins(a, true);
-        int rc = agent_sync_iteration(a);
+        agent_tend_gone(a, NULL);
+        int rc = agent_live_peers(a) ? agent_sync_iteration(a) : agent_none_left(a);
         if (rc != 0 && a->stop_due > 0 && (*why = stop_reason(a))) return 0;   /* gave up on every observer */
         if (rc != 0) {
             fprintf(stderr, PROG ": %s\n", rl_last_error());
@@ -366,13 +439,28 @@ static int refuse_update(struct agent *a, struct rpc_request *req, struct rl_upd
 static int fn_gave_up(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct agent *a = the_agent;
-    if (!a || args->list.len != 1 || args->list.items[0].kind != RPC_STR)
-        return rpc_request_fail(req, "gave_up: expected (why)");
+    if (!a || args->list.len < 1 || args->list.len > 2 || args->list.items[0].kind != RPC_STR ||
+        (args->list.len == 2 && args->list.items[1].kind != RPC_STR))
+        return rpc_request_fail(req, "gave_up: expected (why[, how])");
     const struct rpc_value *why = &args->list.items[0];
+    bool crashed = args->list.len == 2 && args->list.items[1].str.len == strlen(RL_GONE_CRASHED) &&
+                   memcmp(args->list.items[1].str.ptr, RL_GONE_CRASHED, strlen(RL_GONE_CRASHED)) == 0;
+    int wl = (int)(why->str.len < 500 ? why->str.len : 500);
     char line[640];
-    snprintf(line, sizeof line, "%s gave up: %.*s", rpc_request_caller(req), (int)(why->str.len < 500 ? why->str.len : 500),
-             why->str.ptr);
-    say_limited(a, line);
+    snprintf(line, sizeof line, "%s gave up: %.*s", rpc_request_caller(req), wl, why->str.ptr);
+    if (!crashed) say_limited(a, line);   /* a crash is said as its observer is lost, at once */
+    /* the observer goes (it exits, or dies of its crash) right after: the
+     * main thread drops it now rather than at its heartbeat timeout. The
+     * caller is the connection's verified worker, so one observer cannot
+     * speak for another. */
+    int k = peer_by_id(a, rpc_request_caller_id(req));
+    if (k >= 0 && a->peers[k].alive) {
+        pthread_mutex_lock(&a->mu);
+        if (crashed) snprintf(a->peers[k].going_why, sizeof a->peers[k].going_why, "%.*s", wl, why->str.ptr);
+        else snprintf(a->peers[k].going_why, sizeof a->peers[k].going_why, "gave up (%.*s)", wl, why->str.ptr);
+        pthread_mutex_unlock(&a->mu);
+        atomic_store(&a->peers[k].going, true);
+    }
     *res = rpc_nil();
     return 0;
 }
@@ -469,6 +557,7 @@ static int train_async(struct agent *a, const char **why)
     while (running_loops(a) > 0) {
         if (!atomic_load(&a->stop) && (*why = stop_reason(a))) atomic_store(&a->stop, true);
         if (atomic_load(&a->stop) && give_up_loops(a)) break;
+        agent_tend_gone(a, NULL);   /* frees the loops of those that are gone */
         for (int k = 0; k < a->n_peers; k++) {
             struct obs_peer *p = &a->peers[k];
             if (!p->run || !rpc_future_done(p->run)) continue;
@@ -483,7 +572,8 @@ static int train_async(struct agent *a, const char **why)
     }
     if (!*why) *why = agent_live_peers(a) ? "observers stopped" : "failure";
     if (agent_live_peers(a) == 0 && a->stop_due == 0) {   /* (given up on as the run stopped: not a failure) */
-        fprintf(stderr, PROG ": every observer is lost\n");
+        agent_none_left(a);
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
         return -1;
     }
     return 0;
@@ -559,7 +649,10 @@ static int setup(struct agent *a)
     agent_await_calls(a, futs, RL_FN_SETUP);   /* a reset stuck in a plug-in must not hold up a Ctrl-C */
     for (int k = 0; k < a->n_peers; k++) {
         if (!futs[k]) {
-            rc = rc ? rc : rl_set_error("setting up %s: given up as the run stopped", a->peers[k].name);
+            if (!a->peers[k].alive && a->peers[k].gone_why[0])   /* gone during its set-up */
+                rc = rc ? rc : rl_set_error("setting up %s: it %s", a->peers[k].name, a->peers[k].gone_why);
+            else
+                rc = rc ? rc : rl_set_error("setting up %s: given up as the run stopped", a->peers[k].name);
         } else if (rpc_future_wait(futs[k], NULL) != 0 && rc == 0) {
             if (saved[k]) {   /* the checkpoint's state refused (a NaN in it...): name the file, leave it be */
                 rc = rl_set_error("checkpoint %s: observer%d: setting up %s: %s", a->resume->path, k,

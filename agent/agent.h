@@ -37,4 +37,14 @@ bool agent_gave_up(void);
  * observers in rpc_init (a second one exits at once). */
 void agent_install_signals(void);
 
+/* How the agent learns at once that an observer process has ended, where
+ * the caller can see it (tributary-train, whose children they are):
+ * ended(rank, how, cap, user) returns true once observer `rank`'s process
+ * has ended, with how it ended in how (rl_describe_end: "crashed (signal
+ * 11, SIGSEGV)"). Called from agent_run's thread, often; must not block
+ * or reap. NULL: none (observers elsewhere are lost when they say so or
+ * their heartbeats stop). Set before agent_run. */
+typedef bool (*agent_ended_fn)(int rank, char *how, size_t cap, void *user);
+void agent_watch_observers(agent_ended_fn ended, void *user);
+
 #endif

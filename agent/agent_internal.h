@@ -25,6 +25,12 @@ struct obs_peer {
     int generation;                 /* processes that held the rank before the current one */
     struct rpc_future *setup;       /* a rejoining observer's set-up in flight */
     struct rpc_future *run;         /* async mode: its rl_run_async */
+    /* Said by the observer as it goes (rl_gave_up: "gave up (...)",
+     * "crashed (...)"): set on a handler thread under agent.mu, then
+     * `going`; the main thread drops it at once (agent_tend_gone). */
+    atomic_bool going;
+    char going_why[560];
+    char gone_why[640];             /* how it went, once lost or dropped: for "no observer is left" */
 };
 
 struct agent {
@@ -56,6 +62,14 @@ int agent_live_peers(const struct agent *a);
 void agent_lose_peer(struct agent *a, int k, const char *why);
 /* Loses every observer the RPC layer no longer knows; returns how many. */
 int agent_lose_dead_peers(struct agent *a, const char *why);
+/* Drops at once every observer known to be gone: one that said so as it
+ * went (it gave up, it crashed) or whose process tributary-train saw end
+ * (agent_watch_observers); frees its future in futs (may be NULL; slot k
+ * for observer k) and its async loop's. Returns how many. */
+int agent_tend_gone(struct agent *a, struct rpc_future **futs);
+/* -1 with rl_last_error() "no observer is left: observer1 crashed (signal
+ * 11, SIGSEGV); observer2 gave up (...); ..." (how each went). */
+int agent_none_left(const struct agent *a);
 /* Sets the annealed lr for the next update. 0, or -1 with rpc_last_error(). */
 int agent_maybe_anneal(struct agent *a);
 /* Whether the run has been due to stop (a signal, --max-seconds or another

@@ -15,7 +15,9 @@
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
 #include "rl/ckpt.h"
+#include "rl/finite.h"
 #include "rl/config.h"
+#include "rl/metrics.h"
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
@@ -112,6 +114,16 @@ static int load_checkpoint(const char *path, const char *env_arg, const struct r
         memcpy(tensor_data((*actor)->params[i]), q, bytes);
         q += bytes;
     }
+    char names[2 * (RL_MAX_HIDDEN + 1) * 2 + 1][64];
+    rl_arch_param_names(arch, (int)(sizeof names / sizeof names[0]), names);
+    const char *np[sizeof names / sizeof names[0]];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) np[i] = names[i];
+    if (rl_check_params((*actor)->n_params, (*actor)->params, np) != 0) {   /* a policy that is not finite */
+        rl_set_error("%s: policy: %s", path, rl_last_error());
+        nn_module_free(*actor);
+        *actor = NULL;
+        goto out;
+    }
     rc = 0;
 out:
     if (rc != 0) {
@@ -127,7 +139,8 @@ out:
 static int pick_run_policy(const char *dir, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/policy.safetensors", dir);
-    if (access(out, R_OK) == 0) return 0;
+    struct stat st;
+    if (lstat(out, &st) == 0) return 0;   /* checked by metrics_dir_check */
     char sub[3000], best[512] = "";
     snprintf(sub, sizeof sub, "%s/checkpoints", dir);
     DIR *d = opendir(sub);
@@ -223,7 +236,12 @@ int main(int argc, char **argv)
     char picked[4096];
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        /* a run directory: its final policy, else its newest checkpoint */
+        /* a run directory: its final policy, else its newest checkpoint;
+         * its files as what they are (no link followed, no FIFO waited on) */
+        if (metrics_dir_check(path) != 0) {
+            fprintf(stderr, PROG ": %s\n", rl_last_error());
+            return 1;
+        }
         if (pick_run_policy(path, picked, sizeof picked) != 0) {
             fprintf(stderr, PROG ": %s: a directory without policy.safetensors or checkpoints/ckpt-*.trib\n", path);
             return 1;

@@ -5,6 +5,7 @@
 #include "agent/policy.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "optim/dist_optim.h"
 #include "rpc/dist_autograd.h"
 #include "rl/messages.h"
+#include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "tensor/autograd.h"
 #include "tensor/nn.h"
@@ -645,7 +647,22 @@ int policy_load_state(struct policy *p, const void *buf, size_t len)
     size_t n = sizeof p->actor->rng;
     for (int i = 0; i < p->n_params; i++) n += (size_t)p->params[i]->numel * sizeof(float);
     if (len != n) return rl_set_error("policy: %zu bytes, this architecture needs %zu", len, n);
-    const unsigned char *q = buf;
+    /* every parameter finite before any is written (a NaN policy would
+     * only fail later, as every observer dropped): refused naming the tensor */
+    char names[2 * (RL_MAX_HIDDEN + 1) * 2 + 1][64];
+    int nn = rl_arch_param_names(&p->shape, (int)(sizeof names / sizeof names[0]), names);
+    const unsigned char *q = (const unsigned char *)buf + sizeof p->actor->rng;
+    for (int i = 0; i < p->n_params; i++) {
+        for (int64_t j = 0; j < p->params[i]->numel; j++) {
+            float x;
+            memcpy(&x, q + (size_t)j * sizeof x, sizeof x);
+            if (!isfinite(x))
+                return rl_set_error("policy: parameter %s[%lld] is %s", i < nn ? names[i] : "?", (long long)j,
+                                    isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+        }
+        q += (size_t)p->params[i]->numel * sizeof(float);
+    }
+    q = buf;
     pthread_mutex_lock(&p->fwd_mu);
     memcpy(&p->actor->rng, q, sizeof p->actor->rng);
     q += sizeof p->actor->rng;

@@ -121,7 +121,13 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
     while (left > 0) {
         int k = rpc_future_wait_any(futs, (size_t)a->n_peers, 100);
         if (k < 0 && agent_abandon_overdue(a, futs, RL_FN_ROLLOUT)) return 0;
-        if (k < 0) continue;
+        if (k < 0) {
+            if (agent_tend_gone(a, futs) > 0) {   /* gone: its rollout never comes */
+                left = 0;
+                for (int j = 0; j < a->n_peers; j++) left += futs[j] != NULL;
+            }
+            continue;
+        }
         struct rpc_value r = rpc_nil();
         if (rpc_future_wait(futs[k], &r) != 0) agent_lose_peer(a, k, rpc_future_error(futs[k]));
         else if (rl_rollout_reply_unpack(&r, rows, a->spec->obs.dim, &reps[k]) != 0 ||
@@ -221,7 +227,7 @@ static int sync_ppo_iteration(struct agent *a)
     if (agent_maybe_anneal(a) != 0) return rl_set_error("set lr: %s", rpc_last_error());
     int64_t version0 = dist_optim_local_version();
     int n_in = sync_rollouts(a, in, obs);
-    int rc = n_in == 0 ? rl_set_error("every observer is lost") : 0;
+    int rc = n_in == 0 ? agent_none_left(a) : 0;
     int total = a->cfg.epochs * a->cfg.minibatches;
     for (int u = 0; u < total && rc == 0; u++) {
         /* each update's calls may be quick while the iteration is long (many
@@ -235,7 +241,7 @@ static int sync_ppo_iteration(struct agent *a)
     }
     for (int k = 0; k < a->n_peers; k++) tensor_free(obs[k]);
     if (rc < 0) return -1;
-    if (rc > 0) return agent_live_peers(a) ? 0 : rl_set_error("every observer is lost");
+    if (rc > 0) return agent_live_peers(a) ? 0 : agent_none_left(a);
     return 0;
 }
 
@@ -280,7 +286,7 @@ static int sync_reinforce_iteration(struct agent *a)
     rpc_value_clear(&none);
     int n = wait_losses(a, futs, reps, ok);
     int rc = 0;
-    if (n == 0) rc = rl_set_error("every observer is lost");
+    if (n == 0) rc = agent_none_left(a);
     else {
         double least = INFINITY;
         for (int k = 0; k < a->n_peers; k++)
@@ -291,7 +297,7 @@ static int sync_reinforce_iteration(struct agent *a)
             }
         rc = backward_and_step(a, ctx, reps, ok, version0);
         if (rc == 0) run_stats_running(a->stats, least);
-        if (rc > 0) rc = agent_live_peers(a) ? 0 : rl_set_error("every observer is lost");
+        if (rc > 0) rc = agent_live_peers(a) ? 0 : agent_none_left(a);
     }
     for (int k = 0; k < a->n_peers; k++)
         if (ok[k]) rl_loss_reply_clear(&reps[k]);

@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "agent/agent.h"
 #include "common/proc.h"
 #include "observer/observer.h"
 #include "optim/dist_optim.h"
 #include "rl/keys.h"
+#include "rl/last_word.h"
 #include "rl/rl.h"
 #include "rpc/dist_autograd.h"
 
@@ -45,6 +47,20 @@ static void spawn_observers(int n, int heartbeat_timeout_ms)
             perror(PROG ": fork");
             exit(1);
         }
+}
+
+/* agent_watch_observers: whether observer `rank` (a child here) has ended,
+ * and how; the child is left for reap_observers (WNOWAIT). */
+static bool observer_ended(int rank, char *how, size_t cap, void *user)
+{
+    struct proc_group *g = user;
+    int k = rank - 1;
+    if (k < 0 || k >= g->n || g->p[k].reaped) return false;
+    siginfo_t si = { 0 };
+    if (waitid(P_PID, (id_t)g->p[k].pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0) return false;
+    bool exited = si.si_code == CLD_EXITED;
+    rl_describe_end(exited ? 0 : si.si_status, exited ? si.si_status : 0, how, cap);
+    return true;
 }
 
 /* Reaps every observer (killing any still alive after timeout_s); reports
@@ -95,6 +111,7 @@ int main(int argc, char **argv)
     if (sec.curve) rl_keys_apply(&sec.keys, &o);
     o.on_listening = proc_hand_out_all;
     o.listening_user = &observers;
+    agent_watch_observers(observer_ended, &observers);   /* a crash is seen at once, not at the heartbeat timeout */
     rc = agent_run(&cfg, &o);
     if (!agent_rendezvous_done()) {
         /* The agent failed or was interrupted (and said so) before every

@@ -23,6 +23,7 @@
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
+#include "rl/last_word.h"
 #include "rl/watchdog.h"
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
@@ -693,6 +694,25 @@ void observer_free(struct observer *o)
     free(o);
 }
 
+/* A crash's last word (rl/last_word.h), on its own thread: the agent is
+ * told at once (rl_gave_up(why, "crashed")), so it drops this observer
+ * saying it crashed instead of waiting for its heartbeats to stop. */
+static bool crash_announce;
+static char crash_who[64];
+static void last_word(int sig, void *u)
+{
+    (void)u;
+    char why[96];
+    rl_describe_end(sig, 0, why, sizeof why);
+    if (crash_announce) fprintf(stderr, "%s: %s: telling the agent\n", rpc_self()->name[0] ? rpc_self()->name : crash_who, why);
+    struct rpc_value a = rpc_list(2), r = rpc_nil();
+    a.list.items[0] = rpc_str(why);
+    a.list.items[1] = rpc_str(RL_GONE_CRASHED);
+    rpc_sync("agent", RL_FN_GAVE_UP, &a, &r, RL_LAST_WORD_MS - 500);
+    rpc_value_clear(&a);
+    rpc_value_clear(&r);
+}
+
 int observer_run(const struct rpc_opts *opts, bool announce)
 {
     dist_autograd_init();
@@ -704,12 +724,19 @@ int observer_run(const struct rpc_opts *opts, bool announce)
     struct rpc_opts mine = *opts;
     mine.on_event = on_event;
     mine.event_user = o;
+    /* before rpc_init: the agent's calls (set-up, the first steps) may be
+     * served before rpc_init has returned here; a crash before the RPC
+     * layer is up just has no one to tell (rpc_sync fails at once) */
+    crash_announce = announce;
+    snprintf(crash_who, sizeof crash_who, "%s", who);
+    if (rl_last_word_install(last_word, NULL) != 0) fprintf(stderr, "%s: %s\n", who, rl_last_error());
     struct rl_notice *wait = announce ? rl_notice_start(who, what, 3, NULL, NULL) : NULL;
     int irc = rpc_init(&mine);
     rl_notice_stop(wait);
     if (irc >= 0 && announce)
         fprintf(stderr, "%s: joined the agent at %s as rank %d\n", rpc_self()->name, rpc_master_endpoint(),
                 rpc_self()->id);
+
     if (irc < 0) {
         const char *me = opts->name ? opts->name : "observer";
         fprintf(stderr, "%s: %s\n", me, rpc_last_error());   /* "rpc_init: ..." */

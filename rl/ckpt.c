@@ -19,6 +19,7 @@
 #include "rl/ckpt.h"
 #include "rl/crc32c.h"
 #include "rl/rl.h"
+#include "rl/runfile.h"
 
 #define MAGIC "TRIBCKPT"
 #define HEADER_SIZE 32
@@ -167,6 +168,9 @@ int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *section
     uint64_t total = 0;
     if (check_sections(sections, n, &total) != 0) return -1;
     if (ckpt_mkdirs(dir, "ckpt_write") != 0) return -1;
+    /* the directory the run's checkpoints go to, never one a link leads to
+     * (whose older ckpt-*.trib prune would delete) */
+    if (runfile_check_dir(dir) != 0) return rl_set_error("ckpt_write: %s", rl_last_error());
     char *path = NULL;
     CHECK(asprintf(&path, "%s/ckpt-%012" PRId64 ".trib", dir, step) >= 0);
     struct atomic_file a;
@@ -295,18 +299,16 @@ static int walk_sections(const unsigned char *buf, uint64_t size, uint32_t n, st
     return 0;
 }
 
-/* ckpt_load without the message prefix: on failure why holds the reason. */
-static struct ckpt *load_file(const char *path, char *why, size_t cap)
+/* ckpt_load without the message prefix: on failure why holds the reason.
+ * A FIFO or a device is refused without blocking on it; with nofollow (a
+ * file found in a run's directory) so is a symbolic link. */
+static struct ckpt *load_file(const char *path, bool nofollow, char *why, size_t cap)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        reason(why, cap, "%s", strerror(errno));
-        return NULL;
-    }
+    int fd = runfile_open_read(path, nofollow, why, cap);
+    if (fd < 0) return NULL;
     struct stat st;
-    int bad = fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : -1;
-    if (bad) {
-        snprintf(why, cap, "%s", bad > 0 ? strerror(bad) : "not a regular file");
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, cap, "%s", strerror(errno));
         close(fd);
         return NULL;
     }
@@ -368,7 +370,7 @@ fail:
 struct ckpt *ckpt_load(const char *path)
 {
     char why[256];
-    struct ckpt *c = load_file(path, why, sizeof why);
+    struct ckpt *c = load_file(path, false, why, sizeof why);
     if (!c) rl_set_error("ckpt_load: %s: %s", path, why);
     return c;
 }
@@ -390,6 +392,7 @@ int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t c
 {
     *out = NULL;
     if (cap) warning[0] = '\0';
+    if (runfile_check_dir(dir) != 0) return rl_set_error("ckpt_load_latest: %s", rl_last_error());
     struct ckpt_file *v;
     int n = list_ckpts(dir, &v);
     if (n < 0) {
@@ -400,7 +403,16 @@ int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t c
     for (int i = 0; i < n && !*out; i++) {
         char *p = NULL, why[256];
         CHECK(asprintf(&p, "%s/%s", dir, v[i].name) >= 0);
-        *out = load_file(p, why, sizeof why);
+        /* a link or a FIFO among a run's checkpoints is no damaged file to
+         * skip: the resume is refused, naming it */
+        if (runfile_check_file(p) != 0) {
+            rl_set_error("ckpt_load_latest: %s", rl_last_error());
+            free(p);
+            free_list(v, n);
+            if (cap) warning[0] = '\0';
+            return -1;
+        }
+        *out = load_file(p, true, why, sizeof why);
         if (*out) {
             if (i) append(warning, cap, "loaded %s", p);
         } else {

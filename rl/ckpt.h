@@ -54,7 +54,9 @@ struct ckpt {
  * dir, never the one just written (keep <= 0: delete none). The sections are
  * borrowed and written in order. Returns 0, or -1 with rl_last_error for a
  * negative step, a bad section (empty or over-long name, duplicate name,
- * NULL data with size > 0, too many) or a write failure (disk full,
+ * NULL data with size > 0, too many), a dir that is a symbolic link or no
+ * directory ("ckpt_write: <dir>: is a symbolic link, not a directory: a
+ * run's files are never followed") or a write failure (disk full,
  * unwritable dir), leaving older checkpoints as they were. A failed
  * deletion of an old checkpoint is not an error. */
 int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *sections, int n, int keep);
@@ -70,7 +72,9 @@ int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *section
  *   "bad header: negative step <n>"
  *   "<n> bytes after the end recorded in its header"
  *   "section <i>: ..." (bad name length, past the end, duplicate name)
- *   or the strerror of open/read. */
+ *   "is a FIFO, not a regular file" (a FIFO, a device: never waited on)
+ *   or the strerror of open/read. path may be a symbolic link (a file the
+ *   user named); ckpt_load_latest follows none. */
 struct ckpt *ckpt_load(const char *path);
 
 /* Loads the checkpoint of highest step in dir that validates (only names
@@ -78,7 +82,10 @@ struct ckpt *ckpt_load(const char *path);
  * dir holds no checkpoint at all (or does not exist: a fresh run); -1 with
  * *out NULL and rl_last_error when every checkpoint was refused ("ckpt_load_
  * latest: <dir>: no checkpoint validates: <file>: <why>; ...") or dir cannot
- * be listed. warning (cap bytes, may be NULL when cap is 0) receives "" or,
+ * be listed, or when dir, or a ckpt-*.trib in it, is a symbolic link or
+ * not what it should be (rl/runfile.h: "ckpt_load_latest: <path>: is a
+ * symbolic link: a run's files are never followed"; such a file is not
+ * skipped as a damaged one is). warning (cap bytes, may be NULL when cap is 0) receives "" or,
  * when newer files were refused, "refused <path>: <why>; ...; loaded
  * <path>", for the caller to print. */
 int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t cap);

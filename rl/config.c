@@ -134,6 +134,20 @@ static int check_env_args(const struct rl_config *c)
     return 0;
 }
 
+int rl_default_max_policy_lag(const struct rl_config *c)
+{
+    /* A healthy async run's lag is about the updates the other observers
+     * make during one rollout and its updates: observers x epochs x
+     * minibatches (measured on CartPole, 2 cores: ppo-fast with 8
+     * observers lag mean 44, p95 ~75, max ~250; REINFORCE 4 observers max
+     * ~70; A2C 2 observers max ~115). 32 times that, at least 1000, drops
+     * none of those, and does drop what a stopped observer sends when it is
+     * resumed after seconds to minutes (300+ versions a second here). */
+    int64_t per_rollout = c->algo == RL_ALGO_REINFORCE ? 1 : (int64_t)c->epochs * c->minibatches;
+    int64_t k = 32 * (int64_t)c->observers * per_rollout;
+    return k < 1000 ? 1000 : k > INT_MAX ? INT_MAX : (int)k;
+}
+
 int rl_config_check(const struct rl_config *c)
 {
     if (check_env_args(c) != 0) return -1;
@@ -162,7 +176,8 @@ int rl_config_check(const struct rl_config *c)
                             (long long)params, (long long)RL_MAX_POLICY_PARAMS);
     if (!(c->dropout >= 0 && c->dropout < 1)) return rl_set_error("--dropout must be in [0, 1)");
     if (c->optimizer < 0 || c->optimizer >= OPTIM_KIND_COUNT) return rl_set_error("unknown optimizer");
-    if (!(c->lr > 0 && c->lr < 10)) return rl_set_error("--lr must be in (0, 10)");
+    if (!(c->lr >= RL_MIN_LR && c->lr <= RL_MAX_LR))
+        return rl_set_error("--lr (the learning rate) must be in [%g, %g], not %g", RL_MIN_LR, RL_MAX_LR, c->lr);
     if (!(c->opt_eps > 0 && c->opt_eps < 1)) return rl_set_error("optimizer eps must be in (0, 1)");
     if (!(c->gamma >= 0 && c->gamma <= 1)) return rl_set_error("--gamma must be in [0, 1]");
     if (!(c->gae_lambda >= 0 && c->gae_lambda <= 1)) return rl_set_error("--gae-lambda must be in [0, 1]");
@@ -172,12 +187,21 @@ int rl_config_check(const struct rl_config *c)
         return rl_set_error("--minibatches (%d) must divide --steps-per-rollout x --envs-per-observer (%d)",
                             c->minibatches, c->steps_per_rollout * c->envs_per_observer);
     if (!(c->clip > 0 && c->clip < 10)) return rl_set_error("--clip must be in (0, 10)");
-    if (!isfinite(c->ent_coef) || !isfinite(c->vf_coef) || !(c->max_grad_norm >= 0))
-        return rl_set_error("--ent-coef and --vf-coef must be finite, --max-grad-norm >= 0");
-    if (!isfinite(c->reward_scale) || c->reward_scale == 0) return rl_set_error("reward scale must be finite and non-zero");
+    /* a loss coefficient far outside these makes every loss overflow and
+     * every observer drop out: refused before the run starts */
+    if (!(c->ent_coef >= 0 && c->ent_coef <= RL_MAX_LOSS_COEF))
+        return rl_set_error("--ent-coef (the entropy bonus's weight in the loss) must be in [0, %g], not %g",
+                            RL_MAX_LOSS_COEF, c->ent_coef);
+    if (!(c->vf_coef >= 0 && c->vf_coef <= RL_MAX_LOSS_COEF))
+        return rl_set_error("--vf-coef (the value loss's weight in the loss) must be in [0, %g], not %g",
+                            RL_MAX_LOSS_COEF, c->vf_coef);
+    if (!(c->max_grad_norm >= 0 && isfinite(c->max_grad_norm)))
+        return rl_set_error("--max-grad-norm must be a finite number >= 0 (0: no clipping), not %g", c->max_grad_norm);
+    if (!(fabs(c->reward_scale) >= 1e-6 && fabs(c->reward_scale) <= 1e6))
+        return rl_set_error("--reward-scale must be in [1e-06, 1e+06] or [-1e+06, -1e-06], not %g", c->reward_scale);
     if (c->max_policy_lag < 0) return rl_set_error("--max-policy-lag must be >= 0");
     if (!(c->rho_bar > 0 && c->rho_bar < 1e6) || !(c->c_bar > 0 && c->c_bar < 1e6))
-        return rl_set_error("--rho-bar and --c-bar must be > 0");
+        return rl_set_error("--rho-bar and --c-bar must be in (0, 1e+06), not %g and %g", c->rho_bar, c->c_bar);
     if (c->vtrace && (c->mode != RL_MODE_ASYNC || c->algo == RL_ALGO_REINFORCE))
         return rl_set_error("--vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c");
     if (c->max_batch_rows < c->envs_per_observer)
@@ -194,6 +218,11 @@ int rl_config_check(const struct rl_config *c)
     if (!(c->step_timeout_s >= 0 && c->step_timeout_s <= 86400))
         return rl_set_error("--step-timeout must be in 0..86400 seconds (0: no limit)");
     if (!c->env[0]) return rl_set_error("--env must not be empty");
+    /* NaN: not given, the env's threshold; an infinity would be "solved"
+     * at once (-inf) or never (inf) */
+    if (isinf(c->target))
+        return rl_set_error("--target (the mean return that counts as solved) must be a finite number, not %g",
+                            c->target);
     return 0;
 }
 
@@ -228,21 +257,22 @@ static const struct flag flags[] = {
     F("device", T_DEVICE, cuda, "cpu | cuda: where the agent keeps the policy (default: cuda when a\n"
                                 "GPU is present and the binary has the CUDA backend)"),
     F("optimizer", T_OPTIM, optimizer, "adam | adamw | rmsprop | sgd"),
-    F("lr", T_DBL, lr, "learning rate"),
+    F("lr", T_DBL, lr, "learning rate, in [1e-10, 1]"),
     F("anneal-lr", T_BOOL, anneal_lr, "decay the lr linearly to 0 over --max-steps (--no-anneal-lr)"),
     F("gamma", T_DBL, gamma, "discount"),
     F("gae-lambda", T_DBL, gae_lambda, "GAE lambda (1: n-step returns)"),
     F("minibatches", T_INT, minibatches, "minibatches per epoch (each observer splits its samples)"),
     F("epochs", T_INT, epochs, "epochs over each rollout (PPO)"),
     F("clip", T_DBL, clip, "PPO clip range (ratio and value)"),
-    F("ent-coef", T_DBL, ent_coef, "entropy bonus coefficient"),
-    F("vf-coef", T_DBL, vf_coef, "value loss coefficient"),
+    F("ent-coef", T_DBL, ent_coef, "entropy bonus coefficient, in [0, 10]"),
+    F("vf-coef", T_DBL, vf_coef, "value loss coefficient, in [0, 10]"),
     F("max-grad-norm", T_DBL, max_grad_norm, "global gradient-norm clip (0: none)"),
     F("norm-adv", T_BOOL, norm_adv, "normalise advantages per minibatch (--no-norm-adv)"),
     F("clip-vloss", T_BOOL, clip_vloss, "clip the value loss as CleanRL (--no-clip-vloss)"),
     F("reward-scale", T_DBL, reward_scale, "rewards are multiplied by this for learning"),
     F("max-policy-lag", T_INT, max_policy_lag, "async: drop (and count) an update whose samples are more than this\n"
-                                               "many policy versions behind (0: no limit)"),
+                                               "many policy versions behind (0: no limit; default: 32 x observers\n"
+                                               "x epochs x minibatches, REINFORCE 32 x observers, at least 1000)"),
     F("vtrace", T_BOOL, vtrace, "async PPO/A2C: V-trace-corrected advantages and value targets\n"
                                 "(IMPALA) from the policy at the update, not the one that acted"),
     F("rho-bar", T_DBL, rho_bar, "V-trace: truncation of the importance weights of the advantages"),
@@ -352,7 +382,8 @@ void rl_config_usage(FILE *f)
             n += (size_t)snprintf(line + n, sizeof line - n, "%s%s %s", first ? "; " : ", ", rl_preset_names[k], v);
             first = false;
         }
-        if (flags[i].off == offsetof(struct rl_config, cuda)) snprintf(line, sizeof line, "default as above");
+        if (flags[i].off == offsetof(struct rl_config, cuda) || flags[i].off == offsetof(struct rl_config, max_policy_lag))
+            snprintf(line, sizeof line, "default as above");
         fprintf(f, "\n  %-22s (%s)", "", line);
         for (int a = 0; aliases[a].alias; a++)
             if (strcmp(aliases[a].name, flags[i].name) == 0) fprintf(f, "\n  %-22s (also --%s, CleanRL's name)", "", aliases[a].alias);
@@ -440,7 +471,9 @@ static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, b
     }
     case T_DBL: {
         double x = strtod(v, &end);
-        if (errno || end == v || *end || isnan(x)) return -1;
+        /* out of double's range (1e999, 1e-320): the value as read (an
+         * infinity, a subnormal), for rl_config_check to refuse saying why */
+        if ((errno && errno != ERANGE) || end == v || *end || isnan(x)) return -1;
         *(double *)p = x;
         return 0;
     }
@@ -744,6 +777,7 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
 {
     const char *preset = NULL, *config_file = NULL, *resume_dir = NULL, *v;
     bool device_given = false, logdir_given = false, env_given = false, overwrite = false, env_args_given = false;
+    bool lag_given = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("%s", about);
@@ -767,6 +801,9 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
         if (!resume_dir[0] || metrics_dir_holds_run(resume_dir, what, sizeof what) != 1)
             return usage_error(prog, "--resume %s: no run to resume there (no config.json or checkpoints in %s)",
                                resume_dir, resume_dir[0] ? resume_dir : "''");
+        /* its files are read as what they are: no link followed, no FIFO
+         * waited on (rl/runfile.h) */
+        if (metrics_dir_check(resume_dir) != 0) return usage_error(prog, "--resume %s: %s", resume_dir, rl_last_error());
         /* a run directory without config.json (made by hand, or by an
          * older build): the command line describes the run */
         if (access(path, F_OK) == 0 && load_json(path, &saved, "--resume") != 0)
@@ -791,6 +828,9 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
             if (strncmp(argv[i], "--preset", 8) == 0) flag_preset = true;
         if (p && p->valuestring[0] && !flag_preset) preset = p->valuestring;
         if (cJSON_GetObjectItemCaseSensitive(layers[l], "device")) device_given = true;
+        if (cJSON_GetObjectItemCaseSensitive(layers[l], "max-policy-lag") ||
+            cJSON_GetObjectItemCaseSensitive(layers[l], "max_policy_lag"))
+            lag_given = true;
     }
     int prc = rl_config_preset(cfg, preset ? preset : "ppo-fast");
     if (prc == 0 && saved) prc = apply_config(cfg, "--resume", resume_dir, saved);
@@ -840,6 +880,7 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
                 return fl->type == T_ENVARG ? usage_error(prog, "%s%s", rl_last_error(), "")
                                             : usage_error(prog, "bad value '%s' for --%s", val, name);
             if (fl->type == T_DEVICE) device_given = true;
+            if (fl->off == offsetof(struct rl_config, max_policy_lag)) lag_given = true;
             if (fl->off == offsetof(struct rl_config, logdir)) logdir_given = true;
             if (fl->off == offsetof(struct rl_config, env)) env_given = true;
             continue;
@@ -867,6 +908,7 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
     }
     cfg->overwrite = overwrite;
     if (!device_given) cfg->cuda = tensor_cuda_available();
+    if (!lag_given) cfg->max_policy_lag = rl_default_max_policy_lag(cfg);
     if (rl_config_check(cfg) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
     /* an env that does not exist is bad usage, found before anything starts */
     struct env_plugin *plugin = NULL;

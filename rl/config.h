@@ -22,6 +22,13 @@
  * on --hidden and on every architecture read from a file, before it is
  * allocated. */
 #define RL_MAX_POLICY_PARAMS (INT64_C(1) << 27)
+/* The accepted ranges of the learning rate and of the loss coefficients
+ * (--ent-coef, --vf-coef: each in [0, RL_MAX_LOSS_COEF]); a value outside
+ * is refused naming the range, on the command line, in --config and in a
+ * resumed run's config.json alike. */
+#define RL_MIN_LR 1e-10
+#define RL_MAX_LR 1.0
+#define RL_MAX_LOSS_COEF 10.0
 
 enum rl_algo { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
 enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
@@ -52,7 +59,9 @@ struct rl_config {
     double clip, ent_coef, vf_coef, max_grad_norm;
     bool norm_adv, clip_vloss;
     /* async PPO/A2C: keeping the policy lag in check */
-    int max_policy_lag;             /* an update from samples more versions behind is dropped (0: none) */
+    int max_policy_lag;             /* an update from samples more versions behind is dropped (0: none;
+                                     * a preset has 0, rl_config_parse sets rl_default_max_policy_lag
+                                     * unless the flag is given) */
     bool vtrace;                    /* V-trace-corrected advantages and value targets */
     double rho_bar, c_bar;          /* V-trace's truncation levels */
     double reward_scale;            /* rewards are multiplied by this before the returns */
@@ -89,6 +98,12 @@ extern const char *const rl_preset_names[];
 /* Checks ranges and combinations (e.g. REINFORCE needs 1 env per observer;
  * minibatches divide B*T). 0, or -1 with rl_last_error() naming the flag. */
 int rl_config_check(const struct rl_config *cfg);
+
+/* --max-policy-lag's default for cfg's shape when the flag is not given:
+ * 32 x observers x epochs x minibatches (REINFORCE: 32 x observers), at
+ * least 1000; far above a healthy async run's lag, far below what a
+ * stopped observer sends when resumed minutes later. */
+int rl_default_max_policy_lag(const struct rl_config *cfg);
 
 /* A program's own flag, beside the trainer's: --name VALUE (has_arg) or
  * --name. set returns 0, or -1 after printing why VALUE is bad. */

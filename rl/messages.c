@@ -185,9 +185,15 @@ int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
     r->episodes = v->list.items[2].i;
     r->n_returns = (int)(nb / sizeof(double));
     if (in_range("report: steps", r->steps, 0, RL_MSG_MAX_STEPS) != 0 ||
-        in_range("report: version0", r->version0, 0, RL_MSG_MAX_VERSION) != 0 ||
-        in_range("report: episodes", r->episodes, r->n_returns, r->steps) != 0)
+        in_range("report: version0", r->version0, 0, RL_MSG_MAX_VERSION) != 0)
         return -1;
+    /* two bounds of different kinds: each says which it is */
+    if (r->episodes < r->n_returns)
+        return rl_set_error("report: episodes %lld is fewer than the %d returns it carries", (long long)r->episodes,
+                            r->n_returns);
+    if (r->episodes > r->steps)
+        return rl_set_error("report: episodes %lld is more than its %lld steps (an episode takes at least one)",
+                            (long long)r->episodes, (long long)r->steps);
     memcpy(r->returns, v->list.items[3].str.ptr, nb);
     memcpy(r->lengths, v->list.items[4].str.ptr, nl);
     r->min_return = v->list.items[5].d;
@@ -201,7 +207,8 @@ int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
     if (r->episodes > 0 && !isfinite(r->min_return)) return rl_set_error("report: min_return %g is not finite", r->min_return);
     for (int i = 0; i < r->n_returns; i++) {
         if (!isfinite(r->returns[i])) return rl_set_error("report: returns[%d] %g is not finite", i, r->returns[i]);
-        if (in_range("report: lengths[i]", r->lengths[i], 1, RL_MSG_MAX_STEPS) != 0) return -1;
+        if (r->lengths[i] < 1 || r->lengths[i] > RL_MSG_MAX_STEPS)
+            return rl_set_error("report: lengths[%d] %d is out of range 1..%d", i, r->lengths[i], RL_MSG_MAX_STEPS);
     }
     return 0;
 }

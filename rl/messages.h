@@ -20,7 +20,10 @@
 #define RL_FN_EPISODE "rl_episode"      /* agent -> observer (sync REINFORCE, in the context) */
 #define RL_FN_RUN_ASYNC "rl_run_async"  /* agent -> observer (async: loops until told to stop) */
 #define RL_FN_UPDATE "rl_update"        /* observer -> agent (async, in the observer's context) */
-#define RL_FN_GAVE_UP "rl_gave_up"    /* observer -> agent: (why) its env step ran past --step-timeout; it exits */
+#define RL_FN_GAVE_UP "rl_gave_up"    /* observer -> agent: (why[, how]) it goes: its env step ran past
+                                         * --step-timeout (how absent), or it crashed (how RL_GONE_CRASHED);
+                                         * it exits or dies right after */
+#define RL_GONE_CRASHED "crashed"
 #define RL_FN_SHUTDOWN "rl_shutdown"    /* agent -> observer: training is over, shut down gracefully */
 #define RL_FN_GET_STATE "rl_get_state"  /* agent -> observer: its RNG and env state, for a checkpoint */
 #define RL_POLICY_TYPE "rl_policy"      /* the agent's policy object, reached through an RRef */

@@ -4,10 +4,12 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/atomic_file.h"
@@ -15,6 +17,7 @@
 #include "rl/ckpt.h"
 #include "rl/metrics.h"
 #include "rl/rl.h"
+#include "rl/runfile.h"
 
 struct metrics_log {
     FILE *csv, *jsonl;
@@ -67,8 +70,11 @@ static char *join_cols(const char *const *cols, int ncols)
 static int check_resume(const char *path, const char *header, bool *append)
 {
     *append = false;
-    FILE *f = fopen(path, "r");
-    if (!f) return errno == ENOENT ? 0 : rl_set_error("metrics_open: %s: %s", path, strerror(errno));
+    char why[160];
+    int fd = runfile_open_read(path, true, why, sizeof why);
+    if (fd < 0) return errno == ENOENT ? 0 : rl_set_error("metrics_open: %s: %s", path, why);
+    FILE *f = fdopen(fd, "r");
+    CHECK_ALLOC(f);
     char *line = NULL;
     size_t cap = 0;
     ssize_t n = getline(&line, &cap, f);
@@ -84,6 +90,30 @@ static int check_resume(const char *path, const char *header, bool *append)
     return rc;
 }
 
+/* A metrics file opened for writing (append, or truncated): never through
+ * a symbolic link, never a FIFO or a device. NULL with rl_last_error(). */
+static FILE *open_log(const char *path, bool append)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (append ? O_APPEND : O_TRUNC), 0666);
+    struct stat st = { 0 };
+    if (fd < 0) {
+        int e = errno;
+        /* a link (ELOOP), a FIFO without a reader (ENXIO), ...: said as what it is */
+        if (runfile_check_file(path) != 0) rl_set_error("metrics_open: %s", rl_last_error());
+        else rl_set_error("metrics_open: %s: %s", path, strerror(e));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        rl_set_error("metrics_open: %s: is %s, not a regular file", path, runfile_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, append ? "a" : "w");
+    CHECK_ALLOC(f);
+    return f;
+}
+
 struct metrics_log *metrics_open(const char *dir, const char *const *cols, int ncols, bool resume)
 {
     if (check_cols(cols, ncols) != 0 || ckpt_mkdirs(dir, "metrics_open") != 0) return NULL;
@@ -93,15 +123,7 @@ struct metrics_log *metrics_open(const char *dir, const char *const *cols, int n
     char *header = join_cols(cols, ncols);
     bool append = false;
     if (resume && check_resume(m->csv_path, header, &append) != 0) goto fail;
-    const char *mode = append ? "a" : "w";
-    if (!(m->csv = fopen(m->csv_path, mode))) {
-        rl_set_error("metrics_open: %s: %s", m->csv_path, strerror(errno));
-        goto fail;
-    }
-    if (!(m->jsonl = fopen(m->jsonl_path, mode))) {
-        rl_set_error("metrics_open: %s: %s", m->jsonl_path, strerror(errno));
-        goto fail;
-    }
+    if (!(m->csv = open_log(m->csv_path, append)) || !(m->jsonl = open_log(m->jsonl_path, append))) goto fail;
     if (!append && (fprintf(m->csv, "%s\n", header) < 0 || fflush(m->csv) != 0)) {
         rl_set_error("metrics_open: %s: %s", m->csv_path, strerror(errno));
         goto fail;
@@ -242,7 +264,12 @@ static int each_run_file(const char *dir, int (*fn)(const char *path, const char
     if (rc != 0) return rc;
     char sub[4096];
     snprintf(sub, sizeof sub, "%s/checkpoints", dir);
-    if (!(d = opendir(sub))) return errno == ENOENT || errno == ENOTDIR ? 0 : rl_set_error("%s: %s", sub, strerror(errno));
+    struct stat st;
+    if (lstat(sub, &st) != 0) return errno == ENOENT ? 0 : rl_set_error("%s: %s", sub, strerror(errno));
+    /* a link (or a file) in checkpoints' place is itself the run's entry:
+     * what it leads to is not looked into (nor, by --overwrite, deleted) */
+    if (!S_ISDIR(st.st_mode)) return fn(sub, "checkpoints", u);
+    if (!(d = opendir(sub))) return rl_set_error("%s: %s", sub, strerror(errno));
     while (rc == 0 && (e = readdir(d)))
         if (strncmp(e->d_name, "ckpt-", 5) == 0) {
             snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
@@ -285,3 +312,11 @@ static int remove_file(const char *path, const char *name, void *u)
 }
 
 int metrics_dir_clear(const char *dir) { return each_run_file(dir, remove_file, NULL); }
+
+static int check_file(const char *path, const char *name, void *u)
+{
+    (void)u;
+    return strcmp(name, "checkpoints") == 0 ? runfile_check_dir(path) : runfile_check_file(path);
+}
+
+int metrics_dir_check(const char *dir) { return each_run_file(dir, check_file, NULL) == 0 ? 0 : -1; }

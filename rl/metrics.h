@@ -47,14 +47,25 @@ int metrics_write_config(const char *dir, const cJSON *config);
 int metrics_write_config_kv(const char *dir, const char *const *keys, const char *const *values, int n);
 
 /* Whether dir already holds a run (config.json, metrics.csv/.jsonl,
- * TensorBoard event files, policy.safetensors or checkpoints/ckpt-*):
- * 1 (*what names the first such file, e.g. "config.json"), 0 when it does
- * not or does not exist, -1 with rl_last_error() when it cannot be read. */
+ * TensorBoard event files, policy.safetensors or checkpoints/ckpt-*; a
+ * "checkpoints" that is a symbolic link or no directory counts as one of
+ * them, and is not followed): 1 (*what names the first such file, e.g.
+ * "config.json"), 0 when it does not or does not exist, -1 with
+ * rl_last_error() when it cannot be read. */
 int metrics_dir_holds_run(const char *dir, char *what, size_t cap);
 
-/* Removes those files of a run from dir (never anything else), so a new
- * run can start there (--overwrite). 0, or -1 with rl_last_error() naming
- * the file that could not be removed. */
+/* Removes those files of a run from dir (never anything else; a link is
+ * removed, not what it leads to), so a new run can start there
+ * (--overwrite). 0, or -1 with rl_last_error() naming the file that could
+ * not be removed. */
 int metrics_dir_clear(const char *dir);
+
+/* Checks the run files of dir (rl/runfile.h) before a resume or an
+ * evaluation reads them: each of those files a regular file, checkpoints/
+ * a directory, none a symbolic link. 0, or -1 with rl_last_error()
+ * naming the first that is not ("DIR/config.json: is a FIFO, not a regular
+ * file", "DIR/checkpoints: is a symbolic link, not a directory: a run's
+ * files are never followed"). */
+int metrics_dir_check(const char *dir);
 
 #endif

@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "envs/env.h"
 #include "rl/messages.h"
+#include "rl/finite.h"
 #include "rl/rl.h"
 #include "tensor/ops.h"
 #include "rl/safetensors.h"
@@ -293,6 +294,11 @@ int rl_policy_load(const char *path, struct rl_arch *a, char *env, size_t cap, s
         if (src->dtype != DTYPE_F32 || !tensor_same_shape(src, dst)) {
             rl_set_error("policy %s: '%s' is %s %s, expected f32 %s", path, names[i], dtype_name(src->dtype),
                          shape_str(src->ndim, src->shape, s1, sizeof s1), shape_str(dst->ndim, dst->shape, s2, sizeof s2));
+            goto fail;
+        }
+        /* a policy that is not finite acts on nothing: refused, naming the tensor */
+        if (rl_check_params(1, &src, (const char *const[]){ names[i] }) != 0) {
+            rl_set_error("policy %s: %s", path, rl_last_error());
             goto fail;
         }
         memcpy(tensor_data(dst), tensor_data(src), (size_t)dst->numel * sizeof(float));

@@ -19,6 +19,7 @@
 #include "common/atomic_file.h"
 #include "common/check.h"
 #include "rl/rl.h"
+#include "rl/runfile.h"
 #include "rl/safetensors.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian: the host's order");
@@ -444,16 +445,17 @@ out:
 struct safetensors *safetensors_load(const char *path)
 {
     char why[384];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* a FIFO or a device is refused, never waited on */
+    int fd = runfile_open_read(path, false, why, sizeof why);
     if (fd < 0) {
-        rl_set_error("safetensors_load: %s: %s", path, strerror(errno));
+        rl_set_error("safetensors_load: %s: %s", path, why);
         return NULL;
     }
     struct stat st;
-    int bad = fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? 0 : -1;
+    int bad = fstat(fd, &st) != 0 ? errno : 0;
     struct safetensors *s = NULL;
     if (bad)
-        snprintf(why, sizeof why, "%s", bad > 0 ? strerror(bad) : "not a regular file");
+        snprintf(why, sizeof why, "%s", strerror(bad));
     else
         s = load_fd(fd, (uint64_t)st.st_size, path, why, sizeof why);
     close(fd);

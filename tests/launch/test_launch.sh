@@ -9,7 +9,8 @@
 # SIGTERM during the rendezvous), lost (an observer killed -9 mid-run is
 # reported), keys (--hosts through a stand-in ssh that runs here: a run key
 # made and handed over stdin, or --keys DIR, or --insecure; no key on any
-# command line).
+# command line), hostlist (--hostnames and --hosts refuse what is no host
+# name or too many hosts; ssh gets "--" before the host).
 # Every case checks that none of its processes is left.
 set -uo pipefail
 case_=${1:?case} launch=${2:?launch script} build=${3:?build dir}
@@ -352,6 +353,62 @@ EOF
   grep -q 'tributary-observer --rank 1 .*--keys' "$tmp/ps.out" || fail "ps never saw the observer"
   no_key "$tmp/ps.out"
   no_key "$tmp/ssh.log"
+  ;;
+
+hostlist)
+  # refused_list WANT LIST...: each --hostnames LIST exits 2 within 10 s with
+  # WANT on stderr (was: garbage exited 0 naming no host, and a huge range
+  # expanded without end)
+  refused_list() {
+    local want=$1 l rc
+    shift
+    for l in "$@"; do
+      timeout 10 "$launch" --hostnames "$l" >"$tmp/h.out" 2>"$tmp/h.err"
+      rc=$?
+      [ $rc -eq 2 ] || fail "--hostnames '$l': status $rc (not 2), $(wc -l <"$tmp/h.out") hosts"
+      grep -qF -- "$want" "$tmp/h.err" || fail "--hostnames '$l': no '$want' in: $(cat "$tmp/h.err")"
+      [ ! -s "$tmp/h.out" ] || fail "--hostnames '$l' printed hosts"
+    done
+  }
+  refused_list "is not a number or a range N-M (at most 9 digits each)" 'n[1-99999999999999999999]' 'n[a-b]' 'n[1-]'
+  refused_list "has more than 4096 hosts" 'n[1-4097]' 'n[1-100]-x[1-100]' 'a[1-4000],b[1-97]'
+  refused_list "brackets do not match" ']]' 'n[1-3' 'n1-3]' 'n[[1]]'
+  refused_list "has an empty item" '' ',' 'a,,b'
+  refused_list "goes down" 'n[3-1]'
+  refused_list "is not a host name" '-oProxyCommand=x' 'a b' 'a;b' 'n[1-2]$x'
+  [ "$("$launch" --hostnames 'n[1-4096]' | wc -l)" -eq 4096 ] || fail "--hostnames 'n[1-4096]' does not give 4096 hosts"
+  [ "$("$launch" --hostnames 'n[0098-0100]x,y' | tr '\n' ' ')" = "n0098x n0099x n0100x y " ] ||
+    fail "--hostnames 'n[0098-0100]x,y' expands wrongly"
+  # --hosts: no entry that ssh could read as an option reaches it, and the
+  # host comes after "--" (ssh's own options end there)
+  printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>"%s"\nexit 255\n' "$tmp/ssh.log" >"$tmp/log-ssh"
+  chmod +x "$tmp/log-ssh"
+  for h in '-oProxyCommand=touch /tmp/pwned' '-F/dev/null' 'a b' 'a;b' 'user@-x' 'ok,-oX=y'; do
+    : >"$tmp/ssh.log"
+    LAUNCH_SSH="$tmp/log-ssh -o BatchMode=yes" timeout 30 "$launch" --hosts "$h" --master-addr 127.0.0.1 --insecure \
+      --build-dir "$build" -- --quiet >"$tmp/s.out" 2>"$tmp/s.err"
+    rc=$?
+    [ $rc -eq 2 ] || fail "--hosts '$h': status $rc (not 2): $(cat "$tmp/s.err")"
+    grep -q "^launch: --hosts entry [12]: '.*' is not a host name" "$tmp/s.err" || fail "--hosts '$h': $(cat "$tmp/s.err")"
+    [ ! -s "$tmp/ssh.log" ] || fail "--hosts '$h' ran ssh: $(cat "$tmp/ssh.log")"
+  done
+  "$launch" --hosts 'a,u@b=10.0.0.2' --master-addr 127.0.0.1 --port 5555 --insecure --build-dir "$build" --dry-run \
+    >"$tmp/d.out" || fail "--dry-run"
+  grep -q "^ssh -o BatchMode=yes -- a '" "$tmp/d.out" && grep -q "^ssh -o BatchMode=yes -- u@b '.*--bind-host 10.0.0.2 " \
+    "$tmp/d.out" || fail "ssh does not get -- before the host: $(cat "$tmp/d.out")"
+  # a resumed run's config.json is read as the agent reads it: a FIFO is
+  # not waited on, a link not followed
+  mkdir -p "$tmp/run"
+  mkfifo "$tmp/run/config.json"
+  timeout 10 "$launch" --build-dir "$build" -- --resume "$tmp/run" >/dev/null 2>"$tmp/r.err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -qF "launch: --resume $tmp/run: $tmp/run/config.json is a symbolic link or not a regular file" \
+    "$tmp/r.err" || fail "--resume with a FIFO config.json: status $rc: $(cat "$tmp/r.err")"
+  for a in --agent-host --master-addr; do
+    "$launch" --hosts a $a -oX=y --insecure --build-dir "$build" --dry-run >/dev/null 2>"$tmp/a.err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -qF -- "launch: $a: '-oX=y' is not a host name" "$tmp/a.err" || fail "$a -oX=y: status $rc: $(cat "$tmp/a.err")"
+  done
   ;;
 
 *) echo "test_launch.sh: unknown case $case_" >&2; exit 2 ;;

@@ -3,6 +3,7 @@
  *   nan-obs, inf-obs    observation[1] becomes NaN / +Inf
  *   nan-reward          the reward becomes NaN
  *   hang                the step never returns (sleeps until killed)
+ *   segv                the process crashes (SIGSEGV)
  *   none (or unset)     never
  * from the TRIB_FAULT_AT-th step of each env on (default 50; counted from
  * the env's creation, across episodes). With TRIB_FAULT_ONCE=PATH only the
@@ -12,6 +13,7 @@
  * episodes of 20 steps. */
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,7 +25,7 @@ struct faulty {
     int t;                          /* in the episode */
 };
 
-static enum { NONE, NAN_OBS, INF_OBS, NAN_REWARD, HANG } fault;
+static enum { NONE, NAN_OBS, INF_OBS, NAN_REWARD, HANG, SEGV } fault;
 static long fault_at = 50;
 static const char *fault_once;
 static int chosen = -1;             /* with fault_once: 1 this process misbehaves, 0 not, -1 not known yet */
@@ -73,6 +75,9 @@ static void f_step(void *state, const void *action, float *obs, float *reward, b
     case NAN_REWARD: *reward = NAN; break;
     case HANG:
         for (;;) sleep(1);
+    case SEGV:
+        raise(SIGSEGV);
+        break;
     case NONE: break;
     }
 }
@@ -96,6 +101,7 @@ __attribute__((visibility("default"))) const struct env_spec *tributary_env(void
             : strcmp(f, "inf-obs") == 0    ? INF_OBS
             : strcmp(f, "nan-reward") == 0 ? NAN_REWARD
             : strcmp(f, "hang") == 0       ? HANG
+            : strcmp(f, "segv") == 0       ? SEGV
                                            : NONE;
     if (at) fault_at = atol(at);
     fault_once = getenv("TRIB_FAULT_ONCE");

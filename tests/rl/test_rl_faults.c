@@ -21,7 +21,10 @@
  *    with the summary and a final checkpoint; so does --max-seconds
  *    during a long sync iteration of quick updates;
  *  - silent peer: an observer that never answers rl_shutdown holds the
- *    agent's exit up by at most the end-of-run call limit (3 s). */
+ *    agent's exit up by at most the end-of-run call limit (3 s);
+ *  - gone: when every observer crashed or gave up, the agent ends at once
+ *    as a failure saying how each went (never "(alive)"), sync and async,
+ *    tributary-train and tributary-agent with observers of its own. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <dirent.h>
@@ -648,6 +651,110 @@ START_TEST(test_silent_peer_shutdown)
 }
 END_TEST
 
+/* ---- every observer gone (issue 24, N13) ---------------------------------------------- */
+
+#define GONE_HB_MS "60000"          /* far above the bound the tests hold the agent to */
+#define GONE_BOUND_S 40.0           /* the run ends well within --heartbeat-timeout and --max-seconds */
+
+/* The agent's stderr after a run whose every observer went the same way:
+ * each reported lost as it went (never "(alive)"), then the failure naming
+ * how each went; a summary stopped_by "failure". */
+static void check_all_gone(const struct rl_proc *agent, int rc, double took, const char *how)
+{
+    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent->out), tail(agent->err));
+    ck_assert_msg(took < GONE_BOUND_S, "ended %.1f s after it started (heartbeat timeout %s ms)\nstderr:\n%s", took,
+                  GONE_HB_MS, agent->err);
+    ck_assert_msg(!strstr(agent->err, "(alive)"), "an observer that is gone called alive:\n%s", agent->err);
+    char want[600];
+    for (int k = 1; k <= 2; k++) {
+        snprintf(want, sizeof want, "agent: lost observer%d: it %s", k, how);
+        ck_assert_msg(strstr(agent->err, want), "'%s' not on stderr:\n%s", want, agent->err);
+    }
+    snprintf(want, sizeof want, "agent: no observer is left: observer1 %s", how);
+    const char *left = strstr(agent->err, want);
+    ck_assert_msg(left, "'%s' not on stderr:\n%s", want, agent->err);
+    snprintf(want, sizeof want, "; observer2 %s", how);
+    ck_assert_msg(strstr(left, want), "'%s' not on the 'no observer is left' line:\n%s", want, agent->err);
+    cJSON *j = summary(agent);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "failure");
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), 2);
+    cJSON_Delete(j);
+}
+
+/* tributary-train: both observers crash (SIGSEGV in the plug-in's step), or
+ * both give up (a step past --step-timeout). Was: silent until the
+ * heartbeat timeout or the budget + 5 s, then "dropping observerN (alive)"
+ * and stopped_by "budget". */
+static void check_train_gone(const char *mode, const char *fault, const char *how)
+{
+    char fenv[32];
+    snprintf(fenv, sizeof fenv, "TRIB_FAULT=%s", fault);
+    const char *env[] = { fenv, "TRIB_FAULT_AT=30", NULL };
+    const char *args[] = { "--env", FAULTY_SO, "--mode", mode, "--observers", "2", "--step-timeout", "1",
+                           "--heartbeat-timeout", GONE_HB_MS, "--max-seconds", "120", "--quiet", NULL };
+    struct rl_proc p;
+    double t0 = trib_now_s();
+    rl_start(&p, TRIB_TRAIN_BIN, args, env);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    check_all_gone(&p, rc, trib_now_s() - t0, how);
+    rl_free(&p);
+}
+
+START_TEST(test_all_crashed_sync) { check_train_gone("sync", "segv", "crashed (signal 11, SIGSEGV)"); }
+END_TEST
+
+START_TEST(test_all_crashed_async) { check_train_gone("async", "segv", "crashed (signal 11, SIGSEGV)"); }
+END_TEST
+
+START_TEST(test_all_gave_up_sync) { check_train_gone("sync", "hang", "gave up (env Faulty-v0: a step has run for "); }
+END_TEST
+
+START_TEST(test_all_gave_up_async) { check_train_gone("async", "hang", "gave up (env Faulty-v0: a step has run for "); }
+END_TEST
+
+/* tributary-agent and two tributary-observer processes of its own: their
+ * crash is told by the observers themselves as they die (they die of it:
+ * status 128 + 11). */
+static void check_separate_crashed(const char *mode)
+{
+    const char *env[] = { "TRIB_FAULT=segv", "TRIB_FAULT_AT=30", NULL };
+    const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "2", "--env", FAULTY_SO, "--mode", mode,
+                           "--heartbeat-timeout", GONE_HB_MS, "--max-seconds", "120", "--quiet", NULL };
+    struct rl_proc agent, obs[2];
+    double t0 = trib_now_s();
+    rl_start(&agent, TRIB_AGENT_BIN, args, env);
+    char ep[128];
+    rl_agent_endpoint(&agent, ep, sizeof ep, WAIT_S);
+    for (int k = 0; k < 2; k++) {
+        char r[8];
+        snprintf(r, sizeof r, "%d", k + 1);
+        const char *oargs[] = { "--rank", r, "--world-size", "3", "--master", ep, "--heartbeat-timeout", GONE_HB_MS, NULL };
+        rl_start(&obs[k], TRIB_OBSERVER_BIN, oargs, env);
+    }
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
+    double took = trib_now_s() - t0;
+    for (int k = 0; k < 2; k++) {
+        int orc = rl_wait(&obs[k], WAIT_S);
+        ck_assert_msg(orc == 128 + SIGSEGV, "observer%d exit %d\nstderr:\n%s", k + 1, orc, obs[k].err);
+        char want[96];
+        snprintf(want, sizeof want, "observer%d: crashed (signal 11, SIGSEGV): telling the agent\n", k + 1);
+        ck_assert_msg(strstr(obs[k].err, want), "'%s' not on its stderr:\n%s\nagent's:\n%s", want, obs[k].err,
+                      agent.err);
+    }
+    if (took >= GONE_BOUND_S)
+        fprintf(stderr, "observer1's stderr:\n%s\nobserver2's:\n%s\n", obs[0].err, obs[1].err);
+    check_all_gone(&agent, rc, took, "crashed (signal 11, SIGSEGV)");
+    rl_free(&obs[0]);
+    rl_free(&obs[1]);
+    rl_free(&agent);
+}
+
+START_TEST(test_separate_crashed_sync) { check_separate_crashed("sync"); }
+END_TEST
+
+START_TEST(test_separate_crashed_async) { check_separate_crashed("async"); }
+END_TEST
+
 static Suite *rl_faults_suite(void)
 {
     Suite *s = suite_create("rl_faults");
@@ -676,6 +783,16 @@ static Suite *rl_faults_suite(void)
     tcase_add_test(tc, test_stuck_max_seconds_sync);
     tcase_add_test(tc, test_stuck_sigint_async);
     tcase_add_test(tc, test_long_iteration_max_seconds_sync);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gone");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_all_crashed_sync);
+    tcase_add_test(tc, test_all_crashed_async);
+    tcase_add_test(tc, test_all_gave_up_sync);
+    tcase_add_test(tc, test_all_gave_up_async);
+    tcase_add_test(tc, test_separate_crashed_sync);
+    tcase_add_test(tc, test_separate_crashed_async);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -25,6 +25,7 @@
 #include "common/proc.h"
 #include "rl/ckpt.h"
 #include "rl/crc32c.h"
+#include "rl/messages.h"
 #include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
@@ -312,6 +313,48 @@ START_TEST(test_resume_observer_state_not_finite)
     snprintf(want, sizeof want, "%sobserver state: observation[1] of env 6 is inf", pre);
     resume_refused_late("observer0", s, len, want);
     free(s);
+}
+END_TEST
+
+/* A checkpoint or a policy file whose parameters are not finite: refused
+ * at load naming the tensor and the element (was: resumed, and every
+ * observer then dropped as "(alive)"; tributary-eval ran it). */
+START_TEST(test_policy_not_finite)
+{
+    struct ckpt *c = base_ckpt();
+    size_t len = 0;
+    const void *pol = ckpt_get(c, "policy", &len);
+    ck_assert_ptr_nonnull(pol);
+    unsigned char *nan_pol = malloc(len);
+    memcpy(nan_pol, pol, len);
+    ckpt_free(c);
+    float nan = NAN;
+    for (size_t off = sizeof(uint64_t); off + sizeof nan <= len; off += sizeof nan) memcpy(nan_pol + off, &nan, sizeof nan);
+    resume_refused_late("policy", nan_pol, len, "policy: parameter actor.0.weight[0] is nan");
+    /* tributary-eval of that checkpoint */
+    char path[256], want[700];
+    char *dir = craft("policy", nan_pol, len, path, sizeof path);
+    const char *args[] = { path, "--episodes", "2", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    snprintf(want, sizeof want, "tributary-eval: %s: policy: parameter actor.0.weight[0] is nan\n", path);
+    ck_assert_str_eq(ERR, want);
+    rm_rf(dir);
+    free(dir);
+    free(nan_pol);
+    /* a policy file with one infinity */
+    char file[] = "/tmp/test_rl_files_inf_XXXXXX.safetensors";
+    close(mkstemps(file, 12));
+    struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 } };
+    struct nn_module *actor = NULL;
+    ck_assert_int_eq(rl_arch_build(&a, 1, &actor, NULL), 0);
+    ((float *)tensor_data(actor->params[3]))[1] = -INFINITY;
+    ck_assert_int_eq(rl_policy_save(file, &a, "CartPole-v1", actor->n_params, actor->params), 0);
+    nn_module_free(actor);
+    const char *eargs[] = { file, "--episodes", "2", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, eargs), 1);
+    snprintf(want, sizeof want, "tributary-eval: policy %s: parameter actor.2.bias[1] is -inf\n", file);
+    ck_assert_str_eq(ERR, want);
+    unlink(file);
 }
 END_TEST
 
@@ -646,6 +689,101 @@ START_TEST(test_cli_strings_too_long)
 }
 END_TEST
 
+/* ---- flags that mean nothing (issue 24, N14) ----------------------------------- */
+
+/* Values that passed every check yet meant nothing: an infinite target
+ * ("solved" at once), loss coefficients that overflow every loss (every
+ * observer dropped), a learning rate below any use (was "bad value"). Each
+ * is refused with the reason and the accepted range, on the command line,
+ * in --config and in a resumed run's config.json alike. */
+static const struct { const char *flag, *value, *json, *why; } meaningless[] = {
+    { "target", "-inf", "\"-inf\"", "--target (the mean return that counts as solved) must be a finite number, not -inf" },
+    { "target", "inf", "\"inf\"", "--target (the mean return that counts as solved) must be a finite number, not inf" },
+    { "ent-coef", "1e308", "1e308", "--ent-coef (the entropy bonus's weight in the loss) must be in [0, 10], not 1e+308" },
+    { "ent-coef", "-0.5", "-0.5", "--ent-coef (the entropy bonus's weight in the loss) must be in [0, 10], not -0.5" },
+    { "vf-coef", "-1e308", "-1e308", "--vf-coef (the value loss's weight in the loss) must be in [0, 10], not -1e+308" },
+    { "vf-coef", "1e999", "\"1e999\"", "--vf-coef (the value loss's weight in the loss) must be in [0, 10], not inf" },
+    { "lr", "1e-320", "1e-320", "--lr (the learning rate) must be in [1e-10, 1], not 9.99989e-321" },
+    { "lr", "2", "2", "--lr (the learning rate) must be in [1e-10, 1], not 2" },
+    { "max-grad-norm", "inf", "\"inf\"", "--max-grad-norm must be a finite number >= 0 (0: no clipping), not inf" },
+    { "reward-scale", "1e300", "1e300", "--reward-scale must be in [1e-06, 1e+06] or [-1e+06, -1e-06], not 1e+300" },
+};
+
+START_TEST(test_flags_meaningless)
+{
+    static const char *const progs[] = { TRIB_TRAIN_BIN, TRIB_AGENT_BIN };
+    static const char *const names[] = { "tributary-train", "tributary-agent" };
+    char want[512], flag[64], text[256];
+    for (int i = 0; i < (int)(sizeof meaningless / sizeof meaningless[0]); i++) {
+        snprintf(flag, sizeof flag, "--%s", meaningless[i].flag);
+        for (int k = 0; k < 2; k++) {
+            const char *args[] = { flag, meaningless[i].value, NULL };
+            ck_assert_msg(run(progs[k], args) == 2, "%s %s %s: not refused\n%s", names[k], flag, meaningless[i].value, ERR);
+            snprintf(want, sizeof want, "%s: %s (see %s --help)\n", names[k], meaningless[i].why, names[k]);
+            ck_assert_str_eq(ERR, want);
+        }
+        /* --config FILE */
+        char path[] = "/tmp/test_rl_files_cfg_XXXXXX";
+        int fd = mkstemp(path);
+        ck_assert(fd >= 0);
+        int n = snprintf(text, sizeof text, "{\"%s\": %s}", meaningless[i].flag, meaningless[i].json);
+        ck_assert(write(fd, text, (size_t)n) == n);
+        close(fd);
+        const char *cargs[] = { "--config", path, NULL };
+        ck_assert_int_eq(run(TRIB_TRAIN_BIN, cargs), 2);
+        snprintf(want, sizeof want, "tributary-train: %s (see tributary-train --help)\n", meaningless[i].why);
+        ck_assert_str_eq(ERR, want);
+        unlink(path);
+        /* a resumed run's config.json */
+        char dir[] = "/tmp/test_rl_files_cj_XXXXXX", cj[128];
+        ck_assert_ptr_nonnull(mkdtemp(dir));
+        snprintf(cj, sizeof cj, "%s/config.json", dir);
+        FILE *f = fopen(cj, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "{\"preset\": \"ppo-fast\", \"observers\": 1, \"%s\": %s}\n", meaningless[i].flag, meaningless[i].json);
+        fclose(f);
+        const char *rargs[] = { "--resume", dir, "--quiet", NULL };
+        ck_assert_int_eq(run(TRIB_TRAIN_BIN, rargs), 2);
+        ck_assert_str_eq(ERR, want);
+        rm_rf(dir);
+    }
+    /* the edges are accepted: the parse goes on to the next check */
+    const char *edge[] = { "--lr", "1", "--ent-coef", "10", "--vf-coef", "0", "--target", "-1e300", "--observers", "0", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, edge), 2);
+    ck_assert_str_eq(ERR, "tributary-train: --observers must be in 1..64, not 0 (see tributary-train --help)\n");
+}
+END_TEST
+
+/* A report's episodes out of their bounds reads as what is wrong (was
+ * "episodes 100 is out of range 100..64"). */
+START_TEST(test_report_episode_bounds)
+{
+    struct rl_report r = { .steps = 64, .min_return = 1, .explained_var = NAN };
+    for (int i = 0; i < 100; i++) rl_report_add(&r, 1.0, 1);
+    ck_assert_int_eq(r.n_returns, RL_REPORT_EPISODES < 100 ? RL_REPORT_EPISODES : 100);
+    struct rpc_value v = rl_report_pack(&r);
+    struct rl_report got;
+    ck_assert_int_eq(rl_report_unpack(&v, &got), -1);
+    char want[160];
+    snprintf(want, sizeof want, "report: episodes 100 is more than its 64 steps (an episode takes at least one)");
+    ck_assert_str_eq(rl_last_error(), want);
+    rpc_value_clear(&v);
+    r.steps = 1000;
+    r.episodes = 3;   /* fewer than the returns it carries */
+    v = rl_report_pack(&r);
+    ck_assert_int_eq(rl_report_unpack(&v, &got), -1);
+    snprintf(want, sizeof want, "report: episodes 3 is fewer than the %d returns it carries", r.n_returns);
+    ck_assert_str_eq(rl_last_error(), want);
+    rpc_value_clear(&v);
+    r.episodes = 100;
+    r.lengths[7] = 0;
+    v = rl_report_pack(&r);
+    ck_assert_int_eq(rl_report_unpack(&v, &got), -1);
+    ck_assert_str_eq(rl_last_error(), "report: lengths[7] 0 is out of range 1..2147483647");
+    rpc_value_clear(&v);
+}
+END_TEST
+
 /* ---- files never name code ------------------------------------------------------- */
 
 static bool marked(void) { return access(MARK, F_OK) == 0; }
@@ -720,6 +858,200 @@ START_TEST(test_eval_and_resume_plugin_named_by_checkpoint)
     ck_assert_msg(!marked(), "--resume loaded the plug-in named by config.json");
     rm_rf(dir);
     free(dir);
+}
+END_TEST
+
+/* ---- links and FIFOs among a run's files (issue 24, N12) ------------------------ */
+
+/* run() with a bound: a program that waits on a FIFO fails the test in 60 s
+ * (status -1) rather than at the suite's timeout. */
+static int run_within(const char *bin, const char *const *args, double timeout_s)
+{
+    const char *argv[40] = { bin };
+    int n = 1;
+    for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    struct proc_group g;
+    proc_group_init(&g);
+    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
+    int rc = proc_wait(&g, 0, timeout_s);
+    OUT[proc_output(&g, 0, 1, OUT, sizeof OUT - 1)] = '\0';
+    ERR[proc_output(&g, 0, 2, ERR, sizeof ERR - 1)] = '\0';
+    proc_group_deinit(&g);
+    return rc;
+}
+
+/* --resume dir must be refused (exit 2, nothing started, within 60 s) with
+ * "--resume DIR: <path>: <what>". */
+static void resume_refused_file(const char *dir, const char *path, const char *what)
+{
+    const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "100", "--resume", dir,
+                           "--quiet", NULL };
+    int rc = run_within(TRIB_TRAIN_BIN, args, 60);
+    char want[900];
+    snprintf(want, sizeof want, "tributary-train: --resume %s: %s: %s (see tributary-train --help)\n", dir, path, what);
+    ck_assert_msg(rc == 2, "exit %d (-1: it hung), wanted '%s'\n%s", rc, want, ERR);
+    ck_assert_str_eq(ERR, want);
+    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+}
+
+/* tributary-eval dir must be refused (exit 1, within 60 s) naming path. */
+static void eval_refused_file(const char *dir, const char *path, const char *what)
+{
+    const char *args[] = { dir, "--episodes", "2", NULL };
+    int rc = run_within(TRIB_EVAL_BIN, args, 60);
+    char want[900];
+    snprintf(want, sizeof want, "tributary-eval: %s: %s\n", path, what);
+    ck_assert_msg(rc == 1, "exit %d (-1: it hung), wanted '%s'\n%s", rc, want, ERR);
+    ck_assert_str_eq(ERR, want);
+}
+
+#define LINKED "is a symbolic link: a run's files are never followed"
+#define LINKED_DIR "is a symbolic link, not a directory: a run's files are never followed"
+#define FIFO "is a FIFO, not a regular file"
+
+START_TEST(test_run_files_links_and_fifos)
+{
+    char path[256], elsewhere[] = "/tmp/test_rl_files_else_XXXXXX", p[400], q[700];
+    ck_assert_ptr_nonnull(mkdtemp(elsewhere));
+    struct saved_stats v = base_counters();
+    char *dir = craft("counters", &v, sizeof v, path, sizeof path);
+    /* checkpoints/ a link to another directory holding checkpoints: was
+     * resumed from there, new checkpoints written and old ones deleted there */
+    snprintf(p, sizeof p, "%s/checkpoints", dir);
+    snprintf(q, sizeof q, "%s/checkpoints", elsewhere);
+    ck_assert_int_eq(rename(p, q), 0);
+    ck_assert_int_eq(symlink(q, p), 0);
+    char *before = snapshot(elsewhere);
+    resume_refused_file(dir, p, LINKED_DIR);
+    eval_refused_file(dir, p, LINKED_DIR);
+    char *after = snapshot(elsewhere);
+    ck_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    /* a new run's --logdir holding such a link: refused as a run's (it was
+     * taken for an empty directory and written through), and --overwrite
+     * removes the link, not what it leads to */
+    char fresh[] = "/tmp/test_rl_files_new_XXXXXX", fl[300];
+    ck_assert_ptr_nonnull(mkdtemp(fresh));
+    snprintf(fl, sizeof fl, "%s/checkpoints", fresh);
+    ck_assert_int_eq(symlink(q, fl), 0);
+    const char *fargs[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "2", "--logdir", fresh,
+                            "--quiet", NULL };
+    ck_assert_int_eq(run_within(TRIB_TRAIN_BIN, fargs, 60), 2);
+    ck_assert_msg(strstr(ERR, "already holds a run (checkpoints)") != NULL, "%s", ERR);
+    const char *oargs[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "2", "--logdir", fresh,
+                            "--overwrite", "--quiet", NULL };
+    before = snapshot(elsewhere);
+    ck_assert_msg(run_within(TRIB_TRAIN_BIN, oargs, 300) == 1, "%s", ERR);
+    after = snapshot(elsewhere);
+    ck_assert_str_eq(before, after);
+    struct stat st;
+    ck_assert_int_eq(lstat(fl, &st), 0);
+    ck_assert_msg(S_ISDIR(st.st_mode), "%s is not the run's own directory", fl);
+    free(before);
+    free(after);
+    rm_rf(fresh);
+    /* back in place; then the newest checkpoint a FIFO, then a link */
+    ck_assert_int_eq(unlink(p), 0);
+    ck_assert_int_eq(rename(q, p), 0);
+    snprintf(q, sizeof q, "%s/ckpt-000000999999.trib", p);
+    ck_assert_int_eq(mkfifo(q, 0600), 0);
+    resume_refused_file(dir, q, FIFO);
+    eval_refused_file(dir, q, FIFO);
+    unlink(q);
+    ck_assert_int_eq(symlink(path, q), 0);
+    resume_refused_file(dir, q, LINKED);
+    eval_refused_file(dir, q, LINKED);
+    unlink(q);
+    /* config.json, metrics.csv and policy.safetensors */
+    static const char *const names[] = { "config.json", "metrics.csv", "policy.safetensors" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(q, sizeof q, "%s/%s", dir, names[i]);
+        ck_assert_int_eq(mkfifo(q, 0600), 0);
+        resume_refused_file(dir, q, FIFO);
+        if (i == 2) eval_refused_file(dir, q, FIFO);
+        unlink(q);
+        snprintf(p, sizeof p, "%s/%s", elsewhere, names[i]);
+        FILE *f = fopen(p, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(i == 0 ? "{\"observers\": 1, \"envs-per-observer\": 8}\n" : "x\n", f);
+        fclose(f);
+        ck_assert_int_eq(symlink(p, q), 0);
+        resume_refused_file(dir, q, LINKED);
+        unlink(q);
+    }
+    /* a FIFO named on the command line is refused, not waited on */
+    snprintf(q, sizeof q, "%s/fifo.safetensors", elsewhere);
+    ck_assert_int_eq(mkfifo(q, 0600), 0);
+    const char *eargs[] = { q, "--env", "CartPole-v1", NULL };
+    ck_assert_int_eq(run_within(TRIB_EVAL_BIN, eargs, 60), 1);
+    char want[1000];
+    snprintf(want, sizeof want, "safetensors_load: %s: " FIFO "\n", q);
+    ck_assert_msg(strstr(ERR, want), "%s", ERR);
+    snprintf(q, sizeof q, "%s/fifo.trib", elsewhere);
+    ck_assert_int_eq(mkfifo(q, 0600), 0);
+    ck_assert_int_eq(run_within(TRIB_EVAL_BIN, eargs, 60), 1);
+    snprintf(want, sizeof want, "tributary-eval: ckpt_load: %s: " FIFO "\n", q);
+    ck_assert_str_eq(ERR, want);
+    rm_rf(dir);
+    free(dir);
+    rm_rf(elsewhere);
+}
+END_TEST
+
+/* The periodic checkpoint writer, when checkpoints/ becomes a link to
+ * another directory mid-run: each checkpoint fails, saying so; nothing is
+ * written there and nothing there deleted (was: written there, and its
+ * older ckpt-*.trib pruned). */
+START_TEST(test_checkpoint_writer_refuses_link)
+{
+    char dir[] = "/tmp/test_rl_files_w_XXXXXX", other[] = "/tmp/test_rl_files_o_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_ptr_nonnull(mkdtemp(other));
+    rmdir(dir);   /* the run makes it */
+    char ck[300], moved[300], decoy[400];
+    snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+    snprintf(moved, sizeof moved, "%s/moved", dir);
+    for (int i = 0; i < 5; i++) {   /* older checkpoints of another run: prune would delete them */
+        snprintf(decoy, sizeof decoy, "%s/ckpt-%012d.trib", other, i);
+        FILE *f = fopen(decoy, "w");
+        ck_assert_ptr_nonnull(f);
+        fclose(f);
+    }
+    const char *argv[] = { TRIB_TRAIN_BIN, "--observers", "1", "--envs-per-observer", "8", "--max-updates", "100000",
+                           "--checkpoint-every", "1", "--logdir", dir, "--quiet", NULL };
+    struct proc_group g;
+    proc_group_init(&g);
+    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
+    /* its first checkpoint, then checkpoints/ swapped for a link */
+    struct ckpt *c = NULL;
+    for (int i = 0; i < 6000 && ckpt_load_latest(ck, &c, NULL, 0) != 1; i++) usleep(10000);
+    ck_assert_msg(c != NULL, "no first checkpoint in 60 s");
+    ckpt_free(c);
+    char *before = snapshot(other);
+    ck_assert_int_eq(rename(ck, moved), 0);
+    ck_assert_int_eq(symlink(other, ck), 0);
+    char want[600];
+    snprintf(want, sizeof want, "FAILED (1 in a row): ckpt_write: %s: " LINKED_DIR, ck);
+    bool seen = false;
+    for (int i = 0; i < 6000 && !seen; i++) {
+        ERR[proc_output(&g, 0, 2, ERR, sizeof ERR - 1)] = '\0';
+        seen = strstr(ERR, want) != NULL;
+        if (!seen) usleep(10000);
+    }
+    kill(g.p[0].pid, SIGKILL);
+    proc_wait(&g, 0, 30);
+    proc_group_deinit(&g);
+    ck_assert_msg(seen, "no '%s' in 60 s:\n%s", want, ERR);
+    char *after = snapshot(other);
+    ck_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    unlink(ck);
+    rm_rf(moved);
+    rm_rf(dir);
+    rm_rf(other);
 }
 END_TEST
 
@@ -832,9 +1164,14 @@ int main(void)
     tcase_add_test(tc, test_many_empty_tensors);
     tcase_add_test(tc, test_config_file_refusals);
     tcase_add_test(tc, test_cli_strings_too_long);
+    tcase_add_test(tc, test_flags_meaningless);
+    tcase_add_test(tc, test_report_episode_bounds);
     tcase_add_test(tc, test_eval_plugin_named_by_policy_file);
     tcase_add_test(tc, test_eval_and_resume_plugin_named_by_checkpoint);
     tcase_add_test(tc, test_checkpoint_write_failures);
+    tcase_add_test(tc, test_run_files_links_and_fifos);
+    tcase_add_test(tc, test_policy_not_finite);
+    tcase_add_test(tc, test_checkpoint_writer_refuses_link);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

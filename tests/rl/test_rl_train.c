@@ -380,6 +380,54 @@ START_TEST(test_max_policy_lag)
 }
 END_TEST
 
+/* An observer stopped (SIGSTOP) while the other makes far more updates
+ * than the default --max-policy-lag (1000 for 2 observers of ppo-fast),
+ * then resumed: its stale update is dropped, none applied with a lag over
+ * the limit (was: no limit by default, so it was applied). */
+START_TEST(test_stopped_observer_stale_dropped)
+{
+    const char *args[] = { "--mode", "async", "--observers", "2", "--heartbeat-timeout", "300000", "--max-steps", "0",
+                           "--target", "1000", "--log-every", "0.2", NULL };
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    long long s0 = wait_progress(&p);
+    struct child kids[2];
+    ck_assert_int_eq(children_of(p.pid, kids, 2), 2);
+    ck_assert_int_eq(kill(kids[1].pid, SIGSTOP), 0);
+    /* ppo-fast: 8 updates per 512 env steps of one observer, so 80,000
+     * steps of the other are 1250 versions */
+    double t0 = trib_now_s();
+    for (long long s = s0; s < s0 + 80000;) {
+        ck_assert_msg(rl_running(&p), "the run ended while observer2 was stopped");
+        ck_assert_msg(trib_now_s() - t0 < RUN_TIMEOUT_S, "no 80,000 steps within %.0f s", RUN_TIMEOUT_S);
+        usleep(50000);
+        char *out = slurp(p.out_fd);
+        s = last_progress_steps(out);
+        free(out);
+    }
+    ck_assert_int_eq(kill(kids[1].pid, SIGCONT), 0);
+    /* observer2's next update request is the stale one; a while of training after it */
+    long long s1 = wait_progress(&p);
+    for (long long s = s1; s < s1 + 20000;) {
+        ck_assert_msg(rl_running(&p), "the run ended after observer2 was resumed");
+        usleep(50000);
+        char *out = slurp(p.out_fd);
+        s = last_progress_steps(out);
+        free(out);
+    }
+    kill(p.pid, SIGINT);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 130, "exit %d\nstderr:\n%s", rc, tail(p.err));
+    cJSON *j = summary(&p);
+    ck_assert_double_eq(jnum(j, "max_policy_lag"), 1000);
+    ck_assert_msg(jnum(j, "dropped_stale_updates") >= 1, "no stale update dropped\n%s", tail(p.out));
+    ck_assert_double_le(jnum(j, "lag_max"), 1000);
+    ck_assert_double_eq(jnum(j, "observers_lost"), 0);
+    cJSON_Delete(j);
+    rl_free(&p);
+}
+END_TEST
+
 /* REINFORCE as PyTorch's RPC RL example: a random CartPole policy returns
  * ~22; 30k steps give 150..235 (60k: ~340). */
 START_TEST(test_reinforce_learns)
@@ -1010,6 +1058,7 @@ static Suite *rl_train_suite(void)
     tcase_add_test(tc, test_sigint_sync);
     tcase_add_test(tc, test_sigterm_async);
     tcase_add_test(tc, test_sigint_while_waiting);
+    tcase_add_test(tc, test_stopped_observer_stale_dropped);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("separate");

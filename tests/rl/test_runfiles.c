@@ -13,9 +13,11 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -701,19 +703,34 @@ START_TEST(test_metrics_errors)
     ck_assert_int_eq(metrics_write_config_kv(P("file/run"), cols, cols, 1), -1);
     ASSERT_ERR("metrics_write_config: cannot create directory %s: Not a directory", P("file/run"));
 
-    /* a full disk: the files are /dev/full */
+    /* a metrics file that is a link (to /dev/full here) or a FIFO: refused,
+     * never written through (issue 24: was the way to fake a full disk) */
     ck_assert_int_eq(mkdir(P("full"), 0777), 0);
     ck_assert_int_eq(symlink("/dev/full", P("full/metrics.csv")), 0);
     ck_assert_ptr_null(metrics_open(P("full"), cols, 4, false));
-    ASSERT_ERR("metrics_open: %s: No space left on device", P("full/metrics.csv"));
-    ck_assert_int_eq(mkdir(P("full2"), 0777), 0);
-    ck_assert_int_eq(symlink("/dev/full", P("full2/metrics.jsonl")), 0);
+    ASSERT_ERR("metrics_open: %s: is a symbolic link: a run's files are never followed", P("full/metrics.csv"));
+    ck_assert_ptr_null(metrics_open(P("full"), cols, 4, true));
+    ASSERT_ERR("metrics_open: %s: is a symbolic link: a run's files are never followed", P("full/metrics.csv"));
+    ck_assert_int_eq(mkdir(P("fifo"), 0777), 0);
+    ck_assert_int_eq(mkfifo(P("fifo/metrics.csv"), 0600), 0);
+    ck_assert_ptr_null(metrics_open(P("fifo"), cols, 4, false));
+    ASSERT_ERR("metrics_open: %s: is a FIFO, not a regular file", P("fifo/metrics.csv"));
+    ck_assert_ptr_null(metrics_open(P("fifo"), cols, 4, true));   /* was: waited for a writer */
+    ASSERT_ERR("metrics_open: %s: is a FIFO, not a regular file", P("fifo/metrics.csv"));
+    /* a write that fails (files over RLIMIT_FSIZE fail with EFBIG): said,
+     * and said again */
     struct metrics_log *m = metrics_open(P("full2"), cols, 4, false);
     ck_assert_msg(m != NULL, "%s", rl_last_error());
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = (struct rlimit){ 10, old.rlim_max };
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
     ck_assert_int_eq(metrics_write(m, (double[]){ 1, 2, 3, 4 }), -1);
-    ASSERT_ERR("metrics_write: %s: No space left on device", P("full2/metrics.jsonl"));
+    ASSERT_ERR("metrics_write: %s: File too large", P("full2/metrics.csv"));
     ck_assert_int_eq(metrics_write(m, (double[]){ 1, 2, 3, 4 }), -1);
-    ASSERT_ERR("metrics_write: %s: No space left on device", P("full2/metrics.jsonl"));
+    ASSERT_ERR("metrics_write: %s: File too large", P("full2/metrics.csv"));
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
     metrics_close(m);
 }
 END_TEST
