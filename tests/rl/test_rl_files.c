@@ -348,7 +348,7 @@ START_TEST(test_policy_not_finite)
     struct nn_module *actor = NULL;
     ck_assert_int_eq(rl_arch_build(&a, 1, &actor, NULL), 0);
     ((float *)tensor_data(actor->params[3]))[1] = -INFINITY;
-    ck_assert_int_eq(rl_policy_save(file, &a, "CartPole-v1", actor->n_params, actor->params), 0);
+    ck_assert_int_eq(rl_policy_save(file, &a, "CartPole-v1", NULL, actor->n_params, actor->params), 0);
     nn_module_free(actor);
     const char *eargs[] = { file, "--episodes", "2", NULL };
     ck_assert_int_eq(run(TRIB_EVAL_BIN, eargs), 1);
