@@ -610,9 +610,9 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     struct agent *a = trib_xcalloc(1, sizeof *a);
     a->cfg = *cfg;
     pthread_mutex_init(&a->mu, NULL);
-    a->spec = env_open(cfg->env, &a->plugin);
+    a->spec = rl_config_open_env(cfg, &a->plugin);
     if (!a->spec) {
-        fprintf(stderr, PROG ": %s\n", env_last_error());
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
         free(a);
         return 1;
     }
@@ -632,7 +632,8 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
         return 1;
     }
     a->stats = run_stats_new(cfg, target);
-    if (cfg->logdir[0] && !(a->log = runlog_open(cfg->logdir, cfg, a->resume != NULL))) {
+    run_stats_set_env(a->stats, a->spec);
+    if (cfg->logdir[0] && !(a->log = runlog_open(cfg->logdir, cfg, a->spec, a->resume != NULL))) {
         fprintf(stderr, PROG ": --logdir %s: %s\n", cfg->logdir, rl_last_error());
         run_stats_free(a->stats);
         env_plugin_close(a->plugin);
@@ -705,7 +706,7 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     if (a->policy && cfg->logdir[0] && !a->resume_refused) {
         char path[600];
         snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
-        if (policy_savable(a, path) && policy_save(a->policy, path) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+        if (policy_savable(a, path) && policy_save(a->policy, path, a->spec) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     }
     run_stats_summary(a->stats, stdout, solved, a->n_lost, a->n_rejoined, why);
     abandoned_calls = a->abandoned;

@@ -34,6 +34,7 @@ static void usage(FILE *f)
                "\n"
                "  --env ID|PATH.so   the env (default: the one the policy was trained on, when it is\n"
                "                     a built-in; a plug-in is loaded only when --env names it)\n"
+               "  --env-arg K=V      an argument of a plug-in env (repeatable; default: a checkpoint's own)\n"
                "  --episodes N       episodes (default 10); each runs in its own env, in parallel\n"
                "  --sample           sample actions from the policy (default: greedy, the most\n"
                "                     likely action or the Gaussian's mean)\n"
@@ -54,14 +55,17 @@ static int bad(const char *what, const char *v)
  * it is a built-in id. A file never chooses a plug-in (code) to load: a
  * recorded path is shown, and loaded only when --env names it. Opens it
  * into spec and plugin; -1 with rl_last_error(). */
-static int open_env(const char *path, const char *recorded, const char *env_arg, const struct env_spec **spec,
-                    struct env_plugin **plugin)
+static int open_env(const char *path, const char *recorded, const char *env_arg, const struct rl_config *args,
+                    const struct env_spec **spec, struct env_plugin **plugin)
 {
     *plugin = NULL;
     if (!env_arg && !env_lookup(recorded))
         return rl_set_error("%s was trained on the env '%s', which is not a built-in: a policy file does not "
                             "choose code to run; to load that plug-in, pass --env %s", path, recorded, recorded);
-    if (!(*spec = env_open(env_arg ? env_arg : recorded, plugin))) return rl_set_error("%s", env_last_error());
+    struct rl_env_args ea;
+    rl_config_env_args(args, &ea);
+    if (!(*spec = env_open_args(env_arg ? env_arg : recorded, &ea.args, plugin)))
+        return rl_set_error("%s", env_last_error());
     return 0;
 }
 
@@ -69,8 +73,9 @@ static int open_env(const char *path, const char *recorded, const char *env_arg,
  * config and the env's spaces, the parameters from its "policy" section
  * (the dropout RNG, then the actor's parameters, then the critic's),
  * every size checked against the section before anything is built. */
-static int load_checkpoint(const char *path, const char *env_arg, struct rl_arch *arch, char *env, size_t cap,
-                           struct nn_module **actor, const struct env_spec **spec, struct env_plugin **plugin)
+static int load_checkpoint(const char *path, const char *env_arg, const struct rl_config *args, struct rl_arch *arch,
+                           char *env, size_t cap, struct nn_module **actor, const struct env_spec **spec,
+                           struct env_plugin **plugin)
 {
     *plugin = NULL;
     struct ckpt *c = ckpt_load(path);
@@ -85,7 +90,8 @@ static int load_checkpoint(const char *path, const char *env_arg, struct rl_arch
         goto out;
     }
     snprintf(env, cap, "%s", cfg.env);
-    if (open_env(path, cfg.env, env_arg, spec, plugin) != 0) goto out;
+    /* the env's arguments: the command line's, else the run's */
+    if (open_env(path, cfg.env, env_arg, args->env_args[0] ? args : &cfg, spec, plugin) != 0) goto out;
     char what[600];
     snprintf(what, sizeof what, "%s on %s", path, (*spec)->id);
     if (rl_arch_for_env(&cfg, *spec, what, arch) != 0) goto out;
@@ -157,9 +163,11 @@ int main(int argc, char **argv)
         { "env", required_argument, NULL, 'e' }, { "episodes", required_argument, NULL, 'n' },
         { "sample", no_argument, NULL, 's' },    { "seed", required_argument, NULL, 'S' },
         { "json", no_argument, NULL, 'j' },      { "help", no_argument, NULL, 'h' },
+        { "env-arg", required_argument, NULL, 'E' },
         { NULL, 0, NULL, 0 },
     };
     const char *env_arg = NULL;
+    struct rl_config env_args = { 0 };   /* only its env_args: --env-arg */
     long episodes = 10;
     unsigned long long seed = 1;
     bool sample = false, json = false;
@@ -170,6 +178,12 @@ int main(int argc, char **argv)
         errno = 0;
         switch (c) {
         case 'e': env_arg = optarg; break;
+        case 'E':
+            if (rl_config_add_env_arg(&env_args, optarg) != 0) {
+                fprintf(stderr, PROG ": %s (see " PROG " --help)\n", rl_last_error());
+                return 2;
+            }
+            break;
         case 'n':
             episodes = strtol(optarg, &end, 10);
             if (errno || end == optarg || *end || episodes < 1 || episodes > 100000)
@@ -197,7 +211,9 @@ int main(int argc, char **argv)
     }
     if (env_arg) {   /* an unknown --env is bad usage */
         struct env_plugin *probe = NULL;
-        if (!env_open(env_arg, &probe)) {
+        struct rl_env_args ea;
+        rl_config_env_args(&env_args, &ea);
+        if (!env_open_args(env_arg, &ea.args, &probe)) {
             fprintf(stderr, PROG ": --env: %s (see " PROG " --help)\n", env_last_error());
             return 2;
         }
@@ -221,9 +237,10 @@ int main(int argc, char **argv)
     bool is_ckpt = plen > 5 && strcmp(path + plen - 5, ".trib") == 0;
     struct env_plugin *plugin = NULL;
     const struct env_spec *spec = NULL;
-    int lrc = is_ckpt ? load_checkpoint(path, env_arg, &arch, trained_env, sizeof trained_env, &actor, &spec, &plugin)
+    int lrc = is_ckpt ? load_checkpoint(path, env_arg, &env_args, &arch, trained_env, sizeof trained_env, &actor, &spec,
+                                        &plugin)
                       : rl_policy_load(path, &arch, trained_env, sizeof trained_env, &actor, NULL);
-    if (lrc == 0 && !is_ckpt && open_env(path, trained_env, env_arg, &spec, &plugin) != 0) {
+    if (lrc == 0 && !is_ckpt && open_env(path, trained_env, env_arg, &env_args, &spec, &plugin) != 0) {
         nn_module_free(actor);
         lrc = -1;
     }

@@ -612,10 +612,11 @@ void policy_get_stats(struct policy *p, struct policy_stats *out)
     pthread_mutex_unlock(&p->mu);
 }
 
-int policy_save(struct policy *p, const char *path)
+int policy_save(struct policy *p, const char *path, const struct env_spec *spec)
 {
     pthread_mutex_lock(&p->fwd_mu);
-    int rc = rl_policy_save(path, &p->shape, p->cfg.env, p->n_params, p->params);
+    bool plugin = strcmp(spec->id, p->cfg.env) != 0;   /* the env was named by its .so */
+    int rc = rl_policy_save(path, &p->shape, spec->id, plugin ? p->cfg.env : NULL, p->n_params, p->params);
     pthread_mutex_unlock(&p->fwd_mu);
     return rc;
 }

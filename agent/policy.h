@@ -102,6 +102,6 @@ int policy_load_state(struct policy *p, const void *buf, size_t len);
 
 /* Writes the policy as a .safetensors file (rl_policy_save). 0 or -1 with
  * rl_last_error(). */
-int policy_save(struct policy *p, const char *path);
+int policy_save(struct policy *p, const char *path, const struct env_spec *spec);
 
 #endif

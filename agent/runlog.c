@@ -32,15 +32,17 @@ struct runlog {
     struct metrics_log *m;
     struct tfevents_writer *tf;
     int ncols;
+    int n_info;                     /* the last n_info columns: the env's info means */
     char **names;
     char **tags;
     double *row;
 };
 
-struct runlog *runlog_open(const char *dir, const struct rl_config *cfg, bool resume)
+struct runlog *runlog_open(const char *dir, const struct rl_config *cfg, const struct env_spec *spec, bool resume)
 {
     struct runlog *r = trib_xcalloc(1, sizeof *r);
-    r->ncols = N_FIXED + cfg->observers;
+    r->n_info = spec ? spec->info_count : 0;
+    r->ncols = N_FIXED + cfg->observers + r->n_info;
     r->names = trib_xcalloc((size_t)r->ncols, sizeof *r->names);
     r->tags = trib_xcalloc((size_t)r->ncols, sizeof *r->tags);
     r->row = trib_xcalloc((size_t)r->ncols, sizeof *r->row);
@@ -54,6 +56,13 @@ struct runlog *runlog_open(const char *dir, const struct rl_config *cfg, bool re
         snprintf(t, sizeof t, "observers/sps_observer%d", k + 1);
         r->names[N_FIXED + k] = strdup(n);
         r->tags[N_FIXED + k] = strdup(t);
+    }
+    for (int k = 0; k < r->n_info; k++) {
+        char n[96], t[96];
+        snprintf(n, sizeof n, "info_%s", spec->info_names[k]);
+        snprintf(t, sizeof t, "env/%s", spec->info_names[k]);
+        r->names[N_FIXED + cfg->observers + k] = strdup(n);
+        r->tags[N_FIXED + cfg->observers + k] = strdup(t);
     }
     cJSON *cj = rl_config_to_json(cfg);
     int rc = metrics_write_config(dir, cj);
@@ -76,7 +85,9 @@ int runlog_write(struct runlog *r, const struct run_interval *iv, double lr)
         iv->updates_per_s,
     };
     memcpy(r->row, fixed, sizeof fixed);
-    for (int k = 0; k < r->ncols - N_FIXED; k++) r->row[N_FIXED + k] = k < iv->n_observers ? iv->observer_sps[k] : NAN;
+    int n_obs = r->ncols - N_FIXED - r->n_info;
+    for (int k = 0; k < n_obs; k++) r->row[N_FIXED + k] = k < iv->n_observers ? iv->observer_sps[k] : NAN;
+    for (int k = 0; k < r->n_info; k++) r->row[N_FIXED + n_obs + k] = k < iv->n_info ? iv->info_mean[k] : NAN;
     if (metrics_write(r->m, r->row) != 0) return -1;
     for (int i = 0; i < r->ncols; i++) {
         if (i == 0 || isnan(r->row[i])) continue;   /* env_steps is the step */

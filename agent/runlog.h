@@ -14,7 +14,7 @@ struct runlog;
 
 /* Opens the files in dir (created if missing); resume appends to an
  * existing metrics log (its columns must match). NULL with rl_last_error(). */
-struct runlog *runlog_open(const char *dir, const struct rl_config *cfg, bool resume);
+struct runlog *runlog_open(const char *dir, const struct rl_config *cfg, const struct env_spec *spec, bool resume);
 
 /* Writes one interval's row (and its scalars). 0, or -1 with rl_last_error()
  * (e.g. a full disk; the run goes on without its log after saying so). */
@@ -24,7 +24,8 @@ int runlog_write(struct runlog *r, const struct run_interval *iv, double lr);
 void runlog_close(struct runlog *r);
 
 /* The documented column names, NULL-terminated (per-observer columns
- * sps_observer1.. follow them). */
+ * sps_observer1.. follow them, then one info_<name> column per named info
+ * of the env, tagged env/<name>). */
 extern const char *const runlog_columns[];
 /* Their TensorBoard tags (charts/..., losses/...; NULL for env_steps, the
  * step), in the same order. */

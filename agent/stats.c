@@ -38,6 +38,9 @@ struct run_stats {
     int64_t lag_hist[RUN_STATS_LAG_BINS];   /* last bin: >= RUN_STATS_LAG_BINS - 1 */
     double busy_s;                          /* agent time in forward/backward/optimizer */
     int64_t dropped_updates, dropped_samples;   /* --max-policy-lag */
+    const struct env_spec *spec;                /* run_stats_set_env; NULL: cfg.env names it */
+    double iv_info_sum[ENV_INFO_MAX];           /* this interval's reports: info sums and steps */
+    int64_t iv_info_steps;
 };
 
 /* *x += d, saturating (counts from peers are range-checked, but a run may
@@ -66,9 +69,21 @@ void run_stats_free(struct run_stats *s)
     free(s);
 }
 
+void run_stats_set_env(struct run_stats *s, const struct env_spec *spec)
+{
+    pthread_mutex_lock(&s->mu);
+    s->spec = spec;
+    pthread_mutex_unlock(&s->mu);
+}
+
 void run_stats_report(struct run_stats *s, const struct rl_report *r)
 {
     pthread_mutex_lock(&s->mu);
+    /* an observer of this run reports the spec's count (a peer is not trusted) */
+    if (s->spec && r->n_info == s->spec->info_count) {
+        for (int k = 0; k < r->n_info; k++) s->iv_info_sum[k] += r->info_sum[k];
+        add_sat(&s->iv_info_steps, r->info_steps);
+    }
     add_sat(&s->env_steps, r->steps);
     add_sat(&s->log_steps, r->steps);
     add_sat(&s->episodes, r->episodes);
@@ -364,6 +379,12 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
         iv->observer_sps[k] = s->obs_log_steps[k] / dt;
         s->obs_log_steps[k] = 0;
     }
+    iv->n_info = s->spec ? s->spec->info_count : 0;
+    for (int k = 0; k < iv->n_info; k++) {
+        iv->info_mean[k] = s->iv_info_steps ? s->iv_info_sum[k] / (double)s->iv_info_steps : NAN;
+        s->iv_info_sum[k] = 0;
+    }
+    s->iv_info_steps = 0;
     s->t_log = t;
     s->intervals++;
     s->log_steps = s->log_updates = 0;
@@ -426,6 +447,17 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
     fflush(f);
 }
 
+/* s's characters escaped for a JSON string. */
+static void json_chars(FILE *f, const char *s)
+{
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+}
+
 static void json_num(FILE *f, const char *key, double v)
 {
     if (isfinite(v)) fprintf(f, ",\"%s\":%.6g", key, v);
@@ -439,11 +471,10 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
     double wall = trib_now_s() - s->t0;
     fprintf(f, "{\"solved\":%s,\"stopped_by\":\"%s\",\"mode\":\"%s\",\"algo\":\"%s\",\"env\":\"", solved ? "true" : "false",
             stopped_by, rl_mode_name(s->cfg.mode), rl_algo_name(s->cfg.algo));
-    for (const char *p = s->cfg.env; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
+    json_chars(f, s->spec ? s->spec->id : s->cfg.env);
+    if (s->spec && strcmp(s->spec->id, s->cfg.env) != 0) {   /* a plug-in: where its code came from */
+        fprintf(f, "\",\"env_plugin\":\"");
+        json_chars(f, s->cfg.env);
     }
     fprintf(f, "\",\"observers\":%d,\"envs_per_observer\":%d,\"env_steps\":%lld", s->cfg.observers,
             s->cfg.envs_per_observer, (long long)s->env_steps);

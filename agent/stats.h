@@ -19,6 +19,11 @@ struct run_stats;
 struct run_stats *run_stats_new(const struct rl_config *cfg, double target);
 void run_stats_free(struct run_stats *s);
 
+/* The env the run trains (borrowed; it outlives s): its id names the env in
+ * the summary (the plug-in's path, when it is one, follows as env_plugin),
+ * and its named info gives the intervals' info means. Before any report. */
+void run_stats_set_env(struct run_stats *s, const struct env_spec *spec);
+
 /* A rollout's or episode's report (episodes, steps). */
 void run_stats_report(struct run_stats *s, const struct rl_report *r);
 /* One iteration of the sync REINFORCE example: running reward update. */
@@ -73,6 +78,10 @@ struct run_interval {
     bool first;                     /* the run's first interval (the progress line's legend goes first) */
     double observer_sps[RL_MAX_OBSERVERS];
     int n_observers;
+    /* the env's named info (run_stats_set_env): the mean per step over the
+     * episodes the interval's reports finished; NaN without one */
+    int n_info;
+    double info_mean[ENV_INFO_MAX];
 };
 
 /* Env steps reported by observer k (for per-observer steps/s). */

@@ -83,6 +83,8 @@ function(_trib_pc_flags item out)
     get_target_property(_loc ${item} IMPORTED_LOCATION)
     get_filename_component(_d ${_loc} DIRECTORY)
     list(APPEND _flags "-L${_d}" "-l${CMAKE_MATCH_1}")
+  elseif(item STREQUAL "mujoco::mujoco")   # MuJoCo's config package: libmujoco
+    list(APPEND _flags "-lmujoco")
   elseif(TARGET ${item})
     message(FATAL_ERROR "tributary.pc: no flags known for target ${item}")
   elseif(item MATCHES "^-" OR IS_ABSOLUTE "${item}")   # a flag, or a library by its full path

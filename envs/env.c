@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "common/error.h"
 #include "envs/builtin.h"
@@ -100,9 +101,15 @@ const struct env_spec *env_lookup(const char *id)
         }
     char list[600];
     size_t off = 0;
-    for (int i = 0; i < N_BUILTINS && off < sizeof list; i++)
+    const char *near = NULL;   /* the id that differs only in case */
+    for (int i = 0; i < N_BUILTINS && off < sizeof list; i++) {
         off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "", builtins[i].id);
-    env_set_error("unknown env id '%s' (built-ins: %s; or a plug-in's path, ending in .so)", id, list);
+        if (strcasecmp(builtins[i].id, id) == 0) near = builtins[i].id;
+    }
+    if (near)
+        env_set_error("unknown env id '%s' (did you mean %s?)", id, near);
+    else
+        env_set_error("unknown env id '%s' (built-ins: %s; or the path of a plug-in .so)", id, list);
     return NULL;
 }
 
@@ -154,6 +161,58 @@ static int check_box(const struct env_space *sp, const char *what)
     return 0;
 }
 
+/* The fields of ABI 2: all optional, but those that go together must. */
+static int check_abi2(const struct env_spec *spec)
+{
+    if (spec->abi_version == 0) {   /* ABI 1: nothing below may be set */
+        if (spec->create || spec->save || spec->load || spec->info_count || spec->unload) {
+            env_set_error("abi_version is 0 but ABI 2 fields are set (set abi_version = "
+                          "ENV_ABI_VERSION, %d)", ENV_ABI_VERSION);
+            return -1;
+        }
+        return 0;
+    }
+    if (spec->abi_version != ENV_ABI_VERSION) {
+        env_set_error("built for env ABI %d; this Tributary loads ABI 1 and %d", spec->abi_version,
+                      ENV_ABI_VERSION);
+        return -1;
+    }
+    if ((spec->save != NULL) != (spec->load != NULL)) {
+        env_set_error("save and load go together (it has %s only)", spec->save ? "save" : "load");
+        return -1;
+    }
+    if (spec->save && spec->saved_size == 0) {
+        env_set_error("saved_size is 0 but save is set");
+        return -1;
+    }
+    if (spec->create && !spec->save) {
+        env_set_error("create is set without save and load: a state block that holds what "
+                      "create made cannot be saved as raw bytes");
+        return -1;
+    }
+    if (spec->destroy && !spec->create) {
+        env_set_error("destroy is set without create");
+        return -1;
+    }
+    if (spec->info_count < 0 || spec->info_count > ENV_INFO_MAX) {
+        env_set_error("info_count is %d (0..%d)", spec->info_count, ENV_INFO_MAX);
+        return -1;
+    }
+    if (spec->info_count > 0) {
+        if (!spec->info || !spec->info_names) {
+            env_set_error("info_count is %d but info%s is NULL", spec->info_count,
+                          spec->info ? "_names" : "");
+            return -1;
+        }
+        for (int k = 0; k < spec->info_count; k++)
+            if (!spec->info_names[k] || !*spec->info_names[k]) {
+                env_set_error("info_names[%d] is empty", k);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 int env_spec_check(const struct env_spec *spec)
 {
     if (!spec) {
@@ -198,5 +257,5 @@ int env_spec_check(const struct env_spec *spec)
         env_set_error("max_episode_steps is negative (%d)", spec->max_episode_steps);
         return -1;
     }
-    return 0;
+    return check_abi2(spec);
 }

@@ -4,6 +4,7 @@
 #ifndef TRIB_ENVS_ENV_H
 #define TRIB_ENVS_ENV_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,6 +28,9 @@ struct env_space {
  * ever appended, so a spec of ABI 1 (the fields up to set_state) is a prefix
  * of every later one. */
 #define ENV_ABI_VERSION 2
+
+/* The most named per-step scalars a spec may report (info_count). */
+#define ENV_INFO_MAX 16
 
 /* A plug-in's own arguments (`--env-arg key=value`, repeatable), in the
  * order given; keys are unique. n = 0 (keys/values NULL) when none. */
@@ -173,6 +177,16 @@ static inline double env_rng_double(uint64_t *rng)
 static inline double env_rng_uniform(uint64_t *rng, double low, double high)
 {
     return low + (high - low) * env_rng_double(rng);
+}
+/* Standard normal (mean 0, variance 1) by Box-Muller over two
+ * env_rng_double draws (the first mapped to (0, 1] so the log is finite).
+ * The distribution of NumPy's Generator.standard_normal, not its stream
+ * (which is a ziggurat). Needs libm. */
+static inline double env_rng_normal(uint64_t *rng)
+{
+    double u1 = 1.0 - env_rng_double(rng);   /* (0, 1] */
+    double u2 = env_rng_double(rng);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
 #ifdef __cplusplus

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/check.h"
 #include "envs/builtin.h"
 
 struct vec_env {
@@ -26,11 +27,34 @@ struct vec_env {
     double *last_ret;
     int *last_len;
     struct vec_env_stats stats;
+    int created;                  /* envs spec->create has made (0 without create) */
+    size_t saved_stride;          /* bytes of one env in vec_env_save's form */
+    int info_count;
+    double *info_run;             /* n x info_count: sums over the episode in progress */
+    double *info_step;            /* info_count: scratch for one env's values */
+    double info_sum[ENV_INFO_MAX];/* over the steps of finished episodes */
 };
 
 static size_t round_up(size_t x, size_t a)
 {
     return (x + a - 1) / a * a;
+}
+
+/* spec->create on every env in turn; on a failure the envs made so far
+ * stay counted in v->created for vec_env_free to destroy. */
+static int create_envs(struct vec_env *v)
+{
+    for (int i = 0; i < v->n; i++) {
+        char err[512] = "";
+        if (v->spec->create(v->spec, vec_env_state(v, i), err, sizeof err) != 0) {
+            err[sizeof err - 1] = '\0';
+            env_set_error("vec_env_new: env %d of %s: %s", i, v->spec->id,
+                          err[0] ? err : "create failed without a message");
+            return -1;
+        }
+        v->created = i + 1;
+    }
+    return 0;
 }
 
 struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t seed,
@@ -71,7 +95,12 @@ struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t 
     v->ret = calloc(n, sizeof *v->ret);
     v->last_ret = calloc(n, sizeof *v->last_ret);
     v->last_len = malloc(n * sizeof *v->last_len);
-    if (!v->states || !v->rng || !v->elapsed || !v->ret || !v->last_ret || !v->last_len) {
+    v->info_count = spec->info_count;
+    v->info_run = calloc(n * (size_t)spec->info_count + 1, sizeof *v->info_run);
+    v->info_step = calloc((size_t)spec->info_count + 1, sizeof *v->info_step);
+    v->saved_stride = spec->save ? spec->saved_size : v->stride;
+    if (!v->states || !v->rng || !v->elapsed || !v->ret || !v->last_ret || !v->last_len ||
+        !v->info_run || !v->info_step) {
         env_set_error("vec_env_new: out of memory for %d envs of state_size %zu", num_envs,
                       spec->state_size);
         vec_env_free(v);
@@ -83,6 +112,10 @@ struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t 
         v->last_len[i] = -1;
     }
     vec_env_clear_stats(v);
+    if (spec->create && create_envs(v) < 0) {
+        vec_env_free(v);
+        return NULL;
+    }
     return v;
 }
 
@@ -90,6 +123,10 @@ void vec_env_free(struct vec_env *v)
 {
     if (!v)
         return;
+    for (int i = 0; i < v->created; i++)
+        v->spec->destroy ? v->spec->destroy(v->spec, vec_env_state(v, i)) : (void)0;
+    free(v->info_run);
+    free(v->info_step);
     free(v->states);
     free(v->rng);
     free(v->elapsed);
@@ -120,9 +157,10 @@ struct saved_head {
 static size_t saved_size(const struct vec_env *v)
 {
     size_t n = (size_t)v->n;
-    return sizeof(struct saved_head) + v->stride * n + n * (sizeof *v->rng + sizeof *v->elapsed + sizeof *v->ret +
-                                                            sizeof *v->last_ret + sizeof *v->last_len) +
-           sizeof v->stats;
+    size_t k = (size_t)v->info_count;
+    return sizeof(struct saved_head) + v->saved_stride * n +
+           n * (sizeof *v->rng + sizeof *v->elapsed + sizeof *v->ret + sizeof *v->last_ret + sizeof *v->last_len) +
+           sizeof v->stats + (n + 1) * k * sizeof(double);
 }
 
 int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len)
@@ -130,33 +168,37 @@ int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len)
     size_t n = (size_t)v->n, total = saved_size(v);
     unsigned char *b = malloc(total);
     if (!b) abort();
-    struct saved_head h = { .magic = "TRIBVEC1", .n = n, .state_size = v->spec->state_size, .stride = v->stride,
-                            .was_reset = v->was_reset };
+    struct saved_head h = { .magic = "TRIBVEC1", .n = n, .state_size = v->spec->state_size,
+                            .stride = v->saved_stride, .was_reset = v->was_reset };
     snprintf(h.id, sizeof h.id, "%s", v->spec->id);
     unsigned char *p = b;
 #define PUT(src, size) (memcpy(p, (src), (size)), p += (size))
     PUT(&h, sizeof h);
-    PUT(v->states, v->stride * n);
+    if (v->spec->save)
+        for (size_t i = 0; i < n; i++, p += v->saved_stride)
+            v->spec->save(v->spec, vec_env_state((struct vec_env *)v, (int)i), p);
+    else
+        PUT(v->states, v->stride * n);
     PUT(v->rng, n * sizeof *v->rng);
     PUT(v->elapsed, n * sizeof *v->elapsed);
     PUT(v->ret, n * sizeof *v->ret);
     PUT(v->last_ret, n * sizeof *v->last_ret);
     PUT(v->last_len, n * sizeof *v->last_len);
     PUT(&v->stats, sizeof v->stats);
+    PUT(v->info_run, n * (size_t)v->info_count * sizeof(double));
+    PUT(v->info_sum, (size_t)v->info_count * sizeof(double));
 #undef PUT
     *out = b;
     *len = total;
     return 0;
 }
 
-/* The saved numbers a resumed run steps on, before any is used: every
- * env's dynamic state where the env can say it (get_state: built-ins and
- * the plug-ins that have it; other plug-ins' states are opaque), the
- * returns of the episodes in progress and finished, and the statistics'
- * returns must be finite. states and ret point into a saved buffer that
- * vec_env_load has sized; 0, or -1 with env_last_error() naming the env,
- * the field and the value. */
-static int check_finite(const struct vec_env *v, const unsigned char *states, const unsigned char *ret)
+/* The saved returns a resumed run adds to, before any is used: the returns
+ * of the episodes in progress and finished, and the statistics' returns
+ * must be finite. ret points into a saved buffer that vec_env_load has
+ * sized; 0, or -1 with env_last_error() naming the env, the field and the
+ * value. */
+static int check_returns(const struct vec_env *v, const unsigned char *ret)
 {
     const struct env_spec *spec = v->spec;
     size_t n = (size_t)v->n;
@@ -180,15 +222,55 @@ static int check_finite(const struct vec_env *v, const unsigned char *states, co
             env_set_error("vec_env_load: %s's statistics: %s is %g", spec->id, sn[k], sv[k]);
             return -1;
         }
-    if (!spec->get_state) return 0;
-    /* get_state reads a state in place: give it an aligned copy */
+    return 0;
+}
+
+/* Saved env i (of v's saved form, at in) as a state block in scratch: a raw
+ * copy, or the spec's load into scratch, which the spec has created. 0, or
+ * -1 with the error set. */
+static int stage_env(const struct vec_env *v, void *scratch, const unsigned char *in, size_t i)
+{
+    if (!v->spec->load) {
+        memcpy(scratch, in, v->stride);
+        return 0;
+    }
+    char err[512] = "";
+    if (v->spec->load(v->spec, scratch, in, err, sizeof err) != 0) {
+        err[sizeof err - 1] = '\0';
+        env_set_error("vec_env_load: env %zu of %s: %s", i, v->spec->id,
+                      err[0] ? err : "its saved state was refused without a message");
+        return -1;
+    }
+    return 0;
+}
+
+/* Every saved env state, before any is used: each goes into a scratch state
+ * (through the spec's load when it has one, which checks it), and its
+ * dynamic state, where the env can say it (get_state: built-ins and the
+ * plug-ins that have it; other plug-ins' raw states are opaque), must be
+ * finite. 0, or -1 with env_last_error() naming the env and the value. */
+static int check_states(const struct vec_env *v, const unsigned char *states)
+{
+    const struct env_spec *spec = v->spec;
+    if (!spec->get_state && !spec->load) return 0;
     void *scratch = aligned_alloc(64, round_up(v->stride, 64));
     if (!scratch) abort();
+    memset(scratch, 0, v->stride);
+    char err[512] = "";
+    if (spec->create && spec->create(spec, scratch, err, sizeof err) != 0) {
+        err[sizeof err - 1] = '\0';
+        env_set_error("vec_env_load: a scratch env of %s: %s", spec->id, err);
+        free(scratch);
+        return -1;
+    }
     int rc = 0, room = 0;
     double *vals = NULL;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        memcpy(scratch, states + i * v->stride, v->stride);
-        int k = spec->get_state(scratch, NULL, 0);
+    for (size_t i = 0; i < (size_t)v->n && rc == 0; i++) {
+        if (stage_env(v, scratch, states + i * v->saved_stride, i) != 0) {
+            rc = -1;
+            break;
+        }
+        int k = spec->get_state ? spec->get_state(scratch, NULL, 0) : 0;
         if (k <= 0) continue;
         if (k > 1 << 16) k = 1 << 16;   /* a plug-in's word: the first 65536 are checked */
         if (k > room) {
@@ -209,6 +291,7 @@ static int check_finite(const struct vec_env *v, const unsigned char *states, co
             }
     }
     free(vals);
+    if (spec->destroy) spec->destroy(spec, scratch);
     free(scratch);
     return rc;
 }
@@ -226,7 +309,7 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
         env_set_error("vec_env_load: not a saved vec_env");
         return -1;
     }
-    if (h.n != (uint64_t)v->n || h.state_size != v->spec->state_size || h.stride != v->stride ||
+    if (h.n != (uint64_t)v->n || h.state_size != v->spec->state_size || h.stride != v->saved_stride ||
         strncmp(h.id, v->spec->id, sizeof h.id - 1) != 0) {
         env_set_error("vec_env_load: saved %llu envs of %s (state %llu bytes), this is %d of %s (%zu bytes)",
                       (unsigned long long)h.n, h.id, (unsigned long long)h.state_size, v->n, v->spec->id,
@@ -241,7 +324,7 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
     /* the episode lengths are counted on: in 0..max_episode_steps (or, with
      * no truncation, below INT_MAX), last ones from -1 (none yet) */
     int cap = v->spec->max_episode_steps > 0 ? v->spec->max_episode_steps : INT_MAX - 1;
-    const unsigned char *el = buf + sizeof h + v->stride * n + n * sizeof *v->rng;
+    const unsigned char *el = buf + sizeof h + v->saved_stride * n + n * sizeof *v->rng;
     const unsigned char *ll = el + n * (sizeof *v->elapsed + sizeof *v->ret + sizeof *v->last_ret);
     for (size_t i = 0; i < n; i++) {
         int e, l;
@@ -252,16 +335,23 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
             return -1;
         }
     }
-    if (check_finite(v, buf + sizeof h, el + n * sizeof *v->elapsed) != 0) return -1;
+    if (check_returns(v, el + n * sizeof *v->elapsed) != 0 || check_states(v, buf + sizeof h) != 0)
+        return -1;
     const unsigned char *p = buf + sizeof h;
 #define GET(dst, size) (memcpy((dst), p, (size)), p += (size))
-    GET(v->states, v->stride * n);
+    if (v->spec->load)
+        for (size_t i = 0; i < n; i++, p += v->saved_stride)
+            CHECK(stage_env(v, vec_env_state(v, (int)i), p, i) == 0);   /* it loaded in the scratch env */
+    else
+        GET(v->states, v->stride * n);
     GET(v->rng, n * sizeof *v->rng);
     GET(v->elapsed, n * sizeof *v->elapsed);
     GET(v->ret, n * sizeof *v->ret);
     GET(v->last_ret, n * sizeof *v->last_ret);
     GET(v->last_len, n * sizeof *v->last_len);
     GET(&v->stats, sizeof v->stats);
+    GET(v->info_run, n * (size_t)v->info_count * sizeof(double));
+    GET(v->info_sum, (size_t)v->info_count * sizeof(double));
 #undef GET
     v->was_reset = h.was_reset;
     return 0;
@@ -279,6 +369,7 @@ void vec_env_reset(struct vec_env *v, float *obs)
         v->elapsed[i] = 0;
         v->ret[i] = 0.0;
     }
+    memset(v->info_run, 0, (size_t)v->n * (size_t)v->info_count * sizeof *v->info_run);
     v->was_reset = true;
 }
 
@@ -301,6 +392,11 @@ static void finish_episode(struct vec_env *v, int i)
     s->length_sum += (uint64_t)len;
     v->last_ret[i] = r;
     v->last_len[i] = len;
+    double *run = v->info_run + (size_t)i * (size_t)v->info_count;
+    for (int j = 0; j < v->info_count; j++) {
+        v->info_sum[j] += run[j];
+        run[j] = 0.0;
+    }
     v->ret[i] = 0.0;
     v->elapsed[i] = 0;
 }
@@ -336,6 +432,12 @@ int vec_env_step(struct vec_env *v, const void *actions, float *obs, float *rewa
             spec->step(vec_env_state(v, i), a + (size_t)i * v->act_stride,
                        obs + (size_t)i * d, &reward[i], &terminated[i]);
     }
+    for (int i = 0, k = v->info_count; k > 0 && i < n; i++) {
+        double *run = v->info_run + (size_t)i * (size_t)k;
+        spec->info(spec, vec_env_state(v, i), v->info_step);
+        for (int j = 0; j < k; j++)
+            run[j] += v->info_step[j];
+    }
     const int max_steps = spec->max_episode_steps > 0 ? spec->max_episode_steps : INT32_MAX;
     for (int i = 0; i < n; i++) {
         v->ret[i] += reward[i];
@@ -362,6 +464,12 @@ void vec_env_get_stats(const struct vec_env *v, struct vec_env_stats *out)
 void vec_env_clear_stats(struct vec_env *v)
 {
     memset(&v->stats, 0, sizeof v->stats);
+    memset(v->info_sum, 0, sizeof v->info_sum);
+}
+
+void vec_env_info_sums(const struct vec_env *v, double *out)
+{
+    memcpy(out, v->info_sum, (size_t)v->info_count * sizeof *out);
 }
 
 double vec_env_episode_return(const struct vec_env *v, int i)

@@ -192,8 +192,8 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
 {
     if (rl_config_from_value(&m->config, &o->cfg) != 0) return -1;
     o->index = m->index;
-    o->spec = env_open(o->cfg.env, &o->plugin);
-    if (!o->spec) return rl_set_error("env: %s", env_last_error());
+    o->spec = rl_config_open_env(&o->cfg, &o->plugin);
+    if (!o->spec) return rl_set_error("env: %s", rl_last_error());
     struct rl_arch arch;   /* sizes the agent's policy cannot have: refused before the envs' buffers */
     if (rl_arch_for_env(&o->cfg, o->spec, o->cfg.env, &arch) != 0) return -1;
     if (o->cfg.algo == RL_ALGO_REINFORCE && o->spec->act.kind != SPACE_DISCRETE)
@@ -426,6 +426,7 @@ static struct tensor *episode(struct observer *o)
     int len;
     if (vec_env_last_episode(l->venv, 0, &ret, &len) == 0) rl_report_add(&l->report, ret, len);
     l->report.steps = n;
+    rl_learner_note_info(l);
     struct tensor *lp = tensor_cat(n, o->ep_logp, 0);
     loss = lp ? finite_loss(o, rl_reinforce_loss(lp, o->ep_rew, n, o->cfg.gamma), "the episode's loss") : NULL;
     if (!lp) rl_set_error("episode: %s", tensor_last_error());

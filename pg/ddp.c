@@ -233,6 +233,50 @@ int ddp_init(void)
 
 /* ---- wrappers ---------------------------------------------------------------------- */
 
+/* As torch's DDP (_verify_param_shape_across_processes): every member's
+ * parameter count, then each parameter's dtype, shape and device class,
+ * compared on every member alike. 0, or -1 with pg_last_error() naming
+ * the parameter and both sides. */
+static int compare_params(struct nn_module *m, struct process_group *g)
+{
+    const char *who = "ddp_new";
+    int size = pg_size(g);
+    char a[96], b[96], ta[128], tb[128];
+    int64_t count = m->n_params, *counts = trib_xcalloc((size_t)size, sizeof *counts);
+    int rc = pg_exchange(g, PG_OP_DDP_NEW, &count, 1, counts);
+    for (int r = 1; rc == 0 && r < size; r++)
+        if (counts[r] != counts[0]) {
+            pg_member_format(g, 0, a, sizeof a);
+            pg_member_format(g, r, b, sizeof b);
+            rc = pg_set_error("%s: group '%s': %s has %lld parameters, %s has %lld", who, pg_name(g), a,
+                              (long long)counts[0], b, (long long)counts[r]);
+        }
+    free(counts);
+    if (rc != 0 || m->n_params == 0) return rc;
+    int words = m->n_params * PG_TENSOR_WORDS;
+    int64_t *mine = trib_xcalloc((size_t)words, sizeof *mine), *all = trib_xcalloc((size_t)words * size, sizeof *all);
+    for (int i = 0; i < m->n_params; i++) pg_tensor_words(m->params[i], mine + i * PG_TENSOR_WORDS);
+    rc = pg_exchange(g, PG_OP_DDP_NEW, mine, words, all);
+    for (int i = 0; rc == 0 && i < m->n_params; i++)
+        for (int r = 0; rc == 0 && r < size; r++) {
+            const int64_t *p0 = all + i * PG_TENSOR_WORDS, *pr = all + ((size_t)r * words + i * PG_TENSOR_WORDS);
+            pg_member_format(g, r, b, sizeof b);
+            if (!pg_tensor_words_valid(pr))
+                rc = pg_set_error("%s: group '%s': parameter %d: %s sent a malformed description", who, pg_name(g),
+                                  i, b);
+            else if (memcmp(p0, pr, PG_TENSOR_WORDS * sizeof *p0)) {
+                pg_member_format(g, 0, a, sizeof a);
+                pg_tensor_words_format(p0, ta, sizeof ta);
+                pg_tensor_words_format(pr, tb, sizeof tb);
+                rc = pg_set_error("%s: group '%s': parameter %d: %s has %s, %s has %s", who, pg_name(g), i, a, ta,
+                                  b, tb);
+            }
+        }
+    free(mine);
+    free(all);
+    return rc;
+}
+
 struct ddp *ddp_new(struct nn_module *m, struct process_group *g, size_t bucket_bytes)
 {
     const char *who = "ddp_new";
@@ -253,6 +297,7 @@ struct ddp *ddp_new(struct nn_module *m, struct process_group *g, size_t bucket_
             return NULL;
         }
     }
+    if (compare_params(m, g) != 0) return NULL;
     for (int i = 0; i < m->n_params; i++)
         if (pg_broadcast(g, m->params[i], 0) != 0) return NULL;   /* pg_last_error names the member */
     struct ddp *d = trib_xcalloc(1, sizeof *d);

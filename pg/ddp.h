@@ -32,10 +32,15 @@ struct ddp;
 
 /* Wraps m (borrowed: it must outlive the wrapper and keep its parameter
  * tensors; do not move it to another device afterwards) for group g
- * (borrowed). A collective: every member calls it; rank 0's parameter
- * values are broadcast to the others. bucket_bytes 0: DDP_BUCKET_BYTES.
- * NULL with pg_last_error(): parameters on two devices or not f32, the
- * broadcast's failure. */
+ * (borrowed). A collective: every member calls it. As torch's DDP, the
+ * members first compare their parameters (count, then each one's dtype,
+ * shape and device class): a mismatch fails ddp_new on every member,
+ * naming the parameter and both sides ("ddp_new: group 'g': parameter 0:
+ * rank 0 (worker 'w0') has f32[8,16], rank 1 (worker 'w1') has f32[9,16]").
+ * Then rank 0's parameter values are broadcast to the others.
+ * bucket_bytes 0: DDP_BUCKET_BYTES. NULL with pg_last_error(): parameters
+ * on two devices or not f32 (this member only, before any
+ * communication), a mismatch, the broadcast's failure. */
 struct ddp *ddp_new(struct nn_module *m, struct process_group *g, size_t bucket_bytes);
 /* Stops the wrapper (waits for a reduction under way). Accepts NULL. */
 void ddp_free(struct ddp *d);

@@ -1,6 +1,11 @@
 // The Gloo side of pg/gloo_shim.h: a gloo::rendezvous::Store over the C
 // callbacks (served by rank 0 through RPC, pg/store.c), the TCP full mesh,
-// and allreduce/broadcast/barrier/allgather, each catching Gloo's exceptions.
+// and allreduce/broadcast/allgather, each catching every exception
+// (none crosses extern "C"). Gloo also throws on its own event-loop thread,
+// where no caller can catch it (a peer sending more bytes than a buffer
+// holds: std::terminate); process_group.c keeps that from happening
+// between members that run this library by agreeing on every collective's
+// sizes first, with a fixed-size allgather.
 #include "pg/gloo_shim.h"
 
 #include <csignal>
@@ -14,7 +19,6 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
-#include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
@@ -124,12 +128,18 @@ extern "C" struct gloo_ctx *gloo_ctx_new(int rank, int size, const char *host, c
   } catch (const std::exception &e) {
     set_err(err, cap, e.what());
     return nullptr;
+  } catch (...) {
+    set_err(err, cap, "gloo: an exception that is no std::exception");
+    return nullptr;
   }
 }
 
 extern "C" void gloo_ctx_free(struct gloo_ctx *c) {
   SigpipeGuard guard;
-  delete c;
+  try {
+    delete c;
+  } catch (...) {   // a destructor that throws: nothing left to report to
+  }
 }
 
 extern "C" int gloo_allreduce_sum(struct gloo_ctx *c, void *buf, size_t n, enum dtype dt, uint32_t tag, char *err,
@@ -148,6 +158,9 @@ extern "C" int gloo_allreduce_sum(struct gloo_ctx *c, void *buf, size_t n, enum 
   } catch (const std::exception &e) {
     set_err(err, cap, e.what());
     return -1;
+  } catch (...) {
+    set_err(err, cap, "gloo: an exception that is no std::exception");
+    return -1;
   }
 }
 
@@ -164,18 +177,8 @@ extern "C" int gloo_broadcast(struct gloo_ctx *c, void *buf, size_t nbytes, int 
   } catch (const std::exception &e) {
     set_err(err, cap, e.what());
     return -1;
-  }
-}
-
-extern "C" int gloo_barrier(struct gloo_ctx *c, uint32_t tag, char *err, size_t cap) {
-  SigpipeGuard guard;
-  try {
-    gloo::BarrierOptions o(c->ctx);
-    o.setTag(tag);
-    gloo::barrier(o);
-    return 0;
-  } catch (const std::exception &e) {
-    set_err(err, cap, e.what());
+  } catch (...) {
+    set_err(err, cap, "gloo: an exception that is no std::exception");
     return -1;
   }
 }
@@ -192,6 +195,9 @@ extern "C" int gloo_allgather(struct gloo_ctx *c, const void *in, void *out, siz
     return 0;
   } catch (const std::exception &e) {
     set_err(err, cap, e.what());
+    return -1;
+  } catch (...) {
+    set_err(err, cap, "gloo: an exception that is no std::exception");
     return -1;
   }
 }

@@ -1,7 +1,9 @@
 /* A thin C interface over Gloo (C++), private to pg/: a full-mesh Gloo
  * context made through a caller-supplied key-value store, and the few
  * collectives the process groups use on host buffers. Every call catches
- * Gloo's exceptions and returns -1 with the message in err; none throws. */
+ * every exception and returns -1 with the message in err; none throws.
+ * The callers must agree on sizes beforehand: Gloo's event-loop thread
+ * aborts the process when a peer sends more than the buffer holds. */
 #ifndef TRIB_PG_GLOO_SHIM_H
 #define TRIB_PG_GLOO_SHIM_H
 
@@ -36,7 +38,6 @@ void gloo_ctx_free(struct gloo_ctx *c);
 int gloo_allreduce_sum(struct gloo_ctx *c, void *buf, size_t n, enum dtype dt, uint32_t tag, char *err, size_t cap);
 /* nbytes at buf from root to every rank. */
 int gloo_broadcast(struct gloo_ctx *c, void *buf, size_t nbytes, int root, uint32_t tag, char *err, size_t cap);
-int gloo_barrier(struct gloo_ctx *c, uint32_t tag, char *err, size_t cap);
 /* out (size * nbytes) = every rank's nbytes of in, in rank order. */
 int gloo_allgather(struct gloo_ctx *c, const void *in, void *out, size_t nbytes, uint32_t tag, char *err, size_t cap);
 

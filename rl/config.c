@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "rl/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -115,8 +116,27 @@ int rl_config_preset(struct rl_config *c, const char *name)
     return 0;
 }
 
+/* Every line of c->env_args as --env-arg would take it (a config from a
+ * file or the wire is checked as the command line is). */
+static int check_env_args(const struct rl_config *c)
+{
+    struct rl_config scratch;
+    scratch.env_args[0] = '\0';
+    char buf[sizeof c->env_args];
+    snprintf(buf, sizeof buf, "%s", c->env_args);
+    for (char *line = buf; *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        if (rl_config_add_env_arg(&scratch, line) != 0) return -1;
+        if (!nl) break;
+        line = nl + 1;
+    }
+    return 0;
+}
+
 int rl_config_check(const struct rl_config *c)
 {
+    if (check_env_args(c) != 0) return -1;
     if (c->observers < 1 || c->observers > RL_MAX_OBSERVERS)
         return rl_set_error("--observers must be in 1..%d, not %d", RL_MAX_OBSERVERS, c->observers);
     if (c->envs_per_observer < 1 || c->envs_per_observer > RL_MAX_ENVS)
@@ -179,7 +199,7 @@ int rl_config_check(const struct rl_config *c)
 
 /* ---- the command line ------------------------------------------------------ */
 
-enum opt_type { T_INT, T_I64, T_U64, T_DBL, T_BOOL, T_STR, T_ALGO, T_MODE, T_HIDDEN, T_ACT, T_DEVICE, T_OPTIM };
+enum opt_type { T_INT, T_I64, T_U64, T_DBL, T_BOOL, T_STR, T_ALGO, T_MODE, T_HIDDEN, T_ACT, T_DEVICE, T_OPTIM, T_ENVARG };
 
 struct flag {
     const char *name;
@@ -193,8 +213,11 @@ static const struct flag flags[] = {
     F("algo", T_ALGO, algo, "reinforce | a2c | ppo"),
     F("mode", T_MODE, mode, "sync (the agent drives; one update over every observer's samples,\n"
                             "all from one policy version) | async (each observer updates on its own)"),
-    F("env", T_STR, env, "a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1)\n"
-                         "or the path of a plug-in .so exporting tributary_env()"),
+    F("env", T_STR, env, "a built-in id (CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1, and\n"
+                         "with MuJoCo the v4 suite: Hopper-v4, ...; trib-env --list names them)\n"
+                         "or the path of a plug-in .so (envs/README.md)"),
+    F("env-arg", T_ENVARG, env_args, "KEY=VALUE: an argument of a plug-in env (repeatable), handed to its\n"
+                                     "entry point on the agent and on every observer, and saved with the run"),
     F("observers", T_INT, observers, "observer processes (1..64)"),
     F("envs-per-observer", T_INT, envs_per_observer, "B: envs each observer steps in one vec_env"),
     F("steps-per-rollout", T_INT, steps_per_rollout, "T: steps of each env per update (A2C: n of n-step)"),
@@ -273,6 +296,12 @@ static void format_flag(const struct rl_config *c, const struct flag *fl, char *
         break;
     case T_BOOL: snprintf(buf, cap, "%s", *(const bool *)p ? "on" : "off"); break;
     case T_STR: snprintf(buf, cap, "%s", p[0] ? p : "none"); break;
+    case T_ENVARG: {
+        snprintf(buf, cap, "%s", p[0] ? p : "none");
+        for (char *q = buf; *q; q++)
+            if (*q == '\n') *q = ' ';
+        break;
+    }
     case T_ALGO: snprintf(buf, cap, "%s", rl_algo_name(c->algo)); break;
     case T_MODE: snprintf(buf, cap, "%s", rl_mode_name(c->mode)); break;
     case T_ACT: snprintf(buf, cap, "%s", c->tanh ? "tanh" : "relu"); break;
@@ -331,6 +360,59 @@ void rl_config_usage(FILE *f)
     }
 }
 
+/* Appends one --env-arg KEY=VALUE to c->env_args: KEY of letters, digits,
+ * '_', '-' and '.', VALUE without a line break, keys unique, at most
+ * RL_MAX_ENV_ARGS. 0, or -1 with rl_last_error() saying why. */
+int rl_config_add_env_arg(struct rl_config *c, const char *v)
+{
+    const char *eq = strchr(v, '=');
+    size_t klen = eq ? (size_t)(eq - v) : 0;
+    if (!eq || klen == 0 || klen > 63)
+        return rl_set_error("--env-arg '%s': expected KEY=VALUE", v);
+    for (size_t k = 0; k < klen; k++)
+        if (!isalnum((unsigned char)v[k]) && v[k] != '_' && v[k] != '-' && v[k] != '.')
+            return rl_set_error("--env-arg '%s': a key is letters, digits, '_', '-' and '.'", v);
+    if (strchr(eq, '\n')) return rl_set_error("--env-arg '%.*s': the value has a line break", (int)klen, v);
+    struct rl_env_args have;
+    rl_config_env_args(c, &have);
+    if (have.args.n == RL_MAX_ENV_ARGS) return rl_set_error("--env-arg: at most %d", RL_MAX_ENV_ARGS);
+    for (int i = 0; i < have.args.n; i++)
+        if (strlen(have.keys[i]) == klen && strncmp(have.keys[i], v, klen) == 0)
+            return rl_set_error("--env-arg %.*s is given twice", (int)klen, v);
+    size_t used = strlen(c->env_args), add = strlen(v) + (used ? 1 : 0);
+    if (used + add >= sizeof c->env_args)
+        return rl_set_error("--env-arg: the arguments are too long (at most %zu bytes)", sizeof c->env_args - 1);
+    snprintf(c->env_args + used, sizeof c->env_args - used, "%s%s", used ? "\n" : "", v);
+    return 0;
+}
+
+void rl_config_env_args(const struct rl_config *cfg, struct rl_env_args *out)
+{
+    snprintf(out->buf, sizeof out->buf, "%s", cfg->env_args);
+    int n = 0;
+    for (char *line = out->buf; *line && n < RL_MAX_ENV_ARGS;) {
+        char *nl = strchr(line, '\n'), *eq = strchr(line, '=');
+        if (nl) *nl = '\0';
+        if (eq) {
+            *eq = '\0';
+            out->keys[n] = line;
+            out->values[n++] = eq + 1;
+        }
+        if (!nl) break;
+        line = nl + 1;
+    }
+    out->args = (struct env_args){ .n = n, .keys = out->keys, .values = out->values };
+}
+
+const struct env_spec *rl_config_open_env(const struct rl_config *cfg, struct env_plugin **plugin)
+{
+    struct rl_env_args ea;
+    rl_config_env_args(cfg, &ea);
+    const struct env_spec *spec = env_open_args(cfg->env, &ea.args, plugin);
+    if (!spec) rl_set_error("%s", env_last_error());
+    return spec;
+}
+
 static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, bool negated)
 {
     char *p = (char *)c + fl->off;
@@ -369,6 +451,8 @@ static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, b
         if (strlen(v) >= sizeof c->env || (!v[0] && fl->off == offsetof(struct rl_config, env))) return -1;
         snprintf(p, sizeof c->env, "%s", v);
         return 0;
+    case T_ENVARG:
+        return rl_config_add_env_arg(c, v);
     case T_ALGO:
         if (strcmp(v, "reinforce") == 0) c->algo = RL_ALGO_REINFORCE;
         else if (strcmp(v, "a2c") == 0) c->algo = RL_ALGO_A2C;
@@ -500,6 +584,14 @@ static int apply_config(struct rl_config *c, const char *flag, const char *path,
             break;
         }
         char val[600];
+        if (fl->type == T_ENVARG) {   /* a list: ["key=value", ...], replacing the one before */
+            c->env_args[0] = '\0';
+            if (!cJSON_IsArray(it)) rc = rl_set_error("%s %s: '%s' must be a list of \"KEY=VALUE\" strings", flag, path, it->string);
+            for (cJSON *e = it->child; e && rc == 0; e = e->next)
+                if (!cJSON_IsString(e)) rc = rl_set_error("%s %s: '%s' must be a list of \"KEY=VALUE\" strings", flag, path, it->string);
+                else if (rl_config_add_env_arg(c, e->valuestring) != 0) rc = rl_set_error("%s %s: %s", flag, path, rl_last_error());
+            continue;
+        }
         if (fl->type == T_BOOL) {
             if (!cJSON_IsBool(it)) rc = rl_set_error("%s %s: '%s' must be true or false", flag, path, it->string);
             else *(bool *)((char *)c + fl->off) = cJSON_IsTrue(it);
@@ -545,6 +637,17 @@ cJSON *rl_config_to_json(const struct rl_config *c)
             break;   /* NaN (an unset --target) is left out: the default applies */
         case T_BOOL: cJSON_AddBoolToObject(o, fl->name, *(const bool *)p); break;
         case T_STR: cJSON_AddStringToObject(o, fl->name, p); break;
+        case T_ENVARG: {
+            struct rl_env_args ea;
+            rl_config_env_args(c, &ea);
+            cJSON *list = cJSON_AddArrayToObject(o, fl->name);
+            for (int k = 0; k < ea.args.n; k++) {
+                char kv[sizeof c->env_args];
+                snprintf(kv, sizeof kv, "%s=%s", ea.keys[k], ea.values[k]);
+                cJSON_AddItemToArray(list, cJSON_CreateString(kv));
+            }
+            break;
+        }
         case T_ALGO: cJSON_AddStringToObject(o, fl->name, rl_algo_name(c->algo)); break;
         case T_MODE: cJSON_AddStringToObject(o, fl->name, rl_mode_name(c->mode)); break;
         case T_ACT: cJSON_AddStringToObject(o, fl->name, c->tanh ? "tanh" : "relu"); break;
@@ -588,7 +691,7 @@ static int usage_error(const char *prog, const char *fmt, const char *a, const c
 static bool is_builtin_env(const char *id)
 {
     for (int i = 0; i < env_builtin_count(); i++)
-        if (strcmp(env_builtin(i)->id, id) == 0) return true;
+        if (strcmp(env_builtin_id(i), id) == 0) return true;
     return false;
 }
 
@@ -640,7 +743,7 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
                     const struct rl_opt *extra, int n_extra)
 {
     const char *preset = NULL, *config_file = NULL, *resume_dir = NULL, *v;
-    bool device_given = false, logdir_given = false, env_given = false, overwrite = false;
+    bool device_given = false, logdir_given = false, env_given = false, overwrite = false, env_args_given = false;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             printf("%s", about);
@@ -730,8 +833,12 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
                          sizeof cfg->env - 1);
                 return usage_error(prog, "%s%s", msg, "");
             }
+            /* the command line's --env-arg list replaces the one of a file */
+            if (fl->type == T_ENVARG && !env_args_given) cfg->env_args[0] = '\0';
+            if (fl->type == T_ENVARG) env_args_given = true;
             if (set_flag(cfg, fl, val ? val : "", negated) != 0)
-                return usage_error(prog, "bad value '%s' for --%s", val, name);
+                return fl->type == T_ENVARG ? usage_error(prog, "%s%s", rl_last_error(), "")
+                                            : usage_error(prog, "bad value '%s' for --%s", val, name);
             if (fl->type == T_DEVICE) device_given = true;
             if (fl->off == offsetof(struct rl_config, logdir)) logdir_given = true;
             if (fl->off == offsetof(struct rl_config, env)) env_given = true;
@@ -763,8 +870,8 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
     if (rl_config_check(cfg) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
     /* an env that does not exist is bad usage, found before anything starts */
     struct env_plugin *plugin = NULL;
-    const struct env_spec *spec = env_open(cfg->env, &plugin);
-    if (!spec) return usage_error(prog, "--env: %s%s", env_last_error(), "");
+    const struct env_spec *spec = rl_config_open_env(cfg, &plugin);
+    if (!spec) return usage_error(prog, "--env: %s%s", rl_last_error(), "");
     /* and one whose sizes the policy cannot have (a plug-in declares its own) */
     struct rl_arch arch;
     char what[600];
@@ -807,11 +914,12 @@ struct wire_field {
     const char *key;
     char kind;                      /* i int, l int64, u uint64, d double, b bool, s string */
     size_t off;
+    size_t size;                    /* bytes of the field (a string's room) */
 };
 
-#define W(k, t, f) { k, t, offsetof(struct rl_config, f) }
+#define W(k, t, f) { k, t, offsetof(struct rl_config, f), sizeof(((struct rl_config *)0)->f) }
 static const struct wire_field wire[] = {
-    W("preset", 's', preset), W("algo", 'i', algo), W("mode", 'i', mode), W("env", 's', env),
+    W("preset", 's', preset), W("algo", 'i', algo), W("mode", 'i', mode), W("env", 's', env), W("env_args", 's', env_args),
     W("observers", 'i', observers), W("envs", 'i', envs_per_observer), W("steps", 'i', steps_per_rollout),
     W("seed", 'u', seed), W("n_hidden", 'i', n_hidden), W("h0", 'i', hidden[0]), W("h1", 'i', hidden[1]),
     W("h2", 'i', hidden[2]), W("h3", 'i', hidden[3]), W("tanh", 'b', tanh), W("dropout", 'd', dropout),
@@ -872,8 +980,7 @@ int rl_config_from_value(const struct rpc_value *v, struct rl_config *out)
         case 'd': *(double *)p = x->d; break;
         case 'b': *(bool *)p = x->b; break;
         default: {
-            size_t cap = strcmp(wire[i].key, "preset") == 0 ? sizeof c.preset : sizeof c.env;
-            if (x->str.len >= cap) return rl_set_error("config: '%s' too long", wire[i].key);
+            if (x->str.len >= wire[i].size) return rl_set_error("config: '%s' too long", wire[i].key);
             memcpy(p, x->str.ptr, x->str.len + 1);
         }
         }

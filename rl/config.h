@@ -8,11 +8,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "envs/env.h"
 #include "rpc/rpc.h"
 
 #define RL_MAX_OBSERVERS 64
 #define RL_MAX_ENVS 4096            /* per observer */
 #define RL_MAX_HIDDEN 4
+#define RL_MAX_ENV_ARGS 16          /* --env-arg KEY=VALUE, repeatable */
 #define RL_DEFAULT_STEP_TIMEOUT_S 60.0   /* --step-timeout */
 #define RL_MAX_DIM 65536            /* a hidden layer's size, an observation's or an action's dims */
 /* The most parameters a policy may have, actor and critic together: 2^27
@@ -30,6 +32,7 @@ struct rl_config {
     enum rl_algo algo;
     enum rl_mode mode;
     char env[512];                  /* built-in id or path to a plug-in .so */
+    char env_args[1024];            /* the env's own arguments: "key=value" lines (--env-arg) */
     int observers;
     int envs_per_observer;          /* B */
     int steps_per_rollout;          /* T (A2C: n of n-step; REINFORCE: unused, one episode) */
@@ -127,6 +130,25 @@ struct cJSON *rl_config_to_json(const struct rl_config *cfg);
 /* Parses rl_config_to_json's text (a checkpoint's config) into cfg. 0, or
  * -1 with rl_last_error(). */
 int rl_config_from_json(const char *text, size_t len, struct rl_config *cfg);
+
+/* cfg's env arguments split for env_open_args: args points into out. */
+struct rl_env_args {
+    struct env_args args;
+    const char *keys[RL_MAX_ENV_ARGS], *values[RL_MAX_ENV_ARGS];
+    char buf[sizeof((struct rl_config *)0)->env_args];
+};
+void rl_config_env_args(const struct rl_config *cfg, struct rl_env_args *out);
+
+/* Appends one --env-arg KEY=VALUE to cfg->env_args: KEY of letters, digits,
+ * '_', '-' and '.', VALUE without a line break, keys unique, at most
+ * RL_MAX_ENV_ARGS. 0, or -1 with rl_last_error() saying why. */
+int rl_config_add_env_arg(struct rl_config *cfg, const char *kv);
+
+/* The env of cfg, opened with its arguments (env_open_args): the spec, and
+ * in *plugin the handle to close (NULL for a built-in). NULL with
+ * rl_last_error() set to the envs module's message. */
+struct env_plugin;
+const struct env_spec *rl_config_open_env(const struct rl_config *cfg, struct env_plugin **plugin);
 
 /* The wire form (a map) and back. from_value checks every field and the
  * result with rl_config_check: 0, or -1 with rl_last_error(). */

@@ -138,8 +138,19 @@ void rl_learner_bootstrap(struct rl_learner *l, int t, int n, const int *idx, co
     for (int i = 0; i < n; i++) l->ro.final_values[(size_t)t * l->B + idx[i]] = values[i];
 }
 
+void rl_learner_note_info(struct rl_learner *l)
+{
+    struct vec_env_stats st;
+    vec_env_get_stats(l->venv, &st);
+    l->report.n_info = l->spec->info_count;
+    vec_env_info_sums(l->venv, l->report.info_sum);
+    l->report.info_steps = (int64_t)st.length_sum;
+    vec_env_clear_stats(l->venv);
+}
+
 void rl_learner_finish(struct rl_learner *l, const float *next_values)
 {
+    rl_learner_note_info(l);
     l->report.steps = (int64_t)l->ro.T * l->B;
     memcpy(l->ro.next_values, next_values, (size_t)l->B * sizeof(float));
     rl_rollout_advantages(&l->ro, l->cfg.gamma, l->cfg.gae_lambda);

@@ -74,6 +74,11 @@ void rl_learner_bootstrap(struct rl_learner *l, int t, int n, const int *idx, co
  * advantages and returns, report.steps. */
 void rl_learner_finish(struct rl_learner *l, const float *next_values);
 
+/* Moves the env's info sums of the episodes finished since the last call
+ * into the report (rl_learner_finish does; REINFORCE's episode calls it),
+ * and clears the vec_env's statistics. */
+void rl_learner_note_info(struct rl_learner *l);
+
 /* V-trace (cfg.vtrace): replaces the finished rollout's advantages and
  * returns by rl_vtrace's, for the target policy whose answer for the
  * rollout's T*B observations is a ([T*B,A] logits or means), log_std ([A],

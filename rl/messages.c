@@ -152,7 +152,7 @@ void rl_report_add(struct rl_report *r, double ret, int len)
 
 struct rpc_value rl_report_pack(const struct rl_report *r)
 {
-    struct rpc_value v = rpc_list(7);
+    struct rpc_value v = rpc_list(9);
     v.list.items[0] = rpc_int(r->steps);
     v.list.items[1] = rpc_int(r->version0);
     v.list.items[2] = rpc_int(r->episodes);
@@ -160,16 +160,23 @@ struct rpc_value rl_report_pack(const struct rl_report *r)
     v.list.items[4] = rpc_bytes(r->lengths, (size_t)r->n_returns * sizeof r->lengths[0]);
     v.list.items[5] = rpc_double(r->min_return);
     v.list.items[6] = rpc_double(r->explained_var);
+    v.list.items[7] = rpc_bytes(r->info_sum, (size_t)r->n_info * sizeof r->info_sum[0]);
+    v.list.items[8] = rpc_int(r->info_steps);
     return v;
 }
 
 int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
 {
     memset(r, 0, sizeof *r);
-    if (!is_list(v, 7) || v->list.items[0].kind != RPC_INT || v->list.items[1].kind != RPC_INT ||
+    if (!is_list(v, 9) || v->list.items[0].kind != RPC_INT || v->list.items[1].kind != RPC_INT ||
         v->list.items[2].kind != RPC_INT || v->list.items[3].kind != RPC_BYTES || v->list.items[4].kind != RPC_BYTES ||
-        v->list.items[5].kind != RPC_DOUBLE || v->list.items[6].kind != RPC_DOUBLE)
-        return rl_set_error("report: expected (steps, version0, episodes, returns, lengths, min, explained_var)");
+        v->list.items[5].kind != RPC_DOUBLE || v->list.items[6].kind != RPC_DOUBLE ||
+        v->list.items[7].kind != RPC_BYTES || v->list.items[8].kind != RPC_INT)
+        return rl_set_error("report: expected (steps, version0, episodes, returns, lengths, min, explained_var, "
+                            "info sums, info steps)");
+    size_t ni = v->list.items[7].str.len;
+    if (ni % sizeof(double) || ni / sizeof(double) > ENV_INFO_MAX)
+        return rl_set_error("report: bad info sums size (%zu bytes, at most %d doubles)", ni, ENV_INFO_MAX);
     size_t nb = v->list.items[3].str.len, nl = v->list.items[4].str.len;
     if (nb % sizeof(double) || nb / sizeof(double) > RL_REPORT_EPISODES || nl != nb / sizeof(double) * sizeof(int))
         return rl_set_error("report: bad returns/lengths sizes (%zu, %zu bytes)", nb, nl);
@@ -185,6 +192,12 @@ int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
     memcpy(r->lengths, v->list.items[4].str.ptr, nl);
     r->min_return = v->list.items[5].d;
     r->explained_var = v->list.items[6].d;
+    r->n_info = (int)(ni / sizeof(double));
+    memcpy(r->info_sum, v->list.items[7].str.ptr, ni);
+    r->info_steps = v->list.items[8].i;
+    if (in_range("report: info steps", r->info_steps, 0, RL_MSG_MAX_VERSION) != 0) return -1;
+    for (int k = 0; k < r->n_info; k++)
+        if (!isfinite(r->info_sum[k])) return rl_set_error("report: info sum %d %g is not finite", k, r->info_sum[k]);
     if (r->episodes > 0 && !isfinite(r->min_return)) return rl_set_error("report: min_return %g is not finite", r->min_return);
     for (int i = 0; i < r->n_returns; i++) {
         if (!isfinite(r->returns[i])) return rl_set_error("report: returns[%d] %g is not finite", i, r->returns[i]);

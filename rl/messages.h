@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "envs/env.h"
 #include "rpc/rpc.h"
 
 /* Function and method names. */
@@ -84,6 +85,11 @@ struct rl_report {
     int lengths[RL_REPORT_EPISODES];
     double min_return;                  /* PyTorch example's running reward uses the smallest */
     double explained_var;               /* of the rollout's values for its returns; NaN: none (REINFORCE) */
+    /* the env's named per-step info (spec->info_count values) summed over
+     * every step of the episodes finished in this report, info_steps of them */
+    int n_info;
+    double info_sum[ENV_INFO_MAX];
+    int64_t info_steps;
 };
 /* Adds a finished episode. */
 void rl_report_add(struct rl_report *r, double ret, int len);

@@ -173,7 +173,8 @@ int rl_arch_param_names(const struct rl_arch *a, int cap, char (*names)[64])
     return n;
 }
 
-int rl_policy_save(const char *path, const struct rl_arch *a, const char *env, int n, struct tensor *const *params)
+int rl_policy_save(const char *path, const struct rl_arch *a, const char *env_id, const char *env_plugin, int n,
+                   struct tensor *const *params)
 {
     char names[2 * (RL_MAX_HIDDEN + 1) * 2 + 1][64];
     int want = rl_arch_param_names(a, (int)(sizeof names / sizeof names[0]), names);
@@ -193,11 +194,13 @@ int rl_policy_save(const char *path, const struct rl_arch *a, const char *env, i
     snprintf(dr, sizeof dr, "%.17g", a->dropout);
     snprintf(ls, sizeof ls, "%.17g", a->init_log_std);
     struct safetensors_meta meta[] = {
-        { "format", FORMAT }, { "env", env }, { "obs_dim", od }, { "act_dim", ad },
+        { "format", FORMAT }, { "env", env_id }, { "obs_dim", od }, { "act_dim", ad },
         { "head", a->gaussian ? "gaussian" : "categorical" }, { "value_head", a->value_head ? "true" : "false" },
         { "hidden", hidden }, { "activation", a->tanh ? "tanh" : "relu" }, { "dropout", dr }, { "init_log_std", ls },
+        { "env_plugin", env_plugin ? env_plugin : "" },
     };
-    int rc = safetensors_save(path, e, n, meta, (int)(sizeof meta / sizeof meta[0]));
+    int nm = (int)(sizeof meta / sizeof meta[0]) - (env_plugin ? 0 : 1);
+    int rc = safetensors_save(path, e, n, meta, nm);
     for (int i = 0; i < n; i++) tensor_free(snap[i]);
     return rc;
 }
@@ -267,7 +270,8 @@ int rl_policy_load(const char *path, struct rl_arch *a, char *env, size_t cap, s
     char what[600];
     snprintf(what, sizeof what, "policy %s", path);
     if (rl_arch_check(a, what, have) != 0) goto out;
-    snprintf(env, cap, "%s", e);
+    const char *plugin = safetensors_meta_get(st, "env_plugin");
+    snprintf(env, cap, "%s", plugin && plugin[0] ? plugin : e);
     struct nn_module *c = NULL;
     if (rl_arch_build(a, 0, actor, critic ? &c : NULL) != 0) {
         rl_set_error("policy %s: %s", path, tensor_last_error());

@@ -65,13 +65,16 @@ int rl_arch_forward(const struct rl_arch *a, struct nn_module *actor, struct nn_
 int rl_arch_param_names(const struct rl_arch *a, int cap, char (*names)[64]);
 
 /* Writes the parameters (actor's then critic's, n of them, CPU or CUDA) as
- * a .safetensors file with the architecture and `env` in its metadata.
- * Atomic. 0, or -1 with rl_last_error(). */
-int rl_policy_save(const char *path, const struct rl_arch *a, const char *env, int n, struct tensor *const *params);
+ * a .safetensors file with the architecture and the env in its metadata:
+ * `env` its id ("Hopper-v4"), and for a plug-in `env_plugin` the path it
+ * was loaded from (NULL: a built-in). Atomic. 0, or -1 with rl_last_error(). */
+int rl_policy_save(const char *path, const struct rl_arch *a, const char *env_id, const char *env_plugin, int n,
+                   struct tensor *const *params);
 
-/* Reads a file written by rl_policy_save: the architecture, the env it was
- * trained on (into env, cap bytes) and a new actor (and critic if the file
- * has one, when critic is non-NULL) holding its parameters, on the CPU.
+/* Reads a file written by rl_policy_save: the architecture, the env to
+ * open for it (into env, cap bytes: its plug-in's path when it was one,
+ * else its id) and a new actor (and critic if the file has one, when
+ * critic is non-NULL) holding its parameters, on the CPU.
  * 0, or -1 with rl_last_error() naming the file and what is wrong. */
 int rl_policy_load(const char *path, struct rl_arch *a, char *env, size_t cap, struct nn_module **actor,
                    struct nn_module **critic);

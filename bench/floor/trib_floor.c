@@ -371,10 +371,11 @@ int main(int argc, char **argv)
     if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);   /* as the agent and observers */
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct env_plugin *plugin = NULL;
-    f.spec = env_open(f.cfg.env, &plugin);
-    if (!f.spec) return die(env_last_error());
+    f.spec = rl_config_open_env(&f.cfg, &plugin);
+    if (!f.spec) return die(rl_last_error());
     double target = isnan(f.cfg.target) ? f.spec->reward_threshold : f.cfg.target;
     f.stats = run_stats_new(&f.cfg, target);
+    run_stats_set_env(f.stats, f.spec);
     int status = 1;
     const char *why = "failure";
     if (setup(&f) != 0) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "envs/mujoco/mujoco_envs.h"
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
 
@@ -31,7 +32,8 @@ static void usage(FILE *f)
             "  -h, --help             this help\n\n"
             "Without --actions the actions are uniform random (box: within low/high,\n"
             "or [-1, 1] where a bound is infinite). Built-ins: CartPole-v1, Acrobot-v1,\n"
-            "MountainCar-v0, Pendulum-v1.\n");
+            "MountainCar-v0, Pendulum-v1 and, in a build with MuJoCo, the Gymnasium v4\n"
+            "suite (HalfCheetah-v4, Hopper-v4, ...; see --list).\n");
 }
 
 static int parse_long(const char *s, const char *what, long lo, long *out)
@@ -148,10 +150,21 @@ int main(int argc, char **argv)
         case 'E': env_name = optarg; break;
         case 'f': actions_file = optarg; break;
         case 'j': json = true; break;
-        case 'l':
-            for (int i = 0; i < env_builtin_count(); i++)
-                printf("%s\n", env_builtin(i)->id);
+        case 'l': {
+            /* every built-in id; the MuJoCo suite's marked (and, in a build
+             * without MuJoCo, listed as left out) */
+            static const char *const mujoco_ids[MJ_SUITE_COUNT] = {MJ_SUITE_IDS};
+            for (int i = 0; i < env_builtin_count(); i++) {
+                bool mj = false;
+                for (int k = 0; k < MJ_SUITE_COUNT; k++)
+                    mj |= strcmp(env_builtin_id(i), mujoco_ids[k]) == 0;
+                printf("%s%s\n", env_builtin_id(i), mj ? "  (MuJoCo)" : "");
+            }
+            if (!env_mujoco_available())
+                for (int k = 0; k < MJ_SUITE_COUNT; k++)
+                    printf("%s  (MuJoCo; not in this build)\n", mujoco_ids[k]);
             return 0;
+        }
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }

@@ -343,6 +343,12 @@ static int worker(int rank, int world_size, const char *master, void *arg)
     remote_module_init();
     dist_optim_init();
     dist_ckpt_init();
+    /* The owners write and read their shards only in directories they
+     * allow (any member may call them): the ones on the command line. */
+    if ((O.ckpt && dist_ckpt_add_root(O.ckpt) != 0) || (O.resume && dist_ckpt_add_root(O.resume) != 0)) {
+        fprintf(stderr, "pipeline: %s\n", rpc_last_error());
+        return 1;
+    }
     rpc_register("pipe.grads", fn_grads, NULL);
     const char *names[3] = { "master", "worker1", "worker2" };
     struct rpc_opts o = { .name = names[rank], .rank = rank, .world_size = world_size, .master = master };

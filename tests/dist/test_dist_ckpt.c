@@ -13,7 +13,14 @@
 
 enum { STEPS = 5 };
 
-static void register_ckpt(void) { dist_ckpt_init(); }
+/* The owners' checkpoint root (dist_ckpt_add_root): each test's directory,
+ * made before the world is forked. */
+static const char *ckpt_root;
+static void register_ckpt(void)
+{
+    dist_ckpt_init();
+    ck_assert_int_eq(dist_ckpt_add_root(ckpt_root), 0);
+}
 
 struct model {
     struct remote_module *a, *b;
@@ -126,10 +133,11 @@ static void rm_rf(const char *dir)
 
 START_TEST(resume_equals_uninterrupted)
 {
-    dh_extra_register = register_ckpt;
-    dh_start(3, NULL, NULL);
     char dir[] = "/tmp/trib-dist-ckpt-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
+    ckpt_root = dir;
+    dh_extra_register = register_ckpt;
+    dh_start(3, NULL, NULL);
     struct model m;
     model_new(&m, "w2/cpu", 2);
     train(&m, STEPS, 1);
@@ -168,10 +176,11 @@ END_TEST
 
 START_TEST(refusals)
 {
-    dh_extra_register = register_ckpt;
-    dh_start(3, NULL, NULL);
     char dir[] = "/tmp/trib-dist-ckpt-XXXXXX", msg[1024], path[600];
     ck_assert_ptr_nonnull(mkdtemp(dir));
+    ckpt_root = dir;
+    dh_extra_register = register_ckpt;
+    dh_start(3, NULL, NULL);
     struct model m;
     model_new(&m, "w2/cpu", 2);
     train(&m, 2, 1);

@@ -3,7 +3,9 @@
  * (CMake package and pkg-config) and runs; trib-env reports on any env. */
 #define _GNU_SOURCE
 #include <check.h>
+#include <dlfcn.h>
 #include <ftw.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +75,7 @@ static void expect_error(const char *path, const char *why)
 
 START_TEST(bad_plugins)
 {
-    expect_error(BAD_NO_SYMBOL_SO, "missing symbol tributary_env");
+    expect_error(BAD_NO_SYMBOL_SO, "missing symbol tributary_env_open (or tributary_env)");
     expect_error(BAD_ZERO_OBS_SO, "observation space has zero size (dim = 0)");
     expect_error(BAD_NULL_STEP_SO, "step function is NULL");
     expect_error(BAD_RETURNS_NULL_SO, "tributary_env() returned NULL");
@@ -132,8 +134,11 @@ START_TEST(tool)
     ck_assert_ptr_nonnull(strstr(out, "usage: trib-env [options] ENV"));
     free(out);
     ck_assert_int_eq(run(&out, "'%s' NoSuchEnv-v0", TRIB_ENV_TOOL), 1);
-    ck_assert_str_eq(out, "trib-env: unknown env id 'NoSuchEnv-v0' (built-ins: CartPole-v1, "
-                          "Acrobot-v1, MountainCar-v0, Pendulum-v1)\n");
+    ck_assert_ptr_null(env_lookup("NoSuchEnv-v0"));
+    char want_unknown[1024];
+    snprintf(want_unknown, sizeof want_unknown, "trib-env: %s\n", env_last_error());
+    ck_assert_str_eq(out, want_unknown);
+    ck_assert_ptr_nonnull(strstr(out, "(built-ins: CartPole-v1, Acrobot-v1, MountainCar-v0, Pendulum-v1"));
     free(out);
     ck_assert_int_eq(run(&out, "'%s' '%s'", TRIB_ENV_TOOL, BAD_NULL_STEP_SO), 1);
     char want[4096];
@@ -292,12 +297,198 @@ START_TEST(example_out_of_tree)
 }
 END_TEST
 
+
+/* ---- ABI 2: a plug-in that loads a model and owns memory per env ---------- */
+
+/* An env_args of KEY, VALUE pairs (at most 8), in static storage. */
+static const char *kbuf[8], *vbuf[8];
+static struct env_args args_of(int n, const char *const *kv)
+{
+    for (int i = 0; i < n && i < 8; i++) kbuf[i] = kv[2 * i], vbuf[i] = kv[2 * i + 1];
+    return (struct env_args){ .n = n, .keys = kbuf, .values = vbuf };
+}
+#define ARGS(...)                                                                                  \
+    args_of((int)(sizeof((const char *[]){ __VA_ARGS__ }) / sizeof(char *) / 2),                   \
+            (const char *[]){ __VA_ARGS__ })
+
+/* sim_live() of the loaded Sim-v0: its envs created and not destroyed. */
+static int sim_live(void)
+{
+    void *h = dlopen(SIM_PLUGIN_SO, RTLD_NOW | RTLD_NOLOAD);
+    ck_assert_ptr_nonnull(h);
+    int (*fn)(void);
+    void *sym = dlsym(h, "sim_live");
+    ck_assert_ptr_nonnull(sym);
+    memcpy(&fn, &sym, sizeof fn);
+    int n = fn();
+    dlclose(h);
+    return n;
+}
+
+static void expect_open_error(const struct env_args *args, const char *why)
+{
+    struct env_plugin *pl = (struct env_plugin *)1;
+    ck_assert_ptr_null(env_open_args(SIM_PLUGIN_SO, args, &pl));
+    ck_assert_ptr_null(pl);
+    char want[1024];
+    snprintf(want, sizeof want, "plugin %s: %s", SIM_PLUGIN_SO, why);
+    ck_assert_str_eq(env_last_error(), want);
+}
+
+START_TEST(abi2_load_errors)
+{
+    struct env_args a = ARGS("fail", "load");
+    expect_open_error(&a, "model sim.xml: cannot parse (fail=load)");
+    a = ARGS("dim", "0");
+    expect_open_error(&a, "bad --env-arg dim=0 (takes dim=1..64, fail=load, create_fail_at=K, abi=N)");
+    a = ARGS("abi", "3");
+    expect_open_error(&a, "built for env ABI 3; this Tributary loads ABI 1 (tributary_env) and 2 "
+                          "(tributary_env_open)");
+    /* arguments to a plug-in of ABI 1, and to a built-in */
+    struct env_plugin *pl = NULL;
+    a = ARGS("dim", "4");
+    ck_assert_ptr_null(env_open_args(BAD_ODD_ID_SO, &a, &pl));
+    char want[1024];
+    snprintf(want, sizeof want, "plugin %s: takes no --env-arg (got 'dim'): it exports only tributary_env "
+             "(ABI 1); a plug-in that takes arguments exports tributary_env_open", BAD_ODD_ID_SO);
+    ck_assert_str_eq(env_last_error(), want);
+    ck_assert_ptr_null(env_open_args("CartPole-v1", &a, &pl));
+    ck_assert_str_eq(env_last_error(), "CartPole-v1 takes no --env-arg (got 'dim')");
+    ck_assert_ptr_nonnull(env_open_args("CartPole-v1", NULL, &pl));
+    ck_assert_ptr_null(pl);
+}
+END_TEST
+
+START_TEST(abi2_lifecycle)
+{
+    struct env_args a = ARGS("dim", "5");
+    struct env_plugin *pl;
+    const struct env_spec *spec = env_open_args(SIM_PLUGIN_SO, &a, &pl);
+    ck_assert_msg(spec != NULL, "%s", env_last_error());
+    ck_assert_int_eq(spec->obs.dim, 5);   /* known only once loaded */
+    ck_assert_int_eq(spec->abi_version, ENV_ABI_VERSION);
+    enum { B = 4, T = 23 };
+    struct vec_env *v = vec_env_new(spec, B, 7, 0), *w = vec_env_new(spec, B, 99, 0);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(sim_live(), 2 * B);
+    float obs[B * 5], obs2[B * 5], rew[B], rew2[B], act[B];
+    bool term[B], trunc[B];
+    vec_env_reset(v, obs);
+    vec_env_reset(w, obs2);
+    double want_act = 0, run_act[B] = { 0 }, x0_env1 = 0;
+    unsigned char *saved = NULL;
+    size_t len = 0;
+    for (int t = 0; t < T; t++) {
+        if (t == 9) {
+            ck_assert_int_eq(vec_env_save(v, &saved, &len), 0);
+            spec->get_state(vec_env_state(v, 1), &x0_env1, 1);
+        }
+        for (int i = 0; i < B; i++) act[i] = (float)(0.01 * ((t * 7 + i * 3) % 11) - 0.04);
+        ck_assert_int_eq(vec_env_step(v, act, obs, rew, term, trunc, NULL), 0);
+        /* the reference: the actions summed over the steps of finished episodes */
+        for (int i = 0; i < B; i++) {
+            run_act[i] += act[i];
+            if (term[i] || trunc[i]) want_act += run_act[i], run_act[i] = 0;
+        }
+    }
+    double sums[2];
+    vec_env_info_sums(v, sums);
+    ck_assert_msg(want_act != 0, "want_act %g sums %g %g", want_act, sums[0], sums[1]);
+    ck_assert_double_eq_tol(sums[1], want_act, 1e-12);
+    /* resume: w takes v's state at step 9 and then the same actions */
+    ck_assert_int_eq(vec_env_load(w, saved, len), 0);
+    struct vec_env *ref = vec_env_new(spec, B, 7, 0);
+    vec_env_reset(ref, obs2);
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < B; i++) act[i] = (float)(0.01 * ((t * 7 + i * 3) % 11) - 0.04);
+        if (t >= 9) ck_assert_int_eq(vec_env_step(w, act, obs2, rew2, term, trunc, NULL), 0);
+        ck_assert_int_eq(vec_env_step(ref, act, obs, rew, term, trunc, NULL), 0);
+        if (t >= 9) {
+            ck_assert_mem_eq(obs, obs2, sizeof obs);
+            ck_assert_mem_eq(rew, rew2, sizeof rew);
+        }
+    }
+    double s_ref[2], s_w[2];
+    vec_env_info_sums(ref, s_ref);
+    vec_env_info_sums(w, s_w);
+    ck_assert_mem_eq(s_ref, s_w, sizeof s_ref);
+    /* a saved state the spec's load refuses changes nothing, and names the env */
+    double nan = NAN;
+    unsigned char *bad = malloc(len);
+    memcpy(bad, saved, len);
+    unsigned char *at = memmem(bad, len, &x0_env1, sizeof x0_env1);   /* env 1's saved x[0] */
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, &nan, sizeof nan);
+    ck_assert_int_eq(vec_env_load(w, bad, len), -1);
+    ck_assert_str_eq(env_last_error(), "vec_env_load: env 1 of Sim-v0: saved value 0 is nan");
+    ck_assert_int_eq(sim_live(), 3 * B);   /* the scratch env is gone */
+    free(bad);
+    free(saved);
+    vec_env_free(v);
+    vec_env_free(w);
+    vec_env_free(ref);
+    ck_assert_int_eq(sim_live(), 0);
+    env_plugin_close(pl);
+}
+END_TEST
+
+START_TEST(abi2_create_fails)
+{
+    struct env_args a = ARGS("create_fail_at", "2");
+    struct env_plugin *pl;
+    const struct env_spec *spec = env_open_args(SIM_PLUGIN_SO, &a, &pl);
+    ck_assert_ptr_nonnull(spec);
+    ck_assert_ptr_null(vec_env_new(spec, 4, 1, 0));
+    ck_assert_str_eq(env_last_error(), "vec_env_new: env 2 of Sim-v0: out of simulator slots");
+    ck_assert_int_eq(sim_live(), 0);   /* the two made before it were destroyed */
+    env_plugin_close(pl);
+}
+END_TEST
+
+/* The fields of ABI 2 that go together. */
+START_TEST(abi2_spec_checks)
+{
+    struct env_args a = ARGS("dim", "2");
+    struct env_plugin *pl;
+    const struct env_spec *good = env_open_args(SIM_PLUGIN_SO, &a, &pl);
+    ck_assert_ptr_nonnull(good);
+    struct env_spec s;
+#define CASE(stmt, msg)                                                                        \
+    do {                                                                                       \
+        s = *good;                                                                             \
+        stmt;                                                                                  \
+        ck_assert_int_eq(env_spec_check(&s), -1);                                              \
+        ck_assert_str_eq(env_last_error(), msg);                                               \
+    } while (0)
+    CASE(s.abi_version = 7, "built for env ABI 7; this Tributary loads ABI 1 and 2");
+    CASE(s.abi_version = 0, "abi_version is 0 but ABI 2 fields are set (set abi_version = ENV_ABI_VERSION, 2)");
+    CASE(s.load = NULL, "save and load go together (it has save only)");
+    CASE(s.saved_size = 0, "saved_size is 0 but save is set");
+    CASE((s.save = NULL, s.load = NULL), "create is set without save and load: a state block that holds "
+                                         "what create made cannot be saved as raw bytes");
+    CASE(s.create = NULL, "destroy is set without create");
+    CASE(s.info_count = 17, "info_count is 17 (0..16)");
+    CASE(s.info = NULL, "info_count is 2 but info is NULL");
+    CASE(s.info_names = NULL, "info_count is 2 but info_names is NULL");
+#undef CASE
+    ck_assert_int_eq(env_spec_check(good), 0);
+    env_plugin_close(pl);
+}
+END_TEST
+
 static Suite *env_plugin_suite(void)
 {
     Suite *s = suite_create("env_plugin");
     TCase *tc = tcase_create("loader");
     tcase_add_test(tc, bad_plugins);
     tcase_add_test(tc, spec_checks);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("abi2");
+    tcase_add_test(tc, abi2_load_errors);
+    tcase_add_test(tc, abi2_lifecycle);
+    tcase_add_test(tc, abi2_create_fails);
+    tcase_add_test(tc, abi2_spec_checks);
     suite_add_tcase(s, tc);
     tc = tcase_create("tool");
     tcase_add_test(tc, tool);

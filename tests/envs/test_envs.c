@@ -177,7 +177,7 @@ START_TEST(specs)
 {
     static const int obs_dim[] = {4, 6, 2, 3}, max_steps[] = {500, 500, 200, 200};
     static const int n_act[] = {2, 3, 3, 0};
-    ck_assert_int_eq(env_builtin_count(), 4);
+    ck_assert_int_eq(env_builtin_count(), 4 + 9 * env_mujoco_available());
     for (int i = 0; i < 4; i++) {
         const struct env_spec *s = env_lookup(ids[i]);
         ck_assert_ptr_nonnull(s);
@@ -207,13 +207,31 @@ END_TEST
 START_TEST(lookup_errors)
 {
     ck_assert_ptr_null(env_lookup("CartPole-v0"));
-    ck_assert_str_eq(env_last_error(), "unknown env id 'CartPole-v0' (built-ins: CartPole-v1, "
-                                       "Acrobot-v1, MountainCar-v0, Pendulum-v1)");
+    char want[1024];
+    int off = snprintf(want, sizeof want, "unknown env id 'CartPole-v0' (built-ins: ");
+    for (int i = 0; i < env_builtin_count(); i++)
+        off += snprintf(want + off, sizeof want - (size_t)off, "%s%s", i ? ", " : "", env_builtin_id(i));
+    snprintf(want + off, sizeof want - (size_t)off, "; or the path of a plug-in .so)");
+    ck_assert_str_eq(env_last_error(), want);
+    ck_assert(strncmp(want, "unknown env id 'CartPole-v0' (built-ins: CartPole-v1, Acrobot-v1, "
+                            "MountainCar-v0, Pendulum-v1", 90) == 0);
+    ck_assert_ptr_null(env_lookup("cartpole-V1"));
+    ck_assert_str_eq(env_last_error(), "unknown env id 'cartpole-V1' (did you mean CartPole-v1?)");
+    ck_assert_ptr_null(env_builtin_id(env_builtin_count()));
+    if (!env_mujoco_available()) {
+        ck_assert_ptr_null(env_lookup("Hopper-v4"));
+        ck_assert_str_eq(env_last_error(), "env 'Hopper-v4' is one of the MuJoCo v4 envs, and this "
+                         "Tributary was built without MuJoCo (Debian: apt-get install libmujoco-dev, then rebuild)");
+    }
     ck_assert_ptr_null(env_lookup(""));
     ck_assert_str_eq(env_last_error(), "env id is empty");
     ck_assert_ptr_null(env_lookup(NULL));
-    ck_assert_ptr_null(env_builtin(4));
-    ck_assert_str_eq(env_last_error(), "built-in env index 4 out of range [0, 4)");
+    ck_assert_ptr_null(env_builtin(env_builtin_count()));
+    char range[64];   /* 4 classic envs, and the MuJoCo suite's 9 where built */
+    int nb = env_mujoco_available() ? 13 : 4;
+    ck_assert_int_eq(env_builtin_count(), nb);
+    snprintf(range, sizeof range, "built-in env index %d out of range [0, %d)", nb, nb);
+    ck_assert_str_eq(env_last_error(), range);
     const struct env_spec *s = env_lookup("MountainCar-v0");
     void *st = new_state(s);
     double three[3] = {0, 0, 0};

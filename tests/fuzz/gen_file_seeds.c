@@ -176,7 +176,7 @@ static void safetensors_seeds(const char *dir)
     int n = 0;
     for (int i = 0; i < actor->n_params; i++) params[n++] = actor->params[i];
     for (int i = 0; i < critic->n_params; i++) params[n++] = critic->params[i];
-    if (rl_policy_save(p, &a, "CartPole-v1", n, params) != 0) die("rl_policy_save");
+    if (rl_policy_save(p, &a, "CartPole-v1", NULL, n, params) != 0) die("rl_policy_save");
     nn_module_free(actor);
     nn_module_free(critic);
     size_t len;

@@ -659,7 +659,7 @@ START_TEST(test_eval_plugin_named_by_policy_file)
     struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 } };
     struct nn_module *actor = NULL;
     ck_assert_int_eq(rl_arch_build(&a, 1, &actor, NULL), 0);
-    ck_assert_int_eq(rl_policy_save(path, &a, EVIL_SO, actor->n_params, actor->params), 0);
+    ck_assert_int_eq(rl_policy_save(path, &a, "Evil-v0", EVIL_SO, actor->n_params, actor->params), 0);
     nn_module_free(actor);
     const char *plain[] = { path, "--episodes", "2", NULL };
     ck_assert_int_eq(run(TRIB_EVAL_BIN, plain), 1);

@@ -1,0 +1,87 @@
+/* Hopper-v4: Gymnasium 0.29.1's hopper_v4.py with its default arguments
+ * (forward_reward_weight 1, ctrl_cost_weight 1e-3, healthy_reward 1,
+ * terminate_when_unhealthy, healthy_state_range (-100, 100) over qpos[2:]
+ * and all of qvel, healthy_z_range (0.7, inf), healthy_angle_range
+ * (-0.2, 0.2), all strict; reset_noise_scale 5e-3; x excluded). */
+#include "envs/mujoco/mj_env.h"
+
+MJ_MODEL(hopper);
+
+#define CTRL_COST_WEIGHT 1e-3
+#define HEALTHY_REWARD 1.0
+#define RESET_NOISE_SCALE 5e-3
+
+enum { I_X_POSITION, I_X_VELOCITY, N_INFO };
+static const char *const info_names[N_INFO] = {"x_position", "x_velocity"};
+
+static int obs_dim(const mjModel *m)
+{
+    return m->nq - 1 + m->nv;
+}
+
+/* qpos + U(-5e-3, 5e-3), then qvel + U(-5e-3, 5e-3). */
+static void reset_noise(struct mj_env *e, uint64_t *rng)
+{
+    for (int k = 0; k < e->m->nq; k++)
+        e->d->qpos[k] = e->d->qpos[k] + env_rng_uniform(rng, -RESET_NOISE_SCALE, RESET_NOISE_SCALE);
+    for (int k = 0; k < e->m->nv; k++)
+        e->d->qvel[k] = e->d->qvel[k] + env_rng_uniform(rng, -RESET_NOISE_SCALE, RESET_NOISE_SCALE);
+}
+
+/* np.clip(x, -10, 10): NaN stays NaN. */
+static inline double clip10(double x)
+{
+    return x < -10.0 ? -10.0 : x > 10.0 ? 10.0 : x;
+}
+
+/* qpos[1:], clip(qvel, -10, 10). */
+static void observe(const struct mj_env *e, float *obs)
+{
+    for (int k = 1; k < e->m->nq; k++)
+        *obs++ = (float)e->d->qpos[k];
+    for (int k = 0; k < e->m->nv; k++)
+        *obs++ = (float)clip10(e->d->qvel[k]);
+}
+
+static bool is_healthy(const struct mj_env *e)
+{
+    const double *qpos = e->d->qpos, *qvel = e->d->qvel;
+    for (int k = 2; k < e->m->nq; k++)
+        if (!(-100.0 < qpos[k] && qpos[k] < 100.0)) return false;
+    for (int k = 0; k < e->m->nv; k++)
+        if (!(-100.0 < qvel[k] && qvel[k] < 100.0)) return false;
+    double z = qpos[1], angle = qpos[2];
+    return 0.7 < z && z < INFINITY && -0.2 < angle && angle < 0.2;
+}
+
+static void step(struct mj_env *e, const float *action, double *reward, bool *terminated)
+{
+    double x_before = e->d->qpos[0];
+    mj_env_do_simulation(e, action);
+    double x_after = e->d->qpos[0];
+    double x_velocity = (x_after - x_before) / e->dt;
+    double ctrl_cost = CTRL_COST_WEIGHT * mj_env_sum_sq(action, e->m->nu);
+    double forward_reward = 1.0 * x_velocity;
+    double healthy_reward = HEALTHY_REWARD;   /* paid when unhealthy too */
+    *reward = (forward_reward + healthy_reward) - ctrl_cost;
+    *terminated = !is_healthy(e);
+    e->info[I_X_POSITION] = x_after;
+    e->info[I_X_VELOCITY] = x_velocity;
+}
+
+const struct mj_env_def mj_hopper_def = {
+    .id = "Hopper-v4",
+    .model_file = "hopper.xml",
+    .xml = mj_model_hopper,
+    .xml_size = &mj_model_hopper_size,
+    .frame_skip = 4,
+    .max_episode_steps = 1000,
+    .reward_threshold = 3800.0,
+    .nu = 3,
+    .obs_dim = obs_dim,
+    .reset_noise = reset_noise,
+    .observe = observe,
+    .step = step,
+    .info_count = N_INFO,
+    .info_names = info_names,
+};

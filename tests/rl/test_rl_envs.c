@@ -1,0 +1,241 @@
+/* The env contract of ABI 2 in the RL programs, end to end: a plug-in that
+ * owns memory per env and takes --env-arg (tests/envs/sim_plugin.c, Sim-v0)
+ * trained by tributary-train with its observers (the arguments reach every
+ * process over the wire), its id and named info in the summary, metrics and
+ * policy file, its errors as the user sees them, a resumed run that makes
+ * the very parameters of an uninterrupted one, and tributary-eval; with
+ * MuJoCo, the same resume on Hopper-v4. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/proc.h"
+#include "envs/env.h"
+
+static char OUT[1 << 16], ERR[1 << 16];
+
+static int run(const char *bin, const char *const *args)
+{
+    const char *argv[48] = { bin };
+    int n = 1;
+    for (; args[n - 1] && n < 47; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    struct proc_group g;
+    proc_group_init(&g);
+    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
+    int rc = proc_wait(&g, 0, -1);
+    proc_output(&g, 0, 1, OUT, sizeof OUT);
+    proc_output(&g, 0, 2, ERR, sizeof ERR);
+    proc_group_deinit(&g);
+    return rc;
+}
+
+/* The whole file dir/name (caller frees), *len its size. */
+static char *slurp(const char *dir, const char *name, size_t *len)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "missing %s", path);
+    size_t cap = 1 << 22;
+    char *buf = malloc(cap + 1);
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (len) *len = n;
+    return buf;
+}
+
+static bool same_policy(const char *a, const char *b)
+{
+    size_t na, nb;
+    char *x = slurp(a, "policy.safetensors", &na), *y = slurp(b, "policy.safetensors", &nb);
+    bool eq = na == nb && na > 200 && memcmp(x, y, na) == 0;
+    free(x);
+    free(y);
+    return eq;
+}
+
+static void rm_run(const char *dir)
+{
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+#define SIM_ARGS(logdir, updates)                                                                      \
+    "--env", SIM_PLUGIN_SO, "--env-arg", "dim=4", "--mode", "sync", "--observers", "2", "--envs-per-observer", "4", \
+        "--steps-per-rollout", "16", "--minibatches", "2", "--epochs", "2", "--seed", "5", "--max-updates", updates, \
+        "--log-every", "0.01", "--logdir", logdir, "--quiet"
+
+/* Sim-v0 with dim=4: the agent's policy and every observer's envs have 4
+ * observation dims only if the argument reached each of them. */
+START_TEST(test_plugin_args_id_info)
+{
+    char d[] = "/tmp/test_rl_envs_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    const char *a[] = { SIM_ARGS(d, "12"), NULL };
+    int rc = run(TRIB_TRAIN_BIN, a);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);
+    /* the summary names the env by id, and where its code came from */
+    char want[700];
+    snprintf(want, sizeof want, "\"env\":\"Sim-v0\",\"env_plugin\":\"%s\"", SIM_PLUGIN_SO);
+    ck_assert_msg(strstr(OUT, want), "no %s in\n%s", want, OUT);
+    /* config.json keeps the arguments */
+    char *cfg = slurp(d, "config.json", NULL);
+    ck_assert_msg(strstr(cfg, "\"env-arg\":\t[\"dim=4\"]") || strstr(cfg, "\"env-arg\":[\"dim=4\"]"), "%s", cfg);
+    free(cfg);
+    /* metrics.csv: the info columns after the per-observer ones, with finite means */
+    char *csv = slurp(d, "metrics.csv", NULL);
+    char *nl = strchr(csv, '\n');
+    ck_assert_ptr_nonnull(nl);
+    *nl = '\0';
+    ck_assert_msg(strstr(csv, ",sps_observer1,sps_observer2,info_x0,info_action") == csv + strlen(csv) -
+                                                                                         strlen(",sps_observer1,sps_observer2,info_x0,info_action"),
+                  "header %s", csv);
+    int finite_rows = 0;
+    for (char *line = nl + 1; *line;) {
+        char *end = strchr(line, '\n');
+        if (end) *end = '\0';
+        char *last = strrchr(line, ','), *before = last;
+        while (before > line && before[-1] != ',') before--;
+        if (last && last[1] && before[0] != ',') {
+            double x0 = strtod(before, NULL), act = strtod(last + 1, NULL);
+            ck_assert(isfinite(x0) && isfinite(act) && fabs(act) <= 1.0);
+            finite_rows++;
+        }
+        if (!end) break;
+        line = end + 1;
+    }
+    ck_assert_msg(finite_rows >= 1, "no row with info means");
+    free(csv);
+    /* the policy file's metadata: the id, and the plug-in's path */
+    size_t n;
+    char *pol = slurp(d, "policy.safetensors", &n);
+    ck_assert_msg(memmem(pol, n, "\"env\":\"Sim-v0\"", 14) != NULL, "policy metadata: %.300s", pol + 8);
+    snprintf(want, sizeof want, "\"env_plugin\":\"%s\"", SIM_PLUGIN_SO);
+    ck_assert_msg(memmem(pol, n, want, strlen(want)) != NULL, "policy metadata: %.300s", pol + 8);
+    free(pol);
+    /* tributary-eval: the file names the plug-in but does not load it ... */
+    const char *e1[] = { d, "--episodes", "3", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, e1), 1);
+    ck_assert_msg(strstr(ERR, "a policy file does not choose code to run; to load that plug-in, pass --env "), "%s", ERR);
+    /* ... and runs it when named, with its arguments */
+    const char *e2[] = { d, "--env", SIM_PLUGIN_SO, "--env-arg", "dim=4", "--episodes", "3", NULL };
+    rc = run(TRIB_EVAL_BIN, e2);
+    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, ERR);
+    ck_assert_msg(strstr(OUT, " on Sim-v0, 3 episodes, greedy actions: return "), "%s", OUT);
+    /* without them the env has 3 dims, which the policy does not fit */
+    const char *e3[] = { d, "--env", SIM_PLUGIN_SO, "--episodes", "3", NULL };
+    ck_assert_int_eq(run(TRIB_EVAL_BIN, e3), 1);
+    ck_assert_msg(strstr(ERR, "the policy takes 4 observations to 1 continuous actions, the env has 3 observations"),
+                  "%s", ERR);
+    rm_run(d);
+}
+END_TEST
+
+START_TEST(test_plugin_errors)
+{
+    const char *a1[] = { "--env", SIM_PLUGIN_SO, "--env-arg", "fail=load", "--observers", "1", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a1), 2);
+    char want[800];
+    snprintf(want, sizeof want, "tributary-train: --env: plugin %s: model sim.xml: cannot parse (fail=load) (see "
+                                "tributary-train --help)\n", SIM_PLUGIN_SO);
+    ck_assert_str_eq(ERR, want);
+    const char *a2[] = { "--env", SIM_PLUGIN_SO, "--env-arg", "dim", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a2), 2);
+    ck_assert_str_eq(ERR, "tributary-train: --env-arg 'dim': expected KEY=VALUE (see tributary-train --help)\n");
+    const char *a3[] = { "--env", SIM_PLUGIN_SO, "--env-arg", "dim=4", "--env-arg", "dim=5", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a3), 2);
+    ck_assert_str_eq(ERR, "tributary-train: --env-arg dim is given twice (see tributary-train --help)\n");
+    const char *a4[] = { "--env", "CartPole-v1", "--env-arg", "dim=4", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a4), 2);
+    ck_assert_str_eq(ERR, "tributary-train: --env: CartPole-v1 takes no --env-arg (got 'dim') (see tributary-train "
+                          "--help)\n");
+    const char *a5[] = { "--env", SIM_PLUGIN_SO, "--env-arg", "bad key=1", NULL };
+    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a5), 2);
+    ck_assert_str_eq(ERR, "tributary-train: --env-arg 'bad key=1': a key is letters, digits, '_', '-' and '.' (see "
+                          "tributary-train --help)\n");
+}
+END_TEST
+
+/* A sync run resumed from its checkpoint makes the parameters of the run
+ * that was never stopped: every env's saved state (through the spec's
+ * save/load) is what it was. */
+static void check_resume_exact(const char *const *args, int n_args, const char *updates_half, const char *updates_all)
+{
+    char d1[] = "/tmp/test_rl_envs_r1_XXXXXX", d2[] = "/tmp/test_rl_envs_r2_XXXXXX";
+    ck_assert(mkdtemp(d1) && mkdtemp(d2));
+    const char *a[48];
+    int k = 0;
+    for (int i = 0; i < n_args; i++) a[k++] = args[i];
+    a[k++] = "--max-updates", a[k++] = updates_all, a[k++] = "--logdir", a[k++] = d1, a[k++] = "--quiet";
+    a[k] = NULL;
+    int rc = run(TRIB_TRAIN_BIN, a);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    a[n_args + 1] = updates_half;
+    a[n_args + 3] = d2;
+    rc = run(TRIB_TRAIN_BIN, a);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    ck_assert_msg(!same_policy(d1, d2), "half the updates left the same policy");
+    a[n_args + 1] = updates_all;
+    a[n_args + 2] = "--resume";
+    rc = run(TRIB_TRAIN_BIN, a);
+    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, ERR);
+    ck_assert_msg(strstr(OUT, "tributary: resumed from "), "%s", OUT);
+    ck_assert_msg(same_policy(d1, d2), "the resumed run differs from the uninterrupted one");
+    rm_run(d1);
+    rm_run(d2);
+}
+
+START_TEST(test_plugin_resume_exact)
+{
+    const char *args[] = { "--env", SIM_PLUGIN_SO, "--env-arg", "dim=4", "--mode", "sync", "--observers", "2",
+                           "--envs-per-observer", "4", "--steps-per-rollout", "16", "--minibatches", "2",
+                           "--epochs", "2", "--seed", "7" };
+    check_resume_exact(args, (int)(sizeof args / sizeof args[0]), "6", "12");
+}
+END_TEST
+
+START_TEST(test_mujoco_resume_exact)
+{
+    if (!env_mujoco_available()) {
+        fprintf(stderr, "test_mujoco_resume_exact: skipped: built without MuJoCo\n");
+        return;
+    }
+    /* contacts, resets and the solver's warm start all cross the checkpoint */
+    const char *args[] = { "--env", "Hopper-v4", "--mode", "sync", "--observers", "2", "--envs-per-observer", "4",
+                           "--steps-per-rollout", "64", "--minibatches", "4", "--epochs", "2", "--seed", "3",
+                           "--hidden", "32,32" };
+    check_resume_exact(args, (int)(sizeof args / sizeof args[0]), "5", "10");
+}
+END_TEST
+
+static Suite *rl_envs_suite(void)
+{
+    Suite *s = suite_create("rl_envs");
+    TCase *tc = tcase_create("plugin");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_plugin_args_id_info);
+    tcase_add_test(tc, test_plugin_errors);
+    tcase_add_test(tc, test_plugin_resume_exact);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("mujoco");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_mujoco_resume_exact);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(rl_envs_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
