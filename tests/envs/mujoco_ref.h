@@ -13,11 +13,13 @@
 #include <float.h>
 #include <math.h>
 #include <mujoco/mujoco.h>
+#include <mujoco/mjxmacro.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "envs/env.h"
+#include "envs/mujoco/mj_env.h"
 #include "envs/vec_env.h"
 
 #define REF_MAX_OBS 32
@@ -475,6 +477,57 @@ static inline void ref_check_vec_env(const struct env_spec *s, const double *hol
     }
     vec_env_free(v);
     vec_env_free(w);
+}
+
+/* The env's reset leaves its mjData as Gymnasium's does (mj_resetData, the
+ * noise, mj_forward): after `steps` steps from `from` (against joint
+ * limits, so that contacts or constraints, qacc_warmstart and the solver's
+ * statistics hold values), every array of mjData but the contacts' and
+ * efc_* rows past what mj_forward rebuilt, and every counter, equal bit for
+ * bit those of a copy reset by mj_resetData itself to the same state. */
+static inline void ref_check_reset_data(const struct env_spec *s, const double *from, int steps)
+{
+    const mjModel *m = s->model;
+    int n = m->nq + m->nv;
+    void *env = ref_env_new(s);
+    mjData *d = ((struct mj_env *)env)->d;
+    uint64_t rng = 17;
+    float obs[REF_MAX_OBS], act[8], r;
+    bool term;
+    double x[REF_MAX_STATE];
+    s->reset(env, &rng, obs);
+    ck_assert_int_eq(s->set_state(env, from, n), 0);
+    for (int t = 0; t < steps; t++) {
+        for (int k = 0; k < s->act.dim; k++)
+            act[k] = (float)s->act.high[k];
+        s->step(env, act, obs, &r, &term);
+    }
+    mjData *ref = mj_copyData(NULL, m, d);
+    s->reset(env, &rng, obs);
+    s->get_state(env, x, REF_MAX_STATE);
+    ref_reset_to(m, ref, x);
+    ck_assert_int_eq(d->ne, ref->ne);
+    ck_assert_int_eq(d->nf, ref->nf);
+    ck_assert_int_eq(d->nefc, ref->nefc);
+    ck_assert_int_eq(d->ncon, ref->ncon);
+    ck_assert_int_eq(d->pstack, ref->pstack);
+    ck_assert(d->time == ref->time && d->energy[0] == ref->energy[0] &&
+              d->energy[1] == ref->energy[1]);
+    ck_assert(memcmp(d->warning, ref->warning, sizeof d->warning) == 0);
+    ck_assert(d->solver_iter == ref->solver_iter && d->solver_nnz == ref->solver_nnz);
+    ck_assert(memcmp(d->solver, ref->solver, sizeof d->solver) == 0);
+    MJDATA_POINTERS_PREAMBLE(m)
+    (void)nv;
+#define X(type, name, nr, nc)                                                                      \
+    if (strncmp(#name, "efc_", 4) != 0 && strcmp(#name, "contact") != 0)                          \
+        ck_assert_msg(memcmp(d->name, ref->name, sizeof(type) * (size_t)(m->nr) * (nc)) == 0,     \
+                      "after reset, mjData.%s differs from mj_resetData's", #name);
+    MJDATA_POINTERS
+#undef X
+    for (int i = 0; i < d->nefc; i++)
+        ck_assert(d->efc_pos[i] == ref->efc_pos[i] && d->efc_force[i] == ref->efc_force[i]);
+    mj_deleteData(ref);
+    ref_env_free(s, env);
 }
 
 #endif

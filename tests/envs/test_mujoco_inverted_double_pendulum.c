@@ -256,6 +256,16 @@ START_TEST(test_idp_truncation)
 }
 END_TEST
 
+/* reset = mj_resetData, the noise, mj_forward: mjData as Gymnasium's, after
+ * an episode pressed against a limit. */
+START_TEST(test_idp_reset_data)
+{
+    const struct env_spec *s = ref_spec(ID);
+    double at_limit[6] = {1.0, 0.0, 0.0, 1.0, 0.0, 0.0};
+    ref_check_reset_data(s, at_limit, 30);
+}
+END_TEST
+
 START_TEST(test_idp_save_load)
 {
     const struct env_spec *s = ref_spec(ID);
@@ -296,6 +306,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_idp_termination_boundary);
     tcase_add_test(tc, test_idp_reset_noise);
     tcase_add_test(tc, test_idp_truncation);
+    tcase_add_test(tc, test_idp_reset_data);
     tcase_add_test(tc, test_idp_save_load);
     tcase_add_test(tc, test_idp_lifecycle);
     suite_add_tcase(su, tc);

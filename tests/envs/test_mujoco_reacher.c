@@ -265,6 +265,16 @@ START_TEST(test_reacher_truncation)
 }
 END_TEST
 
+/* reset = mj_resetData, the noise, mj_forward: mjData as Gymnasium's, after
+ * an episode pressed against a limit. */
+START_TEST(test_reacher_reset_data)
+{
+    const struct env_spec *s = ref_spec(ID);
+    double at_limit[8] = {0.3, 3.0, 0.1, 0.05, 0.0, 1.0, 0, 0};
+    ref_check_reset_data(s, at_limit, 30);
+}
+END_TEST
+
 START_TEST(test_reacher_save_load)
 {
     const struct env_spec *s = ref_spec(ID);
@@ -304,6 +314,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_reacher_stale_reads);
     tcase_add_test(tc, test_reacher_reset_noise);
     tcase_add_test(tc, test_reacher_truncation);
+    tcase_add_test(tc, test_reacher_reset_data);
     tcase_add_test(tc, test_reacher_save_load);
     tcase_add_test(tc, test_reacher_lifecycle);
     suite_add_tcase(su, tc);

@@ -210,6 +210,16 @@ START_TEST(test_swimmer_truncation)
 }
 END_TEST
 
+/* reset = mj_resetData, the noise, mj_forward: mjData as Gymnasium's, after
+ * an episode pressed against a limit. */
+START_TEST(test_swimmer_reset_data)
+{
+    const struct env_spec *s = ref_spec(ID);
+    double at_limit[10] = {0, 0, 0, 1.745, 1.745, 0, 0, 0, 1.0, 1.0};
+    ref_check_reset_data(s, at_limit, 30);
+}
+END_TEST
+
 START_TEST(test_swimmer_save_load)
 {
     const struct env_spec *s = ref_spec(ID);
@@ -249,6 +259,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_swimmer_info);
     tcase_add_test(tc, test_swimmer_reset_noise);
     tcase_add_test(tc, test_swimmer_truncation);
+    tcase_add_test(tc, test_swimmer_reset_data);
     tcase_add_test(tc, test_swimmer_save_load);
     tcase_add_test(tc, test_swimmer_lifecycle);
     suite_add_tcase(su, tc);
