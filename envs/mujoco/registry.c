@@ -10,8 +10,8 @@
 
 extern const struct mj_env_def mj_half_cheetah_def, mj_hopper_def, mj_walker2d_def, mj_ant_def,
     mj_humanoid_def;
-/* ---- M2: declare mj_inverted_pendulum_def, mj_inverted_double_pendulum_def,
- * mj_reacher_def, mj_swimmer_def here. ---- */
+extern const struct mj_env_def mj_inverted_pendulum_def, mj_inverted_double_pendulum_def,
+    mj_reacher_def, mj_swimmer_def;
 
 /* One row per env; NULL: not built yet (the message says so). */
 static const struct mj_env_def *const suite[MJ_SUITE_COUNT] = {
@@ -20,10 +20,10 @@ static const struct mj_env_def *const suite[MJ_SUITE_COUNT] = {
     &mj_walker2d_def,
     &mj_ant_def,
     &mj_humanoid_def,
-    NULL,   /* M2: &mj_inverted_pendulum_def */
-    NULL,   /* M2: &mj_inverted_double_pendulum_def */
-    NULL,   /* M2: &mj_reacher_def */
-    NULL,   /* M2: &mj_swimmer_def */
+    &mj_inverted_pendulum_def,
+    &mj_inverted_double_pendulum_def,
+    &mj_reacher_def,
+    &mj_swimmer_def,
 };
 static const char *const suite_ids[MJ_SUITE_COUNT] = { MJ_SUITE_IDS };
 

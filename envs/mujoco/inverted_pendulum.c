@@ -1,0 +1,61 @@
+/* InvertedPendulum-v4: Gymnasium 0.29.1's inverted_pendulum_v4.py over the
+ * shared base (mj_env.h). frame_skip 2; observation [qpos, qvel]; reward 1
+ * every step; terminated when the observation is not finite or
+ * |qpos[1]| > 0.2 (the hinge angle after the step); no info. */
+#include <math.h>
+
+#include "envs/mujoco/mj_env.h"
+
+MJ_MODEL(inverted_pendulum);
+
+static int ip_obs_dim(const mjModel *m)
+{
+    return m->nq + m->nv;
+}
+
+/* qpos = init_qpos + U(-0.01, 0.01)^nq, then qvel = init_qvel + U(-0.01, 0.01)^nv. */
+static void ip_reset_noise(struct mj_env *e, uint64_t *rng)
+{
+    for (int k = 0; k < e->m->nq; k++)
+        e->d->qpos[k] += env_rng_uniform(rng, -0.01, 0.01);
+    for (int k = 0; k < e->m->nv; k++)
+        e->d->qvel[k] += env_rng_uniform(rng, -0.01, 0.01);
+}
+
+static void ip_observe(const struct mj_env *e, float *obs)
+{
+    const mjData *d = e->d;
+    int nq = e->m->nq;
+    for (int k = 0; k < nq; k++)
+        obs[k] = (float)d->qpos[k];
+    for (int k = 0; k < e->m->nv; k++)
+        obs[nq + k] = (float)d->qvel[k];
+}
+
+static void ip_step(struct mj_env *e, const float *action, double *reward, bool *terminated)
+{
+    mj_env_do_simulation(e, action);
+    const mjData *d = e->d;
+    bool finite = true;
+    for (int k = 0; k < e->m->nq; k++)
+        finite = finite && isfinite(d->qpos[k]);
+    for (int k = 0; k < e->m->nv; k++)
+        finite = finite && isfinite(d->qvel[k]);
+    *reward = 1.0;
+    *terminated = !finite || fabs(d->qpos[1]) > 0.2;
+}
+
+const struct mj_env_def mj_inverted_pendulum_def = {
+    .id = "InvertedPendulum-v4",
+    .model_file = "inverted_pendulum.xml",
+    .xml = mj_model_inverted_pendulum,
+    .xml_size = &mj_model_inverted_pendulum_size,
+    .frame_skip = 2,
+    .max_episode_steps = 1000,
+    .reward_threshold = 950.0,
+    .nu = 1,
+    .obs_dim = ip_obs_dim,
+    .reset_noise = ip_reset_noise,
+    .observe = ip_observe,
+    .step = ip_step,
+};
