@@ -563,7 +563,8 @@ START_TEST(test_plugin_env)
     cJSON *j = train(args, 1);
     ck_assert(!jbool(j, "solved"));
     ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
-    ck_assert_str_eq(jstr(j, "env"), POINT_REACH_SO);
+    ck_assert_str_eq(jstr(j, "env"), "PointReach-v0");   /* the env's id; where its code came from beside it */
+    ck_assert_str_eq(jstr(j, "env_plugin"), POINT_REACH_SO);
     ck_assert_str_eq(jstr(j, "algo"), "ppo");
     ck_assert_double_ge(jnum(j, "env_steps"), 2048);
     ck_assert_double_ge(jnum(j, "episodes"), 8);
