@@ -123,8 +123,8 @@ void vec_env_free(struct vec_env *v)
 {
     if (!v)
         return;
-    for (int i = 0; i < v->created; i++)
-        v->spec->destroy ? v->spec->destroy(v->spec, vec_env_state(v, i)) : (void)0;
+    for (int i = 0; i < v->created && v->spec->destroy; i++)
+        v->spec->destroy(v->spec, vec_env_state(v, i));
     free(v->info_run);
     free(v->info_step);
     free(v->states);
@@ -332,6 +332,17 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
         memcpy(&l, ll + i * sizeof l, sizeof l);
         if (e < 0 || e > cap || l < -1 || l > cap) {
             env_set_error("vec_env_load: env %zu: episode length %d or last length %d outside 0..%d", i, e, l, cap);
+            return -1;
+        }
+    }
+    /* the info sums follow the statistics, at the end */
+    size_t ni = (n + 1) * (size_t)v->info_count;
+    const unsigned char *info = buf + len - ni * sizeof(double);
+    for (size_t k = 0; k < ni; k++) {
+        double x;
+        memcpy(&x, info + k * sizeof x, sizeof x);
+        if (!isfinite(x)) {
+            env_set_error("vec_env_load: %s's info sums: value %zu is %g", v->spec->id, k, x);
             return -1;
         }
     }

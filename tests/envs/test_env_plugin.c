@@ -663,6 +663,11 @@ START_TEST(abi2_lifecycle)
     memcpy(at, &nan, sizeof nan);
     ck_assert_int_eq(vec_env_load(w, bad, len), -1);
     ck_assert_str_eq(env_last_error(), "vec_env_load: env 1 of Sim-v0: saved value 0 is nan");
+    /* the info sums are the saved form's last doubles: 4 envs' running sums, then the totals */
+    memcpy(bad, saved, len);
+    memcpy(bad + len - sizeof nan, &nan, sizeof nan);
+    ck_assert_int_eq(vec_env_load(w, bad, len), -1);
+    ck_assert_str_eq(env_last_error(), "vec_env_load: Sim-v0's info sums: value 9 is nan");
     ck_assert_int_eq(sim_live(), 3 * B);   /* the scratch env is gone */
     free(bad);
     free(saved);
