@@ -18,15 +18,6 @@ static int obs_dim(const mjModel *m)
     return m->nq - 1 + m->nv;
 }
 
-/* qpos + U(-0.1, 0.1) per coordinate, then qvel + 0.1 N(0, 1). */
-static void reset_noise(struct mj_env *e, uint64_t *rng)
-{
-    for (int k = 0; k < e->m->nq; k++)
-        e->d->qpos[k] = e->d->qpos[k] + env_rng_uniform(rng, -RESET_NOISE_SCALE, RESET_NOISE_SCALE);
-    for (int k = 0; k < e->m->nv; k++)
-        e->d->qvel[k] = e->d->qvel[k] + RESET_NOISE_SCALE * env_rng_normal(rng);
-}
-
 /* qpos[1:], qvel. */
 static void observe(const struct mj_env *e, float *obs)
 {
@@ -63,7 +54,8 @@ const struct mj_env_def mj_half_cheetah_def = {
     .reward_threshold = 4800.0,
     .nu = 6,
     .obs_dim = obs_dim,
-    .reset_noise = reset_noise,
+    .noise_scale = RESET_NOISE_SCALE,   /* qpos + U(-0.1, 0.1) per coordinate, then qvel + 0.1 N(0, 1). */
+    .qvel_noise = MJ_QVEL_NORMAL,
     .observe = observe,
     .step = step,
     .info_count = N_INFO,

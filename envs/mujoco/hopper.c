@@ -19,15 +19,6 @@ static int obs_dim(const mjModel *m)
     return m->nq - 1 + m->nv;
 }
 
-/* qpos + U(-5e-3, 5e-3), then qvel + U(-5e-3, 5e-3). */
-static void reset_noise(struct mj_env *e, uint64_t *rng)
-{
-    for (int k = 0; k < e->m->nq; k++)
-        e->d->qpos[k] = e->d->qpos[k] + env_rng_uniform(rng, -RESET_NOISE_SCALE, RESET_NOISE_SCALE);
-    for (int k = 0; k < e->m->nv; k++)
-        e->d->qvel[k] = e->d->qvel[k] + env_rng_uniform(rng, -RESET_NOISE_SCALE, RESET_NOISE_SCALE);
-}
-
 /* np.clip(x, -10, 10): NaN stays NaN. */
 static inline double clip10(double x)
 {
@@ -79,7 +70,8 @@ const struct mj_env_def mj_hopper_def = {
     .reward_threshold = 3800.0,
     .nu = 3,
     .obs_dim = obs_dim,
-    .reset_noise = reset_noise,
+    .noise_scale = RESET_NOISE_SCALE,   /* qpos + U(-5e-3, 5e-3), then qvel + U(-5e-3, 5e-3). */
+    .qvel_noise = MJ_QVEL_UNIFORM,
     .observe = observe,
     .step = step,
     .info_count = N_INFO,

@@ -26,15 +26,6 @@ static int obs_dim(const mjModel *m)
     return (m->nq - 2) + m->nv + 10 * m->nbody + 6 * m->nbody + m->nv + 6 * m->nbody;
 }
 
-/* qpos + U(-1e-2, 1e-2), then qvel + U(-1e-2, 1e-2). */
-static void reset_noise(struct mj_env *e, uint64_t *rng)
-{
-    for (int k = 0; k < e->m->nq; k++)
-        e->d->qpos[k] = e->d->qpos[k] + env_rng_uniform(rng, -RESET_NOISE_SCALE, RESET_NOISE_SCALE);
-    for (int k = 0; k < e->m->nv; k++)
-        e->d->qvel[k] = e->d->qvel[k] + env_rng_uniform(rng, -RESET_NOISE_SCALE, RESET_NOISE_SCALE);
-}
-
 /* qpos[2:], qvel, cinert, cvel, qfrc_actuator, cfrc_ext (mjData as the last
  * step left it). */
 static void observe(const struct mj_env *e, float *obs)
@@ -107,7 +98,8 @@ const struct mj_env_def mj_humanoid_def = {
     .reward_threshold = NAN,   /* none registered */
     .nu = 17,
     .obs_dim = obs_dim,
-    .reset_noise = reset_noise,
+    .noise_scale = RESET_NOISE_SCALE,   /* qpos + U(-1e-2, 1e-2), then qvel + U(-1e-2, 1e-2). */
+    .qvel_noise = MJ_QVEL_UNIFORM,
     .observe = observe,
     .step = step,
     .info_count = N_INFO,

@@ -19,15 +19,6 @@ static int idp_obs_dim(const mjModel *m)
     return 1 + 2 * (m->nq - 1) + 2 * m->nv;
 }
 
-/* qpos = init_qpos + U(-0.1, 0.1)^nq, qvel = init_qvel + 0.1 N(0, 1)^nv. */
-static void idp_reset_noise(struct mj_env *e, uint64_t *rng)
-{
-    for (int k = 0; k < e->m->nq; k++)
-        e->d->qpos[k] += env_rng_uniform(rng, -0.1, 0.1);
-    for (int k = 0; k < e->m->nv; k++)
-        e->d->qvel[k] += env_rng_normal(rng) * 0.1;
-}
-
 static double clip10(double x)
 {
     return x < -10.0 ? -10.0 : x > 10.0 ? 10.0 : x;   /* np.clip(x, -10, 10) */
@@ -71,7 +62,8 @@ const struct mj_env_def mj_inverted_double_pendulum_def = {
     .reward_threshold = 9100.0,
     .nu = 1,
     .obs_dim = idp_obs_dim,
-    .reset_noise = idp_reset_noise,
+    .noise_scale = 0.1,   /* qpos = init_qpos + U(-0.1, 0.1)^nq, qvel = init_qvel + 0.1 N(0, 1)^nv. */
+    .qvel_noise = MJ_QVEL_NORMAL,
     .observe = idp_observe,
     .step = idp_step,
 };

@@ -13,15 +13,6 @@ static int ip_obs_dim(const mjModel *m)
     return m->nq + m->nv;
 }
 
-/* qpos = init_qpos + U(-0.01, 0.01)^nq, then qvel = init_qvel + U(-0.01, 0.01)^nv. */
-static void ip_reset_noise(struct mj_env *e, uint64_t *rng)
-{
-    for (int k = 0; k < e->m->nq; k++)
-        e->d->qpos[k] += env_rng_uniform(rng, -0.01, 0.01);
-    for (int k = 0; k < e->m->nv; k++)
-        e->d->qvel[k] += env_rng_uniform(rng, -0.01, 0.01);
-}
-
 static void ip_observe(const struct mj_env *e, float *obs)
 {
     const mjData *d = e->d;
@@ -55,7 +46,8 @@ const struct mj_env_def mj_inverted_pendulum_def = {
     .reward_threshold = 950.0,
     .nu = 1,
     .obs_dim = ip_obs_dim,
-    .reset_noise = ip_reset_noise,
+    .noise_scale = 0.01,   /* qpos = init_qpos + U(-0.01, 0.01)^nq, then qvel = init_qvel + U(-0.01, 0.01)^nv. */
+    .qvel_noise = MJ_QVEL_UNIFORM,
     .observe = ip_observe,
     .step = ip_step,
 };

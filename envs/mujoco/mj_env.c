@@ -57,12 +57,23 @@ static void reset_data(const struct mj_loaded *L, mjData *d)
     }
 }
 
+/* The usual reset_model noise of def (mj_env_def.noise_scale, qvel_noise). */
+static void reset_noise(const struct mj_env_def *def, struct mj_env *e, uint64_t *rng)
+{
+    const double s = def->noise_scale;
+    for (int k = 0; k < e->m->nq; k++)
+        e->d->qpos[k] += env_rng_uniform(rng, -s, s);
+    for (int k = 0; k < e->m->nv; k++)
+        e->d->qvel[k] += def->qvel_noise == MJ_QVEL_NORMAL ? s * env_rng_normal(rng) : env_rng_uniform(rng, -s, s);
+}
+
 static void mj_reset(void *state, uint64_t *rng, float *obs)
 {
     struct mj_env *e = state;
     const struct mj_env_def *def = e->L->def;
     reset_data(e->L, e->d);
-    def->reset_noise(e, rng);
+    if (def->reset_noise) def->reset_noise(e, rng);
+    else reset_noise(def, e, rng);
     mj_forward(e->m, e->d);
     e->steps = 0;
     memset(e->info, 0, sizeof e->info);

@@ -6,8 +6,10 @@
  * the whole mjData, the simulation step and info.
  *
  * Order of calls, as Gymnasium 0.29.1's MujocoEnv:
- *   reset: mj_resetData; def->reset_noise (adds the noise to d->qpos and
- *          d->qvel, which hold qpos0 and 0); mj_forward; def->observe.
+ *   reset: mj_resetData (its equal, without clearing the constraint rows);
+ *          the reset noise (noise_scale/qvel_noise, or the env's reset_noise)
+ *          added to d->qpos and d->qvel, which hold qpos0 and 0; mj_forward;
+ *          def->observe.
  *   step:  def->step reads what it needs before (mjData as the last step
  *          left it: stale mid-episode, fresh after reset/set_state), calls
  *          mj_env_do_simulation (ctrl = action; frame_skip x mj_step; one
@@ -40,9 +42,13 @@ struct mj_env_def {
     double reward_threshold;        /* NAN where Gymnasium registers none */
     int nu;                         /* actuators the env is written for */
     int (*obs_dim)(const mjModel *m);
-    /* Gymnasium's reset_model noise, drawn in its order: add it to d->qpos
-     * (holding qpos0) and d->qvel (holding 0). */
-    void (*reset_noise)(struct mj_env *e, uint64_t *rng);
+    /* Gymnasium's reset_model noise, drawn in its order, added to d->qpos
+     * (holding qpos0) and d->qvel (holding 0): most envs' is data, qpos +
+     * U(-s, s) then qvel + U(-s, s) or s * N(0, 1) (s = noise_scale); an env
+     * whose reset does more (Reacher's goal) gives its own reset_noise. */
+    double noise_scale;
+    enum { MJ_QVEL_UNIFORM, MJ_QVEL_NORMAL } qvel_noise;
+    void (*reset_noise)(struct mj_env *e, uint64_t *rng);   /* NULL: the above */
     /* Write obs_dim floats from mjData as it stands (float32 casts). */
     void (*observe)(const struct mj_env *e, float *obs);
     /* One env step around mj_env_do_simulation: reward, termination and

@@ -19,15 +19,6 @@ static int swimmer_obs_dim(const mjModel *m)
     return (m->nq - 2) + m->nv;
 }
 
-/* qpos = init_qpos + U(-0.1, 0.1)^nq, then qvel = init_qvel + U(-0.1, 0.1)^nv. */
-static void swimmer_reset_noise(struct mj_env *e, uint64_t *rng)
-{
-    for (int k = 0; k < e->m->nq; k++)
-        e->d->qpos[k] += env_rng_uniform(rng, -0.1, 0.1);
-    for (int k = 0; k < e->m->nv; k++)
-        e->d->qvel[k] += env_rng_uniform(rng, -0.1, 0.1);
-}
-
 static void swimmer_observe(const struct mj_env *e, float *obs)
 {
     const mjData *d = e->d;
@@ -76,7 +67,8 @@ const struct mj_env_def mj_swimmer_def = {
     .reward_threshold = 360.0,
     .nu = 2,
     .obs_dim = swimmer_obs_dim,
-    .reset_noise = swimmer_reset_noise,
+    .noise_scale = 0.1,   /* qpos = init_qpos + U(-0.1, 0.1)^nq, then qvel = init_qvel + U(-0.1, 0.1)^nv. */
+    .qvel_noise = MJ_QVEL_UNIFORM,
     .observe = swimmer_observe,
     .step = swimmer_step,
     .info_count = 8,
