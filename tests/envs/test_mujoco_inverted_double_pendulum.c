@@ -276,21 +276,7 @@ END_TEST
 
 START_TEST(test_idp_lifecycle)
 {
-    const struct env_spec *s = ref_spec(ID);
-    uint64_t rng = 4;
-    float obs[11], a[1], r;
-    bool term;
-    for (int i = 0; i < 50; i++) {
-        void *env = ref_env_new(s);
-        for (int e = 0; e < 3; e++) {
-            s->reset(env, &rng, obs);
-            for (int t = 0; t < 20; t++) {
-                ref_random_action(s, &rng, a);
-                s->step(env, a, obs, &r, &term);
-            }
-        }
-        ref_env_free(s, env);
-    }
+    ref_check_lifecycle(ref_spec(ID), 50);
 }
 END_TEST
 

@@ -234,21 +234,7 @@ END_TEST
 /* Many envs made, run and freed: ASan's leak check sees every mjData go. */
 START_TEST(test_ip_lifecycle)
 {
-    const struct env_spec *s = ref_spec(ID);
-    uint64_t rng = 4;
-    float obs[4], a[1], r;
-    bool term;
-    for (int i = 0; i < 50; i++) {
-        void *env = ref_env_new(s);
-        for (int e = 0; e < 3; e++) {
-            s->reset(env, &rng, obs);
-            for (int t = 0; t < 20; t++) {
-                ref_random_action(s, &rng, a);
-                s->step(env, a, obs, &r, &term);
-            }
-        }
-        ref_env_free(s, env);
-    }
+    ref_check_lifecycle(ref_spec(ID), 50);
 }
 END_TEST
 
