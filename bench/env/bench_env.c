@@ -141,7 +141,8 @@ int main(int argc, char **argv)
         printf("{\"bench\":\"env\",\"env\":\"%s\",\"B\":%d,\"steps_per_s_per_core\":%.0f,"
                "\"path\":\"%s\",\"repeats\":%d,\"episodes\":%llu,"
                "\"actions\":\"random, in timed loop\"%s}\n",
-               s->id, B, best, flags ? "generic" : "batched", repeats, (unsigned long long)st.episodes,
+               s->id, B, best, flags || s->create ? "generic" : "batched",   /* a simulator steps env by env */
+               repeats, (unsigned long long)st.episodes,
                ref);
         fflush(stdout);
         vec_env_free(v);
