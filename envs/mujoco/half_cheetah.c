@@ -13,21 +13,6 @@ enum { I_X_POSITION, I_X_VELOCITY, I_REWARD_RUN, I_REWARD_CTRL, N_INFO };
 static const char *const info_names[N_INFO] = {"x_position", "x_velocity", "reward_run",
                                                "reward_ctrl"};
 
-static int obs_dim(const mjModel *m)
-{
-    return m->nq - 1 + m->nv;
-}
-
-/* qpos[1:], qvel. */
-static void observe(const struct mj_env *e, float *obs)
-{
-    int nq = e->m->nq, nv = e->m->nv;
-    for (int k = 1; k < nq; k++)
-        *obs++ = (float)e->d->qpos[k];
-    for (int k = 0; k < nv; k++)
-        *obs++ = (float)e->d->qvel[k];
-}
-
 static void step(struct mj_env *e, const float *action, double *reward, bool *terminated)
 {
     double x_before = e->d->qpos[0];
@@ -53,10 +38,9 @@ const struct mj_env_def mj_half_cheetah_def = {
     .max_episode_steps = 1000,
     .reward_threshold = 4800.0,
     .nu = 6,
-    .obs_dim = obs_dim,
+    .obs_qpos_skip = 1,   /* observation: qpos[1:], qvel */
     .noise_scale = RESET_NOISE_SCALE,   /* qpos + U(-0.1, 0.1) per coordinate, then qvel + 0.1 N(0, 1). */
     .qvel_noise = MJ_QVEL_NORMAL,
-    .observe = observe,
     .step = step,
     .info_count = N_INFO,
     .info_names = info_names,

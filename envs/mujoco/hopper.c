@@ -14,26 +14,6 @@ MJ_MODEL(hopper);
 enum { I_X_POSITION, I_X_VELOCITY, N_INFO };
 static const char *const info_names[N_INFO] = {"x_position", "x_velocity"};
 
-static int obs_dim(const mjModel *m)
-{
-    return m->nq - 1 + m->nv;
-}
-
-/* np.clip(x, -10, 10): NaN stays NaN. */
-static inline double clip10(double x)
-{
-    return x < -10.0 ? -10.0 : x > 10.0 ? 10.0 : x;
-}
-
-/* qpos[1:], clip(qvel, -10, 10). */
-static void observe(const struct mj_env *e, float *obs)
-{
-    for (int k = 1; k < e->m->nq; k++)
-        *obs++ = (float)e->d->qpos[k];
-    for (int k = 0; k < e->m->nv; k++)
-        *obs++ = (float)clip10(e->d->qvel[k]);
-}
-
 static bool is_healthy(const struct mj_env *e)
 {
     const double *qpos = e->d->qpos, *qvel = e->d->qvel;
@@ -69,10 +49,10 @@ const struct mj_env_def mj_hopper_def = {
     .max_episode_steps = 1000,
     .reward_threshold = 3800.0,
     .nu = 3,
-    .obs_dim = obs_dim,
+    .obs_qpos_skip = 1,   /* observation: qpos[1:], qvel clipped to +-10 */
+    .obs_qvel_clip = 10.0,
     .noise_scale = RESET_NOISE_SCALE,   /* qpos + U(-5e-3, 5e-3), then qvel + U(-5e-3, 5e-3). */
     .qvel_noise = MJ_QVEL_UNIFORM,
-    .observe = observe,
     .step = step,
     .info_count = N_INFO,
     .info_names = info_names,

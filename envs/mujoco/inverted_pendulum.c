@@ -8,21 +8,6 @@
 
 MJ_MODEL(inverted_pendulum);
 
-static int ip_obs_dim(const mjModel *m)
-{
-    return m->nq + m->nv;
-}
-
-static void ip_observe(const struct mj_env *e, float *obs)
-{
-    const mjData *d = e->d;
-    int nq = e->m->nq;
-    for (int k = 0; k < nq; k++)
-        obs[k] = (float)d->qpos[k];
-    for (int k = 0; k < e->m->nv; k++)
-        obs[nq + k] = (float)d->qvel[k];
-}
-
 static void ip_step(struct mj_env *e, const float *action, double *reward, bool *terminated)
 {
     mj_env_do_simulation(e, action);
@@ -45,9 +30,8 @@ const struct mj_env_def mj_inverted_pendulum_def = {
     .max_episode_steps = 1000,
     .reward_threshold = 950.0,
     .nu = 1,
-    .obs_dim = ip_obs_dim,
+    .obs_qpos_skip = 0,   /* observation: qpos[0:], qvel */
     .noise_scale = 0.01,   /* qpos = init_qpos + U(-0.01, 0.01)^nq, then qvel = init_qvel + U(-0.01, 0.01)^nv. */
     .qvel_noise = MJ_QVEL_UNIFORM,
-    .observe = ip_observe,
     .step = ip_step,
 };

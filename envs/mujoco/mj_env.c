@@ -57,6 +57,25 @@ static void reset_data(const struct mj_loaded *L, mjData *d)
     }
 }
 
+/* np.clip(x, -c, c): NaN stays NaN. */
+static inline double clip(double x, double c)
+{
+    return x < -c ? -c : x > c ? c : x;
+}
+
+/* The env's observation: its own, or the usual qpos[skip:], clip(qvel). */
+static void observe(const struct mj_env_def *def, const struct mj_env *e, float *obs)
+{
+    if (def->observe) {
+        def->observe(e, obs);
+        return;
+    }
+    for (int k = def->obs_qpos_skip; k < e->m->nq; k++)
+        *obs++ = (float)e->d->qpos[k];
+    for (int k = 0; k < e->m->nv; k++)
+        *obs++ = (float)(def->obs_qvel_clip > 0 ? clip(e->d->qvel[k], def->obs_qvel_clip) : e->d->qvel[k]);
+}
+
 /* The usual reset_model noise of def (mj_env_def.noise_scale, qvel_noise). */
 static void reset_noise(const struct mj_env_def *def, struct mj_env *e, uint64_t *rng)
 {
@@ -77,7 +96,7 @@ static void mj_reset(void *state, uint64_t *rng, float *obs)
     mj_forward(e->m, e->d);
     e->steps = 0;
     memset(e->info, 0, sizeof e->info);
-    def->observe(e, obs);
+    observe(def, e, obs);
 }
 
 static void mj_step_env(void *state, const void *action, float *obs, float *reward,
@@ -89,7 +108,7 @@ static void mj_step_env(void *state, const void *action, float *obs, float *rewa
     bool term = false;
     def->step(e, action, &r, &term);
     e->steps++;
-    def->observe(e, obs);
+    observe(def, e, obs);
     *reward = (float)r;
     *terminated = term;
 }
@@ -326,7 +345,7 @@ struct mj_loaded *mj_env_load(const struct mj_env_def *def, char *err, size_t er
         return NULL;
     }
     struct mj_loaded *L = calloc(1, sizeof *L);
-    int obs_dim = def->obs_dim(m);
+    int obs_dim = def->obs_dim ? def->obs_dim(m) : m->nq - def->obs_qpos_skip + m->nv;
     double *b = L ? malloc(sizeof(double) * (size_t)(2 * obs_dim + 2 * m->nu)) : NULL;
     mjData *probe = b ? mj_makeData(m) : NULL;
     if (!probe) {

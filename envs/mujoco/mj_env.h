@@ -41,6 +41,11 @@ struct mj_env_def {
     int max_episode_steps;          /* Gymnasium's registration */
     double reward_threshold;        /* NAN where Gymnasium registers none */
     int nu;                         /* actuators the env is written for */
+    /* The observation: most envs' is data, qpos[obs_qpos_skip:] then qvel
+     * clipped to +-obs_qvel_clip (0: not clipped); an env that observes
+     * more gives its own obs_dim and observe (both, or neither). */
+    int obs_qpos_skip;
+    double obs_qvel_clip;
     int (*obs_dim)(const mjModel *m);
     /* Gymnasium's reset_model noise, drawn in its order, added to d->qpos
      * (holding qpos0) and d->qvel (holding 0): most envs' is data, qpos +
@@ -50,7 +55,7 @@ struct mj_env_def {
     enum { MJ_QVEL_UNIFORM, MJ_QVEL_NORMAL } qvel_noise;
     void (*reset_noise)(struct mj_env *e, uint64_t *rng);   /* NULL: the above */
     /* Write obs_dim floats from mjData as it stands (float32 casts). */
-    void (*observe)(const struct mj_env *e, float *obs);
+    void (*observe)(const struct mj_env *e, float *obs);   /* NULL: the above */
     /* One env step around mj_env_do_simulation: reward, termination and
      * e->info[0 .. info_count). */
     void (*step)(struct mj_env *e, const float *action, double *reward, bool *terminated);

@@ -14,21 +14,6 @@
 
 MJ_MODEL(swimmer);
 
-static int swimmer_obs_dim(const mjModel *m)
-{
-    return (m->nq - 2) + m->nv;
-}
-
-static void swimmer_observe(const struct mj_env *e, float *obs)
-{
-    const mjData *d = e->d;
-    int i = 0;
-    for (int k = 2; k < e->m->nq; k++)
-        obs[i++] = (float)d->qpos[k];
-    for (int k = 0; k < e->m->nv; k++)
-        obs[i++] = (float)d->qvel[k];
-}
-
 static void swimmer_step(struct mj_env *e, const float *action, double *reward, bool *terminated)
 {
     const mjData *d = e->d;
@@ -66,10 +51,9 @@ const struct mj_env_def mj_swimmer_def = {
     .max_episode_steps = 1000,
     .reward_threshold = 360.0,
     .nu = 2,
-    .obs_dim = swimmer_obs_dim,
+    .obs_qpos_skip = 2,   /* observation: qpos[2:], qvel */
     .noise_scale = 0.1,   /* qpos = init_qpos + U(-0.1, 0.1)^nq, then qvel = init_qvel + U(-0.1, 0.1)^nv. */
     .qvel_noise = MJ_QVEL_UNIFORM,
-    .observe = swimmer_observe,
     .step = swimmer_step,
     .info_count = 8,
     .info_names = swimmer_info,
