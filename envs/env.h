@@ -50,10 +50,12 @@ static inline const char *env_args_get(const struct env_args *args, const char *
 
 /* The contract (docs/design.md section 3, envs/README.md "The contract").
  *
- * Threads and lifetime. A spec is made once per process: a built-in's on
- * its first env_lookup, a plug-in's by its entry point (the once-per-process
- * model load), and it is read-only from then on, so any number of threads
- * may step envs of one spec at once. Each env's state block belongs to one
+ * Threads and lifetime. A built-in's spec is made once per process, on its
+ * first env_lookup; a plug-in's by its entry point at each
+ * env_plugin_open_args (the model load: a program opens its env once for
+ * the run, and its usage check may open and close it once before). A spec
+ * is read-only from then on, so any number of threads may step envs of one
+ * spec at once. Each env's state block belongs to one
  * vec_env, which one thread at a time uses: create runs when the vec_env is
  * made (on the thread calling vec_env_new, one env after another), reset and
  * step on the thread calling vec_env_reset/vec_env_step (an observer's

@@ -3,7 +3,7 @@
  *                                               char *err, size_t err_size);
  *     const struct env_spec *tributary_env(void);          (ABI 1, no arguments)
  * is opened with dlopen, its spec validated, and kept loaded until closed.
- * tributary_env_open is the once-per-process load: it reads its arguments
+ * tributary_env_open is the load, once per open: it reads its arguments
  * (`--env-arg key=value`), loads what it needs (a model file), and returns a
  * spec of ABI 2 (abi_version = ENV_ABI_VERSION), which it may have filled at
  * load time (sizes and bounds from the model), or NULL with a message in err
