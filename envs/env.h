@@ -89,7 +89,7 @@ struct env_spec {
 
     /* ---- ABI 2 (every field below is optional: 0/NULL when unused) ---- */
     int abi_version;                /* ENV_ABI_VERSION in a spec of ABI 2 */
-    void *model;                    /* what the spec loaded once per process
+    void *model;                    /* what the spec loaded at open, shared by its envs
                                      * (MuJoCo: the mjModel); the env's own */
     /* Per-env resources. create runs on a zeroed state block before its
      * first reset; it returns 0, or -1 with a message in err (err_size
