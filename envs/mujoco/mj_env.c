@@ -57,6 +57,22 @@ static void reset_data(const struct mj_loaded *L, mjData *d)
     }
 }
 
+void mj_env_step_walker(struct mj_env *e, const float *action, double *reward, bool *terminated,
+                        bool (*healthy)(const struct mj_env *e))
+{
+    double x_before = e->d->qpos[0];
+    mj_env_do_simulation(e, action);
+    double x_after = e->d->qpos[0];
+    double x_velocity = (x_after - x_before) / e->dt;
+    double ctrl_cost = 1e-3 * mj_env_sum_sq(action, e->m->nu);
+    double forward_reward = 1.0 * x_velocity;
+    double healthy_reward = 1.0;   /* paid when unhealthy too */
+    *reward = (forward_reward + healthy_reward) - ctrl_cost;
+    *terminated = !healthy(e);
+    e->info[0] = x_after;
+    e->info[1] = x_velocity;
+}
+
 /* np.clip(x, -c, c): NaN stays NaN. */
 static inline double clip(double x, double c)
 {

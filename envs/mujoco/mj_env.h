@@ -101,6 +101,15 @@ struct mj_env {
  * (Gymnasium's _step_mujoco_simulation). */
 void mj_env_do_simulation(struct mj_env *e, const float *action);
 
+/* Hopper-v4's and Walker2d-v4's step, the same equations with the same
+ * defaults in hopper_v4.py and walker2d_v4.py: forward reward x velocity
+ * (weight 1), healthy reward 1 (paid when unhealthy too), control cost
+ * 1e-3 * sum(action^2), terminated when not healthy(e) after the step;
+ * info [x_position, x_velocity] (MJ_WALKER_INFO_NAMES). */
+#define MJ_WALKER_INFO_NAMES {"x_position", "x_velocity"}
+void mj_env_step_walker(struct mj_env *e, const float *action, double *reward, bool *terminated,
+                        bool (*healthy)(const struct mj_env *e));
+
 /* The env's spec, its model loaded from def->xml through MuJoCo's VFS and
  * checked (actuator count, bodies). NULL with the message in err ("Hopper-v4:
  * model: ...", "Hopper-v4: model has 2 actuators, the env needs 3"). The

@@ -7,12 +7,10 @@
 
 MJ_MODEL(walker2d);
 
-#define CTRL_COST_WEIGHT 1e-3
-#define HEALTHY_REWARD 1.0
 #define RESET_NOISE_SCALE 5e-3
 
-enum { I_X_POSITION, I_X_VELOCITY, N_INFO };
-static const char *const info_names[N_INFO] = {"x_position", "x_velocity"};
+enum { N_INFO = 2 };
+static const char *const info_names[N_INFO] = MJ_WALKER_INFO_NAMES;
 
 static bool is_healthy(const struct mj_env *e)
 {
@@ -22,17 +20,7 @@ static bool is_healthy(const struct mj_env *e)
 
 static void step(struct mj_env *e, const float *action, double *reward, bool *terminated)
 {
-    double x_before = e->d->qpos[0];
-    mj_env_do_simulation(e, action);
-    double x_after = e->d->qpos[0];
-    double x_velocity = (x_after - x_before) / e->dt;
-    double ctrl_cost = CTRL_COST_WEIGHT * mj_env_sum_sq(action, e->m->nu);
-    double forward_reward = 1.0 * x_velocity;
-    double healthy_reward = HEALTHY_REWARD;   /* paid when unhealthy too */
-    *reward = (forward_reward + healthy_reward) - ctrl_cost;
-    *terminated = !is_healthy(e);
-    e->info[I_X_POSITION] = x_after;
-    e->info[I_X_VELOCITY] = x_velocity;
+    mj_env_step_walker(e, action, reward, terminated, is_healthy);
 }
 
 const struct mj_env_def mj_walker2d_def = {
