@@ -9,14 +9,14 @@
  *       | per param: u32 dtype | u32 ndim | i64 shape[4] | u64 nbytes | data
  *   | if has_optim: u64 length | optim_save bytes
  * Its integrity is the manifest's size and hash. The MANIFEST's format and
- * limits: dist_ckpt_internal.h. Where an owner may read and write, and
- * why: dist_ckpt.h "Which directories". */
+ * limits: dist_ckpt_internal.h (its parser: dist_ckpt_manifest.c). Where
+ * an owner may read and write, and why: dist_ckpt.h "Which directories"
+ * (those rules: dist_ckpt_files.c). This file calls into those two; they
+ * never call back. */
 #define _GNU_SOURCE
 #include "optim/dist_ckpt.h"
 
-#include <ctype.h>
 #include <dirent.h>
-#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,217 +27,18 @@
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+#include "optim/dist_ckpt_files.h"
 #include "optim/dist_ckpt_internal.h"
 #include "common/check.h"
 #include "common/hash.h"
 #include "tensor/backend.h"
 
+
 #define SHARD_MAGIC "TRIBSHRD"
 #define SHARD_VERSION 1
-#define MANIFEST "MANIFEST"
-#define MANIFEST_HEADER "tributary-dist-ckpt 1"
+#define MANIFEST DIST_CKPT_MANIFEST
+#define MANIFEST_HEADER DIST_CKPT_MANIFEST_HEADER
 #define NAME_MAX_LEN DIST_CKPT_NAME_MAX
-#define MAX_ROOTS 16
-#define LINE_MAX_LEN 511
-
-/* ---- names and numbers ---------------------------------------------------------- */
-
-bool dist_ckpt_good_name(const char *s, bool worker)
-{
-    size_t n = s ? strlen(s) : 0;
-    if (n == 0 || n > NAME_MAX_LEN) return false;
-    for (size_t i = 0; i < n; i++)
-        if (isspace((unsigned char)s[i]) || !isprint((unsigned char)s[i]) || (worker && s[i] == '/')) return false;
-    return true;
-}
-
-/* s[0..n) for an error message: at most max bytes, unprintable ones '?'. */
-static const char *printable(const char *s, size_t n, size_t max, char *out, size_t cap)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n && i < max && k + 4 < cap; i++)
-        out[k++] = isprint((unsigned char)s[i]) ? s[i] : '?';
-    if (n > max && k + 4 < cap) k += (size_t)snprintf(out + k, cap - k, "...");
-    out[k] = '\0';
-    return out;
-}
-
-enum { NUM_OK = 0, NUM_BAD = -1, NUM_RANGE = -2 };
-
-/* s[0..n) as a decimal integer in lo..hi: digits, maybe a '-' first, no
- * '+', no leading zero. NUM_OK, NUM_BAD (not a number) or
- * NUM_RANGE (a number outside lo..hi, or beyond 64 bits). */
-static int parse_int(const char *s, size_t n, int64_t lo, int64_t hi, int64_t *out)
-{
-    bool neg = n > 0 && s[0] == '-';
-    size_t i = neg;
-    if (i == n || (s[i] == '0' && n - i > 1)) return NUM_BAD;
-    uint64_t v = 0, lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    bool over = false;
-    for (; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return NUM_BAD;
-        uint64_t d = (uint64_t)(s[i] - '0');
-        if (over || v > (lim - d) / 10) over = true;
-        else v = v * 10 + d;
-    }
-    if (over) return NUM_RANGE;
-    int64_t x = !neg ? (int64_t)v : v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v;
-    if (x < lo || x > hi) return NUM_RANGE;
-    *out = x;
-    return NUM_OK;
-}
-
-/* "shard-G-WORKER.bin" of this generation and worker (file of cap >= 128). */
-static void shard_file_name(int64_t gen, const char *worker, char *file, size_t cap)
-{
-    snprintf(file, cap, "shard-%lld-%s.bin", (long long)gen, worker);
-}
-
-/* ---- the MANIFEST parser (dist_ckpt_internal.h) ---------------------------------- */
-
-enum keyword { KW_GENERATION, KW_STEP, KW_SHARD, KW_MODULE, KW_OPTIMIZER };
-static const struct { const char *word; enum keyword kw; int n_args; } KEYWORDS[] = {
-    { "generation", KW_GENERATION, 1 }, { "step", KW_STEP, 1 },     { "shard", KW_SHARD, 4 },
-    { "module", KW_MODULE, 2 },         { "optimizer", KW_OPTIMIZER, 1 },
-};
-
-struct token { const char *p; size_t n; };
-
-/* One line (its number ln, without its '\n') into *m. 0 or -1 with err. */
-static int parse_line(const char *line, size_t len, int ln, struct dist_ckpt_manifest *m, char *err, size_t cap)
-{
-    char q[128], q2[128];
-    struct token t[6];
-    int nt = 0;
-    for (size_t i = 0, s = 0; i <= len; i++) {
-        if (i < len && line[i] != ' ') continue;
-        if (i == s || nt == 6) {
-            nt = -1;
-            break;
-        }
-        t[nt++] = (struct token){ line + s, i - s };
-        s = i + 1;
-    }
-    size_t k = 0, nk = sizeof KEYWORDS / sizeof *KEYWORDS;
-    while (nt > 0 && k < nk && !(strlen(KEYWORDS[k].word) == t[0].n && memcmp(KEYWORDS[k].word, t[0].p, t[0].n) == 0)) k++;
-    if (nt <= 0 || k == nk || nt != 1 + KEYWORDS[k].n_args)
-        return snprintf(err, cap, "line %d: malformed: '%s'", ln, printable(line, len, 60, q, sizeof q)), -1;
-    /* names: copied out, checked; numbers: parsed, range-checked */
-    char a[128] = "", b[128] = "";
-    int64_t x = 0;
-    switch (KEYWORDS[k].kw) {
-    case KW_GENERATION:
-    case KW_STEP: {
-        bool gen = KEYWORDS[k].kw == KW_GENERATION;
-        int64_t *dst = gen ? &m->generation : &m->step;
-        int rc = gen ? parse_int(t[1].p, t[1].n, 1, DIST_CKPT_MAX_GENERATION, &x)
-                     : parse_int(t[1].p, t[1].n, INT64_MIN, INT64_MAX, &x);
-        if (rc == NUM_RANGE && gen)
-            return snprintf(err, cap, "line %d: generation %s is out of range 1..%lld", ln,
-                            printable(t[1].p, t[1].n, 40, q, sizeof q), DIST_CKPT_MAX_GENERATION), -1;
-        if (rc == NUM_RANGE)
-            return snprintf(err, cap, "line %d: step %s is out of range (64-bit signed)", ln,
-                            printable(t[1].p, t[1].n, 40, q, sizeof q)), -1;
-        if (rc != NUM_OK) return snprintf(err, cap, "line %d: malformed: '%s'", ln, printable(line, len, 60, q, sizeof q)), -1;
-        if (gen && m->generation != 0)
-            return snprintf(err, cap, "line %d: a second generation line", ln), -1;
-        *dst = x;
-        return 0;
-    }
-    default:
-        break;
-    }
-    /* The name fields: worker of a shard or an optimizer, module and worker of a module. */
-    const struct token *ta = &t[1], *tb = KEYWORDS[k].kw == KW_MODULE ? &t[2] : NULL;
-    if (ta->n < sizeof a) memcpy(a, ta->p, ta->n), a[ta->n] = '\0';
-    if (tb && tb->n < sizeof b) memcpy(b, tb->p, tb->n), b[tb->n] = '\0';
-    bool a_worker = KEYWORDS[k].kw != KW_MODULE;
-    if (!dist_ckpt_good_name(a, a_worker) || ta->n >= sizeof a)
-        return snprintf(err, cap, "line %d: '%s' is not a %s name (1-%d printable characters without spaces%s)", ln,
-                        printable(ta->p, ta->n, 60, q, sizeof q), a_worker ? "worker" : "module", NAME_MAX_LEN,
-                        a_worker ? " or '/'" : ""), -1;
-    if (tb && (!dist_ckpt_good_name(b, true) || tb->n >= sizeof b))
-        return snprintf(err, cap, "line %d: '%s' is not a worker name (1-%d printable characters without spaces or '/')",
-                        ln, printable(tb->p, tb->n, 60, q, sizeof q), NAME_MAX_LEN), -1;
-    switch (KEYWORDS[k].kw) {
-    case KW_SHARD: {
-        if (m->generation == 0) return snprintf(err, cap, "line %d: a shard before the generation line", ln), -1;
-        if (m->n_shards == DIST_CKPT_MAX_SHARDS)
-            return snprintf(err, cap, "line %d: more than %d shards", ln, DIST_CKPT_MAX_SHARDS), -1;
-        for (int i = 0; i < m->n_shards; i++)
-            if (strcmp(m->shard[i].worker, a) == 0) return snprintf(err, cap, "line %d: a second shard of %s", ln, a), -1;
-        char want[128];
-        shard_file_name(m->generation, a, want, sizeof want);
-        if (strlen(want) != t[2].n || memcmp(want, t[2].p, t[2].n) != 0)
-            return snprintf(err, cap, "line %d: shard file '%s' of %s is not %s", ln, printable(t[2].p, t[2].n, 60, q, sizeof q),
-                            a, want), -1;
-        int rc = parse_int(t[3].p, t[3].n, 0, DIST_CKPT_MAX_SHARD_BYTES, &x);
-        if (rc != NUM_OK)
-            return snprintf(err, cap, "line %d: shard size %s is %s 0..%lld", ln, printable(t[3].p, t[3].n, 40, q, sizeof q),
-                            rc == NUM_RANGE ? "out of range" : "not a number in", (long long)DIST_CKPT_MAX_SHARD_BYTES), -1;
-        uint64_t h = 0;
-        bool hex = t[4].n == 16;
-        for (size_t i = 0; hex && i < 16; i++) {
-            char c = t[4].p[i];
-            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-            hex = d >= 0;
-            h = h << 4 | (uint64_t)(hex ? d : 0);
-        }
-        if (!hex)
-            return snprintf(err, cap, "line %d: shard hash '%s' is not 16 hex digits", ln,
-                            printable(t[4].p, t[4].n, 40, q2, sizeof q2)), -1;
-        int i = m->n_shards++;
-        snprintf(m->shard[i].worker, sizeof m->shard[i].worker, "%s", a);
-        snprintf(m->shard[i].file, sizeof m->shard[i].file, "%s", want);
-        m->shard[i].size = x;
-        m->shard[i].hash = h;
-        return 0;
-    }
-    case KW_MODULE: {
-        if (m->n_mods == DIST_CKPT_MAX_MODULES)
-            return snprintf(err, cap, "line %d: more than %d modules", ln, DIST_CKPT_MAX_MODULES), -1;
-        for (int i = 0; i < m->n_mods; i++)
-            if (strcmp(m->mod[i].name, a) == 0) return snprintf(err, cap, "line %d: module '%s' listed twice", ln, a), -1;
-        snprintf(m->mod[m->n_mods].name, 64, "%s", a);
-        snprintf(m->mod[m->n_mods++].worker, 64, "%s", b);
-        return 0;
-    }
-    case KW_OPTIMIZER:
-        if (m->n_optim == DIST_CKPT_MAX_SHARDS)
-            return snprintf(err, cap, "line %d: more than %d optimizer owners", ln, DIST_CKPT_MAX_SHARDS), -1;
-        snprintf(m->optim[m->n_optim++], 64, "%s", a);
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-int dist_ckpt_manifest_parse(const char *text, size_t len, struct dist_ckpt_manifest *m, char *err, size_t cap)
-{
-    memset(m, 0, sizeof *m);
-    bool step = false;
-    int ln = 0;
-    for (size_t at = 0; at < len;) {
-        const char *nl = memchr(text + at, '\n', len - at);
-        size_t n = nl ? (size_t)(nl - (text + at)) : len - at;
-        const char *line = text + at;
-        at += n + (nl != NULL);
-        ln++;
-        if (n > LINE_MAX_LEN) return snprintf(err, cap, "line %d: longer than %d bytes", ln, LINE_MAX_LEN), -1;
-        if (ln == 1) {
-            if (n != strlen(MANIFEST_HEADER) || memcmp(line, MANIFEST_HEADER, n) != 0)
-                return snprintf(err, cap, "not a checkpoint manifest"), -1;
-            continue;
-        }
-        bool is_step = n > 5 && memcmp(line, "step ", 5) == 0;
-        if (is_step && step) return snprintf(err, cap, "line %d: a second step line", ln), -1;
-        step |= is_step;
-        if (parse_line(line, n, ln, m, err, cap) != 0) return -1;
-    }
-    if (ln == 0) return snprintf(err, cap, "empty"), -1;
-    if (m->generation == 0) return snprintf(err, cap, "no generation line"), -1;
-    return 0;
-}
 
 /* ---- shard encoding ------------------------------------------------------------ */
 
@@ -401,224 +202,6 @@ static int decode_shard(struct rpc_request *req, const char *file, const uint8_t
     return 0;
 }
 
-/* ---- where an owner reads and writes (dist_ckpt.h "Which directories") ----------- */
-
-static pthread_mutex_t dirs_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static char *dup_str(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    return memcpy(trib_xmalloc(n), s, n);
-}
-
-static char *roots[MAX_ROOTS];       /* absolute, as given (resolved at each use) */
-static int n_roots;
-static char **active;                /* this process's dist_ckpt_save/load directories now */
-static int n_active, cap_active;
-
-int dist_ckpt_add_root(const char *dir)
-{
-    if (!dir || !dir[0]) return rpc_set_error("dist_ckpt_add_root: dir is NULL or empty");
-    char abs[PATH_MAX];
-    if (dir[0] == '/') {
-        if (strlen(dir) >= sizeof abs) return rpc_set_error("dist_ckpt_add_root: %s: %s", dir, strerror(ENAMETOOLONG));
-        snprintf(abs, sizeof abs, "%s", dir);
-    } else {
-        char cwd[PATH_MAX];
-        if (!getcwd(cwd, sizeof cwd)) return rpc_set_error("dist_ckpt_add_root: the current directory: %s", strerror(errno));
-        if ((size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, dir) >= sizeof abs)
-            return rpc_set_error("dist_ckpt_add_root: %s: %s", dir, strerror(ENAMETOOLONG));
-    }
-    pthread_mutex_lock(&dirs_mu);
-    int rc = 0;
-    if (n_roots == MAX_ROOTS) rc = rpc_set_error("dist_ckpt_add_root: %d roots already (the most)", MAX_ROOTS);
-    else roots[n_roots++] = dup_str(abs);
-    pthread_mutex_unlock(&dirs_mu);
-    return rc;
-}
-
-static void active_add(const char *dir)
-{
-    pthread_mutex_lock(&dirs_mu);
-    if (n_active == cap_active) active = trib_xrealloc(active, (size_t)(cap_active = cap_active ? 2 * cap_active : 4) * sizeof *active);
-    active[n_active++] = dup_str(dir);
-    pthread_mutex_unlock(&dirs_mu);
-}
-
-static void active_remove(const char *dir)
-{
-    pthread_mutex_lock(&dirs_mu);
-    for (int i = 0; i < n_active; i++)
-        if (strcmp(active[i], dir) == 0) {
-            free(active[i]);
-            active[i] = active[--n_active];
-            break;
-        }
-    pthread_mutex_unlock(&dirs_mu);
-}
-
-/* An absolute path without empty, "." or ".." components (nor a trailing '/'). */
-static bool clean_absolute(const char *dir, size_t n)
-{
-    if (n == 0 || dir[0] != '/' || n >= PATH_MAX) return false;
-    if (n == 1) return true;
-    for (size_t i = 1, s = 1; i <= n; i++) {
-        if (i < n && dir[i] != '/') continue;
-        size_t c = i - s;
-        if (c == 0 || (c == 1 && dir[s] == '.') || (c == 2 && dir[s] == '.' && dir[s + 1] == '.')) return false;
-        if (memchr(dir + s, '\0', c)) return false;
-        s = i + 1;
-    }
-    return true;
-}
-
-/* dir (clean, absolute) is one this process is saving to or loading from,
- * or is, or is below, a root (resolved now). */
-static bool dir_allowed(const char *dir)
-{
-    bool ok = false;
-    pthread_mutex_lock(&dirs_mu);
-    for (int i = 0; i < n_active && !ok; i++) ok = strcmp(active[i], dir) == 0;
-    for (int i = 0; i < n_roots && !ok; i++) {
-        char r[PATH_MAX];
-        if (!realpath(roots[i], r)) continue;
-        size_t n = strlen(r);
-        ok = strcmp(r, "/") == 0 || (strncmp(dir, r, n) == 0 && (dir[n] == '\0' || dir[n] == '/'));
-    }
-    pthread_mutex_unlock(&dirs_mu);
-    return ok;
-}
-
-/* Opens dir (clean, absolute) one component at a time from "/", following
- * no link. The directory's fd, or -1 with errno. */
-static int open_dir_nofollow(const char *dir)
-{
-    int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    char comp[NAME_MAX + 1];
-    for (const char *p = dir + 1; fd >= 0 && *p;) {
-        const char *e = strchr(p, '/');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        if (n > NAME_MAX) {
-            close(fd);
-            return errno = ENAMETOOLONG, -1;
-        }
-        memcpy(comp, p, n);
-        comp[n] = '\0';
-        int next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int e2 = errno;
-        struct stat st;   /* a link is ENOTDIR to O_DIRECTORY: say ELOOP */
-        if (next < 0 && e2 == ENOTDIR && fstatat(fd, comp, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) e2 = ELOOP;
-        close(fd);
-        fd = next;
-        errno = e2;
-        p += n + (e != NULL);
-    }
-    return fd;
-}
-
-/* file is exactly "shard-G-ME.bin" with G in 1..DIST_CKPT_MAX_GENERATION. */
-static bool own_shard_name(const char *file, const char *me)
-{
-    if (strncmp(file, "shard-", 6) != 0) return false;
-    size_t d = 6;
-    while (file[d] >= '0' && file[d] <= '9') d++;
-    int64_t g;
-    if (parse_int(file + 6, d - 6, 1, DIST_CKPT_MAX_GENERATION, &g) != NUM_OK) return false;
-    char want[160];
-    shard_file_name(g, me, want, sizeof want);
-    return strcmp(file, want) == 0;
-}
-
-/* Reads the shard `file` in directory dfd: a regular file (no link, no
- * FIFO, no device) of exactly want bytes, or nothing is read. The buffer, or
- * NULL after rpc_request_fail. */
-static uint8_t *read_shard(struct rpc_request *req, int dfd, const char *file, int64_t want)
-{
-    int fd = openat(dfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT) return rpc_request_fail(req, "shard %s is missing", file), NULL;
-    if (fd < 0 && errno == ELOOP) return rpc_request_fail(req, "shard %s is not a regular file", file), NULL;
-    if (fd < 0) return rpc_request_fail(req, "shard %s: %s", file, strerror(errno)), NULL;
-    struct stat st;
-    uint8_t *buf = NULL;
-    if (fstat(fd, &st) != 0) rpc_request_fail(req, "shard %s: %s", file, strerror(errno));
-    else if (!S_ISREG(st.st_mode)) rpc_request_fail(req, "shard %s is not a regular file", file);
-    else if ((int64_t)st.st_size != want)
-        rpc_request_fail(req, "shard %s does not match the manifest (%lld bytes; the manifest says %lld bytes)", file,
-                         (long long)st.st_size, (long long)want);
-    else if (!(buf = malloc(want ? (size_t)want : 1)))
-        rpc_request_fail(req, "shard %s: %lld bytes: %s", file, (long long)want, strerror(ENOMEM));
-    for (int64_t got = 0; buf && got < want;) {
-        ssize_t k = pread(fd, buf + got, (size_t)(want - got), (off_t)got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            rpc_request_fail(req, "shard %s: %s", file, k < 0 ? strerror(errno) : "shorter than it was a moment ago");
-            free(buf);
-            buf = NULL;
-        } else {
-            got += k;
-        }
-    }
-    close(fd);
-    return buf;
-}
-
-/* Reads and parses the manifest `name` (relative to dfd, or a path): a
- * regular file (no link, no FIFO) of at most DIST_CKPT_MAX_MANIFEST_BYTES.
- * 0, or -1 with err saying why (*missing: it does not exist). */
-static int manifest_at(int dfd, const char *name, struct dist_ckpt_manifest *m, bool *missing, char *err, size_t cap)
-{
-    *missing = false;
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        *missing = errno == ENOENT;
-        return snprintf(err, cap, "%s", errno == ELOOP ? "not a regular file" : strerror(errno)), -1;
-    }
-    struct stat st;
-    int rc = 0;
-    char *text = NULL;
-    if (fstat(fd, &st) != 0) rc = (snprintf(err, cap, "%s", strerror(errno)), -1);
-    else if (!S_ISREG(st.st_mode)) rc = (snprintf(err, cap, "not a regular file"), -1);
-    else if (st.st_size > DIST_CKPT_MAX_MANIFEST_BYTES)
-        rc = (snprintf(err, cap, "%lld bytes, more than a manifest may hold (%d)", (long long)st.st_size,
-                       DIST_CKPT_MAX_MANIFEST_BYTES), -1);
-    size_t len = 0;
-    if (rc == 0) {
-        text = trib_xmalloc((size_t)st.st_size + 1);
-        while (len < (size_t)st.st_size) {
-            ssize_t k = read(fd, text + len, (size_t)st.st_size - len);
-            if (k < 0 && errno == EINTR) continue;
-            if (k <= 0) break;
-            len += (size_t)k;
-        }
-    }
-    close(fd);
-    if (rc == 0) rc = dist_ckpt_manifest_parse(text, len, m, err, cap);
-    free(text);
-    return rc;
-}
-
-/* A save of shard `file` (its name checked) in dfd may not replace a shard
- * of the checkpoint there: its generation must be newer than the MANIFEST's
- * (none: any). 0 or -1 after rpc_request_fail. */
-static int newer_than_checkpoint(struct rpc_request *req, int dfd, const char *file)
-{
-    int64_t gen = 0;
-    const char *g = file + 6;
-    parse_int(g, strspn(g, "0123456789"), 1, DIST_CKPT_MAX_GENERATION, &gen);
-    struct dist_ckpt_manifest *m = trib_xmalloc(sizeof *m);
-    char err[256];
-    bool missing;
-    int rc = 0;
-    if (manifest_at(dfd, MANIFEST, m, &missing, err, sizeof err) != 0) {
-        if (!missing) rc = rpc_request_fail(req, "shard %s: the directory's " MANIFEST ": %s", file, err);
-    } else if (gen <= m->generation) {
-        rc = rpc_request_fail(req, "shard %s: generation %lld is not newer than the directory's checkpoint (generation %lld)",
-                              file, (long long)gen, (long long)m->generation);
-    }
-    free(m);
-    return rc;
-}
-
 /* ---- the owner's function ---------------------------------------------------------- */
 
 enum op { OP_SAVE, OP_CHECK, OP_LOAD };
@@ -641,19 +224,19 @@ static int fn_shard(struct rpc_request *req, const struct rpc_value *args, struc
     char q[256];
     size_t k = 0, nops = sizeof OPS / sizeof *OPS;
     while (k < nops && !(strlen(OPS[k].name) == opv->str.len && memcmp(OPS[k].name, opv->str.ptr, opv->str.len) == 0)) k++;
-    if (k == nops) return rpc_request_fail(req, "unknown operation '%s'", printable(opv->str.ptr, opv->str.len, 32, q, sizeof q));
+    if (k == nops) return rpc_request_fail(req, "unknown operation '%s'", dist_ckpt_printable(opv->str.ptr, opv->str.len, 32, q, sizeof q));
     enum op op = OPS[k].op;
     /* DIR/FILE: FILE this worker's own shard name, DIR clean and allowed */
     const char *path = pathv->str.ptr, *slash = memrchr(path, '/', pathv->str.len);
     const char *me = rpc_self()->name, *file = slash ? slash + 1 : path;
     size_t dir_len = slash ? (size_t)(slash - path) + (slash == path) : 0;
-    if (memchr(path, '\0', pathv->str.len) || !own_shard_name(file, me))
+    if (memchr(path, '\0', pathv->str.len) || !dist_ckpt_own_shard_name(file, me))
         return rpc_request_fail(req, "'%s' is not a shard name of %s (shard-<generation>-%s.bin)",
-                                printable(file, pathv->str.len - (size_t)(file - path), 80, q, sizeof q), me, me);
+                                dist_ckpt_printable(file, pathv->str.len - (size_t)(file - path), 80, q, sizeof q), me, me);
     char dir[PATH_MAX];
-    if (!clean_absolute(path, dir_len)) {
+    if (!dist_ckpt_clean_absolute(path, dir_len)) {
         return rpc_request_fail(req, "'%s' is not a clean absolute directory",
-                                printable(path, dir_len, 120, q, sizeof q));
+                                dist_ckpt_printable(path, dir_len, 120, q, sizeof q));
     }
     memcpy(dir, path, dir_len);
     dir[dir_len] = '\0';
@@ -661,9 +244,9 @@ static int fn_shard(struct rpc_request *req, const struct rpc_value *args, struc
     if (op != OP_SAVE && (want_size < 0 || want_size > DIST_CKPT_MAX_SHARD_BYTES))
         return rpc_request_fail(req, "shard %s: size %lld is out of range 0..%lld", file, (long long)want_size,
                                 (long long)DIST_CKPT_MAX_SHARD_BYTES);
-    if (!dir_allowed(dir))
+    if (!dist_ckpt_dir_allowed(dir))
         return rpc_request_fail(req, "%s is not a checkpoint directory of %s (see dist_ckpt_add_root)",
-                                printable(dir, dir_len, 120, q, sizeof q), me);
+                                dist_ckpt_printable(dir, dir_len, 120, q, sizeof q), me);
 
     const struct rpc_value *ml = &args->list.items[4];
     struct rref *optim = args->list.items[5].kind == RPC_RREF ? args->list.items[5].rref : NULL;
@@ -685,10 +268,10 @@ static int fn_shard(struct rpc_request *req, const struct rpc_value *args, struc
         mods[i].m = remote_module_local(e->list.items[1].rref);
         if (!mods[i].m) rc = rpc_request_fail(req, "module '%s': %s", mods[i].name, rpc_last_error());
     }
-    int dfd = rc == 0 ? open_dir_nofollow(dir) : -1;
+    int dfd = rc == 0 ? dist_ckpt_open_dir_nofollow(dir) : -1;
     if (rc == 0 && dfd < 0 && errno == ELOOP) rc = rpc_request_fail(req, "%s: a symbolic link on the way (links are not followed)", dir);
     else if (rc == 0 && dfd < 0) rc = rpc_request_fail(req, "%s: %s", dir, strerror(errno));
-    if (rc == 0 && op == OP_SAVE) rc = newer_than_checkpoint(req, dfd, file);
+    if (rc == 0 && op == OP_SAVE) rc = dist_ckpt_newer_than_checkpoint(req, dfd, file);
     if (rc == 0 && op == OP_SAVE) {
         struct wbuf w = { 0 };
         rc = encode_shard(req, n, mods, optim, &w);
@@ -705,7 +288,7 @@ static int fn_shard(struct rpc_request *req, const struct rpc_value *args, struc
         }
         free(w.p);
     } else if (rc == 0) {
-        uint8_t *buf = read_shard(req, dfd, file, want_size);
+        uint8_t *buf = dist_ckpt_read_shard(req, dfd, file, want_size);
         uint64_t want_hash = (uint64_t)args->list.items[3].i, hash = buf ? trib_fnv1a64(buf, (size_t)want_size) : 0;
         if (!buf)
             rc = -1;
@@ -797,7 +380,7 @@ static int make_plan(const char *who, int n, const struct dist_ckpt_module *mods
         if (!p->o[i].name[0]) return rpc_set_error("%s: worker %d is gone", who, p->o[i].id);
         if (!dist_ckpt_good_name(p->o[i].name, true))
             return rpc_set_error("%s: worker '%s' cannot be named in a checkpoint (1-%d printable characters without spaces or '/')",
-                                 who, printable(p->o[i].name, strlen(p->o[i].name), 63, q, sizeof q), NAME_MAX_LEN);
+                                 who, dist_ckpt_printable(p->o[i].name, strlen(p->o[i].name), 63, q, sizeof q), NAME_MAX_LEN);
     }
     return 0;
 }
@@ -859,7 +442,7 @@ static int read_manifest(const char *who, const char *dir, struct dist_ckpt_mani
     char path[PATH_MAX + 512], err[256];
     snprintf(path, sizeof path, "%s/" MANIFEST, dir);
     bool gone = false;
-    int rc = manifest_at(AT_FDCWD, path, m, &gone, err, sizeof err);
+    int rc = dist_ckpt_manifest_at(AT_FDCWD, path, m, &gone, err, sizeof err);
     if (missing) *missing = gone;
     return rc == 0 ? 0 : rpc_set_error("%s: %s: %s", who, path, err);
 }
@@ -879,7 +462,7 @@ static void remove_old_shards(const char *dir, int64_t keep)
         if (strncmp(name + hidden, "shard-", 6) != 0) continue;
         while (name[g1] >= '0' && name[g1] <= '9') g1++;
         int64_t g;
-        if (parse_int(name + g0, g1 - g0, 1, DIST_CKPT_MAX_GENERATION, &g) != NUM_OK || name[g1] != '-' || g == keep) continue;
+        if (dist_ckpt_parse_int(name + g0, g1 - g0, 1, DIST_CKPT_MAX_GENERATION, &g) != DIST_CKPT_NUM_OK || name[g1] != '-' || g == keep) continue;
         if (n > g1 + 4 && strcmp(name + n - 4, hidden ? ".tmp" : ".bin") == 0) unlinkat(dirfd(d), name, 0);
     }
     closedir(d);
@@ -909,11 +492,11 @@ int dist_ckpt_save(const char *dir_in, int n, const struct dist_ckpt_module *mod
                            (long long)old->generation);
     else if (rc == 0) gen = old->generation + 1;
     free(old);
-    for (int i = 0; rc == 0 && i < p.n; i++) shard_file_name(gen, p.o[i].name, p.o[i].file, sizeof p.o[i].file);
+    for (int i = 0; rc == 0 && i < p.n; i++) dist_ckpt_shard_file_name(gen, p.o[i].name, p.o[i].file, sizeof p.o[i].file);
     if (rc == 0) {
-        active_add(dir);
+        dist_ckpt_active_add(dir);
         rc = call_owners(who, &p, "save", dir);
-        active_remove(dir);
+        dist_ckpt_active_remove(dir);
     }
     if (rc == 0) {
         struct wbuf w = { 0 };
@@ -992,10 +575,10 @@ int dist_ckpt_load(const char *dir_in, int n, const struct dist_ckpt_module *mod
         p.o[i].hash = m->shard[j].hash;
     }
     if (rc == 0) {
-        active_add(dir);
+        dist_ckpt_active_add(dir);
         rc = call_owners(who, &p, "check", dir);
         if (rc == 0) rc = call_owners(who, &p, "load", dir);
-        active_remove(dir);
+        dist_ckpt_active_remove(dir);
     }
     if (rc == 0 && step) *step = m->step;
     plan_free(&p);

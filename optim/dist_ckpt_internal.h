@@ -1,6 +1,8 @@
-/* The distributed checkpoint's MANIFEST parser (optim/dist_ckpt.c), exposed
- * for its fuzz target (tests/fuzz/fuzz_dist_manifest.c) and tests. Not
- * installed: the format is dist_ckpt.c's own.
+/* The distributed checkpoint's MANIFEST parser (optim/dist_ckpt_manifest.c),
+ * exposed for its fuzz target (tests/fuzz/fuzz_dist_manifest.c) and tests,
+ * and the names and numbers of the format that dist_ckpt.c and
+ * dist_ckpt_files.c share with it. Not installed: the format is dist_ckpt's
+ * own (dist_ckpt.c writes it).
  *
  * MANIFEST (text, one item a line, fields separated by one space, every
  * line ends with '\n'):
@@ -46,5 +48,23 @@ int dist_ckpt_manifest_parse(const char *text, size_t len, struct dist_ckpt_mani
 
 /* A name the manifest can carry (see above); worker: no '/' either. */
 bool dist_ckpt_good_name(const char *s, bool worker);
+
+#define DIST_CKPT_MANIFEST "MANIFEST"                       /* its file name in a checkpoint directory */
+#define DIST_CKPT_MANIFEST_HEADER "tributary-dist-ckpt 1"   /* its first line */
+
+/* s[0..n) for an error message, into out (cap bytes): at most max bytes,
+ * unprintable ones '?'. Returns out. */
+const char *dist_ckpt_printable(const char *s, size_t n, size_t max, char *out, size_t cap);
+
+enum { DIST_CKPT_NUM_OK = 0, DIST_CKPT_NUM_BAD = -1, DIST_CKPT_NUM_RANGE = -2 };
+
+/* s[0..n) as a decimal integer in lo..hi into *out: digits, maybe a '-'
+ * first, no '+', no leading zero. DIST_CKPT_NUM_OK, DIST_CKPT_NUM_BAD (not a
+ * number) or DIST_CKPT_NUM_RANGE (a number outside lo..hi, or beyond 64
+ * bits; *out unchanged). */
+int dist_ckpt_parse_int(const char *s, size_t n, int64_t lo, int64_t hi, int64_t *out);
+
+/* "shard-G-WORKER.bin" of this generation and worker (file of cap >= 128). */
+void dist_ckpt_shard_file_name(int64_t gen, const char *worker, char *file, size_t cap);
 
 #endif

@@ -1,9 +1,10 @@
 /* libFuzzer target: the distributed checkpoint's MANIFEST parser
- * (optim/dist_ckpt.c, through optim/dist_ckpt_internal.h). The input is the
- * MANIFEST's text. A parse that succeeds must hand dist_ckpt_load only what
- * the format allows (names a worker can have, each shard's file exactly
- * shard-G-WORKER.bin, numbers and counts in range, no name twice): an
- * input that breaks one aborts. A refusal must say why. */
+ * (optim/dist_ckpt_manifest.c, through optim/dist_ckpt_internal.h). The
+ * input is the MANIFEST's text. A parse that succeeds must hand
+ * dist_ckpt_load only what the format allows (names a worker can have,
+ * each shard's file exactly shard-G-WORKER.bin, numbers and counts in
+ * range, no name twice): an input that breaks one aborts. A refusal must
+ * say why. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
