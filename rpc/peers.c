@@ -1,7 +1,7 @@
 /* The directory: this worker's own entry, the workers it knows and the
  * dealer socket it calls each one through, and whether the agent is up.
  * Transport layer (rpc/README.md): it opens and closes dealers through the
- * link operations rpc.c installs, and reports a peer it finds lost (too
+ * link operations agent.c installs, and reports a peer it finds lost (too
  * many bad messages) through the callback membership installs; it calls
  * nothing above it.
  *

@@ -45,7 +45,7 @@ struct peer {
     uint32_t bad;                   /* I/O thread: bad messages on the dealer */
 };
 
-/* How the directory reaches a peer (rpc.c assembles one): open returns the
+/* How the directory reaches a peer (agent.c assembles one): open returns the
  * dealer to worker `id` at `endpoint` with routing id rid (RPC_RID_LEN
  * bytes), writing what it connects through to via, or NULL with error;
  * close closes one. I/O thread (or rpc_init before it starts). */
@@ -98,7 +98,7 @@ bool rpc_is_up(void);
 const char *rpc_self_name(void);
 
 /* pending.c: the pending table (I/O thread) and the calls in flight. It
- * names peers in its errors through name_of (rpc.c gives rpc_peer_name):
+ * names peers in its errors through name_of (agent.c gives rpc_peer_name):
  * it calls nothing in peers.c, which calls into it. */
 void rpc_pending_init(void (*name_of)(int id, char *buf, size_t cap));
 /* I/O thread: the calls pending on worker peer. */

@@ -1,4 +1,4 @@
-/* The RPC agent's life (docs/design.md §4.1-4.3, rpc/README.md): rpc.c
+/* The RPC agent's life (docs/design.md §4.1-4.3, rpc/README.md): agent.c
  * assembles the parts and nothing calls into it. It reads the options,
  * makes the sockets, hands each part its settings (calls, connections,
  * messages, membership, CURVE), installs the functions the I/O thread hands
