@@ -1,11 +1,11 @@
 /* rpc/ internals, the top: what agent.c (the assembly) offers beyond rpc.h,
  * the offline agent of the fuzz targets and their corpus replay. Below it:
- * every layer (membership.h, and rref_internal.h for the RRef module). */
+ * every layer (membership.h, and rrefs.h for the RRef module). */
 #ifndef TRIB_RPC_AGENT_H
 #define TRIB_RPC_AGENT_H
 
 #include "rpc/membership.h"
-#include "rpc/rref_internal.h"
+#include "rpc/rrefs.h"
 
 /* agent.c: the offline agent, for fuzz targets and their corpus replay: the
  * agent's state and builtins without sockets or threads. Messages are

@@ -1,4 +1,4 @@
-/* The top of the RRef module (rref_internal.h lists the order): its life,
+/* The top of the RRef module (rrefs.h lists the order): its life,
  * which is all the core calls (rref_module_init/closing/shutdown,
  * rref_expire_parked, rref_register_builtins, rref_install_hooks), and
  * what a user does with a handle: to_here, the rref_rpc_sync/async
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "common/check.h"
-#include "rpc/rref_internal.h"
+#include "rpc/rrefs.h"
 
 /* ---- the module's life ------------------------------------------------------ */
 

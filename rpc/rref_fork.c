@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "common/check.h"
-#include "rpc/rref_internal.h"
+#include "rpc/rrefs.h"
 
 /* This file's state, all under rref_mu (rref_lock, rref_owner.c).
  *

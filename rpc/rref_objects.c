@@ -2,13 +2,13 @@
  * registries, building an object or value (rpc_remote on the creator,
  * __remote on the owner), fetching its value (__rref_fetch) and calling a
  * method on it (__rref_call). Above rref_owner.c and rref_fork.c
- * (rref_internal.h lists the order), which it calls; calls nothing in
+ * (rrefs.h lists the order), which it calls; calls nothing in
  * rref.c. Owns the registries below. */
 #include <stdio.h>
 #include <string.h>
 
 #include "common/check.h"
-#include "rpc/rref_internal.h"
+#include "rpc/rrefs.h"
 
 struct ctor_entry { struct ctor_entry *next; char *name; struct rpc_type type; char *type_name; rpc_ctor ctor; void *user; };
 

@@ -1,4 +1,4 @@
-/* The bottom of the RRef module (rref_internal.h lists the order): the
+/* The bottom of the RRef module (rrefs.h lists the order): the
  * owner table, one entry per RRef this worker owns, counting its users by
  * fork id (G1: the entry lives until every user's delete has arrived);
  * waiting for construction and reading what an entry holds; handles and
@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "common/check.h"
-#include "rpc/rref_internal.h"
+#include "rpc/rrefs.h"
 
 /* The module's one lock. It guards, here: the table (entries, nentries),
  * every entry's fields and `down`; in rref_fork.c: the parked fork

@@ -17,7 +17,7 @@
 #include "common/clock.h"
 #include "rpc/rpc.h"
 #include "rpc/calls.h"
-#include "rpc/rref_internal.h"      /* a handle's fork id, which the attacker tests hand to the attacker */
+#include "rpc/rrefs.h"      /* a handle's fork id, which the attacker tests hand to the attacker */
 #include "rpc_harness.h"
 
 static const char *NAMES[] = { "w0", "w1", "w2", "w3" };
