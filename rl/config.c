@@ -1,9 +1,10 @@
-/* The run configuration: presets, a table-driven command line, checks and
- * the wire form the agent sends to its observers. */
+/* The run configuration: presets, a table-driven command line, --config
+ * JSON and config.json. The checks are in config_check.c, --env-arg in
+ * config_env_args.c, the wire form in config_wire.c. */
 #define _GNU_SOURCE
 #include "rl/config.h"
+#include "rl/config_internal.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stddef.h>
@@ -31,7 +32,7 @@ const char *rl_algo_name(enum rl_algo a)
 
 const char *rl_mode_name(enum rl_mode m) { return m == RL_MODE_ASYNC ? "async" : "sync"; }
 
-static void base(struct rl_config *c)
+void rl_config_base(struct rl_config *c)
 {
     *c = (struct rl_config){ .algo = RL_ALGO_PPO, .mode = RL_MODE_SYNC, .observers = 1, .envs_per_observer = 4,
                              .steps_per_rollout = 128, .seed = 1, .n_hidden = 2, .hidden = { 64, 64 },
@@ -48,7 +49,7 @@ static void base(struct rl_config *c)
 
 int rl_config_preset(struct rl_config *c, const char *name)
 {
-    base(c);
+    rl_config_base(c);
     if (strcmp(name, "ppo") == 0) {
         /* CleanRL ppo.py's defaults for CartPole-v1 (one observer = its one process) */
     } else if (strcmp(name, "ppo-fast") == 0) {
@@ -113,116 +114,6 @@ int rl_config_preset(struct rl_config *c, const char *name)
         return rl_set_error("unknown preset '%s' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example)", name);
     }
     snprintf(c->preset, sizeof c->preset, "%s", name);
-    return 0;
-}
-
-/* Every line of c->env_args as --env-arg would take it (a config from a
- * file or the wire is checked as the command line is). */
-static int check_env_args(const struct rl_config *c)
-{
-    struct rl_config scratch;
-    scratch.env_args[0] = '\0';
-    char buf[sizeof c->env_args];
-    snprintf(buf, sizeof buf, "%s", c->env_args);
-    for (char *line = buf; *line;) {
-        char *nl = strchr(line, '\n');
-        if (nl) *nl = '\0';
-        if (rl_config_add_env_arg(&scratch, line) != 0) return -1;
-        if (!nl) break;
-        line = nl + 1;
-    }
-    return 0;
-}
-
-int rl_default_max_policy_lag(const struct rl_config *c)
-{
-    /* A healthy async run's lag is about the updates the other observers
-     * make during one rollout and its updates: observers x epochs x
-     * minibatches (measured on CartPole, 2 cores: ppo-fast with 8
-     * observers lag mean 44, p95 ~75, max ~250; REINFORCE 4 observers max
-     * ~70; A2C 2 observers max ~115). 32 times that, at least 1000, drops
-     * none of those, and does drop what a stopped observer sends when it is
-     * resumed after seconds to minutes (300+ versions a second here). */
-    int64_t per_rollout = c->algo == RL_ALGO_REINFORCE ? 1 : (int64_t)c->epochs * c->minibatches;
-    int64_t k = 32 * (int64_t)c->observers * per_rollout;
-    return k < 1000 ? 1000 : k > INT_MAX ? INT_MAX : (int)k;
-}
-
-int rl_config_check(const struct rl_config *c)
-{
-    if (check_env_args(c) != 0) return -1;
-    if (c->observers < 1 || c->observers > RL_MAX_OBSERVERS)
-        return rl_set_error("--observers must be in 1..%d, not %d", RL_MAX_OBSERVERS, c->observers);
-    if (c->envs_per_observer < 1 || c->envs_per_observer > RL_MAX_ENVS)
-        return rl_set_error("--envs-per-observer must be in 1..%d, not %d", RL_MAX_ENVS, c->envs_per_observer);
-    if (c->steps_per_rollout < 1 || c->steps_per_rollout > 1000000)
-        return rl_set_error("--steps-per-rollout must be in 1..1000000, not %d", c->steps_per_rollout);
-    if ((int64_t)c->steps_per_rollout * c->envs_per_observer > 1 << 22)
-        return rl_set_error("--steps-per-rollout x --envs-per-observer must be at most %d samples", 1 << 22);
-    if (c->algo == RL_ALGO_REINFORCE && c->envs_per_observer != 1)
-        return rl_set_error("--algo reinforce runs one episode per observer: --envs-per-observer must be 1");
-    if (c->n_hidden < 1 || c->n_hidden > RL_MAX_HIDDEN)
-        return rl_set_error("--hidden takes 1..%d layer sizes", RL_MAX_HIDDEN);
-    for (int i = 0; i < c->n_hidden; i++)
-        if (c->hidden[i] < 1 || c->hidden[i] > RL_MAX_DIM)
-            return rl_set_error("--hidden sizes must be in 1..%d", RL_MAX_DIM);
-    /* the hidden layers alone (an env of one observation and one action),
-     * actor and critic: a lower bound of the policy's size */
-    int64_t params = 0;
-    for (int i = 1; i < c->n_hidden; i++) params += ((int64_t)c->hidden[i - 1] + 1) * c->hidden[i];
-    params *= c->algo == RL_ALGO_REINFORCE ? 1 : 2;
-    if (params > RL_MAX_POLICY_PARAMS)
-        return rl_set_error("--hidden: a policy of these layers has over %lld parameters (at most %lld)",
-                            (long long)params, (long long)RL_MAX_POLICY_PARAMS);
-    if (!(c->dropout >= 0 && c->dropout < 1)) return rl_set_error("--dropout must be in [0, 1)");
-    if (c->optimizer < 0 || c->optimizer >= OPTIM_KIND_COUNT) return rl_set_error("unknown optimizer");
-    if (!(c->lr >= RL_MIN_LR && c->lr <= RL_MAX_LR))
-        return rl_set_error("--lr (the learning rate) must be in [%g, %g], not %g", RL_MIN_LR, RL_MAX_LR, c->lr);
-    if (!(c->opt_eps > 0 && c->opt_eps < 1)) return rl_set_error("optimizer eps must be in (0, 1)");
-    if (!(c->gamma >= 0 && c->gamma <= 1)) return rl_set_error("--gamma must be in [0, 1]");
-    if (!(c->gae_lambda >= 0 && c->gae_lambda <= 1)) return rl_set_error("--gae-lambda must be in [0, 1]");
-    if (c->minibatches < 1 || c->epochs < 1 || c->epochs > 1000)
-        return rl_set_error("--minibatches must be >= 1 and --epochs in 1..1000");
-    if (c->algo != RL_ALGO_REINFORCE && (c->steps_per_rollout * c->envs_per_observer) % c->minibatches != 0)
-        return rl_set_error("--minibatches (%d) must divide --steps-per-rollout x --envs-per-observer (%d)",
-                            c->minibatches, c->steps_per_rollout * c->envs_per_observer);
-    if (!(c->clip > 0 && c->clip < 10)) return rl_set_error("--clip must be in (0, 10)");
-    /* a loss coefficient far outside these makes every loss overflow and
-     * every observer drop out: refused before the run starts */
-    if (!(c->ent_coef >= 0 && c->ent_coef <= RL_MAX_LOSS_COEF))
-        return rl_set_error("--ent-coef (the entropy bonus's weight in the loss) must be in [0, %g], not %g",
-                            RL_MAX_LOSS_COEF, c->ent_coef);
-    if (!(c->vf_coef >= 0 && c->vf_coef <= RL_MAX_LOSS_COEF))
-        return rl_set_error("--vf-coef (the value loss's weight in the loss) must be in [0, %g], not %g",
-                            RL_MAX_LOSS_COEF, c->vf_coef);
-    if (!(c->max_grad_norm >= 0 && isfinite(c->max_grad_norm)))
-        return rl_set_error("--max-grad-norm must be a finite number >= 0 (0: no clipping), not %g", c->max_grad_norm);
-    if (!(fabs(c->reward_scale) >= 1e-6 && fabs(c->reward_scale) <= 1e6))
-        return rl_set_error("--reward-scale must be in [1e-06, 1e+06] or [-1e+06, -1e-06], not %g", c->reward_scale);
-    if (c->max_policy_lag < 0) return rl_set_error("--max-policy-lag must be >= 0");
-    if (!(c->rho_bar > 0 && c->rho_bar < 1e6) || !(c->c_bar > 0 && c->c_bar < 1e6))
-        return rl_set_error("--rho-bar and --c-bar must be in (0, 1e+06), not %g and %g", c->rho_bar, c->c_bar);
-    if (c->vtrace && (c->mode != RL_MODE_ASYNC || c->algo == RL_ALGO_REINFORCE))
-        return rl_set_error("--vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c");
-    if (c->max_batch_rows < c->envs_per_observer)
-        return rl_set_error("--max-batch (%d) must be at least --envs-per-observer (%d): one act call has that many rows",
-                            c->max_batch_rows, c->envs_per_observer);
-    if (c->max_batch_rows < 1 || c->max_wait_us < 0 || c->max_wait_us > 1000000)
-        return rl_set_error("--max-batch must be >= 1 and --max-wait-us in 0..1000000");
-    if (c->checkpoint_every < 0) return rl_set_error("--checkpoint-every must be >= 0");
-    if (c->max_steps < 0 || !(c->max_seconds >= 0) || c->max_updates < 0)
-        return rl_set_error("--max-steps, --max-seconds and --max-updates must be >= 0");
-    if (!(c->log_every_s > 0)) return rl_set_error("--log-every must be > 0 seconds");
-    if (c->heartbeat_timeout_ms < 100 || c->heartbeat_timeout_ms > 3600000)
-        return rl_set_error("--heartbeat-timeout must be in 100..3600000 ms");
-    if (!(c->step_timeout_s >= 0 && c->step_timeout_s <= 86400))
-        return rl_set_error("--step-timeout must be in 0..86400 seconds (0: no limit)");
-    if (!c->env[0]) return rl_set_error("--env must not be empty");
-    /* NaN: not given, the env's threshold; an infinity would be "solved"
-     * at once (-inf) or never (inf) */
-    if (isinf(c->target))
-        return rl_set_error("--target (the mean return that counts as solved) must be a finite number, not %g",
-                            c->target);
     return 0;
 }
 
@@ -389,59 +280,6 @@ void rl_config_usage(FILE *f)
             if (strcmp(aliases[a].name, flags[i].name) == 0) fprintf(f, "\n  %-22s (also --%s, CleanRL's name)", "", aliases[a].alias);
         fputc('\n', f);
     }
-}
-
-/* Appends one --env-arg KEY=VALUE to c->env_args: KEY of letters, digits,
- * '_', '-' and '.', VALUE without a line break, keys unique, at most
- * RL_MAX_ENV_ARGS. 0, or -1 with rl_last_error() saying why. */
-int rl_config_add_env_arg(struct rl_config *c, const char *v)
-{
-    const char *eq = strchr(v, '=');
-    size_t klen = eq ? (size_t)(eq - v) : 0;
-    if (!eq || klen == 0 || klen > 63)
-        return rl_set_error("--env-arg '%s': expected KEY=VALUE", v);
-    for (size_t k = 0; k < klen; k++)
-        if (!isalnum((unsigned char)v[k]) && v[k] != '_' && v[k] != '-' && v[k] != '.')
-            return rl_set_error("--env-arg '%s': a key is letters, digits, '_', '-' and '.'", v);
-    if (strchr(eq, '\n')) return rl_set_error("--env-arg '%.*s': the value has a line break", (int)klen, v);
-    struct rl_env_args have;
-    rl_config_env_args(c, &have);
-    if (have.args.n == RL_MAX_ENV_ARGS) return rl_set_error("--env-arg: at most %d", RL_MAX_ENV_ARGS);
-    for (int i = 0; i < have.args.n; i++)
-        if (strlen(have.keys[i]) == klen && strncmp(have.keys[i], v, klen) == 0)
-            return rl_set_error("--env-arg %.*s is given twice", (int)klen, v);
-    size_t used = strlen(c->env_args), add = strlen(v) + (used ? 1 : 0);
-    if (used + add >= sizeof c->env_args)
-        return rl_set_error("--env-arg: the arguments are too long (at most %zu bytes)", sizeof c->env_args - 1);
-    snprintf(c->env_args + used, sizeof c->env_args - used, "%s%s", used ? "\n" : "", v);
-    return 0;
-}
-
-void rl_config_env_args(const struct rl_config *cfg, struct rl_env_args *out)
-{
-    snprintf(out->buf, sizeof out->buf, "%s", cfg->env_args);
-    int n = 0;
-    for (char *line = out->buf; *line && n < RL_MAX_ENV_ARGS;) {
-        char *nl = strchr(line, '\n'), *eq = strchr(line, '=');
-        if (nl) *nl = '\0';
-        if (eq) {
-            *eq = '\0';
-            out->keys[n] = line;
-            out->values[n++] = eq + 1;
-        }
-        if (!nl) break;
-        line = nl + 1;
-    }
-    out->args = (struct env_args){ .n = n, .keys = out->keys, .values = out->values };
-}
-
-const struct env_spec *rl_config_open_env(const struct rl_config *cfg, struct env_plugin **plugin)
-{
-    struct rl_env_args ea;
-    rl_config_env_args(cfg, &ea);
-    const struct env_spec *spec = env_open_args(cfg->env, &ea.args, plugin);
-    if (!spec) rl_set_error("%s", env_last_error());
-    return spec;
 }
 
 static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, bool negated)
@@ -948,88 +786,4 @@ void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
     snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s, lr %g, %s, policy on %s, seed %llu", rl_mode_name(c->mode),
              rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid, c->tanh ? "tanh" : "relu",
              c->lr, update, c->cuda ? "cuda" : "cpu", (unsigned long long)c->seed);
-}
-
-/* ---- wire form -------------------------------------------------------------- */
-
-struct wire_field {
-    const char *key;
-    char kind;                      /* i int, l int64, u uint64, d double, b bool, s string */
-    size_t off;
-    size_t size;                    /* bytes of the field (a string's room) */
-};
-
-#define W(k, t, f) { k, t, offsetof(struct rl_config, f), sizeof(((struct rl_config *)0)->f) }
-static const struct wire_field wire[] = {
-    W("preset", 's', preset), W("algo", 'i', algo), W("mode", 'i', mode), W("env", 's', env), W("env_args", 's', env_args),
-    W("observers", 'i', observers), W("envs", 'i', envs_per_observer), W("steps", 'i', steps_per_rollout),
-    W("seed", 'u', seed), W("n_hidden", 'i', n_hidden), W("h0", 'i', hidden[0]), W("h1", 'i', hidden[1]),
-    W("h2", 'i', hidden[2]), W("h3", 'i', hidden[3]), W("tanh", 'b', tanh), W("dropout", 'd', dropout),
-    W("init_log_std", 'd', init_log_std), W("cuda", 'b', cuda), W("optimizer", 'i', optimizer),
-    W("opt_eps", 'd', opt_eps), W("lr", 'd', lr), W("gamma", 'd', gamma), W("gae_lambda", 'd', gae_lambda),
-    W("anneal_lr", 'b', anneal_lr), W("minibatches", 'i', minibatches), W("epochs", 'i', epochs),
-    W("clip", 'd', clip), W("ent_coef", 'd', ent_coef), W("vf_coef", 'd', vf_coef),
-    W("max_grad_norm", 'd', max_grad_norm), W("norm_adv", 'b', norm_adv), W("clip_vloss", 'b', clip_vloss),
-    W("reward_scale", 'd', reward_scale), W("max_policy_lag", 'i', max_policy_lag), W("vtrace", 'b', vtrace),
-    W("rho_bar", 'd', rho_bar), W("c_bar", 'd', c_bar), W("max_batch", 'i', max_batch_rows), W("max_wait_us", 'i', max_wait_us),
-    W("max_steps", 'l', max_steps), W("max_seconds", 'd', max_seconds), W("max_updates", 'l', max_updates), W("target", 'd', target),
-    W("running_reward", 'b', running_reward), W("log_every_s", 'd', log_every_s),
-    W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("step_timeout_s", 'd', step_timeout_s), W("quiet", 'b', quiet), W("logdir", 's', logdir),
-    W("checkpoint_every", 'l', checkpoint_every), W("resume", 's', resume),
-};
-#undef W
-#define N_WIRE ((int)(sizeof wire / sizeof wire[0]))
-
-struct rpc_value rl_config_to_value(const struct rl_config *c)
-{
-    struct rpc_value m = rpc_map(N_WIRE);
-    for (int i = 0; i < N_WIRE; i++) {
-        const char *p = (const char *)c + wire[i].off;
-        struct rpc_value v;
-        switch (wire[i].kind) {
-        case 'i': v = rpc_int(*(const int *)p); break;
-        case 'l': v = rpc_int(*(const int64_t *)p); break;
-        case 'u': v = rpc_int((int64_t) * (const uint64_t *)p); break;
-        case 'd': v = rpc_double(*(const double *)p); break;
-        case 'b': v = rpc_bool(*(const bool *)p); break;
-        default: v = rpc_str(p); break;
-        }
-        rpc_map_set(&m, (size_t)i, wire[i].key, v);
-    }
-    return m;
-}
-
-int rl_config_from_value(const struct rpc_value *v, struct rl_config *out)
-{
-    if (!v || v->kind != RPC_MAP) return rl_set_error("config: expected a map");
-    struct rl_config c;
-    base(&c);
-    for (int i = 0; i < N_WIRE; i++) {
-        const struct rpc_value *x = rpc_map_get(v, wire[i].key);
-        char *p = (char *)&c + wire[i].off;
-        char k = wire[i].kind;
-        if (!x) return rl_set_error("config: missing '%s'", wire[i].key);
-        bool ok = (k == 'd' && x->kind == RPC_DOUBLE) || (k == 'b' && x->kind == RPC_BOOL) ||
-                  (k == 's' && x->kind == RPC_STR) || ((k == 'i' || k == 'l' || k == 'u') && x->kind == RPC_INT);
-        if (!ok) return rl_set_error("config: '%s' has the wrong type (%s)", wire[i].key, rpc_kind_name(x->kind));
-        switch (k) {
-        case 'i':
-            if (x->i < -2147483647LL || x->i > 2147483647LL) return rl_set_error("config: '%s' out of range", wire[i].key);
-            *(int *)p = (int)x->i;
-            break;
-        case 'l': *(int64_t *)p = x->i; break;
-        case 'u': *(uint64_t *)p = (uint64_t)x->i; break;
-        case 'd': *(double *)p = x->d; break;
-        case 'b': *(bool *)p = x->b; break;
-        default: {
-            if (x->str.len >= wire[i].size) return rl_set_error("config: '%s' too long", wire[i].key);
-            memcpy(p, x->str.ptr, x->str.len + 1);
-        }
-        }
-    }
-    if (c.algo < RL_ALGO_REINFORCE || c.algo > RL_ALGO_PPO || (c.mode != RL_MODE_SYNC && c.mode != RL_MODE_ASYNC))
-        return rl_set_error("config: unknown algorithm or mode");
-    if (rl_config_check(&c) != 0) return rl_set_error("config: %s", rl_last_error());
-    *out = c;
-    return 0;
 }
