@@ -1,6 +1,7 @@
 /* The agent: set-up of the world, the sync loop around sync.c's
- * iterations, the async update handler, checkpoints, and bookkeeping of
- * observers that are lost and that rejoin. */
+ * iterations, the async update handler, checkpoints, and observers that
+ * rejoin. What agent.c and sync.c both use (observers lost and gone, calls
+ * awaited and given up, the stopping signal) is peers.c's, below both. */
 #define _GNU_SOURCE
 #include "agent/agent.h"
 
@@ -14,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/agent_internal.h"
+#include "agent/state.h"
 #include "agent/checkpoint.h"
 #include "agent/policy.h"
 #include "agent/runlog.h"
@@ -33,7 +34,6 @@
 
 #define END_CALL_MS 3000            /* each call to an observer as the run ends (its state, rl_shutdown) */
 
-static volatile sig_atomic_t got_signal;
 
 static struct agent *the_agent;     /* for the rl_update handler and signals only */
 static bool rendezvous_done;        /* agent_rendezvous_done */
@@ -43,112 +43,6 @@ bool agent_rendezvous_done(void) { return rendezvous_done; }
 static bool abandoned_calls;        /* agent_gave_up */
 bool agent_gave_up(void) { return abandoned_calls; }
 
-static void on_signal(int sig)
-{
-    if (got_signal) _exit(128 + sig);
-    got_signal = sig;
-}
-
-void agent_install_signals(void)
-{
-    struct sigaction sa = { .sa_handler = on_signal };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-static agent_ended_fn watch_ended;  /* agent_watch_observers */
-static void *watch_user;
-
-void agent_watch_observers(agent_ended_fn ended, void *user)
-{
-    watch_ended = ended;
-    watch_user = user;
-}
-
-int agent_live_peers(const struct agent *a)
-{
-    int n = 0;
-    for (int k = 0; k < a->n_peers; k++) n += a->peers[k].alive;
-    return n;
-}
-
-/* Stops using observer k: lost (the RPC layer declared it dead or gone) or,
- * while it lives, dropped because a call to it failed (why says how). */
-/* Whether observer k is known to be gone, and how (into how): it said so
- * as it went (rl_gave_up), or tributary-train saw its process end. */
-static bool peer_gone(struct agent *a, int k, char *how, size_t cap)
-{
-    struct obs_peer *p = &a->peers[k];
-    if (atomic_load(&p->going)) {
-        pthread_mutex_lock(&a->mu);
-        snprintf(how, cap, "%s", p->going_why);
-        pthread_mutex_unlock(&a->mu);
-        return true;
-    }
-    return watch_ended && watch_ended(p->id, how, cap, watch_user);
-}
-
-/* Stops using observer k: lost (gone, or the RPC layer declared it dead)
- * or, while it lives, dropped because a call to it failed (why says how).
- * An observer known to be gone is never called alive: "lost observer1: it
- * crashed (signal 11, SIGSEGV)". */
-void agent_lose_peer(struct agent *a, int k, const char *why)
-{
-    struct obs_peer *p = &a->peers[k];
-    if (!p->alive) return;
-    p->alive = false;
-    a->n_lost++;
-    policy_forget_caller(a->policy, p->id);
-    policy_drop_sync_caller(a->policy);
-    char how[600];
-    struct rpc_worker_info wi;
-    int live = agent_live_peers(a);
-    const char *s = live == 1 ? "" : "s";
-    if (peer_gone(a, k, how, sizeof how)) {
-        snprintf(p->gone_why, sizeof p->gone_why, "%s", how);
-        fprintf(stderr, PROG ": lost %s: it %s%s%s; continuing with %d observer%s\n", p->name, how, why[0] ? "; " : "",
-                why, live, s);
-    } else if (rpc_get_worker_info(p->name, &wi) == 0) {
-        snprintf(p->gone_why, sizeof p->gone_why, "was dropped (alive: %s)", why);
-        fprintf(stderr, PROG ": dropping %s (alive): %s; continuing with %d observer%s\n", p->name, why, live, s);
-    } else {
-        snprintf(p->gone_why, sizeof p->gone_why, "was lost (%s)", why);
-        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", p->name, why, live, s);
-    }
-}
-
-int agent_tend_gone(struct agent *a, struct rpc_future **futs)
-{
-    int n = 0;
-    char how[600];
-    for (int k = 0; k < a->n_peers; k++) {
-        struct obs_peer *p = &a->peers[k];
-        if (!p->alive || !peer_gone(a, k, how, sizeof how)) continue;
-        agent_lose_peer(a, k, "");
-        if (futs && futs[k]) {
-            rpc_future_free(futs[k]);   /* its reply will never come */
-            futs[k] = NULL;
-        }
-        rpc_future_free(p->run);
-        p->run = NULL;
-        n++;
-    }
-    return n;
-}
-
-int agent_none_left(const struct agent *a)
-{
-    char list[3000] = "";
-    size_t n = 0;
-    for (int k = 0; k < a->n_peers && n < sizeof list; k++)
-        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s %s", k ? "; " : "", a->peers[k].name,
-                              a->peers[k].gone_why[0] ? a->peers[k].gone_why : "was lost");
-    return rl_set_error("no observer is left: %s", list);
-}
-
-/* Whether the policy may be saved: every parameter finite (else said on
- * stderr, naming the first that is not). */
 static bool policy_savable(struct agent *a, const char *what)
 {
     struct tensor **params;
@@ -160,81 +54,6 @@ static bool policy_savable(struct agent *a, const char *what)
     return rc == 0;
 }
 
-bool agent_stop_overdue(struct agent *a)
-{
-    if (a->stop_due == 0) {
-        if (!got_signal && !atomic_load(&a->stop) && !run_stats_out_of_budget(a->stats)) return false;
-        a->stop_due = trib_now_s();
-    }
-    return trib_now_s() - a->stop_due >= AGENT_STOP_GRACE_S;
-}
-
-/* Once the stop is overdue: gives up the calls (fn) of futs still in flight,
- * dropping their observers (a stuck env step, a silent peer), and frees
- * every future of futs. Returns whether it did. Main thread. */
-bool agent_abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn)
-{
-    if (!agent_stop_overdue(a)) return false;
-    agent_tend_gone(a, futs);   /* those that are gone are said to be, not given up on */
-    for (int k = 0; k < a->n_peers; k++) {
-        if (!futs[k]) continue;
-        if (!rpc_future_done(futs[k])) {
-            char why[160];
-            snprintf(why, sizeof why, "its %s call still runs %g s after the run was due to stop", fn, AGENT_STOP_GRACE_S);
-            agent_lose_peer(a, k, why);
-            a->abandoned = true;
-        }
-        rpc_future_free(futs[k]);
-        futs[k] = NULL;
-    }
-    return true;
-}
-
-/* Waits until every future of futs is done (sleeping, looking at the stop
- * every 100 ms), or gives up on those left once the stop is overdue
- * (abandon_overdue). Main thread. */
-void agent_await_calls(struct agent *a, struct rpc_future **futs, const char *fn)
-{
-    for (;;) {
-        struct rpc_future *pending[RL_MAX_OBSERVERS];
-        size_t n = 0;
-        for (int k = 0; k < a->n_peers; k++)
-            if (futs[k] && !rpc_future_done(futs[k])) pending[n++] = futs[k];
-        if (n == 0) return;
-        if (rpc_future_wait_any(pending, n, 100) >= 0) continue;
-        /* an observer that is gone answers never: dropped at once */
-        if (agent_tend_gone(a, futs) > 0) continue;
-        if (agent_abandon_overdue(a, futs, fn)) return;
-    }
-}
-
-/* Loses every observer the RPC layer no longer knows (dead or gone), with
- * why; returns how many. */
-int agent_lose_dead_peers(struct agent *a, const char *why)
-{
-    int n = 0;
-    for (int k = 0; k < a->n_peers; k++) {
-        struct rpc_worker_info wi;
-        if (a->peers[k].alive && rpc_get_worker_info(a->peers[k].name, &wi) != 0) {
-            agent_lose_peer(a, k, why);
-            n++;
-        }
-    }
-    return n;
-}
-
-/* lr for the next update: linear annealing over --max-steps (CleanRL). */
-int agent_maybe_anneal(struct agent *a)
-{
-    if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
-    double lr = rl_annealed_lr(a->cfg.lr, run_stats_env_steps(a->stats), a->cfg.max_steps);
-    if (lr == a->lr) return 0;   /* a function of the env steps alone, so a resumed run sets the same */
-    a->lr = lr;
-    return dist_optim_set_lr(a->opt, lr);
-}
-
-/* rl_setup on observer k: the run's configuration, the policy, its index,
- * its state (a checkpoint's, or NULL) and its generation. */
 static struct rpc_future *send_setup(struct agent *a, int k, const void *state, size_t slen)
 {
     struct rl_setup_msg m = { .config = rl_config_to_value(&a->cfg), .policy = policy_rref(a->policy), .index = k,
@@ -377,7 +196,7 @@ static void maybe_checkpoint(struct agent *a, bool with_observers)
 
 static const char *stop_reason(struct agent *a)
 {
-    if (got_signal) return got_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (agent_signal()) return agent_signal() == SIGINT ? "SIGINT" : "SIGTERM";
     if (a->ckpt_failures >= AGENT_CKPT_MAX_FAILURES) return "checkpoint-failures";
     if (run_stats_solved(a->stats)) return "solved";
     if (run_stats_out_of_budget(a->stats)) return "budget";
@@ -599,7 +418,7 @@ struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master)
                           /* --max-seconds counts the wait for the observers too */
                           .init_timeout_ms = cfg->max_seconds > 0 ? (int)fmin(cfg->max_seconds * 1000, 1e9) : 60000,
                           .heartbeat_timeout_ms = cfg->heartbeat_timeout_ms,
-                          .num_handler_threads = cfg->observers + 4, .cancel = &got_signal };
+                          .num_handler_threads = cfg->observers + 4, .cancel = agent_signal_flag() };
     return o;
 }
 
@@ -748,13 +567,13 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     int irc = rpc_init(opts);
     rl_notice_stop(wait);
     if (irc < 0) {
-        bool budget = !got_signal && cfg->max_seconds > 0 && trib_now_s() - t_wait >= cfg->max_seconds - 0.05;
+        bool budget = !agent_signal() && cfg->max_seconds > 0 && trib_now_s() - t_wait >= cfg->max_seconds - 0.05;
         if (budget)
             fprintf(stderr, PROG ": --max-seconds %g passed while waiting for %s; stopping\n", cfg->max_seconds, what);
         else fprintf(stderr, PROG ": %s\n", rpc_last_error());
         /* Ctrl-C or --max-seconds while waiting for the observers: the
          * summary of a run that never started, and the signal's status */
-        int sig = got_signal;
+        int sig = agent_signal();
         if (sig) run_stats_summary(a->stats, stdout, false, 0, 0, sig == SIGINT ? "SIGINT" : "SIGTERM");
         else if (budget) run_stats_summary(a->stats, stdout, false, 0, 0, "budget");
         the_agent = NULL;
@@ -784,7 +603,7 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     /* nobody joins a run that is ending: a graceful shutdown would wait for it */
     rpc_refuse_joins("the run is ending");
     bool solved = run_stats_solved(a->stats);
-    if (got_signal) why = got_signal == SIGINT ? "SIGINT" : "SIGTERM";
+    if (agent_signal()) why = agent_signal() == SIGINT ? "SIGINT" : "SIGTERM";
     if (a->policy) {
         struct policy_stats ps;
         policy_get_stats(a->policy, &ps);
@@ -816,6 +635,6 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     env_plugin_close(a->plugin);
     pthread_mutex_destroy(&a->mu);
     free(a);
-    if (got_signal) return 128 + got_signal;
+    if (agent_signal()) return 128 + agent_signal();
     return rc == 0 && solved && strcmp(why, "checkpoint-failures") != 0 ? 0 : 1;
 }

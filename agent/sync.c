@@ -1,4 +1,4 @@
-/* The sync driver's iterations (agent_internal.h): rollouts everywhere,
+/* The sync driver's iterations (state.h): rollouts everywhere,
  * then PPO/A2C updates in which the agent evaluates every observer's
  * minibatch in one forward and the observers run their own backward, or
  * REINFORCE's one episode per observer; each update one dist_optim_step. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/agent_internal.h"
+#include "agent/state.h"
 #include "agent/policy.h"
 #include "agent/stats.h"
 #include "common/check.h"

@@ -5,6 +5,7 @@
 #define TRIB_AGENT_AGENT_INTERNAL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -55,7 +56,12 @@ struct agent {
     bool abandoned;                 /* a call to an observer was given up: no graceful rpc_shutdown */
 };
 
-/* agent.c. Main thread unless said otherwise. */
+/* peers.c. Main thread unless said otherwise. */
+
+/* The signal (SIGINT, SIGTERM) that stops the run, 0 before one; the flag
+ * itself for rpc_opts.cancel. */
+int agent_signal(void);
+const volatile sig_atomic_t *agent_signal_flag(void);
 /* Observers taking part. */
 int agent_live_peers(const struct agent *a);
 /* Stops using observer k (lost, or dropped: why says how). */

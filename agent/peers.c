@@ -1,0 +1,208 @@
+/* The agent's observers and calls, below agent.c and sync.c: which
+ * observers are alive, lost or gone (and how), waiting for calls to them
+ * and giving them up once the run's stop is overdue, the annealed lr, and
+ * the signal that stops the run. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/agent.h"
+#include "agent/policy.h"
+#include "agent/state.h"
+#include "agent/stats.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "optim/dist_optim.h"
+#include "rl/rl.h"
+#include "rl/rl_math.h"
+
+static volatile sig_atomic_t got_signal;
+
+int agent_signal(void) { return got_signal; }
+const volatile sig_atomic_t *agent_signal_flag(void) { return &got_signal; }
+
+static void on_signal(int sig)
+{
+    if (got_signal) _exit(128 + sig);
+    got_signal = sig;
+}
+
+void agent_install_signals(void)
+{
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+static agent_ended_fn watch_ended;  /* agent_watch_observers */
+static void *watch_user;
+
+void agent_watch_observers(agent_ended_fn ended, void *user)
+{
+    watch_ended = ended;
+    watch_user = user;
+}
+
+int agent_live_peers(const struct agent *a)
+{
+    int n = 0;
+    for (int k = 0; k < a->n_peers; k++) n += a->peers[k].alive;
+    return n;
+}
+
+/* Whether observer k is known to be gone, and how (into how): it said so
+ * as it went (rl_gave_up), or tributary-train saw its process end. */
+static bool peer_gone(struct agent *a, int k, char *how, size_t cap)
+{
+    struct obs_peer *p = &a->peers[k];
+    if (atomic_load(&p->going)) {
+        pthread_mutex_lock(&a->mu);
+        snprintf(how, cap, "%s", p->going_why);
+        pthread_mutex_unlock(&a->mu);
+        return true;
+    }
+    return watch_ended && watch_ended(p->id, how, cap, watch_user);
+}
+
+/* Stops using observer k: lost (gone, or the RPC layer declared it dead)
+ * or, while it lives, dropped because a call to it failed (why says how).
+ * An observer known to be gone is never called alive: "lost observer1: it
+ * crashed (signal 11, SIGSEGV)". */
+void agent_lose_peer(struct agent *a, int k, const char *why)
+{
+    struct obs_peer *p = &a->peers[k];
+    if (!p->alive) return;
+    p->alive = false;
+    a->n_lost++;
+    policy_forget_caller(a->policy, p->id);
+    policy_drop_sync_caller(a->policy);
+    char how[600];
+    struct rpc_worker_info wi;
+    int live = agent_live_peers(a);
+    const char *s = live == 1 ? "" : "s";
+    if (peer_gone(a, k, how, sizeof how)) {
+        snprintf(p->gone_why, sizeof p->gone_why, "%s", how);
+        fprintf(stderr, PROG ": lost %s: it %s%s%s; continuing with %d observer%s\n", p->name, how, why[0] ? "; " : "",
+                why, live, s);
+    } else if (rpc_get_worker_info(p->name, &wi) == 0) {
+        snprintf(p->gone_why, sizeof p->gone_why, "was dropped (alive: %s)", why);
+        fprintf(stderr, PROG ": dropping %s (alive): %s; continuing with %d observer%s\n", p->name, why, live, s);
+    } else {
+        snprintf(p->gone_why, sizeof p->gone_why, "was lost (%s)", why);
+        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", p->name, why, live, s);
+    }
+}
+
+int agent_tend_gone(struct agent *a, struct rpc_future **futs)
+{
+    int n = 0;
+    char how[600];
+    for (int k = 0; k < a->n_peers; k++) {
+        struct obs_peer *p = &a->peers[k];
+        if (!p->alive || !peer_gone(a, k, how, sizeof how)) continue;
+        agent_lose_peer(a, k, "");
+        if (futs && futs[k]) {
+            rpc_future_free(futs[k]);   /* its reply will never come */
+            futs[k] = NULL;
+        }
+        rpc_future_free(p->run);
+        p->run = NULL;
+        n++;
+    }
+    return n;
+}
+
+int agent_none_left(const struct agent *a)
+{
+    char list[3000] = "";
+    size_t n = 0;
+    for (int k = 0; k < a->n_peers && n < sizeof list; k++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s %s", k ? "; " : "", a->peers[k].name,
+                              a->peers[k].gone_why[0] ? a->peers[k].gone_why : "was lost");
+    return rl_set_error("no observer is left: %s", list);
+}
+
+/* Whether the policy may be saved: every parameter finite (else said on
+ * stderr, naming the first that is not). */
+bool agent_stop_overdue(struct agent *a)
+{
+    if (a->stop_due == 0) {
+        if (!got_signal && !atomic_load(&a->stop) && !run_stats_out_of_budget(a->stats)) return false;
+        a->stop_due = trib_now_s();
+    }
+    return trib_now_s() - a->stop_due >= AGENT_STOP_GRACE_S;
+}
+
+/* Once the stop is overdue: gives up the calls (fn) of futs still in flight,
+ * dropping their observers (a stuck env step, a silent peer), and frees
+ * every future of futs. Returns whether it did. Main thread. */
+bool agent_abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn)
+{
+    if (!agent_stop_overdue(a)) return false;
+    agent_tend_gone(a, futs);   /* those that are gone are said to be, not given up on */
+    for (int k = 0; k < a->n_peers; k++) {
+        if (!futs[k]) continue;
+        if (!rpc_future_done(futs[k])) {
+            char why[160];
+            snprintf(why, sizeof why, "its %s call still runs %g s after the run was due to stop", fn, AGENT_STOP_GRACE_S);
+            agent_lose_peer(a, k, why);
+            a->abandoned = true;
+        }
+        rpc_future_free(futs[k]);
+        futs[k] = NULL;
+    }
+    return true;
+}
+
+/* Waits until every future of futs is done (sleeping, looking at the stop
+ * every 100 ms), or gives up on those left once the stop is overdue
+ * (abandon_overdue). Main thread. */
+void agent_await_calls(struct agent *a, struct rpc_future **futs, const char *fn)
+{
+    for (;;) {
+        struct rpc_future *pending[RL_MAX_OBSERVERS];
+        size_t n = 0;
+        for (int k = 0; k < a->n_peers; k++)
+            if (futs[k] && !rpc_future_done(futs[k])) pending[n++] = futs[k];
+        if (n == 0) return;
+        if (rpc_future_wait_any(pending, n, 100) >= 0) continue;
+        /* an observer that is gone answers never: dropped at once */
+        if (agent_tend_gone(a, futs) > 0) continue;
+        if (agent_abandon_overdue(a, futs, fn)) return;
+    }
+}
+
+/* Loses every observer the RPC layer no longer knows (dead or gone), with
+ * why; returns how many. */
+int agent_lose_dead_peers(struct agent *a, const char *why)
+{
+    int n = 0;
+    for (int k = 0; k < a->n_peers; k++) {
+        struct rpc_worker_info wi;
+        if (a->peers[k].alive && rpc_get_worker_info(a->peers[k].name, &wi) != 0) {
+            agent_lose_peer(a, k, why);
+            n++;
+        }
+    }
+    return n;
+}
+
+/* lr for the next update: linear annealing over --max-steps (CleanRL). */
+int agent_maybe_anneal(struct agent *a)
+{
+    if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
+    double lr = rl_annealed_lr(a->cfg.lr, run_stats_env_steps(a->stats), a->cfg.max_steps);
+    if (lr == a->lr) return 0;   /* a function of the env steps alone, so a resumed run sets the same */
+    a->lr = lr;
+    return dist_optim_set_lr(a->opt, lr);
+}
+
+/* rl_setup on observer k: the run's configuration, the policy, its index,
+ * its state (a checkpoint's, or NULL) and its generation. */
