@@ -79,6 +79,7 @@ void tensor_set_grad_fn(struct tensor *t, struct ag_node *node, int output_nr)
 {
     ag_node_free(t->grad_fn);
     t->grad_fn = ag_node_retain(node);
+    t->grad_fn_drop = ag_node_free;
     t->output_nr = output_nr;
     t->requires_grad = true;
 }

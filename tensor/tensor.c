@@ -10,7 +10,6 @@
 #include "common/check.h"
 #include "common/error.h"
 #include "common/freelist.h"
-#include "tensor/autograd.h"
 #include "tensor/backend.h"
 #include "tensor/ops_internal.h"
 
@@ -36,23 +35,6 @@ void *tensor_error(const char *fmt, ...)
 void tensor_clear_error(void) { trib_error_clear(&last_error); }
 
 /* ---- dtypes and shapes ------------------------------------------------- */
-
-size_t dtype_size(enum dtype dt)
-{
-    static const size_t sizes[DTYPE_COUNT] = {4, 8, 4, 8, 1};
-    return (unsigned)dt < DTYPE_COUNT ? sizes[dt] : 0;
-}
-
-const char *dtype_name(enum dtype dt)
-{
-    static const char *names[DTYPE_COUNT] = {"f32", "f64", "i32", "i64", "u8"};
-    return (unsigned)dt < DTYPE_COUNT ? names[dt] : "?";
-}
-
-const char *device_name(enum device d)
-{
-    return d == DEVICE_CPU ? "cpu" : d == DEVICE_CUDA ? "cuda" : "?";
-}
 
 char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap)
 {
@@ -241,7 +223,7 @@ struct tensor *tensor_retain(struct tensor *t)
 void tensor_free(struct tensor *t)
 {
     if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
-    ag_node_free(t->grad_fn);
+    if (t->grad_fn) t->grad_fn_drop(t->grad_fn);
     tensor_free(t->grad);
     storage_release(t->storage);
     pool_put(&tensor_fl, t);

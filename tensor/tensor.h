@@ -38,6 +38,9 @@ struct tensor {
     uint64_t saved_version;         /* storage version when snapshotted */
     bool requires_grad;
     struct ag_node *grad_fn;        /* owned ref; NULL for leaves */
+    void (*grad_fn_drop)(struct ag_node *);  /* drops grad_fn's ref: set with it by autograd
+                                                (tensor_set_grad_fn), so tensor.c frees a
+                                                tensor without calling up into autograd.c */
     int output_nr;                  /* which output of grad_fn this is */
     struct tensor *grad;            /* owned ref; filled by tensor_backward */
 };
@@ -59,9 +62,7 @@ void tensor_clear_error(void);
 
 /* ---- dtypes and shapes ------------------------------------------------- */
 
-size_t dtype_size(enum dtype dt);
-const char *dtype_name(enum dtype dt);   /* "f32", ...; "?" if invalid */
-const char *device_name(enum device d);  /* "cpu" / "cuda" */
+/* dtype_size, dtype_name and device_name: tensor/dtype.h. */
 /* Writes "[2,3]" into buf (always NUL-terminated); returns buf. */
 char *shape_str(int ndim, const int64_t *shape, char *buf, size_t cap);
 

@@ -1,0 +1,3 @@
+int high_value(void);
+
+int low_value(void) { return high_value() + 1; }
