@@ -85,7 +85,9 @@ char *rpc_dup_bytes(const void *p, size_t n);
  *   message to worker `to` and describes it in *out.
  * unfork: the receiving side: a new handle for the descriptor d from worker
  *   `from`; NULL with err.
- * retain, release, id: rref_retain, rref_free, rref_id. */
+ * retain, release, id: rref_retain, rref_free, rref_id.
+ * The handle stays an incomplete type here (rrefs.h defines it). */
+struct rref;
 struct wire_rref { int owner, parent; uint64_t id, fork; };
 struct rpc_rref_hooks {
     void (*fork)(struct rref *r, int to, struct wire_rref *out);

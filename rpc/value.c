@@ -6,6 +6,8 @@
 #include "common/check.h"
 #include "rpc/base.h"
 
+struct rref;   /* held by pointer only, through the hooks (rrefs.h defines it) */
+
 /* Owned here: the RRef hooks (set once before any RRef exists, then read-only). */
 static struct rpc_rref_hooks rpc_rref_hooks;
 
