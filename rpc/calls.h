@@ -34,9 +34,26 @@ struct rpc_request {
 bool rpc_find_fn(const char *name, size_t n, rpc_fn *fn, void **user, unsigned *flags);
 void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *err);
 void rpc_request_free(struct rpc_request *req);
-/* A request received from worker `caller` (-1: none yet) with frames of
- * `bytes`, counted until freed (or rpc_request_uncount). */
-struct rpc_request *rpc_request_new_counted(int caller, size_t bytes);
+/* What a received request is made from (message.c fills it from the
+ * wire header; the lengths are wire.c's checked ones: rid_len <= 256,
+ * fn_len 1..255). */
+struct rpc_request_in {
+    uint64_t req_id;
+    int caller;                     /* -1: none yet (before its hello) */
+    const unsigned char *rid; size_t rid_len;
+    const char *fn; size_t fn_len;
+    int64_t ac_ctx, ac_msg;         /* kept only from a known caller */
+    rpc_fn handler;
+    void *user;
+    size_t bytes;                   /* its frames' size */
+};
+/* The constructor of a received request, the only writer of its fields
+ * with request.c's own functions: args are moved in (*args is NIL after).
+ * Counted until freed (or rpc_request_uncount). */
+struct rpc_request *rpc_request_new_received(const struct rpc_request_in *in, struct rpc_value *args);
+/* Sends req to another handler (an RRef method call resolved on arrival:
+ * rref_objects.c), with its two user pointers. */
+void rpc_request_route(struct rpc_request *req, rpc_fn handler, void *user, void *user2);
 /* The requests of `worker` received and not yet answered, and their
  * bytes; false for an id out of range. */
 bool rpc_requests_of(int worker, int *n, int64_t *bytes);

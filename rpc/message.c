@@ -59,29 +59,19 @@ static void dispatch_request(const unsigned char *rid, size_t rid_len, int from,
             return;
         }
     }
-    struct rpc_request *req = rpc_request_new_counted(from, bytes);
-    req->next = NULL;
-    req->req_id = h->req_id;
-    req->caller = from;
-    memcpy(req->rid, rid, rid_len);
-    req->rid_len = rid_len;
-    memcpy(req->fn, h->fn, h->fn_len);
-    req->fn[h->fn_len] = '\0';
-    req->ac_ctx = from >= 0 ? h->ac_ctx : 0;
-    req->ac_msg = from >= 0 ? h->ac_msg : 0;
-    req->handler = fn;
-    req->user = user;
-    req->err = NULL;
-    req->job = NULL;
+    struct rpc_value args;
     if (h->payload.type == MSGPACK_OBJECT_NIL) {
-        req->args = rpc_list(0);
+        args = rpc_list(0);
         rx_tensors.n = 0;               /* not the previous message's (freed) tensors */
-    } else if (wire_to_value(&h->payload, frames + 1, n - 1, from, &req->args, &rx_tensors, err, sizeof err) < 0) {
-        req->args.kind = RPC_NIL;
+    } else if (wire_to_value(&h->payload, frames + 1, n - 1, from, &args, &rx_tensors, err, sizeof err) < 0) {
         reply_bad(rid, rid_len, h->req_id, err);
-        rpc_request_free(req);
         return;
     }
+    const struct rpc_request_in in = {
+        .req_id = h->req_id, .caller = from, .rid = rid, .rid_len = rid_len, .fn = h->fn, .fn_len = h->fn_len,
+        .ac_ctx = h->ac_ctx, .ac_msg = h->ac_msg, .handler = fn, .user = user, .bytes = bytes,
+    };
+    struct rpc_request *req = rpc_request_new_received(&in, &args);
     if (wire_hooks()->on_recv && from >= 0 &&
         wire_hooks()->on_recv(from, false, rx_tensors.t, rx_tensors.n, req->ac_ctx, req->ac_msg, err, sizeof err,
                           wire_hooks()->user) < 0) {

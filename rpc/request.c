@@ -328,17 +328,37 @@ bool rpc_requests_of(int worker, int *n, int64_t *bytes)
 
 int rpc_requests_active(void) { return atomic_load(&received.active); }
 
-struct rpc_request *rpc_request_new_counted(int caller, size_t bytes)
+struct rpc_request *rpc_request_new_received(const struct rpc_request_in *in, struct rpc_value *args)
 {
-    struct rpc_request *req = trib_fl_get(&rpc_request_fl);
+    struct rpc_request *req = trib_fl_get(&rpc_request_fl);      /* zeroed: next, err, job NULL */
+    req->req_id = in->req_id;
+    req->caller = in->caller;
+    req->rid_len = in->rid_len < sizeof req->rid ? in->rid_len : sizeof req->rid;
+    memcpy(req->rid, in->rid, req->rid_len);
+    size_t fn_len = in->fn_len < sizeof req->fn ? in->fn_len : sizeof req->fn - 1;
+    memcpy(req->fn, in->fn, fn_len);
+    req->fn[fn_len] = '\0';
+    req->ac_ctx = in->caller >= 0 ? in->ac_ctx : 0;
+    req->ac_msg = in->caller >= 0 ? in->ac_msg : 0;
+    req->handler = in->handler;
+    req->user = in->user;
+    req->args = *args;
+    args->kind = RPC_NIL;
     req->counted = req->caller_counted = true;
-    req->bytes = bytes;
+    req->bytes = in->bytes;
     atomic_fetch_add(&received.active, 1);
-    if (caller >= 0 && caller < MAX_WORKERS) {
-        atomic_fetch_add(&received.by[caller], 1);
-        atomic_fetch_add(&received.bytes_by[caller], (int64_t)bytes);
+    if (in->caller >= 0 && in->caller < MAX_WORKERS) {
+        atomic_fetch_add(&received.by[in->caller], 1);
+        atomic_fetch_add(&received.bytes_by[in->caller], (int64_t)in->bytes);
     }
     return req;
+}
+
+void rpc_request_route(struct rpc_request *req, rpc_fn handler, void *user, void *user2)
+{
+    req->handler = handler;
+    req->user = user;
+    req->user2 = user2;
 }
 
 void rpc_request_autograd_ids(const struct rpc_request *req, int64_t *ctx_id, int64_t *msg_id)

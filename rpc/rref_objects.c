@@ -408,9 +408,7 @@ static int bi_call(struct rpc_request *req, const struct rpc_value *args, struct
         return -1;
     }
     if (impl && (impl->flags & RPC_FN_INLINE)) return run_method(req, pin, obj, impl, args, result);
-    req->handler = impl ? bi_call_ready : bi_call_wait;
-    req->user = pin;
-    req->user2 = (void *)impl;
+    rpc_request_route(req, impl ? bi_call_ready : bi_call_wait, pin, (void *)impl);
     if (!rpc_pool_push(req)) {
         rref_free(pin);
         snprintf(err, sizeof err, "rpc: %s: busy: %d requests waiting for a handler", rpc_self_name(), MAX_QUEUE);
