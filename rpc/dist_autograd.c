@@ -26,6 +26,40 @@ void dist_autograd_set_current(int64_t ctx) { current_ctx = ctx; }
  * name them; the participant checks come first all the same. */
 static int64_t make_id(void) { return (int64_t)rpc_gen_id(); }
 
+/* ---- settings -------------------------------------------------------------
+ * Owned here: the limits (dist_autograd_set_limits) that dist_context.c's
+ * registry is handed, and the backward hooks (under hooks_mu). */
+
+static atomic_int limit_per_worker = DIST_AUTOGRAD_MAX_PER_WORKER;
+static atomic_int idle_ms = DIST_AUTOGRAD_IDLE_MS;
+static pthread_mutex_t hooks_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct dist_autograd_hooks hooks;
+
+void dist_autograd_set_limits(int max_per_worker, int idle)
+{
+    atomic_store(&limit_per_worker, max_per_worker > 0 ? max_per_worker : DIST_AUTOGRAD_MAX_PER_WORKER);
+    atomic_store(&idle_ms, idle == 0 ? DIST_AUTOGRAD_IDLE_MS : idle);
+}
+
+void dist_autograd_set_backward_hooks(const struct dist_autograd_hooks *h)
+{
+    pthread_mutex_lock(&hooks_mu);
+    hooks = h ? *h : (struct dist_autograd_hooks){0};
+    pthread_mutex_unlock(&hooks_mu);
+}
+
+/* A copy of the hooks of dist_autograd_set_backward_hooks. */
+static struct dist_autograd_hooks backward_hooks(void)
+{
+    pthread_mutex_lock(&hooks_mu);
+    struct dist_autograd_hooks h = hooks;
+    pthread_mutex_unlock(&hooks_mu);
+    return h;
+}
+
+/* The core's tick hook (I/O thread): idle contexts go. */
+static void on_tick(int64_t now, void *user) { dist_ctx_expire(now, atomic_load(&idle_ms)); }
+
 int64_t dist_autograd_context_new(void)
 {
     if (!rpc_is_up()) {
@@ -34,7 +68,7 @@ int64_t dist_autograd_context_new(void)
     }
     int64_t id = make_id();
     char err[16];
-    dist_ctx_free(dist_ctx_get_or_make(id, -1, err, sizeof err));
+    dist_ctx_free(dist_ctx_get_or_make(id, -1, atomic_load(&limit_per_worker), err, sizeof err));
     current_ctx = id;
     return id;
 }
@@ -55,7 +89,7 @@ static void sink_accumulate(void *user, struct tensor *leaf, struct tensor *grad
 static void sink_ready(void *user, struct tensor *leaf, struct tensor *grad)
 {
     struct dist_autograd_run *run = user;
-    struct dist_autograd_hooks h = dist_ctx_get_hooks();
+    struct dist_autograd_hooks h = backward_hooks();
     if (h.leaf_ready) h.leaf_ready(h.user, run->c->id, leaf, grad);
 }
 
@@ -165,7 +199,8 @@ static int hook_recv(int from, bool is_response, struct tensor **tensors, int n,
                      int64_t ctx_id, int64_t msg_id, char *err, size_t cap, void *user)
 {
     if (!ctx_id) return 0;
-    struct dist_ctx *c = is_response ? dist_ctx_get(ctx_id) : dist_ctx_get_or_make(ctx_id, from, err, cap);
+    struct dist_ctx *c = is_response ? dist_ctx_get(ctx_id)
+                                     : dist_ctx_get_or_make(ctx_id, from, atomic_load(&limit_per_worker), err, cap);
     if (!c) return is_response ? 0 : -1;    /* a response for a context released meanwhile */
     dist_ctx_add_worker(c, from);
     dist_ctx_free(c);
@@ -202,7 +237,7 @@ static int run_engine(struct dist_ctx *c, uint64_t key, int n, const struct ag_e
     int rc = autograd_run(n, roots, grads, &sink, true);
     pending_here = outer;
     if (rc != 0) rpc_set_error("dist_autograd_backward: %s", tensor_last_error());
-    struct dist_autograd_hooks h = dist_ctx_get_hooks();
+    struct dist_autograd_hooks h = backward_hooks();
     if (rc == 0 && h.run_end && run.n && h.run_end(h.user, c->id, &run) != 0) rc = -1;
     if (rc == 0) dist_run_deliver(&run);
     dist_run_clear(&run);
@@ -459,11 +494,11 @@ int dist_autograd_release_local(int64_t ctx)
 
 int dist_autograd_init(void)
 {
-    static const struct rpc_autograd_hooks hooks = {
+    static const struct rpc_autograd_hooks core_hooks = {
         .on_send = hook_send, .on_recv = hook_recv, .on_handler = hook_handler,
-        .on_peer_gone = dist_ctx_peer_gone, .on_tick = dist_ctx_tick,
+        .on_peer_gone = dist_ctx_peer_gone, .on_tick = on_tick,
     };
-    rpc_set_autograd_hooks(&hooks);
+    rpc_set_autograd_hooks(&core_hooks);
     rpc_register("dist_autograd._backprop", fn_backprop, NULL);
     rpc_register("dist_autograd._release", fn_release, NULL);
     return 0;

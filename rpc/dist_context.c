@@ -22,8 +22,6 @@ static struct dist_ctx **buckets;
 static size_t nbuckets;                 /* a power of two, or 0 */
 static int n_reg;
 static int created_by[MAX_WORKERS];     /* live contexts each worker's requests created */
-static int limit_per_worker = DIST_AUTOGRAD_MAX_PER_WORKER;
-static int idle_ms = DIST_AUTOGRAD_IDLE_MS;
 
 void dist_ctx_free(struct dist_ctx *c)
 {
@@ -131,21 +129,21 @@ struct dist_ctx *dist_ctx_get_participant(int64_t id, int w)
 }
 
 /* The context `id`, retained, made if missing: by this worker (creator -1)
- * or for a request from worker `creator`, who may have at most
- * limit_per_worker of them here. NULL with err past that limit. */
-struct dist_ctx *dist_ctx_get_or_make(int64_t id, int creator, char *err, size_t cap)
+ * or for a request from worker `creator`, who may have at most `limit` of
+ * them here. NULL with err past that limit. */
+struct dist_ctx *dist_ctx_get_or_make(int64_t id, int creator, int limit, char *err, size_t cap)
 {
     pthread_mutex_lock(&reg_mu);
     struct dist_ctx *c = find_locked(id);
     if (!c) {
         if (creator >= MAX_WORKERS) creator = -1;
-        if (creator >= 0 && created_by[creator] >= limit_per_worker) {
+        if (creator >= 0 && created_by[creator] >= limit) {
             int n = created_by[creator];
             pthread_mutex_unlock(&reg_mu);
             char name[64];
             rpc_peer_name(creator, name, sizeof name);
             snprintf(err, cap, "too many distributed autograd contexts from %s here (%d; the limit is %d)", name, n,
-                     limit_per_worker);
+                     limit);
             return NULL;
         }
         c = trib_xcalloc(1, sizeof *c);
@@ -215,14 +213,6 @@ static bool made_by(const struct dist_ctx *c, int64_t worker)
 
 static bool idle_since(const struct dist_ctx *c, int64_t cutoff) { return atomic_load(&c->last_used) < cutoff; }
 
-void dist_autograd_set_limits(int max_per_worker, int idle)
-{
-    pthread_mutex_lock(&reg_mu);
-    limit_per_worker = max_per_worker > 0 ? max_per_worker : DIST_AUTOGRAD_MAX_PER_WORKER;
-    idle_ms = idle == 0 ? DIST_AUTOGRAD_IDLE_MS : idle;
-    pthread_mutex_unlock(&reg_mu);
-}
-
 void dist_ctx_add_worker(struct dist_ctx *c, int w)
 {
     if (w < 0 || w == rpc_self_id()) return;
@@ -248,23 +238,6 @@ int dist_autograd_num_contexts(void)
 }
 
 /* ---- gradients ----------------------------------------------------------- */
-
-static struct dist_autograd_hooks hooks;   /* under reg_mu */
-
-void dist_autograd_set_backward_hooks(const struct dist_autograd_hooks *h)
-{
-    pthread_mutex_lock(&reg_mu);
-    hooks = h ? *h : (struct dist_autograd_hooks){0};
-    pthread_mutex_unlock(&reg_mu);
-}
-
-struct dist_autograd_hooks dist_ctx_get_hooks(void)
-{
-    pthread_mutex_lock(&reg_mu);
-    struct dist_autograd_hooks h = hooks;
-    pthread_mutex_unlock(&reg_mu);
-    return h;
-}
 
 struct tensor *dist_autograd_run_gradient(const struct dist_autograd_run *run, const struct tensor *leaf)
 {
@@ -396,14 +369,11 @@ int dist_autograd_get_gradients(int64_t ctx, int cap, struct tensor **leaves, st
 /* I/O thread: a worker left or died; what it made here goes. */
 void dist_ctx_peer_gone(int worker, void *user) { ctx_drop_where(made_by, worker); }
 
-/* I/O thread, every heartbeat: frees contexts idle past idle_ms (checked
+/* I/O thread, every heartbeat: frees contexts idle past idle ms (checked
  * at most every quarter of it, and at least every second). */
-void dist_ctx_tick(int64_t now, void *user)
+void dist_ctx_expire(int64_t now, int idle)
 {
     static int64_t last;
-    pthread_mutex_lock(&reg_mu);
-    int idle = idle_ms;
-    pthread_mutex_unlock(&reg_mu);
     if (idle < 0 || now - last < (idle / 4 < 1000 ? idle / 4 : 1000)) return;
     last = now;
     ctx_drop_where(idle_since, now - idle);

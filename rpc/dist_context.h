@@ -1,8 +1,11 @@
 /* rpc/ internals, services layer (rpc/README.md "Layers"): what the two
  * files of distributed autograd share. dist_context.c owns the contexts (the
- * registry, their participants, send functions and gradients, the backward
- * hooks); dist_autograd.c (send/recv functions, the backward, the
- * _backprop and _release handlers) calls into it, never the other way.
+ * registry, their participants, send functions and gradients);
+ * dist_autograd.c (the limits and backward hooks, send/recv functions, the
+ * backward, the _backprop and _release handlers) calls into it, never the
+ * other way, and hands it the limits; dist_context.c uses none of the
+ * public header's names (a tool pairing dist_autograd.h with
+ * dist_autograd.c sees no circle).
  * Below it: calls.h. Not installed. */
 #ifndef TRIB_RPC_DIST_CONTEXT_H
 #define TRIB_RPC_DIST_CONTEXT_H
@@ -63,24 +66,23 @@ struct dist_ctx *dist_ctx_get(int64_t id);
  * (and an unknown context is not told apart). */
 struct dist_ctx *dist_ctx_get_participant(int64_t id, int w);
 /* The context `id`, retained, made if missing: by this worker (creator -1)
- * or for a request from worker `creator`, within the per-worker limit.
- * NULL with err past that limit. */
-struct dist_ctx *dist_ctx_get_or_make(int64_t id, int creator, char *err, size_t cap);
+ * or for a request from worker `creator`, who may have at most `limit` of
+ * them here (dist_autograd.c's setting). NULL with err past that limit. */
+struct dist_ctx *dist_ctx_get_or_make(int64_t id, int creator, int limit, char *err, size_t cap);
 /* Removes id from the registry; returns the registry's reference or NULL. */
 struct dist_ctx *dist_ctx_remove(int64_t id);
 /* As dist_ctx_remove, only if worker w took part in it here (NULL otherwise). */
 struct dist_ctx *dist_ctx_remove_participant(int64_t id, int w);
 /* Records that worker w sent to or received from c here. */
 void dist_ctx_add_worker(struct dist_ctx *c, int w);
-/* The hooks of dist_autograd_set_backward_hooks (a copy). */
-struct dist_autograd_hooks dist_ctx_get_hooks(void);
 /* Frees what a run holds (not the run itself). */
 void dist_run_clear(struct dist_autograd_run *run);
 /* Adds the run's gradients to its context as parts of key run->key. */
 void dist_run_deliver(struct dist_autograd_run *run);
-/* The core's hooks (struct rpc_autograd_hooks), I/O thread: a worker left
- * or died, and the heartbeat's tick (the idle timeout). */
+/* I/O thread: a worker left or died (the core's hook, struct
+ * rpc_autograd_hooks); at the heartbeat's tick, the contexts idle past
+ * idle ms (< 0: never) go (dist_autograd.c's tick hook, with its setting). */
 void dist_ctx_peer_gone(int worker, void *user);
-void dist_ctx_tick(int64_t now, void *user);
+void dist_ctx_expire(int64_t now, int idle);
 
 #endif
