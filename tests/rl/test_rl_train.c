@@ -132,7 +132,7 @@ static void check_help(const char *bin, const char *flag, const char *usage_line
 START_TEST(test_train_help)
 {
     static const char *const mentions[] = { "--preset NAME", "ppo-fast", "pytorch-rl-example", "--mode X",
-                                            "--env X", "--observers X", "--envs-per-observer X",
+                                            "--env X", "--observers N", "--envs-per-observer X",
                                             "--steps-per-rollout X", "--seed X", "--max-steps X", "--max-seconds X",
                                             "--target X", "--log-every X", "--heartbeat-timeout X", "--quiet",
                                             "--help", "Exit status: 0 solved", NULL };
@@ -188,7 +188,7 @@ START_TEST(test_train_bad_usage)
           SEE("tributary-train") },
         { { "--observers", "0", NULL }, "tributary-train: --observers must be in 1..64, not 0" SEE("tributary-train") },
         { { "--observers=65", NULL }, "tributary-train: --observers must be in 1..64, not 65" SEE("tributary-train") },
-        { { "--mode", "fast", NULL }, "tributary-train: bad value 'fast' for --mode" SEE("tributary-train") },
+        { { "--mode", "fast", NULL }, "tributary-train: bad value 'fast' for --mode (choices: sync, async)" SEE("tributary-train") },
         { { "--seed", "-1", NULL }, "tributary-train: bad value '-1' for --seed" SEE("tributary-train") },
         { { "--target", "nan", NULL }, "tributary-train: bad value 'nan' for --target" SEE("tributary-train") },
         { { "--max-steps", NULL }, "tributary-train: option '--max-steps' needs a value" SEE("tributary-train") },
@@ -215,7 +215,7 @@ END_TEST
 
 START_TEST(test_agent_cli)
 {
-    static const char *const mentions[] = { "--master tcp://H:P", "MASTER_ADDR/MASTER_PORT", "--observers X",
+    static const char *const mentions[] = { "--master tcp://H:P", "MASTER_ADDR/MASTER_PORT", "--observers N",
                                             "--preset NAME", "--help", NULL };
     check_help(TRIB_AGENT_BIN, "--help", "Usage: tributary-agent [options]\n", mentions);
     /* --master's own message has no "(see --help)", unlike every other one */
@@ -239,10 +239,10 @@ START_TEST(test_observer_cli)
                     SEE("tributary-observer") },
         { { "--rank", "0", NULL },
           "tributary-observer: --rank must be an integer in 1..65535, not '0'" SEE("tributary-observer") },
-        { { "--rank", NULL }, "tributary-observer: option needs a value, not '--rank'" SEE("tributary-observer") },
-        { { "--bogus", NULL }, "tributary-observer: unknown option, not '--bogus'" SEE("tributary-observer") },
+        { { "--rank", NULL }, "tributary-observer: option '--rank' needs a value" SEE("tributary-observer") },
+        { { "--bogus", NULL }, "tributary-observer: unknown option '--bogus'" SEE("tributary-observer") },
         { { "--rank", "1", "extra", NULL },
-          "tributary-observer: unexpected argument, not 'extra'" SEE("tributary-observer") },
+          "tributary-observer: unexpected argument 'extra'" SEE("tributary-observer") },
         { { "--master", "foo", NULL },
           "tributary-observer: --master must look like tcp://HOST:PORT, not 'foo'" SEE("tributary-observer") },
         { { "--world-size", "1", NULL },
