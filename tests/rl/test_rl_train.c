@@ -131,10 +131,10 @@ static void check_help(const char *bin, const char *flag, const char *usage_line
 
 START_TEST(test_train_help)
 {
-    static const char *const mentions[] = { "--preset NAME", "ppo-fast", "pytorch-rl-example", "--mode X",
-                                            "--env X", "--observers N", "--envs-per-observer X",
-                                            "--steps-per-rollout X", "--seed X", "--max-steps X", "--max-seconds X",
-                                            "--target X", "--log-every X", "--heartbeat-timeout X", "--quiet",
+    static const char *const mentions[] = { "--preset NAME", "ppo-fast", "pytorch-rl-example", "--mode NAME",
+                                            "--env ID|PATH.so", "--observers N", "--envs-per-observer N",
+                                            "--steps-per-rollout N", "--seed N", "--max-steps N", "--max-seconds X",
+                                            "--target X", "--log-every X", "--heartbeat-timeout N", "--quiet",
                                             "--help", "Exit status: 0 solved", NULL };
     check_help(TRIB_TRAIN_BIN, "--help", "Usage: tributary-train [options]\n", mentions);
     check_help(TRIB_TRAIN_BIN, "-h", "Usage: tributary-train [options]\n", mentions);
@@ -142,9 +142,8 @@ START_TEST(test_train_help)
     static const char *const values[] = {
         "(default 4; ppo 1, a2c 2, pendulum 2)",
         "(default 0.005; ppo 0.00025, a2c 0.0007, pendulum 0.001, pytorch-rl-example 0.01)",
-        "(also --total-timesteps, CleanRL's name)", "(also --num-envs, CleanRL's name)",
-        "(also --num-steps, CleanRL's name)", "(also --learning-rate, CleanRL's name)",
-        "(also --num-minibatches, CleanRL's name)", "(also --update-epochs, CleanRL's name)", NULL };
+        "(also --total-timesteps)", "(also --num-envs)", "(also --num-steps)", "(also --learning-rate)",
+        "(also --num-minibatches)", "(also --update-epochs)", "(choices: sync, async)", NULL };
     check_help(TRIB_TRAIN_BIN, "--help", "Usage: tributary-train [options]\n", values);
 }
 END_TEST
