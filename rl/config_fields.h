@@ -18,7 +18,7 @@
  *          RLF_CLI: on the command line only (not in JSON, not on the wire);
  *          RLF_NOJSON: not in config.json (the wire has it);
  *          RLF_OWN_DEFAULT: the help says the default (worked out at parse).
- * Not included by anything but rl/config*.{c,h}. */
+ * Included by rl/config.h (the struct); the descriptors are in config.c. */
 #ifndef TRIB_RL_CONFIG_FIELDS_H
 #define TRIB_RL_CONFIG_FIELDS_H
 
