@@ -83,7 +83,7 @@ static void on_member_event(struct agent *a, const struct rpc_event *ev)
     if (ev->kind != RPC_EVENT_JOIN) {
         if (k >= 0 && a->peers[k].alive) {
             char why[128];
-            snprintf(why, sizeof why, "no heartbeat within %d ms", a->cfg.heartbeat_timeout_ms);
+            snprintf(why, sizeof why, "no heartbeat within %d ms", a->cfg.heartbeat_timeout);
             agent_lose_peer(a, k, why);
         }
         if (k >= 0) a->peers[k].rejoining = false;
@@ -417,7 +417,7 @@ struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master)
                           .default_timeout_ms = 120000, .heartbeat_ms = 200,
                           /* --max-seconds counts the wait for the observers too */
                           .init_timeout_ms = cfg->max_seconds > 0 ? (int)fmin(cfg->max_seconds * 1000, 1e9) : 60000,
-                          .heartbeat_timeout_ms = cfg->heartbeat_timeout_ms,
+                          .heartbeat_timeout_ms = cfg->heartbeat_timeout,
                           .num_handler_threads = cfg->observers + 4, .cancel = agent_signal_flag() };
     return o;
 }

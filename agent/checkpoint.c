@@ -66,8 +66,8 @@ int agent_ckpt_save(const char *logdir, int64_t updates, const struct agent_ckpt
 }
 
 /* The keys of --config that must match for a checkpoint to be resumed. */
-static const char *const must_match[] = { "env", "algo", "mode", "observers", "envs-per-observer",
-                                          "steps-per-rollout", "hidden", "activation", "dropout", NULL };
+static const char *const must_match[] = { "env", "algo", "mode", "observers", "envs_per_observer",
+                                          "steps_per_rollout", "hidden", "activation", "dropout", NULL };
 
 /* The saved policy version, checked: 0..RUN_STATS_MAX_COUNT. */
 static int saved_version(const struct ckpt *c, int64_t *out)
@@ -114,9 +114,7 @@ struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg)
     if (r < 0) return NULL;
     size_t len = 0;
     const char *text = ckpt_get(c, "config", &len);
-    char *copy = text ? strndup(text, len) : NULL;
-    cJSON *saved = copy ? cJSON_Parse(copy) : NULL, *now = rl_config_to_json(cfg);
-    free(copy);
+    cJSON *saved = text ? rl_config_json_of(text, len) : NULL, *now = rl_config_to_json(cfg);
     const char *bad = saved ? NULL : "config";
     for (int i = 0; !bad && must_match[i]; i++) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(saved, must_match[i]);
@@ -125,8 +123,10 @@ struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg)
     }
     char *was = bad && saved ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(saved, bad)) : NULL;
     char *is = bad ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(now, bad)) : NULL;
+    char flag[64] = "";
+    for (size_t i = 0; bad && bad[i] && i + 1 < sizeof flag; i++) flag[i] = bad[i] == '_' ? '-' : bad[i];
     if (bad)
-        rl_set_error("--resume %s: checkpoint %s was made with --%s %s, this run has %s", logdir, c->path, bad,
+        rl_set_error("--resume %s: checkpoint %s was made with --%s %s, this run has %s", logdir, c->path, flag,
                      was ? was : "(unreadable config)", is ? is : "?");
     free(was);
     free(is);

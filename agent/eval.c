@@ -4,7 +4,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <dirent.h>
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/argv.h"
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
 #include "rl/ckpt.h"
@@ -26,31 +26,71 @@
 
 #define PROG "tributary-eval"
 
-static void usage(FILE *f)
+static const char about[] =
+    "Usage: " PROG " [options] POLICY|LOGDIR\n"
+    "Runs a trained policy for N episodes and prints the mean +- std of the episode\n"
+    "return and length. POLICY is the policy.safetensors that tributary-train --logdir\n"
+    "writes, or one of its checkpoints (LOGDIR/checkpoints/ckpt-*.trib), or the run's\n"
+    "directory LOGDIR itself (its policy.safetensors, else its newest checkpoint).\n"
+    "Exit status: 0, 1 when the policy cannot be loaded or does not fit the env, 2 bad usage.\n\n";
+
+/* The command line. */
+struct eval_args {
+    const char *env, *path;
+    struct rl_config env_args;      /* only its env_arg: --env-arg */
+    long episodes;
+    unsigned long long seed;
+    bool sample, json;
+};
+
+static int set_env(void *u, const char *v)
 {
-    fprintf(f, "Usage: " PROG " [options] POLICY|LOGDIR\n"
-               "Runs a trained policy for N episodes and prints the mean +- std of the episode\n"
-               "return and length. POLICY is the policy.safetensors that tributary-train --logdir\n"
-               "writes, or one of its checkpoints (LOGDIR/checkpoints/ckpt-*.trib), or the run's\n"
-               "directory LOGDIR itself (its policy.safetensors, else its newest checkpoint).\n"
-               "\n"
-               "  --env ID|PATH.so   the env (default: the one the policy was trained on, when it is\n"
-               "                     a built-in; a plug-in is loaded only when --env names it)\n"
-               "  --env-arg K=V      an argument of a plug-in env (repeatable; default: a checkpoint's own)\n"
-               "  --episodes N       episodes (default 10); each runs in its own env, in parallel\n"
-               "  --sample           sample actions from the policy (default: greedy, the most\n"
-               "                     likely action or the Gaussian's mean)\n"
-               "  --seed S           seed of the envs and the sampling (default 1)\n"
-               "  --json             print one JSON object instead of text\n"
-               "  --help             this text\n"
-               "\n"
-               "Exit status: 0, 1 when the policy cannot be loaded or does not fit the env, 2 bad usage.\n");
+    if (strlen(v) >= sizeof((struct rl_config *)0)->env)   /* as tributary-train says it */
+        return argv_error("--env is too long (%zu bytes, at most %zu)", strlen(v), sizeof((struct rl_config *)0)->env - 1);
+    ((struct eval_args *)u)->env = v;
+    return 0;
 }
 
-static int bad(const char *what, const char *v)
+static int set_env_arg(void *u, const char *v)
 {
-    fprintf(stderr, PROG ": %s, not '%s' (see " PROG " --help)\n", what, v);
-    return 2;
+    return rl_config_add_env_arg(&((struct eval_args *)u)->env_args, v) == 0 ? 0 : argv_error("%s", rl_last_error());
+}
+
+static int set_episodes(void *u, const char *v)
+{
+    if (argv_long("episodes", v, 1, 100000, &((struct eval_args *)u)->episodes) == 0) return 0;
+    return argv_error("--episodes must be an integer in 1..100000, not '%s'", v);
+}
+
+static int set_seed(void *u, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    ((struct eval_args *)u)->seed = strtoull(v, &end, 10);
+    if (errno || end == v || *end || v[0] == '-') return argv_error("--seed must be a non-negative integer, not '%s'", v);
+    return 0;
+}
+
+static int set_sample(void *u, const char *v)
+{
+    (void)v;
+    ((struct eval_args *)u)->sample = true;
+    return 0;
+}
+
+static int set_json(void *u, const char *v)
+{
+    (void)v;
+    ((struct eval_args *)u)->json = true;
+    return 0;
+}
+
+static int set_path(void *u, const char *v)
+{
+    struct eval_args *a = u;
+    if (a->path) return argv_error("give one POLICY file");
+    a->path = v;
+    return 0;
 }
 
 /* The env to run: --env when given; else the one the file records, when
@@ -93,7 +133,7 @@ static int load_checkpoint(const char *path, const char *env_arg, const struct r
     }
     snprintf(env, cap, "%s", cfg.env);
     /* the env's arguments: the command line's, else the run's */
-    if (open_env(path, cfg.env, env_arg, args->env_args[0] ? args : &cfg, spec, plugin) != 0) goto out;
+    if (open_env(path, cfg.env, env_arg, args->env_arg[0] ? args : &cfg, spec, plugin) != 0) goto out;
     char what[600];
     snprintf(what, sizeof what, "%s on %s", path, (*spec)->id);
     if (rl_arch_for_env(&cfg, *spec, what, arch) != 0) goto out;
@@ -170,194 +210,227 @@ static void json_str(const char *s)
     putchar('"');
 }
 
-int main(int argc, char **argv)
+/* The command line into a. -1 to go on, else the exit status. */
+static int parse(struct eval_args *a, int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        { "env", required_argument, NULL, 'e' }, { "episodes", required_argument, NULL, 'n' },
-        { "sample", no_argument, NULL, 's' },    { "seed", required_argument, NULL, 'S' },
-        { "json", no_argument, NULL, 'j' },      { "help", no_argument, NULL, 'h' },
-        { "env-arg", required_argument, NULL, 'E' },
-        { NULL, 0, NULL, 0 },
+    const struct argv_opt opts[] = {
+        { .name = "env", .arg = "ID|PATH.so", .set = set_env, .user = a,
+          .help = "the env (default: the one the policy was trained on, when it is\n"
+                  "a built-in; a plug-in is loaded only when --env names it)" },
+        { .name = "env-arg", .arg = "K=V", .set = set_env_arg, .user = a,
+          .help = "an argument of a plug-in env (repeatable; default: a checkpoint's own)" },
+        { .name = "episodes", .arg = "N", .set = set_episodes, .user = a,
+          .help = "episodes (default 10); each runs in its own env, in parallel" },
+        { .name = "sample", .set = set_sample, .user = a,
+          .help = "sample actions from the policy (default: greedy, the most\nlikely action or the Gaussian's mean)" },
+        { .name = "seed", .arg = "S", .set = set_seed, .user = a, .help = "seed of the envs and the sampling (default 1)" },
+        { .name = "json", .set = set_json, .user = a, .help = "print one JSON object instead of text" },
+        { .name = NULL, .set = set_path, .user = a },
     };
-    const char *env_arg = NULL;
-    struct rl_config env_args = { 0 };   /* only its env_args: --env-arg */
-    long episodes = 10;
-    unsigned long long seed = 1;
-    bool sample = false, json = false;
-    int c;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
-        char *end = NULL;
-        errno = 0;
-        switch (c) {
-        case 'e': env_arg = optarg; break;
-        case 'E':
-            if (rl_config_add_env_arg(&env_args, optarg) != 0) {
-                fprintf(stderr, PROG ": %s (see " PROG " --help)\n", rl_last_error());
-                return 2;
-            }
-            break;
-        case 'n':
-            episodes = strtol(optarg, &end, 10);
-            if (errno || end == optarg || *end || episodes < 1 || episodes > 100000)
-                return bad("--episodes must be an integer in 1..100000", optarg);
-            break;
-        case 's': sample = true; break;
-        case 'S':
-            seed = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-') return bad("--seed must be a non-negative integer", optarg);
-            break;
-        case 'j': json = true; break;
-        case 'h': usage(stdout); return 0;
-        case ':': return bad("option needs a value", argv[optind - 1]);
-        default: return bad("unknown option", argv[optind - 1]);
-        }
-    }
-    if (optind != argc - 1) {
+    int rc = argv_parse(PROG, about, opts, (int)(sizeof opts / sizeof opts[0]), argc, argv);
+    if (rc) return rc == 1 ? 0 : 2;
+    if (!a->path) {
         fprintf(stderr, PROG ": give one POLICY file (see " PROG " --help)\n");
         return 2;
     }
-    if (env_arg && strlen(env_arg) >= sizeof((struct rl_config *)0)->env) {   /* as tributary-train says it */
-        fprintf(stderr, PROG ": --env is too long (%zu bytes, at most %zu) (see " PROG " --help)\n", strlen(env_arg),
-                sizeof((struct rl_config *)0)->env - 1);
-        return 2;
-    }
-    if (env_arg) {   /* an unknown --env is bad usage */
+    if (a->env) {   /* an unknown --env is bad usage */
         struct env_plugin *probe = NULL;
         struct rl_env_args ea;
-        rl_config_env_args(&env_args, &ea);
-        if (!env_open_args(env_arg, &ea.args, &probe)) {
+        rl_config_env_args(&a->env_args, &ea);
+        if (!env_open_args(a->env, &ea.args, &probe)) {
             fprintf(stderr, PROG ": --env: %s (see " PROG " --help)\n", env_last_error());
             return 2;
         }
         env_plugin_close(probe);
     }
-    const char *path = argv[optind];
-    char picked[4096];
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        /* a run directory: its final policy, else its newest checkpoint;
-         * its files as what they are (no link followed, no FIFO waited on) */
-        if (metrics_dir_check(path) != 0) {
-            fprintf(stderr, PROG ": %s\n", rl_last_error());
-            return 1;
-        }
-        if (pick_run_policy(path, picked, sizeof picked) != 0) {
-            fprintf(stderr, PROG ": %s: a directory without policy.safetensors or checkpoints/ckpt-*.trib\n", path);
-            return 1;
-        }
-        path = picked;
-    }
+    return -1;
+}
+
+/* What eval loads: the actor, its architecture, the env. */
+struct loaded {
     struct rl_arch arch;
+    struct nn_module *actor;
+    struct env_plugin *plugin;
+    const struct env_spec *spec;
+    char path[4096];
+};
+
+/* a->path, a run directory's policy or checkpoint in its stead, into l->path. 0, or -1 after printing why. */
+static int resolve_path(const struct eval_args *a, struct loaded *l)
+{
+    struct stat st;
+    snprintf(l->path, sizeof l->path, "%s", a->path);
+    if (stat(a->path, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    /* a run directory: its final policy, else its newest checkpoint;
+     * its files as what they are (no link followed, no FIFO waited on) */
+    if (metrics_dir_check(a->path) != 0) {
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        return -1;
+    }
+    if (pick_run_policy(a->path, l->path, sizeof l->path) != 0) {
+        fprintf(stderr, PROG ": %s: a directory without policy.safetensors or checkpoints/ckpt-*.trib\n", a->path);
+        return -1;
+    }
+    return 0;
+}
+
+/* The policy and its env, checked to fit each other. 0, or -1 after printing why. */
+static int load(const struct eval_args *a, struct loaded *l)
+{
+    if (resolve_path(a, l) != 0) return -1;
     char trained_env[512];
-    struct nn_module *actor = NULL;
+    const char *path = l->path;
     size_t plen = strlen(path);
     bool is_ckpt = plen > 5 && strcmp(path + plen - 5, ".trib") == 0;
-    struct env_plugin *plugin = NULL;
-    const struct env_spec *spec = NULL;
-    int lrc = is_ckpt ? load_checkpoint(path, env_arg, &env_args, &arch, trained_env, sizeof trained_env, &actor, &spec,
-                                        &plugin)
-                      : rl_policy_load(path, &arch, trained_env, sizeof trained_env, &actor, NULL);
-    if (lrc == 0 && !is_ckpt && open_env(path, trained_env, env_arg, &env_args, &spec, &plugin) != 0) {
-        nn_module_free(actor);
+    int lrc = is_ckpt ? load_checkpoint(path, a->env, &a->env_args, &l->arch, trained_env, sizeof trained_env,
+                                        &l->actor, &l->spec, &l->plugin)
+                      : rl_policy_load(path, &l->arch, trained_env, sizeof trained_env, &l->actor, NULL);
+    if (lrc == 0 && !is_ckpt && open_env(path, trained_env, a->env, &a->env_args, &l->spec, &l->plugin) != 0) {
+        nn_module_free(l->actor);
+        l->actor = NULL;
         lrc = -1;
     }
     if (lrc != 0) {
         fprintf(stderr, PROG ": %s\n", rl_last_error());
-        return 1;
+        return -1;
     }
-    actor->training = false;
+    l->actor->training = false;
+    const struct env_spec *spec = l->spec;
     bool discrete = spec->act.kind == SPACE_DISCRETE;
     int A = discrete ? spec->act.n : spec->act.dim;
-    if (spec->obs.dim != arch.obs_dim || discrete == arch.gaussian || A != arch.act_dim) {
-        fprintf(stderr, PROG ": %s does not fit %s: the policy takes %d observations to %d %s actions, the env has %d "
-                        "observations and %d %s actions\n", path, spec->id, arch.obs_dim, arch.act_dim,
-                arch.gaussian ? "continuous" : "discrete", spec->obs.dim, A, discrete ? "discrete" : "continuous");
-        nn_module_free(actor);
-        env_plugin_close(plugin);
-        return 1;
+    if (spec->obs.dim == l->arch.obs_dim && discrete != l->arch.gaussian && A == l->arch.act_dim) return 0;
+    fprintf(stderr, PROG ": %s does not fit %s: the policy takes %d observations to %d %s actions, the env has %d "
+                    "observations and %d %s actions\n", path, spec->id, l->arch.obs_dim, l->arch.act_dim,
+            l->arch.gaussian ? "continuous" : "discrete", spec->obs.dim, A, discrete ? "discrete" : "continuous");
+    return -1;
+}
+
+/* The episodes' buffers: B envs, one episode each. */
+struct episodes {
+    int B, D, A;
+    bool discrete;
+    struct vec_env *v;
+    float *obs, *rew, *act_f;
+    int *act_i, *len;
+    bool *term, *trunc, *done;
+    double *ret;
+};
+
+static void episodes_free(struct episodes *e)
+{
+    free(e->obs); free(e->rew); free(e->act_f); free(e->act_i); free(e->term); free(e->trunc); free(e->done);
+    free(e->ret); free(e->len);
+    vec_env_free(e->v);
+}
+
+static int episodes_new(struct episodes *e, const struct env_spec *spec, int B, uint64_t seed)
+{
+    size_t b = (size_t)B;
+    e->B = B;
+    e->D = spec->obs.dim;
+    e->discrete = spec->act.kind == SPACE_DISCRETE;
+    e->A = e->discrete ? spec->act.n : spec->act.dim;
+    e->v = vec_env_new(spec, B, seed, 0);
+    e->obs = calloc(b * (size_t)e->D, sizeof *e->obs), e->rew = calloc(b, sizeof *e->rew);
+    e->act_f = calloc(b * (size_t)e->A, sizeof *e->act_f), e->act_i = calloc(b, sizeof *e->act_i);
+    e->term = calloc(b, sizeof *e->term), e->trunc = calloc(b, sizeof *e->trunc), e->done = calloc(b, 1);
+    e->ret = calloc(b, sizeof *e->ret), e->len = calloc(b, sizeof *e->len);
+    if (e->v && e->obs && e->rew && e->act_f && e->act_i && e->term && e->trunc && e->done && e->ret && e->len) return 0;
+    fprintf(stderr, PROG ": out of memory for %d envs\n", B);
+    return -1;
+}
+
+/* One step of every env by the actor's actions. 0, or -1 after printing why. */
+static int step(struct episodes *e, const struct loaded *l, uint64_t *rng, bool sample)
+{
+    int64_t shape[2] = { e->B, e->D };
+    struct tensor *x = tensor_from_f32(2, shape, e->obs);
+    struct tensor *out[NN_MAX_IO] = { 0 };
+    int n_out = 0, B = e->B, A = e->A;
+    if (!x || nn_forward(l->actor, 1, &x, &n_out, out) != 0) {
+        fprintf(stderr, PROG ": forward: %s\n", tensor_last_error());
+        tensor_free(x);
+        return -1;
     }
-    int B = (int)episodes, D = spec->obs.dim;
-    struct vec_env *v = vec_env_new(spec, B, seed, 0);
-    float *obs = calloc((size_t)B * D, sizeof *obs), *rew = calloc((size_t)B, sizeof *rew);
-    float *act_f = calloc((size_t)B * A, sizeof *act_f);
-    int *act_i = calloc((size_t)B, sizeof *act_i);
-    bool *term = calloc((size_t)B, sizeof *term), *trunc = calloc((size_t)B, sizeof *trunc), *done = calloc((size_t)B, 1);
-    double *ret = calloc((size_t)B, sizeof *ret);
-    int *len = calloc((size_t)B, sizeof *len);
-    if (!v || !obs || !rew || !act_f || !act_i || !term || !trunc || !done || !ret || !len) {
-        fprintf(stderr, PROG ": out of memory for %d envs\n", B);
-        return 1;
+    tensor_free(x);
+    if (e->discrete) {
+        rl_sample_categorical(B, A, tensor_data(out[0]), rng, !sample, e->act_i, NULL);
+    } else {
+        rl_sample_gaussian(B, A, tensor_data(out[0]), tensor_data(out[1]), rng, !sample, e->act_f, NULL);
+        for (int i = 0; i < B * A; i++)
+            e->act_f[i] = (float)fmin(fmax(e->act_f[i], l->spec->act.low[i % A]), l->spec->act.high[i % A]);
     }
+    for (int i = 0; i < n_out; i++) tensor_free(out[i]);
+    const void *act = e->discrete ? (const void *)e->act_i : (const void *)e->act_f;
+    if (vec_env_step(e->v, act, e->obs, e->rew, e->term, e->trunc, NULL) == 0) return 0;
+    fprintf(stderr, PROG ": %s\n", env_last_error());
+    return -1;
+}
+
+/* Runs every env to the end of its first episode. 0, or -1 after printing why. */
+static int run(struct episodes *e, const struct loaded *l, uint64_t seed, bool sample)
+{
     uint64_t rng = seed ^ 0x5eed5eedull;
     autograd_set_enabled(false);
-    vec_env_reset(v, obs);
-    int finished = 0, rc = 0;
-    int64_t shape[2] = { B, D };
-    while (finished < B) {
-        struct tensor *x = tensor_from_f32(2, shape, obs);
-        struct tensor *out[NN_MAX_IO] = { 0 };
-        int n_out = 0;
-        if (!x || nn_forward(actor, 1, &x, &n_out, out) != 0) {
-            fprintf(stderr, PROG ": forward: %s\n", tensor_last_error());
-            tensor_free(x);
-            rc = 1;
-            break;
-        }
-        tensor_free(x);
-        if (discrete) {
-            rl_sample_categorical(B, A, tensor_data(out[0]), &rng, !sample, act_i, NULL);
-        } else {
-            rl_sample_gaussian(B, A, tensor_data(out[0]), tensor_data(out[1]), &rng, !sample, act_f, NULL);
-            for (int i = 0; i < B * A; i++)
-                act_f[i] = (float)fmin(fmax(act_f[i], spec->act.low[i % A]), spec->act.high[i % A]);
-        }
-        for (int i = 0; i < n_out; i++) tensor_free(out[i]);
-        if (vec_env_step(v, discrete ? (const void *)act_i : (const void *)act_f, obs, rew, term, trunc, NULL) != 0) {
-            fprintf(stderr, PROG ": %s\n", env_last_error());
-            rc = 1;
-            break;
-        }
-        for (int b = 0; b < B; b++) {
-            if (done[b]) continue;
-            ret[b] += rew[b];
-            len[b]++;
-            if (term[b] || trunc[b]) {
-                done[b] = true;
+    vec_env_reset(e->v, e->obs);
+    for (int finished = 0; finished < e->B;) {
+        if (step(e, l, &rng, sample) != 0) return -1;
+        for (int b = 0; b < e->B; b++) {
+            if (e->done[b]) continue;
+            e->ret[b] += e->rew[b];
+            e->len[b]++;
+            if (e->term[b] || e->trunc[b]) {
+                e->done[b] = true;
                 finished++;
             }
         }
     }
-    if (rc == 0) {
-        double m = 0, s = 0, ml = 0, sl = 0;
-        for (int b = 0; b < B; b++) {
-            m += ret[b];
-            ml += len[b];
-        }
-        m /= B;
-        ml /= B;
-        for (int b = 0; b < B; b++) {
-            s += (ret[b] - m) * (ret[b] - m);
-            sl += (len[b] - ml) * (len[b] - ml);
-        }
-        s = sqrt(s / B);
-        sl = sqrt(sl / B);
-        if (json) {
-            printf("{\"policy\":");
-            json_str(path);
-            printf(",\"env\":");
-            json_str(spec->id);
-            printf(",\"episodes\":%d,\"actions\":\"%s\",\"return_mean\":%.6g,\"return_std\":%.6g,"
-                   "\"length_mean\":%.6g,\"length_std\":%.6g}\n",
-                   B, sample ? "sampled" : "greedy", m, s, ml, sl);
-        } else {
-            printf("%s on %s, %d episodes, %s actions: return %.2f +- %.2f, length %.1f +- %.1f\n", path, spec->id, B,
-                   sample ? "sampled" : "greedy", m, s, ml, sl);
-        }
+    return 0;
+}
+
+static void report(const struct episodes *e, const struct loaded *l, const struct eval_args *a)
+{
+    int B = e->B;
+    double m = 0, s = 0, ml = 0, sl = 0;
+    for (int b = 0; b < B; b++) {
+        m += e->ret[b];
+        ml += e->len[b];
     }
-    free(obs); free(rew); free(act_f); free(act_i); free(term); free(trunc); free(done); free(ret); free(len);
-    vec_env_free(v);
-    env_plugin_close(plugin);
-    nn_module_free(actor);
+    m /= B;
+    ml /= B;
+    for (int b = 0; b < B; b++) {
+        s += (e->ret[b] - m) * (e->ret[b] - m);
+        sl += (e->len[b] - ml) * (e->len[b] - ml);
+    }
+    s = sqrt(s / B);
+    sl = sqrt(sl / B);
+    const char *how = a->sample ? "sampled" : "greedy";
+    if (!a->json) {
+        printf("%s on %s, %d episodes, %s actions: return %.2f +- %.2f, length %.1f +- %.1f\n", l->path, l->spec->id,
+               B, how, m, s, ml, sl);
+        return;
+    }
+    printf("{\"policy\":");
+    json_str(l->path);
+    printf(",\"env\":");
+    json_str(l->spec->id);
+    printf(",\"episodes\":%d,\"actions\":\"%s\",\"return_mean\":%.6g,\"return_std\":%.6g,"
+           "\"length_mean\":%.6g,\"length_std\":%.6g}\n", B, how, m, s, ml, sl);
+}
+
+int main(int argc, char **argv)
+{
+    static struct eval_args a = { .episodes = 10, .seed = 1 };
+    static struct loaded l;
+    struct episodes e = { 0 };
+    int rc = parse(&a, argc, argv);
+    if (rc >= 0) return rc;
+    rc = load(&a, &l) == 0 && episodes_new(&e, l.spec, (int)a.episodes, a.seed) == 0 && run(&e, &l, a.seed, a.sample) == 0
+             ? 0
+             : 1;
+    if (rc == 0) report(&e, &l, &a);
+    episodes_free(&e);
+    env_plugin_close(l.plugin);
+    nn_module_free(l.actor);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "common/argv.h"
 #include "optim/dist_optim.h"
 #include "rl/keys.h"
 #include "rl/rl.h"
@@ -21,7 +22,7 @@ static int set_master(void *u, const char *v)
 {
     if (strncmp(v, "tcp://", 6) != 0 || strlen(v) >= sizeof master) {
         fprintf(stderr, PROG ": --master must look like tcp://HOST:PORT, not '%s'\n", v);
-        return -1;
+        return -2;
     }
     snprintf(master, sizeof master, "%s", v);
     return 0;
@@ -44,7 +45,7 @@ static int make_keys_alone(void *u, const char *v)
     (void)u;
     (void)v;
     fprintf(stderr, PROG ": --make-keys DIR goes alone: " PROG " --make-keys DIR\n");
-    return -1;
+    return -2;
 }
 
 static const char about[] =
@@ -67,10 +68,10 @@ int main(int argc, char **argv)
         }
         return rl_keys_make_cli(PROG, argv[2]);
     }
-    struct rl_opt extra[4] = {
-        { "master", true, "  --master tcp://H:P     the rendezvous address to bind\n", set_master, NULL },
-        { "make-keys", true, "  --make-keys DIR        write a new run key to DIR/" RL_KEY_FILE " and exit (alone)\n",
-          make_keys_alone, NULL },
+    struct argv_opt extra[4] = {
+        { .name = "master", .arg = "tcp://H:P", .help = "the rendezvous address to bind", .set = set_master },
+        { .name = "make-keys", .arg = "DIR", .help = "write a new run key to DIR/" RL_KEY_FILE " and exit (alone)",
+          .set = make_keys_alone },
     };
     int n_extra = 2 + rl_security_opts(&sec, PROG, &extra[2]);
     struct rl_config cfg;

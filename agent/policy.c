@@ -165,7 +165,7 @@ static void *serve_main(void *arg)
         bool sync = p->cfg.mode == RL_MODE_SYNC;
         double deadline = trib_now_s() + p->cfg.max_wait_us * 1e-6;
         int want = sync ? p->sync_callers - p->sync_done : p->n_active;
-        while (!p->stopping && p->q_len < want && p->q_rows < p->cfg.max_batch_rows) {
+        while (!p->stopping && p->q_len < want && p->q_rows < p->cfg.max_batch) {
             if (sync) {
                 pthread_cond_wait(&p->cv, &p->mu);
                 want = p->sync_callers - p->sync_done;
@@ -185,7 +185,7 @@ static void *serve_main(void *arg)
         while (p->q_len > 0) {
             struct pending *pd = &p->q[p->q_head];
             int r = (int)pd->obs->shape[0];
-            if (n > 0 && rows + r > p->cfg.max_batch_rows) break;
+            if (n > 0 && rows + r > p->cfg.max_batch) break;
             batch[n++] = *pd;
             rows += r;
             p->q_head = (p->q_head + 1) % QUEUE_CAP;
@@ -220,10 +220,10 @@ static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *arg
     struct pending pd = { .req = req, .caller = rpc_request_caller_id(req) };
     if (rl_obs_unpack(args, p->shape.obs_dim, &pd.obs, &pd.last) != 0)
         return rpc_request_fail(req, "act: %s", rl_last_error());
-    if (pd.obs->shape[0] > p->cfg.max_batch_rows) {
+    if (pd.obs->shape[0] > p->cfg.max_batch) {
         tensor_free(pd.obs);
         return rpc_request_fail(req, "act: %lld rows, more than --max-batch %d", (long long)pd.obs->shape[0],
-                                p->cfg.max_batch_rows);
+                                p->cfg.max_batch);
     }
     pthread_mutex_lock(&p->mu);
     if (p->stopping || p->q_len == QUEUE_CAP) {
@@ -478,7 +478,7 @@ static void *policy_ctor(struct rpc_request *req, const struct rpc_value *args, 
     }
     p->shape = rl_arch_for(&p->cfg, (int)od, !args->list.items[3].b, (int)ad);
     p->shape.value_head = args->list.items[4].b;
-    p->dev = p->cfg.cuda ? DEVICE_CUDA : DEVICE_CPU;
+    p->dev = p->cfg.device == RL_DEVICE_CUDA ? DEVICE_CUDA : DEVICE_CPU;
     if (rl_arch_build(&p->shape, p->cfg.seed, &p->actor, &p->critic) != 0 || (p->dev != DEVICE_CPU && (nn_module_to(p->actor, p->dev) != 0 ||
                                                           (p->critic && nn_module_to(p->critic, p->dev) != 0)))) {
         rpc_request_fail(req, "policy: %s", tensor_last_error());

@@ -25,7 +25,7 @@ struct policy;
 void policy_register(void);
 
 /* Builds the policy on this worker (owner RRef) through rpc_remote, moves
- * it to the GPU if cfg->cuda, starts the serving thread and makes RRefs of
+ * it to the GPU if cfg->device is cuda, starts the serving thread and makes RRefs of
  * its parameters. Blocks. NULL with rpc_last_error(). */
 struct policy *policy_new(const struct rl_config *cfg, const struct rl_arch *arch);
 

@@ -346,7 +346,7 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     pthread_mutex_lock(&s->mu);
     double t = trib_now_s(), dt = t - s->t_log;
     /* a forced interval with nothing new would repeat the last row */
-    if ((!force && dt < s->cfg.log_every_s) || (force && s->intervals > 0 && s->log_steps == 0 && s->log_updates == 0)) {
+    if ((!force && dt < s->cfg.log_every) || (force && s->intervals > 0 && s->log_steps == 0 && s->log_updates == 0)) {
         pthread_mutex_unlock(&s->mu);
         return false;
     }
@@ -414,7 +414,7 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
     bool async = s->cfg.mode == RL_MODE_ASYNC, ac = s->cfg.algo != RL_ALGO_REINFORCE, ppo = s->cfg.algo == RL_ALGO_PPO;
     if (iv->first) {
         fprintf(f, "progress every %gs: return and len: mean of the last 100 episodes; sps and upd/s: over the "
-                   "interval;\n", s->cfg.log_every_s);
+                   "interval;\n", s->cfg.log_every);
         fprintf(f, "  %s: means over the interval's updates%s%s\n",
                 ppo ? "pg (policy loss), vf (value loss), ent (entropy), kl (approx KL), clip (clip fraction)"
                 : ac ? "pg (policy loss), vf (value loss), ent (entropy)" : "loss (REINFORCE's policy loss)",

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "agent/agent.h"
+#include "common/argv.h"
 #include "common/proc.h"
 #include "observer/observer.h"
 #include "optim/dist_optim.h"
@@ -90,7 +91,7 @@ static const char about[] =
 
 int main(int argc, char **argv)
 {
-    struct rl_opt extra[2];
+    struct argv_opt extra[2];
     int n_extra = rl_security_opts(&sec, PROG, extra);
     struct rl_config cfg;
     int rc = rl_config_parse(&cfg, PROG, about, argc, argv, extra, n_extra);
@@ -102,7 +103,7 @@ int main(int argc, char **argv)
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
-    spawn_observers(cfg.observers, cfg.heartbeat_timeout_ms);
+    spawn_observers(cfg.observers, cfg.heartbeat_timeout);
     agent_install_signals();
     dist_autograd_init();
     dist_optim_init();

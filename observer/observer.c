@@ -62,7 +62,7 @@ static void step_overdue(void *u, double seconds)
     struct observer *o = u;
     char why[640];
     snprintf(why, sizeof why, "env %s: a step has run for %.1f s, longer than --step-timeout %g s", o->spec->id,
-             seconds, o->cfg.step_timeout_s);
+             seconds, o->cfg.step_timeout);
     fprintf(stderr, "%s: %s: giving up (exit 1)\n", rpc_self()->name, why);
     struct rpc_value a = rpc_list(1), r = rpc_nil();
     a.list.items[0] = rpc_str(why);
@@ -199,7 +199,7 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     if (rl_arch_for_env(&o->cfg, o->spec, o->cfg.env, &arch) != 0) return -1;
     if (o->cfg.algo == RL_ALGO_REINFORCE && o->spec->act.kind != SPACE_DISCRETE)
         return rl_set_error("REINFORCE here needs a discrete action space (%s has a box)", o->spec->id);
-    o->dog = rl_watchdog_new(o->cfg.step_timeout_s, step_overdue, o);
+    o->dog = rl_watchdog_new(o->cfg.step_timeout, step_overdue, o);
     o->env_steps = 0;
     rl_watchdog_arm(o->dog);   /* the envs' resets */
     int rc = rl_learner_init(&o->ln, &o->cfg, o->spec, o->index, m->generation);
@@ -511,7 +511,7 @@ static int vtrace_correct(struct observer *o)
 {
     struct rl_learner *l = &o->ln;
     int T = l->ro.T, B = l->B, D = o->D, A = o->A, rows = (T + 1) * B;
-    int chunk = o->cfg.max_batch_rows / B * B;
+    int chunk = o->cfg.max_batch / B * B;
     float *a = malloc((size_t)rows * A * sizeof(float)), *v = malloc((size_t)rows * sizeof(float));
     float *log_std = calloc((size_t)A, sizeof(float));
     int rc = a && v && log_std ? 0 : rl_set_error("vtrace: out of memory");

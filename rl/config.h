@@ -32,58 +32,24 @@
 
 enum rl_algo { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
 enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
+enum rl_activation { RL_ACT_TANH, RL_ACT_RELU };   /* between hidden layers */
+enum rl_device { RL_DEVICE_CPU, RL_DEVICE_CUDA };  /* where the agent keeps the policy */
 
-struct rl_config {
-    /* what to train */
-    char preset[32];
-    enum rl_algo algo;
-    enum rl_mode mode;
-    char env[512];                  /* built-in id or path to a plug-in .so */
-    char env_args[1024];            /* the env's own arguments: "key=value" lines (--env-arg) */
-    int observers;
-    int envs_per_observer;          /* B */
-    int steps_per_rollout;          /* T (A2C: n of n-step; REINFORCE: unused, one episode) */
-    uint64_t seed;
-    /* the policy */
-    int n_hidden, hidden[RL_MAX_HIDDEN];
-    bool tanh;                      /* tanh (else ReLU) between hidden layers */
-    double dropout;
-    double init_log_std;            /* Gaussian head */
-    bool cuda;                      /* the policy on the GPU */
-    /* the update */
-    int optimizer;                  /* enum optim_kind */
-    double opt_eps;                 /* Adam/RMSprop eps */
-    double lr, gamma, gae_lambda;
-    bool anneal_lr;
-    int minibatches, epochs;
-    double clip, ent_coef, vf_coef, max_grad_norm;
-    bool norm_adv, clip_vloss;
-    /* async PPO/A2C: keeping the policy lag in check */
-    int max_policy_lag;             /* an update from samples more versions behind is dropped (0: none;
-                                     * a preset has 0, rl_config_parse sets rl_default_max_policy_lag
-                                     * unless the flag is given) */
-    bool vtrace;                    /* V-trace-corrected advantages and value targets */
-    double rho_bar, c_bar;          /* V-trace's truncation levels */
-    double reward_scale;            /* rewards are multiplied by this before the returns */
-    /* serving */
-    int max_batch_rows;             /* the agent merges act calls up to this many rows */
-    int max_wait_us;                /* ... or until the first one has waited this long */
-    /* when to stop */
-    int64_t max_steps;              /* env steps (0: none) */
-    double max_seconds;             /* wall (0: none) */
-    int64_t max_updates;            /* optimizer updates (0: none) */
-    double target;                  /* mean return of the last 100 episodes; NAN: the env's threshold */
-    bool running_reward;            /* judge by PyTorch's example's running reward instead */
-    double log_every_s;             /* progress line period */
-    int heartbeat_timeout_ms;
-    double step_timeout_s;          /* an env step longer than this makes its observer give up (0: never) */
-    bool quiet;                     /* no progress lines */
-    /* what the run leaves behind (agent only) */
-    char logdir[512];               /* metrics, config.json, TensorBoard events, checkpoints, policy ("" none) */
-    int64_t checkpoint_every;       /* updates between checkpoints (0: only at the end) */
-    char resume[512];               /* a logdir whose newest valid checkpoint to continue ("" none) */
-    bool overwrite;                 /* --overwrite: replace the run in --logdir (command line only) */
+/* A list-typed field (hidden: the hidden layers' sizes). */
+struct rl_int_list {
+    int n;
+    int v[RL_MAX_HIDDEN];
 };
+
+#include "rl/config_fields.h"
+
+/* The run configuration: one member per row of rl/config_fields.h, which
+ * says what each is, its default and its flag. */
+#define RL_FIELD_DECL(name, kind, ctype, dim, dflt, choices, flags, help) ctype name dim;
+struct rl_config {
+    RL_CONFIG_FIELDS(RL_FIELD_DECL)
+};
+#undef RL_FIELD_DECL
 
 /* Fills cfg with the named preset: "ppo" (CleanRL ppo.py on CartPole-v1),
  * "ppo-fast" (the demo's: solves CartPole-v1 fastest here), "a2c",
@@ -95,6 +61,15 @@ int rl_config_preset(struct rl_config *cfg, const char *name);
 /* Names of the presets, NULL-terminated. */
 extern const char *const rl_preset_names[];
 
+/* A preset: its name, one line about it, and its fields' values as
+ * "name=value" overrides of rl_config_base's (NULL-terminated). */
+struct rl_preset {
+    const char *name, *about;
+    const char *set[24];
+};
+/* The preset named `name`, or NULL. */
+const struct rl_preset *rl_preset_find(const char *name);
+
 /* Checks ranges and combinations (e.g. REINFORCE needs 1 env per observer;
  * minibatches divide B*T). 0, or -1 with rl_last_error() naming the flag. */
 int rl_config_check(const struct rl_config *cfg);
@@ -104,16 +79,6 @@ int rl_config_check(const struct rl_config *cfg);
  * least 1000; far above a healthy async run's lag, far below what a
  * stopped observer sends when resumed minutes later. */
 int rl_default_max_policy_lag(const struct rl_config *cfg);
-
-/* A program's own flag, beside the trainer's: --name VALUE (has_arg) or
- * --name. set returns 0, or -1 after printing why VALUE is bad. */
-struct rl_opt {
-    const char *name;
-    bool has_arg;
-    const char *help;               /* "  --name VALUE   text" line(s) for --help */
-    int (*set)(void *user, const char *value);
-    void *user;
-};
 
 /* Parses the trainer's flags (see rl_config_usage) into cfg, starting from
  * the preset named by --preset (default "ppo-fast"; a --preset flag applies
@@ -125,12 +90,15 @@ struct rl_opt {
  * run being resumed or --overwrite is given (which clears it). Returns -1
  * to go on, 0 after --help (usage printed to stdout, with `about` first),
  * 2 for bad usage (message on stderr, naming `prog`). */
+struct argv_opt;
 int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, int argc, char **argv,
-                    const struct rl_opt *extra, int n_extra);
+                    const struct argv_opt *extra, int n_extra);
 
 /* Prints the flags rl_config_parse takes. */
 void rl_config_usage(FILE *f);
 
+/* An algorithm's or mode's name; NULL past the last (a's choices are
+ * rl_algo_name(0), rl_algo_name(1), ... until NULL). */
 const char *rl_algo_name(enum rl_algo a);
 const char *rl_mode_name(enum rl_mode m);
 
@@ -146,15 +114,20 @@ struct cJSON *rl_config_to_json(const struct rl_config *cfg);
  * -1 with rl_last_error(). */
 int rl_config_from_json(const char *text, size_t len, struct rl_config *cfg);
 
+/* A saved config's text (a checkpoint's, of this build or an older one
+ * whose keys were dashed) as rl_config_to_json writes it now, for
+ * comparing key by key. NULL with rl_last_error(). Caller frees. */
+struct cJSON *rl_config_json_of(const char *text, size_t len);
+
 /* cfg's env arguments split for env_open_args: args points into out. */
 struct rl_env_args {
     struct env_args args;
     const char *keys[RL_MAX_ENV_ARGS], *values[RL_MAX_ENV_ARGS];
-    char buf[sizeof((struct rl_config *)0)->env_args];
+    char buf[sizeof((struct rl_config *)0)->env_arg];
 };
 void rl_config_env_args(const struct rl_config *cfg, struct rl_env_args *out);
 
-/* Appends one --env-arg KEY=VALUE to cfg->env_args: KEY of letters, digits,
+/* Appends one --env-arg KEY=VALUE to cfg->env_arg: KEY of letters, digits,
  * '_', '-' and '.', VALUE without a line break, keys unique, at most
  * RL_MAX_ENV_ARGS. 0, or -1 with rl_last_error() saying why. */
 int rl_config_add_env_arg(struct rl_config *cfg, const char *kv);

@@ -13,14 +13,14 @@
 #include "optim/optim.h"
 #include "rl/rl.h"
 
-/* Every line of c->env_args as --env-arg would take it (a config from a
+/* Every line of c->env_arg as --env-arg would take it (a config from a
  * file or the wire is checked as the command line is). */
 static int check_env_args(const struct rl_config *c)
 {
     struct rl_config scratch;
-    scratch.env_args[0] = '\0';
-    char buf[sizeof c->env_args];
-    snprintf(buf, sizeof buf, "%s", c->env_args);
+    scratch.env_arg[0] = '\0';
+    char buf[sizeof c->env_arg];
+    snprintf(buf, sizeof buf, "%s", c->env_arg);
     for (char *line = buf; *line;) {
         char *nl = strchr(line, '\n');
         if (nl) *nl = '\0';
@@ -45,9 +45,22 @@ int rl_default_max_policy_lag(const struct rl_config *c)
     return k < 1000 ? 1000 : k > INT_MAX ? INT_MAX : (int)k;
 }
 
-int rl_config_check(const struct rl_config *c)
+/* What an algorithm asks of the rest (the algorithm's own checks). */
+static int check_algo(const struct rl_config *c)
 {
-    if (check_env_args(c) != 0) return -1;
+    if (c->algo == RL_ALGO_REINFORCE && c->envs_per_observer != 1)
+        return rl_set_error("--algo reinforce runs one episode per observer: --envs-per-observer must be 1");
+    if (c->algo != RL_ALGO_REINFORCE && (c->steps_per_rollout * c->envs_per_observer) % c->minibatches != 0)
+        return rl_set_error("--minibatches (%d) must divide --steps-per-rollout x --envs-per-observer (%d)",
+                            c->minibatches, c->steps_per_rollout * c->envs_per_observer);
+    if (c->vtrace && (c->mode != RL_MODE_ASYNC || c->algo == RL_ALGO_REINFORCE))
+        return rl_set_error("--vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c");
+    return 0;
+}
+
+/* The run's shape and the policy's size. */
+static int check_shape(const struct rl_config *c)
+{
     if (c->observers < 1 || c->observers > RL_MAX_OBSERVERS)
         return rl_set_error("--observers must be in 1..%d, not %d", RL_MAX_OBSERVERS, c->observers);
     if (c->envs_per_observer < 1 || c->envs_per_observer > RL_MAX_ENVS)
@@ -56,21 +69,25 @@ int rl_config_check(const struct rl_config *c)
         return rl_set_error("--steps-per-rollout must be in 1..1000000, not %d", c->steps_per_rollout);
     if ((int64_t)c->steps_per_rollout * c->envs_per_observer > 1 << 22)
         return rl_set_error("--steps-per-rollout x --envs-per-observer must be at most %d samples", 1 << 22);
-    if (c->algo == RL_ALGO_REINFORCE && c->envs_per_observer != 1)
-        return rl_set_error("--algo reinforce runs one episode per observer: --envs-per-observer must be 1");
-    if (c->n_hidden < 1 || c->n_hidden > RL_MAX_HIDDEN)
+    if (c->hidden.n < 1 || c->hidden.n > RL_MAX_HIDDEN)
         return rl_set_error("--hidden takes 1..%d layer sizes", RL_MAX_HIDDEN);
-    for (int i = 0; i < c->n_hidden; i++)
-        if (c->hidden[i] < 1 || c->hidden[i] > RL_MAX_DIM)
+    for (int i = 0; i < c->hidden.n; i++)
+        if (c->hidden.v[i] < 1 || c->hidden.v[i] > RL_MAX_DIM)
             return rl_set_error("--hidden sizes must be in 1..%d", RL_MAX_DIM);
     /* the hidden layers alone (an env of one observation and one action),
      * actor and critic: a lower bound of the policy's size */
     int64_t params = 0;
-    for (int i = 1; i < c->n_hidden; i++) params += ((int64_t)c->hidden[i - 1] + 1) * c->hidden[i];
+    for (int i = 1; i < c->hidden.n; i++) params += ((int64_t)c->hidden.v[i - 1] + 1) * c->hidden.v[i];
     params *= c->algo == RL_ALGO_REINFORCE ? 1 : 2;
     if (params > RL_MAX_POLICY_PARAMS)
         return rl_set_error("--hidden: a policy of these layers has over %lld parameters (at most %lld)",
                             (long long)params, (long long)RL_MAX_POLICY_PARAMS);
+    return 0;
+}
+
+/* The update's hyper-parameters. */
+static int check_update(const struct rl_config *c)
+{
     if (!(c->dropout >= 0 && c->dropout < 1)) return rl_set_error("--dropout must be in [0, 1)");
     if (c->optimizer < 0 || c->optimizer >= OPTIM_KIND_COUNT) return rl_set_error("unknown optimizer");
     if (!(c->lr >= RL_MIN_LR && c->lr <= RL_MAX_LR))
@@ -80,9 +97,6 @@ int rl_config_check(const struct rl_config *c)
     if (!(c->gae_lambda >= 0 && c->gae_lambda <= 1)) return rl_set_error("--gae-lambda must be in [0, 1]");
     if (c->minibatches < 1 || c->epochs < 1 || c->epochs > 1000)
         return rl_set_error("--minibatches must be >= 1 and --epochs in 1..1000");
-    if (c->algo != RL_ALGO_REINFORCE && (c->steps_per_rollout * c->envs_per_observer) % c->minibatches != 0)
-        return rl_set_error("--minibatches (%d) must divide --steps-per-rollout x --envs-per-observer (%d)",
-                            c->minibatches, c->steps_per_rollout * c->envs_per_observer);
     if (!(c->clip > 0 && c->clip < 10)) return rl_set_error("--clip must be in (0, 10)");
     /* a loss coefficient far outside these makes every loss overflow and
      * every observer drop out: refused before the run starts */
@@ -99,20 +113,24 @@ int rl_config_check(const struct rl_config *c)
     if (c->max_policy_lag < 0) return rl_set_error("--max-policy-lag must be >= 0");
     if (!(c->rho_bar > 0 && c->rho_bar < 1e6) || !(c->c_bar > 0 && c->c_bar < 1e6))
         return rl_set_error("--rho-bar and --c-bar must be in (0, 1e+06), not %g and %g", c->rho_bar, c->c_bar);
-    if (c->vtrace && (c->mode != RL_MODE_ASYNC || c->algo == RL_ALGO_REINFORCE))
-        return rl_set_error("--vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c");
-    if (c->max_batch_rows < c->envs_per_observer)
+    return 0;
+}
+
+/* Serving, stopping, logging. */
+static int check_run(const struct rl_config *c)
+{
+    if (c->max_batch < c->envs_per_observer)
         return rl_set_error("--max-batch (%d) must be at least --envs-per-observer (%d): one act call has that many rows",
-                            c->max_batch_rows, c->envs_per_observer);
-    if (c->max_batch_rows < 1 || c->max_wait_us < 0 || c->max_wait_us > 1000000)
+                            c->max_batch, c->envs_per_observer);
+    if (c->max_batch < 1 || c->max_wait_us < 0 || c->max_wait_us > 1000000)
         return rl_set_error("--max-batch must be >= 1 and --max-wait-us in 0..1000000");
     if (c->checkpoint_every < 0) return rl_set_error("--checkpoint-every must be >= 0");
     if (c->max_steps < 0 || !(c->max_seconds >= 0) || c->max_updates < 0)
         return rl_set_error("--max-steps, --max-seconds and --max-updates must be >= 0");
-    if (!(c->log_every_s > 0)) return rl_set_error("--log-every must be > 0 seconds");
-    if (c->heartbeat_timeout_ms < 100 || c->heartbeat_timeout_ms > 3600000)
+    if (!(c->log_every > 0)) return rl_set_error("--log-every must be > 0 seconds");
+    if (c->heartbeat_timeout < 100 || c->heartbeat_timeout > 3600000)
         return rl_set_error("--heartbeat-timeout must be in 100..3600000 ms");
-    if (!(c->step_timeout_s >= 0 && c->step_timeout_s <= 86400))
+    if (!(c->step_timeout >= 0 && c->step_timeout <= 86400))
         return rl_set_error("--step-timeout must be in 0..86400 seconds (0: no limit)");
     if (!c->env[0]) return rl_set_error("--env must not be empty");
     /* NaN: not given, the env's threshold; an infinity would be "solved"
@@ -121,4 +139,10 @@ int rl_config_check(const struct rl_config *c)
         return rl_set_error("--target (the mean return that counts as solved) must be a finite number, not %g",
                             c->target);
     return 0;
+}
+
+int rl_config_check(const struct rl_config *c)
+{
+    if (check_env_args(c) != 0 || check_shape(c) != 0 || check_update(c) != 0 || check_algo(c) != 0) return -1;
+    return check_run(c);
 }

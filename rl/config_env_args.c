@@ -11,7 +11,7 @@
 #include "envs/plugin.h"
 #include "rl/rl.h"
 
-/* Appends one --env-arg KEY=VALUE to c->env_args: KEY of letters, digits,
+/* Appends one --env-arg KEY=VALUE to c->env_arg: KEY of letters, digits,
  * '_', '-' and '.', VALUE without a line break, keys unique, at most
  * RL_MAX_ENV_ARGS. 0, or -1 with rl_last_error() saying why. */
 int rl_config_add_env_arg(struct rl_config *c, const char *v)
@@ -30,16 +30,16 @@ int rl_config_add_env_arg(struct rl_config *c, const char *v)
     for (int i = 0; i < have.args.n; i++)
         if (strlen(have.keys[i]) == klen && strncmp(have.keys[i], v, klen) == 0)
             return rl_set_error("--env-arg %.*s is given twice", (int)klen, v);
-    size_t used = strlen(c->env_args), add = strlen(v) + (used ? 1 : 0);
-    if (used + add >= sizeof c->env_args)
-        return rl_set_error("--env-arg: the arguments are too long (at most %zu bytes)", sizeof c->env_args - 1);
-    snprintf(c->env_args + used, sizeof c->env_args - used, "%s%s", used ? "\n" : "", v);
+    size_t used = strlen(c->env_arg), add = strlen(v) + (used ? 1 : 0);
+    if (used + add >= sizeof c->env_arg)
+        return rl_set_error("--env-arg: the arguments are too long (at most %zu bytes)", sizeof c->env_arg - 1);
+    snprintf(c->env_arg + used, sizeof c->env_arg - used, "%s%s", used ? "\n" : "", v);
     return 0;
 }
 
 void rl_config_env_args(const struct rl_config *cfg, struct rl_env_args *out)
 {
-    snprintf(out->buf, sizeof out->buf, "%s", cfg->env_args);
+    snprintf(out->buf, sizeof out->buf, "%s", cfg->env_arg);
     int n = 0;
     for (char *line = out->buf; *line && n < RL_MAX_ENV_ARGS;) {
         char *nl = strchr(line, '\n'), *eq = strchr(line, '=');

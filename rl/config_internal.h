@@ -1,11 +1,60 @@
-/* What the files of the run configuration share (config.c, config_wire.c);
- * not installed. */
+/* What the files of the run configuration share (config.c, config_parse.c,
+ * config_json.c, config_wire.c, config_check.c): the table of fields made
+ * from rl/config_fields.h and their values as text. Not installed. */
 #ifndef TRIB_RL_CONFIG_INTERNAL_H
 #define TRIB_RL_CONFIG_INTERNAL_H
 
+#include <stddef.h>
+
 #include "rl/config.h"
+
+enum rl_kind { RL_K_INT, RL_K_I64, RL_K_U64, RL_K_DBL, RL_K_BOOL, RL_K_STR, RL_K_ENUM, RL_K_LIST, RL_K_ENVARGS };
+
+/* One row of rl/config_fields.h. */
+struct rl_field {
+    const char *name;               /* the member, the JSON and wire key */
+    enum rl_kind kind;
+    size_t off, size;               /* where in struct rl_config, and its bytes */
+    const char *(*choice)(int i);   /* ENUM: the name of value i, NULL past the last */
+    unsigned flags;                 /* RLF_* */
+    const char *help;
+};
+extern const struct rl_field rl_fields[];
+extern const int rl_n_fields;
 
 /* Sets *c to the defaults every preset starts from (no preset name). */
 void rl_config_base(struct rl_config *c);
+
+/* The field a key names: its name, with '-' for '_' (the flag's spelling),
+ * or an alias (CleanRL's names). NULL when none. */
+const struct rl_field *rl_field_find(const char *key);
+
+/* The field's flag name without "--" (envs_per_observer: envs-per-observer),
+ * and its alias in that spelling, or NULL. */
+void rl_field_flag(const struct rl_field *f, char *out, size_t cap);
+const char *rl_field_alias(const struct rl_field *f);
+
+/* Sets f in c from its text (the command line's form: "64,64", "relu",
+ * "true"; a BOOL also takes NULL for true; ENVARGS appends one
+ * KEY=VALUE). 0, or -1 (ENVARGS: with rl_last_error()). */
+int rl_field_set(struct rl_config *c, const struct rl_field *f, const char *v);
+
+/* f's value in c as --help shows it. */
+void rl_field_format(const struct rl_config *c, const struct rl_field *f, char *buf, size_t cap);
+
+/* Applies a preset's rows to c. 0, or -1 with rl_last_error(). */
+int rl_preset_apply(struct rl_config *c, const struct rl_preset *p);
+
+/* Applies a JSON object of fields to c (config_json.c): keys are field
+ * names ('-' or '_'), old names and aliases too; "preset" is skipped (it is
+ * applied before); given[k] is set for every field k the object holds.
+ * -1 with rl_last_error() naming `flag`, `path` and the key. */
+struct cJSON;
+int rl_config_apply_json(struct rl_config *c, const char *flag, const char *path, const struct cJSON *root,
+                         bool *given);
+
+/* Reads a JSON object from path (at most 1 MiB) into *root. 0, or -1 with
+ * rl_last_error() naming `flag` and path. */
+int rl_config_load_json(const char *path, struct cJSON **root, const char *flag);
 
 #endif

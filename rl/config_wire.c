@@ -1,6 +1,8 @@
 /* The wire form of the run configuration: the map the agent sends to its
- * observers (rl_config_to_value), and reading it back, checked as the
- * command line is (rl_config_from_value). */
+ * observers (rl_config_to_value), one key per field of rl/config_fields.h
+ * under its name, and reading it back, checked as the command line is
+ * (rl_config_from_value). Numbers and switches travel as themselves, an
+ * enum as its index, a list and a string as text. */
 #define _GNU_SOURCE
 #include "rl/config.h"
 
@@ -12,51 +14,74 @@
 #include "rl/config_internal.h"
 #include "rl/rl.h"
 
-struct wire_field {
-    const char *key;
-    char kind;                      /* i int, l int64, u uint64, d double, b bool, s string */
-    size_t off;
-    size_t size;                    /* bytes of the field (a string's room) */
-};
+static bool on_wire(const struct rl_field *f) { return !(f->flags & RLF_CLI); }
 
-#define W(k, t, f) { k, t, offsetof(struct rl_config, f), sizeof(((struct rl_config *)0)->f) }
-static const struct wire_field wire[] = {
-    W("preset", 's', preset), W("algo", 'i', algo), W("mode", 'i', mode), W("env", 's', env), W("env_args", 's', env_args),
-    W("observers", 'i', observers), W("envs", 'i', envs_per_observer), W("steps", 'i', steps_per_rollout),
-    W("seed", 'u', seed), W("n_hidden", 'i', n_hidden), W("h0", 'i', hidden[0]), W("h1", 'i', hidden[1]),
-    W("h2", 'i', hidden[2]), W("h3", 'i', hidden[3]), W("tanh", 'b', tanh), W("dropout", 'd', dropout),
-    W("init_log_std", 'd', init_log_std), W("cuda", 'b', cuda), W("optimizer", 'i', optimizer),
-    W("opt_eps", 'd', opt_eps), W("lr", 'd', lr), W("gamma", 'd', gamma), W("gae_lambda", 'd', gae_lambda),
-    W("anneal_lr", 'b', anneal_lr), W("minibatches", 'i', minibatches), W("epochs", 'i', epochs),
-    W("clip", 'd', clip), W("ent_coef", 'd', ent_coef), W("vf_coef", 'd', vf_coef),
-    W("max_grad_norm", 'd', max_grad_norm), W("norm_adv", 'b', norm_adv), W("clip_vloss", 'b', clip_vloss),
-    W("reward_scale", 'd', reward_scale), W("max_policy_lag", 'i', max_policy_lag), W("vtrace", 'b', vtrace),
-    W("rho_bar", 'd', rho_bar), W("c_bar", 'd', c_bar), W("max_batch", 'i', max_batch_rows), W("max_wait_us", 'i', max_wait_us),
-    W("max_steps", 'l', max_steps), W("max_seconds", 'd', max_seconds), W("max_updates", 'l', max_updates), W("target", 'd', target),
-    W("running_reward", 'b', running_reward), W("log_every_s", 'd', log_every_s),
-    W("heartbeat_timeout_ms", 'i', heartbeat_timeout_ms), W("step_timeout_s", 'd', step_timeout_s), W("quiet", 'b', quiet), W("logdir", 's', logdir),
-    W("checkpoint_every", 'l', checkpoint_every), W("resume", 's', resume),
-};
-#undef W
-#define N_WIRE ((int)(sizeof wire / sizeof wire[0]))
+static struct rpc_value field_value(const struct rl_config *c, const struct rl_field *f)
+{
+    const char *p = (const char *)c + f->off;
+    char buf[64];
+    switch (f->kind) {
+    case RL_K_INT:
+    case RL_K_ENUM: return rpc_int(*(const int *)p);
+    case RL_K_I64: return rpc_int(*(const int64_t *)p);
+    case RL_K_U64: return rpc_int((int64_t) * (const uint64_t *)p);
+    case RL_K_DBL: return rpc_double(*(const double *)p);
+    case RL_K_BOOL: return rpc_bool(*(const bool *)p);
+    case RL_K_LIST: rl_field_format(c, f, buf, sizeof buf); return rpc_str(buf);
+    case RL_K_STR:
+    case RL_K_ENVARGS: break;
+    }
+    return rpc_str(p);
+}
 
 struct rpc_value rl_config_to_value(const struct rl_config *c)
 {
-    struct rpc_value m = rpc_map(N_WIRE);
-    for (int i = 0; i < N_WIRE; i++) {
-        const char *p = (const char *)c + wire[i].off;
-        struct rpc_value v;
-        switch (wire[i].kind) {
-        case 'i': v = rpc_int(*(const int *)p); break;
-        case 'l': v = rpc_int(*(const int64_t *)p); break;
-        case 'u': v = rpc_int((int64_t) * (const uint64_t *)p); break;
-        case 'd': v = rpc_double(*(const double *)p); break;
-        case 'b': v = rpc_bool(*(const bool *)p); break;
-        default: v = rpc_str(p); break;
-        }
-        rpc_map_set(&m, (size_t)i, wire[i].key, v);
-    }
+    size_t n = 0;
+    for (int i = 0; i < rl_n_fields; i++) n += on_wire(&rl_fields[i]);
+    struct rpc_value m = rpc_map(n);
+    for (int i = 0, k = 0; i < rl_n_fields; i++)
+        if (on_wire(&rl_fields[i])) rpc_map_set(&m, (size_t)k++, rl_fields[i].name, field_value(c, &rl_fields[i]));
     return m;
+}
+
+static bool kind_ok(enum rl_kind k, enum rpc_kind x)
+{
+    switch (k) {
+    case RL_K_DBL: return x == RPC_DOUBLE;
+    case RL_K_BOOL: return x == RPC_BOOL;
+    case RL_K_STR:
+    case RL_K_LIST:
+    case RL_K_ENVARGS: return x == RPC_STR;
+    default: return x == RPC_INT;
+    }
+}
+
+/* One field from its wire value. 0, or -1 with rl_last_error(). */
+static int field_from(struct rl_config *c, const struct rl_field *f, const struct rpc_value *x)
+{
+    char *p = (char *)c + f->off;
+    if (!x) return rl_set_error("config: missing '%s'", f->name);
+    if (!kind_ok(f->kind, x->kind)) return rl_set_error("config: '%s' has the wrong type (%s)", f->name, rpc_kind_name(x->kind));
+    bool is_int = f->kind == RL_K_INT || f->kind == RL_K_ENUM;
+    if (is_int && (x->i < -2147483647LL || x->i > 2147483647LL)) return rl_set_error("config: '%s' out of range", f->name);
+    if (f->kind == RL_K_ENUM && (x->i < 0 || !f->choice((int)x->i)))
+        return rl_set_error("config: '%s' is not one of its choices (%lld)", f->name, (long long)x->i);
+    switch (f->kind) {
+    case RL_K_INT:
+    case RL_K_ENUM: *(int *)p = (int)x->i; return 0;
+    case RL_K_I64: *(int64_t *)p = x->i; return 0;
+    case RL_K_U64: *(uint64_t *)p = (uint64_t)x->i; return 0;
+    case RL_K_DBL: *(double *)p = x->d; return 0;
+    case RL_K_BOOL: *(bool *)p = x->b; return 0;
+    case RL_K_LIST:
+        if (x->str.len < 64 && rl_field_set(c, f, x->str.ptr) == 0) return 0;
+        return rl_set_error("config: bad '%s'", f->name);
+    case RL_K_STR:
+    case RL_K_ENVARGS: break;
+    }
+    if (x->str.len >= f->size) return rl_set_error("config: '%s' too long", f->name);
+    memcpy(p, x->str.ptr, x->str.len + 1);
+    return 0;
 }
 
 int rl_config_from_value(const struct rpc_value *v, struct rl_config *out)
@@ -64,31 +89,8 @@ int rl_config_from_value(const struct rpc_value *v, struct rl_config *out)
     if (!v || v->kind != RPC_MAP) return rl_set_error("config: expected a map");
     struct rl_config c;
     rl_config_base(&c);
-    for (int i = 0; i < N_WIRE; i++) {
-        const struct rpc_value *x = rpc_map_get(v, wire[i].key);
-        char *p = (char *)&c + wire[i].off;
-        char k = wire[i].kind;
-        if (!x) return rl_set_error("config: missing '%s'", wire[i].key);
-        bool ok = (k == 'd' && x->kind == RPC_DOUBLE) || (k == 'b' && x->kind == RPC_BOOL) ||
-                  (k == 's' && x->kind == RPC_STR) || ((k == 'i' || k == 'l' || k == 'u') && x->kind == RPC_INT);
-        if (!ok) return rl_set_error("config: '%s' has the wrong type (%s)", wire[i].key, rpc_kind_name(x->kind));
-        switch (k) {
-        case 'i':
-            if (x->i < -2147483647LL || x->i > 2147483647LL) return rl_set_error("config: '%s' out of range", wire[i].key);
-            *(int *)p = (int)x->i;
-            break;
-        case 'l': *(int64_t *)p = x->i; break;
-        case 'u': *(uint64_t *)p = (uint64_t)x->i; break;
-        case 'd': *(double *)p = x->d; break;
-        case 'b': *(bool *)p = x->b; break;
-        default: {
-            if (x->str.len >= wire[i].size) return rl_set_error("config: '%s' too long", wire[i].key);
-            memcpy(p, x->str.ptr, x->str.len + 1);
-        }
-        }
-    }
-    if (c.algo < RL_ALGO_REINFORCE || c.algo > RL_ALGO_PPO || (c.mode != RL_MODE_SYNC && c.mode != RL_MODE_ASYNC))
-        return rl_set_error("config: unknown algorithm or mode");
+    for (int i = 0; i < rl_n_fields; i++)
+        if (on_wire(&rl_fields[i]) && field_from(&c, &rl_fields[i], rpc_map_get(v, rl_fields[i].name)) != 0) return -1;
     if (rl_config_check(&c) != 0) return rl_set_error("config: %s", rl_last_error());
     *out = c;
     return 0;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "common/argv.h"
 #include "rl/rl.h"
 
 #define KEY_FILE_MAX 4096
@@ -229,7 +230,7 @@ int rl_security_set_keys(struct rl_security *s, const char *dir)
     return -1;
 }
 
-static int set_keys_opt(void *user, const char *dir) { return rl_security_set_keys(user, dir); }
+static int set_keys_opt(void *user, const char *dir) { return rl_security_set_keys(user, dir) == 0 ? 0 : -2; }
 
 static int set_insecure(void *user, const char *v)
 {
@@ -238,19 +239,17 @@ static int set_insecure(void *user, const char *v)
     return 0;
 }
 
-int rl_security_opts(struct rl_security *s, const char *prog, struct rl_opt out[2])
+int rl_security_opts(struct rl_security *s, const char *prog, struct argv_opt *out)
 {
     s->prog = prog;
-    out[0] = (struct rl_opt){ "keys", true,
-                              "  --keys DIR             encrypt and authenticate the run (CURVE) with the key in\n"
-                              "                         DIR/" RL_KEY_FILE " (tributary-agent --make-keys DIR makes one;\n"
-                              "                         give the agent and every observer the same one); needed\n"
-                              "                         unless every address is loopback or --insecure is given\n",
-                              set_keys_opt, s };
-    out[1] = (struct rl_opt){ "insecure", false,
-                              "  --insecure             run unencrypted and unauthenticated even across hosts\n"
-                              "                         (a trusted network only)\n",
-                              set_insecure, s };
+    out[0] = (struct argv_opt){ .name = "keys", .arg = "DIR", .set = set_keys_opt, .user = s,
+                                .help = "encrypt and authenticate the run (CURVE) with the key in\n"
+                                        "DIR/" RL_KEY_FILE " (tributary-agent --make-keys DIR makes one;\n"
+                                        "give the agent and every observer the same one); needed\n"
+                                        "unless every address is loopback or --insecure is given" };
+    out[1] = (struct argv_opt){ .name = "insecure", .set = set_insecure, .user = s,
+                                .help = "run unencrypted and unauthenticated even across hosts\n"
+                                        "(a trusted network only)" };
     return 2;
 }
 

@@ -61,7 +61,8 @@ struct rl_security {
 
 /* Writes rl_config_parse extras for --keys DIR and --insecure into
  * out[0..2), filling *s (prog: the program's name, for messages); returns 2. */
-int rl_security_opts(struct rl_security *s, const char *prog, struct rl_opt out[2]);
+struct argv_opt;
+int rl_security_opts(struct rl_security *s, const char *prog, struct argv_opt *out);
 
 /* --keys DIR for a getopt-style parser. 0, or -1 after printing why on
  * stderr (prefixed with s->prog). */

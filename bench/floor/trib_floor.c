@@ -331,7 +331,7 @@ static int setup(struct floor *f)
     const struct env_spec *s = f->spec;
     bool discrete = s->act.kind == SPACE_DISCRETE;
     f->shape = rl_arch_for(&f->cfg, s->obs.dim, discrete, discrete ? s->act.n : s->act.dim);
-    f->dev = f->cfg.cuda ? DEVICE_CUDA : DEVICE_CPU;
+    f->dev = f->cfg.device == RL_DEVICE_CUDA ? DEVICE_CUDA : DEVICE_CPU;
     if (rl_arch_build(&f->shape, f->cfg.seed, &f->actor, &f->critic) != 0) return -1;
     if (f->dev != DEVICE_CPU &&
         (nn_module_to(f->actor, f->dev) != 0 || (f->critic && nn_module_to(f->critic, f->dev) != 0)))

@@ -171,13 +171,13 @@ START_TEST(tool)
     ck_assert_str_eq(out, "trib-env: CartPole-v1 takes no --env-arg (got 'dim')\n");
     free(out);
     ck_assert_int_eq(run(&out, "'%s' --env-arg dim '%s'", TRIB_ENV_TOOL, SIM_PLUGIN_SO), 2);
-    ck_assert_str_eq(out, "trib-env: --env-arg 'dim': expected KEY=VALUE\n");
+    ck_assert_str_eq(out, "trib-env: --env-arg 'dim': expected KEY=VALUE (see trib-env --help)\n");
     free(out);
     ck_assert_int_eq(run(&out, "'%s' --env-arg 'd m=1' '%s'", TRIB_ENV_TOOL, SIM_PLUGIN_SO), 2);
-    ck_assert_str_eq(out, "trib-env: --env-arg 'd m=1': a key is letters, digits, '_', '-' and '.'\n");
+    ck_assert_str_eq(out, "trib-env: --env-arg 'd m=1': a key is letters, digits, '_', '-' and '.' (see trib-env --help)\n");
     free(out);
     ck_assert_int_eq(run(&out, "'%s' --env-arg dim=3 --env-arg dim=4 '%s'", TRIB_ENV_TOOL, SIM_PLUGIN_SO), 2);
-    ck_assert_str_eq(out, "trib-env: --env-arg dim is given twice\n");
+    ck_assert_str_eq(out, "trib-env: --env-arg dim is given twice (see trib-env --help)\n");
     free(out);
     /* --json stays JSON whatever a plug-in gives: its id escaped (quotes,
      * backslashes, controls), NaN returns as null. */
@@ -191,7 +191,7 @@ START_TEST(tool)
     ck_assert_str_eq(out, "trib-env: cannot read actions file /: Is a directory\n");
     free(out);
     ck_assert_int_eq(run(&out, "'%s' --episodes 0 CartPole-v1", TRIB_ENV_TOOL), 2);
-    ck_assert_str_eq(out, "trib-env: --episodes must be an integer >= 1 (got '0')\n");
+    ck_assert_str_eq(out, "trib-env: --episodes must be an integer >= 1 (got '0') (see trib-env --help)\n");
     free(out);
     ck_assert_int_eq(run(&out, "'%s' --actions 0,2 CartPole-v1", TRIB_ENV_TOOL), 1);
     ck_assert_str_eq(out, "trib-env: scripted action 2 is not an integer in [0, 2)\n");
@@ -227,7 +227,7 @@ START_TEST(tool)
     free(again);
     /* Pendulum with random actions over 4 envs: every episode is 200 steps. */
     ck_assert_int_eq(run(&out, "'%s' CartPole-v1 Pendulum-v1", TRIB_ENV_TOOL), 2);
-    ck_assert_str_eq(out, "trib-env: expected exactly one ENV (see --help)\n");
+    ck_assert_str_eq(out, "trib-env: expected exactly one ENV (see trib-env --help)\n");
     free(out);
     ck_assert_int_eq(run(&out, "'%s' -n 4 -e 8 --env Pendulum-v1", TRIB_ENV_TOOL), 0);
     ck_assert_ptr_nonnull(strstr(out, "episodes: 8   steps: 1600   envs: 4"));

@@ -87,7 +87,7 @@ START_TEST(test_plugin_args_id_info)
     ck_assert_msg(strstr(OUT, want), "no %s in\n%s", want, OUT);
     /* config.json keeps the arguments */
     char *cfg = slurp(d, "config.json", NULL);
-    ck_assert_msg(strstr(cfg, "\"env-arg\":\t[\"dim=4\"]") || strstr(cfg, "\"env-arg\":[\"dim=4\"]"), "%s", cfg);
+    ck_assert_msg(strstr(cfg, "\"env_arg\":\t[\"dim=4\"]") || strstr(cfg, "\"env_arg\":[\"dim=4\"]"), "%s", cfg);
     free(cfg);
     /* metrics.csv: the info columns after the per-observer ones, with finite means */
     char *csv = slurp(d, "metrics.csv", NULL);

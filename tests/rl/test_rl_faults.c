@@ -373,8 +373,8 @@ START_TEST(test_huge_plugin_dims)
      * 2048, 2048 actions: (D + 1) * 2048 + 2049 * 2048 is 2^27 at D = 63486 */
     struct rl_config cfg;
     ck_assert_int_eq(rl_config_preset(&cfg, "pytorch-rl-example"), 0);
-    cfg.n_hidden = 1;
-    cfg.hidden[0] = 2048;
+    cfg.hidden.n = 1;
+    cfg.hidden.v[0] = 2048;
     struct env_spec spec = *env_lookup("CartPole-v1");
     spec.act.n = 2048;
     spec.obs.dim = 63486;
@@ -385,7 +385,7 @@ START_TEST(test_huge_plugin_dims)
     ck_assert_int_eq(rl_arch_for_env(&cfg, &spec, "x", &a), -1);
     ck_assert_str_eq(rl_last_error(), "x: a policy of --hidden 2048 for the env CartPole-v1 (63487 observation dims, "
                                       "2048 actions) has 134219776 parameters (at most 134217728)");
-    cfg.hidden[0] = 8;
+    cfg.hidden.v[0] = 8;
     spec.obs.dim = spec.act.n = 65536;
     ck_assert_msg(rl_arch_for_env(&cfg, &spec, "x", &a) == 0, "%s", rl_last_error());
     spec.act.n = 65537;

@@ -514,7 +514,8 @@ static char *ckpt_with_config(const char *key, const char *json_value, char *pat
     snprintf(needle, sizeof needle, "\"%s\":", key);
     char *at = strstr(cfg, needle);
     ck_assert_ptr_nonnull(at);
-    char *val = at + strlen(needle), *end = val + (*val == '"' ? strcspn(val + 1, "\"") + 2 : strcspn(val, ",}"));
+    char *val = at + strlen(needle);
+    char *end = val + (*val == '"' ? strcspn(val + 1, "\"") + 2 : *val == '[' ? strcspn(val, "]") + 1 : strcspn(val, ",}"));
     char *out = NULL;
     ck_assert_int_ge(asprintf(&out, "%.*s%s%s", (int)(val - cfg), cfg, json_value, end), 0);
     ckpt_free(c);

@@ -1,0 +1,176 @@
+/* The command-line parser of common/argv.h. */
+#define _GNU_SOURCE
+#include "common/argv.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+static _Thread_local struct trib_error err;
+
+int argv_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    trib_error_vset(&err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void argv_choices(const char *(*choice)(int i), char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; choice(i) && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", choice(i));
+}
+
+int argv_long(const char *name, const char *value, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (errno || end == value || *end || v < lo || v > hi)
+        return argv_error("--%s must be an integer in %ld..%ld, not '%s'", name, lo, hi, value);
+    *out = v;
+    return 0;
+}
+
+static int usage_error(const char *prog, const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "%s: ", prog);
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, " (see %s --help)\n", prog);
+    return 2;
+}
+
+/* The option named `name` (its name, its alias, or no-NAME of a negatable
+ * switch), or NULL; *negated says which. */
+static const struct argv_opt *find_long(const struct argv_opt *opts, int n, const char *name, bool *negated)
+{
+    *negated = false;
+    for (int k = 0; k < n; k++)
+        if (opts[k].name && (strcmp(opts[k].name, name) == 0 || (opts[k].alias && strcmp(opts[k].alias, name) == 0)))
+            return &opts[k];
+    if (strncmp(name, "no-", 3) != 0) return NULL;
+    for (int k = 0; k < n; k++)
+        if (opts[k].name && opts[k].negatable && strcmp(opts[k].name, name + 3) == 0) {
+            *negated = true;
+            return &opts[k];
+        }
+    return NULL;
+}
+
+static const struct argv_opt *find_other(const struct argv_opt *opts, int n, char short_name)
+{
+    for (int k = 0; k < n; k++)
+        if (short_name ? opts[k].name && opts[k].short_name == short_name : !opts[k].name) return &opts[k];
+    return NULL;
+}
+
+/* Calls o's setter with val; 0, or 2 after printing why. */
+static int apply(const char *prog, const struct argv_opt *o, const char *val)
+{
+    err.msg[0] = '\0';
+    int rc = o->set(o->user, val);
+    if (rc == 0) return 0;
+    if (rc == -2) return 2;
+    if (err.msg[0]) return usage_error(prog, "%s%s", err.msg, "");
+    char choices[512] = "", what[700];
+    if (o->choice) argv_choices(o->choice, choices, sizeof choices);
+    snprintf(what, sizeof what, "--%s%s%s%s", o->name ? o->name : "", o->choice ? " (choices: " : "", choices,
+             o->choice ? ")" : "");
+    return usage_error(prog, "bad value '%s' for %s", val ? val : "", what);
+}
+
+/* The argument at argv[*i] (and its value, which may be the next one). 0,
+ * or 2 after printing why. */
+static int one(const char *prog, const struct argv_opt *opts, int n, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i], *val = NULL;
+    const struct argv_opt *o = NULL;
+    bool negated = false;
+    if (a[0] == '-' && a[1] && a[1] != '-' && !a[2]) {
+        o = find_other(opts, n, a[1]);
+    } else if (strncmp(a, "--", 2) == 0 && a[2]) {
+        char name[128];
+        const char *eq = strchr(a + 2, '=');
+        size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+        if (len < sizeof name) {
+            memcpy(name, a + 2, len);
+            name[len] = '\0';
+            o = find_long(opts, n, name, &negated);
+        }
+        val = eq ? eq + 1 : NULL;
+    } else {
+        const struct argv_opt *pos = find_other(opts, n, 0);
+        if (!pos) return usage_error(prog, "unexpected argument '%s'%s", a, "");
+        return apply(prog, pos, a);
+    }
+    if (!o) return usage_error(prog, "unknown option '%s'%s", a, "");
+    if (!o->arg) {
+        if (val) return usage_error(prog, "option '--%s' takes no value%s", o->name, "");
+        return apply(prog, o, negated ? "false" : NULL);
+    }
+    if (!val) {
+        if (*i + 1 >= argc) return usage_error(prog, "option '--%s' needs a value%s", o->name, "");
+        val = argv[++*i];
+    }
+    return apply(prog, o, val);
+}
+
+int argv_parse(const char *prog, const char *about, const struct argv_opt *opts, int n, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            if (about) printf("%s", about);
+            argv_usage(stdout, opts, n);
+            printf("  %-24s this text\n", "-h, --help");
+            return 1;
+        }
+    for (int i = 1; i < argc; i++) {
+        int rc = one(prog, opts, n, argc, argv, &i);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* text's lines, each after the left column's room. */
+static void indented(FILE *f, const char *text)
+{
+    for (const char *p = text; *p; p++) {
+        fputc(*p, f);
+        if (*p == '\n' && p[1]) fprintf(f, "  %-24s ", "");
+    }
+}
+
+static void one_usage(FILE *f, const struct argv_opt *o)
+{
+    char lhs[160], sh[8] = "    ";
+    if (o->short_name) snprintf(sh, sizeof sh, "-%c, ", o->short_name);
+    snprintf(lhs, sizeof lhs, "%s--%s%s%s", sh, o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+    if (strlen(lhs) > 24) fprintf(f, "  %s\n  %-24s ", lhs, "");
+    else fprintf(f, "  %-24s ", lhs);
+    indented(f, o->help);
+    if (o->choice) {
+        char c[512];
+        argv_choices(o->choice, c, sizeof c);
+        fprintf(f, "\n  %-24s (choices: %s)", "", c);
+    }
+    if (o->note) {
+        fprintf(f, "\n  %-24s (", "");
+        indented(f, o->note);
+        fputc(')', f);
+    }
+    if (o->alias) fprintf(f, "\n  %-24s (also --%s)", "", o->alias);
+    if (o->negatable) fprintf(f, "\n  %-24s (off: --no-%s)", "", o->name);
+    fputc('\n', f);
+}
+
+void argv_usage(FILE *f, const struct argv_opt *opts, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (opts[k].name && opts[k].help) one_usage(f, &opts[k]);
+}

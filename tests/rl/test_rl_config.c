@@ -1,0 +1,420 @@
+/* The run configuration's one schema (rl/config_fields.h): every field
+ * round-trips command line -> struct -> JSON -> struct -> wire -> struct
+ * identically; unknown keys are refused by name; an enum's error and help
+ * list its choices; --help lists every field once with its default; a
+ * preset's env-specific fields follow --env; old dashed config.json keys
+ * still read. And common/argv's parser on its own. The programs run as
+ * real processes (tributary-train) where the command line is the subject. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/argv.h"
+#include "common/proc.h"
+#include "rl/config.h"
+#include "rl/config_internal.h"
+#include "rl/rl.h"
+
+static char OUT[1 << 17], ERR[1 << 16];
+
+static int run(const char *const *args)
+{
+    const char *argv[160] = { TRIB_TRAIN_BIN };
+    int n = 1;
+    for (; args[n - 1] && n < 159; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    struct proc_group g;
+    proc_group_init(&g);
+    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
+    int rc = proc_wait(&g, 0, -1);
+    proc_output(&g, 0, 1, OUT, sizeof OUT);
+    proc_output(&g, 0, 2, ERR, sizeof ERR);
+    proc_group_deinit(&g);
+    return rc;
+}
+
+/* A config whose every field differs from ppo-fast's, set from the command line's text. */
+static const char *const every_field[] = {
+    "--preset", "a2c", "--algo", "a2c", "--mode", "async", "--env", "Pendulum-v1", "--env-arg", "k=v",
+    "--observers", "3", "--envs-per-observer", "6", "--steps-per-rollout", "12", "--seed", "12345678901",
+    "--hidden", "16,8,4", "--activation", "relu", "--dropout", "0.25", "--init-log-std", "-0.5",
+    "--device", "cpu", "--optimizer", "adamw", "--opt-eps", "1e-7", "--lr", "0.00123", "--no-anneal-lr",
+    "--gamma", "0.97", "--gae-lambda", "0.9", "--minibatches", "3", "--epochs", "7", "--clip", "0.3",
+    "--ent-coef", "0.02", "--vf-coef", "0.7", "--max-grad-norm", "0.9", "--no-norm-adv", "--no-clip-vloss",
+    "--reward-scale", "0.5", "--max-policy-lag", "77", "--vtrace", "--rho-bar", "0.8", "--c-bar", "0.9",
+    "--max-batch", "999", "--max-wait-us", "123", "--max-steps", "4242", "--max-seconds", "3.5",
+    "--max-updates", "17", "--target", "-123.5", "--running-reward", "--log-every", "0.5",
+    "--heartbeat-timeout", "2500", "--step-timeout", "9.5", "--quiet", "--logdir", "/tmp/nowhere-cfg",
+    "--checkpoint-every", "5", NULL,
+};
+
+/* The fields every_field sets: all but resume and overwrite (the layers'). */
+static void set_from_text(struct rl_config *c)
+{
+    ck_assert_int_eq(rl_config_preset(c, "a2c"), 0);
+    for (int i = 2; every_field[i]; i++) {
+        const struct rl_field *f = rl_field_find(every_field[i] + 2);
+        if (!f && strncmp(every_field[i], "--no-", 5) == 0) {
+            f = rl_field_find(every_field[i] + 5);
+            ck_assert_ptr_nonnull(f);
+            ck_assert_int_eq(rl_field_set(c, f, "false"), 0);
+            continue;
+        }
+        ck_assert_msg(f != NULL, "%s", every_field[i]);
+        const char *v = f->kind == RL_K_BOOL ? NULL : every_field[++i];
+        ck_assert_msg(rl_field_set(c, f, v) == 0, "%s %s: %s", every_field[i - (v != NULL)], v ? v : "", rl_last_error());
+    }
+    ck_assert_int_eq(rl_config_check(c), 0);
+}
+
+/* Every field of a and b alike (byte for byte where they are numbers). */
+static void same(const struct rl_config *a, const struct rl_config *b, const char *how)
+{
+    for (int k = 0; k < rl_n_fields; k++) {
+        const struct rl_field *f = &rl_fields[k];
+        if (f->flags & (RLF_CLI | RLF_NOJSON)) continue;
+        char x[1200], y[1200];
+        rl_field_format(a, f, x, sizeof x);
+        rl_field_format(b, f, y, sizeof y);
+        ck_assert_msg(strcmp(x, y) == 0, "%s: %s is %s, then %s", how, f->name, x, y);
+        if (f->kind != RL_K_STR && f->kind != RL_K_ENVARGS && f->kind != RL_K_LIST)
+            ck_assert_msg(memcmp((const char *)a + f->off, (const char *)b + f->off, f->size) == 0, "%s: %s's bytes", how, f->name);
+    }
+}
+
+START_TEST(test_round_trip)
+{
+    struct rl_config cli, from_json, from_wire;
+    set_from_text(&cli);
+    /* every field set differs from the preset's value */
+    struct rl_config base;
+    ck_assert_int_eq(rl_config_preset(&base, "ppo-fast"), 0);
+    for (int k = 0; k < rl_n_fields; k++) {
+        const struct rl_field *f = &rl_fields[k];
+        if (f->flags & (RLF_CLI | RLF_NOJSON) || f->off == offsetof(struct rl_config, device)) continue;
+        char x[1200], y[1200];
+        rl_field_format(&cli, f, x, sizeof x);
+        rl_field_format(&base, f, y, sizeof y);
+        ck_assert_msg(strcmp(x, y) != 0, "the test leaves %s at its default %s", f->name, x);
+    }
+    cJSON *j = rl_config_to_json(&cli);
+    char *text = cJSON_PrintUnformatted(j);
+    ck_assert_int_eq(rl_config_from_json(text, strlen(text), &from_json), 0);
+    same(&cli, &from_json, "JSON");
+    /* one key per field (but the layers' own), each under its name */
+    for (int k = 0; k < rl_n_fields; k++)
+        ck_assert_msg(!cJSON_GetObjectItemCaseSensitive(j, rl_fields[k].name) == !!(rl_fields[k].flags & (RLF_CLI | RLF_NOJSON)),
+                      "%s in config.json", rl_fields[k].name);
+    ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(j, "hidden")), 3);
+    free(text);
+    cJSON_Delete(j);
+    struct rpc_value v = rl_config_to_value(&from_json);
+    ck_assert_int_eq(rl_config_from_value(&v, &from_wire), 0);
+    rpc_value_clear(&v);
+    same(&cli, &from_wire, "wire");
+}
+END_TEST
+
+/* The same through the program: the command line's config.json, read back by --config. */
+START_TEST(test_cli_config_json)
+{
+    char dir[] = "/tmp/test_rl_config_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *args[100];
+    int n = 0;
+    for (int i = 0; every_field[i]; i++)   /* but --env-arg: Pendulum-v1 takes none */
+        if (strcmp(every_field[i], "--env-arg") == 0) i++;
+        else args[n++] = every_field[i];
+    args[n - 3] = dir;   /* --logdir */
+    args[n++] = "--max-steps";   /* a short run of one update */
+    args[n++] = "48";
+    args[n++] = "--mode";
+    args[n++] = "sync";
+    args[n++] = "--no-vtrace";
+    args[n] = NULL;
+    int rc = run(args);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    char path[600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *root = NULL;
+    ck_assert_msg(rl_config_load_json(path, &root, "test") == 0, "%s", rl_last_error());
+    char *text = cJSON_PrintUnformatted(root);
+    struct rl_config want, got;
+    set_from_text(&want);
+    want.max_steps = 48, want.mode = RL_MODE_SYNC, want.vtrace = false, want.env_arg[0] = '\0';
+    snprintf(want.logdir, sizeof want.logdir, "%s", dir);
+    ck_assert_msg(rl_config_from_json(text, strlen(text), &got) == 0, "%s", rl_last_error());
+    same(&want, &got, "config.json");
+    ck_assert_ptr_nonnull(strstr(text, "\"envs_per_observer\":6"));
+    ck_assert_ptr_nonnull(strstr(text, "\"hidden\":[16,8,4]"));
+    ck_assert_ptr_nonnull(strstr(text, "\"activation\":\"relu\""));
+    free(text);
+    cJSON_Delete(root);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* Old config.json keys (today's main wrote them dashed, "hidden" as text)
+ * read as the new ones; CleanRL's names too; an unknown key by name. */
+START_TEST(test_old_keys)
+{
+    const char *old = "{\"preset\":\"ppo\",\"envs-per-observer\":8,\"hidden\":\"32,16\",\"max-batch\":512,"
+                      "\"log-every\":0.5,\"heartbeat-timeout\":3000,\"step-timeout\":7,\"anneal-lr\":false,"
+                      "\"device\":\"cpu\",\"activation\":\"relu\",\"env-arg\":[],\"num-minibatches\":2}";
+    struct rl_config c;
+    ck_assert_msg(rl_config_from_json(old, strlen(old), &c) == 0, "%s", rl_last_error());
+    ck_assert_int_eq(c.envs_per_observer, 8);
+    ck_assert_int_eq(c.hidden.n, 2);
+    ck_assert_int_eq(c.hidden.v[0], 32);
+    ck_assert_int_eq(c.hidden.v[1], 16);
+    ck_assert_int_eq(c.max_batch, 512);
+    ck_assert(c.log_every == 0.5 && c.step_timeout == 7 && c.heartbeat_timeout == 3000 && !c.anneal_lr);
+    ck_assert(c.activation == RL_ACT_RELU && c.device == RL_DEVICE_CPU && c.minibatches == 2);
+    const char *bad = "{\"envs_per_observer\":8,\"bogus_key\":1}";
+    ck_assert_int_eq(rl_config_from_json(bad, strlen(bad), &c), -1);
+    ck_assert_str_eq(rl_last_error(), "config (saved): unknown key 'bogus_key'");
+    const char *mode = "{\"mode\":\"asynch\"}";
+    ck_assert_int_eq(rl_config_from_json(mode, strlen(mode), &c), -1);
+    ck_assert_str_eq(rl_last_error(), "config (saved): bad value 'asynch' for 'mode' (choices: sync, async)");
+    const char *cli_only = "{\"overwrite\":true}";
+    ck_assert_int_eq(rl_config_from_json(cli_only, strlen(cli_only), &c), -1);
+    ck_assert_str_eq(rl_last_error(), "config (saved): unknown key 'overwrite'");
+}
+END_TEST
+
+/* A wire map that names a choice past the last is refused. */
+START_TEST(test_wire_enum_range)
+{
+    struct rl_config c, back;
+    ck_assert_int_eq(rl_config_preset(&c, "ppo-fast"), 0);
+    c.mode = (enum rl_mode)2;
+    struct rpc_value v = rl_config_to_value(&c);
+    ck_assert_int_eq(rl_config_from_value(&v, &back), -1);
+    ck_assert_str_eq(rl_last_error(), "config: 'mode' is not one of its choices (2)");
+    rpc_value_clear(&v);
+}
+END_TEST
+
+START_TEST(test_enum_errors_list_choices)
+{
+    static const char *const cases[][3] = {
+        { "--mode", "asynch", "tributary-train: bad value 'asynch' for --mode (choices: sync, async) (see tributary-train --help)\n" },
+        { "--algo", "dqn", "tributary-train: bad value 'dqn' for --algo (choices: reinforce, a2c, ppo) (see tributary-train --help)\n" },
+        { "--activation", "gelu", "tributary-train: bad value 'gelu' for --activation (choices: tanh, relu) (see tributary-train --help)\n" },
+        { "--device", "tpu", "tributary-train: bad value 'tpu' for --device (choices: cpu, cuda) (see tributary-train --help)\n" },
+        { "--optimizer", "lion", "tributary-train: bad value 'lion' for --optimizer (choices: sgd, adam, adamw, rmsprop) (see tributary-train --help)\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args[] = { cases[i][0], cases[i][1], NULL };
+        ck_assert_int_eq(run(args), 2);
+        ck_assert_str_eq(ERR, cases[i][2]);
+        ck_assert_str_eq(OUT, "");
+    }
+}
+END_TEST
+
+/* --help: every field's flag once, with its default (or the help's own). */
+START_TEST(test_help_lists_every_field)
+{
+    const char *args[] = { "--help", NULL };
+    ck_assert_int_eq(run(args), 0);
+    for (int k = 0; k < rl_n_fields; k++) {
+        char flag[64], entry[80];
+        rl_field_flag(&rl_fields[k], flag + 2, sizeof flag - 2);
+        flag[0] = flag[1] = '-';
+        snprintf(entry, sizeof entry, "\n      %s ", flag);
+        const char *at = strstr(OUT, entry);
+        if (!at) {
+            snprintf(entry, sizeof entry, "\n      %s\n", flag);
+            at = strstr(OUT, entry);
+        }
+        ck_assert_msg(at != NULL, "--help lacks %s", flag);
+        ck_assert_msg(!strstr(at + 1, entry), "--help lists %s twice", flag);
+        const char *next = strstr(at + 1, "\n      --");
+        size_t len = next ? (size_t)(next - at) : strlen(at);
+        char body[2000];
+        snprintf(body, sizeof body, "%.*s", (int)(len < sizeof body ? len : sizeof body - 1), at);
+        bool own = rl_fields[k].flags & (RLF_OWN_DEFAULT | RLF_CLI) ||
+                   rl_fields[k].off == offsetof(struct rl_config, resume) ||
+                   rl_fields[k].off == offsetof(struct rl_config, preset);
+        ck_assert_msg(own || strstr(body, "(default "), "%s without its default: %s", flag, body);
+    }
+    ck_assert_ptr_nonnull(strstr(OUT, "(default 4; ppo 1, a2c 2, pendulum 2)"));   /* --observers, presets' values */
+    ck_assert_ptr_nonnull(strstr(OUT, "(choices: sync, async)"));
+    ck_assert_ptr_nonnull(strstr(OUT, "(also --num-envs)"));
+    ck_assert_ptr_nonnull(strstr(OUT, "pytorch-rl-example  REINFORCE as PyTorch's RPC RL example"));
+}
+END_TEST
+
+/* The target a run stops at: its config.json's (absent: the env's own). */
+static bool run_target(const char *const *extra, double *target, int64_t *max_steps)
+{
+    char dir[] = "/tmp/test_rl_config_env_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *args[40] = { "--max-updates", "1", "--observers", "1", "--envs-per-observer", "2",
+                             "--steps-per-rollout", "8", "--minibatches", "1", "--quiet", "--logdir", dir };
+    int n = 13;
+    for (int i = 0; extra[i]; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    int rc = run(args);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    char path[600], cmd[700];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    cJSON *root = NULL;
+    ck_assert_msg(rl_config_load_json(path, &root, "test") == 0, "%s", rl_last_error());
+    const cJSON *t = cJSON_GetObjectItem(root, "target");
+    *target = t ? t->valuedouble : NAN;
+    *max_steps = (int64_t)cJSON_GetObjectItem(root, "max_steps")->valuedouble;
+    cJSON_Delete(root);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    return t != NULL;
+}
+
+/* The user's case: --preset pendulum --env my.so kept Pendulum's target
+ * -200 (and its 200k steps). A preset's env fields follow the env unless
+ * given; on the preset's own env they stay. */
+START_TEST(test_preset_env_follow)
+{
+    double target;
+    int64_t steps;
+    const char *own[] = { "--preset", "pendulum", NULL };
+    ck_assert(run_target(own, &target, &steps));
+    ck_assert(target == -200 && steps == 200000);
+    const char *other[] = { "--preset", "pendulum", "--env", POINT_REACH_SO, NULL };
+    ck_assert_msg(!run_target(other, &target, &steps), "--env %s kept the target %g", POINT_REACH_SO, target);
+    ck_assert_int_eq(steps, 500000);
+    const char *given[] = { "--preset", "pendulum", "--env", POINT_REACH_SO, "--target", "-150", "--max-steps", "9000", NULL };
+    ck_assert(run_target(given, &target, &steps));
+    ck_assert(target == -150 && steps == 9000);
+    /* --env in a --config file counts as given too */
+    char file[] = "/tmp/test_rl_config_cfg_XXXXXX";
+    int fd = mkstemp(file);
+    ck_assert_int_ge(fd, 0);
+    char text[600];
+    int len = snprintf(text, sizeof text, "{\"preset\": \"pendulum\", \"env\": \"%s\"}", POINT_REACH_SO);
+    ck_assert_int_eq(write(fd, text, (size_t)len), len);
+    close(fd);
+    const char *cfg[] = { "--config", file, NULL };
+    bool has = run_target(cfg, &target, &steps);
+    unlink(file);
+    ck_assert_msg(!has, "--config's env kept the target %g", target);
+}
+END_TEST
+
+/* ---- common/argv on its own ---------------------------------------------------- */
+
+static long n_seen;
+static const char *last;
+static int set_n(void *u, const char *v)
+{
+    (void)u;
+    return argv_long("num", v, 1, 9, &n_seen);
+}
+static int set_s(void *u, const char *v)
+{
+    *(const char **)u = v ? v : "on";
+    return 0;
+}
+static const char *color(int i)
+{
+    static const char *const c[] = { "red", "blue" };
+    return i >= 0 && i < 2 ? c[i] : NULL;
+}
+static int set_color(void *u, const char *v)
+{
+    (void)u;
+    return color(0) && (strcmp(v, "red") == 0 || strcmp(v, "blue") == 0) ? 0 : -1;
+}
+
+START_TEST(test_argv_forms)
+{
+    const char *sw = NULL, *pos = NULL;
+    struct argv_opt opts[] = {
+        { .name = "num", .arg = "N", .short_name = 'n', .set = set_n, .help = "a number" },
+        { .name = "flag", .set = set_s, .user = &sw, .negatable = true, .help = "a switch" },
+        { .name = "color", .arg = "C", .set = set_color, .choice = color, .help = "a color", .alias = "colour" },
+        { .name = NULL, .set = set_s, .user = &pos },
+    };
+    char *a1[] = { "p", "--num=3", "--no-flag", "--colour", "red", "file", NULL };
+    ck_assert_int_eq(argv_parse("p", NULL, opts, 4, 6, a1), 0);
+    ck_assert_int_eq(n_seen, 3);
+    ck_assert_str_eq(sw, "false");
+    ck_assert_str_eq(pos, "file");
+    char *a2[] = { "p", "-n", "4", "--flag", NULL };
+    ck_assert_int_eq(argv_parse("p", NULL, opts, 4, 4, a2), 0);
+    ck_assert_int_eq(n_seen, 4);
+    ck_assert_str_eq(sw, "on");
+    (void)last;
+}
+END_TEST
+
+/* argv's errors, on stderr (a child, so they can be read). */
+START_TEST(test_argv_errors)
+{
+    struct argv_opt opts[] = {
+        { .name = "num", .arg = "N", .set = set_n, .help = "a number" },
+        { .name = "color", .arg = "C", .set = set_color, .choice = color, .help = "a color" },
+    };
+    static char *cases[][4] = {
+        { "p", "--num", "12", NULL }, { "p", "--color", "green", NULL }, { "p", "--num", NULL },
+        { "p", "--bogus", NULL }, { "p", "stray", NULL },
+    };
+    static const char *want[] = {
+        "p: --num must be an integer in 1..9, not '12' (see p --help)\n",
+        "p: bad value 'green' for --color (choices: red, blue) (see p --help)\n",
+        "p: option '--num' needs a value (see p --help)\n",
+        "p: unknown option '--bogus' (see p --help)\n",
+        "p: unexpected argument 'stray' (see p --help)\n",
+    };
+    for (int i = 0; i < 5; i++) {
+        fflush(stderr);
+        FILE *tmp = tmpfile();
+        ck_assert_ptr_nonnull(tmp);
+        int saved = dup(2);
+        dup2(fileno(tmp), 2);
+        int argc = 0;
+        while (cases[i][argc]) argc++;
+        int rc = argv_parse("p", NULL, opts, 2, argc, cases[i]);
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        char buf[400] = "";
+        rewind(tmp);
+        size_t n = fread(buf, 1, sizeof buf - 1, tmp);
+        buf[n] = '\0';
+        fclose(tmp);
+        ck_assert_int_eq(rc, 2);
+        ck_assert_str_eq(buf, want[i]);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("rl_config");
+    TCase *t = tcase_create("schema");
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, test_round_trip);
+    tcase_add_test(t, test_cli_config_json);
+    tcase_add_test(t, test_old_keys);
+    tcase_add_test(t, test_wire_enum_range);
+    tcase_add_test(t, test_enum_errors_list_choices);
+    tcase_add_test(t, test_help_lists_every_field);
+    tcase_add_test(t, test_preset_env_follow);
+    tcase_add_test(t, test_argv_forms);
+    tcase_add_test(t, test_argv_errors);
+    suite_add_tcase(s, t);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
