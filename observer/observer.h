@@ -1,7 +1,8 @@
 /* An observer (docs/design.md §6): B envs in a vec_env, an RRef to the agent's
  * policy, and the observer's side of each algorithm: rollouts (one act
  * call per step for all B envs), the minibatch losses it computes locally
- * (their backward crosses to the agent's parameters), REINFORCE episodes,
+ * (their backward crosses to the agent's parameters), whole episodes (an
+ * episodes algorithm: rl/algo.h),
  * and the async loop that updates on its own. */
 #ifndef TRIB_OBSERVER_OBSERVER_H
 #define TRIB_OBSERVER_OBSERVER_H

@@ -3,6 +3,7 @@
  * config_env_args.c, the wire form in config_wire.c. */
 #define _GNU_SOURCE
 #include "rl/config.h"
+#include "rl/algo.h"
 #include "rl/config_internal.h"
 
 #include <errno.h>
@@ -25,10 +26,6 @@
 
 const char *const rl_preset_names[] = { "ppo-fast", "ppo", "a2c", "pendulum", "pytorch-rl-example", NULL };
 
-const char *rl_algo_name(enum rl_algo a)
-{
-    return a == RL_ALGO_REINFORCE ? "reinforce" : a == RL_ALGO_A2C ? "a2c" : "ppo";
-}
 
 const char *rl_mode_name(enum rl_mode m) { return m == RL_MODE_ASYNC ? "async" : "sync"; }
 
@@ -325,10 +322,7 @@ static int set_flag(struct rl_config *c, const struct flag *fl, const char *v, b
     case T_ENVARG:
         return rl_config_add_env_arg(c, v);
     case T_ALGO:
-        if (strcmp(v, "reinforce") == 0) c->algo = RL_ALGO_REINFORCE;
-        else if (strcmp(v, "a2c") == 0) c->algo = RL_ALGO_A2C;
-        else if (strcmp(v, "ppo") == 0) c->algo = RL_ALGO_PPO;
-        else return -1;
+        if ((c->algo = rl_algo_find(v)) < 0) return -1;
         return 0;
     case T_MODE:
         if (strcmp(v, "sync") == 0) c->mode = RL_MODE_SYNC;
@@ -768,21 +762,8 @@ void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
     size_t n = 0;
     for (int i = 0; i < c->n_hidden && n < sizeof hid; i++)
         n += (size_t)snprintf(hid + n, sizeof hid - n, "%s%d", i ? "-" : "", c->hidden[i]);
-    const char *obs = c->observers == 1 ? "observer" : "observers";
-    if (c->algo == RL_ALGO_REINFORCE) {
-        /* what applies to REINFORCE: one whole episode per observer per update */
-        snprintf(shape, sizeof shape, "%d %s x 1 episode per update", c->observers, obs);
-        snprintf(update, sizeof update, "gamma %g", c->gamma);
-    } else {
-        snprintf(shape, sizeof shape, "%d %s x %d env%s x %d steps", c->observers, obs, c->envs_per_observer,
-                 c->envs_per_observer == 1 ? "" : "s", c->steps_per_rollout);
-        if (c->algo == RL_ALGO_PPO)
-            snprintf(update, sizeof update, "gamma %g, lambda %g, %d epoch%s x %d minibatch%s, clip %g", c->gamma,
-                     c->gae_lambda, c->epochs, c->epochs == 1 ? "" : "s", c->minibatches,
-                     c->minibatches == 1 ? "" : "es", c->clip);
-        else
-            snprintf(update, sizeof update, "gamma %g, lambda %g", c->gamma, c->gae_lambda);
-    }
+    const struct rl_algo *a = rl_algo_of(c);
+    rl_algo_describe(a, c, shape, sizeof shape, update, sizeof update);
     snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s, lr %g, %s, policy on %s, seed %llu", rl_mode_name(c->mode),
              rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid, c->tanh ? "tanh" : "relu",
              c->lr, update, c->cuda ? "cuda" : "cpu", (unsigned long long)c->seed);

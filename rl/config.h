@@ -30,13 +30,15 @@
 #define RL_MAX_LR 1.0
 #define RL_MAX_LOSS_COEF 10.0
 
-enum rl_algo { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
+/* The built-in algorithms' indices in the registry (rl/algo.h); cfg->algo
+ * may also be one registered by rl_algo_register. */
+enum rl_algo_builtin { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
 enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
 
 struct rl_config {
     /* what to train */
     char preset[32];
-    enum rl_algo algo;
+    int algo;                       /* an index into the algorithm registry (rl/algo.h) */
     enum rl_mode mode;
     char env[512];                  /* built-in id or path to a plug-in .so */
     char env_args[1024];            /* the env's own arguments: "key=value" lines (--env-arg) */
@@ -131,7 +133,6 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
 /* Prints the flags rl_config_parse takes. */
 void rl_config_usage(FILE *f);
 
-const char *rl_algo_name(enum rl_algo a);
 const char *rl_mode_name(enum rl_mode m);
 
 /* One line describing cfg (algorithm, env, sizes, main hyper-parameters). */

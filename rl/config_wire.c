@@ -9,19 +9,20 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "rl/algo.h"
 #include "rl/config_internal.h"
 #include "rl/rl.h"
 
 struct wire_field {
     const char *key;
-    char kind;                      /* i int, l int64, u uint64, d double, b bool, s string */
+    char kind;                      /* i int, l int64, u uint64, d double, b bool, s string, a algorithm (by name) */
     size_t off;
     size_t size;                    /* bytes of the field (a string's room) */
 };
 
 #define W(k, t, f) { k, t, offsetof(struct rl_config, f), sizeof(((struct rl_config *)0)->f) }
 static const struct wire_field wire[] = {
-    W("preset", 's', preset), W("algo", 'i', algo), W("mode", 'i', mode), W("env", 's', env), W("env_args", 's', env_args),
+    W("preset", 's', preset), W("algo", 'a', algo), W("mode", 'i', mode), W("env", 's', env), W("env_args", 's', env_args),
     W("observers", 'i', observers), W("envs", 'i', envs_per_observer), W("steps", 'i', steps_per_rollout),
     W("seed", 'u', seed), W("n_hidden", 'i', n_hidden), W("h0", 'i', hidden[0]), W("h1", 'i', hidden[1]),
     W("h2", 'i', hidden[2]), W("h3", 'i', hidden[3]), W("tanh", 'b', tanh), W("dropout", 'd', dropout),
@@ -52,6 +53,7 @@ struct rpc_value rl_config_to_value(const struct rl_config *c)
         case 'u': v = rpc_int((int64_t) * (const uint64_t *)p); break;
         case 'd': v = rpc_double(*(const double *)p); break;
         case 'b': v = rpc_bool(*(const bool *)p); break;
+        case 'a': v = rpc_str(rl_algo_name(*(const int *)p) ? rl_algo_name(*(const int *)p) : ""); break;
         default: v = rpc_str(p); break;
         }
         rpc_map_set(&m, (size_t)i, wire[i].key, v);
@@ -70,7 +72,7 @@ int rl_config_from_value(const struct rpc_value *v, struct rl_config *out)
         char k = wire[i].kind;
         if (!x) return rl_set_error("config: missing '%s'", wire[i].key);
         bool ok = (k == 'd' && x->kind == RPC_DOUBLE) || (k == 'b' && x->kind == RPC_BOOL) ||
-                  (k == 's' && x->kind == RPC_STR) || ((k == 'i' || k == 'l' || k == 'u') && x->kind == RPC_INT);
+                  ((k == 's' || k == 'a') && x->kind == RPC_STR) || ((k == 'i' || k == 'l' || k == 'u') && x->kind == RPC_INT);
         if (!ok) return rl_set_error("config: '%s' has the wrong type (%s)", wire[i].key, rpc_kind_name(x->kind));
         switch (k) {
         case 'i':
@@ -81,13 +83,21 @@ int rl_config_from_value(const struct rpc_value *v, struct rl_config *out)
         case 'u': *(uint64_t *)p = (uint64_t)x->i; break;
         case 'd': *(double *)p = x->d; break;
         case 'b': *(bool *)p = x->b; break;
+        case 'a': {   /* the observer's registry must hold the agent's algorithm */
+            char name[64];
+            if (x->str.len >= sizeof name) return rl_set_error("config: '%s' too long", wire[i].key);
+            memcpy(name, x->str.ptr, x->str.len);
+            name[x->str.len] = 0;
+            if ((*(int *)p = rl_algo_find(name)) < 0) return rl_set_error("config: %s", rl_last_error());
+            break;
+        }
         default: {
             if (x->str.len >= wire[i].size) return rl_set_error("config: '%s' too long", wire[i].key);
             memcpy(p, x->str.ptr, x->str.len + 1);
         }
         }
     }
-    if (c.algo < RL_ALGO_REINFORCE || c.algo > RL_ALGO_PPO || (c.mode != RL_MODE_SYNC && c.mode != RL_MODE_ASYNC))
+    if (!rl_algo_of(&c) || (c.mode != RL_MODE_SYNC && c.mode != RL_MODE_ASYNC))
         return rl_set_error("config: unknown algorithm or mode");
     if (rl_config_check(&c) != 0) return rl_set_error("config: %s", rl_last_error());
     *out = c;

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "envs/plugin.h"
 #include "optim/optim.h"
+#include "rl/algo.h"
 #include "rl/config.h"
 #include "rl/debug_dump.h"
 #include "rl/learner.h"
@@ -235,10 +236,12 @@ static int update(struct floor *f, int e, int mb, int64_t version0)
     return 0;
 }
 
-/* REINFORCE as the sync example: one episode per observer with a recorded
- * forward per step, the losses summed, one backward, one step. */
-static int reinforce_iteration(struct floor *f)
+/* An episodes algorithm (REINFORCE as the sync example): one episode per
+ * observer with a recorded forward per step, the losses summed, one
+ * backward, one step. */
+static int episodes_iteration(void *u)
 {
+    struct floor *f = u;
     struct tensor *total = NULL;
     double least = INFINITY;
     int64_t version0 = f->version;
@@ -285,7 +288,7 @@ static int reinforce_iteration(struct floor *f)
             if (vec_env_last_episode(l->venv, 0, &ret, &len) == 0) rl_report_add(&l->report, ret, len);
             l->report.steps = n;
             struct tensor *cat = tensor_cat(n, lp, 0);
-            struct tensor *loss = cat ? rl_reinforce_loss(cat, rew, n, f->cfg.gamma) : NULL;
+            struct tensor *loss = cat ? f->ln[k].algo->ep_loss(cat, rew, n, &f->cfg) : NULL;
             struct tensor *sum = !loss ? NULL : total ? tensor_add(total, loss) : tensor_retain(loss);
             tensor_free(cat);
             tensor_free(loss);
@@ -310,6 +313,19 @@ static int reinforce_iteration(struct floor *f)
     return 0;
 }
 
+/* A rollouts algorithm: rollouts everywhere, then epochs x minibatches of
+ * one update each. */
+static int rollouts_iteration(void *u)
+{
+    struct floor *f = u;
+    int64_t version0 = f->version;
+    if (rollouts(f) != 0) return -1;
+    for (int e = 0; e < f->cfg.epochs; e++)
+        for (int mb = 0; mb < f->cfg.minibatches; mb++)
+            if (update(f, e, mb, version0) != 0) return -1;
+    return 0;
+}
+
 static int iteration(struct floor *f)
 {
     if (f->cfg.anneal_lr && f->cfg.max_steps > 0) {
@@ -317,13 +333,10 @@ static int iteration(struct floor *f)
         f->lr = f->cfg.lr * fmax(frac, 0.0);
         optim_set_lr(f->opt, f->lr);
     }
-    if (f->cfg.algo == RL_ALGO_REINFORCE) return reinforce_iteration(f);
-    int64_t version0 = f->version;
-    if (rollouts(f) != 0) return -1;
-    for (int e = 0; e < f->cfg.epochs; e++)
-        for (int mb = 0; mb < f->cfg.minibatches; mb++)
-            if (update(f, e, mb, version0) != 0) return -1;
-    return 0;
+    const struct rl_drivers d = { .drive = { [RL_SHAPE_EPISODES] = episodes_iteration,
+                                             [RL_SHAPE_ROLLOUTS] = rollouts_iteration },
+                                  .ctx = f };
+    return rl_algo_drive(rl_algo_of(&f->cfg), &d);
 }
 
 static int setup(struct floor *f)
