@@ -5,7 +5,12 @@
  * loopback, sync and async. It must have trained: the updates counted in
  * its summary, its losses finite, its policy's parameters moved away from
  * the ones its seed starts with. And the plain tributary-train, whose
- * registry holds only the built-ins, refuses --algo vpg naming them. */
+ * registry holds only the built-ins, refuses --algo vpg.
+ *
+ * And an observer serves only its algorithm's functions: this process
+ * plays the agent to a real tributary-observer; before set-up it serves
+ * none of rl_rollout, rl_loss and rl_episode, and set up for REINFORCE (an
+ * episodes algorithm) still neither rl_rollout nor rl_loss. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -16,7 +21,10 @@
 #include <unistd.h>
 
 #include "common/proc.h"
+#include "rl/config.h"
+#include "rl/messages.h"
 #include "rl/policy_file.h"
+#include "rpc/rpc.h"
 #include "tensor/nn.h"
 
 static char OUT[1 << 16], ERR[1 << 16];
@@ -126,6 +134,55 @@ START_TEST(test_plain_train_refuses_vpg)
 }
 END_TEST
 
+/* fn on observer1 fails as a function it does not serve. */
+static void not_served(const char *fn)
+{
+    struct rpc_value none = rpc_list(0), r = rpc_nil();
+    ck_assert_int_ne(rpc_sync("observer1", fn, &none, &r, 30000), 0);
+    char want[128];
+    snprintf(want, sizeof want, "rpc: observer1: unknown function '%s'", fn);
+    ck_assert_msg(strstr(rpc_last_error(), want), "%s: %s", fn, rpc_last_error());
+    rpc_value_clear(&none);
+    rpc_value_clear(&r);
+}
+
+START_TEST(test_observer_serves_its_algorithm)
+{
+    char master[64], rank[] = "1", world[] = "2";
+    snprintf(master, sizeof master, "tcp://127.0.0.1:%d", proc_free_port());
+    const char *argv[] = { TRIB_OBSERVER_BIN, "--master", master, "--rank", rank, "--world-size", world, NULL };
+    struct proc_group g;
+    proc_group_init(&g);
+    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
+    struct rpc_opts o = { .name = "agent", .rank = 0, .world_size = 2, .master = master, .default_timeout_ms = 60000,
+                          .init_timeout_ms = 60000, .heartbeat_timeout_ms = 5000 };
+    ck_assert_msg(rpc_init(&o) == 0, "rpc_init: %s", rpc_last_error());
+    not_served(RL_FN_ROLLOUT);
+    not_served(RL_FN_LOSS);
+    not_served(RL_FN_EPISODE);
+
+    struct rl_config cfg;
+    ck_assert_int_eq(rl_config_preset(&cfg, "pytorch-rl-example"), 0);
+    struct rpc_value pv = rpc_int(0), r = rpc_nil();
+    struct rl_setup_msg m = { .config = rl_config_to_value(&cfg), .policy = rref_new_local_value(&pv),
+                              .state = rpc_nil() };
+    struct rpc_value a = rl_setup_pack(&m);
+    ck_assert_msg(rpc_sync("observer1", RL_FN_SETUP, &a, &r, 60000) == 0, "setup: %s", rpc_last_error());
+    rpc_value_clear(&a);
+    rpc_value_clear(&r);
+    rl_setup_clear(&m);
+    not_served(RL_FN_ROLLOUT);
+    not_served(RL_FN_LOSS);
+
+    struct rpc_value none = rpc_list(0);
+    ck_assert_int_eq(rpc_sync("observer1", RL_FN_SHUTDOWN, &none, &r, 30000), 0);
+    rpc_value_clear(&none);
+    rpc_shutdown(true);
+    ck_assert_int_eq(proc_wait(&g, 0, 30), 0);
+    proc_group_deinit(&g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rl_algo_ext");
@@ -134,6 +191,7 @@ int main(void)
     tcase_add_test(tc, test_vpg_sync);
     tcase_add_test(tc, test_vpg_async);
     tcase_add_test(tc, test_plain_train_refuses_vpg);
+    tcase_add_test(tc, test_observer_serves_its_algorithm);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
