@@ -365,7 +365,7 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     iv->length_mean = s->len_win.n ? rl_window_mean(&s->len_win) : NAN;
     iv->running_reward = s->cfg.running_reward ? s->running : NAN;
     double n = s->iv_n ? (double)s->iv_n : NAN;   /* means over the interval's updates */
-    unsigned has = rl_algo_of(&s->cfg)->stats;   /* what the algorithm's updates report */
+    unsigned has = rl_algo_get(s->cfg.algo)->stats;   /* what the algorithm's updates report */
     bool ac = has & RL_STATS_VALUE, ppo = has & RL_STATS_CLIP;
     iv->policy_loss = s->iv_sum.policy_loss / n;
     iv->value_loss = ac ? s->iv_sum.value_loss / n : NAN;
@@ -413,7 +413,7 @@ static void field(char *buf, size_t cap, size_t *n, const char *name, const char
 void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interval *iv)
 {
     if (s->cfg.quiet) return;
-    const struct rl_algo *algo = rl_algo_of(&s->cfg);
+    const struct rl_algo *algo = rl_algo_get(s->cfg.algo);
     bool async = s->cfg.mode == RL_MODE_ASYNC, ac = algo->stats & RL_STATS_VALUE, ppo = algo->stats & RL_STATS_CLIP;
     if (iv->first) {
         fprintf(f, "progress every %gs: return and len: mean of the last 100 episodes; sps and upd/s: over the "

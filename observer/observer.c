@@ -13,7 +13,7 @@
 
 #include "common/check.h"
 #include "envs/plugin.h"
-#include "rl/algo.h"
+#include "rl/algo_shape.h"
 #include "rl/config.h"
 #include "rl/debug_dump.h"
 #include "rl/finite.h"

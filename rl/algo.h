@@ -6,6 +6,10 @@
  * files, checkpoints and the wire mean the same; the wire and config.json
  * carry the name, which an observer resolves in its own registry.
  *
+ * This header and algo.c are the registry and read no config (so
+ * rl/config.c may use them); what follows from a config's algorithm (its
+ * shape's rollout length, checks, reports) is rl/algo_shape.h's.
+ *
  * Nothing outside these files tests which algorithm runs: callers read the
  * table (its heads, its statistics, its loss, its checks) and drive it
  * through rl_algo_drive, which picks the caller's driver for the
@@ -26,9 +30,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rl/config.h"
 #include "rl/losses.h"
 #include "tensor/tensor.h"
+
+struct rl_config;                   /* rl/config.h: this header's file (the registry) reads none of it */
+
+/* The built-ins' indices in the registry: cfg->algo's numbers since before
+ * the registry (config.json, checkpoints). */
+enum rl_algo_builtin { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
 
 /* Steps in an episodes algorithm's episode of an env without a time limit. */
 #define RL_DEFAULT_MAX_EPISODE 10000
@@ -77,8 +86,11 @@ struct rl_algo {
      * rewards. A new scalar tensor, or NULL with rl_last_error(). */
     struct tensor *(*mb_loss)(const struct rl_mb_loss_in *in, struct rl_loss_stats *st);
     struct tensor *(*ep_loss)(struct tensor *logp, const float *rewards, int n, const struct rl_config *cfg);
-    /* its update's hyper-parameters in words, for the run's first line */
-    void (*describe)(const struct rl_config *cfg, char *out, size_t cap);
+    /* the run's shape ("2 observers x 8 envs x 5 steps") and its update's
+     * hyper-parameters in words, for the run's first line
+     * (rl_config_describe); rl_describe_episodes and rl_describe_rollouts
+     * (rl/algo_describe.h) do for most */
+    void (*describe)(const struct rl_config *cfg, char *shape, size_t shape_cap, char *update, size_t update_cap);
     /* its config checks (NULL: none): 0, or -1 with rl_last_error() naming the flag */
     int (*check)(const struct rl_config *cfg);
 };
@@ -90,45 +102,18 @@ struct rl_algo {
 const struct rl_algo *rl_algo_get(int i);
 const char *rl_algo_name(int i);
 int rl_algo_find(const char *name);
-/* The algorithm of cfg (checked by rl_config_check; NULL only for an index
- * nothing registered). */
-const struct rl_algo *rl_algo_of(const struct rl_config *cfg);
 
 /* Registers an algorithm defined outside rl/ (the table is borrowed: it
  * must outlive the process's use of it): its index, or -1 with
  * rl_last_error() (no name, a name taken, a hook its shape needs missing,
- * the registry full). Call it before parsing a config naming it, in the
+ * the registry full). Its estimator's name is checked with the config
+ * (rl_algo_check). Call it before parsing a config naming it, in the
  * agent and in every observer (they resolve it by name). Not thread-safe:
  * register at start-up. */
 int rl_algo_register(const struct rl_algo *algo);
 
 /* The built-ins (their own files). */
 extern const struct rl_algo rl_algo_reinforce, rl_algo_a2c, rl_algo_ppo;
-
-/* What follows from an algorithm's shape. */
-/* The rollout's length in steps: 1 (an episode's buffer is its own) or T. */
-int rl_algo_rollout_steps(const struct rl_algo *a, const struct rl_config *cfg);
-/* The updates one rollout (or episode) makes: 1, or epochs x minibatches. */
-int64_t rl_algo_updates_per_rollout(const struct rl_algo *a, const struct rl_config *cfg);
-/* The env steps an update covers (what a dropped one costs): the episode's
- * (report_steps), or B x T / minibatches. */
-int64_t rl_algo_update_steps(const struct rl_algo *a, const struct rl_config *cfg, int64_t report_steps);
-/* Whether a report's steps are one iteration's: 0, or -1 with
- * rl_last_error(). */
-int rl_algo_report_steps_fit(const struct rl_algo *a, const struct rl_config *cfg, int max_episode_steps,
-                             int64_t steps);
-/* What the run waits for before its first update, for the start-up notice. */
-void rl_algo_first_update(const struct rl_algo *a, const struct rl_config *cfg, char *out, size_t cap);
-/* cfg's checks for algorithm a: its own hook's, then its shape's
- * (minibatches dividing a rollout, --vtrace). 0, or -1 with
- * rl_last_error() naming the flag. */
-int rl_algo_check(const struct rl_algo *a, const struct rl_config *cfg);
-/* The run's shape ("2 observers x 8 envs x 5 steps") and its update's
- * hyper-parameters in words (rl_config_describe). */
-void rl_algo_describe(const struct rl_algo *a, const struct rl_config *cfg, char *shape, size_t shape_cap,
-                      char *update, size_t update_cap);
-/* Refuses an env the algorithm cannot drive: 0, or -1 with rl_last_error(). */
-int rl_algo_check_env(const struct rl_algo *a, const struct env_spec *spec);
 
 /* Runs d->drive[a->shape](d->ctx): the caller's way of doing one thing
  * (an iteration, a set-up) for the algorithm's shape. A missing driver is

@@ -6,7 +6,8 @@
  * fraction). */
 #include "rl/algo.h"
 
-#include <stdio.h>
+#include "rl/algo_describe.h"
+#include "rl/config.h"
 
 static struct tensor *minibatch_loss(const struct rl_mb_loss_in *in, struct rl_loss_stats *st)
 {
@@ -14,11 +15,6 @@ static struct tensor *minibatch_loss(const struct rl_mb_loss_in *in, struct rl_l
     struct rl_ppo_hyper h = { .clip = c->clip, .ent_coef = c->ent_coef, .vf_coef = c->vf_coef,
                               .clip_vloss = c->clip_vloss, .norm_adv = c->norm_adv };
     return rl_a2c_loss(in->logp, in->entropy, in->values, in->adv, in->ret, in->n, &h, in->weight, st);
-}
-
-static void describe(const struct rl_config *c, char *out, size_t cap)
-{
-    snprintf(out, cap, "gamma %g, lambda %g", c->gamma, c->gae_lambda);
 }
 
 const struct rl_algo rl_algo_a2c = {
@@ -31,5 +27,5 @@ const struct rl_algo rl_algo_a2c = {
     .stats_legend = "pg (policy loss), vf (value loss), ent (entropy)",
     .estimator = "gae",
     .mb_loss = minibatch_loss,
-    .describe = describe,
+    .describe = rl_describe_rollouts,
 };

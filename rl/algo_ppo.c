@@ -4,6 +4,9 @@
 
 #include <stdio.h>
 
+#include "rl/algo_describe.h"
+#include "rl/config.h"
+
 static struct tensor *minibatch_loss(const struct rl_mb_loss_in *in, struct rl_loss_stats *st)
 {
     const struct rl_config *c = in->cfg;
@@ -13,9 +16,11 @@ static struct tensor *minibatch_loss(const struct rl_mb_loss_in *in, struct rl_l
                        in->weight, st);
 }
 
-static void describe(const struct rl_config *c, char *out, size_t cap)
+/* the rollouts' description, the update's with its epochs, minibatches and clip */
+static void describe(const struct rl_config *c, char *shape, size_t shape_cap, char *update, size_t update_cap)
 {
-    snprintf(out, cap, "gamma %g, lambda %g, %d epoch%s x %d minibatch%s, clip %g", c->gamma, c->gae_lambda,
+    rl_describe_rollouts(c, shape, shape_cap, update, update_cap);
+    snprintf(update, update_cap, "gamma %g, lambda %g, %d epoch%s x %d minibatch%s, clip %g", c->gamma, c->gae_lambda,
              c->epochs, c->epochs == 1 ? "" : "s", c->minibatches, c->minibatches == 1 ? "" : "es", c->clip);
 }
 

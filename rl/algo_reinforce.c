@@ -3,6 +3,8 @@
  * weights (rl_reinforce_loss); no critic. */
 #include "rl/algo.h"
 
+#include "rl/algo_describe.h"
+#include "rl/config.h"
 #include "rl/rl.h"
 
 static struct tensor *episode_loss(struct tensor *logp, const float *rewards, int n, const struct rl_config *cfg)
@@ -27,5 +29,6 @@ const struct rl_algo rl_algo_reinforce = {
     .stats = 0,
     .stats_legend = "loss (REINFORCE's policy loss)",
     .ep_loss = episode_loss,
+    .describe = rl_describe_episodes,
     .check = check,
 };

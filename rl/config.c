@@ -762,8 +762,7 @@ void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
     size_t n = 0;
     for (int i = 0; i < c->n_hidden && n < sizeof hid; i++)
         n += (size_t)snprintf(hid + n, sizeof hid - n, "%s%d", i ? "-" : "", c->hidden[i]);
-    const struct rl_algo *a = rl_algo_of(c);
-    rl_algo_describe(a, c, shape, sizeof shape, update, sizeof update);
+    rl_algo_get(c->algo)->describe(c, shape, sizeof shape, update, sizeof update);
     snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s, lr %g, %s, policy on %s, seed %llu", rl_mode_name(c->mode),
              rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid, c->tanh ? "tanh" : "relu",
              c->lr, update, c->cuda ? "cuda" : "cpu", (unsigned long long)c->seed);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "envs/env.h"
+#include "rl/algo.h"                 /* cfg->algo: an index into its registry; RL_ALGO_* */
 #include "rpc/rpc.h"
 
 #define RL_MAX_OBSERVERS 64
@@ -30,9 +31,6 @@
 #define RL_MAX_LR 1.0
 #define RL_MAX_LOSS_COEF 10.0
 
-/* The built-in algorithms' indices in the registry (rl/algo.h); cfg->algo
- * may also be one registered by rl_algo_register. */
-enum rl_algo_builtin { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
 enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
 
 struct rl_config {

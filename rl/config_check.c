@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "optim/optim.h"
-#include "rl/algo.h"
+#include "rl/algo_shape.h"
 #include "rl/rl.h"
 
 /* Every line of c->env_args as --env-arg would take it (a config from a

@@ -97,7 +97,7 @@ int rl_config_from_value(const struct rpc_value *v, struct rl_config *out)
         }
         }
     }
-    if (!rl_algo_of(&c) || (c.mode != RL_MODE_SYNC && c.mode != RL_MODE_ASYNC))
+    if (!rl_algo_get(c.algo) || (c.mode != RL_MODE_SYNC && c.mode != RL_MODE_ASYNC))
         return rl_set_error("config: unknown algorithm or mode");
     if (rl_config_check(&c) != 0) return rl_set_error("config: %s", rl_last_error());
     *out = c;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl/algo_shape.h"
 #include "rl/debug_dump.h"
 #include "rl/losses.h"
 #include "rl/rl.h"

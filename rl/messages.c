@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "rl/algo.h"
+#include "rl/algo_shape.h"
 #include "rl/config.h"
 #include "rl/rl.h"
 

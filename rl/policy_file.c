@@ -20,7 +20,7 @@
 struct rl_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim)
 {
     struct rl_arch a = { .obs_dim = obs_dim, .act_dim = act_n_or_dim, .gaussian = !discrete,
-                         .value_head = rl_algo_of(cfg) && rl_algo_of(cfg)->value_head, .n_hidden = cfg->n_hidden, .tanh = cfg->tanh,
+                         .value_head = rl_algo_get(cfg->algo) && rl_algo_get(cfg->algo)->value_head, .n_hidden = cfg->n_hidden, .tanh = cfg->tanh,
                          .dropout = cfg->dropout, .init_log_std = cfg->init_log_std };
     for (int i = 0; i < cfg->n_hidden; i++) a.hidden[i] = cfg->hidden[i];
     return a;

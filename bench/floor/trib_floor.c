@@ -22,7 +22,7 @@
 #include "common/clock.h"
 #include "envs/plugin.h"
 #include "optim/optim.h"
-#include "rl/algo.h"
+#include "rl/algo_shape.h"
 #include "rl/config.h"
 #include "rl/debug_dump.h"
 #include "rl/learner.h"

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "rl/algo.h"
+#include "rl/algo_describe.h"
+#include "rl/config.h"
 #include "rl/rl.h"
 #include "tensor/ops.h"
 
@@ -76,6 +78,7 @@ static const struct rl_algo vpg = {
     .stats_legend = "pg (policy loss), vf (value loss), ent (not computed: 0)",
     .estimator = "nstep",
     .mb_loss = vpg_loss,
+    .describe = rl_describe_rollouts,
     .check = vpg_check,
 };
 
