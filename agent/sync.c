@@ -1,7 +1,9 @@
-/* The sync driver's iterations (state.h): rollouts everywhere,
- * then PPO/A2C updates in which the agent evaluates every observer's
- * minibatch in one forward and the observers run their own backward, or
- * REINFORCE's one episode per observer; each update one dist_optim_step. */
+/* Sync mode (state.h's agent_mode_sync): the agent drives every update.
+ * Each iteration is rollouts everywhere, then PPO/A2C updates in which the
+ * agent evaluates every observer's minibatch in one forward and the
+ * observers run their own backward, or REINFORCE's one episode per
+ * observer; each update one dist_optim_step. Between iterations: rejoins,
+ * the progress line, checkpoints with the observers' states. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -305,7 +307,33 @@ static int sync_reinforce_iteration(struct agent *a)
     return rc;
 }
 
-int agent_sync_iteration(struct agent *a)
+/* One sync iteration (rollouts, then its updates). An observer lost
+ * mid-update ends that update early; 0, or -1 with rl_last_error(). */
+static int sync_iteration(struct agent *a)
 {
     return a->cfg.algo == RL_ALGO_REINFORCE ? sync_reinforce_iteration(a) : sync_ppo_iteration(a);
 }
+
+static int train_sync(struct agent *a, const char **why)
+{
+    while (!(*why = agent_stop_reason(a))) {
+        agent_tend_rejoins(a, true);   /* a rejoined observer takes part from this iteration */
+        agent_tend_gone(a, NULL);
+        int rc = agent_live_peers(a) ? sync_iteration(a) : agent_none_left(a);
+        if (rc != 0 && a->stop_due > 0 && (*why = agent_stop_reason(a))) return 0;   /* gave up on every observer */
+        if (rc != 0) {
+            fprintf(stderr, PROG ": %s\n", rl_last_error());
+            *why = "failure";
+            return -1;
+        }
+        agent_log_interval(a, false);
+        agent_maybe_checkpoint(a, a->mode->observer_states);
+    }
+    return 0;
+}
+
+const struct agent_mode agent_mode_sync = {
+    .name = "sync",
+    .observer_states = true,        /* between iterations every observer is still */
+    .train = train_sync,
+};
