@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "envs/plugin.h"
 #include "optim/dist_optim.h"
+#include "rl/algo_shape.h"
 #include "rl/messages.h"
 #include "rl/notice.h"
 #include "rl/rl.h"
@@ -47,8 +48,7 @@ static int agent_open(struct agent *a)
     a->mode = modes[cfg->mode];
     a->spec = rl_config_open_env(cfg, &a->plugin);
     if (!a->spec) return -1;
-    if (cfg->algo == RL_ALGO_REINFORCE && a->spec->act.kind != SPACE_DISCRETE)
-        return rl_set_error("REINFORCE here needs a discrete action space (%s has a box)", a->spec->id);
+    if (rl_algo_check_env(rl_algo_of(cfg), a->spec) != 0) return -1;
     a->target = isnan(cfg->target) ? a->spec->reward_threshold : cfg->target;
     if (cfg->resume[0] && !cfg->logdir[0]) snprintf(cfg->logdir, sizeof cfg->logdir, "%s", cfg->resume);
     if (cfg->resume[0] && !(a->resume = agent_ckpt_open(cfg->resume, cfg))) return -1;
@@ -273,11 +273,7 @@ static struct rl_notice *first_update_notice(struct agent *a)
 {
     const struct rl_config *cfg = &a->cfg;
     char first[256];
-    if (cfg->algo == RL_ALGO_REINFORCE)
-        snprintf(first, sizeof first, "the first update (each observer plays a whole episode first)");
-    else
-        snprintf(first, sizeof first, "the first update (each observer first steps %d env%s x %d steps)",
-                 cfg->envs_per_observer, cfg->envs_per_observer == 1 ? "" : "s", cfg->steps_per_rollout);
+    rl_algo_first_update(rl_algo_of(cfg), cfg, first, sizeof first);
     return rl_notice_start(PROG, first, 5, stats_updated, a->stats);
 }
 

@@ -16,6 +16,7 @@
 #include "agent/stats.h"
 #include "common/clock.h"
 #include "optim/dist_optim.h"
+#include "rl/algo_shape.h"
 #include "rl/finite.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
@@ -51,10 +52,7 @@ static int apply_update(struct agent *a, struct rpc_request *req, struct rl_upda
     int64_t lag = dist_optim_local_version() - m->version0;   /* the lag this update would have */
     if (a->cfg.max_policy_lag > 0 && lag > a->cfg.max_policy_lag) {
         rep->stale = true;
-        run_stats_dropped(a->stats, a->cfg.algo == RL_ALGO_REINFORCE
-                                        ? m->report.steps
-                                        : (int64_t)a->cfg.envs_per_observer * a->cfg.steps_per_rollout /
-                                              a->cfg.minibatches);
+        run_stats_dropped(a->stats, rl_algo_update_steps(rl_algo_of(&a->cfg), &a->cfg, m->report.steps));
         return 0;
     }
     if (agent_maybe_anneal(a) != 0) return rpc_request_fail(req, "update: set lr: %s", rpc_last_error());
