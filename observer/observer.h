@@ -2,8 +2,8 @@
  * policy, and the observer's side of each algorithm: rollouts (one act
  * call per step for all B envs), the minibatch losses it computes locally
  * (their backward crosses to the agent's parameters), whole episodes (an
- * episodes algorithm: rl/algo.h),
- * and the async loop that updates on its own. */
+ * episodes algorithm: rl/algo.h), and the async loop that updates on its
+ * own. It serves only its algorithm's functions, registered at set-up. */
 #ifndef TRIB_OBSERVER_OBSERVER_H
 #define TRIB_OBSERVER_OBSERVER_H
 
