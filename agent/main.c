@@ -92,9 +92,13 @@ int main(int argc, char **argv)
     agent_install_signals();
     dist_autograd_init();
     dist_optim_init();
-    agent_register();
+    struct agent *a = agent_new(&cfg);
+    if (!a) return 1;
+    agent_register(a);
     struct rpc_opts o = agent_rpc_opts(&cfg, master);
     if (sec.curve) rl_keys_apply(&sec.keys, &o);
     o.on_listening = listening;
-    return agent_run(&cfg, &o);
+    rc = agent_run(a, &o);
+    agent_free(a);
+    return rc;
 }

@@ -1,7 +1,7 @@
-/* The agent's observers and calls, below agent.c and sync.c: which
- * observers are alive, lost or gone (and how), waiting for calls to them
- * and giving them up once the run's stop is overdue, the annealed lr, and
- * the signal that stops the run. */
+/* The agent's observers and calls, below every other file of the agent
+ * (state.h): which observers are alive, lost, gone (and how) or rejoining,
+ * waiting for calls to them and giving them up once the run's stop is
+ * overdue, the annealed lr, and the signal that stops the run. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -19,6 +19,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "optim/dist_optim.h"
+#include "rl/messages.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
 
@@ -129,8 +130,6 @@ int agent_none_left(const struct agent *a)
     return rl_set_error("no observer is left: %s", list);
 }
 
-/* Whether the policy may be saved: every parameter finite (else said on
- * stderr, naming the first that is not). */
 bool agent_stop_overdue(struct agent *a)
 {
     if (a->stop_due == 0) {
@@ -204,5 +203,129 @@ int agent_maybe_anneal(struct agent *a)
     return dist_optim_set_lr(a->opt, lr);
 }
 
-/* rl_setup on observer k: the run's configuration, the policy, its index,
- * its state (a checkpoint's, or NULL) and its generation. */
+void agent_say_limited(struct agent *a, const char *line)
+{
+    pthread_mutex_lock(&a->mu);
+    double now = trib_now_s();
+    if (now - a->said_t >= 1.0) a->said_t = now, a->said_lines = 0;
+    if (a->said_lines++ < 10) fprintf(stderr, PROG ": %s\n", line);
+    pthread_mutex_unlock(&a->mu);
+}
+
+int agent_peer_by_id(const struct agent *a, int id)
+{
+    for (int k = 0; k < a->n_peers; k++)
+        if (a->peers[k].id == id) return k;
+    return -1;
+}
+
+struct rpc_future *agent_send_setup(struct agent *a, int k, const void *state, size_t slen)
+{
+    struct rl_setup_msg m = { .config = rl_config_to_value(&a->cfg), .policy = policy_rref(a->policy), .index = k,
+                              .state = state ? rpc_bytes(state, slen) : rpc_nil(),
+                              .generation = a->peers[k].generation };
+    struct rpc_value args = rl_setup_pack(&m);
+    rpc_value_clear(&m.config);
+    rpc_value_clear(&m.state);
+    struct rpc_future *f = rpc_async(a->peers[k].name, RL_FN_SETUP, &args, 0);
+    rpc_value_clear(&args);
+    return f;
+}
+
+/* A membership event: an observer found dead is lost; a new process that
+ * took a run's observer rank (rank 0 admits one only once the old process
+ * is declared gone) is set up by agent_tend_rejoins. */
+static void on_member_event(struct agent *a, const struct rpc_event *ev)
+{
+    int k = agent_peer_by_id(a, ev->id);
+    if (ev->kind != RPC_EVENT_JOIN) {
+        if (k >= 0 && a->peers[k].alive) {
+            char why[128];
+            snprintf(why, sizeof why, "no heartbeat within %d ms", a->cfg.heartbeat_timeout);
+            agent_lose_peer(a, k, why);
+        }
+        if (k >= 0) a->peers[k].rejoining = false;
+        return;
+    }
+    if (k < 0) {
+        fprintf(stderr, PROG ": ignoring worker %s (id %d): not an observer rank of this run\n", ev->name, ev->id);
+        return;
+    }
+    struct obs_peer *p = &a->peers[k];
+    agent_lose_peer(a, k, "a new process took its rank");
+    if (p->setup) {                 /* the set-up of a process that is gone already */
+        rpc_future_wait(p->setup, NULL);
+        rpc_future_free(p->setup);
+        p->setup = NULL;
+    }
+    snprintf(p->name, sizeof p->name, "%s", ev->name);
+    p->rejoining = true;
+}
+
+/* Observer k's set-up is done: it takes part, or its failure is said. */
+static void rejoin_done(struct agent *a, int k)
+{
+    struct obs_peer *p = &a->peers[k];
+    if (rpc_future_wait(p->setup, NULL) != 0) {
+        fprintf(stderr, PROG ": %s (rank %d) rejoined but its set-up failed: %s\n", p->name, p->id,
+                rpc_future_error(p->setup));
+    } else {
+        p->alive = true;
+        atomic_store(&p->going, false);
+        p->gone_why[0] = '\0';
+        a->n_rejoined++;
+        fprintf(stderr, PROG ": %s rejoined (rank %d); training with %d observer%s\n", p->name, p->id,
+                agent_live_peers(a), agent_live_peers(a) == 1 ? "" : "s");
+        if (a->mode->rejoined) a->mode->rejoined(a, k);
+    }
+    rpc_future_free(p->setup);
+    p->setup = NULL;
+}
+
+/* Never once the run is stopping. */
+void agent_tend_rejoins(struct agent *a, bool block)
+{
+    struct rpc_event ev;
+    while (rpc_next_event(&ev, 0) == 1) on_member_event(a, &ev);
+    for (int k = 0; k < a->n_peers; k++) {
+        struct obs_peer *p = &a->peers[k];
+        if (p->rejoining && !p->run && !atomic_load(&a->stop)) {
+            p->rejoining = false;
+            p->generation++;
+            p->setup = agent_send_setup(a, k, NULL, 0);
+        }
+        if (p->setup && (block || rpc_future_done(p->setup))) rejoin_done(a, k);
+    }
+}
+
+/* rl_gave_up(why[, how]): an observer whose env step ran past --step-timeout
+ * says why before it exits (its loss follows at its heartbeat timeout), one
+ * that crashed says how ("crashed"). */
+int agent_fn_gave_up(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *user)
+{
+    struct agent *a = user;
+    if (args->list.len < 1 || args->list.len > 2 || args->list.items[0].kind != RPC_STR ||
+        (args->list.len == 2 && args->list.items[1].kind != RPC_STR))
+        return rpc_request_fail(req, "gave_up: expected (why[, how])");
+    const struct rpc_value *why = &args->list.items[0];
+    bool crashed = args->list.len == 2 && args->list.items[1].str.len == strlen(RL_GONE_CRASHED) &&
+                   memcmp(args->list.items[1].str.ptr, RL_GONE_CRASHED, strlen(RL_GONE_CRASHED)) == 0;
+    int wl = (int)(why->str.len < 500 ? why->str.len : 500);
+    char line[640];
+    snprintf(line, sizeof line, "%s gave up: %.*s", rpc_request_caller(req), wl, why->str.ptr);
+    if (!crashed) agent_say_limited(a, line);   /* a crash is said as its observer is lost, at once */
+    /* the observer goes (it exits, or dies of its crash) right after: the
+     * main thread drops it now rather than at its heartbeat timeout. The
+     * caller is the connection's verified worker, so one observer cannot
+     * speak for another. */
+    int k = agent_peer_by_id(a, rpc_request_caller_id(req));
+    if (k >= 0 && a->peers[k].alive) {
+        pthread_mutex_lock(&a->mu);
+        if (crashed) snprintf(a->peers[k].going_why, sizeof a->peers[k].going_why, "%.*s", wl, why->str.ptr);
+        else snprintf(a->peers[k].going_why, sizeof a->peers[k].going_why, "gave up (%.*s)", wl, why->str.ptr);
+        pthread_mutex_unlock(&a->mu);
+        atomic_store(&a->peers[k].going, true);
+    }
+    *res = rpc_nil();
+    return 0;
+}

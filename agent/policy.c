@@ -149,6 +149,55 @@ static int by_caller(const void *x, const void *y)
     return (a->caller > b->caller) - (a->caller < b->caller);
 }
 
+/* Waits, under p->mu, for the other active callers' calls, bounded in rows
+ * and (async mode) time. Sync mode waits for all of them: observers step in
+ * lockstep there, and a merge of the same calls in the same order keeps
+ * the run reproducible (how rows are grouped changes sgemm's rounding); a
+ * lost observer is forgotten (policy_forget_caller). */
+static void wait_for_callers(struct policy *p, bool sync)
+{
+    double deadline = trib_now_s() + p->cfg.max_wait_us * 1e-6;
+    int want = sync ? p->sync_callers - p->sync_done : p->n_active;
+    while (!p->stopping && p->q_len < want && p->q_rows < p->cfg.max_batch) {
+        if (sync) {
+            pthread_cond_wait(&p->cv, &p->mu);
+            want = p->sync_callers - p->sync_done;
+            continue;
+        }
+        double left = deadline - trib_now_s();
+        if (left <= 0) break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + (int64_t)(left * 1e9);
+        ts.tv_sec += ns / 1000000000;
+        ts.tv_nsec = ns % 1000000000;
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+    }
+}
+
+/* Takes the queued calls into batch, under p->mu, up to the row bound (at
+ * least one); a caller's last call ends its turn. Returns how many. */
+static int take_batch(struct policy *p, struct pending *batch)
+{
+    int n = 0, rows = 0;
+    while (p->q_len > 0) {
+        struct pending *pd = &p->q[p->q_head];
+        int r = (int)pd->obs->shape[0];
+        if (n > 0 && rows + r > p->cfg.max_batch) break;
+        batch[n++] = *pd;
+        rows += r;
+        p->q_head = (p->q_head + 1) % QUEUE_CAP;
+        p->q_len--;
+        p->q_rows -= r;
+        if (pd->last) p->sync_done++;
+        if (pd->last && pd->caller >= 0 && pd->caller < MAX_CALLERS && p->active[pd->caller]) {
+            p->active[pd->caller] = false;
+            p->n_active--;
+        }
+    }
+    return n;
+}
+
 static void *serve_main(void *arg)
 {
     struct policy *p = arg;
@@ -157,46 +206,10 @@ static void *serve_main(void *arg)
     for (;;) {
         while (p->q_len == 0 && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
         if (p->stopping) break;
-        /* Wait for the other active callers' calls, bounded in rows and (async
-         * mode) time. Sync mode waits for all of them: observers step in
-         * lockstep there, and a merge of the same calls in the same order
-         * keeps the run reproducible (how rows are grouped changes sgemm's
-         * rounding); a lost observer is forgotten (policy_forget_caller). */
         bool sync = p->cfg.mode == RL_MODE_SYNC;
-        double deadline = trib_now_s() + p->cfg.max_wait_us * 1e-6;
-        int want = sync ? p->sync_callers - p->sync_done : p->n_active;
-        while (!p->stopping && p->q_len < want && p->q_rows < p->cfg.max_batch) {
-            if (sync) {
-                pthread_cond_wait(&p->cv, &p->mu);
-                want = p->sync_callers - p->sync_done;
-                continue;
-            }
-            double left = deadline - trib_now_s();
-            if (left <= 0) break;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t ns = ts.tv_nsec + (int64_t)(left * 1e9);
-            ts.tv_sec += ns / 1000000000;
-            ts.tv_nsec = ns % 1000000000;
-            pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-        }
+        wait_for_callers(p, sync);
         if (p->stopping) break;
-        int n = 0, rows = 0;
-        while (p->q_len > 0) {
-            struct pending *pd = &p->q[p->q_head];
-            int r = (int)pd->obs->shape[0];
-            if (n > 0 && rows + r > p->cfg.max_batch) break;
-            batch[n++] = *pd;
-            rows += r;
-            p->q_head = (p->q_head + 1) % QUEUE_CAP;
-            p->q_len--;
-            p->q_rows -= r;
-            if (pd->last) p->sync_done++;
-            if (pd->last && pd->caller >= 0 && pd->caller < MAX_CALLERS && p->active[pd->caller]) {
-                p->active[pd->caller] = false;
-                p->n_active--;
-            }
-        }
+        int n = take_batch(p, batch);
         pthread_mutex_unlock(&p->mu);
         if (sync) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
         serve_batch(p, batch, n);

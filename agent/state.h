@@ -1,8 +1,12 @@
-/* The agent's private state and the functions its files share: agent.c
- * (set-up, the run, async mode, observers lost and rejoining) and sync.c
- * (the sync iterations). Not installed; nothing outside agent/ includes it. */
-#ifndef TRIB_AGENT_AGENT_INTERNAL_H
-#define TRIB_AGENT_AGENT_INTERNAL_H
+/* The agent's private state, its modes' table entry, and the functions its
+ * files share. Layers, lowest first: peers.c (observers alive, lost, gone
+ * and rejoining; calls awaited and given up; the signal), progress.c (the
+ * progress line, checkpoints, why the run stops), the modes sync.c and
+ * async.c (each one struct agent_mode), agent.c (agent_new, agent_run,
+ * agent_free; the mode table). Not installed; nothing outside agent/
+ * includes it. */
+#ifndef TRIB_AGENT_STATE_H
+#define TRIB_AGENT_STATE_H
 
 #include <pthread.h>
 #include <signal.h>
@@ -34,8 +38,33 @@ struct obs_peer {
     char gone_why[640];             /* how it went, once lost or dropped: for "no observer is left" */
 };
 
+struct agent;
+
+/* A training mode (rl/config.h's enum rl_mode): the agent's table of them
+ * (agent.c) is indexed by cfg.mode and read once, in agent_new. */
+struct agent_mode {
+    const char *name;               /* rl_mode_name's */
+    /* Checkpoints carry every observer's RNG and env state (taken between
+     * iterations, while the observers are still), and a resumed run hands
+     * them back: a resumed run then continues bit for bit. */
+    bool observer_states;
+    /* Registers the mode's own RPC functions, a as their user data. NULL:
+     * none. Before rpc_init. */
+    void (*register_fns)(struct agent *a);
+    /* Trains once every observer is set up, until a reason to stop
+     * (*why: "solved", "budget", "SIGINT", ...). 0, or -1 said on stderr
+     * (*why "failure"). Main thread. */
+    int (*train)(struct agent *a, const char **why);
+    /* Observer k rejoined and is set up (peers.c's agent_tend_rejoins):
+     * the mode lets it take part. NULL: it takes part from the next
+     * iteration on its own. Main thread. */
+    void (*rejoined)(struct agent *a, int k);
+};
+
 struct agent {
     struct rl_config cfg;
+    const struct agent_mode *mode;  /* cfg.mode's, set once by agent_new */
+    double target;                  /* the return that counts as solved */
     struct env_plugin *plugin;
     const struct env_spec *spec;
     struct policy *policy;
@@ -54,6 +83,9 @@ struct agent {
     int64_t ckpt_updates;           /* updates at the last checkpoint */
     double stop_due;                /* when the run became due to stop (0: not yet); main thread */
     bool abandoned;                 /* a call to an observer was given up: no graceful rpc_shutdown */
+    bool rendezvous_done;           /* agent_run got through rpc_init */
+    double said_t;                  /* agent_say_limited: the second being counted, under mu */
+    int said_lines;                 /* lines said in it, under mu */
 };
 
 /* peers.c. Main thread unless said otherwise. */
@@ -89,8 +121,46 @@ void agent_await_calls(struct agent *a, struct rpc_future **futs, const char *fn
  * frees every future of futs; returns whether it did. */
 bool agent_abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn);
 
-/* sync.c: one sync iteration (rollouts, then its updates). An observer lost
- * mid-update ends that update early; 0, or -1 with rl_last_error(). */
-int agent_sync_iteration(struct agent *a);
+/* A line on stderr ("agent: line") about what a peer sent, at most 10 a
+ * second (a peer may send many). Any thread. */
+void agent_say_limited(struct agent *a, const char *line);
+/* The index of the observer whose RPC worker id is id, or -1. */
+int agent_peer_by_id(const struct agent *a, int id);
+/* Sends rl_setup to observer k: the run's configuration, the policy, its
+ * index, state (slen bytes, a checkpoint's; NULL: none) and its generation.
+ * The future, or NULL with rpc_last_error(). */
+struct rpc_future *agent_send_setup(struct agent *a, int k, const void *state, size_t slen);
+/* Takes in the RPC layer's membership events (an observer found dead is
+ * lost; a new process that took an observer's rank is to be set up), sets
+ * up those that rejoined once the calls to their old process are in, and
+ * lets those set up take part (a->mode->rejoined). block: waits for the
+ * set-ups in flight. Main thread. */
+void agent_tend_rejoins(struct agent *a, bool block);
+/* The rl_gave_up handler (user: the agent): an observer says why it goes
+ * (it gave up, it crashed), so it is dropped at once. */
+int agent_fn_gave_up(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *user);
+
+/* progress.c. Main thread. */
+
+/* Why the run stops now ("SIGINT", "SIGTERM", "checkpoint-failures",
+ * "solved", "budget"), or NULL: train on. */
+const char *agent_stop_reason(struct agent *a);
+/* Prints the progress line and writes the metrics row of an interval when
+ * one is due (force: now). A failed row closes the metrics, said once. */
+void agent_log_interval(struct agent *a, bool force);
+/* Whether the policy may be saved (what: the file, for the message): every
+ * parameter finite, else said on stderr. */
+bool agent_policy_savable(struct agent *a, const char *what);
+/* A checkpoint into LOGDIR/checkpoints, with the observers' states when
+ * with_observers (a->mode->observer_states, between iterations). Failures
+ * are said on stderr and counted (a->ckpt_failures). */
+void agent_write_checkpoint(struct agent *a, bool with_observers);
+/* agent_write_checkpoint once --checkpoint-every updates were made since
+ * the last one. */
+void agent_maybe_checkpoint(struct agent *a, bool with_observers);
+
+/* The modes (agent.c's table). */
+extern const struct agent_mode agent_mode_sync;    /* sync.c */
+extern const struct agent_mode agent_mode_async;   /* async.c */
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "rl/algo.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
 #include "rpc/rpc.h"
@@ -364,7 +365,8 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     iv->length_mean = s->len_win.n ? rl_window_mean(&s->len_win) : NAN;
     iv->running_reward = s->cfg.running_reward ? s->running : NAN;
     double n = s->iv_n ? (double)s->iv_n : NAN;   /* means over the interval's updates */
-    bool ac = s->cfg.algo != RL_ALGO_REINFORCE, ppo = s->cfg.algo == RL_ALGO_PPO;
+    unsigned has = rl_algo_get(s->cfg.algo)->stats;   /* what the algorithm's updates report */
+    bool ac = has & RL_STATS_VALUE, ppo = has & RL_STATS_CLIP;
     iv->policy_loss = s->iv_sum.policy_loss / n;
     iv->value_loss = ac ? s->iv_sum.value_loss / n : NAN;
     iv->entropy = ac ? s->iv_sum.entropy / n : NAN;
@@ -411,13 +413,12 @@ static void field(char *buf, size_t cap, size_t *n, const char *name, const char
 void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interval *iv)
 {
     if (s->cfg.quiet) return;
-    bool async = s->cfg.mode == RL_MODE_ASYNC, ac = s->cfg.algo != RL_ALGO_REINFORCE, ppo = s->cfg.algo == RL_ALGO_PPO;
+    const struct rl_algo *algo = rl_algo_get(s->cfg.algo);
+    bool async = s->cfg.mode == RL_MODE_ASYNC, ac = algo->stats & RL_STATS_VALUE, ppo = algo->stats & RL_STATS_CLIP;
     if (iv->first) {
         fprintf(f, "progress every %gs: return and len: mean of the last 100 episodes; sps and upd/s: over the "
                    "interval;\n", s->cfg.log_every);
-        fprintf(f, "  %s: means over the interval's updates%s%s\n",
-                ppo ? "pg (policy loss), vf (value loss), ent (entropy), kl (approx KL), clip (clip fraction)"
-                : ac ? "pg (policy loss), vf (value loss), ent (entropy)" : "loss (REINFORCE's policy loss)",
+        fprintf(f, "  %s: means over the interval's updates%s%s\n", algo->stats_legend,
                 ac ? "; ev: explained variance of the interval's rollouts" : "; running: the running reward",
                 async ? "; lag: mean/max policy versions between a rollout and its updates" : "");
     }

@@ -1,7 +1,10 @@
-/* The sync driver's iterations (state.h): rollouts everywhere,
- * then PPO/A2C updates in which the agent evaluates every observer's
- * minibatch in one forward and the observers run their own backward, or
- * REINFORCE's one episode per observer; each update one dist_optim_step. */
+/* Sync mode (state.h's agent_mode_sync): the agent drives every update.
+ * Each iteration is the driver of the algorithm's shape (rl/algo.h,
+ * rl_algo_drive): rollouts everywhere, then updates in which the agent
+ * evaluates every observer's minibatch in one forward and the observers
+ * run their own backward (PPO, A2C); or one episode per observer
+ * (REINFORCE); each update one dist_optim_step. Between iterations: rejoins,
+ * the progress line, checkpoints with the observers' states. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +18,7 @@
 #include "common/clock.h"
 #include "envs/env.h"
 #include "optim/dist_optim.h"
+#include "rl/algo_shape.h"
 #include "rl/debug_dump.h"
 #include "rl/finite.h"
 #include "rl/messages.h"
@@ -28,20 +32,20 @@ static void call_live(struct agent *a, const char *fn, const struct rpc_value *a
         futs[k] = a->peers[k].alive ? rpc_async(a->peers[k].name, fn, args, 0) : NULL;
 }
 
-/* Waits for futs; a failed one loses its observer. Replies unpacked into
- * reps[k] (ok[k] true). Returns the number that succeeded. */
+/* Waits for the episodes futs; a failed one, or one whose report is no
+ * episode's, loses its observer. Replies unpacked into reps[k] (ok[k]
+ * true). Returns the number that succeeded. */
 static int wait_losses(struct agent *a, struct rpc_future **futs, struct rl_loss_reply *reps, bool *ok)
 {
     int n = 0;
-    agent_await_calls(a, futs, a->cfg.algo == RL_ALGO_REINFORCE ? RL_FN_EPISODE : RL_FN_LOSS);
+    agent_await_calls(a, futs, RL_FN_EPISODE);
     for (int k = 0; k < a->n_peers; k++) {
         ok[k] = false;
         if (!futs[k]) continue;
         struct rpc_value r = rpc_nil();
         if (rpc_future_wait(futs[k], &r) != 0) agent_lose_peer(a, k, rpc_future_error(futs[k]));
         else if (rl_loss_reply_unpack(&r, &reps[k]) != 0) agent_lose_peer(a, k, rl_last_error());
-        else if (a->cfg.algo == RL_ALGO_REINFORCE &&   /* only an episode's reply carries a report */
-                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
+        else if (rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
             agent_lose_peer(a, k, rl_last_error());
             rl_loss_reply_clear(&reps[k]);
         } else ok[k] = true, n++;
@@ -216,12 +220,13 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
     return rc;
 }
 
-/* Sync PPO/A2C: rollouts everywhere, then epochs x minibatches of one
- * update each. An observer lost mid-update ends that update early; a stop
- * overdue (agent_stop_overdue) ends the iteration before its next update.
- * 0 or -1. */
-static int sync_ppo_iteration(struct agent *a)
+/* A rollouts algorithm (PPO, A2C: rl/algo.h): rollouts everywhere, then
+ * epochs x minibatches of one update each. An observer lost mid-update
+ * ends that update early; a stop overdue (agent_stop_overdue) ends the
+ * iteration before its next update. 0 or -1. */
+static int sync_rollouts_iteration(void *u)
 {
+    struct agent *a = u;
     bool in[RL_MAX_OBSERVERS];
     struct tensor *obs[RL_MAX_OBSERVERS];
     if (agent_maybe_anneal(a) != 0) return rl_set_error("set lr: %s", rpc_last_error());
@@ -245,7 +250,7 @@ static int sync_ppo_iteration(struct agent *a)
     return 0;
 }
 
-/* REINFORCE: one backward over the observers' losses and one optimizer
+/* An episodes iteration: one backward over the observers' losses and one optimizer
  * step, in ctx. 0; 1 when an observer was lost during the backward (no
  * step); -1. */
 static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply *reps, const bool *ok, int64_t version0)
@@ -270,10 +275,12 @@ static int backward_and_step(struct agent *a, int64_t ctx, struct rl_loss_reply 
     return 0;
 }
 
-/* Sync REINFORCE (PyTorch's example): one episode per observer in one
- * context, losses summed, one backward, one step. */
-static int sync_reinforce_iteration(struct agent *a)
+/* An episodes algorithm (REINFORCE as PyTorch's example: rl/algo.h): one
+ * episode per observer in one context, losses summed, one backward, one
+ * step. */
+static int sync_episodes_iteration(void *u)
 {
+    struct agent *a = u;
     struct rpc_future *futs[RL_MAX_OBSERVERS];
     struct rl_loss_reply reps[RL_MAX_OBSERVERS];
     bool ok[RL_MAX_OBSERVERS];
@@ -305,7 +312,36 @@ static int sync_reinforce_iteration(struct agent *a)
     return rc;
 }
 
-int agent_sync_iteration(struct agent *a)
+/* One sync iteration (rollouts, then its updates). An observer lost
+ * mid-update ends that update early; 0, or -1 with rl_last_error(). */
+static int sync_iteration(struct agent *a)
 {
-    return a->cfg.algo == RL_ALGO_REINFORCE ? sync_reinforce_iteration(a) : sync_ppo_iteration(a);
+    const struct rl_drivers d = { .drive = { [RL_SHAPE_EPISODES] = sync_episodes_iteration,
+                                             [RL_SHAPE_ROLLOUTS] = sync_rollouts_iteration },
+                                  .ctx = a };
+    return rl_algo_drive(rl_algo_of(&a->cfg), &d);
 }
+
+static int train_sync(struct agent *a, const char **why)
+{
+    while (!(*why = agent_stop_reason(a))) {
+        agent_tend_rejoins(a, true);   /* a rejoined observer takes part from this iteration */
+        agent_tend_gone(a, NULL);
+        int rc = agent_live_peers(a) ? sync_iteration(a) : agent_none_left(a);
+        if (rc != 0 && a->stop_due > 0 && (*why = agent_stop_reason(a))) return 0;   /* gave up on every observer */
+        if (rc != 0) {
+            fprintf(stderr, PROG ": %s\n", rl_last_error());
+            *why = "failure";
+            return -1;
+        }
+        agent_log_interval(a, false);
+        agent_maybe_checkpoint(a, a->mode->observer_states);
+    }
+    return 0;
+}
+
+const struct agent_mode agent_mode_sync = {
+    .name = "sync",
+    .observer_states = true,        /* between iterations every observer is still */
+    .train = train_sync,
+};

@@ -107,14 +107,17 @@ int main(int argc, char **argv)
     agent_install_signals();
     dist_autograd_init();
     dist_optim_init();
-    agent_register();
+    struct agent *a = agent_new(&cfg);
+    if (a) agent_register(a);
     struct rpc_opts o = agent_rpc_opts(&cfg, "tcp://127.0.0.1:0");
     if (sec.curve) rl_keys_apply(&sec.keys, &o);
     o.on_listening = proc_hand_out_all;
     o.listening_user = &observers;
     agent_watch_observers(observer_ended, &observers);   /* a crash is seen at once, not at the heartbeat timeout */
-    rc = agent_run(&cfg, &o);
-    if (!agent_rendezvous_done()) {
+    rc = a ? agent_run(a, &o) : 1;
+    bool met = a && agent_rendezvous_done(a), gave_up = a && agent_gave_up(a);
+    agent_free(a);
+    if (!met) {
         /* The agent failed or was interrupted (and said so) before every
          * observer joined: they wait for an agent that is gone. */
         for (int k = 0; k < observers.n; k++)
@@ -125,6 +128,6 @@ int main(int argc, char **argv)
     /* An observer that died was reported by the agent (and continued
      * without) and is reported here again with its exit status; the run's
      * status is the agent's. */
-    reap_observers(agent_gave_up() ? 3 : 30);
+    reap_observers(gave_up ? 3 : 30);
     return rc;
 }

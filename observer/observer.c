@@ -13,6 +13,7 @@
 
 #include "common/check.h"
 #include "envs/plugin.h"
+#include "rl/algo_shape.h"
 #include "rl/config.h"
 #include "rl/debug_dump.h"
 #include "rl/finite.h"
@@ -35,6 +36,7 @@ struct observer {
     int agent_gone;                 /* 0, or RPC_EVENT_FAILED / RPC_EVENT_LEAVE of the agent */
     bool ready;
     struct rl_config cfg;
+    const struct rl_algo *algo;     /* cfg's */
     int index;
     struct rref *policy;
     struct env_plugin *plugin;
@@ -44,7 +46,7 @@ struct observer {
     bool discrete, value_head;
     struct tensor *obs_t;           /* [B,D] reused for act calls */
     int *trunc_idx;                 /* [B] envs to bootstrap after a step */
-    /* REINFORCE episodes */
+    /* an episodes algorithm's episode (RL_SHAPE_EPISODES) */
     int max_len;
     struct tensor **ep_logp;
     float *ep_rew;
@@ -90,7 +92,7 @@ static int learner_step(struct observer *o, int t, const struct rl_policy_out *o
     return n >= 0 && check_step(o, o->ln.reward, o->ln.final_obs) != 0 ? -1 : n;
 }
 
-/* One step of env 0 (REINFORCE's episodes) under the watchdog, checked as
+/* One step of env 0 (an episodes algorithm's) under the watchdog, checked as
  * learner_step: 0 or -1 with rl_last_error(). */
 static int step_envs(struct observer *o, const void *acts)
 {
@@ -189,6 +191,32 @@ static int fn_get_state(struct rpc_request *req, const struct rpc_value *args, s
     return ready ? 0 : rpc_request_fail(req, "not set up");
 }
 
+static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u);
+static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u);
+static int fn_episode(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u);
+
+/* What an episodes algorithm needs: the episode's buffers and its one
+ * function (the observer serves only its algorithm's: an agent calling
+ * another one is told there is no such function). */
+static int setup_episodes(void *u)
+{
+    struct observer *o = u;
+    o->ep_logp = calloc((size_t)o->max_len, sizeof *o->ep_logp);
+    o->ep_rew = calloc((size_t)o->max_len, sizeof *o->ep_rew);
+    if (!o->ep_logp || !o->ep_rew) return rl_set_error("out of memory for episodes of %d steps", o->max_len);
+    rpc_register(RL_FN_EPISODE, fn_episode, o);
+    return 0;
+}
+
+/* A rollouts algorithm's functions: its rollout and its minibatch losses. */
+static int setup_rollouts(void *u)
+{
+    struct observer *o = u;
+    rpc_register(RL_FN_ROLLOUT, fn_rollout, o);
+    rpc_register(RL_FN_LOSS, fn_loss, o);
+    return 0;
+}
+
 static int setup_env(struct observer *o, const struct rl_setup_msg *m)
 {
     if (rl_config_from_value(&m->config, &o->cfg) != 0) return -1;
@@ -197,8 +225,8 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     if (!o->spec) return rl_set_error("env: %s", rl_last_error());
     struct rl_arch arch;   /* sizes the agent's policy cannot have: refused before the envs' buffers */
     if (rl_arch_for_env(&o->cfg, o->spec, o->cfg.env, &arch) != 0) return -1;
-    if (o->cfg.algo == RL_ALGO_REINFORCE && o->spec->act.kind != SPACE_DISCRETE)
-        return rl_set_error("REINFORCE here needs a discrete action space (%s has a box)", o->spec->id);
+    o->algo = rl_algo_of(&o->cfg);
+    if (rl_algo_check_env(o->algo, o->spec) != 0) return -1;
     o->dog = rl_watchdog_new(o->cfg.step_timeout, step_overdue, o);
     o->env_steps = 0;
     rl_watchdog_arm(o->dog);   /* the envs' resets */
@@ -214,11 +242,10 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     o->obs_t = tensor_new(DTYPE_F32, DEVICE_CPU, 2, os);
     o->trunc_idx = calloc((size_t)o->B, sizeof *o->trunc_idx);
     o->max_len = o->spec->max_episode_steps > 0 ? o->spec->max_episode_steps : RL_DEFAULT_MAX_EPISODE;
-    if (o->cfg.algo == RL_ALGO_REINFORCE) {
-        o->ep_logp = calloc((size_t)o->max_len, sizeof *o->ep_logp);
-        o->ep_rew = calloc((size_t)o->max_len, sizeof *o->ep_rew);
-        if (!o->ep_logp || !o->ep_rew) return rl_set_error("out of memory for episodes of %d steps", o->max_len);
-    }
+    if (rl_algo_drive(o->algo, &(struct rl_drivers){ .drive = { [RL_SHAPE_EPISODES] = setup_episodes,
+                                                                 [RL_SHAPE_ROLLOUTS] = setup_rollouts },
+                                                      .ctx = o }) != 0)
+        return -1;
     if (!o->obs_t || !o->trunc_idx) return rl_set_error("out of memory for %d envs", o->B);
     if (m->state.kind == RPC_BYTES && restore_state(o, (const unsigned char *)m->state.str.ptr, m->state.str.len) != 0)
         return -1;
@@ -329,9 +356,7 @@ static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, str
     struct observer *o = u;
     if (args->list.len != 0) return rpc_request_fail(req, "expected no arguments");
     pthread_mutex_lock(&o->mu);
-    int rc = !o->ready ? rl_set_error("not set up") : o->cfg.algo == RL_ALGO_REINFORCE
-                                                          ? rl_set_error("rollout: REINFORCE runs episodes")
-                                                          : rollout(o);
+    int rc = !o->ready ? rl_set_error("not set up") : rollout(o);
     if (rc == 0) rc = rl_learner_minibatch(&o->ln, 0, 0);
     if (rc == 0) {
         struct rl_rollout_reply rep = { .report = o->ln.report, .obs = o->ln.mb_obs };
@@ -358,7 +383,6 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
     struct tensor *loss = NULL;
     int rc = 0;
     if (!o->ready) rc = rl_set_error("not set up");
-    else if (o->cfg.algo == RL_ALGO_REINFORCE) rc = rl_set_error("loss: REINFORCE runs episodes");
     else if (!o->ln.mb_obs) rc = rl_set_error("loss: no minibatch is waiting (no rollout since the last update)");
     else if (rl_loss_req_unpack(args, o->ln.mb_rows, o->A, !o->discrete, o->value_head, &m) != 0) rc = -1;
     else if (m.epoch != o->ln.mb_epoch || m.minibatch != o->ln.mb_index)
@@ -385,10 +409,10 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
     return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
 }
 
-/* ---- REINFORCE episodes -------------------------------------------------------------------- */
+/* ---- an episodes algorithm's episodes (RL_SHAPE_EPISODES) -------------------------------------------------------------------- */
 
 /* One episode of env 0 (B is 1), forwards recorded in the current context.
- * Returns the REINFORCE loss and fills the report. */
+ * Returns the algorithm's episode loss and fills the report. */
 static struct tensor *episode(struct observer *o)
 {
     struct rl_learner *l = &o->ln;
@@ -429,7 +453,7 @@ static struct tensor *episode(struct observer *o)
     l->report.steps = n;
     rl_learner_note_info(l);
     struct tensor *lp = tensor_cat(n, o->ep_logp, 0);
-    loss = lp ? finite_loss(o, rl_reinforce_loss(lp, o->ep_rew, n, o->cfg.gamma), "the episode's loss") : NULL;
+    loss = lp ? finite_loss(o, o->algo->ep_loss(lp, o->ep_rew, n, &o->cfg), "the episode's loss") : NULL;
     if (!lp) rl_set_error("episode: %s", tensor_last_error());
     tensor_free(lp);
 out:
@@ -447,12 +471,10 @@ static int fn_episode(struct rpc_request *req, const struct rpc_value *args, str
     if (dist_autograd_current() == 0) return rpc_request_fail(req, "episode: must be called inside a context");
     pthread_mutex_lock(&o->mu);
     struct rl_loss_reply rep = { 0 };
-    rep.loss = !o->ready ? (rl_set_error("not set up"), NULL)
-               : o->cfg.algo != RL_ALGO_REINFORCE ? (rl_set_error("episode: only REINFORCE runs episodes"), NULL)
-                                                  : episode(o);
+    rep.loss = !o->ready ? (rl_set_error("not set up"), NULL) : episode(o);
     if (rep.loss) {
         rep.report = o->ln.report;
-        rep.stats.policy_loss = *(const float *)tensor_data(rep.loss);   /* REINFORCE's own loss */
+        rep.stats.policy_loss = *(const float *)tensor_data(rep.loss);   /* the episode's own loss */
         *res = rl_loss_reply_pack(&rep);
     }
     pthread_mutex_unlock(&o->mu);
@@ -504,10 +526,10 @@ static int backward_into(struct observer *o, struct tensor *loss, int64_t ctx, b
     return 0;
 }
 
-/* --vtrace: the policy as it is now answers for the whole rollout and the
- * observation after it (in calls of at most --max-batch rows, no graph),
+/* An estimator with a correction (--vtrace: V-trace): the policy as it is
+ * now answers for the whole rollout and the observation after it (in calls of at most --max-batch rows, no graph),
  * and the rollout's advantages and returns become V-trace's for it. */
-static int vtrace_correct(struct observer *o)
+static int target_correct(struct observer *o)
 {
     struct rl_learner *l = &o->ln;
     int T = l->ro.T, B = l->B, D = o->D, A = o->A, rows = (T + 1) * B;
@@ -538,7 +560,7 @@ static int vtrace_correct(struct observer *o)
         if (out.log_std) memcpy(log_std, tensor_data(out.log_std), (size_t)A * sizeof(float));
         rl_policy_out_clear(&out);
     }
-    if (rc == 0) rl_learner_vtrace(l, a, log_std, v, v + (size_t)T * B);
+    if (rc == 0) rl_learner_correct(l, a, log_std, v, v + (size_t)T * B);
     free(a);
     free(v);
     free(log_std);
@@ -554,7 +576,7 @@ static int async_updates(struct observer *o, bool *stop)
 {
     struct rl_update_req u = { 0 };
     bool pending = false;
-    if (o->cfg.vtrace && vtrace_correct(o) != 0) return -1;
+    if (o->ln.est->correct && target_correct(o) != 0) return -1;
     bool stale = false;
     for (int e = 0; e < o->cfg.epochs && !*stop; e++)
         for (int mb = 0; mb < o->cfg.minibatches && !*stop; mb++) {
@@ -597,14 +619,14 @@ static int async_updates(struct observer *o, bool *stop)
     return rc;
 }
 
-/* REINFORCE: an episode in a fresh context, its backward, the update. */
+/* An episodes algorithm: an episode in a fresh context, its backward, the update. */
 static int async_episode(struct observer *o, bool *stop)
 {
     int64_t ctx = dist_autograd_context_new();
     if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
     struct rl_update_req u = { 0 };
     struct tensor *loss = episode(o);
-    if (loss) u.stats.policy_loss = *(const float *)tensor_data(loss);   /* REINFORCE's own loss */
+    if (loss) u.stats.policy_loss = *(const float *)tensor_data(loss);   /* the episode's own loss */
     if (backward_into(o, loss, ctx, true, &u) != 0) return -1;
     struct rl_update_reply rep;
     int rc = send_update(o, &u, NULL, &rep);
@@ -612,16 +634,32 @@ static int async_episode(struct observer *o, bool *stop)
     return rc;
 }
 
+/* The async loop's iteration per shape (rl_algo_drive). */
+struct async_it {
+    struct observer *o;
+    bool stop;
+};
+
+static int async_episode_it(void *u)
+{
+    struct async_it *it = u;
+    return async_episode(it->o, &it->stop);
+}
+
+static int async_rollout_it(void *u)
+{
+    struct async_it *it = u;
+    return rollout(it->o) != 0 ? -1 : async_updates(it->o, &it->stop);
+}
+
 static int async_loop(struct observer *o)
 {
-    bool stop = false;
-    while (!stop && !atomic_load(&o->shutdown)) {
-        if (o->cfg.algo == RL_ALGO_REINFORCE) {
-            if (async_episode(o, &stop) != 0) return -1;
-            continue;
-        }
-        if (rollout(o) != 0 || async_updates(o, &stop) != 0) return -1;
-    }
+    struct async_it it = { .o = o };
+    const struct rl_drivers d = { .drive = { [RL_SHAPE_EPISODES] = async_episode_it,
+                                             [RL_SHAPE_ROLLOUTS] = async_rollout_it },
+                                  .ctx = &it };
+    while (!it.stop && !atomic_load(&o->shutdown))
+        if (rl_algo_drive(o->algo, &d) != 0) return -1;
     return 0;
 }
 
@@ -675,9 +713,6 @@ struct observer *observer_new(void)
     pthread_mutex_init(&o->end_mu, NULL);
     pthread_cond_init(&o->end_cv, NULL);
     rpc_register(RL_FN_SETUP, fn_setup, o);
-    rpc_register(RL_FN_ROLLOUT, fn_rollout, o);
-    rpc_register(RL_FN_LOSS, fn_loss, o);
-    rpc_register(RL_FN_EPISODE, fn_episode, o);
     rpc_register(RL_FN_RUN_ASYNC, fn_run_async, o);
     rpc_register(RL_FN_SHUTDOWN, fn_shutdown, o);
     rpc_register(RL_FN_GET_STATE, fn_get_state, o);

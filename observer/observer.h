@@ -1,8 +1,9 @@
 /* An observer (docs/design.md §6): B envs in a vec_env, an RRef to the agent's
  * policy, and the observer's side of each algorithm: rollouts (one act
  * call per step for all B envs), the minibatch losses it computes locally
- * (their backward crosses to the agent's parameters), REINFORCE episodes,
- * and the async loop that updates on its own. */
+ * (their backward crosses to the agent's parameters), whole episodes (an
+ * episodes algorithm: rl/algo.h), and the async loop that updates on its
+ * own. It serves only its algorithm's functions, registered at set-up. */
 #ifndef TRIB_OBSERVER_OBSERVER_H
 #define TRIB_OBSERVER_OBSERVER_H
 

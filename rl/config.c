@@ -5,6 +5,7 @@
  * --env-arg config_env_args.c. */
 #define _GNU_SOURCE
 #include "rl/config.h"
+#include "rl/algo.h"
 #include "rl/config_internal.h"
 
 #include <errno.h>
@@ -16,11 +17,6 @@
 #include "optim/optim.h"
 #include "rl/rl.h"
 
-const char *rl_algo_name(enum rl_algo a)
-{
-    static const char *const names[] = { [RL_ALGO_REINFORCE] = "reinforce", [RL_ALGO_A2C] = "a2c", [RL_ALGO_PPO] = "ppo" };
-    return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : NULL;
-}
 
 const char *rl_mode_name(enum rl_mode m)
 {
@@ -29,7 +25,7 @@ const char *rl_mode_name(enum rl_mode m)
 }
 
 /* The enum fields' choices: the name of value i, NULL past the last. */
-static const char *choice_algo(int i) { return rl_algo_name((enum rl_algo)i); }
+static const char *choice_algo(int i) { return rl_algo_name(i); }
 static const char *choice_mode(int i) { return rl_mode_name((enum rl_mode)i); }
 static const char *choice_activation(int i) { return i == RL_ACT_TANH ? "tanh" : i == RL_ACT_RELU ? "relu" : NULL; }
 static const char *choice_device(int i) { return i == RL_DEVICE_CPU ? "cpu" : i == RL_DEVICE_CUDA ? "cuda" : NULL; }
@@ -271,21 +267,7 @@ void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
 {
     char hid[64], shape[128], update[128];
     format_list(&c->hidden, "-", hid, sizeof hid);
-    const char *obs = c->observers == 1 ? "observer" : "observers";
-    if (c->algo == RL_ALGO_REINFORCE) {
-        /* what applies to REINFORCE: one whole episode per observer per update */
-        snprintf(shape, sizeof shape, "%d %s x 1 episode per update", c->observers, obs);
-        snprintf(update, sizeof update, "gamma %g", c->gamma);
-    } else {
-        snprintf(shape, sizeof shape, "%d %s x %d env%s x %d steps", c->observers, obs, c->envs_per_observer,
-                 c->envs_per_observer == 1 ? "" : "s", c->steps_per_rollout);
-        if (c->algo == RL_ALGO_PPO)
-            snprintf(update, sizeof update, "gamma %g, lambda %g, %d epoch%s x %d minibatch%s, clip %g", c->gamma,
-                     c->gae_lambda, c->epochs, c->epochs == 1 ? "" : "s", c->minibatches,
-                     c->minibatches == 1 ? "" : "es", c->clip);
-        else
-            snprintf(update, sizeof update, "gamma %g, lambda %g", c->gamma, c->gae_lambda);
-    }
+    rl_algo_get(c->algo)->describe(c, shape, sizeof shape, update, sizeof update);
     snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s, lr %g, %s, policy on %s, seed %llu", rl_mode_name(c->mode),
              rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid,
              choice_activation(c->activation), c->lr, update, choice_device(c->device), (unsigned long long)c->seed);

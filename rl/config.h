@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "envs/env.h"
+#include "rl/algo.h"                 /* cfg->algo: an index into its registry; RL_ALGO_* */
 #include "rpc/rpc.h"
 
 #define RL_MAX_OBSERVERS 64
@@ -30,7 +31,6 @@
 #define RL_MAX_LR 1.0
 #define RL_MAX_LOSS_COEF 10.0
 
-enum rl_algo { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
 enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
 enum rl_activation { RL_ACT_TANH, RL_ACT_RELU };   /* between hidden layers */
 enum rl_device { RL_DEVICE_CPU, RL_DEVICE_CUDA };  /* where the agent keeps the policy */
@@ -97,9 +97,8 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
 /* Prints the flags rl_config_parse takes. */
 void rl_config_usage(FILE *f);
 
-/* An algorithm's or mode's name; NULL past the last (a's choices are
- * rl_algo_name(0), rl_algo_name(1), ... until NULL). */
-const char *rl_algo_name(enum rl_algo a);
+/* A mode's name; NULL past the last (the choices of --mode). An
+ * algorithm's is rl_algo_name (rl/algo.h). */
 const char *rl_mode_name(enum rl_mode m);
 
 /* One line describing cfg (algorithm, env, sizes, main hyper-parameters). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "optim/optim.h"
+#include "rl/algo_shape.h"
 #include "rl/rl.h"
 
 /* Every line of c->env_arg as --env-arg would take it (a config from a
@@ -40,7 +41,8 @@ int rl_default_max_policy_lag(const struct rl_config *c)
      * ~70; A2C 2 observers max ~115). 32 times that, at least 1000, drops
      * none of those, and does drop what a stopped observer sends when it is
      * resumed after seconds to minutes (300+ versions a second here). */
-    int64_t per_rollout = c->algo == RL_ALGO_REINFORCE ? 1 : (int64_t)c->epochs * c->minibatches;
+    const struct rl_algo *a = rl_algo_of(c);
+    int64_t per_rollout = a ? rl_algo_updates_per_rollout(a, c) : 1;
     int64_t k = 32 * (int64_t)c->observers * per_rollout;
     return k < 1000 ? 1000 : k > INT_MAX ? INT_MAX : (int)k;
 }
@@ -48,14 +50,7 @@ int rl_default_max_policy_lag(const struct rl_config *c)
 /* What an algorithm asks of the rest (the algorithm's own checks). */
 static int check_algo(const struct rl_config *c)
 {
-    if (c->algo == RL_ALGO_REINFORCE && c->envs_per_observer != 1)
-        return rl_set_error("--algo reinforce runs one episode per observer: --envs-per-observer must be 1");
-    if (c->algo != RL_ALGO_REINFORCE && (c->steps_per_rollout * c->envs_per_observer) % c->minibatches != 0)
-        return rl_set_error("--minibatches (%d) must divide --steps-per-rollout x --envs-per-observer (%d)",
-                            c->minibatches, c->steps_per_rollout * c->envs_per_observer);
-    if (c->vtrace && (c->mode != RL_MODE_ASYNC || c->algo == RL_ALGO_REINFORCE))
-        return rl_set_error("--vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c");
-    return 0;
+    return rl_algo_check(rl_algo_of(c), c);   /* the algorithm's own and its shape's (rl/algo*.c) */
 }
 
 /* The run's shape and the policy's size. */
@@ -69,6 +64,8 @@ static int check_shape(const struct rl_config *c)
         return rl_set_error("--steps-per-rollout must be in 1..1000000, not %d", c->steps_per_rollout);
     if ((int64_t)c->steps_per_rollout * c->envs_per_observer > 1 << 22)
         return rl_set_error("--steps-per-rollout x --envs-per-observer must be at most %d samples", 1 << 22);
+    const struct rl_algo *a = rl_algo_of(c);
+    if (!a) return rl_set_error("unknown algorithm %d", c->algo);
     if (c->hidden.n < 1 || c->hidden.n > RL_MAX_HIDDEN)
         return rl_set_error("--hidden takes 1..%d layer sizes", RL_MAX_HIDDEN);
     for (int i = 0; i < c->hidden.n; i++)
@@ -78,7 +75,7 @@ static int check_shape(const struct rl_config *c)
      * actor and critic: a lower bound of the policy's size */
     int64_t params = 0;
     for (int i = 1; i < c->hidden.n; i++) params += ((int64_t)c->hidden.v[i - 1] + 1) * c->hidden.v[i];
-    params *= c->algo == RL_ALGO_REINFORCE ? 1 : 2;
+    params *= a->value_head ? 2 : 1;
     if (params > RL_MAX_POLICY_PARAMS)
         return rl_set_error("--hidden: a policy of these layers has over %lld parameters (at most %lld)",
                             (long long)params, (long long)RL_MAX_POLICY_PARAMS);

@@ -33,7 +33,7 @@
 #define RL_CONFIG_FIELDS(X) \
     X(preset, STR, char, [32], "", NULL, 0, \
       "the preset this run started from (--preset NAME)") \
-    X(algo, ENUM, enum rl_algo, , RL_ALGO_PPO, choice_algo, 0, \
+    X(algo, ENUM, int, , RL_ALGO_PPO, choice_algo, 0, \
       "the algorithm") \
     X(mode, ENUM, enum rl_mode, , RL_MODE_SYNC, choice_mode, 0, \
       "sync (the agent drives; one update over every observer's samples,\n" \

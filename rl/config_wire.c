@@ -2,7 +2,9 @@
  * observers (rl_config_to_value), one key per field of rl/config_fields.h
  * under its name, and reading it back, checked as the command line is
  * (rl_config_from_value). Numbers and switches travel as themselves, an
- * enum as its index, a list and a string as text. */
+ * enum as its choice's name (an algorithm is looked up in the observer's own
+ * registry, whatever order it was registered in), a list and a string as
+ * text. */
 #define _GNU_SOURCE
 #include "rl/config.h"
 
@@ -21,12 +23,12 @@ static struct rpc_value field_value(const struct rl_config *c, const struct rl_f
     const char *p = (const char *)c + f->off;
     char buf[64];
     switch (f->kind) {
-    case RL_K_INT:
-    case RL_K_ENUM: return rpc_int(*(const int *)p);
+    case RL_K_INT: return rpc_int(*(const int *)p);
     case RL_K_I64: return rpc_int(*(const int64_t *)p);
     case RL_K_U64: return rpc_int((int64_t) * (const uint64_t *)p);
     case RL_K_DBL: return rpc_double(*(const double *)p);
     case RL_K_BOOL: return rpc_bool(*(const bool *)p);
+    case RL_K_ENUM:
     case RL_K_LIST: rl_field_format(c, f, buf, sizeof buf); return rpc_str(buf);
     case RL_K_STR:
     case RL_K_ENVARGS: break;
@@ -50,6 +52,7 @@ static bool kind_ok(enum rl_kind k, enum rpc_kind x)
     case RL_K_DBL: return x == RPC_DOUBLE;
     case RL_K_BOOL: return x == RPC_BOOL;
     case RL_K_STR:
+    case RL_K_ENUM:
     case RL_K_LIST:
     case RL_K_ENVARGS: return x == RPC_STR;
     default: return x == RPC_INT;
@@ -62,20 +65,26 @@ static int field_from(struct rl_config *c, const struct rl_field *f, const struc
     char *p = (char *)c + f->off;
     if (!x) return rl_set_error("config: missing '%s'", f->name);
     if (!kind_ok(f->kind, x->kind)) return rl_set_error("config: '%s' has the wrong type (%s)", f->name, rpc_kind_name(x->kind));
-    bool is_int = f->kind == RL_K_INT || f->kind == RL_K_ENUM;
-    if (is_int && (x->i < -2147483647LL || x->i > 2147483647LL)) return rl_set_error("config: '%s' out of range", f->name);
-    if (f->kind == RL_K_ENUM && (x->i < 0 || !f->choice((int)x->i)))
-        return rl_set_error("config: '%s' is not one of its choices (%lld)", f->name, (long long)x->i);
+    if (f->kind == RL_K_INT && (x->i < -2147483647LL || x->i > 2147483647LL))
+        return rl_set_error("config: '%s' out of range", f->name);
     switch (f->kind) {
-    case RL_K_INT:
-    case RL_K_ENUM: *(int *)p = (int)x->i; return 0;
+    case RL_K_INT: *(int *)p = (int)x->i; return 0;
     case RL_K_I64: *(int64_t *)p = x->i; return 0;
     case RL_K_U64: *(uint64_t *)p = (uint64_t)x->i; return 0;
     case RL_K_DBL: *(double *)p = x->d; return 0;
     case RL_K_BOOL: *(bool *)p = x->b; return 0;
-    case RL_K_LIST:
-        if (x->str.len < 64 && rl_field_set(c, f, x->str.ptr) == 0) return 0;
-        return rl_set_error("config: bad '%s'", f->name);
+    case RL_K_ENUM:
+    case RL_K_LIST: {
+        char text[64];
+        if (x->str.len >= sizeof text) return rl_set_error("config: '%s' too long", f->name);
+        memcpy(text, x->str.ptr, x->str.len);
+        text[x->str.len] = '\0';
+        if (rl_field_set(c, f, text) == 0) return 0;
+        char choices[300] = "";
+        for (size_t i = 0, n = 0; f->kind == RL_K_ENUM && f->choice((int)i) && n < sizeof choices; i++)
+            n += (size_t)snprintf(choices + n, sizeof choices - n, "%s%s", i ? ", " : " (choices: ", f->choice((int)i));
+        return rl_set_error("config: bad value '%s' for '%s'%s%s", text, f->name, choices, choices[0] ? ")" : "");
+    }
     case RL_K_STR:
     case RL_K_ENVARGS: break;
     }

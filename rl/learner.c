@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl/algo_shape.h"
 #include "rl/debug_dump.h"
 #include "rl/losses.h"
 #include "rl/rl.h"
@@ -23,7 +24,10 @@ int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const str
     l->D = spec->obs.dim;
     l->discrete = spec->act.kind == SPACE_DISCRETE;
     l->A = l->discrete ? spec->act.n : spec->act.dim;
-    l->value_head = cfg->algo != RL_ALGO_REINFORCE;
+    l->algo = rl_algo_of(cfg);
+    if (!l->algo) return rl_set_error("unknown algorithm %d", cfg->algo);
+    l->est = rl_estimator_for(cfg, l->algo->estimator);
+    l->value_head = l->algo->value_head;
     l->mb_epoch = l->mb_index = -1;
     /* a restarted observer (generation > 0) starts fresh envs on streams of
      * its own, not a replay of its predecessor's first episodes */
@@ -31,7 +35,7 @@ int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const str
     l->venv = vec_env_new(spec, l->B, env_rng_seed(cfg->seed, 1u << 20 | stream), 0);
     if (!l->venv) return rl_set_error("vec_env: %s", env_last_error());
     l->rng = env_rng_seed(cfg->seed, 2u << 20 | stream);
-    int T = cfg->algo == RL_ALGO_REINFORCE ? 1 : cfg->steps_per_rollout;
+    int T = rl_algo_rollout_steps(l->algo, cfg);
     if (rl_rollout_init(&l->ro, T, l->B, l->D, l->discrete, l->A) != 0) return -1;
     size_t B = (size_t)l->B, D = (size_t)l->D, n = (size_t)T * B;
     l->cur_obs = calloc(B * D, sizeof(float));
@@ -44,7 +48,7 @@ int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const str
     l->mb_adv = calloc(n, sizeof(float));
     l->mb_ret = calloc(n, sizeof(float));
     l->mb_val = calloc(n, sizeof(float));
-    if (cfg->vtrace && !(l->vt_logp = calloc(n, sizeof(float)))) return rl_set_error("out of memory for V-trace");
+    if (l->est && l->est->correct && !(l->vt_logp = calloc(n, sizeof(float)))) return rl_set_error("out of memory for V-trace");
     if (!l->cur_obs || !l->env_act_f || !l->reward || !l->final_obs || !l->term || !l->trunc || !l->mb_logp ||
         !l->mb_adv || !l->mb_ret || !l->mb_val)
         return rl_set_error("out of memory for %d envs", l->B);
@@ -153,20 +157,18 @@ void rl_learner_finish(struct rl_learner *l, const float *next_values)
     rl_learner_note_info(l);
     l->report.steps = (int64_t)l->ro.T * l->B;
     memcpy(l->ro.next_values, next_values, (size_t)l->B * sizeof(float));
-    rl_rollout_advantages(&l->ro, l->cfg.gamma, l->cfg.gae_lambda);
+    if (l->est) l->est->estimate(&l->ro, &l->cfg);
     l->report.explained_var = l->ro.explained_var;
 }
 
-void rl_learner_vtrace(struct rl_learner *l, const float *a, const float *log_std, const float *values,
-                       const float *next_values)
+void rl_learner_correct(struct rl_learner *l, const float *a, const float *log_std, const float *values,
+                        const float *next_values)
 {
     struct rl_rollout *ro = &l->ro;
     int n = ro->T * ro->B;
     if (l->discrete) rl_logp_categorical(n, l->A, a, ro->act_i, l->vt_logp);
     else rl_logp_gaussian(n, l->A, a, log_std, ro->act_f, l->vt_logp);
-    rl_vtrace(ro->T, ro->B, l->cfg.gamma, l->cfg.rho_bar, l->cfg.c_bar, ro->rewards, values, ro->logp, l->vt_logp,
-              ro->terminated, ro->truncated, ro->final_values, next_values, ro->adv, ro->ret);
-    ro->explained_var = rl_explained_variance(values, ro->ret, n);
+    l->est->correct(ro, &l->cfg, l->vt_logp, values, next_values);
     l->report.explained_var = ro->explained_var;
 }
 
@@ -197,13 +199,11 @@ struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out 
     struct tensor *loss = NULL, *logp = NULL, *ent = NULL;
     if (rl_dist_eval(l->discrete ? RL_DIST_CATEGORICAL : RL_DIST_GAUSSIAN, out->a, out->log_std, l->mb_act, &logp,
                      &ent) == 0) {
-        struct rl_ppo_hyper h = { .clip = l->cfg.clip, .ent_coef = l->cfg.ent_coef, .vf_coef = l->cfg.vf_coef,
-                                  .clip_vloss = l->cfg.clip_vloss, .norm_adv = l->cfg.norm_adv };
+        struct rl_mb_loss_in in = { .logp = logp, .entropy = ent, .values = out->value, .old_logp = l->mb_logp,
+                                    .adv = l->mb_adv, .ret = l->mb_ret, .old_values = l->mb_val, .n = M,
+                                    .weight = weight, .cfg = &l->cfg };
         struct rl_loss_stats ls = { 0 };
-        loss = l->cfg.algo == RL_ALGO_PPO
-                   ? rl_ppo_loss(logp, ent, out->value, l->mb_logp, l->mb_adv, l->mb_ret, l->mb_val, M, &h, weight,
-                                 &ls)
-                   : rl_a2c_loss(logp, ent, out->value, l->mb_adv, l->mb_ret, M, &h, weight, &ls);
+        loss = l->algo->mb_loss(&in, &ls);
         *st = (struct rl_update_stats){ ls.policy_loss, ls.value_loss, ls.entropy, ls.approx_kl, ls.clipfrac };
     }
     tensor_free(logp);

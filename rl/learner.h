@@ -21,12 +21,16 @@
 
 #include "envs/env.h"
 #include "envs/vec_env.h"
+#include "rl/algo.h"
 #include "rl/config.h"
+#include "rl/estimators.h"
 #include "rl/messages.h"
 #include "rl/rollout.h"
 
 struct rl_learner {
     struct rl_config cfg;
+    const struct rl_algo *algo;     /* cfg's (rl/algo.h) */
+    const struct rl_estimator *est; /* cfg's advantage estimator (NULL: an episodes algorithm) */
     const struct env_spec *spec;    /* borrowed */
     struct vec_env *venv;
     int B, D, A;                    /* envs, observation size, actions (classes or dims) */
@@ -42,13 +46,14 @@ struct rl_learner {
     struct tensor *mb_obs, *mb_act;
     float *mb_logp, *mb_adv, *mb_ret, *mb_val;
     struct rl_report report;        /* of the rollout in progress or last finished */
-    float *vt_logp;                 /* [T*B] V-trace: the target policy's log-probs (cfg.vtrace only) */
+    float *vt_logp;                 /* [T*B] the target policy's log-probs (an estimator with `correct` only) */
 };
 
 /* Sets up observer `index` of a run (its envs and RNG seeded from cfg->seed,
  * index and generation as the distributed run does, so a floor run and a
  * distributed run of one seed see the same episodes) and resets the envs.
- * T is the rollout length (1 for REINFORCE, which keeps episodes itself).
+ * T is the rollout length (rl_algo_rollout_steps: 1 for an episodes
+ * algorithm, which keeps episodes itself).
  * 0, or -1 with rl_last_error() (l is then deinit-able). */
 int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const struct env_spec *spec, int index,
                     int generation);
@@ -79,14 +84,14 @@ void rl_learner_finish(struct rl_learner *l, const float *next_values);
  * and clears the vec_env's statistics. */
 void rl_learner_note_info(struct rl_learner *l);
 
-/* V-trace (cfg.vtrace): replaces the finished rollout's advantages and
- * returns by rl_vtrace's, for the target policy whose answer for the
+/* An estimator with a correction (V-trace, cfg.vtrace): replaces the
+ * finished rollout's advantages and returns by its own, for the target policy whose answer for the
  * rollout's T*B observations is a ([T*B,A] logits or means), log_std ([A],
  * Gaussian) and values ([T*B]), and next_values (its V of
  * rl_learner_obs(l, T)); the behaviour is the policy that acted (its
  * log-probs in the rollout). Its explained variance is updated too. */
-void rl_learner_vtrace(struct rl_learner *l, const float *a, const float *log_std, const float *values,
-                       const float *next_values);
+void rl_learner_correct(struct rl_learner *l, const float *a, const float *log_std, const float *values,
+                        const float *next_values);
 
 /* Gathers minibatch mb of epoch `epoch` of the last rollout (a fresh
  * permutation at mb 0) into l->mb_*: observations f32 [M,D] and actions
@@ -94,7 +99,7 @@ void rl_learner_vtrace(struct rl_learner *l, const float *a, const float *log_st
  * old values. 0, or -1 with rl_last_error() (out of range). */
 int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb);
 
-/* The loss of the gathered minibatch (PPO or A2C per cfg) times weight,
+/* The loss of the gathered minibatch (the algorithm's mb_loss) times weight,
  * from the policy's recorded answer for l->mb_obs; stats gets the unweighted
  * terms. A new scalar tensor, or NULL with rl_last_error(). */
 struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out *out, double weight,

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "rl/algo_shape.h"
 #include "rl/config.h"
 #include "rl/rl.h"
 
@@ -215,15 +216,9 @@ int rl_report_unpack(const struct rpc_value *v, struct rl_report *r)
 
 int rl_report_fits(const struct rl_report *r, const struct rl_config *cfg, int max_episode_steps, int64_t version_now)
 {
-    if (cfg->algo == RL_ALGO_REINFORCE) {
-        int64_t max_len = max_episode_steps > 0 ? max_episode_steps : RL_DEFAULT_MAX_EPISODE;
-        if (r->steps < 1 || r->steps > max_len)
-            return rl_set_error("report: steps %lld is not one episode's (1..%lld)", (long long)r->steps,
-                                (long long)max_len);
-    } else if (r->steps != (int64_t)cfg->steps_per_rollout * cfg->envs_per_observer) {
-        return rl_set_error("report: steps %lld is not a rollout's (%d steps x %d envs)", (long long)r->steps,
-                            cfg->steps_per_rollout, cfg->envs_per_observer);
-    }
+    const struct rl_algo *a = rl_algo_of(cfg);
+    if (!a) return rl_set_error("report: unknown algorithm %d", cfg->algo);
+    if (rl_algo_report_steps_fit(a, cfg, max_episode_steps, r->steps) != 0) return -1;
     if (r->version0 > version_now)
         return rl_set_error("report: version0 %lld is newer than the policy's version %lld", (long long)r->version0,
                             (long long)version_now);

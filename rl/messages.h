@@ -74,8 +74,6 @@ void rl_policy_out_clear(struct rl_policy_out *o);
  * reach 2^53). Sums of them cannot overflow an int64_t for 2^32 reports. */
 #define RL_MSG_MAX_STEPS INT32_MAX
 #define RL_MSG_MAX_VERSION ((int64_t)1 << 53)
-/* Steps in a REINFORCE episode of an env without a time limit. */
-#define RL_DEFAULT_MAX_EPISODE 10000
 
 /* What a rollout (or an episode) produced, for the agent's statistics. */
 #define RL_REPORT_EPISODES 128
@@ -99,8 +97,8 @@ void rl_report_add(struct rl_report *r, double ret, int len);
 struct rpc_value rl_report_pack(const struct rl_report *r);
 int rl_report_unpack(const struct rpc_value *v, struct rl_report *r);
 /* Whether an unpacked report can come from an observer of this run: its
- * steps are one rollout's (T x B) or, for REINFORCE, one episode's (1..the
- * env's max_episode_steps, or RL_DEFAULT_MAX_EPISODE without one), and its
+ * steps are one iteration's for the run's algorithm
+ * (rl_algo_report_steps_fit, rl/algo.h), and its
  * version0 is not newer than version_now. 0, or -1 with rl_last_error(). */
 struct rl_config;
 int rl_report_fits(const struct rl_report *r, const struct rl_config *cfg, int max_episode_steps, int64_t version_now);

@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "envs/env.h"
+#include "rl/algo.h"
 #include "rl/messages.h"
 #include "rl/finite.h"
 #include "rl/rl.h"
@@ -19,7 +20,8 @@
 struct rl_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim)
 {
     struct rl_arch a = { .obs_dim = obs_dim, .act_dim = act_n_or_dim, .gaussian = !discrete,
-                         .value_head = cfg->algo != RL_ALGO_REINFORCE, .n_hidden = cfg->hidden.n, .tanh = cfg->activation == RL_ACT_TANH,
+                         .value_head = rl_algo_get(cfg->algo) && rl_algo_get(cfg->algo)->value_head, .n_hidden = cfg->hidden.n,
+                         .tanh = cfg->activation == RL_ACT_TANH,
                          .dropout = cfg->dropout, .init_log_std = cfg->init_log_std };
     for (int i = 0; i < cfg->hidden.n; i++) a.hidden[i] = cfg->hidden.v[i];
     return a;

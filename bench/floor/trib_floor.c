@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "envs/plugin.h"
 #include "optim/optim.h"
+#include "rl/algo_shape.h"
 #include "rl/config.h"
 #include "rl/debug_dump.h"
 #include "rl/learner.h"
@@ -235,71 +236,87 @@ static int update(struct floor *f, int e, int mb, int64_t version0)
     return 0;
 }
 
-/* REINFORCE as the sync example: one episode per observer with a recorded
- * forward per step, the losses summed, one backward, one step. */
-static int reinforce_iteration(struct floor *f)
+/* Observer k's episode with a recorded forward per step into lp and rew
+ * (cap steps at most): its step count, or -1 (*n the log-probs to free). */
+static int play_episode(struct floor *f, int k, struct tensor **lp, float *rew, int cap, int *n)
 {
+    struct rl_learner *l = &f->ln[k];
+    int64_t is[2] = { 1, 1 }, os[2] = { 1, l->D };
+    bool done = false;
+    *n = 0;
+    while (!done && *n < cap) {
+        struct tensor *x = tensor_from_f32(2, os, l->cur_obs);
+        struct rl_policy_out out;
+        if (!x || forward(f, x, &out) != 0) {
+            tensor_free(x);
+            return -1;
+        }
+        tensor_free(x);
+        if (*n == 0) l->report.version0 = out.version;
+        int action = 0;
+        rl_sample_categorical(1, l->A, tensor_data(out.a), &l->rng, false, &action, NULL);
+        int64_t a64 = action;
+        struct tensor *idx = tensor_from_data(DTYPE_I64, 2, is, &a64);
+        struct tensor *lsm = idx ? tensor_log_softmax(out.a) : NULL;
+        lp[*n] = lsm ? tensor_gather(lsm, idx) : NULL;
+        tensor_free(lsm);
+        tensor_free(idx);
+        rl_policy_out_clear(&out);
+        if (!lp[*n] || vec_env_step(l->venv, &action, l->cur_obs, l->reward, l->term, l->trunc, NULL) != 0) {
+            *n += lp[*n] != NULL;
+            return -1;
+        }
+        rew[(*n)++] = (float)(l->reward[0] * f->cfg.reward_scale);
+        done = l->term[0] || l->trunc[0];
+    }
+    return *n;
+}
+
+/* Observer k's episode, its loss (the algorithm's ep_loss) added to
+ * *total, its report noted; *least its lowest return. 0 or -1. */
+static int episode_into(struct floor *f, int k, struct tensor **total, double *least)
+{
+    struct rl_learner *l = &f->ln[k];
+    int cap = f->spec->max_episode_steps > 0 ? f->spec->max_episode_steps : 10000, n = 0;
+    struct tensor **lp = calloc((size_t)cap, sizeof *lp);
+    float *rew = calloc((size_t)cap, sizeof *rew);
+    CHECK(lp && rew);
+    memset(&l->report, 0, sizeof l->report);
+    int rc = play_episode(f, k, lp, rew, cap, &n) < 0 ? -1 : 0;
+    if (rc == 0) {
+        double ret;
+        int len;
+        if (vec_env_last_episode(l->venv, 0, &ret, &len) == 0) rl_report_add(&l->report, ret, len);
+        l->report.steps = n;
+        struct tensor *cat = tensor_cat(n, lp, 0);
+        struct tensor *loss = cat ? l->algo->ep_loss(cat, rew, n, &f->cfg) : NULL;
+        struct tensor *sum = !loss ? NULL : *total ? tensor_add(*total, loss) : tensor_retain(loss);
+        tensor_free(cat);
+        tensor_free(loss);
+        tensor_free(*total);
+        *total = sum;
+        if (!*total) rc = -1;
+        run_stats_report(f->stats, &l->report);
+        run_stats_observer_steps(f->stats, k, n);
+        *least = fmin(*least, l->report.min_return);
+    }
+    for (int i = 0; i < n; i++) tensor_free(lp[i]);
+    free(lp);
+    free(rew);
+    return rc;
+}
+
+/* An episodes algorithm (REINFORCE as the sync example): one episode per
+ * observer with a recorded forward per step, the losses summed, one
+ * backward, one step. */
+static int episodes_iteration(void *u)
+{
+    struct floor *f = u;
     struct tensor *total = NULL;
     double least = INFINITY;
     int64_t version0 = f->version;
     int rc = 0;
-    for (int k = 0; k < f->n && rc == 0; k++) {
-        struct rl_learner *l = &f->ln[k];
-        int cap = f->spec->max_episode_steps > 0 ? f->spec->max_episode_steps : 10000, n = 0;
-        struct tensor **lp = calloc((size_t)cap, sizeof *lp);
-        float *rew = calloc((size_t)cap, sizeof *rew);
-        CHECK(lp && rew);
-        memset(&l->report, 0, sizeof l->report);
-        int64_t is[2] = { 1, 1 }, os[2] = { 1, l->D };
-        bool done = false;
-        while (!done && n < cap && rc == 0) {
-            struct tensor *x = tensor_from_f32(2, os, l->cur_obs);
-            struct rl_policy_out out;
-            if (!x || forward(f, x, &out) != 0) {
-                tensor_free(x);
-                rc = -1;
-                break;
-            }
-            tensor_free(x);
-            if (n == 0) l->report.version0 = out.version;
-            int action = 0;
-            rl_sample_categorical(1, l->A, tensor_data(out.a), &l->rng, false, &action, NULL);
-            int64_t a64 = action;
-            struct tensor *idx = tensor_from_data(DTYPE_I64, 2, is, &a64);
-            struct tensor *lsm = idx ? tensor_log_softmax(out.a) : NULL;
-            lp[n] = lsm ? tensor_gather(lsm, idx) : NULL;
-            tensor_free(lsm);
-            tensor_free(idx);
-            rl_policy_out_clear(&out);
-            if (!lp[n] || vec_env_step(l->venv, &action, l->cur_obs, l->reward, l->term, l->trunc, NULL) != 0) {
-                rc = -1;
-                n += lp[n] != NULL;
-                break;
-            }
-            rew[n++] = (float)(l->reward[0] * f->cfg.reward_scale);
-            done = l->term[0] || l->trunc[0];
-        }
-        if (rc == 0) {
-            double ret;
-            int len;
-            if (vec_env_last_episode(l->venv, 0, &ret, &len) == 0) rl_report_add(&l->report, ret, len);
-            l->report.steps = n;
-            struct tensor *cat = tensor_cat(n, lp, 0);
-            struct tensor *loss = cat ? rl_reinforce_loss(cat, rew, n, f->cfg.gamma) : NULL;
-            struct tensor *sum = !loss ? NULL : total ? tensor_add(total, loss) : tensor_retain(loss);
-            tensor_free(cat);
-            tensor_free(loss);
-            tensor_free(total);
-            total = sum;
-            if (!total) rc = -1;
-            run_stats_report(f->stats, &l->report);
-            run_stats_observer_steps(f->stats, k, n);
-            least = fmin(least, l->report.min_return);
-        }
-        for (int i = 0; i < n; i++) tensor_free(lp[i]);
-        free(lp);
-        free(rew);
-    }
+    for (int k = 0; k < f->n && rc == 0; k++) rc = episode_into(f, k, &total, &least);
     if (rc == 0) rc = tensor_backward(total, NULL, false);
     tensor_free(total);
     if (rc == 0) rc = step(f);
@@ -310,6 +327,19 @@ static int reinforce_iteration(struct floor *f)
     return 0;
 }
 
+/* A rollouts algorithm: rollouts everywhere, then epochs x minibatches of
+ * one update each. */
+static int rollouts_iteration(void *u)
+{
+    struct floor *f = u;
+    int64_t version0 = f->version;
+    if (rollouts(f) != 0) return -1;
+    for (int e = 0; e < f->cfg.epochs; e++)
+        for (int mb = 0; mb < f->cfg.minibatches; mb++)
+            if (update(f, e, mb, version0) != 0) return -1;
+    return 0;
+}
+
 static int iteration(struct floor *f)
 {
     if (f->cfg.anneal_lr && f->cfg.max_steps > 0) {
@@ -317,13 +347,10 @@ static int iteration(struct floor *f)
         f->lr = f->cfg.lr * fmax(frac, 0.0);
         optim_set_lr(f->opt, f->lr);
     }
-    if (f->cfg.algo == RL_ALGO_REINFORCE) return reinforce_iteration(f);
-    int64_t version0 = f->version;
-    if (rollouts(f) != 0) return -1;
-    for (int e = 0; e < f->cfg.epochs; e++)
-        for (int mb = 0; mb < f->cfg.minibatches; mb++)
-            if (update(f, e, mb, version0) != 0) return -1;
-    return 0;
+    const struct rl_drivers d = { .drive = { [RL_SHAPE_EPISODES] = episodes_iteration,
+                                             [RL_SHAPE_ROLLOUTS] = rollouts_iteration },
+                                  .ctx = f };
+    return rl_algo_drive(rl_algo_of(&f->cfg), &d);
 }
 
 static int setup(struct floor *f)

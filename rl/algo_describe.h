@@ -1,0 +1,16 @@
+/* The run's description (struct rl_algo.describe, rl/algo.h) for each
+ * shape, for an algorithm's table to use as is or to extend: below the
+ * registry and the tables (it calls nothing of theirs). */
+#ifndef TRIB_RL_ALGO_DESCRIBE_H
+#define TRIB_RL_ALGO_DESCRIBE_H
+
+#include <stddef.h>
+
+struct rl_config;
+
+/* rl_algo.describe for each shape: "N observers x 1 episode per update"
+ * and "gamma G"; "N observers x B envs x T steps" and "gamma G, lambda L". */
+void rl_describe_episodes(const struct rl_config *cfg, char *shape, size_t shape_cap, char *update, size_t update_cap);
+void rl_describe_rollouts(const struct rl_config *cfg, char *shape, size_t shape_cap, char *update, size_t update_cap);
+
+#endif
