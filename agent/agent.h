@@ -6,6 +6,7 @@
 #ifndef TRIB_AGENT_AGENT_H
 #define TRIB_AGENT_AGENT_H
 
+#include "agent/signals.h"
 #include "rl/config.h"
 #include "rpc/rpc.h"
 
@@ -43,20 +44,6 @@ bool agent_gave_up(const struct agent *a);
 /* Frees the agent (NULL: nothing). After agent_run, or instead of it. */
 void agent_free(struct agent *a);
 
-/* SIGINT/SIGTERM stop training at the end of the iteration in progress,
- * giving up the calls still in flight 5 s after the signal (agent_run then
- * writes the summary and the final checkpoint), or the wait for the
- * observers in rpc_init (a second one exits at once). */
-void agent_install_signals(void);
-
-/* How the agent learns at once that an observer process has ended, where
- * the caller can see it (tributary-train, whose children they are):
- * ended(rank, how, cap, user) returns true once observer `rank`'s process
- * has ended, with how it ended in how (rl_describe_end: "crashed (signal
- * 11, SIGSEGV)"). Called from agent_run's thread, often; must not block
- * or reap. NULL: none (observers elsewhere are lost when they say so or
- * their heartbeats stop). Set before agent_run. */
-typedef bool (*agent_ended_fn)(int rank, char *how, size_t cap, void *user);
-void agent_watch_observers(agent_ended_fn ended, void *user);
+/* agent_install_signals, agent_watch_observers: agent/signals.h (included). */
 
 #endif

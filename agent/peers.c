@@ -1,7 +1,7 @@
 /* The agent's observers and calls, below every other file of the agent
  * (state.h): which observers are alive, lost, gone (and how) or rejoining,
  * waiting for calls to them and giving them up once the run's stop is
- * overdue, the annealed lr, and the signal that stops the run. */
+ * overdue, and the annealed lr. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agent/agent.h"
 #include "agent/policy.h"
 #include "agent/state.h"
 #include "agent/stats.h"
@@ -22,34 +21,6 @@
 #include "rl/messages.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
-
-static volatile sig_atomic_t got_signal;
-
-int agent_signal(void) { return got_signal; }
-const volatile sig_atomic_t *agent_signal_flag(void) { return &got_signal; }
-
-static void on_signal(int sig)
-{
-    if (got_signal) _exit(128 + sig);
-    got_signal = sig;
-}
-
-void agent_install_signals(void)
-{
-    struct sigaction sa = { .sa_handler = on_signal };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-static agent_ended_fn watch_ended;  /* agent_watch_observers */
-static void *watch_user;
-
-void agent_watch_observers(agent_ended_fn ended, void *user)
-{
-    watch_ended = ended;
-    watch_user = user;
-}
 
 int agent_live_peers(const struct agent *a)
 {
@@ -69,7 +40,7 @@ static bool peer_gone(struct agent *a, int k, char *how, size_t cap)
         pthread_mutex_unlock(&a->mu);
         return true;
     }
-    return watch_ended && watch_ended(p->id, how, cap, watch_user);
+    return agent_observer_ended(p->id, how, cap);
 }
 
 /* Stops using observer k: lost (gone, or the RPC layer declared it dead)
@@ -133,7 +104,7 @@ int agent_none_left(const struct agent *a)
 bool agent_stop_overdue(struct agent *a)
 {
     if (a->stop_due == 0) {
-        if (!got_signal && !atomic_load(&a->stop) && !run_stats_out_of_budget(a->stats)) return false;
+        if (!agent_signal() && !atomic_load(&a->stop) && !run_stats_out_of_budget(a->stats)) return false;
         a->stop_due = trib_now_s();
     }
     return trib_now_s() - a->stop_due >= AGENT_STOP_GRACE_S;

@@ -1,6 +1,7 @@
 /* The agent's private state, its modes' table entry, and the functions its
- * files share. Layers, lowest first: peers.c (observers alive, lost, gone
- * and rejoining; calls awaited and given up; the signal), progress.c (the
+ * files share. Layers, lowest first: signals.c (signals.h: the stopping
+ * signal, observer processes that ended), peers.c (observers alive, lost,
+ * gone and rejoining; calls awaited and given up), progress.c (the
  * progress line, checkpoints, why the run stops), the modes sync.c and
  * async.c (each one struct agent_mode), agent.c (agent_new, agent_run,
  * agent_free; the mode table). Not installed; nothing outside agent/
@@ -14,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/signals.h"
 #include "rl/config.h"
 #include "rpc/rpc.h"
 
@@ -90,10 +92,6 @@ struct agent {
 
 /* peers.c. Main thread unless said otherwise. */
 
-/* The signal (SIGINT, SIGTERM) that stops the run, 0 before one; the flag
- * itself for rpc_opts.cancel. */
-int agent_signal(void);
-const volatile sig_atomic_t *agent_signal_flag(void);
 /* Observers taking part. */
 int agent_live_peers(const struct agent *a);
 /* Stops using observer k (lost, or dropped: why says how). */

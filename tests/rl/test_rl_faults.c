@@ -20,6 +20,8 @@
  *    and the first SIGINT still end the run within the documented bound,
  *    with the summary and a final checkpoint; so does --max-seconds
  *    during a long sync iteration of quick updates;
+ *  - sync: a sync agent serves no rl_update (a well-formed one is an
+ *    unknown function there);
  *  - silent peer: an observer that never answers rl_shutdown holds the
  *    agent's exit up by at most the end-of-run call limit (3 s);
  *  - gone: when every observer crashed or gave up, the agent ends at once
@@ -75,7 +77,11 @@ static struct {
     int rc[N_FORGED + 1];           /* rpc_sync of each forged update, then the valid one */
     char err[N_FORGED + 1][512];
     char fail[512];                 /* a step of the fake observer that failed */
+    bool update_at_setup;           /* fake_setup sends one valid rl_update (into rc[0]), then fails */
 } forge;
+
+static void send_in_ctx(int i, struct rl_update_req *m, bool nan_grads);
+static struct rl_report honest_report(void);
 
 static int fake_setup(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
@@ -83,6 +89,14 @@ static int fake_setup(struct rpc_request *req, const struct rpc_value *args, str
     if (rl_setup_unpack(args, &m) != 0) return rpc_request_fail(req, "%s", rl_last_error());
     forge.policy = rref_retain(m.policy);
     rl_setup_clear(&m);
+    if (forge.update_at_setup) {
+        struct rl_update_req u = { .has_report = true, .report = honest_report() };
+        u.stats.policy_loss = 0.5;
+        send_in_ctx(0, &u, false);
+        rref_free(forge.policy);
+        forge.policy = NULL;
+        return rpc_request_fail(req, "this observer only sent an update");
+    }
     *res = rpc_nil();
     return 0;
 }
@@ -651,6 +665,37 @@ START_TEST(test_silent_peer_shutdown)
 }
 END_TEST
 
+/* A sync agent drives every update itself: it serves no rl_update (the
+ * function is async mode's), so an observer cannot step its policy behind
+ * the iterations' back, even with a well-formed update. */
+START_TEST(test_sync_serves_no_update)
+{
+    struct rl_proc agent;
+    char t[16], b[16];
+    snprintf(t, sizeof t, "%d", FORGE_T);
+    snprintf(b, sizeof b, "%d", FORGE_B);
+    const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "1", "--mode", "sync", "--heartbeat-timeout",
+                           HB_MS, "--envs-per-observer", b, "--steps-per-rollout", t, "--minibatches", "1", NULL };
+    forge.update_at_setup = true;
+    join_as_observer(&agent, args, quick_run_async, fake_shutdown);
+    double t0 = trib_now_s();
+    while (!atomic_load(&forge.shutdown) && trib_now_s() - t0 < RUN_TIMEOUT_S && rl_running(&agent)) usleep(10000);
+    rpc_shutdown(true);
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
+    ck_assert_msg(forge.fail[0] == '\0', "%s", forge.fail);
+    ck_assert_msg(forge.rc[0] != 0, "a sync agent took an rl_update\nagent stderr:\n%s", agent.err);
+    ck_assert_str_eq(forge.err[0], "rpc: agent: unknown function 'rl_update'");
+    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    ck_assert_msg(strstr(agent.err, "agent: setting up observer1: rpc: observer1: rl_setup: this observer only sent an "
+                                    "update\n"),
+                  "stderr:\n%s", agent.err);
+    cJSON *j = summary(&agent);
+    ck_assert_int_eq((int)jnum(j, "updates"), 0);
+    cJSON_Delete(j);
+    rl_free(&agent);
+}
+END_TEST
+
 /* ---- every observer gone (issue 24, N13) ---------------------------------------------- */
 
 #define GONE_HB_MS "60000"          /* far above the bound the tests hold the agent to */
@@ -763,6 +808,7 @@ static Suite *rl_faults_suite(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_forged_update);
     tcase_add_test(tc, test_silent_peer_shutdown);
+    tcase_add_test(tc, test_sync_serves_no_update);
     suite_add_tcase(s, tc);
     tc = tcase_create("nonfinite");
     tcase_add_checked_fixture(tc, NULL, teardown);
