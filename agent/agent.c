@@ -26,7 +26,7 @@
 #include "optim/dist_optim.h"
 #include "rl/finite.h"
 #include "rl/messages.h"
-#include "rl/notice.h"
+#include "common/notice.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
 #include "rpc/dist_autograd.h"
@@ -408,7 +408,7 @@ void agent_register(void)
     rpc_register(RL_FN_GAVE_UP, fn_gave_up, NULL);
 }
 
-/* rl_notice's done test of the first update's wait */
+/* notice's done test of the first update's wait */
 static bool stats_updated(void *stats) { return run_stats_updates(stats) > 0; }
 
 struct rpc_opts agent_rpc_opts(const struct rl_config *cfg, const char *master)
@@ -563,9 +563,9 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
         snprintf(what, sizeof what, "%d observer%s to join at %s (tributary-observer --master %s --rank R --world-size %d)",
                  cfg->observers, cfg->observers == 1 ? "" : "s", m, m, cfg->observers + 1);
     double t_wait = trib_now_s();
-    struct rl_notice *wait = rl_notice_start(PROG, what, 3, NULL, NULL);
+    struct notice *wait = notice_start(PROG, what, 3, NULL, NULL);
     int irc = rpc_init(opts);
-    rl_notice_stop(wait);
+    notice_stop(wait);
     if (irc < 0) {
         bool budget = !agent_signal() && cfg->max_seconds > 0 && trib_now_s() - t_wait >= cfg->max_seconds - 0.05;
         if (budget)
@@ -595,11 +595,11 @@ int agent_run(const struct rl_config *cfg, const struct rpc_opts *opts)
     else
         snprintf(first, sizeof first, "the first update (each observer first steps %d env%s x %d steps)",
                  cfg->envs_per_observer, cfg->envs_per_observer == 1 ? "" : "s", cfg->steps_per_rollout);
-    struct rl_notice *first_update = rl_notice_start(PROG, first, 5, stats_updated, a->stats);
+    struct notice *first_update = notice_start(PROG, first, 5, stats_updated, a->stats);
     int rc = setup(a);
     if (rc != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     else rc = cfg->mode == RL_MODE_SYNC ? train_sync(a, &why) : train_async(a, &why);
-    rl_notice_stop(first_update);
+    notice_stop(first_update);
     /* nobody joins a run that is ending: a graceful shutdown would wait for it */
     rpc_refuse_joins("the run is ending");
     bool solved = run_stats_solved(a->stats);
