@@ -435,7 +435,7 @@ static int setup(struct agent *a)
         p->id = w[i].id;
         p->alive = true;
     }
-    struct rl_arch shape;
+    struct policy_arch shape;
     if (rl_arch_for_env(&a->cfg, a->spec, a->cfg.env, &shape) != 0) return -1;
     a->policy = policy_new(&a->cfg, &shape);
     if (!a->policy) return rl_set_error("policy: %s", rpc_last_error());

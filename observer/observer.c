@@ -20,7 +20,7 @@
 #include "rl/losses.h"
 #include "rl/messages.h"
 #include "common/notice.h"
-#include "rl/policy_file.h"
+#include "rl/arch.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
 #include "rl/last_word.h"
@@ -195,7 +195,7 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     o->index = m->index;
     o->spec = rl_config_open_env(&o->cfg, &o->plugin);
     if (!o->spec) return rl_set_error("env: %s", rl_last_error());
-    struct rl_arch arch;   /* sizes the agent's policy cannot have: refused before the envs' buffers */
+    struct policy_arch arch;   /* sizes the agent's policy cannot have: refused before the envs' buffers */
     if (rl_arch_for_env(&o->cfg, o->spec, o->cfg.env, &arch) != 0) return -1;
     if (o->cfg.algo == RL_ALGO_REINFORCE && o->spec->act.kind != SPACE_DISCRETE)
         return rl_set_error("REINFORCE here needs a discrete action space (%s has a box)", o->spec->id);

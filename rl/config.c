@@ -19,9 +19,10 @@
 #include "envs/env.h"
 #include "envs/plugin.h"
 #include "optim/optim.h"
-#include "rl/metrics.h"
-#include "rl/policy_file.h"
+#include "rl/arch.h"
 #include "rl/rl.h"
+#include "runfiles/metrics.h"
+#include "runfiles/runfiles.h"
 
 const char *const rl_preset_names[] = { "ppo-fast", "ppo", "a2c", "pendulum", "pytorch-rl-example", NULL };
 
@@ -597,7 +598,7 @@ static int claim_logdir(struct rl_config *cfg, const char *prog)
     if (resuming_here) return 0;
     char what[300];
     int h = metrics_dir_holds_run(cfg->logdir, what, sizeof what);
-    if (h < 0) return usage_error(prog, "--logdir %s: %s", cfg->logdir, rl_last_error());
+    if (h < 0) return usage_error(prog, "--logdir %s: %s", cfg->logdir, runfiles_last_error());
     if (h == 0) return 0;
     if (!cfg->overwrite) {
         fprintf(stderr,
@@ -606,7 +607,7 @@ static int claim_logdir(struct rl_config *cfg, const char *prog)
                 prog, cfg->logdir, what, cfg->logdir, prog);
         return 2;
     }
-    if (metrics_dir_clear(cfg->logdir) != 0) return usage_error(prog, "--overwrite: %s%s", rl_last_error(), "");
+    if (metrics_dir_clear(cfg->logdir) != 0) return usage_error(prog, "--overwrite: %s%s", runfiles_last_error(), "");
     return 0;
 }
 
@@ -640,8 +641,9 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
             return usage_error(prog, "--resume %s: no run to resume there (no config.json or checkpoints in %s)",
                                resume_dir, resume_dir[0] ? resume_dir : "''");
         /* its files are read as what they are: no link followed, no FIFO
-         * waited on (rl/runfile.h) */
-        if (metrics_dir_check(resume_dir) != 0) return usage_error(prog, "--resume %s: %s", resume_dir, rl_last_error());
+         * waited on (runfiles/runfile.h) */
+        if (metrics_dir_check(resume_dir) != 0)
+            return usage_error(prog, "--resume %s: %s", resume_dir, runfiles_last_error());
         /* a run directory without config.json (made by hand, or by an
          * older build): the command line describes the run */
         if (access(path, F_OK) == 0 && load_json(path, &saved, "--resume") != 0)
@@ -753,7 +755,7 @@ int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, 
     const struct env_spec *spec = rl_config_open_env(cfg, &plugin);
     if (!spec) return usage_error(prog, "--env: %s%s", rl_last_error(), "");
     /* and one whose sizes the policy cannot have (a plug-in declares its own) */
-    struct rl_arch arch;
+    struct policy_arch arch;
     char what[600];
     snprintf(what, sizeof what, "--env %s", cfg->env);
     int arc = rl_arch_for_env(cfg, spec, what, &arch);

@@ -18,9 +18,9 @@
 
 #include "common/atomic_file.h"
 #include "common/check.h"
-#include "rl/rl.h"
-#include "rl/runfile.h"
-#include "rl/safetensors.h"
+#include "runfiles/runfile.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/safetensors.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian: the host's order");
 
@@ -45,24 +45,24 @@ static char *json_quote(const char *s)
 
 static int check_save_args(const struct safetensors_entry *t, int n, const struct safetensors_meta *meta, int n_meta)
 {
-    if (n < 0 || n_meta < 0) return rl_set_error("safetensors_save: negative count");
+    if (n < 0 || n_meta < 0) return runfiles_set_error("safetensors_save: negative count");
     for (int i = 0; i < n; i++) {
-        if (!t[i].name || !*t[i].name) return rl_set_error("safetensors_save: tensor %d has no name", i);
+        if (!t[i].name || !*t[i].name) return runfiles_set_error("safetensors_save: tensor %d has no name", i);
         if (strcmp(t[i].name, META_KEY) == 0)
-            return rl_set_error("safetensors_save: \"%s\" cannot name a tensor", META_KEY);
-        if (!t[i].tensor) return rl_set_error("safetensors_save: tensor \"%s\" is NULL", t[i].name);
+            return runfiles_set_error("safetensors_save: \"%s\" cannot name a tensor", META_KEY);
+        if (!t[i].tensor) return runfiles_set_error("safetensors_save: tensor \"%s\" is NULL", t[i].name);
         if ((unsigned)t[i].tensor->dtype >= DTYPE_COUNT)
-            return rl_set_error("safetensors_save: tensor \"%s\" has an invalid dtype", t[i].name);
+            return runfiles_set_error("safetensors_save: tensor \"%s\" has an invalid dtype", t[i].name);
         for (int j = 0; j < i; j++)
             if (strcmp(t[i].name, t[j].name) == 0)
-                return rl_set_error("safetensors_save: duplicate tensor name \"%s\"", t[i].name);
+                return runfiles_set_error("safetensors_save: duplicate tensor name \"%s\"", t[i].name);
     }
     for (int i = 0; i < n_meta; i++) {
         if (!meta[i].key || !meta[i].value)
-            return rl_set_error("safetensors_save: metadata entry %d has a NULL key or value", i);
+            return runfiles_set_error("safetensors_save: metadata entry %d has a NULL key or value", i);
         for (int j = 0; j < i; j++)
             if (strcmp(meta[i].key, meta[j].key) == 0)
-                return rl_set_error("safetensors_save: duplicate metadata key \"%s\"", meta[i].key);
+                return runfiles_set_error("safetensors_save: duplicate metadata key \"%s\"", meta[i].key);
     }
     return 0;
 }
@@ -117,7 +117,7 @@ int safetensors_save(const char *path, const struct safetensors_entry *tensors, 
     struct atomic_file a;
     if (atomic_file_open(&a, path, "safetensors_save") != 0) {
         free(header);
-        return rl_set_error("%s", atomic_file_last_error());
+        return runfiles_set_error("%s", atomic_file_last_error());
     }
     unsigned char len8[8];
     uint64_t hl = hlen;
@@ -137,7 +137,7 @@ int safetensors_save(const char *path, const struct safetensors_entry *tensors, 
         atomic_file_write(&a, host, nb);
         free(host);
     }
-    return atomic_file_commit(&a, "safetensors_save") == 0 ? 0 : rl_set_error("%s", atomic_file_last_error());
+    return atomic_file_commit(&a, "safetensors_save") == 0 ? 0 : runfiles_set_error("%s", atomic_file_last_error());
 }
 
 /* ---- reading ------------------------------------------------------------------ */
@@ -448,7 +448,7 @@ struct safetensors *safetensors_load(const char *path)
     /* a FIFO or a device is refused, never waited on */
     int fd = runfile_open_read(path, false, why, sizeof why);
     if (fd < 0) {
-        rl_set_error("safetensors_load: %s: %s", path, why);
+        runfiles_set_error("safetensors_load: %s: %s", path, why);
         return NULL;
     }
     struct stat st;
@@ -459,7 +459,7 @@ struct safetensors *safetensors_load(const char *path)
     else
         s = load_fd(fd, (uint64_t)st.st_size, path, why, sizeof why);
     close(fd);
-    if (!s) rl_set_error("safetensors_load: %s: %s", path, why);
+    if (!s) runfiles_set_error("safetensors_load: %s: %s", path, why);
     return s;
 }
 
@@ -467,7 +467,7 @@ struct tensor *safetensors_get(const struct safetensors *st, const char *name)
 {
     for (int i = 0; i < st->n; i++)
         if (strcmp(st->names[i], name) == 0) return st->tensors[i];
-    rl_set_error("safetensors: %s: no tensor \"%s\"", st->path, name);
+    runfiles_set_error("safetensors: %s: no tensor \"%s\"", st->path, name);
     return NULL;
 }
 

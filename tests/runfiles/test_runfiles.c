@@ -1,4 +1,4 @@
-/* The files a training run leaves behind (rl/): CRC-32C vectors; safetensors
+/* The files a training run leaves behind (runfiles/): CRC-32C vectors; safetensors
  * round trips, a byte-exact tiny file and every corruption refused with its
  * message; TensorBoard records walked byte by byte (lengths, both CRCs, the
  * Event encoding) and corruptions detected; metrics CSV/JSONL rows parsed
@@ -22,12 +22,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rl/ckpt.h"
-#include "rl/crc32c.h"
-#include "rl/metrics.h"
-#include "rl/rl.h"
-#include "rl/safetensors.h"
-#include "rl/tfevents.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/crc32c.h"
+#include "runfiles/metrics.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/safetensors.h"
+#include "runfiles/tfevents.h"
 
 /* ---- scratch directory and file helpers ----------------------------------- */
 
@@ -122,7 +122,7 @@ static void list_dir(const char *d, char *out, size_t cap)
     do {                                                                      \
         char want_[1024];                                                     \
         snprintf(want_, sizeof want_, fmt, __VA_ARGS__);                      \
-        ck_assert_str_eq(rl_last_error(), want_);                             \
+        ck_assert_str_eq(runfiles_last_error(), want_);                             \
     } while (0)
 
 /* ---- crc32c ---------------------------------------------------------------- */
@@ -185,7 +185,7 @@ START_TEST(test_st_roundtrip)
     free(raw);
 
     struct safetensors *st = safetensors_load(P("m.safetensors"));
-    ck_assert_msg(st != NULL, "%s", rl_last_error());
+    ck_assert_msg(st != NULL, "%s", runfiles_last_error());
     ck_assert_int_eq(st->n, 6);
     for (int i = 0; i < 6; i++) {
         ck_assert_str_eq(st->names[i], names[i]);
@@ -307,7 +307,7 @@ START_TEST(test_st_corruptions)
 
     /* unknown keys inside an entry are ignored, as the reference reader does */
     struct safetensors *st = safetensors_load(raw_st("{\"a\":" F32_2 "[0,8],\"x\":1}}", 8));
-    ck_assert_msg(st != NULL, "%s", rl_last_error());
+    ck_assert_msg(st != NULL, "%s", runfiles_last_error());
     safetensors_free(st);
 }
 END_TEST
@@ -317,16 +317,16 @@ START_TEST(test_st_save_errors)
     struct tensor *a = tensor_scalar_f32(1.0f);
     struct safetensors_entry two[2] = { { "a", a }, { "a", a } };
     ck_assert_int_eq(safetensors_save(P("x.safetensors"), two, 2, NULL, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "safetensors_save: duplicate tensor name \"a\"");
+    ck_assert_str_eq(runfiles_last_error(), "safetensors_save: duplicate tensor name \"a\"");
     two[1].name = "__metadata__";
     ck_assert_int_eq(safetensors_save(P("x.safetensors"), two, 2, NULL, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "safetensors_save: \"__metadata__\" cannot name a tensor");
+    ck_assert_str_eq(runfiles_last_error(), "safetensors_save: \"__metadata__\" cannot name a tensor");
     two[1] = (struct safetensors_entry){ "b", NULL };
     ck_assert_int_eq(safetensors_save(P("x.safetensors"), two, 2, NULL, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "safetensors_save: tensor \"b\" is NULL");
+    ck_assert_str_eq(runfiles_last_error(), "safetensors_save: tensor \"b\" is NULL");
     struct safetensors_meta m[2] = { { "k", "1" }, { "k", "2" } };
     ck_assert_int_eq(safetensors_save(P("x.safetensors"), two, 1, m, 2), -1);
-    ck_assert_str_eq(rl_last_error(), "safetensors_save: duplicate metadata key \"k\"");
+    ck_assert_str_eq(runfiles_last_error(), "safetensors_save: duplicate metadata key \"k\"");
     ck_assert_int_eq(safetensors_save(P("nodir/x.safetensors"), two, 1, NULL, 0), -1);
     ASSERT_ERR("safetensors_save: %s: No such file or directory", P("nodir/x.safetensors"));
     ck_assert(!exists(P("x.safetensors")));
@@ -419,7 +419,7 @@ static const char *write_events(double *t0, double *t1)
     clock_gettime(CLOCK_REALTIME, &ts);
     *t0 = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
     struct tfevents_writer *w = tfevents_open(P("tb/run"));
-    ck_assert_msg(w != NULL, "%s", rl_last_error());
+    ck_assert_msg(w != NULL, "%s", runfiles_last_error());
     for (int i = 0; i < 4; i++) ck_assert_int_eq(tfevents_add_scalar(w, tags[i], vals[i], steps[i]), 0);
     static char path[256];
     snprintf(path, sizeof path, "%s", tfevents_path(w));
@@ -479,7 +479,7 @@ START_TEST(test_tfe_records)
 
     struct tfevents_scalar *v;
     int nv;
-    ck_assert_msg(tfevents_read_scalars(path, &v, &nv) == 0, "%s", rl_last_error());
+    ck_assert_msg(tfevents_read_scalars(path, &v, &nv) == 0, "%s", runfiles_last_error());
     ck_assert_int_eq(nv, 4);
     for (int i = 0; i < 4; i++) {
         ck_assert_str_eq(v[i].tag, tags[i]);
@@ -513,7 +513,7 @@ static void assert_read_fails_with(const char *path, const char *prefix)
     ck_assert_int_eq(tfevents_read_scalars(path, &v, &nv), -1);
     ck_assert_ptr_null(v);
     ck_assert_int_eq(nv, 0);
-    ck_assert_msg(strncmp(rl_last_error(), prefix, strlen(prefix)) == 0, "got \"%s\", want \"%s...\"", rl_last_error(),
+    ck_assert_msg(strncmp(runfiles_last_error(), prefix, strlen(prefix)) == 0, "got \"%s\", want \"%s...\"", runfiles_last_error(),
                   prefix);
 }
 
@@ -548,13 +548,13 @@ START_TEST(test_tfe_corruptions)
              "tfevents_read_scalars: %s: record 4 at byte %zu: length %llu runs past the end of the file (%zu bytes "
              "left)", path, r4, (unsigned long long)len4, n - 3 - r4 - 12);
     assert_read_fails_with(path, want);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
 
     write_all(path, orig, r4 + 5);    /* a header cut short */
     snprintf(want, sizeof want, "tfevents_read_scalars: %s: record 4 at byte %zu: truncated header (5 of 12 bytes)",
              path, r4);
     assert_read_fails_with(path, want);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
 
     /* well framed, but record 0 is a scalar event: not an event file */
     write_all(path, orig + r2, n - r2);
@@ -562,7 +562,7 @@ START_TEST(test_tfe_corruptions)
              "tfevents_read_scalars: %s: record 0 at byte 0: the first event is not a file_version \"brain.Event:*\"",
              path);
     assert_read_fails_with(path, want);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
 
     write_all(path, "", 0);
     snprintf(want, sizeof want, "tfevents_read_scalars: %s: empty file", path);
@@ -588,7 +588,7 @@ static const char *cols[4] = { "env_steps", "wall_s", "return_mean", "loss" };
 START_TEST(test_metrics_rows)
 {
     struct metrics_log *m = metrics_open(P("run"), cols, 4, false);
-    ck_assert_msg(m != NULL, "%s", rl_last_error());
+    ck_assert_msg(m != NULL, "%s", runfiles_last_error());
     double rows[3][4] = {
         { 1000, 0.5, 12.25, NAN },
         { 2000, 1.0 / 3, 0.1, 1e-300 },
@@ -653,7 +653,7 @@ START_TEST(test_metrics_resume)
     ck_assert_int_eq(metrics_write(m, (double[]){ 1, 2, 3, 4 }), 0);
     metrics_close(m);
     m = metrics_open(P("run"), cols, 4, true);
-    ck_assert_msg(m != NULL, "%s", rl_last_error());
+    ck_assert_msg(m != NULL, "%s", runfiles_last_error());
     ck_assert_int_eq(metrics_write(m, (double[]){ 5, 6, 7, 8 }), 0);
     metrics_close(m);
     size_t n;
@@ -689,13 +689,13 @@ START_TEST(test_metrics_errors)
 {
     const char *dup[2] = { "a", "a" }, *comma[1] = { "a,b" }, *empty[1] = { "" };
     ck_assert_ptr_null(metrics_open(P("run"), dup, 2, false));
-    ck_assert_str_eq(rl_last_error(), "metrics_open: duplicate column \"a\"");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_open: duplicate column \"a\"");
     ck_assert_ptr_null(metrics_open(P("run"), comma, 1, false));
-    ck_assert_str_eq(rl_last_error(), "metrics_open: column \"a,b\" holds '\"', ',' or a line break");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_open: column \"a,b\" holds '\"', ',' or a line break");
     ck_assert_ptr_null(metrics_open(P("run"), empty, 1, false));
-    ck_assert_str_eq(rl_last_error(), "metrics_open: column 0 has no name");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_open: column 0 has no name");
     ck_assert_ptr_null(metrics_open(P("run"), cols, 0, false));
-    ck_assert_str_eq(rl_last_error(), "metrics_open: no columns");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_open: no columns");
 
     write_all(P("file"), "x", 1);
     ck_assert_ptr_null(metrics_open(P("file/run"), cols, 4, false));
@@ -720,7 +720,7 @@ START_TEST(test_metrics_errors)
     /* a write that fails (files over RLIMIT_FSIZE fail with EFBIG): said,
      * and said again */
     struct metrics_log *m = metrics_open(P("full2"), cols, 4, false);
-    ck_assert_msg(m != NULL, "%s", rl_last_error());
+    ck_assert_msg(m != NULL, "%s", runfiles_last_error());
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit old, lim;
     getrlimit(RLIMIT_FSIZE, &old);
@@ -765,7 +765,7 @@ START_TEST(test_metrics_config)
 
     const char *dk[2] = { "a", "a" };
     ck_assert_int_eq(metrics_write_config_kv(P("run"), dk, dk, 2), -1);
-    ck_assert_str_eq(rl_last_error(), "metrics_write_config_kv: duplicate key \"a\"");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_write_config_kv: duplicate key \"a\"");
     char names[256];
     list_dir(P("run"), names, sizeof names);
     ck_assert_str_eq(names, "config.json");
@@ -785,7 +785,7 @@ static void write_ckpt(const char *d, int64_t step, int keep)
         { "optim", optim_state, sizeof optim_state },
         { "counters", NULL, 0 },
     };
-    ck_assert_msg(ckpt_write(d, step, s, 3, keep) == 0, "%s", rl_last_error());
+    ck_assert_msg(ckpt_write(d, step, s, 3, keep) == 0, "%s", runfiles_last_error());
 }
 
 static const char *ckpt_path(int64_t step)
@@ -804,7 +804,7 @@ START_TEST(test_ckpt_roundtrip)
     list_dir(P("ck"), names, sizeof names);
     ck_assert_str_eq(names, "ckpt-000000000100.trib");
     struct ckpt *c = ckpt_load(ckpt_path(100));
-    ck_assert_msg(c != NULL, "%s", rl_last_error());
+    ck_assert_msg(c != NULL, "%s", runfiles_last_error());
     ck_assert_int_eq(c->step, 100);
     ck_assert_str_eq(c->path, ckpt_path(100));
     ck_assert_int_eq(c->n_sections, 3);
@@ -1032,15 +1032,15 @@ START_TEST(test_ckpt_write_errors)
 {
     struct ckpt_section s[2] = { { "a", "x", 1 }, { "a", "y", 1 } };
     ck_assert_int_eq(ckpt_write(P("ck"), 1, s, 2, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "ckpt_write: duplicate section name \"a\"");
+    ck_assert_str_eq(runfiles_last_error(), "ckpt_write: duplicate section name \"a\"");
     ck_assert_int_eq(ckpt_write(P("ck"), -1, s, 1, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "ckpt_write: negative step -1");
+    ck_assert_str_eq(runfiles_last_error(), "ckpt_write: negative step -1");
     s[1] = (struct ckpt_section){ "", "y", 1 };
     ck_assert_int_eq(ckpt_write(P("ck"), 1, s, 2, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "ckpt_write: section 1: name must have 1..255 bytes");
+    ck_assert_str_eq(runfiles_last_error(), "ckpt_write: section 1: name must have 1..255 bytes");
     s[1] = (struct ckpt_section){ "b", NULL, 3 };
     ck_assert_int_eq(ckpt_write(P("ck"), 1, s, 2, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "ckpt_write: section \"b\": NULL data of 3 bytes");
+    ck_assert_str_eq(runfiles_last_error(), "ckpt_write: section \"b\": NULL data of 3 bytes");
     ck_assert(!exists(P("ck")));
 
     write_all(P("file"), "x", 1);

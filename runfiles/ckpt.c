@@ -16,10 +16,10 @@
 
 #include "common/atomic_file.h"
 #include "common/check.h"
-#include "rl/ckpt.h"
-#include "rl/crc32c.h"
-#include "rl/rl.h"
-#include "rl/runfile.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/crc32c.h"
+#include "runfiles/runfile.h"
+#include "runfiles/runfiles.h"
 
 #define MAGIC "TRIBCKPT"
 #define HEADER_SIZE 32
@@ -32,7 +32,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "run files are written
 
 int ckpt_mkdirs(const char *dir, const char *who)
 {
-    if (!*dir) return rl_set_error("%s: empty directory name", who);
+    if (!*dir) return runfiles_set_error("%s: empty directory name", who);
     char *p = strdup(dir);
     CHECK_ALLOC(p);
     int rc = 0;
@@ -41,7 +41,7 @@ int ckpt_mkdirs(const char *dir, const char *who)
         if (!end && *s != '/') continue;
         *s = '\0';
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            rc = rl_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
+            rc = runfiles_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
             break;
         }
         if (end) break;
@@ -49,9 +49,9 @@ int ckpt_mkdirs(const char *dir, const char *who)
     }
     struct stat st;
     if (rc == 0 && stat(dir, &st) != 0)
-        rc = rl_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
+        rc = runfiles_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
     else if (rc == 0 && !S_ISDIR(st.st_mode))
-        rc = rl_set_error("%s: cannot create directory %s: %s", who, dir, strerror(ENOTDIR));
+        rc = runfiles_set_error("%s: cannot create directory %s: %s", who, dir, strerror(ENOTDIR));
     free(p);
     return rc;
 }
@@ -73,18 +73,18 @@ static void write_crc(struct atomic_file *a, uint32_t *crc, const void *data, si
 static int check_sections(const struct ckpt_section *s, int n, uint64_t *total)
 {
     if (n < 0 || n > CKPT_MAX_SECTIONS)
-        return rl_set_error("ckpt_write: %d sections (at most %d)", n, CKPT_MAX_SECTIONS);
+        return runfiles_set_error("ckpt_write: %d sections (at most %d)", n, CKPT_MAX_SECTIONS);
     uint64_t size = MIN_SIZE;
     for (int i = 0; i < n; i++) {
         size_t len = s[i].name ? strlen(s[i].name) : 0;
         if (len == 0 || len > CKPT_MAX_NAME)
-            return rl_set_error("ckpt_write: section %d: name must have 1..%d bytes", i, CKPT_MAX_NAME);
+            return runfiles_set_error("ckpt_write: section %d: name must have 1..%d bytes", i, CKPT_MAX_NAME);
         if (!s[i].data && s[i].size)
-            return rl_set_error("ckpt_write: section \"%s\": NULL data of %zu bytes", s[i].name, s[i].size);
+            return runfiles_set_error("ckpt_write: section \"%s\": NULL data of %zu bytes", s[i].name, s[i].size);
         for (int j = 0; j < i; j++)
             if (strcmp(s[i].name, s[j].name) == 0)
-                return rl_set_error("ckpt_write: duplicate section name \"%s\"", s[i].name);
-        if (s[i].size > UINT64_MAX / 2 - size) return rl_set_error("ckpt_write: sections too large");
+                return runfiles_set_error("ckpt_write: duplicate section name \"%s\"", s[i].name);
+        if (s[i].size > UINT64_MAX / 2 - size) return runfiles_set_error("ckpt_write: sections too large");
         size += 4 + len + 8 + s[i].size;
     }
     *total = size;
@@ -164,19 +164,19 @@ static void prune(const char *dir, int keep, int64_t written)
 
 int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *sections, int n, int keep)
 {
-    if (step < 0) return rl_set_error("ckpt_write: negative step %" PRId64, step);
+    if (step < 0) return runfiles_set_error("ckpt_write: negative step %" PRId64, step);
     uint64_t total = 0;
     if (check_sections(sections, n, &total) != 0) return -1;
     if (ckpt_mkdirs(dir, "ckpt_write") != 0) return -1;
     /* the directory the run's checkpoints go to, never one a link leads to
      * (whose older ckpt-*.trib prune would delete) */
-    if (runfile_check_dir(dir) != 0) return rl_set_error("ckpt_write: %s", rl_last_error());
+    if (runfile_check_dir(dir) != 0) return runfiles_set_error("ckpt_write: %s", runfiles_last_error());
     char *path = NULL;
     CHECK(asprintf(&path, "%s/ckpt-%012" PRId64 ".trib", dir, step) >= 0);
     struct atomic_file a;
     if (atomic_file_open(&a, path, "ckpt_write") != 0) {
         free(path);
-        return rl_set_error("%s", atomic_file_last_error());
+        return runfiles_set_error("%s", atomic_file_last_error());
     }
     uint32_t crc = 0;
     unsigned char h[HEADER_SIZE];
@@ -199,7 +199,7 @@ int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *section
     unsigned char t[TRAILER_SIZE];
     put_u32(t, crc);
     atomic_file_write(&a, t, sizeof t);
-    int rc = atomic_file_commit(&a, "ckpt_write") == 0 ? 0 : rl_set_error("%s", atomic_file_last_error());
+    int rc = atomic_file_commit(&a, "ckpt_write") == 0 ? 0 : runfiles_set_error("%s", atomic_file_last_error());
     free(path);
     if (rc == 0 && keep > 0) prune(dir, keep, step);
     return rc;
@@ -371,7 +371,7 @@ struct ckpt *ckpt_load(const char *path)
 {
     char why[256];
     struct ckpt *c = load_file(path, false, why, sizeof why);
-    if (!c) rl_set_error("ckpt_load: %s: %s", path, why);
+    if (!c) runfiles_set_error("ckpt_load: %s: %s", path, why);
     return c;
 }
 
@@ -392,12 +392,12 @@ int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t c
 {
     *out = NULL;
     if (cap) warning[0] = '\0';
-    if (runfile_check_dir(dir) != 0) return rl_set_error("ckpt_load_latest: %s", rl_last_error());
+    if (runfile_check_dir(dir) != 0) return runfiles_set_error("ckpt_load_latest: %s", runfiles_last_error());
     struct ckpt_file *v;
     int n = list_ckpts(dir, &v);
     if (n < 0) {
         if (errno == ENOENT) return 0;
-        return rl_set_error("ckpt_load_latest: %s: %s", dir, strerror(errno));
+        return runfiles_set_error("ckpt_load_latest: %s: %s", dir, strerror(errno));
     }
     char refused[512] = "";
     for (int i = 0; i < n && !*out; i++) {
@@ -406,7 +406,7 @@ int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t c
         /* a link or a FIFO among a run's checkpoints is no damaged file to
          * skip: the resume is refused, naming it */
         if (runfile_check_file(p) != 0) {
-            rl_set_error("ckpt_load_latest: %s", rl_last_error());
+            runfiles_set_error("ckpt_load_latest: %s", runfiles_last_error());
             free(p);
             free_list(v, n);
             if (cap) warning[0] = '\0';
@@ -425,7 +425,7 @@ int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t c
     if (*out) return 1;
     if (cap) warning[0] = '\0';
     if (n == 0) return 0;
-    return rl_set_error("ckpt_load_latest: %s: no checkpoint validates: %s", dir, refused);
+    return runfiles_set_error("ckpt_load_latest: %s: no checkpoint validates: %s", dir, refused);
 }
 
 const void *ckpt_get(const struct ckpt *c, const char *name, size_t *size)
@@ -437,7 +437,7 @@ const void *ckpt_get(const struct ckpt *c, const char *name, size_t *size)
         }
     char has[256] = "";
     for (int i = 0; i < c->n_sections; i++) append(has, sizeof has, "%s%s", i ? ", " : "", c->sections[i].name);
-    rl_set_error("ckpt: %s: no section \"%s\" (has: %s)", c->path, name, has);
+    runfiles_set_error("ckpt: %s: no section \"%s\" (has: %s)", c->path, name, has);
     return NULL;
 }
 
