@@ -299,6 +299,72 @@ static int walk_sections(const unsigned char *buf, uint64_t size, uint32_t n, st
     return 0;
 }
 
+/* The bytes of the file open at fd (size bytes; malloc'd), once its fixed
+ * header is checked against that size. NULL with why set. */
+static unsigned char *read_checked(int fd, uint64_t size, char *why, size_t cap)
+{
+    unsigned char h[HEADER_SIZE] = { 0 };
+    size_t hn = size < HEADER_SIZE ? (size_t)size : HEADER_SIZE;
+    if (!read_full(fd, h, hn, 0)) {
+        reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        return NULL;
+    }
+    if (check_header(h, size, why, cap) != 0) return NULL;
+    unsigned char *buf = malloc((size_t)size);
+    if (!buf) {
+        reason(why, cap, "cannot allocate %" PRIu64 " bytes", size);
+        return NULL;
+    }
+    if (!read_full(fd, buf, (size_t)size, 0)) {
+        reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* A whole file's CRC, its step and its count of sections (into *n). */
+static int check_body(const unsigned char *buf, uint64_t size, uint32_t *n, char *why, size_t cap)
+{
+    uint32_t stored = get_u32(buf + size - TRAILER_SIZE), computed = crc32c(buf, (size_t)size - TRAILER_SIZE);
+    if (stored != computed)
+        return reason(why, cap, "bad CRC (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored, computed);
+    if ((int64_t)get_u64(buf + 24) < 0)
+        return reason(why, cap, "bad header: negative step %" PRId64, (int64_t)get_u64(buf + 24));
+    *n = get_u32(buf + 12);
+    if (*n > CKPT_MAX_SECTIONS) return reason(why, cap, "%" PRIu32 " sections (at most %d)", *n, CKPT_MAX_SECTIONS);
+    return 0;
+}
+
+/* The struct ckpt of a file's checked bytes (buf: taken, freed on
+ * failure): its n sections walked twice, to size the block of the table
+ * and the names, then to fill it. NULL with why set. */
+static struct ckpt *make_ckpt(unsigned char *buf, uint64_t size, uint32_t n, const char *path, char *why,
+                              size_t cap)
+{
+    size_t name_bytes;
+    if (walk_sections(buf, size, n, NULL, NULL, &name_bytes, why, cap) != 0) {
+        free(buf);
+        return NULL;
+    }
+    size_t plen = strlen(path) + 1;
+    struct ckpt_mem *m = trib_xcalloc(1, sizeof *m + n * sizeof(struct ckpt_section) + name_bytes + plen);
+    struct ckpt_section *sec = (struct ckpt_section *)(m + 1);
+    char *names = (char *)(sec + n);
+    if (walk_sections(buf, size, n, sec, names, &name_bytes, why, cap) != 0) {
+        free(m);
+        free(buf);
+        return NULL;
+    }
+    m->c.path = names + name_bytes;
+    memcpy(m->c.path, path, plen);
+    m->c.step = (int64_t)get_u64(buf + 24);
+    m->c.n_sections = (int)n;
+    m->c.sections = sec;
+    m->buf = buf;
+    return &m->c;
+}
+
 /* ckpt_load without the message prefix: on failure why holds the reason.
  * A FIFO or a device is refused without blocking on it; with nofollow (a
  * file found in a run's directory) so is a symbolic link. */
@@ -307,64 +373,16 @@ static struct ckpt *load_file(const char *path, bool nofollow, char *why, size_t
     int fd = runfile_open_read(path, nofollow, why, cap);
     if (fd < 0) return NULL;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        snprintf(why, cap, "%s", strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    unsigned char h[HEADER_SIZE] = { 0 };
-    size_t hn = size < HEADER_SIZE ? (size_t)size : HEADER_SIZE;
     unsigned char *buf = NULL;
-    struct ckpt_mem *m = NULL;
-    if (!read_full(fd, h, hn, 0)) {
-        snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
-        goto fail;
-    }
-    if (check_header(h, size, why, cap) != 0) goto fail;
-    buf = malloc((size_t)size);
-    if (!buf) {
-        snprintf(why, cap, "cannot allocate %" PRIu64 " bytes", size);
-        goto fail;
-    }
-    if (!read_full(fd, buf, (size_t)size, 0)) {
-        snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
-        goto fail;
-    }
-    uint32_t stored = get_u32(buf + size - TRAILER_SIZE), computed = crc32c(buf, (size_t)size - TRAILER_SIZE);
-    if (stored != computed) {
-        snprintf(why, cap, "bad CRC (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored, computed);
-        goto fail;
-    }
-    if ((int64_t)get_u64(buf + 24) < 0) {
-        snprintf(why, cap, "bad header: negative step %" PRId64, (int64_t)get_u64(buf + 24));
-        goto fail;
-    }
-    uint32_t n = get_u32(buf + 12);
-    if (n > CKPT_MAX_SECTIONS) {
-        snprintf(why, cap, "%" PRIu32 " sections (at most %d)", n, CKPT_MAX_SECTIONS);
-        goto fail;
-    }
-    size_t name_bytes;
-    if (walk_sections(buf, size, n, NULL, NULL, &name_bytes, why, cap) != 0) goto fail;
-    size_t plen = strlen(path) + 1;
-    m = trib_xcalloc(1, sizeof *m + n * sizeof(struct ckpt_section) + name_bytes + plen);
-    struct ckpt_section *sec = (struct ckpt_section *)(m + 1);
-    char *names = (char *)(sec + n);
-    if (walk_sections(buf, size, n, sec, names, &name_bytes, why, cap) != 0) goto fail;
-    m->c.path = names + name_bytes;
-    memcpy(m->c.path, path, plen);
-    m->c.step = (int64_t)get_u64(buf + 24);
-    m->c.n_sections = (int)n;
-    m->c.sections = sec;
-    m->buf = buf;
+    if (fstat(fd, &st) != 0) reason(why, cap, "%s", strerror(errno));
+    else buf = read_checked(fd, (uint64_t)st.st_size, why, cap);
     close(fd);
-    return &m->c;
-fail:
-    free(m);
-    free(buf);
-    close(fd);
-    return NULL;
+    uint32_t n = 0;
+    if (buf && check_body(buf, (uint64_t)st.st_size, &n, why, cap) != 0) {
+        free(buf);
+        buf = NULL;
+    }
+    return buf ? make_ckpt(buf, (uint64_t)st.st_size, n, path, why, cap) : NULL;
 }
 
 struct ckpt *ckpt_load(const char *path)
