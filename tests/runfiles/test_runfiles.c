@@ -1,6 +1,7 @@
 /* The files a training run leaves behind (runfiles/): CRC-32C vectors; safetensors
  * round trips, a byte-exact tiny file and every corruption refused with its
- * message; TensorBoard records walked byte by byte (lengths, both CRCs, the
+ * message; the policy file byte for byte as the writer has always made it,
+ * read back, and its refusals; TensorBoard records walked byte by byte (lengths, both CRCs, the
  * Event encoding) and corruptions detected; metrics CSV/JSONL rows parsed
  * back, resume, a full disk; checkpoints round trip, keep-last-K, fall back
  * past refused files; unwritable directories. Real files in a mkdtemp
@@ -25,6 +26,7 @@
 #include "runfiles/ckpt.h"
 #include "runfiles/crc32c.h"
 #include "runfiles/metrics.h"
+#include "runfiles/policy_file.h"
 #include "runfiles/runfiles.h"
 #include "runfiles/safetensors.h"
 #include "runfiles/tfevents.h"
@@ -122,7 +124,7 @@ static void list_dir(const char *d, char *out, size_t cap)
     do {                                                                      \
         char want_[1024];                                                     \
         snprintf(want_, sizeof want_, fmt, __VA_ARGS__);                      \
-        ck_assert_str_eq(runfiles_last_error(), want_);                             \
+        ck_assert_str_eq(runfiles_last_error(), want_);                       \
     } while (0)
 
 /* ---- crc32c ---------------------------------------------------------------- */
@@ -1056,6 +1058,137 @@ START_TEST(test_ckpt_write_errors)
 }
 END_TEST
 
+/* ---- policy file ------------------------------------------------------------- */
+
+/* The architecture of tests/fuzz's seed policy-4-8-2-critic (written by
+ * fuzz_gen_file_seeds before the policy file left rl/) and its nets from
+ * seed 1: params gets the actor's then the critic's parameters. */
+static const struct policy_arch SEED_ARCH = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 },
+                                              .value_head = true };
+
+static int seed_nets(struct nn_module **actor, struct nn_module **critic, struct tensor **params)
+{
+    ck_assert_int_eq(policy_arch_build(&SEED_ARCH, 1, actor, critic), 0);
+    int n = 0;
+    for (int i = 0; i < (*actor)->n_params; i++) params[n++] = (*actor)->params[i];
+    for (int i = 0; i < (*critic)->n_params; i++) params[n++] = (*critic)->params[i];
+    return n;
+}
+
+START_TEST(test_policy_file_bytes)
+{
+    struct nn_module *actor, *critic;
+    struct tensor *params[POLICY_MAX_TENSORS];
+    int n = seed_nets(&actor, &critic, params);
+    ck_assert_int_eq(n, 8);
+    ck_assert_int_eq(policy_arch_param_count(&SEED_ARCH), (4 + 1) * 8 + (8 + 1) * 2 + (4 + 1) * 8 + (8 + 1) * 1);
+    ck_assert_msg(policy_file_save(P("p.safetensors"), &SEED_ARCH, "CartPole-v1", NULL, n, params) == 0, "%s",
+                  runfiles_last_error());
+    size_t got_n, want_n;
+    unsigned char *got = read_all(P("p.safetensors"), &got_n), *want = read_all(POLICY_SEED, &want_n);
+    ck_assert_uint_eq(got_n, want_n);
+    ck_assert_msg(memcmp(got, want, got_n) == 0, "policy file differs from %s", POLICY_SEED);
+    free(got);
+    free(want);
+
+    struct policy_arch a;
+    char env[64];
+    struct nn_module *ra, *rc;
+    ck_assert_msg(policy_file_load(POLICY_SEED, &a, env, sizeof env, &ra, &rc) == 0, "%s", runfiles_last_error());
+    ck_assert_str_eq(env, "CartPole-v1");
+    ck_assert(a.obs_dim == 4 && a.act_dim == 2 && a.n_hidden == 1 && a.hidden[0] == 8 && a.value_head &&
+              !a.gaussian && !a.tanh && a.dropout == 0);
+    ck_assert_ptr_nonnull(rc);
+    for (int i = 0; i < n; i++) {
+        struct tensor *t = i < ra->n_params ? ra->params[i] : rc->params[i - ra->n_params];
+        ck_assert(tensor_same_shape(t, params[i]));
+        ck_assert(memcmp(tensor_data(t), tensor_data(params[i]), tensor_nbytes(t)) == 0);
+    }
+    nn_module_free(ra);
+    nn_module_free(rc);
+    /* without a critic asked for, the actor alone */
+    ck_assert_int_eq(policy_file_load(POLICY_SEED, &a, env, sizeof env, &ra, NULL), 0);
+    ck_assert_int_eq(ra->n_params, 4);
+    nn_module_free(ra);
+    nn_module_free(actor);
+    nn_module_free(critic);
+}
+END_TEST
+
+/* The seed policy's tensors and metadata rewritten into path, with `drop`
+ * (a tensor name or NULL) left out, `extra` (or NULL) added, tensor `nan`
+ * (or NULL) holding -inf at element 1, and metadata key `key` (or NULL)
+ * set to `value`. */
+static void crafted_policy(const char *path, const char *drop, const char *extra, const char *ninf, const char *key,
+                           const char *value)
+{
+    struct safetensors *st = safetensors_load(POLICY_SEED);
+    ck_assert_msg(st != NULL, "%s", runfiles_last_error());
+    struct safetensors_entry e[16];
+    struct tensor *own[16];
+    int n = 0;
+    for (int i = 0; i < st->n; i++) {
+        if (drop && strcmp(st->names[i], drop) == 0) continue;
+        own[n] = tensor_clone_to(st->tensors[i], DEVICE_CPU);
+        if (ninf && strcmp(st->names[i], ninf) == 0) ((float *)tensor_data(own[n]))[1] = -INFINITY;
+        e[n] = (struct safetensors_entry){ st->names[i], own[n] };
+        n++;
+    }
+    if (extra) {
+        own[n] = tensor_from_f32(1, (int64_t[]){ 1 }, (float[]){ 0 });
+        e[n] = (struct safetensors_entry){ extra, own[n] };
+        n++;
+    }
+    struct safetensors_meta m[16];
+    for (int i = 0; i < st->n_meta; i++)
+        m[i] = (struct safetensors_meta){ st->meta[i].key,
+                                          key && strcmp(key, st->meta[i].key) == 0 ? value : st->meta[i].value };
+    ck_assert_msg(safetensors_save(path, e, n, m, st->n_meta) == 0, "%s", runfiles_last_error());
+    for (int i = 0; i < n; i++) tensor_free(own[i]);
+    safetensors_free(st);
+}
+
+START_TEST(test_policy_file_refusals)
+{
+    static const struct {
+        const char *drop, *extra, *ninf, *key, *value, *why;
+    } cases[] = {
+        { NULL, NULL, "actor.2.bias", NULL, NULL, "parameter actor.2.bias[1] is -inf" },
+        { "critic.2.bias", "x", NULL, NULL, NULL, "no tensor 'critic.2.bias'" },   /* as many bytes */
+        { NULL, "x", NULL, NULL, NULL, "9 tensors, the architecture has 8" },
+        { NULL, NULL, NULL, "format", "tributary-policy-0",
+          "not a tributary policy (metadata format is not 'tributary-policy-1')" },
+        { NULL, NULL, NULL, "obs_dim", "65537", "metadata 'obs_dim' missing or not in 1..65536" },
+        { NULL, NULL, NULL, "act_dim", "1", "'actor.2.weight' is f32 [2,8], expected f32 [1,8]" },
+        { NULL, NULL, NULL, "head", "beta", "metadata head/activation/hidden/value_head/env/dropout missing or unknown" },
+        { NULL, NULL, NULL, "dropout", "1", "bad dropout '1'" },
+        { NULL, NULL, NULL, "hidden", "8,x", "bad hidden sizes '8,x'" },
+        { NULL, NULL, NULL, "hidden", "", "no hidden sizes" },
+        { NULL, NULL, NULL, "hidden", "8,8,8,8,8", "bad hidden sizes '8,8,8,8,8'" },
+        { NULL, NULL, NULL, "hidden", "60000",
+          "the architecture has 780003 parameters (3120012 bytes), the file holds 428 bytes of them" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *path = P("bad.safetensors");
+        crafted_policy(path, cases[i].drop, cases[i].extra, cases[i].ninf, cases[i].key, cases[i].value);
+        struct policy_arch a;
+        char env[64];
+        struct nn_module *actor = (void *)1, *critic = (void *)1;
+        ck_assert_int_eq(policy_file_load(path, &a, env, sizeof env, &actor, &critic), -1);
+        ASSERT_ERR("policy %s: %s", path, cases[i].why);
+        ck_assert_ptr_null(actor);
+        ck_assert_ptr_null(critic);
+    }
+    /* a file that is no safetensors: the reader's own message */
+    write_all(P("junk"), "junk", 4);
+    struct policy_arch a;
+    char env[64];
+    struct nn_module *actor, *critic;
+    ck_assert_int_eq(policy_file_load(P("junk"), &a, env, sizeof env, &actor, &critic), -1);
+    ASSERT_ERR("safetensors_load: %s: 4 bytes, too short for the 8-byte header length", P("junk"));
+}
+END_TEST
+
 static Suite *runfiles_suite(void)
 {
     Suite *s = suite_create("runfiles");
@@ -1101,6 +1234,13 @@ static Suite *runfiles_suite(void)
     tcase_add_test(tc, test_ckpt_duplicate_section_on_disk);
     tcase_add_test(tc, test_ckpt_all_bad_and_empty);
     tcase_add_test(tc, test_ckpt_write_errors);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("policy_file");
+    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_policy_file_bytes);
+    tcase_add_test(tc, test_policy_file_refusals);
     suite_add_tcase(s, tc);
     return s;
 }
