@@ -20,7 +20,7 @@
 #include "rl/losses.h"
 #include "rl/messages.h"
 #include "common/notice.h"
-#include "rl/arch.h"
+#include "runfiles/policy_file.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
 #include "rl/last_word.h"

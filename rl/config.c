@@ -19,9 +19,9 @@
 #include "envs/env.h"
 #include "envs/plugin.h"
 #include "optim/optim.h"
-#include "rl/arch.h"
 #include "rl/rl.h"
 #include "runfiles/metrics.h"
+#include "runfiles/policy_file.h"
 #include "runfiles/runfiles.h"
 
 const char *const rl_preset_names[] = { "ppo-fast", "ppo", "a2c", "pendulum", "pytorch-rl-example", NULL };

@@ -8,8 +8,9 @@
  *
  *   The run's configuration
  *     config.h        struct rl_config, presets, the command line, the wire
- *                     form (config.c, config_check.c, config_env_args.c,
- *                     config_wire.c; config_internal.h between them)
+ *                     form, the policy's architecture it asks for (config.c,
+ *                     config_check.c, config_env_args.c, config_wire.c,
+ *                     config_arch.c; config_internal.h between them)
  *   The algorithms and their arithmetic
  *     (the tables of algorithms and advantage estimators: rl/algo*.h)
  *     rl_math.h       returns, GAE, normalisation, return windows and
@@ -18,9 +19,8 @@
  *     rollout.h       a rollout buffer of T steps x B envs
  *     sample.h        action sampling from a caller-owned RNG
  *     learner.h       one observer's share of an algorithm, without RPC
- *     arch.h          the policy's architecture from the config
- *                     (struct policy_arch, runfiles/policy_file.h) and its
- *                     forward
+ *     arch.h          the policy's forward on its architecture
+ *                     (struct policy_arch, runfiles/policy_file.h)
  *   Between the agent and its observers
  *     messages.h      the RL messages: one struct and one pack/unpack each
  *     keys.h          the run key, --keys and --insecure

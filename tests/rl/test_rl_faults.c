@@ -32,10 +32,11 @@
 #include <stdatomic.h>
 
 #include "envs/env.h"
-#include "rl/arch.h"
+#include "rl/config.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
 #include "rl/finite.h"
+#include "runfiles/policy_file.h"
 #include "runfiles/runfiles.h"
 #include "runfiles/safetensors.h"
 #include "rpc/dist_autograd.h"
