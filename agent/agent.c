@@ -26,7 +26,7 @@
 #include "optim/dist_optim.h"
 #include "rl/algo_shape.h"
 #include "rl/messages.h"
-#include "rl/notice.h"
+#include "common/notice.h"
 #include "rl/rl.h"
 #include "tensor/ops.h"
 
@@ -133,7 +133,7 @@ static void find_peers(struct agent *a)
  * checkpoint being resumed. 0 or -1 with rl_last_error(). */
 static int build_policy(struct agent *a)
 {
-    struct rl_arch shape;
+    struct policy_arch shape;
     if (rl_arch_for_env(&a->cfg, a->spec, a->cfg.env, &shape) != 0) return -1;
     a->policy = policy_new(&a->cfg, &shape);
     if (!a->policy) return rl_set_error("policy: %s", rpc_last_error());
@@ -252,9 +252,9 @@ static int meet_observers(struct agent *a, const struct rpc_opts *opts)
         snprintf(what, sizeof what, "%d observer%s to join at %s (tributary-observer --master %s --rank R --world-size %d)",
                  cfg->observers, s, m, m, cfg->observers + 1);
     double t_wait = trib_now_s();
-    struct rl_notice *wait = rl_notice_start(PROG, what, 3, NULL, NULL);
+    struct notice *wait = notice_start(PROG, what, 3, NULL, NULL);
     int irc = rpc_init(opts);
-    rl_notice_stop(wait);
+    notice_stop(wait);
     if (irc >= 0) return 0;
     bool budget = !agent_signal() && cfg->max_seconds > 0 && trib_now_s() - t_wait >= cfg->max_seconds - 0.05;
     if (budget) fprintf(stderr, PROG ": --max-seconds %g passed while waiting for %s; stopping\n", cfg->max_seconds, what);
@@ -265,16 +265,16 @@ static int meet_observers(struct agent *a, const struct rpc_opts *opts)
     return sig ? 128 + sig : 1;
 }
 
-/* rl_notice's done test of the first update's wait */
+/* notice's done test of the first update's wait */
 static bool stats_updated(void *stats) { return run_stats_updates(stats) > 0; }
 
 /* A slow start says what it waits for. */
-static struct rl_notice *first_update_notice(struct agent *a)
+static struct notice *first_update_notice(struct agent *a)
 {
     const struct rl_config *cfg = &a->cfg;
     char first[256];
     rl_algo_first_update(rl_algo_of(cfg), cfg, first, sizeof first);
-    return rl_notice_start(PROG, first, 5, stats_updated, a->stats);
+    return notice_start(PROG, first, 5, stats_updated, a->stats);
 }
 
 /* The run's end, whatever ended it (rc: the training's 0 or -1; why: its
@@ -322,10 +322,10 @@ int agent_run(struct agent *a, const struct rpc_opts *opts)
     rl_config_describe(&a->cfg, desc, sizeof desc);
     printf("tributary: %s; target %g\n", desc, a->target);
     const char *why = "failure";
-    struct rl_notice *first_update = first_update_notice(a);
+    struct notice *first_update = first_update_notice(a);
     int rc = setup(a);
     if (rc != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     else rc = a->mode->train(a, &why);
-    rl_notice_stop(first_update);
+    notice_stop(first_update);
     return finish(a, rc, why);
 }

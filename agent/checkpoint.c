@@ -9,6 +9,7 @@
 
 #include "common/check.h"
 #include "rl/rl.h"
+#include "runfiles/runfiles.h"
 
 static void dir_of(const char *logdir, char *out, size_t cap) { snprintf(out, cap, "%s/checkpoints", logdir); }
 
@@ -39,7 +40,8 @@ int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckp
         snprintf(names[k], sizeof names[k], "observer%d", k);
         sec[n++] = (struct ckpt_section){ names[k], in->obs_state[k].str.ptr, in->obs_state[k].str.len };
     }
-    if (rc == 0) rc = ckpt_write(dir, updates, sec, n, AGENT_CKPT_KEEP);
+    if (rc == 0 && ckpt_write(dir, updates, sec, n, AGENT_CKPT_KEEP) != 0)
+        rc = rl_set_error("%s", runfiles_last_error());
     free(cfg);
     free(params);
     free(optim);
@@ -91,7 +93,7 @@ static int check_numbers(const struct ckpt *c, const struct rl_config *cfg)
 {
     size_t len;
     const void *b = ckpt_get(c, "counters", &len);
-    if (!b) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
+    if (!b) return rl_set_error("checkpoint %s: %s", c->path, runfiles_last_error());
     struct run_stats *scratch = run_stats_new(cfg, NAN);
     int rc = run_stats_load(scratch, b, len);
     run_stats_free(scratch);
@@ -111,7 +113,10 @@ struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg)
         rl_set_error("--resume %s: no checkpoint in %s", logdir, dir);
         return NULL;
     }
-    if (r < 0) return NULL;
+    if (r < 0) {
+        rl_set_error("%s", runfiles_last_error());
+        return NULL;
+    }
     size_t len = 0;
     const char *text = ckpt_get(c, "config", &len);
     cJSON *saved = text ? rl_config_json_of(text, len) : NULL, *now = rl_config_to_json(cfg);
@@ -143,12 +148,14 @@ int agent_ckpt_restore(const struct ckpt *c, struct policy *p, struct dist_optim
 {
     size_t len;
     const void *b = ckpt_get(c, "policy", &len);
-    if (!b || policy_load_state(p, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
+    if (!b) return rl_set_error("checkpoint %s: %s", c->path, runfiles_last_error());
+    if (policy_load_state(p, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
     b = ckpt_get(c, "optimizer", &len);
-    if (!b) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
+    if (!b) return rl_set_error("checkpoint %s: %s", c->path, runfiles_last_error());
     if (dist_optim_load_owned(opt, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rpc_last_error());
     b = ckpt_get(c, "counters", &len);
-    if (!b || run_stats_load(stats, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
+    if (!b) return rl_set_error("checkpoint %s: %s", c->path, runfiles_last_error());
+    if (run_stats_load(stats, b, len) != 0) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
     int64_t v = 0;
     if (saved_version(c, &v) != 0) return -1;
     dist_optim_set_local_version(v);

@@ -1,4 +1,4 @@
-/* The agent's checkpoints (rl/ckpt.h files in LOGDIR/checkpoints): the
+/* The agent's checkpoints (runfiles/ckpt.h files in LOGDIR/checkpoints): the
  * configuration, the policy's parameters and dropout RNG, the optimizer's
  * state, the training counters and, in sync mode, every observer's RNG and
  * env state, so a resumed sync run continues bit for bit. */
@@ -8,7 +8,7 @@
 #include "agent/policy.h"
 #include "agent/stats.h"
 #include "optim/dist_optim.h"
-#include "rl/ckpt.h"
+#include "runfiles/ckpt.h"
 #include "rl/config.h"
 
 #define AGENT_CKPT_KEEP 3

@@ -14,11 +14,12 @@
 #include "common/argv.h"
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
-#include "rl/ckpt.h"
+#include "runfiles/ckpt.h"
 #include "rl/finite.h"
 #include "rl/config.h"
-#include "rl/metrics.h"
-#include "rl/policy_file.h"
+#include "runfiles/metrics.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/runfiles.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
 #include "tensor/autograd.h"
@@ -115,20 +116,20 @@ static int open_env(const char *path, const char *recorded, const char *env_arg,
  * config and the env's spaces, the parameters from its "policy" section
  * (the dropout RNG, then the actor's parameters, then the critic's),
  * every size checked against the section before anything is built. */
-static int load_checkpoint(const char *path, const char *env_arg, const struct rl_config *args, struct rl_arch *arch,
+static int load_checkpoint(const char *path, const char *env_arg, const struct rl_config *args, struct policy_arch *arch,
                            char *env, size_t cap, struct nn_module **actor, const struct env_spec **spec,
                            struct env_plugin **plugin)
 {
     *plugin = NULL;
     struct ckpt *c = ckpt_load(path);
-    if (!c) return -1;
+    if (!c) return rl_set_error("%s", runfiles_last_error());
     struct rl_config cfg;
     size_t len = 0, plen = 0;
     const char *text = ckpt_get(c, "config", &len);
     const unsigned char *pol = text ? ckpt_get(c, "policy", &plen) : NULL;
     int rc = -1;
     if (!pol || rl_config_from_json(text, len, &cfg) != 0) {
-        rl_set_error("%s: %s", path, rl_last_error());
+        rl_set_error("%s: %s", path, pol ? rl_last_error() : runfiles_last_error());
         goto out;
     }
     snprintf(env, cap, "%s", cfg.env);
@@ -137,14 +138,17 @@ static int load_checkpoint(const char *path, const char *env_arg, const struct r
     char what[600];
     snprintf(what, sizeof what, "%s on %s", path, (*spec)->id);
     if (rl_arch_for_env(&cfg, *spec, what, arch) != 0) goto out;
-    if (rl_arch_check(arch, what, plen < sizeof(uint64_t) ? 0 : plen - sizeof(uint64_t)) != 0) goto out;
-    size_t need = sizeof(uint64_t) + (size_t)rl_arch_param_count(arch) * sizeof(float);
+    if (policy_arch_check(arch, what, plen < sizeof(uint64_t) ? 0 : plen - sizeof(uint64_t)) != 0) {
+        rl_set_error("%s", runfiles_last_error());
+        goto out;
+    }
+    size_t need = sizeof(uint64_t) + (size_t)policy_arch_param_count(arch) * sizeof(float);
     if (plen != need) {
         rl_set_error("%s: the policy section has %zu bytes, the architecture on %s needs %zu", path, plen,
                      (*spec)->id, need);
         goto out;
     }
-    if (rl_arch_build(arch, 0, actor, NULL) != 0) {
+    if (policy_arch_build(arch, 0, actor, NULL) != 0) {
         rl_set_error("%s: %s", path, tensor_last_error());
         goto out;
     }
@@ -155,7 +159,7 @@ static int load_checkpoint(const char *path, const char *env_arg, const struct r
         q += bytes;
     }
     char names[2 * (RL_MAX_HIDDEN + 1) * 2 + 1][64];
-    rl_arch_param_names(arch, (int)(sizeof names / sizeof names[0]), names);
+    policy_arch_param_names(arch, (int)(sizeof names / sizeof names[0]), names);
     const char *np[sizeof names / sizeof names[0]];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) np[i] = names[i];
     if (rl_check_params((*actor)->n_params, (*actor)->params, np) != 0) {   /* a policy that is not finite */
@@ -248,7 +252,7 @@ static int parse(struct eval_args *a, int argc, char **argv)
 
 /* What eval loads: the actor, its architecture, the env. */
 struct loaded {
-    struct rl_arch arch;
+    struct policy_arch arch;
     struct nn_module *actor;
     struct env_plugin *plugin;
     const struct env_spec *spec;
@@ -264,7 +268,7 @@ static int resolve_path(const struct eval_args *a, struct loaded *l)
     /* a run directory: its final policy, else its newest checkpoint;
      * its files as what they are (no link followed, no FIFO waited on) */
     if (metrics_dir_check(a->path) != 0) {
-        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        fprintf(stderr, PROG ": %s\n", runfiles_last_error());
         return -1;
     }
     if (pick_run_policy(a->path, l->path, sizeof l->path) != 0) {
@@ -284,7 +288,8 @@ static int load(const struct eval_args *a, struct loaded *l)
     bool is_ckpt = plen > 5 && strcmp(path + plen - 5, ".trib") == 0;
     int lrc = is_ckpt ? load_checkpoint(path, a->env, &a->env_args, &l->arch, trained_env, sizeof trained_env,
                                         &l->actor, &l->spec, &l->plugin)
-                      : rl_policy_load(path, &l->arch, trained_env, sizeof trained_env, &l->actor, NULL);
+                      : policy_file_load(path, &l->arch, trained_env, sizeof trained_env, &l->actor, NULL);
+    if (lrc != 0 && !is_ckpt) rl_set_error("%s", runfiles_last_error());
     if (lrc == 0 && !is_ckpt && open_env(path, trained_env, a->env, &a->env_args, &l->spec, &l->plugin) != 0) {
         nn_module_free(l->actor);
         l->actor = NULL;

@@ -17,7 +17,8 @@
 #include "optim/dist_optim.h"
 #include "rpc/dist_autograd.h"
 #include "rl/messages.h"
-#include "rl/policy_file.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/runfiles.h"
 #include "rl/rl.h"
 #include "tensor/autograd.h"
 #include "tensor/nn.h"
@@ -35,7 +36,7 @@ struct pending {
 
 struct policy {
     struct rl_config cfg;
-    struct rl_arch shape;
+    struct policy_arch shape;
     struct nn_module *actor;        /* obs -> logits or mean (+ log_std) */
     struct nn_module *critic;       /* obs -> value [N,1]; NULL without a value head */
     struct tensor **params;         /* actor's then critic's (borrowed) */
@@ -492,7 +493,7 @@ static void *policy_ctor(struct rpc_request *req, const struct rpc_value *args, 
     p->shape = rl_arch_for(&p->cfg, (int)od, !args->list.items[3].b, (int)ad);
     p->shape.value_head = args->list.items[4].b;
     p->dev = p->cfg.device == RL_DEVICE_CUDA ? DEVICE_CUDA : DEVICE_CPU;
-    if (rl_arch_build(&p->shape, p->cfg.seed, &p->actor, &p->critic) != 0 || (p->dev != DEVICE_CPU && (nn_module_to(p->actor, p->dev) != 0 ||
+    if (policy_arch_build(&p->shape, p->cfg.seed, &p->actor, &p->critic) != 0 || (p->dev != DEVICE_CPU && (nn_module_to(p->actor, p->dev) != 0 ||
                                                           (p->critic && nn_module_to(p->critic, p->dev) != 0)))) {
         rpc_request_fail(req, "policy: %s", tensor_last_error());
         nn_module_free(p->actor);
@@ -516,7 +517,7 @@ void policy_register(void)
     rpc_register_method(RL_POLICY_TYPE, RL_METHOD_EVALUATE, m_evaluate, NULL);
 }
 
-struct policy *policy_new(const struct rl_config *cfg, const struct rl_arch *shape)
+struct policy *policy_new(const struct rl_config *cfg, const struct policy_arch *shape)
 {
     struct rpc_value args = rpc_list(5);
     args.list.items[0] = rl_config_to_value(cfg);
@@ -631,9 +632,9 @@ int policy_save(struct policy *p, const char *path, const struct env_spec *spec)
 {
     pthread_mutex_lock(&p->fwd_mu);
     bool plugin = strcmp(spec->id, p->cfg.env) != 0;   /* the env was named by its .so */
-    int rc = rl_policy_save(path, &p->shape, spec->id, plugin ? p->cfg.env : NULL, p->n_params, p->params);
+    int rc = policy_file_save(path, &p->shape, spec->id, plugin ? p->cfg.env : NULL, p->n_params, p->params);
     pthread_mutex_unlock(&p->fwd_mu);
-    return rc;
+    return rc == 0 ? 0 : rl_set_error("%s", runfiles_last_error());
 }
 
 void policy_save_state(struct policy *p, unsigned char **out, size_t *len)
@@ -663,7 +664,7 @@ int policy_load_state(struct policy *p, const void *buf, size_t len)
     /* every parameter finite before any is written (a NaN policy would
      * only fail later, as every observer dropped): refused naming the tensor */
     char names[2 * (RL_MAX_HIDDEN + 1) * 2 + 1][64];
-    int nn = rl_arch_param_names(&p->shape, (int)(sizeof names / sizeof names[0]), names);
+    int nn = policy_arch_param_names(&p->shape, (int)(sizeof names / sizeof names[0]), names);
     const unsigned char *q = (const unsigned char *)buf + sizeof p->actor->rng;
     for (int i = 0; i < p->n_params; i++) {
         for (int64_t j = 0; j < p->params[i]->numel; j++) {

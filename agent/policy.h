@@ -15,7 +15,7 @@
 
 #include "rl/config.h"
 #include "rl/messages.h"
-#include "rl/policy_file.h"
+#include "rl/arch.h"
 #include "rpc/rpc.h"
 
 struct policy;
@@ -27,7 +27,7 @@ void policy_register(void);
 /* Builds the policy on this worker (owner RRef) through rpc_remote, moves
  * it to the GPU if cfg->device is cuda, starts the serving thread and makes RRefs of
  * its parameters. Blocks. NULL with rpc_last_error(). */
-struct policy *policy_new(const struct rl_config *cfg, const struct rl_arch *arch);
+struct policy *policy_new(const struct rl_config *cfg, const struct policy_arch *arch);
 
 /* Stops serving: pending and later act calls fail ("shutting down").
  * Call before rpc_shutdown, so no deferred reply is left open. */
@@ -100,7 +100,7 @@ int policy_params(struct policy *p, struct tensor ***params);
 void policy_save_state(struct policy *p, unsigned char **out, size_t *len);
 int policy_load_state(struct policy *p, const void *buf, size_t len);
 
-/* Writes the policy as a .safetensors file (rl_policy_save). 0 or -1 with
+/* Writes the policy as a .safetensors file (policy_file_save). 0 or -1 with
  * rl_last_error(). */
 int policy_save(struct policy *p, const char *path, const struct env_spec *spec);
 

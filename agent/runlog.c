@@ -7,9 +7,10 @@
 #include <string.h>
 
 #include "common/check.h"
-#include "rl/metrics.h"
 #include "rl/rl.h"
-#include "rl/tfevents.h"
+#include "runfiles/metrics.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/tfevents.h"
 
 const char *const runlog_columns[] = {
     "env_steps", "wall_s", "sps", "episodes", "return_mean", "return_min", "return_max", "length_mean",
@@ -70,6 +71,7 @@ struct runlog *runlog_open(const char *dir, const struct rl_config *cfg, const s
     if (rc == 0) r->m = metrics_open(dir, (const char *const *)r->names, r->ncols, resume);
     if (r->m) r->tf = tfevents_open(dir);
     if (!r->tf) {
+        rl_set_error("%s", runfiles_last_error());
         runlog_close(r);
         return NULL;
     }
@@ -88,10 +90,11 @@ int runlog_write(struct runlog *r, const struct run_interval *iv, double lr)
     int n_obs = r->ncols - N_FIXED - r->n_info;
     for (int k = 0; k < n_obs; k++) r->row[N_FIXED + k] = k < iv->n_observers ? iv->observer_sps[k] : NAN;
     for (int k = 0; k < r->n_info; k++) r->row[N_FIXED + n_obs + k] = k < iv->n_info ? iv->info_mean[k] : NAN;
-    if (metrics_write(r->m, r->row) != 0) return -1;
+    if (metrics_write(r->m, r->row) != 0) return rl_set_error("%s", runfiles_last_error());
     for (int i = 0; i < r->ncols; i++) {
         if (i == 0 || isnan(r->row[i])) continue;   /* env_steps is the step */
-        if (tfevents_add_scalar(r->tf, r->tags[i], (float)r->row[i], iv->env_steps) != 0) return -1;
+        if (tfevents_add_scalar(r->tf, r->tags[i], (float)r->row[i], iv->env_steps) != 0)
+            return rl_set_error("%s", runfiles_last_error());
     }
     return 0;
 }

@@ -20,12 +20,12 @@
 #include "rl/learner.h"
 #include "rl/losses.h"
 #include "rl/messages.h"
-#include "rl/notice.h"
-#include "rl/policy_file.h"
+#include "common/notice.h"
+#include "runfiles/policy_file.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
 #include "rl/last_word.h"
-#include "rl/watchdog.h"
+#include "common/watchdog.h"
 #include "rpc/dist_autograd.h"
 #include "tensor/ops.h"
 
@@ -53,7 +53,7 @@ struct observer {
     atomic_bool shutdown;
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
     int64_t env_steps;              /* vec_env steps since set-up, for messages */
-    struct rl_watchdog *dog;        /* over env steps: --step-timeout */
+    struct watchdog *dog;        /* over env steps: --step-timeout */
 };
 
 /* The watchdog's verdict on a step that runs past --step-timeout: a plug-in
@@ -86,9 +86,9 @@ static int check_step(struct observer *o, const float *reward, const float *fina
  * checked: the count of envs to bootstrap, or -1 with rl_last_error(). */
 static int learner_step(struct observer *o, int t, const struct rl_policy_out *out)
 {
-    rl_watchdog_arm(o->dog);
+    watchdog_arm(o->dog);
     int n = rl_learner_step(&o->ln, t, out, o->trunc_idx);
-    rl_watchdog_disarm(o->dog);
+    watchdog_disarm(o->dog);
     return n >= 0 && check_step(o, o->ln.reward, o->ln.final_obs) != 0 ? -1 : n;
 }
 
@@ -97,9 +97,9 @@ static int learner_step(struct observer *o, int t, const struct rl_policy_out *o
 static int step_envs(struct observer *o, const void *acts)
 {
     struct rl_learner *l = &o->ln;
-    rl_watchdog_arm(o->dog);
+    watchdog_arm(o->dog);
     int rc = vec_env_step(l->venv, acts, l->cur_obs, l->reward, l->term, l->trunc, NULL);
-    rl_watchdog_disarm(o->dog);
+    watchdog_disarm(o->dog);
     if (rc != 0) return rl_set_error("env step: %s", env_last_error());
     return check_step(o, l->reward, NULL);
 }
@@ -127,7 +127,7 @@ static struct tensor *learner_loss(struct observer *o, const struct rl_policy_ou
 
 static void release_env(struct observer *o)
 {
-    rl_watchdog_free(o->dog);
+    watchdog_free(o->dog);
     o->dog = NULL;
     rl_learner_deinit(&o->ln);
     env_plugin_close(o->plugin);
@@ -223,15 +223,15 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     o->index = m->index;
     o->spec = rl_config_open_env(&o->cfg, &o->plugin);
     if (!o->spec) return rl_set_error("env: %s", rl_last_error());
-    struct rl_arch arch;   /* sizes the agent's policy cannot have: refused before the envs' buffers */
+    struct policy_arch arch;   /* sizes the agent's policy cannot have: refused before the envs' buffers */
     if (rl_arch_for_env(&o->cfg, o->spec, o->cfg.env, &arch) != 0) return -1;
     o->algo = rl_algo_of(&o->cfg);
     if (rl_algo_check_env(o->algo, o->spec) != 0) return -1;
-    o->dog = rl_watchdog_new(o->cfg.step_timeout, step_overdue, o);
+    o->dog = watchdog_new(o->cfg.step_timeout, step_overdue, o);
     o->env_steps = 0;
-    rl_watchdog_arm(o->dog);   /* the envs' resets */
+    watchdog_arm(o->dog);   /* the envs' resets */
     int rc = rl_learner_init(&o->ln, &o->cfg, o->spec, o->index, m->generation);
-    rl_watchdog_disarm(o->dog);
+    watchdog_disarm(o->dog);
     if (rc != 0) return -1;
     o->B = o->ln.B;
     o->D = o->ln.D;
@@ -765,9 +765,9 @@ int observer_run(const struct rpc_opts *opts, bool announce)
     crash_announce = announce;
     snprintf(crash_who, sizeof crash_who, "%s", who);
     if (rl_last_word_install(last_word, NULL) != 0) fprintf(stderr, "%s: %s\n", who, rl_last_error());
-    struct rl_notice *wait = announce ? rl_notice_start(who, what, 3, NULL, NULL) : NULL;
+    struct notice *wait = announce ? notice_start(who, what, 3, NULL, NULL) : NULL;
     int irc = rpc_init(&mine);
-    rl_notice_stop(wait);
+    notice_stop(wait);
     if (irc >= 0 && announce)
         fprintf(stderr, "%s: joined the agent at %s as rank %d\n", rpc_self()->name, rpc_master_endpoint(),
                 rpc_self()->id);

@@ -142,4 +142,19 @@ const struct env_spec *rl_config_open_env(const struct rl_config *cfg, struct en
 struct rpc_value rl_config_to_value(const struct rl_config *cfg);
 int rl_config_from_value(const struct rpc_value *v, struct rl_config *cfg);
 
+/* The policy's architecture cfg asks for (struct policy_arch,
+ * runfiles/policy_file.h; config_arch.c): on an env with these spaces, and
+ * on the env spec, checked before anything is allocated for it (a plug-in
+ * declares its own sizes): the env's observation dims and its actions (or
+ * action dims) at most RL_MAX_DIM, and the policy's parameters at most
+ * RL_MAX_POLICY_PARAMS. `what` names the env as given (an id or a
+ * plug-in's path). 0 with *out set, or -1 with rl_last_error ("<what>: the
+ * env <id> has <n> observation dims (at most 65536)", "... has <n> actions
+ * (at most 65536)", "<what>: a policy of --hidden <h> for the env <id> (<o>
+ * observation dims, <a> actions) has <n> parameters (at most 134217728)"). */
+struct policy_arch;
+struct policy_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool discrete, int act_n_or_dim);
+int rl_arch_for_env(const struct rl_config *cfg, const struct env_spec *spec, const char *what,
+                    struct policy_arch *out);
+
 #endif

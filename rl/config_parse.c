@@ -17,8 +17,9 @@
 #include "common/argv.h"
 #include "envs/env.h"
 #include "envs/plugin.h"
-#include "rl/metrics.h"
-#include "rl/policy_file.h"
+#include "runfiles/metrics.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/runfiles.h"
 #include "rl/rl.h"
 #include "tensor/tensor.h"
 
@@ -175,8 +176,8 @@ static int load_saved(const char *prog, const char *dir, cJSON **saved)
         return usage_error(prog, "--resume %s: no run to resume there (no config.json or checkpoints in %s)", dir,
                            dir[0] ? dir : "''");
     /* its files are read as what they are: no link followed, no FIFO
-     * waited on (rl/runfile.h) */
-    if (metrics_dir_check(dir) != 0) return usage_error(prog, "--resume %s: %s", dir, rl_last_error());
+     * waited on (runfiles/runfile.h) */
+    if (metrics_dir_check(dir) != 0) return usage_error(prog, "--resume %s: %s", dir, runfiles_last_error());
     /* a run directory without config.json (made by hand, or by an
      * older build): the command line describes the run */
     if (access(path, F_OK) == 0 && rl_config_load_json(path, saved, "--resume") != 0)
@@ -258,7 +259,7 @@ static int claim_logdir(struct rl_config *cfg, const char *prog)
     if (resuming_here) return 0;
     char what[300];
     int h = metrics_dir_holds_run(cfg->logdir, what, sizeof what);
-    if (h < 0) return usage_error(prog, "--logdir %s: %s", cfg->logdir, rl_last_error());
+    if (h < 0) return usage_error(prog, "--logdir %s: %s", cfg->logdir, runfiles_last_error());
     if (h == 0) return 0;
     if (!cfg->overwrite) {
         fprintf(stderr,
@@ -267,7 +268,7 @@ static int claim_logdir(struct rl_config *cfg, const char *prog)
                 prog, cfg->logdir, what, cfg->logdir, prog);
         return 2;
     }
-    if (metrics_dir_clear(cfg->logdir) != 0) return usage_error(prog, "--overwrite: %s%s", rl_last_error(), "");
+    if (metrics_dir_clear(cfg->logdir) != 0) return usage_error(prog, "--overwrite: %s%s", runfiles_last_error(), "");
     return 0;
 }
 
@@ -293,7 +294,7 @@ static int finish(const char *prog, struct parse *ps)
     const struct env_spec *spec = rl_config_open_env(cfg, &plugin);
     if (!spec) return usage_error(prog, "--env: %s%s", rl_last_error(), "");
     /* and one whose sizes the policy cannot have (a plug-in declares its own) */
-    struct rl_arch arch;
+    struct policy_arch arch;
     char what[600];
     snprintf(what, sizeof what, "--env %s", cfg->env);
     int arc = rl_arch_for_env(cfg, spec, what, &arch);

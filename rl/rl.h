@@ -1,6 +1,34 @@
-/* The RL code shared by agent/ and observer/ (docs/design.md §6): only those two
- * programs include rl/. This header holds what every rl/ file needs: the
- * module's last-error text. */
+/* rl/: the RL code shared by agent/ and observer/ (docs/design.md §6): only
+ * those two programs (and bench/floor) include rl/. Below it, runfiles/
+ * holds the files a run leaves behind (checkpoints, the policy file,
+ * metrics, TensorBoard events); common/ the notice and watchdog threads.
+ *
+ * This header is rl/'s index: the module's last-error text, shared by every
+ * rl/ file, and the list of its parts, each with its contract in its header.
+ *
+ *   The run's configuration
+ *     config.h        struct rl_config, presets, the command line, the wire
+ *                     form, the policy's architecture it asks for (config.c,
+ *                     config_check.c, config_env_args.c, config_wire.c,
+ *                     config_arch.c; config_internal.h between them)
+ *   The algorithms and their arithmetic
+ *     (the tables of algorithms and advantage estimators: rl/algo*.h)
+ *     rl_math.h       returns, GAE, normalisation, return windows and
+ *                     minibatch permutations on plain float buffers
+ *     losses.h        the PPO, A2C and REINFORCE losses from tensor ops
+ *     rollout.h       a rollout buffer of T steps x B envs
+ *     sample.h        action sampling from a caller-owned RNG
+ *     learner.h       one observer's share of an algorithm, without RPC
+ *     arch.h          the policy's forward on its architecture
+ *                     (struct policy_arch, runfiles/policy_file.h)
+ *   Between the agent and its observers
+ *     messages.h      the RL messages: one struct and one pack/unpack each
+ *     keys.h          the run key, --keys and --insecure
+ *     last_word.h     how a process ended, and a crashing one's last word
+ *   Checks and debugging
+ *     finite.h        finiteness of observations, rewards, losses,
+ *                     gradients and parameters
+ *     debug_dump.h    TRIB_DEBUG_DUMP: an update's inputs for the tests */
 #ifndef TRIB_RL_RL_H
 #define TRIB_RL_RL_H
 

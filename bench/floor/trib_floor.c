@@ -27,7 +27,7 @@
 #include "rl/debug_dump.h"
 #include "rl/learner.h"
 #include "rl/losses.h"
-#include "rl/policy_file.h"
+#include "rl/arch.h"
 #include "rl/rl.h"
 #include "rl/sample.h"
 #include "tensor/autograd.h"
@@ -38,7 +38,7 @@
 struct floor {
     struct rl_config cfg;
     const struct env_spec *spec;
-    struct rl_arch shape;
+    struct policy_arch shape;
     struct nn_module *actor, *critic;
     struct tensor **params;
     int n_params;
@@ -359,7 +359,7 @@ static int setup(struct floor *f)
     bool discrete = s->act.kind == SPACE_DISCRETE;
     f->shape = rl_arch_for(&f->cfg, s->obs.dim, discrete, discrete ? s->act.n : s->act.dim);
     f->dev = f->cfg.device == RL_DEVICE_CUDA ? DEVICE_CUDA : DEVICE_CPU;
-    if (rl_arch_build(&f->shape, f->cfg.seed, &f->actor, &f->critic) != 0) return -1;
+    if (policy_arch_build(&f->shape, f->cfg.seed, &f->actor, &f->critic) != 0) return -1;
     if (f->dev != DEVICE_CPU &&
         (nn_module_to(f->actor, f->dev) != 0 || (f->critic && nn_module_to(f->critic, f->dev) != 0)))
         return -1;

@@ -1,4 +1,4 @@
-/* libFuzzer target: the checkpoint reader (rl/ckpt.c) and what --resume
+/* libFuzzer target: the checkpoint reader (runfiles/ckpt.c) and what --resume
  * reads from a checkpoint (its config and its counters). The first input
  * byte is a mode: odd, the rest is the file with its header's size and its
  * CRC trailer made right (so the fuzzer gets past the CRC into the
@@ -8,9 +8,9 @@
 
 #include "agent/stats.h"
 #include "fuzz_file.h"
-#include "rl/ckpt.h"
-#include "rl/crc32c.h"
 #include "rl/rl.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/crc32c.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -1,12 +1,11 @@
-/* libFuzzer target: the .safetensors reader (rl/safetensors.c) and the
- * policy file built on it (rl/policy_file.c: the architecture in the
+/* libFuzzer target: the .safetensors reader (runfiles/safetensors.c) and the
+ * policy file built on it (runfiles/policy_file.c: the architecture in the
  * metadata, checked against the file before it is built). The input is
  * the file. */
 #define _GNU_SOURCE
 #include "fuzz_file.h"
-#include "rl/policy_file.h"
-#include "rl/rl.h"
-#include "rl/safetensors.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/safetensors.h"
 #include "tensor/nn.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -17,10 +16,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!st) return 0;
     for (int i = 0; i < st->n; i++) tensor_nbytes(st->tensors[i]);
     safetensors_free(st);
-    struct rl_arch a;
+    struct policy_arch a;
     char env[512];
     struct nn_module *actor = NULL, *critic = NULL;
-    if (rl_policy_load(path, &a, env, sizeof env, &actor, &critic) == 0) {
+    if (policy_file_load(path, &a, env, sizeof env, &actor, &critic) == 0) {
         nn_module_free(actor);
         nn_module_free(critic);
     }

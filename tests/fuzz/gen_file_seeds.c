@@ -14,18 +14,18 @@
 #include <cjson/cJSON.h>
 
 #include "agent/stats.h"
-#include "rl/ckpt.h"
-#include "rl/policy_file.h"
-#include "rl/rl.h"
 #include "rl/rl_math.h"
-#include "rl/safetensors.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/safetensors.h"
 #include "tensor/nn.h"
 
 static char tmp[] = "/tmp/fuzz_gen_file_seeds_XXXXXX";
 
 static void die(const char *what)
 {
-    fprintf(stderr, "gen_file_seeds: %s: %s\n", what, rl_last_error());
+    fprintf(stderr, "gen_file_seeds: %s: %s\n", what, runfiles_last_error());
     exit(1);
 }
 
@@ -169,14 +169,14 @@ static void safetensors_seeds(const char *dir)
 {
     char p[300];
     snprintf(p, sizeof p, "%s/p.safetensors", tmp);
-    struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 }, .value_head = true };
+    struct policy_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 }, .value_head = true };
     struct nn_module *actor = NULL, *critic = NULL;
-    if (rl_arch_build(&a, 1, &actor, &critic) != 0) die("rl_arch_build");
+    if (policy_arch_build(&a, 1, &actor, &critic) != 0) die("policy_arch_build");
     struct tensor *params[16];
     int n = 0;
     for (int i = 0; i < actor->n_params; i++) params[n++] = actor->params[i];
     for (int i = 0; i < critic->n_params; i++) params[n++] = critic->params[i];
-    if (rl_policy_save(p, &a, "CartPole-v1", NULL, n, params) != 0) die("rl_policy_save");
+    if (policy_file_save(p, &a, "CartPole-v1", NULL, n, params) != 0) die("policy_file_save");
     nn_module_free(actor);
     nn_module_free(critic);
     size_t len;

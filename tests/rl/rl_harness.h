@@ -123,7 +123,7 @@ static inline void rl_start(struct rl_proc *p, const char *bin, const char *cons
 }
 
 /* s (a program's stderr) without the lines a wait prints once it has
- * lasted a few seconds (rl/notice: "WHO: waiting for WHAT (N s so far)"):
+ * lasted a few seconds (common/notice: "WHO: waiting for WHAT (N s so far)"):
  * the agent's for its observers and its first update, an observer's for
  * its agent. A loaded box (ASan, other tests beside this one) makes a
  * rendezvous or a first update that long, so a test that asserts what

@@ -23,7 +23,7 @@
 #include "common/proc.h"
 #include "rl/config.h"
 #include "rl/messages.h"
-#include "rl/policy_file.h"
+#include "runfiles/policy_file.h"
 #include "rpc/rpc.h"
 #include "tensor/nn.h"
 
@@ -82,11 +82,11 @@ static int params_moved(const char *dir)
 {
     char path[400], env[256];
     snprintf(path, sizeof path, "%s/policy.safetensors", dir);
-    struct rl_arch arch;
+    struct policy_arch arch;
     struct nn_module *actor, *critic, *a0, *c0;
-    ck_assert_msg(rl_policy_load(path, &arch, env, sizeof env, &actor, &critic) == 0, "%s", path);
+    ck_assert_msg(policy_file_load(path, &arch, env, sizeof env, &actor, &critic) == 0, "%s", path);
     ck_assert(arch.value_head && critic);
-    ck_assert_int_eq(rl_arch_build(&arch, 5, &a0, &c0), 0);
+    ck_assert_int_eq(policy_arch_build(&arch, 5, &a0, &c0), 0);
     int moved = 0;
     struct nn_module *now[2] = { actor, critic }, *then[2] = { a0, c0 };
     for (int m = 0; m < 2; m++)

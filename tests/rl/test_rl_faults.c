@@ -34,11 +34,13 @@
 #include <stdatomic.h>
 
 #include "envs/env.h"
+#include "rl/config.h"
 #include "rl/messages.h"
-#include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/finite.h"
-#include "rl/safetensors.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/safetensors.h"
 #include "rpc/dist_autograd.h"
 #include "rpc/rpc.h"
 #include "tensor/ops.h"
@@ -289,7 +291,7 @@ static void assert_policy_finite(const char *dir)
     char path[128];
     snprintf(path, sizeof path, "%s/policy.safetensors", dir);
     struct safetensors *st = safetensors_load(path);
-    ck_assert_msg(st, "%s", rl_last_error());
+    ck_assert_msg(st, "%s", runfiles_last_error());
     ck_assert_int_gt(st->n, 0);
     ck_assert_msg(rl_check_params(st->n, st->tensors, (const char *const *)st->names) == 0, "%s: %s", path,
                   rl_last_error());
@@ -392,9 +394,9 @@ START_TEST(test_huge_plugin_dims)
     struct env_spec spec = *env_lookup("CartPole-v1");
     spec.act.n = 2048;
     spec.obs.dim = 63486;
-    struct rl_arch a;
+    struct policy_arch a;
     ck_assert_msg(rl_arch_for_env(&cfg, &spec, "x", &a) == 0, "%s", rl_last_error());
-    ck_assert_int_eq(rl_arch_param_count(&a), RL_MAX_POLICY_PARAMS);
+    ck_assert_int_eq(policy_arch_param_count(&a), RL_MAX_POLICY_PARAMS);
     spec.obs.dim = 63487;
     ck_assert_int_eq(rl_arch_for_env(&cfg, &spec, "x", &a), -1);
     ck_assert_str_eq(rl_last_error(), "x: a policy of --hidden 2048 for the env CartPole-v1 (63487 observation dims, "

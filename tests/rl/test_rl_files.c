@@ -23,13 +23,14 @@
 
 #include "agent/stats.h"
 #include "common/proc.h"
-#include "rl/ckpt.h"
-#include "rl/crc32c.h"
 #include "rl/messages.h"
-#include "rl/policy_file.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
-#include "rl/safetensors.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/crc32c.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/safetensors.h"
 
 static char OUT[1 << 16], ERR[1 << 16];
 static char BASE[64];       /* a real run's logdir: its checkpoints are the templates */
@@ -119,7 +120,7 @@ static struct ckpt *base_ckpt(void)
     char dir[128];
     snprintf(dir, sizeof dir, "%s/checkpoints", BASE);
     struct ckpt *c = NULL;
-    ck_assert_msg(ckpt_load_latest(dir, &c, NULL, 0) == 1, "%s", rl_last_error());
+    ck_assert_msg(ckpt_load_latest(dir, &c, NULL, 0) == 1, "%s", runfiles_last_error());
     return c;
 }
 
@@ -145,7 +146,7 @@ static char *craft(const char *name, const void *data, size_t size, char *ckpt_p
     ck_assert_msg(found, "no section %s", name);
     char dir[128];
     snprintf(dir, sizeof dir, "%s/checkpoints", tmpl);
-    ck_assert_msg(ckpt_write(dir, c->step, s, c->n_sections, 0) == 0, "%s", rl_last_error());
+    ck_assert_msg(ckpt_write(dir, c->step, s, c->n_sections, 0) == 0, "%s", runfiles_last_error());
     snprintf(ckpt_path, cap, "%s/ckpt-%012" PRId64 ".trib", dir, c->step);
     ckpt_free(c);
     return strdup(tmpl);
@@ -344,11 +345,11 @@ START_TEST(test_policy_not_finite)
     /* a policy file with one infinity */
     char file[] = "/tmp/test_rl_files_inf_XXXXXX.safetensors";
     close(mkstemps(file, 12));
-    struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 } };
+    struct policy_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 } };
     struct nn_module *actor = NULL;
-    ck_assert_int_eq(rl_arch_build(&a, 1, &actor, NULL), 0);
+    ck_assert_int_eq(policy_arch_build(&a, 1, &actor, NULL), 0);
     ((float *)tensor_data(actor->params[3]))[1] = -INFINITY;
-    ck_assert_int_eq(rl_policy_save(file, &a, "CartPole-v1", NULL, actor->n_params, actor->params), 0);
+    ck_assert_int_eq(policy_file_save(file, &a, "CartPole-v1", NULL, actor->n_params, actor->params), 0);
     nn_module_free(actor);
     const char *eargs[] = { file, "--episodes", "2", NULL };
     ck_assert_int_eq(run(TRIB_EVAL_BIN, eargs), 1);
@@ -443,7 +444,7 @@ START_TEST(test_ckpt_negative_step)
     ck_assert_ptr_null(ckpt_load(path));
     char want[400];
     snprintf(want, sizeof want, "ckpt_load: %s: bad header: negative step -5", path);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
     rm_rf(dir);
     free(dir);
 }
@@ -462,7 +463,7 @@ static void tiny_policy(const char *path, const char *hidden, const char *env, c
         { "head", "categorical" }, { "value_head", "false" }, { "hidden", hidden }, { "activation", "relu" },
         { "dropout", dropout }, { "init_log_std", "0" },
     };
-    ck_assert_msg(safetensors_save(path, e, 1, meta, 10) == 0, "%s", rl_last_error());
+    ck_assert_msg(safetensors_save(path, e, 1, meta, 10) == 0, "%s", runfiles_last_error());
     tensor_free(t);
 }
 
@@ -486,19 +487,19 @@ START_TEST(test_policy_file_sizes)
     ck_assert_str_eq(ERR, want);
     /* a number with junk after it */
     tiny_policy(path, "8", "CartPole-v1", "0.5x");
-    struct rl_arch got;
+    struct policy_arch got;
     char env[64];
     struct nn_module *actor = NULL;
-    ck_assert_int_eq(rl_policy_load(path, &got, env, sizeof env, &actor, NULL), -1);
+    ck_assert_int_eq(policy_file_load(path, &got, env, sizeof env, &actor, NULL), -1);
     snprintf(want, sizeof want, "policy %s: bad dropout '0.5x'", path);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
     /* a file that holds every byte is still bounded by the cap */
-    struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 2, .hidden = { 16384, 16384 } };
-    ck_assert_int_eq(rl_arch_check(&a, "x", UINT64_MAX), -1);
-    ck_assert_str_eq(rl_last_error(), "x: the architecture has 268566530 parameters (at most 134217728)");
+    struct policy_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 2, .hidden = { 16384, 16384 } };
+    ck_assert_int_eq(policy_arch_check(&a, "x", UINT64_MAX), -1);
+    ck_assert_str_eq(runfiles_last_error(), "x: the architecture has 268566530 parameters (at most 134217728)");
     a.hidden[1] = 65537;
-    ck_assert_int_eq(rl_arch_check(&a, "x", UINT64_MAX), -1);
-    ck_assert_str_eq(rl_last_error(), "x: hidden size 65537 outside 1..65536");
+    ck_assert_int_eq(policy_arch_check(&a, "x", UINT64_MAX), -1);
+    ck_assert_str_eq(runfiles_last_error(), "x: hidden size 65537 outside 1..65536");
     unlink(path);
 }
 END_TEST
@@ -575,7 +576,7 @@ START_TEST(test_many_empty_tensors)
     empty_tensors(path, 20000);
     ck_assert_ptr_null(safetensors_load(path));
     snprintf(want, sizeof want, "safetensors_load: %s: 20000 tensors (at most 16384)", path);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
     /* 1.2 million (72 MB): was 1.5 GB of JSON nodes, then the whole header
      * read into memory before its values were counted; now refused once
      * the values read pass the limit (37,450 entries, 2.3 MB in) */
@@ -588,7 +589,7 @@ START_TEST(test_many_empty_tensors)
     ck_assert_msg(r1.ru_maxrss - r0.ru_maxrss < 24 * 1024, "maxrss grew by %ld KiB", r1.ru_maxrss - r0.ru_maxrss);
     snprintf(want, sizeof want, "safetensors_load: %s: header holds more than 262144 JSON values (at most 262144: "
                                 "16384 tensors)", path);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
     /* the count goes on across the reader's 64 KiB chunks: an escaped quote
      * split by one (the backslash the first chunk's last byte) keeps the
      * string open, so the 300,000 commas after it are no values */
@@ -605,7 +606,7 @@ START_TEST(test_many_empty_tensors)
     fputs("\"}}", f);
     ck_assert_int_eq(fclose(f), 0);
     struct safetensors *st = safetensors_load(path);
-    ck_assert_msg(st, "%s", rl_last_error());
+    ck_assert_msg(st, "%s", runfiles_last_error());
     ck_assert_int_eq(st->n, 0);
     ck_assert_uint_eq(strlen(safetensors_meta_get(st, "k")), fill + 1 + commas);
     safetensors_free(st);
@@ -795,10 +796,10 @@ START_TEST(test_eval_plugin_named_by_policy_file)
     char path[] = "/tmp/test_rl_files_evil_XXXXXX.safetensors";
     close(mkstemps(path, 12));
     /* a real 4-8-2 policy whose metadata names the plug-in */
-    struct rl_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 } };
+    struct policy_arch a = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 } };
     struct nn_module *actor = NULL;
-    ck_assert_int_eq(rl_arch_build(&a, 1, &actor, NULL), 0);
-    ck_assert_int_eq(rl_policy_save(path, &a, "Evil-v0", EVIL_SO, actor->n_params, actor->params), 0);
+    ck_assert_int_eq(policy_arch_build(&a, 1, &actor, NULL), 0);
+    ck_assert_int_eq(policy_file_save(path, &a, "Evil-v0", EVIL_SO, actor->n_params, actor->params), 0);
     nn_module_free(actor);
     const char *plain[] = { path, "--episodes", "2", NULL };
     ck_assert_int_eq(run(TRIB_EVAL_BIN, plain), 1);

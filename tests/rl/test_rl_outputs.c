@@ -2,7 +2,7 @@
  * (one row per interval, the documented columns), the TensorBoard event
  * file (record by record, CRCs checked, values equal to the CSV's),
  * config.json (which --config reads back to the same run), and
- * policy.safetensors (loaded by rl_policy_load and by tributary-eval). */
+ * policy.safetensors (loaded by policy_file_load and by tributary-eval). */
 #define _GNU_SOURCE
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "common/proc.h"
-#include "rl/policy_file.h"
-#include "rl/rl.h"
-#include "rl/tfevents.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/tfevents.h"
 #include "tensor/nn.h"
 
 static char OUT[1 << 16], ERR[1 << 16];
@@ -138,7 +138,7 @@ START_TEST(test_logdir_files)
     ck_assert_msg(events[0], "no event file in %s", dir);
     struct tfevents_scalar *sc = NULL;
     int n = 0;
-    ck_assert_msg(tfevents_read_scalars(events, &sc, &n) == 0, "%s", rl_last_error());
+    ck_assert_msg(tfevents_read_scalars(events, &sc, &n) == 0, "%s", runfiles_last_error());
     int found = 0;
     for (int i = 0; i < n; i++)
         if (strcmp(sc[i].tag, "charts/episodic_return") == 0 && sc[i].step == (int64_t)csv_steps) {
@@ -171,10 +171,10 @@ START_TEST(test_logdir_files)
     /* the policy: loads, and evaluates */
     char pol[600];
     snprintf(pol, sizeof pol, "%s/policy.safetensors", dir);
-    struct rl_arch a;
+    struct policy_arch a;
     char env[64];
     struct nn_module *actor = NULL, *critic = NULL;
-    ck_assert_msg(rl_policy_load(pol, &a, env, sizeof env, &actor, &critic) == 0, "%s", rl_last_error());
+    ck_assert_msg(policy_file_load(pol, &a, env, sizeof env, &actor, &critic) == 0, "%s", runfiles_last_error());
     ck_assert_str_eq(env, "CartPole-v1");
     ck_assert(a.obs_dim == 4 && a.act_dim == 2 && !a.gaussian && a.value_head && a.n_hidden == 2 && a.tanh);
     ck_assert_int_eq(actor->n_params, 6);
@@ -486,10 +486,10 @@ START_TEST(test_export_independent_reader)
             covered += (size_t)cJSON_GetArrayItem(off, 1)->valuedouble - (size_t)cJSON_GetArrayItem(off, 0)->valuedouble;
         }
     ck_assert_uint_eq(covered, data_len);   /* every byte belongs to a tensor */
-    struct rl_arch a;
+    struct policy_arch a;
     char env[64];
     struct nn_module *actor;
-    ck_assert_int_eq(rl_policy_load(path, &a, env, sizeof env, &actor, NULL), 0);
+    ck_assert_int_eq(policy_file_load(path, &a, env, sizeof env, &actor, NULL), 0);
     const float inputs[3][4] = { { 0.01f, -0.2f, 0.03f, 0.4f }, { -1.0f, 0.5f, 0.1f, -0.3f }, { 0, 0, 0, 0 } };
     int64_t shape[2] = { 3, 4 };
     struct tensor *x = tensor_from_f32(2, shape, &inputs[0][0]);

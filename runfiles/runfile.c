@@ -1,6 +1,6 @@
 /* Run files: no link followed, nothing but regular files read (runfile.h). */
 #define _GNU_SOURCE
-#include "rl/runfile.h"
+#include "runfiles/runfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "rl/rl.h"
+#include "runfiles/runfiles.h"
 
 #define NOT_FOLLOWED "a run's files are never followed"
 
@@ -40,9 +40,9 @@ static int refuse(mode_t m, mode_t want, char *why, size_t cap)
 static int check(const char *path, mode_t want)
 {
     struct stat st;
-    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : rl_set_error("%s: %s", path, strerror(errno));
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : runfiles_set_error("%s: %s", path, strerror(errno));
     char why[160];
-    if (refuse(st.st_mode, want, why, sizeof why) != 0) return rl_set_error("%s: %s", path, why);
+    if (refuse(st.st_mode, want, why, sizeof why) != 0) return runfiles_set_error("%s: %s", path, why);
     return 0;
 }
 

@@ -14,10 +14,10 @@
 
 #include "common/atomic_file.h"
 #include "common/check.h"
-#include "rl/ckpt.h"
-#include "rl/metrics.h"
-#include "rl/rl.h"
-#include "rl/runfile.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/metrics.h"
+#include "runfiles/runfile.h"
+#include "runfiles/runfiles.h"
 
 struct metrics_log {
     FILE *csv, *jsonl;
@@ -44,13 +44,14 @@ static void format_double(char *buf, size_t cap, double v)
 
 static int check_cols(const char *const *cols, int ncols)
 {
-    if (ncols <= 0) return rl_set_error("metrics_open: no columns");
+    if (ncols <= 0) return runfiles_set_error("metrics_open: no columns");
     for (int i = 0; i < ncols; i++) {
-        if (!cols[i] || !*cols[i]) return rl_set_error("metrics_open: column %d has no name", i);
+        if (!cols[i] || !*cols[i]) return runfiles_set_error("metrics_open: column %d has no name", i);
         if (strpbrk(cols[i], "\",\r\n"))
-            return rl_set_error("metrics_open: column \"%s\" holds '\"', ',' or a line break", cols[i]);
+            return runfiles_set_error("metrics_open: column \"%s\" holds '\"', ',' or a line break", cols[i]);
         for (int j = 0; j < i; j++)
-            if (strcmp(cols[i], cols[j]) == 0) return rl_set_error("metrics_open: duplicate column \"%s\"", cols[i]);
+            if (strcmp(cols[i], cols[j]) == 0)
+                return runfiles_set_error("metrics_open: duplicate column \"%s\"", cols[i]);
     }
     return 0;
 }
@@ -72,7 +73,7 @@ static int check_resume(const char *path, const char *header, bool *append)
     *append = false;
     char why[160];
     int fd = runfile_open_read(path, true, why, sizeof why);
-    if (fd < 0) return errno == ENOENT ? 0 : rl_set_error("metrics_open: %s: %s", path, why);
+    if (fd < 0) return errno == ENOENT ? 0 : runfiles_set_error("metrics_open: %s: %s", path, why);
     FILE *f = fdopen(fd, "r");
     CHECK_ALLOC(f);
     char *line = NULL;
@@ -84,14 +85,14 @@ static int check_resume(const char *path, const char *header, bool *append)
         *append = true;
         line[strcspn(line, "\r\n")] = '\0';
         if (strcmp(line, header) != 0)
-            rc = rl_set_error("metrics_open: %s: has columns %.120s, not %.120s", path, line, header);
+            rc = runfiles_set_error("metrics_open: %s: has columns %.120s, not %.120s", path, line, header);
     }
     free(line);
     return rc;
 }
 
 /* A metrics file opened for writing (append, or truncated): never through
- * a symbolic link, never a FIFO or a device. NULL with rl_last_error(). */
+ * a symbolic link, never a FIFO or a device. NULL with runfiles_last_error(). */
 static FILE *open_log(const char *path, bool append)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | (append ? O_APPEND : O_TRUNC), 0666);
@@ -99,12 +100,12 @@ static FILE *open_log(const char *path, bool append)
     if (fd < 0) {
         int e = errno;
         /* a link (ELOOP), a FIFO without a reader (ENXIO), ...: said as what it is */
-        if (runfile_check_file(path) != 0) rl_set_error("metrics_open: %s", rl_last_error());
-        else rl_set_error("metrics_open: %s: %s", path, strerror(e));
+        if (runfile_check_file(path) != 0) runfiles_set_error("metrics_open: %s", runfiles_last_error());
+        else runfiles_set_error("metrics_open: %s: %s", path, strerror(e));
         return NULL;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rl_set_error("metrics_open: %s: is %s, not a regular file", path, runfile_kind(st.st_mode));
+        runfiles_set_error("metrics_open: %s: is %s, not a regular file", path, runfile_kind(st.st_mode));
         close(fd);
         return NULL;
     }
@@ -125,7 +126,7 @@ struct metrics_log *metrics_open(const char *dir, const char *const *cols, int n
     if (resume && check_resume(m->csv_path, header, &append) != 0) goto fail;
     if (!(m->csv = open_log(m->csv_path, append)) || !(m->jsonl = open_log(m->jsonl_path, append))) goto fail;
     if (!append && (fprintf(m->csv, "%s\n", header) < 0 || fflush(m->csv) != 0)) {
-        rl_set_error("metrics_open: %s: %s", m->csv_path, strerror(errno));
+        runfiles_set_error("metrics_open: %s: %s", m->csv_path, strerror(errno));
         goto fail;
     }
     m->ncols = ncols;
@@ -175,12 +176,12 @@ static const char *write_row(struct metrics_log *m, const double *v)
 
 int metrics_write(struct metrics_log *m, const double *values)
 {
-    if (m->error[0]) return rl_set_error("metrics_write: %s", m->error);
+    if (m->error[0]) return runfiles_set_error("metrics_write: %s", m->error);
     errno = 0;
     const char *bad = write_row(m, values);
     if (bad) {
         snprintf(m->error, sizeof m->error, "%s: %s", bad, strerror(errno ? errno : EIO));
-        return rl_set_error("metrics_write: %s", m->error);
+        return runfiles_set_error("metrics_write: %s", m->error);
     }
     return 0;
 }
@@ -199,7 +200,7 @@ void metrics_close(struct metrics_log *m)
 
 int metrics_write_config(const char *dir, const cJSON *config)
 {
-    if (!cJSON_IsObject(config)) return rl_set_error("metrics_write_config: config is not a JSON object");
+    if (!cJSON_IsObject(config)) return runfiles_set_error("metrics_write_config: config is not a JSON object");
     if (ckpt_mkdirs(dir, "metrics_write_config") != 0) return -1;
     char *text = cJSON_Print(config);
     CHECK_ALLOC(text);
@@ -212,7 +213,7 @@ int metrics_write_config(const char *dir, const cJSON *config)
         atomic_file_write(&a, "\n", 1);
         rc = atomic_file_commit(&a, "metrics_write_config");
     }
-    if (rc != 0) rl_set_error("%s", atomic_file_last_error());
+    if (rc != 0) runfiles_set_error("%s", atomic_file_last_error());
     free(path);
     cJSON_free(text);
     return rc;
@@ -225,9 +226,9 @@ int metrics_write_config_kv(const char *dir, const char *const *keys, const char
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         if (!keys[i] || !values[i])
-            rc = rl_set_error("metrics_write_config_kv: entry %d has a NULL key or value", i);
+            rc = runfiles_set_error("metrics_write_config_kv: entry %d has a NULL key or value", i);
         else if (cJSON_GetObjectItemCaseSensitive(o, keys[i]))
-            rc = rl_set_error("metrics_write_config_kv: duplicate key \"%s\"", keys[i]);
+            rc = runfiles_set_error("metrics_write_config_kv: duplicate key \"%s\"", keys[i]);
         else
             CHECK(cJSON_AddStringToObject(o, keys[i], values[i]) != NULL);
     }
@@ -251,7 +252,7 @@ static bool run_file(const char *name)
 static int each_run_file(const char *dir, int (*fn)(const char *path, const char *name, void *u), void *u)
 {
     DIR *d = opendir(dir);
-    if (!d) return errno == ENOENT ? 0 : rl_set_error("%s: %s", dir, strerror(errno));
+    if (!d) return errno == ENOENT ? 0 : runfiles_set_error("%s: %s", dir, strerror(errno));
     int rc = 0;
     struct dirent *e;
     char path[4096 + 512];
@@ -265,11 +266,11 @@ static int each_run_file(const char *dir, int (*fn)(const char *path, const char
     char sub[4096];
     snprintf(sub, sizeof sub, "%s/checkpoints", dir);
     struct stat st;
-    if (lstat(sub, &st) != 0) return errno == ENOENT ? 0 : rl_set_error("%s: %s", sub, strerror(errno));
+    if (lstat(sub, &st) != 0) return errno == ENOENT ? 0 : runfiles_set_error("%s: %s", sub, strerror(errno));
     /* a link (or a file) in checkpoints' place is itself the run's entry:
      * what it leads to is not looked into (nor, by --overwrite, deleted) */
     if (!S_ISDIR(st.st_mode)) return fn(sub, "checkpoints", u);
-    if (!(d = opendir(sub))) return rl_set_error("%s: %s", sub, strerror(errno));
+    if (!(d = opendir(sub))) return runfiles_set_error("%s: %s", sub, strerror(errno));
     while (rc == 0 && (e = readdir(d)))
         if (strncmp(e->d_name, "ckpt-", 5) == 0) {
             snprintf(path, sizeof path, "%s/%s", sub, e->d_name);
@@ -307,7 +308,7 @@ static int remove_file(const char *path, const char *name, void *u)
 {
     (void)name;
     (void)u;
-    if (unlink(path) != 0 && errno != ENOENT) return rl_set_error("cannot remove %s: %s", path, strerror(errno));
+    if (unlink(path) != 0 && errno != ENOENT) return runfiles_set_error("cannot remove %s: %s", path, strerror(errno));
     return 0;
 }
 

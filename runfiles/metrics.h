@@ -7,8 +7,8 @@
  * an empty CSV cell and a JSON null. Infinities are "inf"/"-inf" in CSV and
  * 1e999/-1e999 in JSON (valid JSON that parsers read as infinity).
  * Blocking file I/O. A log belongs to one thread at a time. */
-#ifndef TRIB_RL_METRICS_H
-#define TRIB_RL_METRICS_H
+#ifndef TRIB_RUNFILES_METRICS_H
+#define TRIB_RUNFILES_METRICS_H
 
 #include <stdbool.h>
 
@@ -22,14 +22,14 @@ struct metrics_log;
  * false truncates both files and writes the CSV header; resume true appends
  * to existing files after checking the CSV header is exactly these columns
  * (a missing or empty metrics.csv is started afresh). Returns the log
- * (metrics_close), or NULL with rl_last_error "metrics_open: ..." (bad
+ * (metrics_close), or NULL with runfiles_last_error "metrics_open: ..." (bad
  * column name, "<path>: has columns a,b, not c,d", "<path>: <strerror>"). */
 struct metrics_log *metrics_open(const char *dir, const char *const *cols, int ncols, bool resume);
 
 /* Appends one row: values[i] for column i (ncols of them; NaN for "not
  * applicable") to both files and flushes them, so a crash loses nothing
  * and readers (scripts/plot) see whole rows. No allocation. Returns 0, or
- * -1 with rl_last_error "metrics_write: <path>: <strerror>" (disk full...);
+ * -1 with runfiles_last_error "metrics_write: <path>: <strerror>" (disk full...);
  * a row may then be partly written, so every later call fails too. */
 int metrics_write(struct metrics_log *m, const double *values);
 
@@ -38,7 +38,7 @@ void metrics_close(struct metrics_log *m);
 
 /* Writes dir/config.json (creating dir if missing) from a cJSON object
  * (borrowed), pretty-printed, atomically (common/atomic_file.h). Returns
- * 0, or -1 with rl_last_error "metrics_write_config: ...". */
+ * 0, or -1 with runfiles_last_error "metrics_write_config: ...". */
 int metrics_write_config(const char *dir, const cJSON *config);
 
 /* The same from n key/value string pairs ({"key": "value", ...} in order):
@@ -51,18 +51,18 @@ int metrics_write_config_kv(const char *dir, const char *const *keys, const char
  * "checkpoints" that is a symbolic link or no directory counts as one of
  * them, and is not followed): 1 (*what names the first such file, e.g.
  * "config.json"), 0 when it does not or does not exist, -1 with
- * rl_last_error() when it cannot be read. */
+ * runfiles_last_error() when it cannot be read. */
 int metrics_dir_holds_run(const char *dir, char *what, size_t cap);
 
 /* Removes those files of a run from dir (never anything else; a link is
  * removed, not what it leads to), so a new run can start there
- * (--overwrite). 0, or -1 with rl_last_error() naming the file that could
+ * (--overwrite). 0, or -1 with runfiles_last_error() naming the file that could
  * not be removed. */
 int metrics_dir_clear(const char *dir);
 
-/* Checks the run files of dir (rl/runfile.h) before a resume or an
+/* Checks the run files of dir (runfiles/runfile.h) before a resume or an
  * evaluation reads them: each of those files a regular file, checkpoints/
- * a directory, none a symbolic link. 0, or -1 with rl_last_error()
+ * a directory, none a symbolic link. 0, or -1 with runfiles_last_error()
  * naming the first that is not ("DIR/config.json: is a FIFO, not a regular
  * file", "DIR/checkpoints: is a symbolic link, not a directory: a run's
  * files are never followed"). */

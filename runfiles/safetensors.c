@@ -18,9 +18,9 @@
 
 #include "common/atomic_file.h"
 #include "common/check.h"
-#include "rl/rl.h"
-#include "rl/runfile.h"
-#include "rl/safetensors.h"
+#include "runfiles/runfile.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/safetensors.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is little-endian: the host's order");
 
@@ -45,24 +45,24 @@ static char *json_quote(const char *s)
 
 static int check_save_args(const struct safetensors_entry *t, int n, const struct safetensors_meta *meta, int n_meta)
 {
-    if (n < 0 || n_meta < 0) return rl_set_error("safetensors_save: negative count");
+    if (n < 0 || n_meta < 0) return runfiles_set_error("safetensors_save: negative count");
     for (int i = 0; i < n; i++) {
-        if (!t[i].name || !*t[i].name) return rl_set_error("safetensors_save: tensor %d has no name", i);
+        if (!t[i].name || !*t[i].name) return runfiles_set_error("safetensors_save: tensor %d has no name", i);
         if (strcmp(t[i].name, META_KEY) == 0)
-            return rl_set_error("safetensors_save: \"%s\" cannot name a tensor", META_KEY);
-        if (!t[i].tensor) return rl_set_error("safetensors_save: tensor \"%s\" is NULL", t[i].name);
+            return runfiles_set_error("safetensors_save: \"%s\" cannot name a tensor", META_KEY);
+        if (!t[i].tensor) return runfiles_set_error("safetensors_save: tensor \"%s\" is NULL", t[i].name);
         if ((unsigned)t[i].tensor->dtype >= DTYPE_COUNT)
-            return rl_set_error("safetensors_save: tensor \"%s\" has an invalid dtype", t[i].name);
+            return runfiles_set_error("safetensors_save: tensor \"%s\" has an invalid dtype", t[i].name);
         for (int j = 0; j < i; j++)
             if (strcmp(t[i].name, t[j].name) == 0)
-                return rl_set_error("safetensors_save: duplicate tensor name \"%s\"", t[i].name);
+                return runfiles_set_error("safetensors_save: duplicate tensor name \"%s\"", t[i].name);
     }
     for (int i = 0; i < n_meta; i++) {
         if (!meta[i].key || !meta[i].value)
-            return rl_set_error("safetensors_save: metadata entry %d has a NULL key or value", i);
+            return runfiles_set_error("safetensors_save: metadata entry %d has a NULL key or value", i);
         for (int j = 0; j < i; j++)
             if (strcmp(meta[i].key, meta[j].key) == 0)
-                return rl_set_error("safetensors_save: duplicate metadata key \"%s\"", meta[i].key);
+                return runfiles_set_error("safetensors_save: duplicate metadata key \"%s\"", meta[i].key);
     }
     return 0;
 }
@@ -117,7 +117,7 @@ int safetensors_save(const char *path, const struct safetensors_entry *tensors, 
     struct atomic_file a;
     if (atomic_file_open(&a, path, "safetensors_save") != 0) {
         free(header);
-        return rl_set_error("%s", atomic_file_last_error());
+        return runfiles_set_error("%s", atomic_file_last_error());
     }
     unsigned char len8[8];
     uint64_t hl = hlen;
@@ -137,7 +137,7 @@ int safetensors_save(const char *path, const struct safetensors_entry *tensors, 
         atomic_file_write(&a, host, nb);
         free(host);
     }
-    return atomic_file_commit(&a, "safetensors_save") == 0 ? 0 : rl_set_error("%s", atomic_file_last_error());
+    return atomic_file_commit(&a, "safetensors_save") == 0 ? 0 : runfiles_set_error("%s", atomic_file_last_error());
 }
 
 /* ---- reading ------------------------------------------------------------------ */
@@ -321,36 +321,35 @@ static bool pread_full(int fd, void *buf, size_t n, off_t off)
 
 #define HEADER_CHUNK ((size_t)1 << 16)
 
-/* Parses and validates the header; fills a new struct safetensors with
- * tensors read from fd. */
-static struct safetensors *load_fd(int fd, uint64_t size, const char *path, char *why, size_t cap)
+/* The header's length (the file's first 8 bytes) into *hlen, checked
+ * against the file's size and SAFETENSORS_MAX_HEADER. */
+static int read_header_len(int fd, uint64_t size, uint64_t *hlen, char *why, size_t cap)
 {
-    uint64_t hlen = 0;
-    if (size < 8)
-        reason(why, cap, "%" PRIu64 " bytes, too short for the 8-byte header length", size);
-    else if (!pread_full(fd, &hlen, 8, 0))
-        reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
-    else if (hlen > size - 8)
-        reason(why, cap, "header length %" PRIu64 " exceeds the %" PRIu64 " bytes after the length field", hlen,
-               size - 8);
-    else if (hlen > SAFETENSORS_MAX_HEADER)
-        reason(why, cap, "header length %" PRIu64 " exceeds the %d-byte limit", hlen, SAFETENSORS_MAX_HEADER);
-    else
-        why[0] = '\0';
-    if (why[0]) return NULL;
-    struct safetensors *st = NULL;
-    struct entry *e = NULL;
-    cJSON *root = NULL;
-    /* the header in chunks, its values counted as they come: the buffer
-     * grows (doubling) only while the count is within the limit, so a
-     * header of too many values costs what was read up to them */
+    *hlen = 0;
+    if (size < 8) return reason(why, cap, "%" PRIu64 " bytes, too short for the 8-byte header length", size);
+    if (!pread_full(fd, hlen, 8, 0))
+        return reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+    if (*hlen > size - 8)
+        return reason(why, cap, "header length %" PRIu64 " exceeds the %" PRIu64 " bytes after the length field",
+                      *hlen, size - 8);
+    if (*hlen > SAFETENSORS_MAX_HEADER)
+        return reason(why, cap, "header length %" PRIu64 " exceeds the %d-byte limit", *hlen, SAFETENSORS_MAX_HEADER);
+    return 0;
+}
+
+/* The hlen bytes of the header, NUL-terminated (free it), read in chunks
+ * with their values counted as they come: the buffer grows (doubling) only
+ * while the count is within the limit, so a header of too many values
+ * costs what was read up to them. NULL with why set. */
+static char *read_header(int fd, uint64_t hlen, char *why, size_t cap)
+{
+    if (hlen == 0) {
+        reason(why, cap, "header does not start with '{'");
+        return NULL;
+    }
     char *h = NULL;
     size_t have = 0, room = 0;
     struct value_count vc = { .n = 1 };
-    if (hlen == 0) {
-        snprintf(why, cap, "header does not start with '{'");
-        goto out;
-    }
     while (have < hlen) {
         size_t chunk = hlen - have < HEADER_CHUNK ? (size_t)hlen - have : HEADER_CHUNK;
         if (have + chunk + 1 > room) {
@@ -358,56 +357,73 @@ static struct safetensors *load_fd(int fd, uint64_t size, const char *path, char
             if (room > hlen + 1) room = (size_t)hlen + 1;
             h = trib_xrealloc(h, room);
         }
-        if (!pread_full(fd, h + have, chunk, (off_t)(8 + have))) {
-            snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
-            goto out;
-        }
-        if (have == 0 && h[0] != '{') {
-            snprintf(why, cap, "header does not start with '{'");
-            goto out;
-        }
-        count_values(&vc, h + have, chunk);
+        if (!pread_full(fd, h + have, chunk, (off_t)(8 + have)))
+            reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        else if (have == 0 && h[0] != '{')
+            reason(why, cap, "header does not start with '{'");
+        else
+            count_values(&vc, h + have, chunk);
         have += chunk;
-        if (vc.n > SAFETENSORS_MAX_VALUES) {
-            snprintf(why, cap, "header holds more than %d JSON values (at most %d: %d tensors)", SAFETENSORS_MAX_VALUES,
-                     SAFETENSORS_MAX_VALUES, SAFETENSORS_MAX_TENSORS);
-            goto out;
+        if (why[0] == '\0' && vc.n > SAFETENSORS_MAX_VALUES)
+            reason(why, cap, "header holds more than %d JSON values (at most %d: %d tensors)", SAFETENSORS_MAX_VALUES,
+                   SAFETENSORS_MAX_VALUES, SAFETENSORS_MAX_TENSORS);
+        if (why[0]) {
+            free(h);
+            return NULL;
         }
     }
     h[hlen] = '\0';
+    return h;
+}
+
+/* The header parsed: one JSON object (*root, cJSON_Delete it) followed
+ * only by space padding, no duplicate key, at most SAFETENSORS_MAX_TENSORS
+ * tensors. */
+static int parse_header(const char *h, uint64_t hlen, cJSON **root, char *why, size_t cap)
+{
     const char *end = NULL;
-    root = cJSON_ParseWithLengthOpts(h, (size_t)hlen, &end, 0);
-    if (!root || !cJSON_IsObject(root)) {
-        snprintf(why, cap, "header is not valid JSON (error near byte %td of %" PRIu64 ")", end ? end - h : 0, hlen);
-        goto out;
-    }
+    *root = cJSON_ParseWithLengthOpts(h, (size_t)hlen, &end, 0);
+    if (!*root || !cJSON_IsObject(*root))
+        return reason(why, cap, "header is not valid JSON (error near byte %td of %" PRIu64 ")", end ? end - h : 0,
+                      hlen);
     for (const char *p = end; p < h + hlen; p++)
-        if (*p != ' ') {
-            snprintf(why, cap, "header has a byte other than space padding after its JSON object (byte %td)", p - h);
-            goto out;
-        }
-    if (check_unique(root, why, cap) != 0) goto out;
-    uint64_t data_len = size - 8 - hlen;
-    int total = cJSON_GetArraySize(root), n = 0;
-    const cJSON *meta_entry = cJSON_GetObjectItemCaseSensitive(root, META_KEY);
-    if (total - (meta_entry != NULL) > SAFETENSORS_MAX_TENSORS) {
-        snprintf(why, cap, "%d tensors (at most %d)", total - (meta_entry != NULL), SAFETENSORS_MAX_TENSORS);
-        goto out;
-    }
-    e = trib_xcalloc((size_t)(total ? total : 1), sizeof *e);
-    const cJSON *meta = NULL;
+        if (*p != ' ')
+            return reason(why, cap, "header has a byte other than space padding after its JSON object (byte %td)",
+                          p - h);
+    if (check_unique(*root, why, cap) != 0) return -1;
+    int tensors = cJSON_GetArraySize(*root) - (cJSON_GetObjectItemCaseSensitive(*root, META_KEY) != NULL);
+    if (tensors > SAFETENSORS_MAX_TENSORS)
+        return reason(why, cap, "%d tensors (at most %d)", tensors, SAFETENSORS_MAX_TENSORS);
+    return 0;
+}
+
+/* The header's entries checked, into e (room for every key of root),
+ * sorted by offset and tiling the data section; *n of them, and *meta the
+ * "__metadata__" object (or NULL). */
+static int parse_entries(const cJSON *root, uint64_t data_len, struct entry *e, int *n, const cJSON **meta,
+                         char *why, size_t cap)
+{
+    *n = 0;
+    *meta = NULL;
     for (const cJSON *x = root->child; x; x = x->next) {
         if (strcmp(x->string, META_KEY) == 0) {
-            if (parse_meta(x, why, cap) != 0) goto out;
-            meta = x;
-        } else if (parse_entry(x, data_len, &e[n++], why, cap) != 0) {
-            goto out;
+            if (parse_meta(x, why, cap) != 0) return -1;
+            *meta = x;
+        } else if (parse_entry(x, data_len, &e[(*n)++], why, cap) != 0) {
+            return -1;
         }
     }
-    qsort(e, (size_t)n, sizeof *e, by_offset);
-    if (check_layout(e, n, data_len, why, cap) != 0) goto out;
+    qsort(e, (size_t)*n, sizeof *e, by_offset);
+    return check_layout(e, *n, data_len, why, cap);
+}
 
-    st = trib_xcalloc(1, sizeof *st);
+/* A new struct safetensors of the n checked entries, each tensor read from
+ * fd (the data section starts at data_off), and the metadata's strings.
+ * NULL with why set. */
+static struct safetensors *fill_safetensors(int fd, uint64_t data_off, const struct entry *e, int n, const cJSON *meta,
+                                            const char *path, char *why, size_t cap)
+{
+    struct safetensors *st = trib_xcalloc(1, sizeof *st);
     st->path = strdup(path);
     CHECK_ALLOC(st->path);
     st->n = n;
@@ -419,13 +435,12 @@ static struct safetensors *load_fd(int fd, uint64_t size, const char *path, char
         struct tensor *t = st->tensors[i] = tensor_new(e[i].dtype, DEVICE_CPU, e[i].ndim, e[i].shape);
         if (!t)
             reason(why, cap, "tensor \"%s\": %s", e[i].name, tensor_last_error());
-        else if (tensor_nbytes(t) && !pread_full(fd, tensor_data(t), tensor_nbytes(t), (off_t)(8 + hlen + e[i].begin)))
+        else if (tensor_nbytes(t) && !pread_full(fd, tensor_data(t), tensor_nbytes(t), (off_t)(data_off + e[i].begin)))
             reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
         else
             continue;
         safetensors_free(st);
-        st = NULL;
-        goto out;
+        return NULL;
     }
     st->n_meta = meta ? cJSON_GetArraySize(meta) : 0;
     st->meta = trib_xcalloc((size_t)(st->n_meta ? st->n_meta : 1), sizeof *st->meta);
@@ -435,7 +450,28 @@ static struct safetensors *load_fd(int fd, uint64_t size, const char *path, char
         st->meta[k].value = strdup(x->valuestring);
         CHECK(st->meta[k].key && st->meta[k].value);
     }
-out:
+    return st;
+}
+
+/* Parses and validates the header; fills a new struct safetensors with
+ * tensors read from fd. NULL with why set. */
+static struct safetensors *load_fd(int fd, uint64_t size, const char *path, char *why, size_t cap)
+{
+    why[0] = '\0';
+    uint64_t hlen;
+    if (read_header_len(fd, size, &hlen, why, cap) != 0) return NULL;
+    char *h = read_header(fd, hlen, why, cap);
+    if (!h) return NULL;
+    cJSON *root = NULL;
+    struct entry *e = NULL;
+    struct safetensors *st = NULL;
+    int n = 0;
+    const cJSON *meta = NULL;
+    if (parse_header(h, hlen, &root, why, cap) == 0) {
+        e = trib_xcalloc((size_t)(cJSON_GetArraySize(root) ? cJSON_GetArraySize(root) : 1), sizeof *e);
+        if (parse_entries(root, size - 8 - hlen, e, &n, &meta, why, cap) == 0)
+            st = fill_safetensors(fd, 8 + hlen, e, n, meta, path, why, cap);
+    }
     cJSON_Delete(root);
     free(e);
     free(h);
@@ -448,7 +484,7 @@ struct safetensors *safetensors_load(const char *path)
     /* a FIFO or a device is refused, never waited on */
     int fd = runfile_open_read(path, false, why, sizeof why);
     if (fd < 0) {
-        rl_set_error("safetensors_load: %s: %s", path, why);
+        runfiles_set_error("safetensors_load: %s: %s", path, why);
         return NULL;
     }
     struct stat st;
@@ -459,7 +495,7 @@ struct safetensors *safetensors_load(const char *path)
     else
         s = load_fd(fd, (uint64_t)st.st_size, path, why, sizeof why);
     close(fd);
-    if (!s) rl_set_error("safetensors_load: %s: %s", path, why);
+    if (!s) runfiles_set_error("safetensors_load: %s: %s", path, why);
     return s;
 }
 
@@ -467,7 +503,7 @@ struct tensor *safetensors_get(const struct safetensors *st, const char *name)
 {
     for (int i = 0; i < st->n; i++)
         if (strcmp(st->names[i], name) == 0) return st->tensors[i];
-    rl_set_error("safetensors: %s: no tensor \"%s\"", st->path, name);
+    runfiles_set_error("safetensors: %s: no tensor \"%s\"", st->path, name);
     return NULL;
 }
 

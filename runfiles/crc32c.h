@@ -2,8 +2,8 @@
  * TensorBoard's record framing (tfevents.c) and of checkpoint files
  * (ckpt.c). A byte-wise table; fast enough for files written a few times a
  * minute, and no Debian package is needed for twenty lines. */
-#ifndef TRIB_RL_CRC32C_H
-#define TRIB_RL_CRC32C_H
+#ifndef TRIB_RUNFILES_CRC32C_H
+#define TRIB_RUNFILES_CRC32C_H
 
 #include <stddef.h>
 #include <stdint.h>

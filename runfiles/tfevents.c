@@ -1,5 +1,5 @@
 /* TensorBoard event-file writer and reader (format in tfevents.h). The
- * protos are packed by protobuf-c's generated code (rl/tfevents.proto); the
+ * protos are packed by protobuf-c's generated code (runfiles/tfevents.proto); the
  * record framing and its masked CRC-32C are done here. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -14,11 +14,11 @@
 #include <unistd.h>
 
 #include "common/check.h"
-#include "rl/ckpt.h"
-#include "rl/crc32c.h"
-#include "rl/rl.h"
-#include "rl/tfevents.h"
-#include "rl/tfevents.pb-c.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/crc32c.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/tfevents.h"
+#include "runfiles/tfevents.pb-c.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "records are framed in the host's byte order");
 
@@ -44,7 +44,7 @@ static double now_wall(void)
 /* Frames and writes one Event, flushed. */
 static int write_event(struct tfevents_writer *w, const TribTb__Event *ev, const char *who)
 {
-    if (w->error[0]) return rl_set_error("%s: %s", who, w->error);
+    if (w->error[0]) return runfiles_set_error("%s: %s", who, w->error);
     size_t len = trib_tb__event__get_packed_size(ev);
     if (len + FRAME > w->cap) {
         w->cap = 2 * (len + FRAME);
@@ -59,7 +59,7 @@ static int write_event(struct tfevents_writer *w, const TribTb__Event *ev, const
     memcpy(w->buf + 12 + len, &c, 4);
     if (fwrite(w->buf, 1, len + FRAME, w->f) != len + FRAME || fflush(w->f) != 0) {
         snprintf(w->error, sizeof w->error, "%s: %s", w->path, strerror(errno ? errno : EIO));
-        return rl_set_error("%s: %s", who, w->error);
+        return runfiles_set_error("%s: %s", who, w->error);
     }
     return 0;
 }
@@ -82,7 +82,7 @@ struct tfevents_writer *tfevents_open(const char *dir)
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     }
     if (fd < 0) {
-        rl_set_error("tfevents_open: %s: %s", path, strerror(errno));
+        runfiles_set_error("tfevents_open: %s: %s", path, strerror(errno));
         free(path);
         return NULL;
     }
@@ -200,10 +200,10 @@ int tfevents_read_scalars(const char *path, struct tfevents_scalar **out, int *n
     *n_out = 0;
     size_t size;
     unsigned char *buf = read_file(path, &size);
-    if (!buf) return rl_set_error("tfevents_read_scalars: %s: %s", path, strerror(errno));
+    if (!buf) return runfiles_set_error("tfevents_read_scalars: %s: %s", path, strerror(errno));
     if (size == 0) {
         free(buf);
-        return rl_set_error("tfevents_read_scalars: %s: empty file", path);
+        return runfiles_set_error("tfevents_read_scalars: %s: empty file", path);
     }
     struct tfevents_scalar *v = NULL;
     int n = 0, cap = 0, rec = 0;
@@ -229,7 +229,7 @@ int tfevents_read_scalars(const char *path, struct tfevents_scalar **out, int *n
     free(buf);
     if (why[0]) {
         tfevents_scalars_free(v, n);
-        return rl_set_error("tfevents_read_scalars: %s: record %d at byte %zu: %s", path, rec, off, why);
+        return runfiles_set_error("tfevents_read_scalars: %s: record %d at byte %zu: %s", path, rec, off, why);
     }
     *out = v;
     *n_out = n;

@@ -1,6 +1,6 @@
 /* The watchdog thread (see watchdog.h): it wakes every tenth of the limit
  * (at most every 100 ms) and compares the armed call's start with now. */
-#include "rl/watchdog.h"
+#include "common/watchdog.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,7 +12,7 @@
 
 #include "common/check.h"
 
-struct rl_watchdog {
+struct watchdog {
     double limit_s;
     void (*fire)(void *user, double seconds);
     void *user;
@@ -32,7 +32,7 @@ static int64_t now_ns(void)
 
 static void *watch(void *arg)
 {
-    struct rl_watchdog *w = arg;
+    struct watchdog *w = arg;
     double tick = w->limit_s / 10 < 0.1 ? w->limit_s / 10 : 0.1;
     pthread_mutex_lock(&w->mu);
     while (!w->stop) {
@@ -56,10 +56,10 @@ static void *watch(void *arg)
     return NULL;
 }
 
-struct rl_watchdog *rl_watchdog_new(double limit_s, void (*fire)(void *user, double seconds), void *user)
+struct watchdog *watchdog_new(double limit_s, void (*fire)(void *user, double seconds), void *user)
 {
     if (!(limit_s > 0)) return NULL;
-    struct rl_watchdog *w = trib_xcalloc(1, sizeof *w);
+    struct watchdog *w = trib_xcalloc(1, sizeof *w);
     w->limit_s = limit_s;
     w->fire = fire;
     w->user = user;
@@ -73,17 +73,17 @@ struct rl_watchdog *rl_watchdog_new(double limit_s, void (*fire)(void *user, dou
     return w;
 }
 
-void rl_watchdog_arm(struct rl_watchdog *w)
+void watchdog_arm(struct watchdog *w)
 {
     if (w) atomic_store_explicit(&w->armed_ns, now_ns(), memory_order_relaxed);
 }
 
-void rl_watchdog_disarm(struct rl_watchdog *w)
+void watchdog_disarm(struct watchdog *w)
 {
     if (w) atomic_store_explicit(&w->armed_ns, 0, memory_order_relaxed);
 }
 
-void rl_watchdog_free(struct rl_watchdog *w)
+void watchdog_free(struct watchdog *w)
 {
     if (!w) return;
     pthread_mutex_lock(&w->mu);

@@ -16,10 +16,10 @@
 
 #include "common/atomic_file.h"
 #include "common/check.h"
-#include "rl/ckpt.h"
-#include "rl/crc32c.h"
-#include "rl/rl.h"
-#include "rl/runfile.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/crc32c.h"
+#include "runfiles/runfile.h"
+#include "runfiles/runfiles.h"
 
 #define MAGIC "TRIBCKPT"
 #define HEADER_SIZE 32
@@ -32,7 +32,7 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "run files are written
 
 int ckpt_mkdirs(const char *dir, const char *who)
 {
-    if (!*dir) return rl_set_error("%s: empty directory name", who);
+    if (!*dir) return runfiles_set_error("%s: empty directory name", who);
     char *p = strdup(dir);
     CHECK_ALLOC(p);
     int rc = 0;
@@ -41,7 +41,7 @@ int ckpt_mkdirs(const char *dir, const char *who)
         if (!end && *s != '/') continue;
         *s = '\0';
         if (mkdir(p, 0777) != 0 && errno != EEXIST) {
-            rc = rl_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
+            rc = runfiles_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
             break;
         }
         if (end) break;
@@ -49,9 +49,9 @@ int ckpt_mkdirs(const char *dir, const char *who)
     }
     struct stat st;
     if (rc == 0 && stat(dir, &st) != 0)
-        rc = rl_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
+        rc = runfiles_set_error("%s: cannot create directory %s: %s", who, dir, strerror(errno));
     else if (rc == 0 && !S_ISDIR(st.st_mode))
-        rc = rl_set_error("%s: cannot create directory %s: %s", who, dir, strerror(ENOTDIR));
+        rc = runfiles_set_error("%s: cannot create directory %s: %s", who, dir, strerror(ENOTDIR));
     free(p);
     return rc;
 }
@@ -73,18 +73,18 @@ static void write_crc(struct atomic_file *a, uint32_t *crc, const void *data, si
 static int check_sections(const struct ckpt_section *s, int n, uint64_t *total)
 {
     if (n < 0 || n > CKPT_MAX_SECTIONS)
-        return rl_set_error("ckpt_write: %d sections (at most %d)", n, CKPT_MAX_SECTIONS);
+        return runfiles_set_error("ckpt_write: %d sections (at most %d)", n, CKPT_MAX_SECTIONS);
     uint64_t size = MIN_SIZE;
     for (int i = 0; i < n; i++) {
         size_t len = s[i].name ? strlen(s[i].name) : 0;
         if (len == 0 || len > CKPT_MAX_NAME)
-            return rl_set_error("ckpt_write: section %d: name must have 1..%d bytes", i, CKPT_MAX_NAME);
+            return runfiles_set_error("ckpt_write: section %d: name must have 1..%d bytes", i, CKPT_MAX_NAME);
         if (!s[i].data && s[i].size)
-            return rl_set_error("ckpt_write: section \"%s\": NULL data of %zu bytes", s[i].name, s[i].size);
+            return runfiles_set_error("ckpt_write: section \"%s\": NULL data of %zu bytes", s[i].name, s[i].size);
         for (int j = 0; j < i; j++)
             if (strcmp(s[i].name, s[j].name) == 0)
-                return rl_set_error("ckpt_write: duplicate section name \"%s\"", s[i].name);
-        if (s[i].size > UINT64_MAX / 2 - size) return rl_set_error("ckpt_write: sections too large");
+                return runfiles_set_error("ckpt_write: duplicate section name \"%s\"", s[i].name);
+        if (s[i].size > UINT64_MAX / 2 - size) return runfiles_set_error("ckpt_write: sections too large");
         size += 4 + len + 8 + s[i].size;
     }
     *total = size;
@@ -164,19 +164,19 @@ static void prune(const char *dir, int keep, int64_t written)
 
 int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *sections, int n, int keep)
 {
-    if (step < 0) return rl_set_error("ckpt_write: negative step %" PRId64, step);
+    if (step < 0) return runfiles_set_error("ckpt_write: negative step %" PRId64, step);
     uint64_t total = 0;
     if (check_sections(sections, n, &total) != 0) return -1;
     if (ckpt_mkdirs(dir, "ckpt_write") != 0) return -1;
     /* the directory the run's checkpoints go to, never one a link leads to
      * (whose older ckpt-*.trib prune would delete) */
-    if (runfile_check_dir(dir) != 0) return rl_set_error("ckpt_write: %s", rl_last_error());
+    if (runfile_check_dir(dir) != 0) return runfiles_set_error("ckpt_write: %s", runfiles_last_error());
     char *path = NULL;
     CHECK(asprintf(&path, "%s/ckpt-%012" PRId64 ".trib", dir, step) >= 0);
     struct atomic_file a;
     if (atomic_file_open(&a, path, "ckpt_write") != 0) {
         free(path);
-        return rl_set_error("%s", atomic_file_last_error());
+        return runfiles_set_error("%s", atomic_file_last_error());
     }
     uint32_t crc = 0;
     unsigned char h[HEADER_SIZE];
@@ -199,7 +199,7 @@ int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *section
     unsigned char t[TRAILER_SIZE];
     put_u32(t, crc);
     atomic_file_write(&a, t, sizeof t);
-    int rc = atomic_file_commit(&a, "ckpt_write") == 0 ? 0 : rl_set_error("%s", atomic_file_last_error());
+    int rc = atomic_file_commit(&a, "ckpt_write") == 0 ? 0 : runfiles_set_error("%s", atomic_file_last_error());
     free(path);
     if (rc == 0 && keep > 0) prune(dir, keep, step);
     return rc;
@@ -299,6 +299,72 @@ static int walk_sections(const unsigned char *buf, uint64_t size, uint32_t n, st
     return 0;
 }
 
+/* The bytes of the file open at fd (size bytes; malloc'd), once its fixed
+ * header is checked against that size. NULL with why set. */
+static unsigned char *read_checked(int fd, uint64_t size, char *why, size_t cap)
+{
+    unsigned char h[HEADER_SIZE] = { 0 };
+    size_t hn = size < HEADER_SIZE ? (size_t)size : HEADER_SIZE;
+    if (!read_full(fd, h, hn, 0)) {
+        reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        return NULL;
+    }
+    if (check_header(h, size, why, cap) != 0) return NULL;
+    unsigned char *buf = malloc((size_t)size);
+    if (!buf) {
+        reason(why, cap, "cannot allocate %" PRIu64 " bytes", size);
+        return NULL;
+    }
+    if (!read_full(fd, buf, (size_t)size, 0)) {
+        reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* A whole file's CRC, its step and its count of sections (into *n). */
+static int check_body(const unsigned char *buf, uint64_t size, uint32_t *n, char *why, size_t cap)
+{
+    uint32_t stored = get_u32(buf + size - TRAILER_SIZE), computed = crc32c(buf, (size_t)size - TRAILER_SIZE);
+    if (stored != computed)
+        return reason(why, cap, "bad CRC (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored, computed);
+    if ((int64_t)get_u64(buf + 24) < 0)
+        return reason(why, cap, "bad header: negative step %" PRId64, (int64_t)get_u64(buf + 24));
+    *n = get_u32(buf + 12);
+    if (*n > CKPT_MAX_SECTIONS) return reason(why, cap, "%" PRIu32 " sections (at most %d)", *n, CKPT_MAX_SECTIONS);
+    return 0;
+}
+
+/* The struct ckpt of a file's checked bytes (buf: taken, freed on
+ * failure): its n sections walked twice, to size the block of the table
+ * and the names, then to fill it. NULL with why set. */
+static struct ckpt *make_ckpt(unsigned char *buf, uint64_t size, uint32_t n, const char *path, char *why,
+                              size_t cap)
+{
+    size_t name_bytes;
+    if (walk_sections(buf, size, n, NULL, NULL, &name_bytes, why, cap) != 0) {
+        free(buf);
+        return NULL;
+    }
+    size_t plen = strlen(path) + 1;
+    struct ckpt_mem *m = trib_xcalloc(1, sizeof *m + n * sizeof(struct ckpt_section) + name_bytes + plen);
+    struct ckpt_section *sec = (struct ckpt_section *)(m + 1);
+    char *names = (char *)(sec + n);
+    if (walk_sections(buf, size, n, sec, names, &name_bytes, why, cap) != 0) {
+        free(m);
+        free(buf);
+        return NULL;
+    }
+    m->c.path = names + name_bytes;
+    memcpy(m->c.path, path, plen);
+    m->c.step = (int64_t)get_u64(buf + 24);
+    m->c.n_sections = (int)n;
+    m->c.sections = sec;
+    m->buf = buf;
+    return &m->c;
+}
+
 /* ckpt_load without the message prefix: on failure why holds the reason.
  * A FIFO or a device is refused without blocking on it; with nofollow (a
  * file found in a run's directory) so is a symbolic link. */
@@ -307,71 +373,23 @@ static struct ckpt *load_file(const char *path, bool nofollow, char *why, size_t
     int fd = runfile_open_read(path, nofollow, why, cap);
     if (fd < 0) return NULL;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        snprintf(why, cap, "%s", strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    unsigned char h[HEADER_SIZE] = { 0 };
-    size_t hn = size < HEADER_SIZE ? (size_t)size : HEADER_SIZE;
     unsigned char *buf = NULL;
-    struct ckpt_mem *m = NULL;
-    if (!read_full(fd, h, hn, 0)) {
-        snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
-        goto fail;
-    }
-    if (check_header(h, size, why, cap) != 0) goto fail;
-    buf = malloc((size_t)size);
-    if (!buf) {
-        snprintf(why, cap, "cannot allocate %" PRIu64 " bytes", size);
-        goto fail;
-    }
-    if (!read_full(fd, buf, (size_t)size, 0)) {
-        snprintf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
-        goto fail;
-    }
-    uint32_t stored = get_u32(buf + size - TRAILER_SIZE), computed = crc32c(buf, (size_t)size - TRAILER_SIZE);
-    if (stored != computed) {
-        snprintf(why, cap, "bad CRC (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored, computed);
-        goto fail;
-    }
-    if ((int64_t)get_u64(buf + 24) < 0) {
-        snprintf(why, cap, "bad header: negative step %" PRId64, (int64_t)get_u64(buf + 24));
-        goto fail;
-    }
-    uint32_t n = get_u32(buf + 12);
-    if (n > CKPT_MAX_SECTIONS) {
-        snprintf(why, cap, "%" PRIu32 " sections (at most %d)", n, CKPT_MAX_SECTIONS);
-        goto fail;
-    }
-    size_t name_bytes;
-    if (walk_sections(buf, size, n, NULL, NULL, &name_bytes, why, cap) != 0) goto fail;
-    size_t plen = strlen(path) + 1;
-    m = trib_xcalloc(1, sizeof *m + n * sizeof(struct ckpt_section) + name_bytes + plen);
-    struct ckpt_section *sec = (struct ckpt_section *)(m + 1);
-    char *names = (char *)(sec + n);
-    if (walk_sections(buf, size, n, sec, names, &name_bytes, why, cap) != 0) goto fail;
-    m->c.path = names + name_bytes;
-    memcpy(m->c.path, path, plen);
-    m->c.step = (int64_t)get_u64(buf + 24);
-    m->c.n_sections = (int)n;
-    m->c.sections = sec;
-    m->buf = buf;
+    if (fstat(fd, &st) != 0) reason(why, cap, "%s", strerror(errno));
+    else buf = read_checked(fd, (uint64_t)st.st_size, why, cap);
     close(fd);
-    return &m->c;
-fail:
-    free(m);
-    free(buf);
-    close(fd);
-    return NULL;
+    uint32_t n = 0;
+    if (buf && check_body(buf, (uint64_t)st.st_size, &n, why, cap) != 0) {
+        free(buf);
+        buf = NULL;
+    }
+    return buf ? make_ckpt(buf, (uint64_t)st.st_size, n, path, why, cap) : NULL;
 }
 
 struct ckpt *ckpt_load(const char *path)
 {
     char why[256];
     struct ckpt *c = load_file(path, false, why, sizeof why);
-    if (!c) rl_set_error("ckpt_load: %s: %s", path, why);
+    if (!c) runfiles_set_error("ckpt_load: %s: %s", path, why);
     return c;
 }
 
@@ -392,12 +410,12 @@ int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t c
 {
     *out = NULL;
     if (cap) warning[0] = '\0';
-    if (runfile_check_dir(dir) != 0) return rl_set_error("ckpt_load_latest: %s", rl_last_error());
+    if (runfile_check_dir(dir) != 0) return runfiles_set_error("ckpt_load_latest: %s", runfiles_last_error());
     struct ckpt_file *v;
     int n = list_ckpts(dir, &v);
     if (n < 0) {
         if (errno == ENOENT) return 0;
-        return rl_set_error("ckpt_load_latest: %s: %s", dir, strerror(errno));
+        return runfiles_set_error("ckpt_load_latest: %s: %s", dir, strerror(errno));
     }
     char refused[512] = "";
     for (int i = 0; i < n && !*out; i++) {
@@ -406,7 +424,7 @@ int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t c
         /* a link or a FIFO among a run's checkpoints is no damaged file to
          * skip: the resume is refused, naming it */
         if (runfile_check_file(p) != 0) {
-            rl_set_error("ckpt_load_latest: %s", rl_last_error());
+            runfiles_set_error("ckpt_load_latest: %s", runfiles_last_error());
             free(p);
             free_list(v, n);
             if (cap) warning[0] = '\0';
@@ -425,7 +443,7 @@ int ckpt_load_latest(const char *dir, struct ckpt **out, char *warning, size_t c
     if (*out) return 1;
     if (cap) warning[0] = '\0';
     if (n == 0) return 0;
-    return rl_set_error("ckpt_load_latest: %s: no checkpoint validates: %s", dir, refused);
+    return runfiles_set_error("ckpt_load_latest: %s: no checkpoint validates: %s", dir, refused);
 }
 
 const void *ckpt_get(const struct ckpt *c, const char *name, size_t *size)
@@ -437,7 +455,7 @@ const void *ckpt_get(const struct ckpt *c, const char *name, size_t *size)
         }
     char has[256] = "";
     for (int i = 0; i < c->n_sections; i++) append(has, sizeof has, "%s%s", i ? ", " : "", c->sections[i].name);
-    rl_set_error("ckpt: %s: no section \"%s\" (has: %s)", c->path, name, has);
+    runfiles_set_error("ckpt: %s: no section \"%s\" (has: %s)", c->path, name, has);
     return NULL;
 }
 

@@ -2,7 +2,7 @@
  * call first). */
 #include <pthread.h>
 
-#include "rl/crc32c.h"
+#include "runfiles/crc32c.h"
 
 static uint32_t table[256];
 static pthread_once_t table_once = PTHREAD_ONCE_INIT;

@@ -10,8 +10,8 @@
  * unpacked, tampered with while no run uses it); a local user who can
  * write into it while the run goes on owns the run anyway.
  * Blocking file-system calls; any thread. */
-#ifndef TRIB_RL_RUNFILE_H
-#define TRIB_RL_RUNFILE_H
+#ifndef TRIB_RUNFILES_RUNFILE_H
+#define TRIB_RUNFILES_RUNFILE_H
 
 #include <stdbool.h>
 #include <sys/types.h>
@@ -22,7 +22,7 @@
 const char *runfile_kind(mode_t m);
 
 /* 0 when path does not exist or is a regular file (lstat: a link is not
- * followed); -1 with rl_last_error() "<path>: is a symbolic link: a run's
+ * followed); -1 with runfiles_last_error() "<path>: is a symbolic link: a run's
  * files are never followed" or "<path>: is a FIFO, not a regular file"
  * (or "<path>: <the lstat's strerror>"). */
 int runfile_check_file(const char *path);

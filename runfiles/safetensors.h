@@ -5,9 +5,9 @@
  * one after another; header entries {"name": {"dtype": "F32", "shape": [..],
  * "data_offsets": [begin, end]}} with offsets relative to the data section,
  * and an optional "__metadata__" object of strings.
- * Blocking file I/O; any thread (errors are per thread, rl/rl.h). */
-#ifndef TRIB_RL_SAFETENSORS_H
-#define TRIB_RL_SAFETENSORS_H
+ * Blocking file I/O; any thread (errors are per thread, runfiles/runfiles.h). */
+#ifndef TRIB_RUNFILES_SAFETENSORS_H
+#define TRIB_RUNFILES_SAFETENSORS_H
 
 #include "tensor/tensor.h"
 
@@ -39,7 +39,7 @@ struct safetensors_meta {
  * tensor is copied to the host first (tensor_copy_to_host, a blocking
  * device copy). Borrows everything. The caller must keep other threads from
  * writing the tensors meanwhile (pass tensor_snapshot()s of live
- * parameters). Returns 0, or -1 with rl_last_error "safetensors_save: ..."
+ * parameters). Returns 0, or -1 with runfiles_last_error "safetensors_save: ..."
  * for a NULL/empty/duplicate name or "__metadata__" as a tensor name, a
  * NULL tensor, a duplicate or NULL metadata key/value, or a write failure
  * (directory missing or unwritable, disk full: "<path>: <strerror>"). */
@@ -69,10 +69,10 @@ struct safetensors {
  * values ..."). Unknown keys inside an entry are ignored.
  * Allocates no more than the file's size for tensors.
  * Returns a new struct safetensors (safetensors_free), or NULL with
- * rl_last_error "safetensors_load: <path>: <problem>". */
+ * runfiles_last_error "safetensors_load: <path>: <problem>". */
 struct safetensors *safetensors_load(const char *path);
 
-/* The tensor named name (borrowed), or NULL with rl_last_error
+/* The tensor named name (borrowed), or NULL with runfiles_last_error
  * "safetensors: <path>: no tensor \"<name>\"". */
 struct tensor *safetensors_get(const struct safetensors *st, const char *name);
 

@@ -1,6 +1,7 @@
-/* The files a training run leaves behind (rl/): CRC-32C vectors; safetensors
+/* The files a training run leaves behind (runfiles/): CRC-32C vectors; safetensors
  * round trips, a byte-exact tiny file and every corruption refused with its
- * message; TensorBoard records walked byte by byte (lengths, both CRCs, the
+ * message; the policy file byte for byte as the writer has always made it,
+ * read back, and its refusals; TensorBoard records walked byte by byte (lengths, both CRCs, the
  * Event encoding) and corruptions detected; metrics CSV/JSONL rows parsed
  * back, resume, a full disk; checkpoints round trip, keep-last-K, fall back
  * past refused files; unwritable directories. Real files in a mkdtemp
@@ -22,12 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rl/ckpt.h"
-#include "rl/crc32c.h"
-#include "rl/metrics.h"
-#include "rl/rl.h"
-#include "rl/safetensors.h"
-#include "rl/tfevents.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/crc32c.h"
+#include "runfiles/metrics.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/safetensors.h"
+#include "runfiles/tfevents.h"
 
 /* ---- scratch directory and file helpers ----------------------------------- */
 
@@ -122,7 +124,7 @@ static void list_dir(const char *d, char *out, size_t cap)
     do {                                                                      \
         char want_[1024];                                                     \
         snprintf(want_, sizeof want_, fmt, __VA_ARGS__);                      \
-        ck_assert_str_eq(rl_last_error(), want_);                             \
+        ck_assert_str_eq(runfiles_last_error(), want_);                       \
     } while (0)
 
 /* ---- crc32c ---------------------------------------------------------------- */
@@ -185,7 +187,7 @@ START_TEST(test_st_roundtrip)
     free(raw);
 
     struct safetensors *st = safetensors_load(P("m.safetensors"));
-    ck_assert_msg(st != NULL, "%s", rl_last_error());
+    ck_assert_msg(st != NULL, "%s", runfiles_last_error());
     ck_assert_int_eq(st->n, 6);
     for (int i = 0; i < 6; i++) {
         ck_assert_str_eq(st->names[i], names[i]);
@@ -307,7 +309,7 @@ START_TEST(test_st_corruptions)
 
     /* unknown keys inside an entry are ignored, as the reference reader does */
     struct safetensors *st = safetensors_load(raw_st("{\"a\":" F32_2 "[0,8],\"x\":1}}", 8));
-    ck_assert_msg(st != NULL, "%s", rl_last_error());
+    ck_assert_msg(st != NULL, "%s", runfiles_last_error());
     safetensors_free(st);
 }
 END_TEST
@@ -317,16 +319,16 @@ START_TEST(test_st_save_errors)
     struct tensor *a = tensor_scalar_f32(1.0f);
     struct safetensors_entry two[2] = { { "a", a }, { "a", a } };
     ck_assert_int_eq(safetensors_save(P("x.safetensors"), two, 2, NULL, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "safetensors_save: duplicate tensor name \"a\"");
+    ck_assert_str_eq(runfiles_last_error(), "safetensors_save: duplicate tensor name \"a\"");
     two[1].name = "__metadata__";
     ck_assert_int_eq(safetensors_save(P("x.safetensors"), two, 2, NULL, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "safetensors_save: \"__metadata__\" cannot name a tensor");
+    ck_assert_str_eq(runfiles_last_error(), "safetensors_save: \"__metadata__\" cannot name a tensor");
     two[1] = (struct safetensors_entry){ "b", NULL };
     ck_assert_int_eq(safetensors_save(P("x.safetensors"), two, 2, NULL, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "safetensors_save: tensor \"b\" is NULL");
+    ck_assert_str_eq(runfiles_last_error(), "safetensors_save: tensor \"b\" is NULL");
     struct safetensors_meta m[2] = { { "k", "1" }, { "k", "2" } };
     ck_assert_int_eq(safetensors_save(P("x.safetensors"), two, 1, m, 2), -1);
-    ck_assert_str_eq(rl_last_error(), "safetensors_save: duplicate metadata key \"k\"");
+    ck_assert_str_eq(runfiles_last_error(), "safetensors_save: duplicate metadata key \"k\"");
     ck_assert_int_eq(safetensors_save(P("nodir/x.safetensors"), two, 1, NULL, 0), -1);
     ASSERT_ERR("safetensors_save: %s: No such file or directory", P("nodir/x.safetensors"));
     ck_assert(!exists(P("x.safetensors")));
@@ -419,7 +421,7 @@ static const char *write_events(double *t0, double *t1)
     clock_gettime(CLOCK_REALTIME, &ts);
     *t0 = (double)ts.tv_sec + ts.tv_nsec * 1e-9;
     struct tfevents_writer *w = tfevents_open(P("tb/run"));
-    ck_assert_msg(w != NULL, "%s", rl_last_error());
+    ck_assert_msg(w != NULL, "%s", runfiles_last_error());
     for (int i = 0; i < 4; i++) ck_assert_int_eq(tfevents_add_scalar(w, tags[i], vals[i], steps[i]), 0);
     static char path[256];
     snprintf(path, sizeof path, "%s", tfevents_path(w));
@@ -479,7 +481,7 @@ START_TEST(test_tfe_records)
 
     struct tfevents_scalar *v;
     int nv;
-    ck_assert_msg(tfevents_read_scalars(path, &v, &nv) == 0, "%s", rl_last_error());
+    ck_assert_msg(tfevents_read_scalars(path, &v, &nv) == 0, "%s", runfiles_last_error());
     ck_assert_int_eq(nv, 4);
     for (int i = 0; i < 4; i++) {
         ck_assert_str_eq(v[i].tag, tags[i]);
@@ -513,7 +515,7 @@ static void assert_read_fails_with(const char *path, const char *prefix)
     ck_assert_int_eq(tfevents_read_scalars(path, &v, &nv), -1);
     ck_assert_ptr_null(v);
     ck_assert_int_eq(nv, 0);
-    ck_assert_msg(strncmp(rl_last_error(), prefix, strlen(prefix)) == 0, "got \"%s\", want \"%s...\"", rl_last_error(),
+    ck_assert_msg(strncmp(runfiles_last_error(), prefix, strlen(prefix)) == 0, "got \"%s\", want \"%s...\"", runfiles_last_error(),
                   prefix);
 }
 
@@ -548,13 +550,13 @@ START_TEST(test_tfe_corruptions)
              "tfevents_read_scalars: %s: record 4 at byte %zu: length %llu runs past the end of the file (%zu bytes "
              "left)", path, r4, (unsigned long long)len4, n - 3 - r4 - 12);
     assert_read_fails_with(path, want);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
 
     write_all(path, orig, r4 + 5);    /* a header cut short */
     snprintf(want, sizeof want, "tfevents_read_scalars: %s: record 4 at byte %zu: truncated header (5 of 12 bytes)",
              path, r4);
     assert_read_fails_with(path, want);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
 
     /* well framed, but record 0 is a scalar event: not an event file */
     write_all(path, orig + r2, n - r2);
@@ -562,7 +564,7 @@ START_TEST(test_tfe_corruptions)
              "tfevents_read_scalars: %s: record 0 at byte 0: the first event is not a file_version \"brain.Event:*\"",
              path);
     assert_read_fails_with(path, want);
-    ck_assert_str_eq(rl_last_error(), want);
+    ck_assert_str_eq(runfiles_last_error(), want);
 
     write_all(path, "", 0);
     snprintf(want, sizeof want, "tfevents_read_scalars: %s: empty file", path);
@@ -588,7 +590,7 @@ static const char *cols[4] = { "env_steps", "wall_s", "return_mean", "loss" };
 START_TEST(test_metrics_rows)
 {
     struct metrics_log *m = metrics_open(P("run"), cols, 4, false);
-    ck_assert_msg(m != NULL, "%s", rl_last_error());
+    ck_assert_msg(m != NULL, "%s", runfiles_last_error());
     double rows[3][4] = {
         { 1000, 0.5, 12.25, NAN },
         { 2000, 1.0 / 3, 0.1, 1e-300 },
@@ -653,7 +655,7 @@ START_TEST(test_metrics_resume)
     ck_assert_int_eq(metrics_write(m, (double[]){ 1, 2, 3, 4 }), 0);
     metrics_close(m);
     m = metrics_open(P("run"), cols, 4, true);
-    ck_assert_msg(m != NULL, "%s", rl_last_error());
+    ck_assert_msg(m != NULL, "%s", runfiles_last_error());
     ck_assert_int_eq(metrics_write(m, (double[]){ 5, 6, 7, 8 }), 0);
     metrics_close(m);
     size_t n;
@@ -689,13 +691,13 @@ START_TEST(test_metrics_errors)
 {
     const char *dup[2] = { "a", "a" }, *comma[1] = { "a,b" }, *empty[1] = { "" };
     ck_assert_ptr_null(metrics_open(P("run"), dup, 2, false));
-    ck_assert_str_eq(rl_last_error(), "metrics_open: duplicate column \"a\"");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_open: duplicate column \"a\"");
     ck_assert_ptr_null(metrics_open(P("run"), comma, 1, false));
-    ck_assert_str_eq(rl_last_error(), "metrics_open: column \"a,b\" holds '\"', ',' or a line break");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_open: column \"a,b\" holds '\"', ',' or a line break");
     ck_assert_ptr_null(metrics_open(P("run"), empty, 1, false));
-    ck_assert_str_eq(rl_last_error(), "metrics_open: column 0 has no name");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_open: column 0 has no name");
     ck_assert_ptr_null(metrics_open(P("run"), cols, 0, false));
-    ck_assert_str_eq(rl_last_error(), "metrics_open: no columns");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_open: no columns");
 
     write_all(P("file"), "x", 1);
     ck_assert_ptr_null(metrics_open(P("file/run"), cols, 4, false));
@@ -720,7 +722,7 @@ START_TEST(test_metrics_errors)
     /* a write that fails (files over RLIMIT_FSIZE fail with EFBIG): said,
      * and said again */
     struct metrics_log *m = metrics_open(P("full2"), cols, 4, false);
-    ck_assert_msg(m != NULL, "%s", rl_last_error());
+    ck_assert_msg(m != NULL, "%s", runfiles_last_error());
     signal(SIGXFSZ, SIG_IGN);
     struct rlimit old, lim;
     getrlimit(RLIMIT_FSIZE, &old);
@@ -765,7 +767,7 @@ START_TEST(test_metrics_config)
 
     const char *dk[2] = { "a", "a" };
     ck_assert_int_eq(metrics_write_config_kv(P("run"), dk, dk, 2), -1);
-    ck_assert_str_eq(rl_last_error(), "metrics_write_config_kv: duplicate key \"a\"");
+    ck_assert_str_eq(runfiles_last_error(), "metrics_write_config_kv: duplicate key \"a\"");
     char names[256];
     list_dir(P("run"), names, sizeof names);
     ck_assert_str_eq(names, "config.json");
@@ -785,7 +787,7 @@ static void write_ckpt(const char *d, int64_t step, int keep)
         { "optim", optim_state, sizeof optim_state },
         { "counters", NULL, 0 },
     };
-    ck_assert_msg(ckpt_write(d, step, s, 3, keep) == 0, "%s", rl_last_error());
+    ck_assert_msg(ckpt_write(d, step, s, 3, keep) == 0, "%s", runfiles_last_error());
 }
 
 static const char *ckpt_path(int64_t step)
@@ -804,7 +806,7 @@ START_TEST(test_ckpt_roundtrip)
     list_dir(P("ck"), names, sizeof names);
     ck_assert_str_eq(names, "ckpt-000000000100.trib");
     struct ckpt *c = ckpt_load(ckpt_path(100));
-    ck_assert_msg(c != NULL, "%s", rl_last_error());
+    ck_assert_msg(c != NULL, "%s", runfiles_last_error());
     ck_assert_int_eq(c->step, 100);
     ck_assert_str_eq(c->path, ckpt_path(100));
     ck_assert_int_eq(c->n_sections, 3);
@@ -1032,15 +1034,15 @@ START_TEST(test_ckpt_write_errors)
 {
     struct ckpt_section s[2] = { { "a", "x", 1 }, { "a", "y", 1 } };
     ck_assert_int_eq(ckpt_write(P("ck"), 1, s, 2, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "ckpt_write: duplicate section name \"a\"");
+    ck_assert_str_eq(runfiles_last_error(), "ckpt_write: duplicate section name \"a\"");
     ck_assert_int_eq(ckpt_write(P("ck"), -1, s, 1, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "ckpt_write: negative step -1");
+    ck_assert_str_eq(runfiles_last_error(), "ckpt_write: negative step -1");
     s[1] = (struct ckpt_section){ "", "y", 1 };
     ck_assert_int_eq(ckpt_write(P("ck"), 1, s, 2, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "ckpt_write: section 1: name must have 1..255 bytes");
+    ck_assert_str_eq(runfiles_last_error(), "ckpt_write: section 1: name must have 1..255 bytes");
     s[1] = (struct ckpt_section){ "b", NULL, 3 };
     ck_assert_int_eq(ckpt_write(P("ck"), 1, s, 2, 0), -1);
-    ck_assert_str_eq(rl_last_error(), "ckpt_write: section \"b\": NULL data of 3 bytes");
+    ck_assert_str_eq(runfiles_last_error(), "ckpt_write: section \"b\": NULL data of 3 bytes");
     ck_assert(!exists(P("ck")));
 
     write_all(P("file"), "x", 1);
@@ -1053,6 +1055,137 @@ START_TEST(test_ckpt_write_errors)
     } else {
         fprintf(stderr, "test_ckpt_write_errors: running as root: the mode-0555 directory case is skipped\n");
     }
+}
+END_TEST
+
+/* ---- policy file ------------------------------------------------------------- */
+
+/* The architecture of tests/fuzz's seed policy-4-8-2-critic (written by
+ * fuzz_gen_file_seeds before the policy file left rl/) and its nets from
+ * seed 1: params gets the actor's then the critic's parameters. */
+static const struct policy_arch SEED_ARCH = { .obs_dim = 4, .act_dim = 2, .n_hidden = 1, .hidden = { 8 },
+                                              .value_head = true };
+
+static int seed_nets(struct nn_module **actor, struct nn_module **critic, struct tensor **params)
+{
+    ck_assert_int_eq(policy_arch_build(&SEED_ARCH, 1, actor, critic), 0);
+    int n = 0;
+    for (int i = 0; i < (*actor)->n_params; i++) params[n++] = (*actor)->params[i];
+    for (int i = 0; i < (*critic)->n_params; i++) params[n++] = (*critic)->params[i];
+    return n;
+}
+
+START_TEST(test_policy_file_bytes)
+{
+    struct nn_module *actor, *critic;
+    struct tensor *params[POLICY_MAX_TENSORS];
+    int n = seed_nets(&actor, &critic, params);
+    ck_assert_int_eq(n, 8);
+    ck_assert_int_eq(policy_arch_param_count(&SEED_ARCH), (4 + 1) * 8 + (8 + 1) * 2 + (4 + 1) * 8 + (8 + 1) * 1);
+    ck_assert_msg(policy_file_save(P("p.safetensors"), &SEED_ARCH, "CartPole-v1", NULL, n, params) == 0, "%s",
+                  runfiles_last_error());
+    size_t got_n, want_n;
+    unsigned char *got = read_all(P("p.safetensors"), &got_n), *want = read_all(POLICY_SEED, &want_n);
+    ck_assert_uint_eq(got_n, want_n);
+    ck_assert_msg(memcmp(got, want, got_n) == 0, "policy file differs from %s", POLICY_SEED);
+    free(got);
+    free(want);
+
+    struct policy_arch a;
+    char env[64];
+    struct nn_module *ra, *rc;
+    ck_assert_msg(policy_file_load(POLICY_SEED, &a, env, sizeof env, &ra, &rc) == 0, "%s", runfiles_last_error());
+    ck_assert_str_eq(env, "CartPole-v1");
+    ck_assert(a.obs_dim == 4 && a.act_dim == 2 && a.n_hidden == 1 && a.hidden[0] == 8 && a.value_head &&
+              !a.gaussian && !a.tanh && a.dropout == 0);
+    ck_assert_ptr_nonnull(rc);
+    for (int i = 0; i < n; i++) {
+        struct tensor *t = i < ra->n_params ? ra->params[i] : rc->params[i - ra->n_params];
+        ck_assert(tensor_same_shape(t, params[i]));
+        ck_assert(memcmp(tensor_data(t), tensor_data(params[i]), tensor_nbytes(t)) == 0);
+    }
+    nn_module_free(ra);
+    nn_module_free(rc);
+    /* without a critic asked for, the actor alone */
+    ck_assert_int_eq(policy_file_load(POLICY_SEED, &a, env, sizeof env, &ra, NULL), 0);
+    ck_assert_int_eq(ra->n_params, 4);
+    nn_module_free(ra);
+    nn_module_free(actor);
+    nn_module_free(critic);
+}
+END_TEST
+
+/* The seed policy's tensors and metadata rewritten into path, with `drop`
+ * (a tensor name or NULL) left out, `extra` (or NULL) added, tensor `nan`
+ * (or NULL) holding -inf at element 1, and metadata key `key` (or NULL)
+ * set to `value`. */
+static void crafted_policy(const char *path, const char *drop, const char *extra, const char *ninf, const char *key,
+                           const char *value)
+{
+    struct safetensors *st = safetensors_load(POLICY_SEED);
+    ck_assert_msg(st != NULL, "%s", runfiles_last_error());
+    struct safetensors_entry e[16];
+    struct tensor *own[16];
+    int n = 0;
+    for (int i = 0; i < st->n; i++) {
+        if (drop && strcmp(st->names[i], drop) == 0) continue;
+        own[n] = tensor_clone_to(st->tensors[i], DEVICE_CPU);
+        if (ninf && strcmp(st->names[i], ninf) == 0) ((float *)tensor_data(own[n]))[1] = -INFINITY;
+        e[n] = (struct safetensors_entry){ st->names[i], own[n] };
+        n++;
+    }
+    if (extra) {
+        own[n] = tensor_from_f32(1, (int64_t[]){ 1 }, (float[]){ 0 });
+        e[n] = (struct safetensors_entry){ extra, own[n] };
+        n++;
+    }
+    struct safetensors_meta m[16];
+    for (int i = 0; i < st->n_meta; i++)
+        m[i] = (struct safetensors_meta){ st->meta[i].key,
+                                          key && strcmp(key, st->meta[i].key) == 0 ? value : st->meta[i].value };
+    ck_assert_msg(safetensors_save(path, e, n, m, st->n_meta) == 0, "%s", runfiles_last_error());
+    for (int i = 0; i < n; i++) tensor_free(own[i]);
+    safetensors_free(st);
+}
+
+START_TEST(test_policy_file_refusals)
+{
+    static const struct {
+        const char *drop, *extra, *ninf, *key, *value, *why;
+    } cases[] = {
+        { NULL, NULL, "actor.2.bias", NULL, NULL, "parameter actor.2.bias[1] is -inf" },
+        { "critic.2.bias", "x", NULL, NULL, NULL, "no tensor 'critic.2.bias'" },   /* as many bytes */
+        { NULL, "x", NULL, NULL, NULL, "9 tensors, the architecture has 8" },
+        { NULL, NULL, NULL, "format", "tributary-policy-0",
+          "not a tributary policy (metadata format is not 'tributary-policy-1')" },
+        { NULL, NULL, NULL, "obs_dim", "65537", "metadata 'obs_dim' missing or not in 1..65536" },
+        { NULL, NULL, NULL, "act_dim", "1", "'actor.2.weight' is f32 [2,8], expected f32 [1,8]" },
+        { NULL, NULL, NULL, "head", "beta", "metadata head/activation/hidden/value_head/env/dropout missing or unknown" },
+        { NULL, NULL, NULL, "dropout", "1", "bad dropout '1'" },
+        { NULL, NULL, NULL, "hidden", "8,x", "bad hidden sizes '8,x'" },
+        { NULL, NULL, NULL, "hidden", "", "no hidden sizes" },
+        { NULL, NULL, NULL, "hidden", "8,8,8,8,8", "bad hidden sizes '8,8,8,8,8'" },
+        { NULL, NULL, NULL, "hidden", "60000",
+          "the architecture has 780003 parameters (3120012 bytes), the file holds 428 bytes of them" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *path = P("bad.safetensors");
+        crafted_policy(path, cases[i].drop, cases[i].extra, cases[i].ninf, cases[i].key, cases[i].value);
+        struct policy_arch a;
+        char env[64];
+        struct nn_module *actor = (void *)1, *critic = (void *)1;
+        ck_assert_int_eq(policy_file_load(path, &a, env, sizeof env, &actor, &critic), -1);
+        ASSERT_ERR("policy %s: %s", path, cases[i].why);
+        ck_assert_ptr_null(actor);
+        ck_assert_ptr_null(critic);
+    }
+    /* a file that is no safetensors: the reader's own message */
+    write_all(P("junk"), "junk", 4);
+    struct policy_arch a;
+    char env[64];
+    struct nn_module *actor, *critic;
+    ck_assert_int_eq(policy_file_load(P("junk"), &a, env, sizeof env, &actor, &critic), -1);
+    ASSERT_ERR("safetensors_load: %s: 4 bytes, too short for the 8-byte header length", P("junk"));
 }
 END_TEST
 
@@ -1101,6 +1234,13 @@ static Suite *runfiles_suite(void)
     tcase_add_test(tc, test_ckpt_duplicate_section_on_disk);
     tcase_add_test(tc, test_ckpt_all_bad_and_empty);
     tcase_add_test(tc, test_ckpt_write_errors);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("policy_file");
+    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_policy_file_bytes);
+    tcase_add_test(tc, test_policy_file_refusals);
     suite_add_tcase(s, tc);
     return s;
 }
