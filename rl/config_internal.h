@@ -22,6 +22,15 @@ struct rl_field {
 extern const struct rl_field rl_fields[];
 extern const int rl_n_fields;
 
+/* A preset: its name, one line about it, and its fields' values as
+ * "name=value" overrides of rl_config_base's (NULL-terminated). */
+struct rl_preset {
+    const char *name, *about;
+    const char *set[24];
+};
+/* The preset named `name`, or NULL. */
+const struct rl_preset *rl_preset_find(const char *name);
+
 /* Sets *c to the defaults every preset starts from (no preset name). */
 void rl_config_base(struct rl_config *c);
 
