@@ -1,10 +1,11 @@
 /* The algorithm registry (algo.h). The built-ins come first, in their
- * RL_ALGO_* order (rl/config.h's enum rl_algo_builtin). */
+ * RL_ALGO_* order (rl/config_fields.h's enum rl_algo_builtin). */
 #include "rl/algo.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#include "rl/config_fields.h"
 #include "rl/rl.h"
 
 #define MAX_ALGOS 32

@@ -4,10 +4,10 @@
  * returns), one epoch of one minibatch. Its own table, not PPO's with other
  * parameters: the loss differs, and so do its statistics (no KL, no clip
  * fraction). */
-#include "rl/algo.h"
+#include "rl/algo_table.h"
 
 #include "rl/algo_describe.h"
-#include "rl/config.h"
+#include "rl/config_fields.h"
 
 static struct tensor *minibatch_loss(const struct rl_mb_loss_in *in, struct rl_loss_stats *st)
 {

@@ -1,4 +1,4 @@
-/* The run's description (struct rl_algo.describe, rl/algo.h) for each
+/* The run's description (struct rl_algo.describe, rl/algo_table.h) for each
  * shape, for an algorithm's table to use as is or to extend: below the
  * registry and the tables (it calls nothing of theirs). */
 #ifndef TRIB_RL_ALGO_DESCRIBE_H

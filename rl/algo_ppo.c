@@ -1,11 +1,11 @@
 /* PPO as CleanRL's ppo.py: rollouts, GAE, epochs x minibatches of the
  * clipped surrogate loss with a value head (rl_ppo_loss). */
-#include "rl/algo.h"
+#include "rl/algo_table.h"
 
 #include <stdio.h>
 
 #include "rl/algo_describe.h"
-#include "rl/config.h"
+#include "rl/config_fields.h"
 
 static struct tensor *minibatch_loss(const struct rl_mb_loss_in *in, struct rl_loss_stats *st)
 {

@@ -1,10 +1,10 @@
 /* REINFORCE as PyTorch's RPC RL example: one episode per observer, a
  * recorded forward per step, the discounted and normalised returns as
  * weights (rl_reinforce_loss); no critic. */
-#include "rl/algo.h"
+#include "rl/algo_table.h"
 
 #include "rl/algo_describe.h"
-#include "rl/config.h"
+#include "rl/config_fields.h"
 #include "rl/rl.h"
 
 static struct tensor *episode_loss(struct tensor *logp, const float *rewards, int n, const struct rl_config *cfg)

@@ -2,7 +2,9 @@
  * descriptors), their values as text both ways, the defaults and the
  * presets as data rows. The command line is config_parse.c, JSON
  * config_json.c, the wire form config_wire.c, the checks config_check.c,
- * --env-arg config_env_args.c. */
+ * --env-arg config_env_args.c. It reads the algorithm registry (rl/algo.h:
+ * --algo's choices, a run's description), so it sits above the registry and
+ * the algorithms' files, which read only the struct (rl/config_fields.h). */
 #define _GNU_SOURCE
 #include "rl/config.h"
 #include "rl/algo.h"

@@ -9,14 +9,12 @@
 #include <stdio.h>
 
 #include "envs/env.h"
-#include "rl/algo.h"                 /* cfg->algo: an index into its registry; RL_ALGO_* */
+#include "rl/config_env_args.h"      /* --env-arg: struct rl_env_args, RL_MAX_ENV_ARGS */
+#include "rl/config_fields.h"        /* struct rl_config, its fields' types; RL_ALGO_* */
 #include "rpc/rpc.h"
 
 #define RL_MAX_OBSERVERS 64
 #define RL_MAX_ENVS 4096            /* per observer */
-#define RL_MAX_HIDDEN 4
-#define RL_MAX_ENV_ARGS 16          /* --env-arg KEY=VALUE, repeatable */
-#define RL_DEFAULT_STEP_TIMEOUT_S 60.0   /* --step-timeout */
 #define RL_MAX_DIM 65536            /* a hidden layer's size, an observation's or an action's dims */
 /* The most parameters a policy may have, actor and critic together: 2^27
  * floats, 512 MiB (the optimizer keeps up to three more copies). Checked
@@ -31,26 +29,6 @@
 #define RL_MAX_LR 1.0
 #define RL_MAX_LOSS_COEF 10.0
 
-enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
-enum rl_activation { RL_ACT_TANH, RL_ACT_RELU };   /* between hidden layers */
-enum rl_device { RL_DEVICE_CPU, RL_DEVICE_CUDA };  /* where the agent keeps the policy */
-
-/* A list-typed field (hidden: the hidden layers' sizes). */
-struct rl_int_list {
-    int n;
-    int v[RL_MAX_HIDDEN];
-};
-
-#include "rl/config_fields.h"
-
-/* The run configuration: one member per row of rl/config_fields.h, which
- * says what each is, its default and its flag. */
-#define RL_FIELD_DECL(name, kind, ctype, dim, dflt, choices, flags, help) ctype name dim;
-struct rl_config {
-    RL_CONFIG_FIELDS(RL_FIELD_DECL)
-};
-#undef RL_FIELD_DECL
-
 /* Fills cfg with the named preset: "ppo" (CleanRL ppo.py on CartPole-v1),
  * "ppo-fast" (the demo's: solves CartPole-v1 fastest here), "a2c",
  * "pendulum" (PPO, Gaussian head, Pendulum-v1) or "pytorch-rl-example"
@@ -60,15 +38,6 @@ int rl_config_preset(struct rl_config *cfg, const char *name);
 
 /* Names of the presets, NULL-terminated. */
 extern const char *const rl_preset_names[];
-
-/* A preset: its name, one line about it, and its fields' values as
- * "name=value" overrides of rl_config_base's (NULL-terminated). */
-struct rl_preset {
-    const char *name, *about;
-    const char *set[24];
-};
-/* The preset named `name`, or NULL. */
-const struct rl_preset *rl_preset_find(const char *name);
 
 /* Checks ranges and combinations (e.g. REINFORCE needs 1 env per observer;
  * minibatches divide B*T). 0, or -1 with rl_last_error() naming the flag. */
@@ -117,25 +86,6 @@ int rl_config_from_json(const char *text, size_t len, struct rl_config *cfg);
  * whose keys were dashed) as rl_config_to_json writes it now, for
  * comparing key by key. NULL with rl_last_error(). Caller frees. */
 struct cJSON *rl_config_json_of(const char *text, size_t len);
-
-/* cfg's env arguments split for env_open_args: args points into out. */
-struct rl_env_args {
-    struct env_args args;
-    const char *keys[RL_MAX_ENV_ARGS], *values[RL_MAX_ENV_ARGS];
-    char buf[sizeof((struct rl_config *)0)->env_arg];
-};
-void rl_config_env_args(const struct rl_config *cfg, struct rl_env_args *out);
-
-/* Appends one --env-arg KEY=VALUE to cfg->env_arg: KEY of letters, digits,
- * '_', '-' and '.', VALUE without a line break, keys unique, at most
- * RL_MAX_ENV_ARGS. 0, or -1 with rl_last_error() saying why. */
-int rl_config_add_env_arg(struct rl_config *cfg, const char *kv);
-
-/* The env of cfg, opened with its arguments (env_open_args): the spec, and
- * in *plugin the handle to close (NULL for a built-in). NULL with
- * rl_last_error() set to the envs module's message. */
-struct env_plugin;
-const struct env_spec *rl_config_open_env(const struct rl_config *cfg, struct env_plugin **plugin);
 
 /* The wire form (a map) and back. from_value checks every field and the
  * result with rl_config_check: 0, or -1 with rl_last_error(). */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "envs/env.h"
+#include "rl/algo.h"
 #include "rl/config.h"
 #include "rl/rl.h"
 #include "runfiles/policy_file.h"

@@ -1,7 +1,8 @@
 /* --env-arg: the KEY=VALUE lines a run passes to its env, as the config
- * holds them (one line each in env_args), and opening the env with them. */
+ * holds them (one line each in env_args), and opening the env with them
+ * (config_env_args.h). */
 #define _GNU_SOURCE
-#include "rl/config.h"
+#include "rl/config_env_args.h"
 
 #include <ctype.h>
 #include <stdio.h>

@@ -18,9 +18,33 @@
  *          RLF_CLI: on the command line only (not in JSON, not on the wire);
  *          RLF_NOJSON: not in config.json (the wire has it);
  *          RLF_OWN_DEFAULT: the help says the default (worked out at parse).
- * Included by rl/config.h (the struct); the descriptors are in config.c. */
+ * This header also holds what the table is made of and what it makes:
+ * the fields' own types (the enums, struct rl_int_list) and struct
+ * rl_config. It names nothing of rl/config.h nor of the algorithm registry
+ * (rl/algo.h), so the algorithms and everything below the registry read a
+ * config without reaching the files that parse, check or describe one.
+ * Included by rl/config.h; the descriptors are in config.c. */
 #ifndef TRIB_RL_CONFIG_FIELDS_H
 #define TRIB_RL_CONFIG_FIELDS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define RL_MAX_HIDDEN 4
+#define RL_DEFAULT_STEP_TIMEOUT_S 60.0   /* --step-timeout */
+
+/* The built-in algorithms' indices in the registry (rl/algo.h): cfg->algo's
+ * numbers since before the registry (config.json, checkpoints). */
+enum rl_algo_builtin { RL_ALGO_REINFORCE, RL_ALGO_A2C, RL_ALGO_PPO };
+enum rl_mode { RL_MODE_SYNC, RL_MODE_ASYNC };
+enum rl_activation { RL_ACT_TANH, RL_ACT_RELU };   /* between hidden layers */
+enum rl_device { RL_DEVICE_CPU, RL_DEVICE_CUDA };  /* where the agent keeps the policy */
+
+/* A list-typed field (hidden: the hidden layers' sizes). */
+struct rl_int_list {
+    int n;
+    int v[RL_MAX_HIDDEN];
+};
 
 #define RLF_ENV 1u
 #define RLF_CLI 2u
@@ -116,5 +140,13 @@
       "with --logdir DIR holding another run: remove that run's files\n" \
       "(metrics, config.json, event files, checkpoints, policy) first")
 /* clang-format on */
+
+/* The run configuration: one member per row of the table above, which says
+ * what each is, its default and its flag. */
+#define RL_FIELD_DECL(name, kind, ctype, dim, dflt, choices, flags, help) ctype name dim;
+struct rl_config {
+    RL_CONFIG_FIELDS(RL_FIELD_DECL)
+};
+#undef RL_FIELD_DECL
 
 #endif

@@ -1,12 +1,16 @@
 /* What the files of the run configuration share (config.c, config_parse.c,
  * config_json.c, config_wire.c, config_check.c): the table of fields made
- * from rl/config_fields.h and their values as text. Not installed. */
+ * from rl/config_fields.h, their values as text and the presets' rows. It
+ * names nothing of rl/config.h (only struct rl_config, config_fields.h's),
+ * so config.c, which defines most of it, uses it without a circle. Not
+ * installed. */
 #ifndef TRIB_RL_CONFIG_INTERNAL_H
 #define TRIB_RL_CONFIG_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-#include "rl/config.h"
+#include "rl/config_fields.h"
 
 enum rl_kind { RL_K_INT, RL_K_I64, RL_K_U64, RL_K_DBL, RL_K_BOOL, RL_K_STR, RL_K_ENUM, RL_K_LIST, RL_K_ENVARGS };
 
@@ -21,6 +25,15 @@ struct rl_field {
 };
 extern const struct rl_field rl_fields[];
 extern const int rl_n_fields;
+
+/* A preset: its name, one line about it, and its fields' values as
+ * "name=value" overrides of rl_config_base's (NULL-terminated). */
+struct rl_preset {
+    const char *name, *about;
+    const char *set[24];
+};
+/* The preset named `name`, or NULL. */
+const struct rl_preset *rl_preset_find(const char *name);
 
 /* Sets *c to the defaults every preset starts from (no preset name). */
 void rl_config_base(struct rl_config *c);

@@ -7,12 +7,21 @@
  * rl/ file, and the list of its parts, each with its contract in its header.
  *
  *   The run's configuration
- *     config.h        struct rl_config, presets, the command line, the wire
- *                     form, the policy's architecture it asks for (config.c,
- *                     config_check.c, config_env_args.c, config_wire.c,
- *                     config_arch.c; config_internal.h between them)
+ *     config_fields.h struct rl_config: its fields (the one table), their
+ *                     types and defaults; names no other rl/ header
+ *     config_env_args.h  --env-arg, and opening the run's env with it
+ *     config.h        presets, the command line, JSON, the wire form, the
+ *                     checks, the run's description, the policy's
+ *                     architecture it asks for (config.c, config_parse.c,
+ *                     config_json.c, config_wire.c, config_check.c,
+ *                     config_arch.c; config_internal.h between them); it
+ *                     includes the two above and sits above the registry
  *   The algorithms and their arithmetic
- *     (the tables of algorithms and advantage estimators: rl/algo*.h)
+ *     algo_table.h    what an algorithm is: struct rl_algo, one per file
+ *                     (algo_reinforce.c, algo_a2c.c, algo_ppo.c)
+ *     algo.h          the registry of them (algo.c names the built-ins)
+ *     (what follows from a config's algorithm: algo_shape.h; the advantage
+ *     estimators' table: estimators.h)
  *     rl_math.h       returns, GAE, normalisation, return windows and
  *                     minibatch permutations on plain float buffers
  *     losses.h        the PPO, A2C and REINFORCE losses from tensor ops
