@@ -53,6 +53,7 @@ static int agent_open(struct agent *a)
     if (cfg->resume[0] && !cfg->logdir[0]) snprintf(cfg->logdir, sizeof cfg->logdir, "%s", cfg->resume);
     if (cfg->resume[0] && !(a->resume = agent_ckpt_open(cfg->resume, cfg))) return -1;
     a->stats = run_stats_new(cfg, a->target);
+    run_stats_set_mode(a->stats, &a->mode->stats);
     run_stats_set_env(a->stats, a->spec);
     if (cfg->logdir[0] && !(a->log = runlog_open(cfg->logdir, cfg, a->spec, a->resume != NULL))) {
         char why[900];
@@ -135,7 +136,7 @@ static int build_policy(struct agent *a)
 {
     struct policy_arch shape;
     if (rl_arch_for_env(&a->cfg, a->spec, a->cfg.env, &shape) != 0) return -1;
-    a->policy = policy_new(&a->cfg, &shape);
+    a->policy = policy_new(&a->cfg, &shape, a->mode->lockstep_act);
     if (!a->policy) return rl_set_error("policy: %s", rpc_last_error());
     int np = 0;
     struct rref **params = policy_param_rrefs(a->policy, &np);

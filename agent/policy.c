@@ -55,7 +55,8 @@ struct policy {
     int q_head, q_len, q_rows;
     bool active[MAX_CALLERS];       /* callers between their first act and their `last` one */
     int n_active;
-    int sync_callers;               /* sync mode: observers every merged forward waits for, */
+    bool lockstep;                  /* policy_new's: merged act calls wait for every sync caller */
+    int sync_callers;               /* lockstep: observers every merged forward waits for, */
     int sync_done;                  /* less those whose `last` call of the rollout was served */
     struct policy_stats stats;
 };
@@ -151,16 +152,17 @@ static int by_caller(const void *x, const void *y)
 }
 
 /* Waits, under p->mu, for the other active callers' calls, bounded in rows
- * and (async mode) time. Sync mode waits for all of them: observers step in
- * lockstep there, and a merge of the same calls in the same order keeps
- * the run reproducible (how rows are grouped changes sgemm's rounding); a
- * lost observer is forgotten (policy_forget_caller). */
-static void wait_for_callers(struct policy *p, bool sync)
+ * and (but in lockstep) time. In lockstep (the mode's, policy_new) it waits
+ * for all of them: observers step in lockstep there, and a merge of the
+ * same calls in the same order keeps the run reproducible (how rows are
+ * grouped changes sgemm's rounding); a lost observer is forgotten
+ * (policy_forget_caller, policy_drop_sync_caller). */
+static void wait_for_callers(struct policy *p, bool lockstep)
 {
     double deadline = trib_now_s() + p->cfg.max_wait_us * 1e-6;
-    int want = sync ? p->sync_callers - p->sync_done : p->n_active;
+    int want = lockstep ? p->sync_callers - p->sync_done : p->n_active;
     while (!p->stopping && p->q_len < want && p->q_rows < p->cfg.max_batch) {
-        if (sync) {
+        if (lockstep) {
             pthread_cond_wait(&p->cv, &p->mu);
             want = p->sync_callers - p->sync_done;
             continue;
@@ -207,12 +209,11 @@ static void *serve_main(void *arg)
     for (;;) {
         while (p->q_len == 0 && !p->stopping) pthread_cond_wait(&p->cv, &p->mu);
         if (p->stopping) break;
-        bool sync = p->cfg.mode == RL_MODE_SYNC;
-        wait_for_callers(p, sync);
+        wait_for_callers(p, p->lockstep);
         if (p->stopping) break;
         int n = take_batch(p, batch);
         pthread_mutex_unlock(&p->mu);
-        if (sync) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
+        if (p->lockstep) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
         serve_batch(p, batch, n);
         pthread_mutex_lock(&p->mu);
     }
@@ -517,7 +518,7 @@ void policy_register(void)
     rpc_register_method(RL_POLICY_TYPE, RL_METHOD_EVALUATE, m_evaluate, NULL);
 }
 
-struct policy *policy_new(const struct rl_config *cfg, const struct policy_arch *shape)
+struct policy *policy_new(const struct rl_config *cfg, const struct policy_arch *shape, bool lockstep)
 {
     struct rpc_value args = rpc_list(5);
     args.list.items[0] = rl_config_to_value(cfg);
@@ -534,6 +535,7 @@ struct policy *policy_new(const struct rl_config *cfg, const struct policy_arch 
         return NULL;
     }
     p->rref = r;
+    p->lockstep = lockstep;
     p->param_rrefs = trib_xcalloc((size_t)p->n_params, sizeof *p->param_rrefs);
     for (int i = 0; i < p->n_params; i++) {
         struct rpc_value v = rpc_tensor(p->params[i]);

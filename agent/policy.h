@@ -25,9 +25,14 @@ struct policy;
 void policy_register(void);
 
 /* Builds the policy on this worker (owner RRef) through rpc_remote, moves
- * it to the GPU if cfg->device is cuda, starts the serving thread and makes RRefs of
- * its parameters. Blocks. NULL with rpc_last_error(). */
-struct policy *policy_new(const struct rl_config *cfg, const struct policy_arch *arch);
+ * it to the GPU if cfg->device is cuda, starts the serving thread and makes
+ * RRefs of its parameters. lockstep (the training mode's, state.h's struct
+ * agent_mode.lockstep_act: sync): observers step in lockstep, so every
+ * merged act forward waits for the act calls of all the callers of the
+ * rollout (policy_set_sync_callers) and serves them in worker-id order;
+ * else it waits for the active callers at most --max-wait-us. Blocks. NULL
+ * with rpc_last_error(). */
+struct policy *policy_new(const struct rl_config *cfg, const struct policy_arch *arch, bool lockstep);
 
 /* Stops serving: pending and later act calls fail ("shutting down").
  * Call before rpc_shutdown, so no deferred reply is left open. */
@@ -47,14 +52,15 @@ struct rref **policy_param_rrefs(struct policy *p, int *n);
  * it died, so merged calls stop waiting for it. Any thread. */
 void policy_forget_caller(struct policy *p, int worker_id);
 
-/* Sync mode, at the start of a rollout: the number of observers whose act
+/* In lockstep (policy_new), at the start of a rollout: the number of observers whose act
  * calls every merged forward waits for (all of them step in lockstep; one
  * whose `last` call was served drops out until the next rollout), so that
  * the same calls are merged in the same order (by worker id) on every run.
  * Any thread. */
 void policy_set_sync_callers(struct policy *p, int n);
 
-/* Sync mode: an observer was lost before its `last` call of this rollout. */
+/* In lockstep: an observer was lost before its `last` call of this rollout
+ * (otherwise nothing waits on the count: harmless). */
 void policy_drop_sync_caller(struct policy *p);
 
 /* The evaluate method's work, for the agent's own handlers: a recorded

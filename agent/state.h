@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "agent/signals.h"
+#include "agent/stats.h"
 #include "rl/config.h"
 #include "rpc/rpc.h"
 
@@ -43,9 +44,18 @@ struct obs_peer {
 struct agent;
 
 /* A training mode (rl/config.h's enum rl_mode): the agent's table of them
- * (agent.c) is indexed by cfg.mode and read once, in agent_new. */
+ * (agent.c) is indexed by cfg.mode and read once, in agent_new, which hands
+ * the mode's properties to what it creates: nothing else asks which mode
+ * runs. */
 struct agent_mode {
     const char *name;               /* rl_mode_name's */
+    /* Observers step in lockstep: every merged act forward of the policy
+     * waits for all of them and serves them in worker-id order (policy_new's
+     * lockstep); else it waits at most --max-wait-us. */
+    bool lockstep_act;
+    /* The run's figures: policy lag, the running reward per report
+     * (run_stats_set_mode). */
+    struct run_stats_mode stats;
     /* Checkpoints carry every observer's RNG and env state (taken between
      * iterations, while the observers are still), and a resumed run hands
      * them back: a resumed run then continues bit for bit. */

@@ -11,6 +11,7 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "rl/algo.h"
+#include "rl/estimators.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
 #include "rpc/rpc.h"
@@ -18,6 +19,8 @@
 struct run_stats {
     pthread_mutex_t mu;
     struct rl_config cfg;
+    struct run_stats_mode mode;     /* run_stats_set_mode: the training mode's figures */
+    bool corrected;                 /* the run's estimator corrects for policy lag (its correct) */
     double target;
     double t0, t_log;
     double t_start;                 /* this process's start: --max-seconds counts from here */
@@ -57,6 +60,9 @@ struct run_stats *run_stats_new(const struct rl_config *cfg, double target)
     pthread_mutex_init(&s->mu, NULL);
     s->cfg = *cfg;
     s->target = target;
+    const struct rl_algo *algo = rl_algo_get(cfg->algo);
+    const struct rl_estimator *est = algo ? rl_estimator_for(cfg, algo->estimator) : NULL;
+    s->corrected = est && est->correct;
     s->t0 = s->t_log = s->t_start = trib_now_s();
     rl_window_init(&s->win, 100);
     rl_window_init(&s->len_win, 100);
@@ -68,6 +74,13 @@ void run_stats_free(struct run_stats *s)
     if (!s) return;
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+void run_stats_set_mode(struct run_stats *s, const struct run_stats_mode *mode)
+{
+    pthread_mutex_lock(&s->mu);
+    s->mode = *mode;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void run_stats_set_env(struct run_stats *s, const struct env_spec *spec)
@@ -96,7 +109,7 @@ void run_stats_report(struct run_stats *s, const struct rl_report *r)
         s->iv_ev_sum += r->explained_var;
         s->iv_ev_n++;
     }
-    if (s->cfg.mode == RL_MODE_ASYNC && s->cfg.running_reward && r->episodes > 0) {
+    if (s->mode.running_per_report && s->cfg.running_reward && r->episodes > 0) {
         s->running = 0.05 * r->min_return + 0.95 * s->running;
         s->have_running = true;
     }
@@ -117,10 +130,11 @@ void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_s
     if (lag < 0) lag = 0;   /* a version from the future is refused before this; never count one */
     add_sat(&s->updates, 1);
     add_sat(&s->log_updates, 1);
-    /* Sync mode: every sample of an update comes from the version its
-     * rollout began at, and the update's index within the rollout (epochs
-     * x minibatches) is PPO's design, not staleness: no lag is recorded. */
-    if (s->cfg.mode == RL_MODE_ASYNC) {
+    /* Without the mode's policy_lag (sync) every sample of an update comes
+     * from the version its rollout began at, and the update's index within
+     * the rollout (epochs x minibatches) is PPO's design, not staleness: no
+     * lag is recorded. */
+    if (s->mode.policy_lag) {
         s->lag_sum += (double)lag;
         s->lag_n++;
         if (lag > s->lag_max) s->lag_max = lag;
@@ -414,13 +428,13 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
 {
     if (s->cfg.quiet) return;
     const struct rl_algo *algo = rl_algo_get(s->cfg.algo);
-    bool async = s->cfg.mode == RL_MODE_ASYNC, ac = algo->stats & RL_STATS_VALUE, ppo = algo->stats & RL_STATS_CLIP;
+    bool lag = s->mode.policy_lag, ac = algo->stats & RL_STATS_VALUE, ppo = algo->stats & RL_STATS_CLIP;
     if (iv->first) {
         fprintf(f, "progress every %gs: return and len: mean of the last 100 episodes; sps and upd/s: over the "
                    "interval;\n", s->cfg.log_every);
         fprintf(f, "  %s: means over the interval's updates%s%s\n", algo->stats_legend,
                 ac ? "; ev: explained variance of the interval's rollouts" : "; running: the running reward",
-                async ? "; lag: mean/max policy versions between a rollout and its updates" : "");
+                lag ? "; lag: mean/max policy versions between a rollout and its updates" : "");
     }
     char line[512];
     size_t n = (size_t)snprintf(line, sizeof line, "%7.1fs  steps %9lld  sps %7.0f  ep %6lld", iv->wall_s,
@@ -441,7 +455,7 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
         if (s->cfg.running_reward) field(line, sizeof line, &n, "running", "%7.2f", iv->running_reward);
     }
     field(line, sizeof line, &n, "upd/s", "%.1f", iv->updates_per_s);
-    if (async && n < sizeof line)
+    if (lag && n < sizeof line)
         snprintf(line + n, sizeof line - n, "  lag %.1f/%.0f", isnan(iv->lag_mean) ? 0.0 : iv->lag_mean,
                  isnan(iv->lag_max) ? 0.0 : iv->lag_max);
     fprintf(f, "%s\n", line);
@@ -489,8 +503,8 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
     json_num(f, "target", s->target);
     fprintf(f, ",\"solved_when\":\"return_mean of the last 100 episodes >= target\"");
     if (s->cfg.running_reward) json_num(f, "running_reward", s->running);
-    /* policy lag is an async figure: sync updates use one version's samples */
-    if (s->cfg.mode == RL_MODE_ASYNC) {
+    /* policy lag is the mode's figure (async): sync updates use one version's samples */
+    if (s->mode.policy_lag) {
         json_num(f, "lag_mean", s->lag_n ? s->lag_sum / (double)s->lag_n : 0.0);
         fprintf(f, ",\"lag_p95\":%lld,\"lag_max\":%lld", (long long)lag_quantile(s, 0.95), (long long)s->lag_max);
         fprintf(f, ",\"lag_hist\":[");
@@ -502,7 +516,7 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
         /* --max-policy-lag: updates refused as too stale, and their samples */
         fprintf(f, ",\"max_policy_lag\":%d,\"dropped_stale_updates\":%lld,\"dropped_stale_samples\":%lld",
                 s->cfg.max_policy_lag, (long long)s->dropped_updates, (long long)s->dropped_samples);
-        fprintf(f, ",\"vtrace\":%s", s->cfg.vtrace ? "true" : "false");
+        fprintf(f, ",\"vtrace\":%s", s->corrected ? "true" : "false");
     }
     json_num(f, "agent_busy_frac", s->busy_s / fmax(wall, 1e-9));
     /* The agent's own sockets: every observer's traffic passes through them

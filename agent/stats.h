@@ -19,6 +19,27 @@ struct run_stats;
 struct run_stats *run_stats_new(const struct rl_config *cfg, double target);
 void run_stats_free(struct run_stats *s);
 
+/* What the training mode's figures are (its table's entry, state.h's
+ * struct agent_mode.stats, handed over by agent_new through
+ * run_stats_set_mode). All false until then: no mode's figures. */
+struct run_stats_mode {
+    /* Updates lag behind the rollouts they use (async): their policy lag
+     * is recorded (run_stats_update), shown on the progress line ("lag"),
+     * and the summary says it (lag_mean, lag_p95, lag_max, lag_hist), with
+     * --max-policy-lag's drops and whether an estimator corrects for it
+     * ("vtrace": the estimator's table, rl/estimators.h). Else every
+     * sample of an update comes from the version its rollout began at: no
+     * lag is recorded. */
+    bool policy_lag;
+    /* With the preset's running reward: it moves on every report that
+     * finished an episode (async: each observer's episodes); else once an
+     * iteration (run_stats_running, sync). */
+    bool running_per_report;
+};
+
+/* The mode's figures (borrowed values, copied). Before any report. */
+void run_stats_set_mode(struct run_stats *s, const struct run_stats_mode *mode);
+
 /* The env the run trains (borrowed; it outlives s): its id names the env in
  * the summary (the plug-in's path, when it is one, follows as env_plugin),
  * and its named info gives the intervals' info means. Before any report. */
@@ -28,8 +49,8 @@ void run_stats_set_env(struct run_stats *s, const struct env_spec *spec);
 void run_stats_report(struct run_stats *s, const struct rl_report *r);
 /* One iteration of the sync REINFORCE example: running reward update. */
 void run_stats_running(struct run_stats *s, double min_reward);
-/* An optimizer update with this lag (async mode; ignored in sync mode)
- * and these loss statistics. */
+/* An optimizer update with this lag (recorded with the mode's policy_lag,
+ * else ignored) and these loss statistics. */
 void run_stats_update(struct run_stats *s, int64_t lag, const struct rl_update_stats *st);
 
 /* An async update dropped by --max-policy-lag, its samples counted. */
@@ -94,9 +115,9 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
 /* Prints the progress line of an interval (unless --quiet). */
 void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interval *iv);
 /* The one-line JSON summary: counts, rates, what "solved" judged (target,
- * solved_when), in async mode the policy lag mean/p95/max and its histogram
- * (lag_hist[i]: updates with lag i; the last bin collects lags >=
- * RUN_STATS_LAG_BINS - 1; sync mode has no lag), agent_busy_frac. */
+ * solved_when), with the mode's policy_lag the policy lag mean/p95/max and
+ * its histogram (lag_hist[i]: updates with lag i; the last bin collects
+ * lags >= RUN_STATS_LAG_BINS - 1), agent_busy_frac. */
 void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, int observers_rejoined,
                        const char *stopped_by);
 

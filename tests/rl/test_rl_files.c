@@ -415,6 +415,57 @@ START_TEST(test_counters_fields)
 }
 END_TEST
 
+/* The summary of a run_stats told the mode's figures (run_stats_set_mode)
+ * and the rest of cfg. */
+static char *stats_summary(const struct rl_config *cfg, const struct run_stats_mode *mode)
+{
+    struct run_stats *s = run_stats_new(cfg, 10);
+    if (mode) run_stats_set_mode(s, mode);
+    struct rl_report r = { .steps = 8, .explained_var = NAN };
+    rl_report_add(&r, 100, 8);
+    run_stats_report(s, &r);
+    run_stats_update(s, 2, NULL);
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    ck_assert_ptr_nonnull(f);
+    run_stats_summary(s, f, false, 0, 0, "budget");
+    fclose(f);
+    run_stats_free(s);
+    return out;
+}
+
+/* The mode's figures are what the mode's table tells run_stats, whatever
+ * cfg.mode says; "vtrace" is whether the run's estimator corrects. */
+START_TEST(test_stats_mode_figures)
+{
+    struct rl_config cfg;
+    ck_assert_int_eq(rl_config_preset(&cfg, "ppo-fast"), 0);
+    cfg.running_reward = true;
+    static const struct {
+        enum rl_mode cfg_mode;
+        bool told, lag, per_report, vtrace;
+        const char *has, *lacks;
+    } cases[] = {
+        { RL_MODE_ASYNC, true, false, false, false, ",\"running_reward\":0,", "lag_mean" },
+        { RL_MODE_ASYNC, false, false, false, true, ",\"running_reward\":0,", "vtrace" },
+        { RL_MODE_SYNC, true, true, false, false, ",\"lag_mean\":2,\"lag_p95\":2,\"lag_max\":2,\"lag_hist\":[0,0,1],",
+          "\"vtrace\":true" },
+        { RL_MODE_SYNC, true, true, true, true, ",\"running_reward\":5,", "\"vtrace\":false" },
+        { RL_MODE_SYNC, true, true, true, true, ",\"dropped_stale_samples\":0,\"vtrace\":true,", ",\"running_reward\":0," },
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        cfg.mode = cases[i].cfg_mode;
+        cfg.vtrace = cases[i].vtrace;
+        struct run_stats_mode m = { .policy_lag = cases[i].lag, .running_per_report = cases[i].per_report };
+        char *sum = stats_summary(&cfg, cases[i].told ? &m : NULL);
+        ck_assert_msg(strstr(sum, cases[i].has) != NULL, "case %d: no %s in %s", i, cases[i].has, sum);
+        ck_assert_msg(strstr(sum, cases[i].lacks) == NULL, "case %d: %s in %s", i, cases[i].lacks, sum);
+        free(sum);
+    }
+}
+END_TEST
+
 /* The checkpoint header's step, made negative (CRC made right again). */
 START_TEST(test_ckpt_negative_step)
 {
@@ -1160,6 +1211,7 @@ int main(void)
     tcase_add_test(tc, test_resume_refused_late_writes_nothing);
     tcase_add_test(tc, test_resume_observer_state_not_finite);
     tcase_add_test(tc, test_counters_fields);
+    tcase_add_test(tc, test_stats_mode_figures);
     tcase_add_test(tc, test_ckpt_negative_step);
     tcase_add_test(tc, test_policy_file_sizes);
     tcase_add_test(tc, test_checkpoint_arch_sizes);
