@@ -245,6 +245,20 @@ int proc_wait(struct proc_group *g, int i, double timeout_s)
     return wait_until(&g->p[i], timeout_s < 0 ? -1 : trib_now_s() + timeout_s);
 }
 
+int proc_run(const char *const *argv, double timeout_s, char *out, size_t out_cap, char *err, size_t err_cap,
+             int *status)
+{
+    struct proc_group g;
+    proc_group_init(&g);
+    int i = proc_spawn(&g, argv, out ? PROC_CAPTURE : PROC_DISCARD, err ? PROC_CAPTURE : PROC_DISCARD);
+    if (i < 0) return -1;
+    *status = proc_wait(&g, i, timeout_s);
+    if (out) proc_output(&g, i, 1, out, out_cap);
+    if (err) proc_output(&g, i, 2, err, err_cap);
+    proc_group_deinit(&g);
+    return 0;
+}
+
 int proc_wait_any(struct proc_group *g, double timeout_s)
 {
     double deadline = timeout_s < 0 ? -1 : trib_now_s() + timeout_s;

@@ -80,6 +80,14 @@ int proc_spawn_env(struct proc_group *g, const char *const *argv, const char *co
  * its length. Works while the child runs, and after it is reaped. */
 size_t proc_output(const struct proc_group *g, int i, int fd, char *buf, size_t cap);
 
+/* Runs the program argv[0] with argv (NULL-terminated) in a group of its
+ * own, stdout and stderr captured: waits for it at most timeout_s (< 0: no
+ * limit; then SIGKILLed), copies what it wrote into out and err (as
+ * proc_output; either may be NULL) and reaps it. 0 with *status as
+ * proc_wait returns it, or -1 with errno set when it could not start. */
+int proc_run(const char *const *argv, double timeout_s, char *out, size_t out_cap, char *err, size_t err_cap,
+             int *status);
+
 /* Waits for child i at most timeout_s (< 0: no limit), then SIGKILLs it.
  * Returns its status (struct proc); a child already reaped returns it
  * again. */

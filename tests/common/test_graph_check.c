@@ -43,16 +43,10 @@ static int run_check(const char *root, const char *extra, char *out, size_t cap)
     char python[4096];
     ck_assert(on_path("python3", python, sizeof python));
     const char *argv[] = {python, script, "--root", rootp, extra, NULL};
-    struct proc_group g;
-    proc_group_init(&g);
-    int i = proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE);
-    ck_assert_int_ge(i, 0);
-    int rc = proc_wait(&g, i, 120);
-    proc_output(&g, i, 1, out, cap);
     char err[4096];
-    proc_output(&g, i, 2, err, sizeof err);
+    int rc;
+    ck_assert_int_eq(proc_run(argv, 120, out, cap, err, sizeof err, &rc), 0);
     if (err[0]) fprintf(stderr, "graph-check: %s\n", err);
-    proc_group_deinit(&g);
     return rc;
 }
 

@@ -13,6 +13,7 @@
  * episodes algorithm) still neither rl_rollout nor rl_loss. */
 #define _GNU_SOURCE
 #include <check.h>
+#include <errno.h>
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -33,13 +34,9 @@ static int run(const char *bin, const char *mode, const char *logdir)
 {
     const char *argv[] = { bin, "--preset", "a2c", "--algo", "vpg", "--mode", mode, "--seed", "5", "--device", "cpu",
                            "--max-updates", "20", "--log-every", "0.000001", "--quiet", "--logdir", logdir, NULL };
-    struct proc_group g;
-    proc_group_init(&g);
-    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
-    int rc = proc_wait(&g, 0, -1);
-    proc_output(&g, 0, 1, OUT, sizeof OUT);
-    proc_output(&g, 0, 2, ERR, sizeof ERR);
-    proc_group_deinit(&g);
+    int rc;
+    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
+                  strerror(errno));
     return rc;
 }
 

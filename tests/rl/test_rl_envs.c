@@ -7,6 +7,7 @@
  * MuJoCo, the same resume on Hopper-v4. */
 #define _GNU_SOURCE
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +25,9 @@ static int run(const char *bin, const char *const *args)
     int n = 1;
     for (; args[n - 1] && n < 47; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
-    struct proc_group g;
-    proc_group_init(&g);
-    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
-    int rc = proc_wait(&g, 0, -1);
-    proc_output(&g, 0, 1, OUT, sizeof OUT);
-    proc_output(&g, 0, 2, ERR, sizeof ERR);
-    proc_group_deinit(&g);
+    int rc;
+    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
+                  strerror(errno));
     return rc;
 }
 

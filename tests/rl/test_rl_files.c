@@ -36,21 +36,23 @@ static char OUT[1 << 16], ERR[1 << 16];
 static char BASE[64];       /* a real run's logdir: its checkpoints are the templates */
 static char MARK[96];       /* the evil plug-in creates this file when it is loaded */
 
-static int run(const char *bin, const char *const *args)
+/* Runs bin with args (NULL-terminated) to its end, its stdout and stderr in
+ * OUT and ERR, and returns its status; killed (status -1) past timeout_s: a
+ * program that waits on a FIFO fails the test in 60 s rather than at the
+ * suite's timeout. */
+static int run_within(const char *bin, const char *const *args, double timeout_s)
 {
     const char *argv[40] = { bin };
     int n = 1;
     for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
-    struct proc_group g;
-    proc_group_init(&g);
-    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
-    int rc = proc_wait(&g, 0, 300);
-    OUT[proc_output(&g, 0, 1, OUT, sizeof OUT - 1)] = '\0';
-    ERR[proc_output(&g, 0, 2, ERR, sizeof ERR - 1)] = '\0';
-    proc_group_deinit(&g);
+    int rc;
+    ck_assert_msg(proc_run(argv, timeout_s, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
+                  strerror(errno));
     return rc;
 }
+
+static int run(const char *bin, const char *const *args) { return run_within(bin, args, 300); }
 
 static void rm_rf(const char *dir)
 {
@@ -915,24 +917,6 @@ START_TEST(test_eval_and_resume_plugin_named_by_checkpoint)
 END_TEST
 
 /* ---- links and FIFOs among a run's files (issue 24, N12) ------------------------ */
-
-/* run() with a bound: a program that waits on a FIFO fails the test in 60 s
- * (status -1) rather than at the suite's timeout. */
-static int run_within(const char *bin, const char *const *args, double timeout_s)
-{
-    const char *argv[40] = { bin };
-    int n = 1;
-    for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    struct proc_group g;
-    proc_group_init(&g);
-    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
-    int rc = proc_wait(&g, 0, timeout_s);
-    OUT[proc_output(&g, 0, 1, OUT, sizeof OUT - 1)] = '\0';
-    ERR[proc_output(&g, 0, 2, ERR, sizeof ERR - 1)] = '\0';
-    proc_group_deinit(&g);
-    return rc;
-}
 
 /* --resume dir must be refused (exit 2, nothing started, within 60 s) with
  * "--resume DIR: <path>: <what>". */

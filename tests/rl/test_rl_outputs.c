@@ -5,6 +5,7 @@
  * policy.safetensors (loaded by policy_file_load and by tributary-eval). */
 #define _GNU_SOURCE
 #include <check.h>
+#include <errno.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
@@ -28,13 +29,9 @@ static int run(const char *bin, const char *const *args, char *out, char *err, s
     int n = 1;
     for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
-    struct proc_group g;
-    proc_group_init(&g);
-    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
-    int rc = proc_wait(&g, 0, -1);
-    proc_output(&g, 0, 1, out, cap);
-    proc_output(&g, 0, 2, err, cap);
-    proc_group_deinit(&g);
+    int rc;
+    ck_assert_msg(proc_run(argv, -1, out, cap, err, cap, &rc) == 0, "starting %s: %s", argv[0],
+                  strerror(errno));
     return rc;
 }
 

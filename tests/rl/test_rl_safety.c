@@ -75,13 +75,9 @@ static int run(const char *const *args, const char *logdir, const char *resume)
         argv[n++] = logdir;
     }
     argv[n] = NULL;
-    struct proc_group g;
-    proc_group_init(&g);
-    ck_assert_int_eq(proc_spawn(&g, argv, PROC_CAPTURE, PROC_CAPTURE), 0);
-    int rc = proc_wait(&g, 0, -1);
-    proc_output(&g, 0, 1, OUT, sizeof OUT);
-    proc_output(&g, 0, 2, ERR, sizeof ERR);
-    proc_group_deinit(&g);
+    int rc;
+    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
+                  strerror(errno));
     return rc;
 }
 
