@@ -22,6 +22,19 @@ static inline void trib_error_vset(struct trib_error *e, const char *fmt, va_lis
     memcpy(e->msg, tmp, strlen(tmp) + 1);
 }
 
+/* Formats a failure's reason into a caller's buffer (why, cap) and returns
+ * -1, for functions that report through an out-parameter: `return
+ * trib_errf(why, cap, "bad %s", x);`. */
+static inline int trib_errf(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline int trib_errf(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 static inline const char *trib_error_get(const struct trib_error *e) { return e->msg; }
 static inline void trib_error_clear(struct trib_error *e) { e->msg[0] = '\0'; }
 

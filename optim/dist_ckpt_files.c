@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/check.h"
+#include "common/pread.h"
 #include "optim/dist_ckpt.h"
 #include "optim/dist_ckpt_internal.h"
 
@@ -169,16 +170,10 @@ uint8_t *dist_ckpt_read_shard(struct rpc_request *req, int dfd, const char *file
                          (long long)st.st_size, (long long)want);
     else if (!(buf = malloc(want ? (size_t)want : 1)))
         rpc_request_fail(req, "shard %s: %lld bytes: %s", file, (long long)want, strerror(ENOMEM));
-    for (int64_t got = 0; buf && got < want;) {
-        ssize_t k = pread(fd, buf + got, (size_t)(want - got), (off_t)got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            rpc_request_fail(req, "shard %s: %s", file, k < 0 ? strerror(errno) : "shorter than it was a moment ago");
-            free(buf);
-            buf = NULL;
-        } else {
-            got += k;
-        }
+    if (buf && !pread_full(fd, buf, (size_t)want, 0)) {
+        rpc_request_fail(req, "shard %s: %s", file, errno ? strerror(errno) : "shorter than it was a moment ago");
+        free(buf);
+        buf = NULL;
     }
     close(fd);
     return buf;

@@ -6,12 +6,12 @@
  * as distributed autograd's ids are filled in through its hooks. */
 #include <errno.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 
 #include "common/check.h"
+#include "common/error.h"
 #include "rpc/wire.h"
 
 /* Owned here: the autograd hooks the codec calls on every message (set
@@ -374,16 +374,6 @@ int wire_validate(const char *buf, size_t len, size_t *payload_off, char *err, s
 
 /* ---- decoding ------------------------------------------------------------ */
 
-static int ferr(char *err, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int ferr(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static bool obj_int(const msgpack_object *o, int64_t *out)
 {
     if (o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
@@ -399,27 +389,27 @@ int wire_parse_hdr(const msgpack_object *o, struct wire_hdr *h, char *err, size_
 {
     memset(h, 0, sizeof *h);
     if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 10)
-        return ferr(err, cap, "header is not a 10-element array");
+        return trib_errf(err, cap, "header is not a 10-element array");
     const msgpack_object *a = o->via.array.ptr;
     int64_t v;
     /* The request id first, so that later errors can still be answered. */
-    if (a[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER) return ferr(err, cap, "bad request id");
+    if (a[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER) return trib_errf(err, cap, "bad request id");
     h->req_id = a[2].via.u64;
-    if (!obj_int(&a[0], &v) || v != WIRE_VERSION) return ferr(err, cap, "unsupported wire version");
-    if (!obj_int(&a[1], &v) || v < WIRE_REQ || v > WIRE_PING) return ferr(err, cap, "bad message type");
+    if (!obj_int(&a[0], &v) || v != WIRE_VERSION) return trib_errf(err, cap, "unsupported wire version");
+    if (!obj_int(&a[1], &v) || v < WIRE_REQ || v > WIRE_PING) return trib_errf(err, cap, "bad message type");
     h->type = (int)v;
-    if (!obj_int(&a[3], &v) || v < -1 || v > 65535) return ferr(err, cap, "bad sender id");
+    if (!obj_int(&a[3], &v) || v < -1 || v > 65535) return trib_errf(err, cap, "bad sender id");
     h->sender = (int)v;
     if (a[4].type == MSGPACK_OBJECT_STR) {
-        if (a[4].via.str.size == 0 || a[4].via.str.size > 255) return ferr(err, cap, "bad function name");
+        if (a[4].via.str.size == 0 || a[4].via.str.size > 255) return trib_errf(err, cap, "bad function name");
         h->fn = a[4].via.str.ptr;
         h->fn_len = a[4].via.str.size;
     } else if (a[4].type != MSGPACK_OBJECT_NIL) {
-        return ferr(err, cap, "bad function name");
+        return trib_errf(err, cap, "bad function name");
     }
-    if (!obj_int(&a[5], &h->ac_ctx) || !obj_int(&a[6], &h->ac_msg)) return ferr(err, cap, "bad autograd ids");
-    if (!obj_int(&a[7], &h->timeout_ms)) return ferr(err, cap, "bad timeout");
-    if (!obj_int(&a[8], &v) || v < 0 || v > WIRE_MAX_TENSORS) return ferr(err, cap, "bad tensor count");
+    if (!obj_int(&a[5], &h->ac_ctx) || !obj_int(&a[6], &h->ac_msg)) return trib_errf(err, cap, "bad autograd ids");
+    if (!obj_int(&a[7], &h->timeout_ms)) return trib_errf(err, cap, "bad timeout");
+    if (!obj_int(&a[8], &v) || v < 0 || v > WIRE_MAX_TENSORS) return trib_errf(err, cap, "bad tensor count");
     h->ntensors = (int)v;
     h->payload = a[9];
     return 0;
@@ -473,12 +463,12 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
                     bool *used, struct wire_tensors *got, struct rpc_value *out, char *err, size_t cap, int depth)
 {
     out->kind = RPC_NIL;
-    if (depth > WIRE_MAX_DEPTH) return ferr(err, cap, "value nested too deep");
+    if (depth > WIRE_MAX_DEPTH) return trib_errf(err, cap, "value nested too deep");
     switch (o->type) {
     case MSGPACK_OBJECT_NIL: return 0;
     case MSGPACK_OBJECT_BOOLEAN: *out = rpc_bool(o->via.boolean); return 0;
     case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        if (o->via.u64 > INT64_MAX) return ferr(err, cap, "integer out of range");
+        if (o->via.u64 > INT64_MAX) return trib_errf(err, cap, "integer out of range");
         *out = rpc_int((int64_t)o->via.u64);
         return 0;
     case MSGPACK_OBJECT_NEGATIVE_INTEGER: *out = rpc_int(o->via.i64); return 0;
@@ -505,7 +495,7 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
         struct rpc_value m = rpc_map(o->via.map.size);
         for (uint32_t i = 0; i < o->via.map.size; i++) {
             const msgpack_object_kv *kv = &o->via.map.ptr[i];
-            if (kv->key.type != MSGPACK_OBJECT_STR) { rpc_value_clear(&m); return ferr(err, cap, "map key is not a string"); }
+            if (kv->key.type != MSGPACK_OBJECT_STR) { rpc_value_clear(&m); return trib_errf(err, cap, "map key is not a string"); }
             m.map.items[i].key = rpc_dup_bytes(kv->key.via.str.ptr, kv->key.via.str.size);
             if (to_value(&kv->val, frames, nframes, from, used, got, &m.map.items[i].val, err, cap, depth + 1) < 0) {
                 rpc_value_clear(&m);
@@ -519,34 +509,34 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
         const unsigned char *d = (const unsigned char *)o->via.ext.ptr;
         uint32_t n = o->via.ext.size;
         if (o->via.ext.type == WIRE_EXT_TENSOR) {
-            if (n < 16) return ferr(err, cap, "tensor descriptor too short");
+            if (n < 16) return trib_errf(err, cap, "tensor descriptor too short");
             int dt = d[0], ndim = d[1];
             uint32_t idx = get_u32(d + 4);
             uint64_t nbytes = get_u64(d + 8);
-            if (dt >= DTYPE_COUNT) return ferr(err, cap, "tensor dtype %d unknown", dt);
-            if (ndim > TENSOR_MAX_DIMS) return ferr(err, cap, "tensor ndim %d exceeds %d", ndim, TENSOR_MAX_DIMS);
-            if (n != 16 + 8 * (uint32_t)ndim) return ferr(err, cap, "tensor descriptor size %u does not match ndim %d", n, ndim);
-            if (idx >= (uint32_t)nframes) return ferr(err, cap, "tensor %u has no body frame (%d frames)", idx, nframes);
-            if (used[idx]) return ferr(err, cap, "tensor frame %u used twice", idx);
+            if (dt >= DTYPE_COUNT) return trib_errf(err, cap, "tensor dtype %d unknown", dt);
+            if (ndim > TENSOR_MAX_DIMS) return trib_errf(err, cap, "tensor ndim %d exceeds %d", ndim, TENSOR_MAX_DIMS);
+            if (n != 16 + 8 * (uint32_t)ndim) return trib_errf(err, cap, "tensor descriptor size %u does not match ndim %d", n, ndim);
+            if (idx >= (uint32_t)nframes) return trib_errf(err, cap, "tensor %u has no body frame (%d frames)", idx, nframes);
+            if (used[idx]) return trib_errf(err, cap, "tensor frame %u used twice", idx);
             int64_t shape[TENSOR_MAX_DIMS];
             uint64_t numel = 1;
             for (int i = 0; i < ndim; i++) {
                 uint64_t s = get_u64(d + 16 + 8 * i);
-                if (s > (1ull << 40)) return ferr(err, cap, "tensor dim %d is %llu", i, (unsigned long long)s);
+                if (s > (1ull << 40)) return trib_errf(err, cap, "tensor dim %d is %llu", i, (unsigned long long)s);
                 shape[i] = (int64_t)s;
-                if (s && numel > (1ull << 40) / s) return ferr(err, cap, "tensor too large");
+                if (s && numel > (1ull << 40) / s) return trib_errf(err, cap, "tensor too large");
                 numel *= s;
             }
             size_t want = numel * dtype_size((enum dtype)dt);
             size_t have = zmq_msg_size(&frames[idx]);
             if (want != nbytes || want != have) {
                 char sb[96];
-                return ferr(err, cap, "tensor %u shape %s %s needs %zu bytes, descriptor says %llu, frame has %zu",
+                return trib_errf(err, cap, "tensor %u shape %s %s needs %zu bytes, descriptor says %llu, frame has %zu",
                             idx, shape_str(ndim, shape, sb, sizeof sb), dtype_name((enum dtype)dt), want,
                             (unsigned long long)nbytes, have);
             }
             struct tensor *t = tensor_from_data((enum dtype)dt, ndim, shape, zmq_msg_data(&frames[idx]));
-            if (!t) return ferr(err, cap, "tensor: %s", tensor_last_error());
+            if (!t) return trib_errf(err, cap, "tensor: %s", tensor_last_error());
             t->requires_grad = (d[2] & 1) != 0;
             used[idx] = true;
             got->t[got->n++] = t;
@@ -555,8 +545,8 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
             return 0;
         }
         if (o->via.ext.type == WIRE_EXT_RREF) {
-            if (n != 24) return ferr(err, cap, "RRef descriptor size %u", n);
-            if (!rref_hooks()->unfork) return ferr(err, cap, "RRef received but no RRef support installed");
+            if (n != 24) return trib_errf(err, cap, "RRef descriptor size %u", n);
+            if (!rref_hooks()->unfork) return trib_errf(err, cap, "RRef received but no RRef support installed");
             struct wire_rref desc = { get_u16(d), get_u16(d + 2), get_u64(d + 8), get_u64(d + 16) };
             struct rref *r = rref_hooks()->unfork(&desc, from, err, cap);
             if (!r) return -1;
@@ -564,9 +554,9 @@ static int to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int
             out->rref = r;
             return 0;
         }
-        return ferr(err, cap, "unknown ext type %d", o->via.ext.type);
+        return trib_errf(err, cap, "unknown ext type %d", o->via.ext.type);
     }
-    default: return ferr(err, cap, "unsupported msgpack type %d", (int)o->type);
+    default: return trib_errf(err, cap, "unsupported msgpack type %d", (int)o->type);
     }
 }
 
@@ -579,7 +569,7 @@ int wire_to_value(const msgpack_object *o, zmq_msg_t *frames, int nframes, int f
     for (int i = 0; i < nframes; i++)
         if (!used[i]) {
             rpc_value_clear(out);
-            return ferr(err, cap, "tensor frame %d has no descriptor", i);
+            return trib_errf(err, cap, "tensor frame %d has no descriptor", i);
         }
     return 0;
 }

@@ -16,6 +16,8 @@
 
 #include "common/atomic_file.h"
 #include "common/check.h"
+#include "common/error.h"
+#include "common/pread.h"
 #include "runfiles/ckpt.h"
 #include "runfiles/crc32c.h"
 #include "runfiles/runfile.h"
@@ -207,17 +209,6 @@ int ckpt_write(const char *dir, int64_t step, const struct ckpt_section *section
 
 /* ---- reading ------------------------------------------------------------------ */
 
-/* Formats a failure reason into why; returns -1. */
-static int reason(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int reason(char *why, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 /* struct ckpt and what it owns: the file's bytes, and one block holding the
  * section table, the names and the path. */
 struct ckpt_mem {
@@ -225,37 +216,22 @@ struct ckpt_mem {
     unsigned char *buf;
 };
 
-static bool read_full(int fd, void *buf, size_t n, off_t off)
-{
-    unsigned char *p = buf;
-    while (n) {
-        ssize_t r = pread(fd, p, n, off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r == 0) errno = 0;   /* end of file: the file shrank since fstat */
-        if (r <= 0) return false;
-        p += r;
-        off += r;
-        n -= (size_t)r;
-    }
-    return true;
-}
-
 /* Checks the fixed header against the real size. */
 static int check_header(const unsigned char *h, uint64_t size, char *why, size_t cap)
 {
     size_t have = size < HEADER_SIZE ? (size_t)size : HEADER_SIZE;
     if (memcmp(h, MAGIC, have < 8 ? have : 8) != 0)
-        return reason(why, cap, "bad magic (not a tributary checkpoint)");
-    if (size < 12) return reason(why, cap, "truncated (%" PRIu64 " bytes)", size);
+        return trib_errf(why, cap, "bad magic (not a tributary checkpoint)");
+    if (size < 12) return trib_errf(why, cap, "truncated (%" PRIu64 " bytes)", size);
     uint32_t version = get_u32(h + 8);
     if (version != CKPT_VERSION)
-        return reason(why, cap, "unknown format version %" PRIu32 " (this build reads %d)", version, CKPT_VERSION);
-    if (size < 24) return reason(why, cap, "truncated (%" PRIu64 " bytes)", size);
+        return trib_errf(why, cap, "unknown format version %" PRIu32 " (this build reads %d)", version, CKPT_VERSION);
+    if (size < 24) return trib_errf(why, cap, "truncated (%" PRIu64 " bytes)", size);
     uint64_t want = get_u64(h + 16);
-    if (want < MIN_SIZE) return reason(why, cap, "bad header: file size %" PRIu64 " is under %d", want, MIN_SIZE);
-    if (size < want) return reason(why, cap, "truncated (%" PRIu64 " of %" PRIu64 " bytes)", size, want);
+    if (want < MIN_SIZE) return trib_errf(why, cap, "bad header: file size %" PRIu64 " is under %d", want, MIN_SIZE);
+    if (size < want) return trib_errf(why, cap, "truncated (%" PRIu64 " of %" PRIu64 " bytes)", size, want);
     if (size > want)
-        return reason(why, cap, "%" PRIu64 " bytes after the end recorded in its header", size - want);
+        return trib_errf(why, cap, "%" PRIu64 " bytes after the end recorded in its header", size - want);
     return 0;
 }
 
@@ -267,27 +243,27 @@ static int walk_sections(const unsigned char *buf, uint64_t size, uint32_t n, st
     uint64_t off = HEADER_SIZE, end = size - TRAILER_SIZE;
     *name_bytes = 0;
     for (uint32_t i = 0; i < n; i++) {
-        if (end - off < 4) return reason(why, cap, "section %" PRIu32 ": header past the end", i);
+        if (end - off < 4) return trib_errf(why, cap, "section %" PRIu32 ": header past the end", i);
         uint32_t nl = get_u32(buf + off);
         off += 4;
         if (nl == 0 || nl > CKPT_MAX_NAME)
-            return reason(why, cap, "section %" PRIu32 ": name length %" PRIu32 " outside 1..%d", i, nl,
+            return trib_errf(why, cap, "section %" PRIu32 ": name length %" PRIu32 " outside 1..%d", i, nl,
                           CKPT_MAX_NAME);
-        if (end - off < (uint64_t)nl + 8) return reason(why, cap, "section %" PRIu32 ": header past the end", i);
+        if (end - off < (uint64_t)nl + 8) return trib_errf(why, cap, "section %" PRIu32 ": header past the end", i);
         const char *name = (const char *)buf + off;
         off += nl;
         uint64_t sz = get_u64(buf + off);
         off += 8;
         if (sz > end - off)
-            return reason(why, cap, "section %" PRIu32 ": %" PRIu64 " bytes past the end (%" PRIu64 " left)", i,
+            return trib_errf(why, cap, "section %" PRIu32 ": %" PRIu64 " bytes past the end (%" PRIu64 " left)", i,
                           sz, end - off);
-        if (memchr(name, '\0', nl)) return reason(why, cap, "section %" PRIu32 ": name holds a NUL byte", i);
+        if (memchr(name, '\0', nl)) return trib_errf(why, cap, "section %" PRIu32 ": name holds a NUL byte", i);
         if (out) {
             memcpy(names, name, nl);
             names[nl] = '\0';
             for (uint32_t j = 0; j < i; j++)
                 if (strcmp(out[j].name, names) == 0)
-                    return reason(why, cap, "section %" PRIu32 ": duplicate name \"%s\"", i, names);
+                    return trib_errf(why, cap, "section %" PRIu32 ": duplicate name \"%s\"", i, names);
             out[i] = (struct ckpt_section){ .name = names, .data = buf + off, .size = (size_t)sz };
             names += nl + 1;
         }
@@ -295,7 +271,7 @@ static int walk_sections(const unsigned char *buf, uint64_t size, uint32_t n, st
         off += sz;
     }
     if (off != end)
-        return reason(why, cap, "%" PRIu64 " bytes between the last section and the CRC", end - off);
+        return trib_errf(why, cap, "%" PRIu64 " bytes between the last section and the CRC", end - off);
     return 0;
 }
 
@@ -305,18 +281,18 @@ static unsigned char *read_checked(int fd, uint64_t size, char *why, size_t cap)
 {
     unsigned char h[HEADER_SIZE] = { 0 };
     size_t hn = size < HEADER_SIZE ? (size_t)size : HEADER_SIZE;
-    if (!read_full(fd, h, hn, 0)) {
-        reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+    if (!pread_full(fd, h, hn, 0)) {
+        trib_errf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
         return NULL;
     }
     if (check_header(h, size, why, cap) != 0) return NULL;
     unsigned char *buf = malloc((size_t)size);
     if (!buf) {
-        reason(why, cap, "cannot allocate %" PRIu64 " bytes", size);
+        trib_errf(why, cap, "cannot allocate %" PRIu64 " bytes", size);
         return NULL;
     }
-    if (!read_full(fd, buf, (size_t)size, 0)) {
-        reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+    if (!pread_full(fd, buf, (size_t)size, 0)) {
+        trib_errf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
         free(buf);
         return NULL;
     }
@@ -328,11 +304,11 @@ static int check_body(const unsigned char *buf, uint64_t size, uint32_t *n, char
 {
     uint32_t stored = get_u32(buf + size - TRAILER_SIZE), computed = crc32c(buf, (size_t)size - TRAILER_SIZE);
     if (stored != computed)
-        return reason(why, cap, "bad CRC (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored, computed);
+        return trib_errf(why, cap, "bad CRC (stored 0x%08" PRIx32 ", computed 0x%08" PRIx32 ")", stored, computed);
     if ((int64_t)get_u64(buf + 24) < 0)
-        return reason(why, cap, "bad header: negative step %" PRId64, (int64_t)get_u64(buf + 24));
+        return trib_errf(why, cap, "bad header: negative step %" PRId64, (int64_t)get_u64(buf + 24));
     *n = get_u32(buf + 12);
-    if (*n > CKPT_MAX_SECTIONS) return reason(why, cap, "%" PRIu32 " sections (at most %d)", *n, CKPT_MAX_SECTIONS);
+    if (*n > CKPT_MAX_SECTIONS) return trib_errf(why, cap, "%" PRIu32 " sections (at most %d)", *n, CKPT_MAX_SECTIONS);
     return 0;
 }
 
@@ -374,7 +350,7 @@ static struct ckpt *load_file(const char *path, bool nofollow, char *why, size_t
     if (fd < 0) return NULL;
     struct stat st;
     unsigned char *buf = NULL;
-    if (fstat(fd, &st) != 0) reason(why, cap, "%s", strerror(errno));
+    if (fstat(fd, &st) != 0) trib_errf(why, cap, "%s", strerror(errno));
     else buf = read_checked(fd, (uint64_t)st.st_size, why, cap);
     close(fd);
     uint32_t n = 0;

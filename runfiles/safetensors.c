@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,8 @@
 
 #include "common/atomic_file.h"
 #include "common/check.h"
+#include "common/error.h"
+#include "common/pread.h"
 #include "runfiles/runfile.h"
 #include "runfiles/runfiles.h"
 #include "runfiles/safetensors.h"
@@ -142,17 +143,6 @@ int safetensors_save(const char *path, const struct safetensors_entry *tensors, 
 
 /* ---- reading ------------------------------------------------------------------ */
 
-/* Formats a failure reason into why; returns -1. */
-static int reason(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int reason(char *why, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 struct entry {
     const char *name;       /* into the parsed JSON */
     enum dtype dtype;
@@ -173,7 +163,7 @@ static bool json_uint(const cJSON *j, uint64_t *out)
 
 static int parse_dtype(const cJSON *j, const char *name, char *why, size_t cap, enum dtype *out)
 {
-    if (!cJSON_IsString(j)) return reason(why, cap, "tensor \"%s\": dtype is missing or not a string", name);
+    if (!cJSON_IsString(j)) return trib_errf(why, cap, "tensor \"%s\": dtype is missing or not a string", name);
     for (int d = 0; d < DTYPE_COUNT; d++)
         if (strcmp(j->valuestring, st_dtype[d]) == 0) {
             *out = (enum dtype)d;
@@ -188,13 +178,13 @@ static int parse_entry(const cJSON *j, uint64_t data_len, struct entry *e, char 
 {
     const char *name = j->string;
     e->name = name;
-    if (!cJSON_IsObject(j)) return reason(why, cap, "tensor \"%s\": entry is not an object", name);
+    if (!cJSON_IsObject(j)) return trib_errf(why, cap, "tensor \"%s\": entry is not an object", name);
     if (parse_dtype(cJSON_GetObjectItemCaseSensitive(j, "dtype"), name, why, cap, &e->dtype) != 0) return -1;
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(j, "shape");
-    if (!cJSON_IsArray(shape)) return reason(why, cap, "tensor \"%s\": shape is missing or not an array", name);
+    if (!cJSON_IsArray(shape)) return trib_errf(why, cap, "tensor \"%s\": shape is missing or not an array", name);
     int nd = cJSON_GetArraySize(shape);
     if (nd > TENSOR_MAX_DIMS)
-        return reason(why, cap, "tensor \"%s\": shape has %d dims (at most %d)", name, nd, TENSOR_MAX_DIMS);
+        return trib_errf(why, cap, "tensor \"%s\": shape has %d dims (at most %d)", name, nd, TENSOR_MAX_DIMS);
     e->ndim = nd;
     uint64_t numel = 1;
     bool overflow = false;
@@ -202,7 +192,7 @@ static int parse_entry(const cJSON *j, uint64_t data_len, struct entry *e, char 
     for (const cJSON *x = shape->child; x; x = x->next, d++) {
         uint64_t v;
         if (!json_uint(x, &v))
-            return reason(why, cap, "tensor \"%s\": shape[%d] is not a non-negative integer", name, d);
+            return trib_errf(why, cap, "tensor \"%s\": shape[%d] is not a non-negative integer", name, d);
         e->shape[d] = (int64_t)v;
         if (v && numel > INT64_MAX / 16 / v) overflow = true;   /* tensor_new's own bound */
         numel *= v;
@@ -210,29 +200,29 @@ static int parse_entry(const cJSON *j, uint64_t data_len, struct entry *e, char 
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(j, "data_offsets");
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(offs->child, &e->begin) ||
         !json_uint(offs->child->next, &e->end))
-        return reason(why, cap, "tensor \"%s\": data_offsets is not [begin, end] of non-negative integers", name);
+        return trib_errf(why, cap, "tensor \"%s\": data_offsets is not [begin, end] of non-negative integers", name);
     if (e->begin > e->end)
-        return reason(why, cap, "tensor \"%s\": data_offsets [%" PRIu64 ",%" PRIu64 "] end before they begin", name,
+        return trib_errf(why, cap, "tensor \"%s\": data_offsets [%" PRIu64 ",%" PRIu64 "] end before they begin", name,
                       e->begin, e->end);
     char sh[96];
     shape_str(e->ndim, e->shape, sh, sizeof sh);
-    if (overflow) return reason(why, cap, "tensor \"%s\": shape %s is too large", name, sh);
+    if (overflow) return trib_errf(why, cap, "tensor \"%s\": shape %s is too large", name, sh);
     uint64_t want = numel * dtype_size(e->dtype);
     if (want != e->end - e->begin)
-        return reason(why, cap, "tensor \"%s\": shape %s of %s needs %" PRIu64 " bytes but data_offsets span %" PRIu64,
+        return trib_errf(why, cap, "tensor \"%s\": shape %s of %s needs %" PRIu64 " bytes but data_offsets span %" PRIu64,
                       name, sh, st_dtype[e->dtype], want, e->end - e->begin);
     if (e->end > data_len)
-        return reason(why, cap, "tensor \"%s\": data_offsets [%" PRIu64 ",%" PRIu64 "] run past the %" PRIu64
+        return trib_errf(why, cap, "tensor \"%s\": data_offsets [%" PRIu64 ",%" PRIu64 "] run past the %" PRIu64
                       "-byte data section", name, e->begin, e->end, data_len);
     return 0;
 }
 
 static int parse_meta(const cJSON *j, char *why, size_t cap)
 {
-    if (!cJSON_IsObject(j)) return reason(why, cap, "\"%s\" is not an object", META_KEY);
+    if (!cJSON_IsObject(j)) return trib_errf(why, cap, "\"%s\" is not an object", META_KEY);
     for (const cJSON *x = j->child; x; x = x->next)
         if (!cJSON_IsString(x))
-            return reason(why, cap, "\"%s\": value of \"%s\" is not a string", META_KEY, x->string);
+            return trib_errf(why, cap, "\"%s\": value of \"%s\" is not a string", META_KEY, x->string);
     return 0;
 }
 
@@ -255,7 +245,7 @@ static int check_unique(const cJSON *root, char *why, size_t cap)
     qsort(names, (size_t)n, sizeof *names, by_name);
     int rc = 0;
     for (int i = 1; i < n && rc == 0; i++)
-        if (strcmp(names[i - 1], names[i]) == 0) rc = reason(why, cap, "duplicate name \"%s\"", names[i]);
+        if (strcmp(names[i - 1], names[i]) == 0) rc = trib_errf(why, cap, "duplicate name \"%s\"", names[i]);
     free(names);
     return rc;
 }
@@ -266,14 +256,14 @@ static int check_layout(const struct entry *e, int n, uint64_t data_len, char *w
     uint64_t at = 0;
     for (int i = 0; i < n; i++) {
         if (e[i].begin < at)
-            return reason(why, cap, "tensors \"%s\" [%" PRIu64 ",%" PRIu64 ") and \"%s\" [%" PRIu64 ",%" PRIu64
+            return trib_errf(why, cap, "tensors \"%s\" [%" PRIu64 ",%" PRIu64 ") and \"%s\" [%" PRIu64 ",%" PRIu64
                           ") overlap", e[i - 1].name, e[i - 1].begin, e[i - 1].end, e[i].name, e[i].begin, e[i].end);
         if (e[i].begin > at)
-            return reason(why, cap, "%" PRIu64 " unindexed bytes before tensor \"%s\" at offset %" PRIu64,
+            return trib_errf(why, cap, "%" PRIu64 " unindexed bytes before tensor \"%s\" at offset %" PRIu64,
                           e[i].begin - at, e[i].name, e[i].begin);
         at = e[i].end;
     }
-    if (at < data_len) return reason(why, cap, "%" PRIu64 " unindexed bytes after the last tensor", data_len - at);
+    if (at < data_len) return trib_errf(why, cap, "%" PRIu64 " unindexed bytes after the last tensor", data_len - at);
     return 0;
 }
 
@@ -304,21 +294,6 @@ static void count_values(struct value_count *c, const char *h, size_t n)
     }
 }
 
-static bool pread_full(int fd, void *buf, size_t n, off_t off)
-{
-    unsigned char *p = buf;
-    while (n) {
-        ssize_t r = pread(fd, p, n, off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r == 0) errno = 0;
-        if (r <= 0) return false;
-        p += r;
-        off += r;
-        n -= (size_t)r;
-    }
-    return true;
-}
-
 #define HEADER_CHUNK ((size_t)1 << 16)
 
 /* The header's length (the file's first 8 bytes) into *hlen, checked
@@ -326,14 +301,14 @@ static bool pread_full(int fd, void *buf, size_t n, off_t off)
 static int read_header_len(int fd, uint64_t size, uint64_t *hlen, char *why, size_t cap)
 {
     *hlen = 0;
-    if (size < 8) return reason(why, cap, "%" PRIu64 " bytes, too short for the 8-byte header length", size);
+    if (size < 8) return trib_errf(why, cap, "%" PRIu64 " bytes, too short for the 8-byte header length", size);
     if (!pread_full(fd, hlen, 8, 0))
-        return reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+        return trib_errf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
     if (*hlen > size - 8)
-        return reason(why, cap, "header length %" PRIu64 " exceeds the %" PRIu64 " bytes after the length field",
+        return trib_errf(why, cap, "header length %" PRIu64 " exceeds the %" PRIu64 " bytes after the length field",
                       *hlen, size - 8);
     if (*hlen > SAFETENSORS_MAX_HEADER)
-        return reason(why, cap, "header length %" PRIu64 " exceeds the %d-byte limit", *hlen, SAFETENSORS_MAX_HEADER);
+        return trib_errf(why, cap, "header length %" PRIu64 " exceeds the %d-byte limit", *hlen, SAFETENSORS_MAX_HEADER);
     return 0;
 }
 
@@ -344,7 +319,7 @@ static int read_header_len(int fd, uint64_t size, uint64_t *hlen, char *why, siz
 static char *read_header(int fd, uint64_t hlen, char *why, size_t cap)
 {
     if (hlen == 0) {
-        reason(why, cap, "header does not start with '{'");
+        trib_errf(why, cap, "header does not start with '{'");
         return NULL;
     }
     char *h = NULL;
@@ -358,14 +333,14 @@ static char *read_header(int fd, uint64_t hlen, char *why, size_t cap)
             h = trib_xrealloc(h, room);
         }
         if (!pread_full(fd, h + have, chunk, (off_t)(8 + have)))
-            reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+            trib_errf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
         else if (have == 0 && h[0] != '{')
-            reason(why, cap, "header does not start with '{'");
+            trib_errf(why, cap, "header does not start with '{'");
         else
             count_values(&vc, h + have, chunk);
         have += chunk;
         if (why[0] == '\0' && vc.n > SAFETENSORS_MAX_VALUES)
-            reason(why, cap, "header holds more than %d JSON values (at most %d: %d tensors)", SAFETENSORS_MAX_VALUES,
+            trib_errf(why, cap, "header holds more than %d JSON values (at most %d: %d tensors)", SAFETENSORS_MAX_VALUES,
                    SAFETENSORS_MAX_VALUES, SAFETENSORS_MAX_TENSORS);
         if (why[0]) {
             free(h);
@@ -384,16 +359,16 @@ static int parse_header(const char *h, uint64_t hlen, cJSON **root, char *why, s
     const char *end = NULL;
     *root = cJSON_ParseWithLengthOpts(h, (size_t)hlen, &end, 0);
     if (!*root || !cJSON_IsObject(*root))
-        return reason(why, cap, "header is not valid JSON (error near byte %td of %" PRIu64 ")", end ? end - h : 0,
+        return trib_errf(why, cap, "header is not valid JSON (error near byte %td of %" PRIu64 ")", end ? end - h : 0,
                       hlen);
     for (const char *p = end; p < h + hlen; p++)
         if (*p != ' ')
-            return reason(why, cap, "header has a byte other than space padding after its JSON object (byte %td)",
+            return trib_errf(why, cap, "header has a byte other than space padding after its JSON object (byte %td)",
                           p - h);
     if (check_unique(*root, why, cap) != 0) return -1;
     int tensors = cJSON_GetArraySize(*root) - (cJSON_GetObjectItemCaseSensitive(*root, META_KEY) != NULL);
     if (tensors > SAFETENSORS_MAX_TENSORS)
-        return reason(why, cap, "%d tensors (at most %d)", tensors, SAFETENSORS_MAX_TENSORS);
+        return trib_errf(why, cap, "%d tensors (at most %d)", tensors, SAFETENSORS_MAX_TENSORS);
     return 0;
 }
 
@@ -434,9 +409,9 @@ static struct safetensors *fill_safetensors(int fd, uint64_t data_off, const str
         CHECK_ALLOC(st->names[i]);
         struct tensor *t = st->tensors[i] = tensor_new(e[i].dtype, DEVICE_CPU, e[i].ndim, e[i].shape);
         if (!t)
-            reason(why, cap, "tensor \"%s\": %s", e[i].name, tensor_last_error());
+            trib_errf(why, cap, "tensor \"%s\": %s", e[i].name, tensor_last_error());
         else if (tensor_nbytes(t) && !pread_full(fd, tensor_data(t), tensor_nbytes(t), (off_t)(data_off + e[i].begin)))
-            reason(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
+            trib_errf(why, cap, "read failed: %s", errno ? strerror(errno) : "file shrank");
         else
             continue;
         safetensors_free(st);
