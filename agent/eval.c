@@ -72,20 +72,6 @@ static int set_seed(void *u, const char *v)
     return 0;
 }
 
-static int set_sample(void *u, const char *v)
-{
-    (void)v;
-    ((struct eval_args *)u)->sample = true;
-    return 0;
-}
-
-static int set_json(void *u, const char *v)
-{
-    (void)v;
-    ((struct eval_args *)u)->json = true;
-    return 0;
-}
-
 static int set_path(void *u, const char *v)
 {
     struct eval_args *a = u;
@@ -225,10 +211,10 @@ static int parse(struct eval_args *a, int argc, char **argv)
           .help = "an argument of a plug-in env (repeatable; default: a checkpoint's own)" },
         { .name = "episodes", .arg = "N", .set = set_episodes, .user = a,
           .help = "episodes (default 10); each runs in its own env, in parallel" },
-        { .name = "sample", .set = set_sample, .user = a,
+        { .name = "sample", .set = argv_set_flag, .user = &a->sample,
           .help = "sample actions from the policy (default: greedy, the most\nlikely action or the Gaussian's mean)" },
         { .name = "seed", .arg = "S", .set = set_seed, .user = a, .help = "seed of the envs and the sampling (default 1)" },
-        { .name = "json", .set = set_json, .user = a, .help = "print one JSON object instead of text" },
+        { .name = "json", .set = argv_set_flag, .user = &a->json, .help = "print one JSON object instead of text" },
         { .name = NULL, .set = set_path, .user = a },
     };
     int rc = argv_parse(PROG, about, opts, (int)(sizeof opts / sizeof opts[0]), argc, argv);

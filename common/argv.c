@@ -174,3 +174,9 @@ void argv_usage(FILE *f, const struct argv_opt *opts, int n)
     for (int k = 0; k < n; k++)
         if (opts[k].name && opts[k].help) one_usage(f, &opts[k]);
 }
+
+int argv_set_flag(void *flag, const char *value)
+{
+    *(bool *)flag = !(value && strcmp(value, "false") == 0);
+    return 0;
+}

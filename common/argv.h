@@ -45,6 +45,10 @@ int argv_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "a, b, c": the names choice(0), choice(1), ... until NULL, into buf. */
 void argv_choices(const char *(*choice)(int i), char *buf, size_t cap);
 
+/* The setter of a switch that only sets a bool: user points to it; true,
+ * or false for --no-NAME. */
+int argv_set_flag(void *flag, const char *value);
+
 /* For setters: *out = value as an integer in lo..hi; else -1 with
  * argv_error("--NAME must be an integer in LO..HI, not 'VALUE'"). */
 int argv_long(const char *name, const char *value, long lo, long hi, long *out);

@@ -232,13 +232,6 @@ int rl_security_set_keys(struct rl_security *s, const char *dir)
 
 static int set_keys_opt(void *user, const char *dir) { return rl_security_set_keys(user, dir) == 0 ? 0 : -2; }
 
-static int set_insecure(void *user, const char *v)
-{
-    (void)v;
-    ((struct rl_security *)user)->insecure = true;
-    return 0;
-}
-
 int rl_security_opts(struct rl_security *s, const char *prog, struct argv_opt *out)
 {
     s->prog = prog;
@@ -247,7 +240,7 @@ int rl_security_opts(struct rl_security *s, const char *prog, struct argv_opt *o
                                         "DIR/" RL_KEY_FILE " (tributary-agent --make-keys DIR makes one;\n"
                                         "give the agent and every observer the same one); needed\n"
                                         "unless every address is loopback or --insecure is given" };
-    out[1] = (struct argv_opt){ .name = "insecure", .set = set_insecure, .user = s,
+    out[1] = (struct argv_opt){ .name = "insecure", .set = argv_set_flag, .user = &s->insecure,
                                 .help = "run unencrypted and unauthenticated even across hosts\n"
                                         "(a trusted network only)" };
     return 2;

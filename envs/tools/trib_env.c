@@ -176,20 +176,6 @@ static int set_env_arg(void *u, const char *v)
     return add_env_arg((char *)v, &a->env_args, a->arg_keys, a->arg_values);
 }
 
-static int set_json(void *u, const char *v)
-{
-    (void)v;
-    ((struct args *)u)->json = true;
-    return 0;
-}
-
-static int set_list(void *u, const char *v)
-{
-    (void)v;
-    ((struct args *)u)->list = true;
-    return 0;
-}
-
 /* The command line into a. -1 to go on, else the exit status. */
 static int parse(struct args *a, int argc, char **argv)
 {
@@ -209,8 +195,8 @@ static int parse(struct args *a, int argc, char **argv)
           .help = "scripted actions, comma/space separated, used in turn\nand cycled (a box action takes act.dim numbers)" },
         { .name = "actions-file", .arg = "F", .short_name = 'f', .set = set_actions_file, .user = a,
           .help = "the same, read from file F" },
-        { .name = "json", .short_name = 'j', .set = set_json, .user = a, .help = "print one JSON line instead of text" },
-        { .name = "list", .short_name = 'l', .set = set_list, .user = a, .help = "list the built-in envs and exit" },
+        { .name = "json", .short_name = 'j', .set = argv_set_flag, .user = &a->json, .help = "print one JSON line instead of text" },
+        { .name = "list", .short_name = 'l', .set = argv_set_flag, .user = &a->list, .help = "list the built-in envs and exit" },
         { .name = NULL, .set = set_env, .user = a },
     };
     a->env_args = (struct env_args){ 0, a->arg_keys, a->arg_values };
