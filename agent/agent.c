@@ -55,11 +55,8 @@ static int agent_open(struct agent *a)
     a->stats = run_stats_new(cfg, a->target);
     run_stats_set_mode(a->stats, &a->mode->stats);
     run_stats_set_env(a->stats, a->spec);
-    if (cfg->logdir[0] && !(a->log = runlog_open(cfg->logdir, cfg, a->spec, a->resume != NULL))) {
-        char why[900];
-        snprintf(why, sizeof why, "%s", rl_last_error());
-        return rl_set_error("--logdir %s: %s", cfg->logdir, why);
-    }
+    if (cfg->logdir[0] && !(a->log = runlog_open(cfg->logdir, cfg, a->spec, a->resume != NULL)))
+        return rl_set_error("--logdir %s: %s", cfg->logdir, rl_last_error());   /* wraps its own text */
     return 0;
 }
 
