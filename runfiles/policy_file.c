@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/check.h"
 #include "envs/env.h"
 #include "runfiles/runfiles.h"
 #include "runfiles/safetensors.h"
@@ -103,36 +104,186 @@ int policy_arch_param_names(const struct policy_arch *a, int cap, char (*names)[
     return n;
 }
 
-int policy_file_save(const char *path, const struct policy_arch *a, const char *env_id, const char *env_plugin, int n,
-                     struct tensor *const *params)
+void policy_norm_apply(const struct policy_norm *n, float *obs, int rows)
 {
-    char names[POLICY_MAX_TENSORS][64];
-    int want = policy_arch_param_names(a, (int)(sizeof names / sizeof names[0]), names);
+    if (!n || n->dim == 0) return;
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < n->dim; i++) {
+            float *x = &obs[(size_t)r * (size_t)n->dim + (size_t)i];
+            double z = ((double)*x - n->mean[i]) / sqrt(n->var[i] + n->eps);
+            *x = (float)fmin(fmax(z, -n->clip), n->clip);
+        }
+}
+
+void policy_extras_free(struct policy_extras *x)
+{
+    if (!x) return;
+    free((double *)x->act.low);
+    free((double *)x->act.high);
+    free(x->norm.mean);
+    free(x->norm.var);
+    memset(x, 0, sizeof *x);
+}
+
+/* x as printed: NaN without its sign ("nan", never "-nan"), as rl/finite.c
+ * prints the parameters it refuses. */
+static double shown(double x) { return isnan(x) ? fabs(x) : x; }
+
+/* The statistics' numbers as the reader accepts them (`what` names the
+ * file in messages): dim the policy's, count, means and variances finite,
+ * count and variances >= 0, clip and eps positive and finite. */
+static int norm_check(const struct policy_norm *n, int obs_dim, const char *what)
+{
+    if (n->dim != obs_dim)
+        return runfiles_set_error("%s: the statistics have %d dims, the policy takes %d observations", what, n->dim,
+                                  obs_dim);
+    if (!(isfinite(n->count) && n->count >= 0))
+        return runfiles_set_error("%s: obs_norm.count is %g (a count is finite and >= 0)", what, shown(n->count));
+    for (int i = 0; i < n->dim; i++) {
+        if (!isfinite(n->mean[i]))
+            return runfiles_set_error("%s: obs_norm.mean[%d] is %g", what, i, shown(n->mean[i]));
+        if (!(isfinite(n->var[i]) && n->var[i] >= 0))
+            return runfiles_set_error("%s: obs_norm.var[%d] is %g (a variance is finite and >= 0)", what, i,
+                                      shown(n->var[i]));
+    }
+    if (!(isfinite(n->clip) && n->clip > 0))
+        return runfiles_set_error("%s: obs_clip is %g, not a positive number", what, shown(n->clip));
+    if (!(isfinite(n->eps) && n->eps > 0))
+        return runfiles_set_error("%s: obs_eps is %g, not a positive number", what, shown(n->eps));
+    return 0;
+}
+
+/* A box's bounds as the reader accepts them: as many as the Gaussian's
+ * action dims, none NaN, low <= high. */
+static int act_check(const struct env_space *s, const struct policy_arch *a, const char *what)
+{
+    if ((s->kind == SPACE_BOX) != a->gaussian)
+        return runfiles_set_error("%s: a %s action space does not fit the %s head", what,
+                                  s->kind == SPACE_BOX ? "box" : "discrete", a->gaussian ? "gaussian" : "categorical");
+    int dim = s->kind == SPACE_BOX ? s->dim : s->n;
+    if (dim != a->act_dim)
+        return runfiles_set_error("%s: the action space has %d %s, the policy %d", what, dim,
+                                  s->kind == SPACE_BOX ? "dims" : "actions", a->act_dim);
+    for (int i = 0; s->kind == SPACE_BOX && i < s->dim; i++)
+        if (isnan(s->low[i]) || isnan(s->high[i]) || s->low[i] > s->high[i])
+            return runfiles_set_error("%s: action bounds [%g, %g] at dim %d (NaN, or low > high)", what,
+                                      shown(s->low[i]), shown(s->high[i]), i);
+    return 0;
+}
+
+/* n doubles as "%.17g" joined by commas (free it). */
+static char *join_doubles(const double *x, int n)
+{
+    size_t cap = (size_t)n * 26 + 1, k = 0;
+    char *s = trib_xmalloc(cap);
+    s[0] = '\0';
+    for (int i = 0; i < n; i++) k += (size_t)snprintf(s + k, cap - k, "%s%.17g", i ? "," : "", x[i]);
+    return s;
+}
+
+/* The text of the metadata's numbers (a box's bounds allocated: free
+ * low and high). */
+struct meta_text {
+    char hidden[64], od[16], ad[16], dr[32], ls[32], clip[32], eps[32];
+    char *low, *high;
+};
+
+/* The metadata of a policy file into m: the architecture and env (in the
+ * order files have always had them), then the action space, the
+ * statistics' clip and eps, and info's own; their text in t. Returns the
+ * number of entries. */
+static int build_meta(const struct policy_arch *a, const struct policy_info *info, struct meta_text *t,
+                      struct safetensors_meta *m)
+{
+    size_t k = 0;
+    t->hidden[0] = '\0';
+    for (int i = 0; i < a->n_hidden && k < sizeof t->hidden; i++)
+        k += (size_t)snprintf(t->hidden + k, sizeof t->hidden - k, "%s%d", i ? "," : "", a->hidden[i]);
+    snprintf(t->od, sizeof t->od, "%d", a->obs_dim);
+    snprintf(t->ad, sizeof t->ad, "%d", a->act_dim);
+    snprintf(t->dr, sizeof t->dr, "%.17g", a->dropout);
+    snprintf(t->ls, sizeof t->ls, "%.17g", a->init_log_std);
+    int n = 0;
+    m[n++] = (struct safetensors_meta){ "format", FORMAT };
+    m[n++] = (struct safetensors_meta){ "env", info->env_id };
+    m[n++] = (struct safetensors_meta){ "obs_dim", t->od };
+    m[n++] = (struct safetensors_meta){ "act_dim", t->ad };
+    m[n++] = (struct safetensors_meta){ "head", a->gaussian ? "gaussian" : "categorical" };
+    m[n++] = (struct safetensors_meta){ "value_head", a->value_head ? "true" : "false" };
+    m[n++] = (struct safetensors_meta){ "hidden", t->hidden };
+    m[n++] = (struct safetensors_meta){ "activation", a->tanh ? "tanh" : "relu" };
+    m[n++] = (struct safetensors_meta){ "dropout", t->dr };
+    m[n++] = (struct safetensors_meta){ "init_log_std", t->ls };
+    if (info->env_plugin) m[n++] = (struct safetensors_meta){ "env_plugin", info->env_plugin };
+    const struct env_space *s = info->act;
+    if (s) m[n++] = (struct safetensors_meta){ "act_kind", s->kind == SPACE_BOX ? "box" : "discrete" };
+    if (s && s->kind == SPACE_BOX) {
+        m[n++] = (struct safetensors_meta){ "act_low", t->low = join_doubles(s->low, s->dim) };
+        m[n++] = (struct safetensors_meta){ "act_high", t->high = join_doubles(s->high, s->dim) };
+    }
+    if (info->norm && info->norm->dim > 0) {
+        snprintf(t->clip, sizeof t->clip, "%.17g", info->norm->clip);
+        snprintf(t->eps, sizeof t->eps, "%.17g", info->norm->eps);
+        m[n++] = (struct safetensors_meta){ "obs_clip", t->clip };
+        m[n++] = (struct safetensors_meta){ "obs_eps", t->eps };
+    }
+    for (int i = 0; i < info->n_meta; i++) m[n++] = info->meta[i];
+    return n;
+}
+
+/* The statistics as three F64 tensors after the parameters (entries e[n..],
+ * tensors own[0..2]); the number of entries added. */
+static int norm_tensors(const struct policy_norm *nm, struct safetensors_entry *e, struct tensor **own)
+{
+    if (!nm || nm->dim == 0) return 0;
+    int64_t d = nm->dim;
+    own[0] = tensor_new(DTYPE_F64, DEVICE_CPU, 1, &d);
+    own[1] = tensor_new(DTYPE_F64, DEVICE_CPU, 1, &d);
+    own[2] = tensor_new(DTYPE_F64, DEVICE_CPU, 0, NULL);
+    CHECK(own[0] && own[1] && own[2]);
+    memcpy(tensor_data(own[0]), nm->mean, (size_t)d * sizeof(double));
+    memcpy(tensor_data(own[1]), nm->var, (size_t)d * sizeof(double));
+    *(double *)tensor_data(own[2]) = nm->count;
+    e[0] = (struct safetensors_entry){ "obs_norm.mean", own[0] };
+    e[1] = (struct safetensors_entry){ "obs_norm.var", own[1] };
+    e[2] = (struct safetensors_entry){ "obs_norm.count", own[2] };
+    return 3;
+}
+
+int policy_file_write(const char *path, const struct policy_arch *a, const struct policy_info *info, int n,
+                      struct tensor *const *params)
+{
+    char names[POLICY_MAX_TENSORS][64], what[600];
+    int want = policy_arch_param_names(a, POLICY_MAX_TENSORS, names);
     if (n != want) return runfiles_set_error("policy %s: %d parameters, the architecture has %d", path, n, want);
-    struct safetensors_entry e[sizeof names / sizeof names[0]];
-    struct tensor *snap[sizeof names / sizeof names[0]];
+    snprintf(what, sizeof what, "policy %s", path);
+    if ((info->act && act_check(info->act, a, what) != 0) ||
+        (info->norm && info->norm->dim > 0 && norm_check(info->norm, a->obs_dim, what) != 0))
+        return -1;
+    if (info->n_meta < 0 || info->n_meta > 64) return runfiles_set_error("%s: %d more metadata entries", what, info->n_meta);
+    struct safetensors_entry e[POLICY_MAX_TENSORS + 3];
+    struct tensor *snap[POLICY_MAX_TENSORS], *own[3] = { 0 };
     for (int i = 0; i < n; i++) {
         snap[i] = tensor_snapshot(params[i]);
         e[i] = (struct safetensors_entry){ names[i], snap[i] };
     }
-    char hidden[64] = "", od[16], ad[16], dr[32], ls[32];
-    size_t k = 0;
-    for (int i = 0; i < a->n_hidden && k < sizeof hidden; i++)
-        k += (size_t)snprintf(hidden + k, sizeof hidden - k, "%s%d", i ? "," : "", a->hidden[i]);
-    snprintf(od, sizeof od, "%d", a->obs_dim);
-    snprintf(ad, sizeof ad, "%d", a->act_dim);
-    snprintf(dr, sizeof dr, "%.17g", a->dropout);
-    snprintf(ls, sizeof ls, "%.17g", a->init_log_std);
-    struct safetensors_meta meta[] = {
-        { "format", FORMAT }, { "env", env_id }, { "obs_dim", od }, { "act_dim", ad },
-        { "head", a->gaussian ? "gaussian" : "categorical" }, { "value_head", a->value_head ? "true" : "false" },
-        { "hidden", hidden }, { "activation", a->tanh ? "tanh" : "relu" }, { "dropout", dr }, { "init_log_std", ls },
-        { "env_plugin", env_plugin ? env_plugin : "" },
-    };
-    int nm = (int)(sizeof meta / sizeof meta[0]) - (env_plugin ? 0 : 1);
-    int rc = safetensors_save(path, e, n, meta, nm);
+    int ne = n + norm_tensors(info->norm, e + n, own);
+    struct meta_text t = { 0 };
+    struct safetensors_meta m[16 + 64];
+    int nm = build_meta(a, info, &t, m);
+    int rc = safetensors_save(path, e, ne, m, nm);
     for (int i = 0; i < n; i++) tensor_free(snap[i]);
+    for (int i = 0; i < 3; i++) tensor_free(own[i]);
+    free(t.low);
+    free(t.high);
     return rc;
+}
+
+int policy_file_save(const char *path, const struct policy_arch *a, const char *env_id, const char *env_plugin, int n,
+                     struct tensor *const *params)
+{
+    struct policy_info info = { .env_id = env_id, .env_plugin = env_plugin };
+    return policy_file_write(path, a, &info, n, params);
 }
 
 static int meta_int(const struct safetensors *st, const char *key, int lo, int hi, int *out)
@@ -199,10 +350,6 @@ static int read_arch(const struct safetensors *st, const char *path, struct poli
     return 0;
 }
 
-/* x as printed: NaN without its sign ("nan", never "-nan"), as rl/finite.c
- * prints the parameters it refuses. */
-static double shown(double x) { return isnan(x) ? fabs(x) : x; }
-
 /* The file's tensor `name` checked against dst (f32, dst's shape, every
  * element finite: a policy that is not finite acts on nothing) and copied
  * into it. */
@@ -224,9 +371,10 @@ static int copy_param(const struct safetensors *st, const char *path, const char
 }
 
 /* The file's tensors into the actor's parameters, then the critic's (when
- * one was built); the file holds no other tensor. */
+ * one was built); the file holds no other tensor than those and n_extra
+ * more (the statistics'). */
 static int copy_params(const struct safetensors *st, const char *path, const struct policy_arch *a,
-                       struct nn_module *actor, struct nn_module *critic)
+                       struct nn_module *actor, struct nn_module *critic, int n_extra)
 {
     char names[POLICY_MAX_TENSORS][64];
     int n = policy_arch_param_names(a, POLICY_MAX_TENSORS, names);
@@ -236,29 +384,143 @@ static int copy_params(const struct safetensors *st, const char *path, const str
         if (!m) break;   /* a critic was not asked for */
         if (copy_param(st, path, names[i], m->params[i < na ? i : i - na]) != 0) return -1;
     }
-    if (st->n != n) return runfiles_set_error("policy %s: %d tensors, the architecture has %d", path, st->n, n);
+    if (st->n != n + n_extra)
+        return runfiles_set_error("policy %s: %d tensors, the architecture has %d%s", path, st->n, n,
+                                  n_extra ? " and the statistics 3" : "");
     return 0;
 }
 
-int policy_file_load(const char *path, struct policy_arch *a, char *env, size_t cap, struct nn_module **actor,
-                     struct nn_module **critic)
+/* The comma-separated numbers of metadata `key` into dim new doubles. */
+static double *meta_doubles(const struct safetensors *st, const char *what, const char *key, int dim)
+{
+    const char *v = safetensors_meta_get(st, key);
+    double *x = trib_xmalloc((size_t)dim * sizeof *x);
+    const char *p = v;
+    for (int i = 0; p && i < dim; i++) {
+        char *end;
+        x[i] = strtod(p, &end);
+        bool last = i == dim - 1;
+        p = end == p || (last ? *end != '\0' : *end != ',') ? NULL : end + !last;
+    }
+    if (p) return x;
+    free(x);
+    runfiles_set_error("%s: metadata '%s' is not %d comma-separated numbers", what, key, dim);
+    return NULL;
+}
+
+/* The action space the metadata records (act_kind, act_low, act_high)
+ * into x->act, checked against the architecture; none recorded: has_act
+ * false. */
+static int read_act(const struct safetensors *st, const char *what, const struct policy_arch *a,
+                    struct policy_extras *x)
+{
+    const char *kind = safetensors_meta_get(st, "act_kind");
+    if (!kind) return 0;
+    if (strcmp(kind, "box") && strcmp(kind, "discrete"))
+        return runfiles_set_error("%s: metadata 'act_kind' is '%s', not 'box' or 'discrete'", what, kind);
+    x->has_act = true;
+    x->act.kind = strcmp(kind, "box") == 0 ? SPACE_BOX : SPACE_DISCRETE;
+    if (x->act.kind == SPACE_DISCRETE) {
+        x->act.n = a->act_dim;
+    } else if (a->gaussian) {
+        x->act.dim = a->act_dim;
+        if (!(x->act.low = meta_doubles(st, what, "act_low", a->act_dim)) ||
+            !(x->act.high = meta_doubles(st, what, "act_high", a->act_dim)))
+            return -1;
+    }
+    return act_check(&x->act, a, what);
+}
+
+/* The statistics' tensor `name`: f64 of dim elements (ndim 1) or a scalar
+ * (dim 0). NULL with the error set. */
+static const double *norm_tensor(const struct safetensors *st, const char *what, const char *name, int dim)
+{
+    const struct tensor *t = NULL;
+    for (int i = 0; i < st->n && !t; i++)
+        if (strcmp(st->names[i], name) == 0) t = st->tensors[i];
+    int64_t shape[1] = { dim };
+    char s1[64], s2[64];
+    if (!t) {
+        runfiles_set_error("%s: observation statistics incomplete: no tensor '%s'", what, name);
+    } else if (t->dtype != DTYPE_F64 || t->ndim != (dim ? 1 : 0) || (dim && t->shape[0] != dim)) {
+        runfiles_set_error("%s: '%s' is %s %s, expected f64 %s", what, name, dtype_name(t->dtype),
+                           shape_str(t->ndim, t->shape, s1, sizeof s1), shape_str(dim ? 1 : 0, shape, s2, sizeof s2));
+    } else {
+        return tensor_data(t);
+    }
+    return NULL;
+}
+
+/* A positive number of metadata `key` into *out. */
+static int meta_double(const struct safetensors *st, const char *what, const char *key, double *out)
+{
+    const char *v = safetensors_meta_get(st, key);
+    char *end = NULL;
+    if (!v) return runfiles_set_error("%s: observation statistics incomplete: no metadata '%s'", what, key);
+    *out = strtod(v, &end);
+    if (end == v || *end) return runfiles_set_error("%s: metadata '%s' is '%s', not a number", what, key, v);
+    return 0;
+}
+
+/* The statistics the file records (any of obs_norm.mean, obs_norm.var,
+ * obs_norm.count, obs_clip, obs_eps present: all of them), checked, into
+ * x->norm (its own copies); *n_tensors gets the tensors they took. */
+static int read_norm(const struct safetensors *st, const char *what, const struct policy_arch *a,
+                     struct policy_extras *x, int *n_tensors)
+{
+    static const char *const names[] = { "obs_norm.mean", "obs_norm.var", "obs_norm.count" };
+    bool any = safetensors_meta_get(st, "obs_clip") || safetensors_meta_get(st, "obs_eps");
+    for (int i = 0; i < st->n && !any; i++)
+        for (int k = 0; k < 3; k++) any |= strcmp(st->names[i], names[k]) == 0;
+    *n_tensors = any ? 3 : 0;
+    if (!any) return 0;
+    int D = a->obs_dim;
+    const double *mean = norm_tensor(st, what, names[0], D), *var = mean ? norm_tensor(st, what, names[1], D) : NULL,
+                 *count = var ? norm_tensor(st, what, names[2], 0) : NULL;
+    struct policy_norm n = { .dim = D, .mean = (double *)mean, .var = (double *)var };
+    if (!count || meta_double(st, what, "obs_clip", &n.clip) || meta_double(st, what, "obs_eps", &n.eps)) return -1;
+    n.count = *count;
+    if (norm_check(&n, D, what) != 0) return -1;
+    n.mean = trib_xmalloc((size_t)D * sizeof(double));
+    n.var = trib_xmalloc((size_t)D * sizeof(double));
+    memcpy(n.mean, mean, (size_t)D * sizeof(double));
+    memcpy(n.var, var, (size_t)D * sizeof(double));
+    x->norm = n;
+    return 0;
+}
+
+int policy_file_read(const char *path, struct policy_arch *a, char *env, size_t cap, struct nn_module **actor,
+                     struct nn_module **critic, struct policy_extras *x)
 {
     *actor = NULL;
     if (critic) *critic = NULL;
+    struct policy_extras own = { 0 };
     struct safetensors *st = safetensors_load(path);
     if (!st) return -1;
     struct nn_module *c = NULL;
-    int rc = read_arch(st, path, a, env, cap);
+    char what[600];
+    snprintf(what, sizeof what, "policy %s", path);
+    int n_norm = 0, rc = read_arch(st, path, a, env, cap);
+    if (rc == 0) rc = read_act(st, what, a, &own);
+    if (rc == 0) rc = read_norm(st, what, a, &own, &n_norm);
     if (rc == 0 && policy_arch_build(a, 0, actor, critic ? &c : NULL) != 0)
         rc = runfiles_set_error("policy %s: %s", path, tensor_last_error());
-    if (rc == 0) rc = copy_params(st, path, a, *actor, c);
+    if (rc == 0) rc = copy_params(st, path, a, *actor, c, n_norm);
     safetensors_free(st);
+    if (rc != 0 || !x) policy_extras_free(&own);
     if (rc != 0) {
         nn_module_free(*actor);
         nn_module_free(c);
         *actor = NULL;
         return -1;
     }
+    if (x) *x = own;
     if (critic) *critic = c;
     return 0;
+}
+
+int policy_file_load(const char *path, struct policy_arch *a, char *env, size_t cap, struct nn_module **actor,
+                     struct nn_module **critic)
+{
+    return policy_file_read(path, a, env, cap, actor, critic, NULL);
 }

@@ -4,8 +4,16 @@
  * names map onto PyTorch nn.Sequential modules ("actor.0.weight",
  * "actor.0.bias", "actor.2.weight", ..., "critic.0.weight", ...,
  * "actor_logstd") and whose metadata records the architecture, so
- * tributary-eval (or PyTorch) can rebuild it. Knows nothing of the RL
- * config or the algorithms: what it needs is in struct policy_arch. */
+ * tributary-eval (or PyTorch) can rebuild it. Beside the nets it records
+ * what acting needs (struct policy_extras): the action space (metadata
+ * act_kind "box"|"discrete", act_low/act_high "%.17g" comma-separated, inf
+ * as "inf") and, when the run normalised its observations, the statistics
+ * it normalised with (F64 tensors obs_norm.mean [D], obs_norm.var [D],
+ * obs_norm.count [], metadata obs_clip, obs_eps). A file without them (one
+ * written before issue 25, or a run without normalisation) loads as
+ * before. Knows nothing of the RL config or the algorithms: what it needs
+ * is in struct policy_arch and struct policy_extras (rl/norm.h's
+ * statistics are converted at the agent). */
 #ifndef TRIB_RUNFILES_POLICY_FILE_H
 #define TRIB_RUNFILES_POLICY_FILE_H
 
@@ -13,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "envs/env.h"
+#include "runfiles/safetensors.h"
 #include "tensor/nn.h"
 
 /* The sizes a policy (and so a policy file) may have: hidden layers, the
@@ -57,20 +67,67 @@ int policy_arch_build(const struct policy_arch *a, uint64_t seed, struct nn_modu
  * hold any architecture's). */
 int policy_arch_param_names(const struct policy_arch *a, int cap, char (*names)[64]);
 
+/* Observation normalisation as a policy file records it (rl/norm.h's obs
+ * side, frozen): an observation x becomes
+ * clamp((x - mean) / sqrt(var + eps), -clip, clip), computed in double. */
+struct policy_norm {
+    int dim;                    /* 0: none (the run did not normalise) */
+    double count, clip, eps;
+    double *mean, *var;         /* [dim]; a loaded one's are its own (policy_extras_free) */
+};
+
+/* Normalises rows observations of n->dim floats in place (frozen: the
+ * statistics are not updated). A no-op when n is NULL or n->dim is 0. */
+void policy_norm_apply(const struct policy_norm *n, float *obs, int rows);
+
+/* What a policy file records beside its nets. */
+struct policy_extras {
+    bool has_act;               /* false: the file records no action space (written before issue 25) */
+    struct env_space act;       /* the env's action space; a box's low/high are the extras' own */
+    struct policy_norm norm;    /* dim 0: the run did not normalise its observations */
+};
+/* Frees what policy_file_read put in x (its bounds and statistics), and
+ * zeroes it. Accepts NULL. */
+void policy_extras_free(struct policy_extras *x);
+
+/* What policy_file_write records beside the architecture and the nets.
+ * Borrowed. */
+struct policy_info {
+    const char *env_id;                  /* "Hopper-v4" */
+    const char *env_plugin;              /* a plug-in's path; NULL: a built-in */
+    const struct env_space *act;         /* the env's action space; NULL: not recorded */
+    const struct policy_norm *norm;      /* NULL or dim 0: no normalisation */
+    int n_meta;                          /* more metadata, after the policy's own */
+    const struct safetensors_meta *meta;
+};
+
 /* Writes the parameters (actor's then critic's, n of them, CPU or CUDA) as
- * a .safetensors file with the architecture and the env in its metadata:
- * `env` its id ("Hopper-v4"), and for a plug-in `env_plugin` the path it
- * was loaded from (NULL: a built-in). Atomic. 0, or -1 with
- * runfiles_last_error(). */
+ * a .safetensors file with the architecture, the env (its id, and for a
+ * plug-in the path it was loaded from), the action space and the
+ * normalisation statistics info gives. A norm whose dim is not the
+ * policy's obs_dim, or whose numbers the reader would refuse, is refused
+ * here. Atomic. 0, or -1 with runfiles_last_error(). */
+int policy_file_write(const char *path, const struct policy_arch *a, const struct policy_info *info, int n,
+                      struct tensor *const *params);
+/* policy_file_write of a file that records the env alone (no action
+ * space, no statistics). */
 int policy_file_save(const char *path, const struct policy_arch *a, const char *env_id, const char *env_plugin, int n,
                      struct tensor *const *params);
 
-/* Reads a file written by policy_file_save: the architecture, the env to
+/* Reads a file written by policy_file_write: the architecture, the env to
  * open for it (into env, cap bytes: its plug-in's path when it was one,
- * else its id) and a new actor (and critic if the file has one, when
- * critic is non-NULL) holding its parameters, on the CPU; a parameter that
- * is not finite is refused, naming it. 0, or -1 with runfiles_last_error()
- * naming the file and what is wrong. */
+ * else its id), a new actor (and critic if the file has one, when critic
+ * is non-NULL) holding its parameters, on the CPU, and into x (when
+ * non-NULL) the action space and statistics it records. Refused, naming
+ * the file and the problem: a parameter that is not finite, an action
+ * space that does not fit the head (act_kind "box" for a Gaussian) or
+ * act_dim, bounds that are NaN or low > high, statistics that are
+ * incomplete, of the wrong dtype or shape, not finite, a negative variance
+ * or count, a clip or eps that is not a positive number. They are checked
+ * whether or not x is asked for. 0, or -1 with runfiles_last_error(). */
+int policy_file_read(const char *path, struct policy_arch *a, char *env, size_t cap, struct nn_module **actor,
+                     struct nn_module **critic, struct policy_extras *x);
+/* policy_file_read without the extras. */
 int policy_file_load(const char *path, struct policy_arch *a, char *env, size_t cap, struct nn_module **actor,
                      struct nn_module **critic);
 
