@@ -302,7 +302,7 @@ static int finish(struct agent *a, int rc, const char *why)
     if (save) {
         char path[600];
         snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
-        if (agent_policy_savable(a, path) && policy_save(a->policy, path, a->spec) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+        if (agent_policy_savable(a, path) && policy_save(a->policy, path, a->spec, NULL) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     }
     run_stats_summary(a->stats, stdout, solved, a->n_lost, a->n_rejoined, why);
     rpc_shutdown(!a->abandoned);   /* not graceful: it would wait for the observers given up on */

@@ -236,10 +236,12 @@ static int parse(struct eval_args *a, int argc, char **argv)
     return -1;
 }
 
-/* What eval loads: the actor, its architecture, the env. */
+/* What eval loads: the actor, its architecture, what the file records
+ * beside them (its statistics, applied frozen; its action space), the env. */
 struct loaded {
     struct policy_arch arch;
     struct nn_module *actor;
+    struct policy_extras extras;
     struct env_plugin *plugin;
     const struct env_spec *spec;
     char path[4096];
@@ -264,6 +266,22 @@ static int resolve_path(const struct eval_args *a, struct loaded *l)
     return 0;
 }
 
+/* The action bounds the file records (when it records them) are the env's:
+ * the policy learnt with its actions clipped to them, and eval clips to
+ * the env's. 0, or -1 after printing why. */
+static int bounds_fit(const struct loaded *l)
+{
+    const struct env_space *f = &l->extras.act, *e = &l->spec->act;
+    for (int i = 0; l->extras.has_act && f->kind == SPACE_BOX && i < f->dim; i++)
+        if (f->low[i] != e->low[i] || f->high[i] != e->high[i]) {
+            fprintf(stderr, PROG ": %s does not fit %s: the policy's actions were clipped to [%g, %g] at dim %d, the "
+                            "env's box is [%g, %g]\n", l->path, l->spec->id, f->low[i], f->high[i], i, e->low[i],
+                    e->high[i]);
+            return -1;
+        }
+    return 0;
+}
+
 /* The policy and its env, checked to fit each other. 0, or -1 after printing why. */
 static int load(const struct eval_args *a, struct loaded *l)
 {
@@ -274,7 +292,8 @@ static int load(const struct eval_args *a, struct loaded *l)
     bool is_ckpt = plen > 5 && strcmp(path + plen - 5, ".trib") == 0;
     int lrc = is_ckpt ? load_checkpoint(path, a->env, &a->env_args, &l->arch, trained_env, sizeof trained_env,
                                         &l->actor, &l->spec, &l->plugin)
-                      : policy_file_load(path, &l->arch, trained_env, sizeof trained_env, &l->actor, NULL);
+                      : policy_file_read(path, &l->arch, trained_env, sizeof trained_env, &l->actor, NULL,
+                                         &l->extras);
     if (lrc != 0 && !is_ckpt) rl_set_error("%s", runfiles_last_error());
     if (lrc == 0 && !is_ckpt && open_env(path, trained_env, a->env, &a->env_args, &l->spec, &l->plugin) != 0) {
         nn_module_free(l->actor);
@@ -289,7 +308,8 @@ static int load(const struct eval_args *a, struct loaded *l)
     const struct env_spec *spec = l->spec;
     bool discrete = spec->act.kind == SPACE_DISCRETE;
     int A = discrete ? spec->act.n : spec->act.dim;
-    if (spec->obs.dim == l->arch.obs_dim && discrete != l->arch.gaussian && A == l->arch.act_dim) return 0;
+    if (spec->obs.dim == l->arch.obs_dim && discrete != l->arch.gaussian && A == l->arch.act_dim)
+        return bounds_fit(l);
     fprintf(stderr, PROG ": %s does not fit %s: the policy takes %d observations to %d %s actions, the env has %d "
                     "observations and %d %s actions\n", path, spec->id, l->arch.obs_dim, l->arch.act_dim,
             l->arch.gaussian ? "continuous" : "discrete", spec->obs.dim, A, discrete ? "discrete" : "continuous");
@@ -335,6 +355,7 @@ static int episodes_new(struct episodes *e, const struct env_spec *spec, int B, 
 static int step(struct episodes *e, const struct loaded *l, uint64_t *rng, bool sample)
 {
     int64_t shape[2] = { e->B, e->D };
+    policy_norm_apply(&l->extras.norm, e->obs, e->B);   /* frozen; the env writes the next obs anew */
     struct tensor *x = tensor_from_f32(2, shape, e->obs);
     struct tensor *out[NN_MAX_IO] = { 0 };
     int n_out = 0, B = e->B, A = e->A;
@@ -423,5 +444,6 @@ int main(int argc, char **argv)
     episodes_free(&e);
     env_plugin_close(l.plugin);
     nn_module_free(l.actor);
+    policy_extras_free(&l.extras);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include "optim/dist_optim.h"
 #include "rpc/dist_autograd.h"
 #include "rl/messages.h"
+#include "rl/norm.h"
 #include "runfiles/policy_file.h"
 #include "runfiles/runfiles.h"
 #include "rl/rl.h"
@@ -630,11 +631,18 @@ void policy_get_stats(struct policy *p, struct policy_stats *out)
     pthread_mutex_unlock(&p->mu);
 }
 
-int policy_save(struct policy *p, const char *path, const struct env_spec *spec)
+int policy_save(struct policy *p, const char *path, const struct env_spec *spec, const struct rl_norm_stats *norm)
 {
-    pthread_mutex_lock(&p->fwd_mu);
+    /* the obs side of the run's statistics as the file records them */
+    struct policy_norm pn = { 0 };
+    if (norm && norm->obs.dim > 0)
+        pn = (struct policy_norm){ .dim = norm->obs.dim, .count = norm->obs.count, .clip = norm->clip_obs,
+                                   .eps = RL_NORM_EPS, .mean = norm->obs.mean, .var = norm->obs.var };
     bool plugin = strcmp(spec->id, p->cfg.env) != 0;   /* the env was named by its .so */
-    int rc = policy_file_save(path, &p->shape, spec->id, plugin ? p->cfg.env : NULL, p->n_params, p->params);
+    struct policy_info info = { .env_id = spec->id, .env_plugin = plugin ? p->cfg.env : NULL, .act = &spec->act,
+                                .norm = &pn };
+    pthread_mutex_lock(&p->fwd_mu);
+    int rc = policy_file_write(path, &p->shape, &info, p->n_params, p->params);
     pthread_mutex_unlock(&p->fwd_mu);
     return rc == 0 ? 0 : rl_set_error("%s", runfiles_last_error());
 }

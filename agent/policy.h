@@ -106,8 +106,11 @@ int policy_params(struct policy *p, struct tensor ***params);
 void policy_save_state(struct policy *p, unsigned char **out, size_t *len);
 int policy_load_state(struct policy *p, const void *buf, size_t len);
 
-/* Writes the policy as a .safetensors file (policy_file_save). 0 or -1 with
- * rl_last_error(). */
-int policy_save(struct policy *p, const char *path, const struct env_spec *spec);
+/* Writes the policy as a .safetensors file (policy_file_write) recording
+ * the env, its action space and, when norm is non-NULL with an obs side,
+ * the observation statistics (rl/norm.h) the run normalised with. 0 or -1
+ * with rl_last_error(). */
+struct rl_norm_stats;
+int policy_save(struct policy *p, const char *path, const struct env_spec *spec, const struct rl_norm_stats *norm);
 
 #endif
