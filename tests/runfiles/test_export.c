@@ -9,7 +9,8 @@
  * must equal torch's. Also: the writer round-trips the statistics and the
  * action space, a file without them loads as before, and every malformed
  * statistic or bound is refused with its exact message, by the reader and
- * by the writer. Files in a mkdtemp directory under /tmp.
+ * by the writer; tributary-eval (the program) applies the statistics and
+ * refuses malformed ones. Files in a mkdtemp directory under /tmp.
  *
  *   test_export --write DIR   writes DIR/policy.safetensors (the fixture) */
 #define _GNU_SOURCE
@@ -23,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/proc.h"
 #include "envs/env.h"
 #include "runfiles/policy_file.h"
 #include "runfiles/runfiles.h"
@@ -97,10 +99,11 @@ static void fixture_norm(struct policy_norm *n, double *mean, double *var)
     *n = (struct policy_norm){ .dim = OBS, .count = 20480.0001, .clip = 10, .eps = 1e-8, .mean = mean, .var = var };
 }
 
-/* Writes the fixture to path: the nets from seed 7, the actor's last layer
- * times 4 (so some greedy actions leave the box and are clipped), Hopper-v4's
- * action space, the statistics above. 0, or -1 with runfiles_last_error(). */
-static int write_fixture(const char *path)
+/* Writes the fixture's policy to path with the statistics norm: the nets
+ * from seed 7, the actor's last layer times 4 (so some greedy actions
+ * leave the box and are clipped), Hopper-v4's action space. 0, or -1 with
+ * runfiles_last_error(). */
+static int write_policy(const char *path, const struct policy_norm *norm)
 {
     struct nn_module *actor = NULL, *critic = NULL;
     if (policy_arch_build(&FIX_ARCH, 7, &actor, &critic) != 0)
@@ -115,14 +118,20 @@ static int write_fixture(const char *path)
     }
     static const double low[ACT] = { -1, -1, -1 }, high[ACT] = { 1, 1, 1 };
     struct env_space act = { .kind = SPACE_BOX, .dim = ACT, .low = low, .high = high };
-    double mean[OBS], var[OBS];
-    struct policy_norm norm;
-    fixture_norm(&norm, mean, var);
-    struct policy_info info = { .env_id = "Hopper-v4", .act = &act, .norm = &norm };
+    struct policy_info info = { .env_id = "Hopper-v4", .act = &act, .norm = norm };
     int rc = policy_file_write(path, &FIX_ARCH, &info, n, params);
     nn_module_free(actor);
     nn_module_free(critic);
     return rc;
+}
+
+/* The fixture: the policy above with the statistics of fixture_norm. */
+static int write_fixture(const char *path)
+{
+    double mean[OBS], var[OBS];
+    struct policy_norm norm;
+    fixture_norm(&norm, mean, var);
+    return write_policy(path, &norm);
 }
 
 /* The committed file is the one the writer makes today (regenerate both
@@ -441,6 +450,74 @@ START_TEST(test_export_write_refusals)
 }
 END_TEST
 
+/* ---- tributary-eval ------------------------------------------------------ */
+
+static char OUT[4096], ERR[4096];
+
+/* tributary-eval FILE --episodes 3 --json; its exit status (OUT, ERR). */
+static int run_eval(const char *file)
+{
+    const char *argv[] = { TRIB_EVAL_BIN, file, "--episodes", "3", "--json", NULL };
+    int status = -1;
+    ck_assert_msg(proc_run(argv, 120, OUT, sizeof OUT, ERR, sizeof ERR, &status) == 0, "%s", strerror(errno));
+    return status;
+}
+
+/* The return tributary-eval printed, as it printed it. */
+static void eval_return(char *out, size_t cap)
+{
+    const char *r = strstr(OUT, "\"return_mean\":");
+    ck_assert_msg(r != NULL, "%s", OUT);
+    snprintf(out, cap, "%.*s", (int)strcspn(r, ","), r);
+}
+
+/* tributary-eval applies the file's statistics: the fixture on Hopper-v4
+ * acts otherwise than its nets without them, and statistics that change
+ * nothing (mean 0, var 1, a negligible eps, no clip) give exactly the
+ * return of the file without statistics. */
+START_TEST(test_eval_applies_statistics)
+{
+    char with[64], none[64], identity[64];
+    ck_assert_msg(write_fixture(P("with")) == 0, "%s", runfiles_last_error());
+    ck_assert_msg(run_eval(P("with")) == 0, "%s", ERR);
+    eval_return(with, sizeof with);
+    ck_assert_msg(write_policy(P("none"), NULL) == 0, "%s", runfiles_last_error());
+    ck_assert_msg(run_eval(P("none")) == 0, "%s", ERR);
+    eval_return(none, sizeof none);
+    double zero[OBS] = { 0 }, one[OBS];
+    for (int i = 0; i < OBS; i++) one[i] = 1;
+    struct policy_norm id = { .dim = OBS, .count = 1, .clip = 1e300, .eps = 1e-300, .mean = zero, .var = one };
+    ck_assert_msg(write_policy(P("identity"), &id) == 0, "%s", runfiles_last_error());
+    ck_assert_msg(run_eval(P("identity")) == 0, "%s", ERR);
+    eval_return(identity, sizeof identity);
+    ck_assert_str_eq(identity, none);
+    ck_assert_msg(strcmp(with, none) != 0, "the statistics changed nothing: %s", with);
+}
+END_TEST
+
+/* A file with malformed statistics, or bounds that are not the env's, is
+ * refused before any episode, saying why. */
+START_TEST(test_eval_refusals)
+{
+    char want[1024];
+    crafted(P("bad"), "obs_norm.var", minus_half_at_1, NULL, NULL);
+    ck_assert_int_eq(run_eval(P("bad")), 1);
+    snprintf(want, sizeof want, "tributary-eval: policy %s: obs_norm.var[1] is -0.5 (a variance is finite and >= 0)\n",
+             P("bad"));
+    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(OUT, "");
+    crafted(P("bad"), "obs_norm.mean", short_by_one, NULL, NULL);
+    ck_assert_int_eq(run_eval(P("bad")), 1);
+    snprintf(want, sizeof want, "tributary-eval: policy %s: 'obs_norm.mean' is f64 [10], expected f64 [11]\n", P("bad"));
+    ck_assert_str_eq(ERR, want);
+    crafted(P("bad"), NULL, NULL, "act_low", "-2,-1,-1");
+    ck_assert_int_eq(run_eval(P("bad")), 1);
+    snprintf(want, sizeof want, "tributary-eval: %s does not fit Hopper-v4: the policy's actions were clipped to "
+                                "[-2, 1] at dim 0, the env's box is [-1, 1]\n", P("bad"));
+    ck_assert_str_eq(ERR, want);
+}
+END_TEST
+
 static Suite *export_suite(void)
 {
     Suite *s = suite_create("export");
@@ -453,6 +530,11 @@ static Suite *export_suite(void)
     tcase_add_test(tc, test_export_norm_apply);
     tcase_add_test(tc, test_export_refusals);
     tcase_add_test(tc, test_export_write_refusals);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tributary-eval");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_eval_applies_statistics);
+    tcase_add_test(tc, test_eval_refusals);
     suite_add_tcase(s, tc);
     return s;
 }
