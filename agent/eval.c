@@ -33,6 +33,8 @@ static const char about[] =
     "return and length. POLICY is the policy.safetensors that tributary-train --logdir\n"
     "writes, or one of its checkpoints (LOGDIR/checkpoints/ckpt-*.trib), or the run's\n"
     "directory LOGDIR itself (its policy.safetensors, else its newest checkpoint).\n"
+    "The observation statistics a policy file records (a run that normalised its\n"
+    "observations) are applied, frozen; continuous actions are clipped to the env's box.\n"
     "Exit status: 0, 1 when the policy cannot be loaded or does not fit the env, 2 bad usage.\n\n";
 
 /* The command line. */
