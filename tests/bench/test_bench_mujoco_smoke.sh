@@ -30,7 +30,7 @@ grep -q "seed 1/1: training 20000 steps" "$tmp/stderr" || { cat "$tmp/stderr"; f
 re_num='-?[0-9][0-9.e+-]*'   # one group each: awk checks the values
 want="^\\{\"bench\":\"mujoco\",\"env\":\"Hopper-v4\",\"preset\":\"$preset\",\"device\":\"cpu\",\"seeds\":1,\"seeds_ok\":1,\"steps\":20000"
 want+=",\"env_steps\":($re_num),\"return_mean\":($re_num),\"return_std\":0,\"episodes_judged_min\":([0-9]+)"
-want+=",\"eval_return_mean\":($re_num),\"eval_return_std\":0,\"eval_episodes\":3,\"wall_s\":($re_num),\"sps\":($re_num)"
+want+=",\"eval_return_mean\":($re_num),\"eval_return_std\":0,\"eval_episodes\":3,\"eval_best_return_mean\":null,\"wall_s\":($re_num),\"sps\":($re_num)"
 want+=",\"floor_sps_per_core\":($re_num),\"floor_sps_wall\":($re_num),\"floor_x\":($re_num),\"cores\":([0-9]+)"
 want+=",\"load\":\\[($re_num),($re_num)\\],\"cleanrl_return_mean\":2383,\"cleanrl_return_std\":272,\"cleanrl_wall_s\":1542\\}$"
 [[ $line =~ $want ]] || fail "the line does not have the fields wanted: $line"
