@@ -102,7 +102,8 @@ void agent_norm_merge_pending(struct agent *a)
 int agent_norm_unpack(struct agent *a, const struct rpc_value *delta, struct rl_norm_stats *d, bool *has)
 {
     *has = false;
-    if (!a->norm || delta->kind == RPC_NIL) return unpack(a->norm, delta, NULL);
+    if (delta->kind == RPC_NIL) return 0;   /* an update without a report carries none */
+    if (!a->norm) return unpack(a->norm, delta, NULL);
     if (unpack(a->norm, delta, d) != 0) return -1;
     *has = true;
     return 0;
