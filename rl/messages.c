@@ -418,12 +418,11 @@ int rl_update_req_unpack(const struct rpc_value *a, int obs_dim, struct rl_updat
     m->has_report = a->list.items[2].b;
     if (m->has_report && rl_report_unpack(&a->list.items[3], &m->report) != 0) return -1;
     if (stats_unpack(&a->list.items[4], &m->stats) != 0) return -1;
-    m->norm = norm_copy(&a->list.items[6]);
     const struct rpc_value *o = &a->list.items[5];
-    if (o->kind == RPC_NIL) return 0;
-    if (o->kind != RPC_TENSOR || !f32_matrix(o->tensor, -1, obs_dim))
+    if (o->kind != RPC_NIL && (o->kind != RPC_TENSOR || !f32_matrix(o->tensor, -1, obs_dim)))
         return rl_set_error("update: the next observations must be f32 [N,%d] with N >= 1", obs_dim);
-    m->next_obs = tensor_retain(o->tensor);
+    if (o->kind != RPC_NIL) m->next_obs = tensor_retain(o->tensor);
+    m->norm = norm_copy(&a->list.items[6]);
     return 0;
 }
 
@@ -462,10 +461,11 @@ int rl_update_reply_unpack(const struct rpc_value *v, int rows, int act_dim, boo
         return rl_set_error("update reply: expected (stop, policy output or nil, stale, norm map or nil)");
     m->stop = v->list.items[0].b;
     m->stale = v->list.items[2].b;
-    m->norm = norm_copy(&v->list.items[3]);
-    if (v->list.items[1].kind == RPC_NIL) return 0;
-    if (rl_policy_out_unpack(&v->list.items[1], rows, act_dim, gaussian, value_head, &m->out) != 0) return -1;
-    m->has_out = true;
+    if (v->list.items[1].kind != RPC_NIL) {
+        if (rl_policy_out_unpack(&v->list.items[1], rows, act_dim, gaussian, value_head, &m->out) != 0) return -1;
+        m->has_out = true;
+    }
+    m->norm = norm_copy(&v->list.items[3]);   /* last: a refused reply holds nothing to clear */
     return 0;
 }
 
