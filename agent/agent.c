@@ -49,12 +49,13 @@ static int agent_open(struct agent *a)
     a->spec = rl_config_open_env(cfg, &a->plugin);
     if (!a->spec) return -1;
     if (rl_algo_check_env(rl_algo_of(cfg), a->spec) != 0) return -1;
-    a->target = isnan(cfg->target) ? a->spec->reward_threshold : cfg->target;
+    a->target = !cfg->stop_at_target ? NAN : isnan(cfg->target) ? a->spec->reward_threshold : cfg->target;
     if (cfg->resume[0] && !cfg->logdir[0]) snprintf(cfg->logdir, sizeof cfg->logdir, "%s", cfg->resume);
     if (cfg->resume[0] && !(a->resume = agent_ckpt_open(cfg->resume, cfg))) return -1;
     a->stats = run_stats_new(cfg, a->target);
     run_stats_set_mode(a->stats, &a->mode->stats);
     run_stats_set_env(a->stats, a->spec);
+    a->norm = agent_norm_new(cfg, a->spec->obs.dim);
     if (cfg->logdir[0] && !(a->log = runlog_open(cfg->logdir, cfg, a->spec, a->resume != NULL)))
         return rl_set_error("--logdir %s: %s", cfg->logdir, rl_last_error());   /* wraps its own text */
     return 0;
@@ -85,6 +86,7 @@ void agent_free(struct agent *a)
     runlog_close(a->log);
     ckpt_free(a->resume);
     run_stats_free(a->stats);
+    agent_norm_free(a->norm);
     env_plugin_close(a->plugin);
     pthread_mutex_destroy(&a->mu);
     free(a);
@@ -127,6 +129,18 @@ static void find_peers(struct agent *a)
     }
 }
 
+/* The checkpoint's normalisation statistics into the run's set (none
+ * when the run normalises nothing). 0 or -1 with rl_last_error(). */
+static int restore_norm(struct agent *a)
+{
+    size_t len = 0;
+    const void *b = a->norm ? agent_ckpt_norm(a->resume, &len) : NULL;
+    if (!a->norm) return 0;
+    if (!b) return -1;
+    if (agent_norm_load(a, b, len) != 0) return rl_set_error("checkpoint %s: %s", a->resume->path, rl_last_error());
+    return 0;
+}
+
 /* The policy and the optimizer over its parameters, restored from the
  * checkpoint being resumed. 0 or -1 with rl_last_error(). */
 static int build_policy(struct agent *a)
@@ -143,7 +157,7 @@ static int build_policy(struct agent *a)
     a->opt = dist_optim_new((enum optim_kind)a->cfg.optimizer, &h, np, params);
     if (!a->opt) return rl_set_error("optimizer: %s", rpc_last_error());
     if (!a->resume) return 0;
-    if (agent_ckpt_restore(a->resume, a->policy, a->opt, a->stats) != 0) {
+    if (agent_ckpt_restore(a->resume, a->policy, a->opt, a->stats) != 0 || restore_norm(a) != 0) {
         a->resume_refused = true;
         return -1;
     }

@@ -79,15 +79,23 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
         return refuse_update(a, req, NULL);
     }
     if (rl_check_gradients(m.ctx) != 0) return refuse_update(a, req, &m);
+    struct rl_norm_stats delta;
+    bool has_delta = false;
+    if (agent_norm_unpack(a, &m.norm, &delta, &has_delta) != 0) return refuse_update(a, req, &m);
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
     if (!rep.stop && rl_update_req_fits(&m, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
         pthread_mutex_unlock(&a->mu);
+        if (has_delta) rl_norm_stats_free(&delta);
         return refuse_update(a, req, &m);
     }
     if (!rep.stop) rc = apply_update(a, req, &m, &rep);
+    /* its observations count, the update stepped or dropped as stale */
+    if (has_delta && !rep.stop) agent_norm_merge_locked(a, &delta);
     pthread_mutex_unlock(&a->mu);
+    if (has_delta) rl_norm_stats_free(&delta);
+    if (has_delta && rc == 0) rep.norm = agent_norm_pack(a);   /* the set this observer goes on with */
     /* the observer's context is done with here; it frees its own copy when
      * this reply reaches it */
     dist_autograd_release_local(m.ctx);

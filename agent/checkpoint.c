@@ -35,6 +35,7 @@ int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckp
     sec[n++] = (struct ckpt_section){ "counters", stats, slen };
     int64_t version = dist_optim_local_version();
     sec[n++] = (struct ckpt_section){ "version", &version, sizeof version };
+    if (in->norm) sec[n++] = (struct ckpt_section){ "norm", in->norm, in->norm_len };
     for (int k = 0; k < in->n_observers && k < RL_MAX_OBSERVERS; k++) {
         if (in->obs_state[k].kind != RPC_BYTES) continue;
         snprintf(names[k], sizeof names[k], "observer%d", k);
@@ -70,6 +71,32 @@ int agent_ckpt_save(const char *logdir, int64_t updates, const struct agent_ckpt
 /* The keys of --config that must match for a checkpoint to be resumed. */
 static const char *const must_match[] = { "env", "algo", "mode", "observers", "envs_per_observer",
                                           "steps_per_rollout", "hidden", "activation", "dropout", NULL };
+
+/* Normalisation (--norm-obs, --norm-reward) must match too: the saved
+ * statistics and observers' states are made for it. A checkpoint of a
+ * build before these fields reads them as its preset's (off). 0, or -1
+ * with rl_last_error(). */
+static int check_norm(const struct ckpt *c, const char *logdir, const struct rl_config *cfg)
+{
+    size_t len = 0;
+    const char *text = ckpt_get(c, "config", &len);
+    struct rl_config was;
+    if (!text || rl_config_from_json(text, len, &was) != 0)
+        return rl_set_error("--resume %s: checkpoint %s: its config: %s", logdir, c->path, rl_last_error());
+    const char *flag = was.norm_obs != cfg->norm_obs ? "norm-obs" : was.norm_reward != cfg->norm_reward ? "norm-reward" : NULL;
+    bool w = was.norm_obs != cfg->norm_obs ? was.norm_obs : was.norm_reward;
+    if (flag)
+        return rl_set_error("--resume %s: checkpoint %s was made with --%s %s, this run has %s", logdir, c->path, flag,
+                            w ? "true" : "false", w ? "false" : "true");
+    return 0;
+}
+
+const void *agent_ckpt_norm(const struct ckpt *c, size_t *len)
+{
+    const void *b = ckpt_get(c, "norm", len);
+    if (!b) rl_set_error("checkpoint %s: no normalisation statistics (section norm)", c->path);
+    return b;
+}
 
 /* The saved policy version, checked: 0..RUN_STATS_MAX_COUNT. */
 static int saved_version(const struct ckpt *c, int64_t *out)
@@ -137,7 +164,7 @@ struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg)
     free(is);
     cJSON_Delete(saved);
     cJSON_Delete(now);
-    if (bad || check_numbers(c, cfg) != 0) {
+    if (bad || check_norm(c, logdir, cfg) != 0 || check_numbers(c, cfg) != 0) {
         ckpt_free(c);
         return NULL;
     }

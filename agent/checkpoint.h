@@ -1,7 +1,8 @@
 /* The agent's checkpoints (runfiles/ckpt.h files in LOGDIR/checkpoints): the
  * configuration, the policy's parameters and dropout RNG, the optimizer's
- * state, the training counters and, in sync mode, every observer's RNG and
- * env state, so a resumed sync run continues bit for bit. */
+ * state, the training counters, the run's normalisation statistics and, in
+ * sync mode, every observer's RNG and env state (with each env's discounted
+ * return), so a resumed sync run continues bit for bit. */
 #ifndef TRIB_AGENT_CHECKPOINT_H
 #define TRIB_AGENT_CHECKPOINT_H
 
@@ -22,6 +23,8 @@ struct agent_ckpt_in {
     struct run_stats *stats;
     int n_observers;
     const struct rpc_value *obs_state;
+    const void *norm;               /* the run's normalisation statistics (agent_norm_save), NULL: none */
+    size_t norm_len;
 };
 
 /* Writes LOGDIR/checkpoints/ckpt-<updates>.trib atomically, keeping the
@@ -53,6 +56,10 @@ struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg);
 /* Applies a checkpoint's parameters, policy RNG, optimizer state, counters
  * and version. 0, or -1 with rl_last_error(). */
 int agent_ckpt_restore(const struct ckpt *c, struct policy *p, struct dist_optim *opt, struct run_stats *stats);
+
+/* The saved normalisation statistics (section "norm", borrowed bytes,
+ * *len), or NULL with rl_last_error() when the checkpoint has none. */
+const void *agent_ckpt_norm(const struct ckpt *c, size_t *len);
 
 /* Observer k's saved state (borrowed bytes, *len), or NULL if none. */
 const void *agent_ckpt_observer_state(const struct ckpt *c, int k, size_t *len);

@@ -194,10 +194,11 @@ struct rpc_future *agent_send_setup(struct agent *a, int k, const void *state, s
 {
     struct rl_setup_msg m = { .config = rl_config_to_value(&a->cfg), .policy = policy_rref(a->policy), .index = k,
                               .state = state ? rpc_bytes(state, slen) : rpc_nil(),
-                              .generation = a->peers[k].generation };
+                              .generation = a->peers[k].generation, .norm = agent_norm_pack(a) };
     struct rpc_value args = rl_setup_pack(&m);
     rpc_value_clear(&m.config);
     rpc_value_clear(&m.state);
+    rpc_value_clear(&m.norm);
     struct rpc_future *f = rpc_async(a->peers[k].name, RL_FN_SETUP, &args, 0);
     rpc_value_clear(&args);
     return f;

@@ -78,12 +78,15 @@ void agent_write_checkpoint(struct agent *a, bool with_observers)
     else
         for (int k = 0; k < a->n_peers; k++) st[k] = rpc_nil();
     int64_t updates = run_stats_updates(a->stats);
+    size_t norm_len = 0;
+    unsigned char *norm = agent_norm_save(a, &norm_len);
     struct agent_ckpt_in in = { .cfg = &a->cfg, .policy = a->policy, .opt = a->opt, .stats = a->stats,
-                                .n_observers = a->n_peers, .obs_state = st };
+                                .n_observers = a->n_peers, .obs_state = st, .norm = norm, .norm_len = norm_len };
     pthread_mutex_lock(&a->mu);
     if (agent_ckpt_save(a->cfg.logdir, updates, &in, &a->ckpt_failures) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     pthread_mutex_unlock(&a->mu);
     a->ckpt_updates = updates;
+    free(norm);
     for (int k = 0; k < a->n_peers; k++) rpc_value_clear(&st[k]);
 }
 

@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/norm_stats.h"
 #include "agent/signals.h"
 #include "agent/stats.h"
 #include "rl/config.h"
@@ -82,6 +83,7 @@ struct agent {
     struct policy *policy;
     struct dist_optim *opt;
     struct run_stats *stats;
+    struct agent_norm *norm;        /* the run's normalisation statistics (norm_stats.h), NULL: none */
     struct runlog *log;             /* --logdir, or NULL */
     struct obs_peer peers[RL_MAX_OBSERVERS];
     int n_peers, n_lost, n_rejoined;

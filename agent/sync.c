@@ -113,9 +113,11 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
     static _Thread_local struct rl_rollout_reply reps[RL_MAX_OBSERVERS];
     int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
     policy_set_sync_callers(a->policy, agent_live_peers(a));
-    struct rpc_value none = rpc_list(0);
-    call_live(a, RL_FN_ROLLOUT, &none, futs);
-    rpc_value_clear(&none);
+    struct rpc_value set = agent_norm_pack(a);   /* the statistics every observer rolls out with */
+    struct rpc_value args = rl_rollout_req_pack(&set);
+    call_live(a, RL_FN_ROLLOUT, &args, futs);
+    rpc_value_clear(&args);
+    rpc_value_clear(&set);
     int n_in = 0, left = 0;
     for (int k = 0; k < a->n_peers; k++) {
         in[k] = false;
@@ -135,11 +137,13 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
         struct rpc_value r = rpc_nil();
         if (rpc_future_wait(futs[k], &r) != 0) agent_lose_peer(a, k, rpc_future_error(futs[k]));
         else if (rl_rollout_reply_unpack(&r, rows, a->spec->obs.dim, &reps[k]) != 0 ||
-                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
+                 rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0 ||
+                 agent_norm_hold(a, k, &reps[k].norm) != 0) {
             rl_rollout_reply_clear(&reps[k]);
             agent_lose_peer(a, k, rl_last_error());
         } else {
             obs[k] = reps[k].obs;
+            rpc_value_clear(&reps[k].norm);
             in[k] = true;
             n_in++;
         }
@@ -153,6 +157,7 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
             run_stats_report(a->stats, &reps[k].report);
             run_stats_observer_steps(a->stats, k, reps[k].report.steps);
         }
+    agent_norm_merge_pending(a);   /* in worker order: reproducible */
     return n_in;
 }
 

@@ -78,7 +78,7 @@ static void step_overdue(void *u, double seconds)
 static int check_step(struct observer *o, const float *reward, const float *final_obs)
 {
     if (reward) o->env_steps++;
-    return rl_check_env_step(o->spec->id, rpc_self()->name, o->env_steps, o->B, o->D, o->ln.cur_obs, reward,
+    return rl_check_env_step(o->spec->id, rpc_self()->name, o->env_steps, o->B, o->D, o->ln.env_obs, reward,
                              o->ln.trunc, final_obs);
 }
 
@@ -145,28 +145,89 @@ static void release_env(struct observer *o)
     o->ready = false;
 }
 
+/* Bytes of each env's discounted return (--norm-reward), 0 without. */
+static size_t ret_bytes(const struct observer *o)
+{
+    return o->ln.norm.ret ? (size_t)o->B * sizeof(double) : 0;
+}
+
 /* The state a checkpoint needs to continue this observer exactly: its RNG,
- * the observation the next step acts on, and the vec_env. */
+ * the observation the next step acts on (normalised as it was), each env's
+ * discounted return (--norm-reward), and the vec_env. Taken between sync
+ * iterations, when its delta of statistics is empty (the agent has it). */
 static struct rpc_value save_state(struct observer *o)
 {
     unsigned char *venv;
     size_t vl;
     vec_env_save(o->ln.venv, &venv, &vl);
-    size_t ol = (size_t)o->B * o->D * sizeof(float), n = sizeof o->ln.rng + ol + vl;
+    size_t ol = (size_t)o->B * o->D * sizeof(float), rl = ret_bytes(o), n = sizeof o->ln.rng + ol + rl + vl;
     unsigned char *b = trib_xmalloc(n);
     memcpy(b, &o->ln.rng, sizeof o->ln.rng);
     memcpy(b + sizeof o->ln.rng, o->ln.cur_obs, ol);
-    memcpy(b + sizeof o->ln.rng + ol, venv, vl);
+    if (rl) memcpy(b + sizeof o->ln.rng + ol, o->ln.norm.ret, rl);
+    memcpy(b + sizeof o->ln.rng + ol + rl, venv, vl);
     struct rpc_value v = rpc_bytes(b, n);
     free(b);
     free(venv);
     return v;
 }
 
+/* Each env's saved discounted return, checked finite; the delta of the
+ * resets just made is dropped (the saved run's was empty). */
+static int restore_norm(struct observer *o, const unsigned char *b)
+{
+    struct rl_norm *nm = &o->ln.norm;
+    if (!rl_norm_on(nm)) return 0;
+    for (int i = 0; nm->ret && i < o->B; i++) {
+        double r;
+        memcpy(&r, b + (size_t)i * sizeof r, sizeof r);
+        if (!isfinite(r)) return rl_set_error("observer state: discounted return of env %d is %g", i, r);
+    }
+    if (nm->ret) memcpy(nm->ret, b, ret_bytes(o));
+    struct rl_norm_stats scratch;
+    if (rl_norm_stats_init(&scratch, nm->delta.obs.dim, nm->delta.ret.dim > 0, 0, 0) != 0) return -1;
+    rl_norm_take_delta(nm, &scratch);   /* the set-up's statistics (setup_env) then make `now` */
+    rl_norm_stats_free(&scratch);
+    return 0;
+}
+
+/* The agent's set v (setup, a sync rollout request, an async update's
+ * reply: rl_norm_stats_pack's map; nil when the run normalises nothing)
+ * becomes this observer's global. 0 or -1 with rl_last_error() naming what
+ * carried it. */
+static int adopt_norm(struct observer *o, const struct rpc_value *v, const char *what)
+{
+    struct rl_norm *nm = &o->ln.norm;
+    if (!rl_norm_on(nm))
+        return v->kind == RPC_NIL ? 0 : rl_set_error("%s: normalisation statistics sent, but this run normalises nothing", what);
+    if (v->kind == RPC_NIL) return rl_set_error("%s: no normalisation statistics, but this run normalises", what);
+    struct rl_norm_stats s;
+    if (rl_norm_stats_unpack(v, nm->global.obs.dim, nm->global.ret.dim > 0, nm->global.clip_obs,
+                             nm->global.clip_reward, &s) != 0)
+        return rl_set_error("%s: %s", what, rl_last_error());
+    rl_norm_adopt(nm, &s);
+    rl_norm_stats_free(&s);
+    return 0;
+}
+
+/* This observer's delta since it last sent one, in wire form (cleared
+ * here), nil when the run normalises nothing. */
+static struct rpc_value take_delta(struct observer *o)
+{
+    struct rl_norm *nm = &o->ln.norm;
+    if (!rl_norm_on(nm)) return rpc_nil();
+    struct rl_norm_stats d;
+    CHECK(rl_norm_stats_init(&d, nm->delta.obs.dim, nm->delta.ret.dim > 0, nm->delta.clip_obs, nm->delta.clip_reward) == 0);
+    rl_norm_take_delta(nm, &d);
+    struct rpc_value v = rl_norm_stats_pack(&d);
+    rl_norm_stats_free(&d);
+    return v;
+}
+
 static int restore_state(struct observer *o, const unsigned char *b, size_t n)
 {
-    size_t ol = (size_t)o->B * o->D * sizeof(float);
-    if (n < sizeof o->ln.rng + ol) return rl_set_error("observer state: %zu bytes is too short", n);
+    size_t ol = (size_t)o->B * o->D * sizeof(float), rl = ret_bytes(o);
+    if (n < sizeof o->ln.rng + ol + rl) return rl_set_error("observer state: %zu bytes is too short", n);
     for (size_t i = 0; i < (size_t)o->B * o->D; i++) {   /* the observation the next step acts on */
         float x;
         memcpy(&x, b + sizeof o->ln.rng + i * sizeof x, sizeof x);
@@ -174,7 +235,8 @@ static int restore_state(struct observer *o, const unsigned char *b, size_t n)
             return rl_set_error("observer state: observation[%zu] of env %zu is %g", i % (size_t)o->D,
                                 i / (size_t)o->D, (double)x);
     }
-    if (vec_env_load(o->ln.venv, b + sizeof o->ln.rng + ol, n - sizeof o->ln.rng - ol) != 0)
+    if (restore_norm(o, b + sizeof o->ln.rng + ol) != 0) return -1;
+    if (vec_env_load(o->ln.venv, b + sizeof o->ln.rng + ol + rl, n - sizeof o->ln.rng - ol - rl) != 0)
         return rl_set_error("observer state: %s", env_last_error());
     memcpy(&o->ln.rng, b, sizeof o->ln.rng);
     memcpy(o->ln.cur_obs, b + sizeof o->ln.rng, ol);
@@ -249,6 +311,7 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     if (!o->obs_t || !o->trunc_idx) return rl_set_error("out of memory for %d envs", o->B);
     if (m->state.kind == RPC_BYTES && restore_state(o, (const unsigned char *)m->state.str.ptr, m->state.str.len) != 0)
         return -1;
+    if (adopt_norm(o, &m->norm, "setup") != 0) return -1;
     if (check_step(o, NULL, NULL) != 0) return -1;
     o->policy = rref_retain(m->policy);
     o->ready = true;
@@ -354,13 +417,16 @@ static bool next_minibatch(const struct observer *o, int *epoch, int *mb)
 static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct observer *o = u;
-    if (args->list.len != 0) return rpc_request_fail(req, "expected no arguments");
+    const struct rpc_value *set;
+    if (rl_rollout_req_unpack(args, &set) != 0) return rpc_request_fail(req, "%s", rl_last_error());
     pthread_mutex_lock(&o->mu);
-    int rc = !o->ready ? rl_set_error("not set up") : rollout(o);
+    int rc = !o->ready ? rl_set_error("not set up") : adopt_norm(o, set, "rollout");
+    if (rc == 0) rc = rollout(o);
     if (rc == 0) rc = rl_learner_minibatch(&o->ln, 0, 0);
     if (rc == 0) {
-        struct rl_rollout_reply rep = { .report = o->ln.report, .obs = o->ln.mb_obs };
+        struct rl_rollout_reply rep = { .report = o->ln.report, .obs = o->ln.mb_obs, .norm = take_delta(o) };
         *res = rl_rollout_reply_pack(&rep);
+        rpc_value_clear(&rep.norm);
     }
     pthread_mutex_unlock(&o->mu);
     return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
@@ -495,10 +561,13 @@ static int send_update(struct observer *o, struct rl_update_req *u, struct tenso
     u->next_obs = next_obs;
     struct rpc_value a = rl_update_req_pack(u), r = rpc_nil();
     u->next_obs = NULL;
+    rpc_value_clear(&u->norm);
     int rc = 0;
     if (rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0) != 0) rc = rl_set_error("update: %s", rpc_last_error());
     else if (rl_update_reply_unpack(&r, next_obs ? (int)next_obs->shape[0] : 0, o->A, !o->discrete, o->value_head,
                                     rep) != 0)
+        rc = -1;
+    else if (rep->norm.kind == RPC_MAP && adopt_norm(o, &rep->norm, "update reply") != 0)
         rc = -1;
     else if (next_obs && !rep->stop && !rep->stale && !rep->has_out)
         rc = rl_set_error("update: the agent did not evaluate the next minibatch");
@@ -523,6 +592,7 @@ static int backward_into(struct observer *o, struct tensor *loss, int64_t ctx, b
     u->version0 = o->ln.report.version0;
     u->has_report = first;
     u->report = o->ln.report;
+    if (first) u->norm = take_delta(o);   /* what its envs added to the statistics, with the report */
     return 0;
 }
 

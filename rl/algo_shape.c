@@ -65,6 +65,9 @@ static void rollout_first(const struct rl_config *cfg, char *out, size_t cap)
 
 static int episode_check(const struct rl_config *cfg)
 {
+    if (cfg->norm_obs || cfg->norm_reward)
+        return rl_set_error("--norm-obs and --norm-reward go with a rollouts algorithm (ppo, a2c): %s learns from "
+                            "whole episodes of raw rewards", rl_algo_of(cfg)->name);
     return cfg->vtrace ? rl_set_error(VTRACE_NEEDS) : 0;
 }
 

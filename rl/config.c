@@ -207,11 +207,26 @@ void rl_field_format(const struct rl_config *c, const struct rl_field *f, char *
 
 /* ---- the presets: rows of field=value over rl_config_base ----------------- */
 
-const char *const rl_preset_names[] = { "ppo-fast", "ppo", "a2c", "pendulum", "pytorch-rl-example", NULL };
+const char *const rl_preset_names[] = { "ppo-fast", "ppo", "a2c", "pendulum", "pytorch-rl-example", "mujoco", "mujoco-fast",
+                                        NULL };
+
+/* Gymnasium's MuJoCo v4 suite (envs/mujoco/): the mujoco presets' budget
+ * (1M steps, no target) holds for each of them, as CleanRL runs them. */
+static const char *const mujoco_suite[] = { "Ant-v4",     "HalfCheetah-v4", "Hopper-v4",
+                                            "Humanoid-v4", "InvertedDoublePendulum-v4", "InvertedPendulum-v4",
+                                            "Reacher-v4", "Swimmer-v4",     "Walker2d-v4", NULL };
+
+/* CleanRL ppo_continuous_action.py's defaults (one observer = its one
+ * process); the rest are the base defaults it shares: gae_lambda 0.95,
+ * clip 0.2, vf_coef 0.5, max_grad_norm 0.5, lr annealed, norm_adv,
+ * clip_vloss, hidden 64,64 tanh, init_log_std 0. */
+#define MUJOCO_ROWS                                                                                                \
+    "env=Hopper-v4", "lr=3e-4", "gamma=0.99", "epochs=10", "ent_coef=0", "norm_obs=true", "norm_reward=true",      \
+        "max_steps=1000000", "stop_at_target=false"
 
 static const struct rl_preset presets[] = {
     /* CleanRL ppo.py's defaults for CartPole-v1 (one observer = its one process) */
-    { "ppo", "CleanRL ppo.py on CartPole-v1 (4 envs x 128 steps)", { NULL } },
+    { "ppo", "CleanRL ppo.py on CartPole-v1 (4 envs x 128 steps)", { NULL }, NULL },
     /* 2048 samples per rollout in 8 updates: per-update RPC latency, not
      * arithmetic, is the cost, so fewer, larger minibatches. lr 5e-3
      * (from 2.5e-3) solves in ~1.5x fewer steps: median time to solve
@@ -219,21 +234,28 @@ static const struct rl_preset presets[] = {
      * sync (2.4 s) but slower in async (3.3 s: its policy lag) and 4
      * minibatches is faster in sync (2.5 s) but not in async (2.35 s) */
     { "ppo-fast", "PPO, 4 observers x 32 envs x 16 steps (the demo)",
-      { "observers=4", "envs_per_observer=32", "steps_per_rollout=16", "lr=5e-3", "epochs=4", "minibatches=2", NULL } },
+      { "observers=4", "envs_per_observer=32", "steps_per_rollout=16", "lr=5e-3", "epochs=4", "minibatches=2", NULL }, NULL },
     /* Stable-Baselines3's A2C defaults: 5-step returns, RMSprop */
     { "a2c", "A2C, 5-step returns, RMSprop (SB3 defaults)",
       { "algo=a2c", "observers=2", "envs_per_observer=8", "steps_per_rollout=5", "optimizer=rmsprop", "lr=7e-4",
         "gae_lambda=1.0", "anneal_lr=false", "minibatches=1", "epochs=1", "ent_coef=0.0", "norm_adv=false",
-        "clip_vloss=false", NULL } },
+        "clip_vloss=false", NULL }, NULL },
     { "pendulum", "PPO with a Gaussian head on Pendulum-v1",
       { "observers=2", "envs_per_observer=4", "steps_per_rollout=256", "env=Pendulum-v1", "lr=1e-3", "gamma=0.9",
-        "minibatches=8", "epochs=10", "ent_coef=0.0", "reward_scale=0.1", "max_steps=200000", "target=-200", NULL } },
+        "minibatches=8", "epochs=10", "ent_coef=0.0", "reward_scale=0.1", "max_steps=200000", "target=-200", NULL }, NULL },
     /* examples/distributed/rpc/rl: REINFORCE, one env per observer,
      * Linear 4-128, dropout 0.6, ReLU, Linear 128-2, Adam 1e-2, gamma 0.99 */
     { "pytorch-rl-example", "REINFORCE as PyTorch's RPC RL example",
       { "algo=reinforce", "observers=4", "envs_per_observer=1", "hidden=128", "activation=relu", "dropout=0.6",
         "opt_eps=1e-8", "lr=1e-2", "anneal_lr=false", "ent_coef=0", "max_grad_norm=0", "max_steps=2000000",
-        "running_reward=true", NULL } },
+        "running_reward=true", NULL }, NULL },
+    { "mujoco", "CleanRL ppo_continuous_action.py (1 observer x 1 env x 2048 steps, normalised)",
+      { MUJOCO_ROWS, "observers=1", "envs_per_observer=1", "steps_per_rollout=2048", "minibatches=32", NULL },
+      mujoco_suite },
+    /* provisional: to be tuned on measurements */
+    { "mujoco-fast", "mujoco with 2 observers x 8 envs x 128 steps",
+      { MUJOCO_ROWS, "observers=2", "envs_per_observer=8", "steps_per_rollout=128", "minibatches=4", NULL },
+      mujoco_suite },
 };
 
 const struct rl_preset *rl_preset_find(const char *name)
@@ -241,6 +263,13 @@ const struct rl_preset *rl_preset_find(const char *name)
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(presets[i].name, name) == 0) return &presets[i];
     return NULL;
+}
+
+bool rl_preset_env_fits(const struct rl_preset *p, const char *env)
+{
+    for (int i = 0; p && p->suite && p->suite[i]; i++)
+        if (strcmp(p->suite[i], env) == 0) return true;
+    return false;
 }
 
 int rl_preset_apply(struct rl_config *c, const struct rl_preset *p)
@@ -259,7 +288,7 @@ int rl_config_preset(struct rl_config *c, const char *name)
 {
     rl_config_base(c);
     const struct rl_preset *p = rl_preset_find(name);
-    if (!p) return rl_set_error("unknown preset '%s' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example)", name);
+    if (!p) return rl_set_error("unknown preset '%s' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example, mujoco, mujoco-fast)", name);
     if (rl_preset_apply(c, p) != 0) return -1;
     snprintf(c->preset, sizeof c->preset, "%s", name);
     return 0;

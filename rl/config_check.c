@@ -14,6 +14,8 @@
 #include "rl/algo_shape.h"
 #include "rl/rl.h"
 
+#define RL_MAX_NORM_CLIP 1e6   /* --clip-obs, --clip-reward */
+
 /* Every line of c->env_arg as --env-arg would take it (a config from a
  * file or the wire is checked as the command line is). */
 static int check_env_args(const struct rl_config *c)
@@ -107,6 +109,10 @@ static int check_update(const struct rl_config *c)
         return rl_set_error("--max-grad-norm must be a finite number >= 0 (0: no clipping), not %g", c->max_grad_norm);
     if (!(fabs(c->reward_scale) >= 1e-6 && fabs(c->reward_scale) <= 1e6))
         return rl_set_error("--reward-scale must be in [1e-06, 1e+06] or [-1e+06, -1e-06], not %g", c->reward_scale);
+    if (!(c->clip_obs > 0 && c->clip_obs <= RL_MAX_NORM_CLIP))
+        return rl_set_error("--clip-obs must be in (0, %g], not %g", RL_MAX_NORM_CLIP, c->clip_obs);
+    if (!(c->clip_reward > 0 && c->clip_reward <= RL_MAX_NORM_CLIP))
+        return rl_set_error("--clip-reward must be in (0, %g], not %g", RL_MAX_NORM_CLIP, c->clip_reward);
     if (c->max_policy_lag < 0) return rl_set_error("--max-policy-lag must be >= 0");
     if (!(c->rho_bar > 0 && c->rho_bar < 1e6) || !(c->c_bar > 0 && c->c_bar < 1e6))
         return rl_set_error("--rho-bar and --c-bar must be in (0, 1e+06), not %g and %g", c->rho_bar, c->c_bar);

@@ -96,6 +96,16 @@ struct rl_int_list {
     X(norm_adv, BOOL, bool, , true, NULL, 0, "normalise advantages per minibatch") \
     X(clip_vloss, BOOL, bool, , true, NULL, 0, "clip the value loss as CleanRL") \
     X(reward_scale, DBL, double, , 1.0, NULL, 0, "rewards are multiplied by this for learning") \
+    X(norm_obs, BOOL, bool, , false, NULL, 0, \
+      "normalise observations by the run's running mean and variance (one set\n" \
+      "for every observer, as Gymnasium's NormalizeObservation), clipped to\n" \
+      "--clip-obs; saved in checkpoints and the policy file") \
+    X(norm_reward, BOOL, bool, , false, NULL, 0, \
+      "scale rewards by the running std of each env's discounted return (as\n" \
+      "Gymnasium's NormalizeReward), clipped to --clip-reward; returns are\n" \
+      "reported raw") \
+    X(clip_obs, DBL, double, , 10.0, NULL, 0, "--norm-obs: normalised observations are clipped to [-this, this]") \
+    X(clip_reward, DBL, double, , 10.0, NULL, 0, "--norm-reward: scaled rewards are clipped to [-this, this]") \
     X(max_policy_lag, INT, int, , 0, NULL, RLF_OWN_DEFAULT, \
       "async: drop (and count) an update whose samples are more than this\n" \
       "many policy versions behind (0: no limit; default: 32 x observers\n" \
@@ -116,6 +126,9 @@ struct rl_int_list {
     X(target, DBL, double, , NAN, NULL, RLF_ENV, \
       "solved (exit 0) when the mean return of the last 100 episodes\n" \
       "reaches this, for every algorithm") \
+    X(stop_at_target, BOOL, bool, , true, NULL, 0, \
+      "stop (exit 0) once --target is reached (off: the run goes on to its\n" \
+      "budget, as CleanRL's runs and the mujoco presets do)") \
     X(running_reward, BOOL, bool, , false, NULL, 0, \
       "judge \"solved\" by PyTorch's example's running reward instead") \
     X(log_every, DBL, double, , 2.0, NULL, 0, "seconds between progress lines") \

@@ -31,7 +31,12 @@ extern const int rl_n_fields;
 struct rl_preset {
     const char *name, *about;
     const char *set[24];
+    /* envs (NULL-terminated; NULL: only the preset's own) for which its
+     * env fields (RLF_ENV) hold as set, where --env names one */
+    const char *const *suite;
 };
+/* Whether p's env fields hold for env (its own, or one of its suite). */
+bool rl_preset_env_fits(const struct rl_preset *p, const char *env);
 /* The preset named `name`, or NULL. */
 const struct rl_preset *rl_preset_find(const char *name);
 

@@ -14,6 +14,32 @@
 #include "rl/sample.h"
 #include "tensor/ops.h"
 
+/* The run's statistics and their buffers (none when off: env_obs is
+ * cur_obs, the rewards are the envs'). */
+static int init_norm(struct rl_learner *l)
+{
+    l->env_obs = l->cur_obs;
+    if (rl_norm_init(&l->norm, &l->cfg, l->B, l->D) != 0) return -1;
+    if (!rl_norm_on(&l->norm)) return 0;
+    size_t BD = (size_t)l->B * l->D;
+    l->norm_rew = calloc((size_t)l->B, sizeof(float));
+    if (l->cfg.norm_obs) {
+        l->env_obs = calloc(BD, sizeof(float));
+        l->final_norm = calloc(BD, sizeof(float));
+    }
+    if (!l->norm_rew || !l->env_obs || (l->cfg.norm_obs && !l->final_norm))
+        return rl_set_error("out of memory for %d envs", l->B);
+    return 0;
+}
+
+/* The envs' new observations (env_obs) become the ones acted on. */
+static void take_obs(struct rl_learner *l)
+{
+    if (l->env_obs == l->cur_obs) return;
+    memcpy(l->cur_obs, l->env_obs, (size_t)l->B * l->D * sizeof(float));
+    rl_norm_obs(&l->norm, l->cur_obs, l->B);
+}
+
 int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const struct env_spec *spec, int index,
                     int generation)
 {
@@ -52,7 +78,9 @@ int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const str
     if (!l->cur_obs || !l->env_act_f || !l->reward || !l->final_obs || !l->term || !l->trunc || !l->mb_logp ||
         !l->mb_adv || !l->mb_ret || !l->mb_val)
         return rl_set_error("out of memory for %d envs", l->B);
-    vec_env_reset(l->venv, l->cur_obs);
+    if (init_norm(l) != 0) return -1;
+    vec_env_reset(l->venv, l->env_obs);
+    take_obs(l);
     return 0;
 }
 
@@ -69,7 +97,6 @@ void rl_learner_deinit(struct rl_learner *l)
     drop_minibatch(l);
     rl_rollout_deinit(&l->ro);
     vec_env_free(l->venv);
-    free(l->cur_obs);
     free(l->env_act_f);
     free(l->reward);
     free(l->final_obs);
@@ -80,6 +107,11 @@ void rl_learner_deinit(struct rl_learner *l)
     free(l->mb_ret);
     free(l->mb_val);
     free(l->vt_logp);
+    if (l->env_obs != l->cur_obs) free(l->env_obs);
+    free(l->cur_obs);
+    free(l->norm_rew);
+    free(l->final_norm);
+    rl_norm_free(&l->norm);
     memset(l, 0, sizeof *l);
 }
 
@@ -122,20 +154,34 @@ int rl_learner_step(struct rl_learner *l, int t, const struct rl_policy_out *out
     }
     memcpy(ro->values + base, tensor_data(out->value), (size_t)B * sizeof(float));
     const void *acts = l->discrete ? (const void *)(ro->act_i + base) : (const void *)l->env_act_f;
-    if (vec_env_step(l->venv, acts, l->cur_obs, l->reward, l->term, l->trunc, l->final_obs) != 0)
+    if (vec_env_step(l->venv, acts, l->env_obs, l->reward, l->term, l->trunc, l->final_obs) != 0)
         return rl_set_error("env step: %s", env_last_error());
+    take_obs(l);
+    const float *rew = l->reward;
+    if (rl_norm_on(&l->norm)) {
+        rl_norm_reward(&l->norm, l->reward, l->term, l->norm_rew);
+        rew = l->norm_rew;
+    }
     int n = 0;
     for (int b = 0; b < B; b++) {
-        ro->rewards[base + b] = (float)(l->reward[b] * l->cfg.reward_scale);
+        ro->rewards[base + b] = (float)(rew[b] * l->cfg.reward_scale);
         ro->terminated[base + b] = l->term[b];
         ro->truncated[base + b] = l->trunc[b];
         if (l->term[b] || l->trunc[b]) note_finished(l, b);
         if (l->trunc[b] && !l->term[b]) idx[n++] = b;
     }
+    for (int i = 0; i < n && l->final_norm; i++) {
+        size_t row = (size_t)idx[i] * l->D;
+        memcpy(l->final_norm + row, l->final_obs + row, (size_t)l->D * sizeof(float));
+        rl_norm_stats_apply(&l->norm.now, l->final_norm + row, 1);
+    }
     return n;
 }
 
-const float *rl_learner_final_obs(const struct rl_learner *l, int b) { return l->final_obs + (size_t)b * l->D; }
+const float *rl_learner_final_obs(const struct rl_learner *l, int b)
+{
+    return (l->final_norm ? l->final_norm : l->final_obs) + (size_t)b * l->D;
+}
 
 void rl_learner_bootstrap(struct rl_learner *l, int t, int n, const int *idx, const float *values)
 {

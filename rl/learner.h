@@ -25,6 +25,7 @@
 #include "rl/config.h"
 #include "rl/estimators.h"
 #include "rl/messages.h"
+#include "rl/norm.h"
 #include "rl/rollout.h"
 
 struct rl_learner {
@@ -37,7 +38,11 @@ struct rl_learner {
     bool discrete, value_head;
     uint64_t rng;                   /* sampling and minibatch order */
     struct rl_rollout ro;
-    float *cur_obs;                 /* [B,D]: the observation the next step acts on */
+    float *cur_obs;                 /* [B,D]: the observation the next step acts on (normalised) */
+    float *env_obs;                 /* [B,D]: the envs' own (cur_obs when observations are not normalised) */
+    struct rl_norm norm;            /* the run's statistics as this observer sees them (rl/norm.h) */
+    float *norm_rew;                /* [B] rewards scaled by norm (--norm-reward) */
+    float *final_norm;              /* [B,D] truncated envs' final observations, normalised (--norm-obs) */
     float *env_act_f;               /* [B,A] clipped continuous actions */
     float *reward, *final_obs;      /* [B], [B,D] */
     bool *term, *trunc;             /* [B] */
@@ -52,6 +57,9 @@ struct rl_learner {
 /* Sets up observer `index` of a run (its envs and RNG seeded from cfg->seed,
  * index and generation as the distributed run does, so a floor run and a
  * distributed run of one seed see the same episodes) and resets the envs.
+ * With --norm-obs / --norm-reward every observation (the resets' too) goes
+ * through l->norm before it is acted on or stored, and every reward before
+ * --reward-scale; the episodes' returns in the report stay raw.
  * T is the rollout length (rl_algo_rollout_steps: 1 for an episodes
  * algorithm, which keeps episodes itself).
  * 0, or -1 with rl_last_error() (l is then deinit-able). */
@@ -71,7 +79,8 @@ const float *rl_learner_obs(struct rl_learner *l, int t);
  * whose final observations (rl_learner_final_obs) need values, and returns
  * their count; -1 with rl_last_error() when the envs fail. */
 int rl_learner_step(struct rl_learner *l, int t, const struct rl_policy_out *out, int *idx);
-/* Row b's final observation of the last step (D floats, borrowed). */
+/* Row b's final observation of the last step (D floats, borrowed),
+ * normalised frozen (the statistics of the step) for a truncated env b. */
 const float *rl_learner_final_obs(const struct rl_learner *l, int b);
 /* The values of the n truncated envs idx of step t. */
 void rl_learner_bootstrap(struct rl_learner *l, int t, int n, const int *idx, const float *values);

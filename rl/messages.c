@@ -25,24 +25,33 @@ static bool f32_matrix(const struct tensor *t, int64_t rows, int64_t cols)
 
 /* ---- setup ----------------------------------------------------------------- */
 
+/* A norm item: a map or nil (its reader checks the rest). */
+static bool norm_kind(const struct rpc_value *v) { return v->kind == RPC_MAP || v->kind == RPC_NIL; }
+static struct rpc_value norm_copy(const struct rpc_value *v)
+{
+    return v->kind == RPC_MAP ? rpc_value_copy(v) : rpc_nil();
+}
+
 struct rpc_value rl_setup_pack(const struct rl_setup_msg *m)
 {
-    struct rpc_value v = rpc_list(5);
+    struct rpc_value v = rpc_list(6);
     v.list.items[0] = rpc_value_copy(&m->config);
     v.list.items[1] = rpc_rref(m->policy);
     v.list.items[2] = rpc_int(m->index);
     v.list.items[3] = rpc_value_copy(&m->state);
     v.list.items[4] = rpc_int(m->generation);
+    v.list.items[5] = norm_copy(&m->norm);
     return v;
 }
 
 int rl_setup_unpack(const struct rpc_value *a, struct rl_setup_msg *m)
 {
     memset(m, 0, sizeof *m);
-    if (!is_list(a, 5) || a->list.items[0].kind != RPC_MAP || a->list.items[1].kind != RPC_RREF ||
+    if (!is_list(a, 6) || a->list.items[0].kind != RPC_MAP || a->list.items[1].kind != RPC_RREF ||
         a->list.items[2].kind != RPC_INT || (a->list.items[3].kind != RPC_BYTES && a->list.items[3].kind != RPC_NIL) ||
-        a->list.items[4].kind != RPC_INT)
-        return rl_set_error("setup: expected (config map, policy RRef, index, state bytes or nil, generation)");
+        a->list.items[4].kind != RPC_INT || !norm_kind(&a->list.items[5]))
+        return rl_set_error("setup: expected (config map, policy RRef, index, state bytes or nil, generation, "
+                            "norm map or nil)");
     if (in_range("setup: index", a->list.items[2].i, 0, RL_MAX_OBSERVERS - 1) != 0 ||
         in_range("setup: generation", a->list.items[4].i, 0, (1 << 30) - 1) != 0)
         return -1;
@@ -51,6 +60,7 @@ int rl_setup_unpack(const struct rpc_value *a, struct rl_setup_msg *m)
     m->index = (int)a->list.items[2].i;
     m->state = rpc_value_copy(&a->list.items[3]);
     m->generation = (int)a->list.items[4].i;
+    m->norm = norm_copy(&a->list.items[5]);
     return 0;
 }
 
@@ -58,6 +68,7 @@ void rl_setup_clear(struct rl_setup_msg *m)
 {
     rpc_value_clear(&m->config);
     rpc_value_clear(&m->state);
+    rpc_value_clear(&m->norm);
     rref_free(m->policy);
     m->policy = NULL;
 }
@@ -272,24 +283,44 @@ static int obs_unpack(const struct rpc_value *v, int rows, int obs_dim, bool nil
 
 struct rpc_value rl_rollout_reply_pack(const struct rl_rollout_reply *m)
 {
-    struct rpc_value v = rpc_list(2);
+    struct rpc_value v = rpc_list(3);
     v.list.items[0] = rl_report_pack(&m->report);
     v.list.items[1] = rpc_tensor(m->obs);
+    v.list.items[2] = norm_copy(&m->norm);
     return v;
 }
 
 int rl_rollout_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, struct rl_rollout_reply *m)
 {
     memset(m, 0, sizeof *m);
-    if (!is_list(v, 2)) return rl_set_error("rollout reply: expected (report, obs)");
+    if (!is_list(v, 3) || !norm_kind(&v->list.items[2]))
+        return rl_set_error("rollout reply: expected (report, obs, norm map or nil)");
     if (rl_report_unpack(&v->list.items[0], &m->report) != 0) return -1;
-    return obs_unpack(&v->list.items[1], rows, obs_dim, false, &m->obs, "rollout reply");
+    if (obs_unpack(&v->list.items[1], rows, obs_dim, false, &m->obs, "rollout reply") != 0) return -1;
+    m->norm = norm_copy(&v->list.items[2]);
+    return 0;
 }
 
 void rl_rollout_reply_clear(struct rl_rollout_reply *m)
 {
     tensor_free(m->obs);
     m->obs = NULL;
+    rpc_value_clear(&m->norm);
+}
+
+struct rpc_value rl_rollout_req_pack(const struct rpc_value *norm)
+{
+    struct rpc_value v = rpc_list(1);
+    v.list.items[0] = norm_copy(norm);
+    return v;
+}
+
+int rl_rollout_req_unpack(const struct rpc_value *args, const struct rpc_value **norm)
+{
+    if (!is_list(args, 1) || !norm_kind(&args->list.items[0]))
+        return rl_set_error("rollout: expected (norm map or nil)");
+    *norm = &args->list.items[0];
+    return 0;
 }
 
 static struct rpc_value stats_pack(const struct rl_update_stats *s)
@@ -362,22 +393,23 @@ void rl_loss_reply_clear(struct rl_loss_reply *m)
 
 struct rpc_value rl_update_req_pack(const struct rl_update_req *m)
 {
-    struct rpc_value v = rpc_list(6);
+    struct rpc_value v = rpc_list(7);
     v.list.items[0] = rpc_int(m->ctx);
     v.list.items[1] = rpc_int(m->version0);
     v.list.items[2] = rpc_bool(m->has_report);
     v.list.items[3] = m->has_report ? rl_report_pack(&m->report) : rpc_nil();
     v.list.items[4] = stats_pack(&m->stats);
     v.list.items[5] = m->next_obs ? rpc_tensor(m->next_obs) : rpc_nil();
+    v.list.items[6] = norm_copy(&m->norm);
     return v;
 }
 
 int rl_update_req_unpack(const struct rpc_value *a, int obs_dim, struct rl_update_req *m)
 {
     memset(m, 0, sizeof *m);
-    if (!is_list(a, 6) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
-        a->list.items[2].kind != RPC_BOOL)
-        return rl_set_error("update: expected (ctx, version0, has_report, report, stats, next obs)");
+    if (!is_list(a, 7) || a->list.items[0].kind != RPC_INT || a->list.items[1].kind != RPC_INT ||
+        a->list.items[2].kind != RPC_BOOL || !norm_kind(&a->list.items[6]))
+        return rl_set_error("update: expected (ctx, version0, has_report, report, stats, next obs, norm map or nil)");
     if (in_range("ctx", a->list.items[0].i, 1, INT64_MAX) != 0 ||
         in_range("version0", a->list.items[1].i, 0, RL_MSG_MAX_VERSION) != 0)
         return -1;
@@ -387,10 +419,10 @@ int rl_update_req_unpack(const struct rpc_value *a, int obs_dim, struct rl_updat
     if (m->has_report && rl_report_unpack(&a->list.items[3], &m->report) != 0) return -1;
     if (stats_unpack(&a->list.items[4], &m->stats) != 0) return -1;
     const struct rpc_value *o = &a->list.items[5];
-    if (o->kind == RPC_NIL) return 0;
-    if (o->kind != RPC_TENSOR || !f32_matrix(o->tensor, -1, obs_dim))
+    if (o->kind != RPC_NIL && (o->kind != RPC_TENSOR || !f32_matrix(o->tensor, -1, obs_dim)))
         return rl_set_error("update: the next observations must be f32 [N,%d] with N >= 1", obs_dim);
-    m->next_obs = tensor_retain(o->tensor);
+    if (o->kind != RPC_NIL) m->next_obs = tensor_retain(o->tensor);
+    m->norm = norm_copy(&a->list.items[6]);
     return 0;
 }
 
@@ -398,6 +430,7 @@ void rl_update_req_clear(struct rl_update_req *m)
 {
     tensor_free(m->next_obs);
     m->next_obs = NULL;
+    rpc_value_clear(&m->norm);
 }
 
 int rl_update_req_fits(const struct rl_update_req *m, const struct rl_config *cfg, int max_episode_steps,
@@ -411,10 +444,11 @@ int rl_update_req_fits(const struct rl_update_req *m, const struct rl_config *cf
 
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m)
 {
-    struct rpc_value v = rpc_list(3);
+    struct rpc_value v = rpc_list(4);
     v.list.items[0] = rpc_bool(m->stop);
     v.list.items[1] = m->has_out ? rl_policy_out_pack(&m->out) : rpc_nil();
     v.list.items[2] = rpc_bool(m->stale);
+    v.list.items[3] = norm_copy(&m->norm);
     return v;
 }
 
@@ -422,13 +456,16 @@ int rl_update_reply_unpack(const struct rpc_value *v, int rows, int act_dim, boo
                            struct rl_update_reply *m)
 {
     memset(m, 0, sizeof *m);
-    if (!is_list(v, 3) || v->list.items[0].kind != RPC_BOOL || v->list.items[2].kind != RPC_BOOL)
-        return rl_set_error("update reply: expected (stop, policy output or nil, stale)");
+    if (!is_list(v, 4) || v->list.items[0].kind != RPC_BOOL || v->list.items[2].kind != RPC_BOOL ||
+        !norm_kind(&v->list.items[3]))
+        return rl_set_error("update reply: expected (stop, policy output or nil, stale, norm map or nil)");
     m->stop = v->list.items[0].b;
     m->stale = v->list.items[2].b;
-    if (v->list.items[1].kind == RPC_NIL) return 0;
-    if (rl_policy_out_unpack(&v->list.items[1], rows, act_dim, gaussian, value_head, &m->out) != 0) return -1;
-    m->has_out = true;
+    if (v->list.items[1].kind != RPC_NIL) {
+        if (rl_policy_out_unpack(&v->list.items[1], rows, act_dim, gaussian, value_head, &m->out) != 0) return -1;
+        m->has_out = true;
+    }
+    m->norm = norm_copy(&v->list.items[3]);   /* last: a refused reply holds nothing to clear */
     return 0;
 }
 
@@ -436,4 +473,5 @@ void rl_update_reply_clear(struct rl_update_reply *m)
 {
     rl_policy_out_clear(&m->out);
     m->has_out = false;
+    rpc_value_clear(&m->norm);
 }

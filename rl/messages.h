@@ -31,17 +31,23 @@
 #define RL_METHOD_ACT "act"             /* batched, no graph */
 #define RL_METHOD_EVALUATE "evaluate"   /* with graph, in the caller's context */
 
-/* setup(config, policy RRef, observer index 0..K-1, state, generation)
- * -> nil; state is what rl_get_state returned (bytes; resuming a
+/* setup(config, policy RRef, observer index 0..K-1, state, generation,
+ * norm) -> nil; state is what rl_get_state returned (bytes; resuming a
  * checkpoint) or nil; generation counts the processes that held this
  * observer's rank before (0 at the run's start, 1.. for a restarted one,
- * whose envs and RNG are then seeded apart). */
+ * whose envs and RNG are then seeded apart); norm is the agent's set of
+ * normalisation statistics (rl_norm_stats_pack's map) or nil (none).
+ *
+ * Every `norm` of these messages is a copy of rl_norm_stats_pack's map or
+ * nil, checked for its kind only: its reader unpacks it with the run's
+ * dims (rl_norm_stats_unpack), which checks the rest. */
 struct rl_setup_msg {
     struct rpc_value config;            /* rl_config_to_value's map */
     struct rref *policy;
     int index;
     struct rpc_value state;             /* RPC_BYTES or RPC_NIL */
     int generation;
+    struct rpc_value norm;              /* RPC_MAP or RPC_NIL */
 };
 struct rpc_value rl_setup_pack(const struct rl_setup_msg *m);
 int rl_setup_unpack(const struct rpc_value *args, struct rl_setup_msg *m);
@@ -111,11 +117,15 @@ int rl_report_fits(const struct rl_report *r, const struct rl_config *cfg, int m
  * the observer computes its loss from policy_out (recorded: its tensors
  * arrive with recv functions), runs the backward itself (the gradients
  * reach the agent's parameters through dist autograd) and answers. */
-struct rl_rollout_reply { struct rl_report report; struct tensor *obs; };
+struct rl_rollout_reply { struct rl_report report; struct tensor *obs; struct rpc_value norm; /* the delta */ };
 struct rpc_value rl_rollout_reply_pack(const struct rl_rollout_reply *m);
 /* obs must be f32 [rows, obs_dim]. */
 int rl_rollout_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, struct rl_rollout_reply *m);
 void rl_rollout_reply_clear(struct rl_rollout_reply *m);
+/* rollout(norm): the agent's set (map) or nil. unpack: *norm borrowed from
+ * args. */
+struct rpc_value rl_rollout_req_pack(const struct rpc_value *norm);
+int rl_rollout_req_unpack(const struct rpc_value *args, const struct rpc_value **norm);
 
 struct rl_loss_req { int epoch, minibatch; double weight; struct rl_policy_out out; };
 struct rpc_value rl_loss_req_pack(const struct rl_loss_req *m);
@@ -152,6 +162,7 @@ struct rl_update_req {
     struct rl_report report;
     struct rl_update_stats stats;
     struct tensor *next_obs;
+    struct rpc_value norm;              /* with a report: the observer's delta (map), else nil */
 };
 struct rpc_value rl_update_req_pack(const struct rl_update_req *m);
 /* next_obs, when present, must be f32 [N, obs_dim]; it is a new reference
@@ -166,7 +177,9 @@ int rl_update_req_fits(const struct rl_update_req *m, const struct rl_config *cf
 /* stale: the update was dropped by --max-policy-lag (no step, no
  * evaluation): the rest of its rollout is as stale, the observer starts a
  * new one. */
-struct rl_update_reply { bool stop, stale; bool has_out; struct rl_policy_out out; };
+/* norm: the agent's set (map) after it merged the request's delta; nil when
+ * the request carried none. */
+struct rl_update_reply { bool stop, stale; bool has_out; struct rl_policy_out out; struct rpc_value norm; };
 struct rpc_value rl_update_reply_pack(const struct rl_update_reply *m);
 /* out is checked for `rows` rows as rl_policy_out_unpack does. */
 int rl_update_reply_unpack(const struct rpc_value *v, int rows, int act_dim, bool gaussian, bool value_head,

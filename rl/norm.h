@@ -33,6 +33,7 @@
 #define TRIB_RL_NORM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "rpc/rpc.h"
 
@@ -83,6 +84,14 @@ void rl_norm_stats_apply(const struct rl_norm_stats *s, float *obs, int rows);
 struct rpc_value rl_norm_stats_pack(const struct rl_norm_stats *s);
 int rl_norm_stats_unpack(const struct rpc_value *v, int obs_dim, bool ret_on, double clip_obs, double clip_reward,
                          struct rl_norm_stats *s);
+
+/* A byte form for checkpoints: count, mean and var of each side that is on
+ * (f64, host order). size: its bytes. load: into a set made by
+ * rl_norm_stats_init with the run's dims, checking the size and the values
+ * as unpack does; 0 or -1 with rl_last_error(). */
+size_t rl_norm_stats_size(const struct rl_norm_stats *s);
+void rl_norm_stats_save(const struct rl_norm_stats *s, unsigned char *out);
+int rl_norm_stats_load(struct rl_norm_stats *s, const void *b, size_t n);
 
 /* An observer's (a learner's) side: the agent's set as last received, its
  * own delta since, and each env's discounted return. */

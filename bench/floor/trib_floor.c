@@ -52,7 +52,25 @@ struct floor {
     int64_t version;                /* optimizer steps */
     double lr;
     bool dumped;
+    bool norm_on;                   /* --norm-obs / --norm-reward: the run's one set of statistics */
+    struct rl_norm_stats norm, delta;
 };
+
+/* Before the rollouts: every observer takes the run's set (the agent's
+ * rollout request); after them their deltas are merged in observer order
+ * (the agent's rollout replies), so the floor normalises as the run. */
+static void norm_adopt(struct floor *f)
+{
+    for (int k = 0; k < f->n && f->norm_on; k++) rl_norm_adopt(&f->ln[k].norm, &f->norm);
+}
+
+static void norm_merge(struct floor *f)
+{
+    for (int k = 0; k < f->n && f->norm_on; k++) {
+        rl_norm_take_delta(&f->ln[k].norm, &f->delta);
+        rl_norm_stats_merge(&f->norm, &f->delta);
+    }
+}
 
 static int die(const char *what)
 {
@@ -107,6 +125,7 @@ static int rollouts(struct floor *f)
     const int B = f->cfg.envs_per_observer, D = f->spec->obs.dim, T = f->ln[0].ro.T;
     bool was = autograd_set_enabled(false);
     int rc = 0;
+    norm_adopt(f);
     for (int t = 0; t <= T && rc == 0; t++) {
         for (int k = 0; k < f->n; k++)
             memcpy((float *)tensor_data(f->x) + (size_t)k * B * D, rl_learner_obs(&f->ln[k], t),
@@ -137,6 +156,7 @@ static int rollouts(struct floor *f)
         run_stats_report(f->stats, &f->ln[k].report);
         run_stats_observer_steps(f->stats, k, f->ln[k].report.steps);
     }
+    if (rc == 0) norm_merge(f);
     return rc;
 }
 
@@ -380,6 +400,11 @@ static int setup(struct floor *f)
     CHECK(f->ln && f->idx);
     for (int k = 0; k < f->n; k++)
         if (rl_learner_init(&f->ln[k], &f->cfg, s, k, 0) != 0) return -1;
+    f->norm_on = rl_norm_on(&f->ln[0].norm);
+    int nd = f->cfg.norm_obs ? s->obs.dim : 0;
+    if (f->norm_on && (rl_norm_stats_init(&f->norm, nd, f->cfg.norm_reward, f->cfg.clip_obs, f->cfg.clip_reward) != 0 ||
+                       rl_norm_stats_init(&f->delta, nd, f->cfg.norm_reward, f->cfg.clip_obs, f->cfg.clip_reward) != 0))
+        return -1;
     int64_t xs[2] = { (int64_t)f->n * f->cfg.envs_per_observer, s->obs.dim };
     f->x = tensor_new(DTYPE_F32, DEVICE_CPU, 2, xs);
     return f->x ? 0 : -1;
@@ -400,7 +425,7 @@ int main(int argc, char **argv)
     struct env_plugin *plugin = NULL;
     f.spec = rl_config_open_env(&f.cfg, &plugin);
     if (!f.spec) return die(rl_last_error());
-    double target = isnan(f.cfg.target) ? f.spec->reward_threshold : f.cfg.target;
+    double target = !f.cfg.stop_at_target ? NAN : isnan(f.cfg.target) ? f.spec->reward_threshold : f.cfg.target;
     f.stats = run_stats_new(&f.cfg, target);
     run_stats_set_env(f.stats, f.spec);
     int status = 1;
@@ -426,6 +451,8 @@ int main(int argc, char **argv)
     for (int k = 0; f.ln && k < f.n; k++) rl_learner_deinit(&f.ln[k]);
     free(f.ln);
     free(f.idx);
+    rl_norm_stats_free(&f.norm);
+    rl_norm_stats_free(&f.delta);
     tensor_free(f.x);
     optim_free(f.opt);
     free(f.params);

@@ -46,7 +46,8 @@ static const char *const every_field[] = {
     "--reward-scale", "0.5", "--max-policy-lag", "77", "--vtrace", "--rho-bar", "0.8", "--c-bar", "0.9",
     "--max-batch", "999", "--max-wait-us", "123", "--max-steps", "4242", "--max-seconds", "3.5",
     "--max-updates", "17", "--target", "-123.5", "--running-reward", "--log-every", "0.5",
-    "--heartbeat-timeout", "2500", "--step-timeout", "9.5", "--quiet", "--logdir", "/tmp/nowhere-cfg",
+    "--heartbeat-timeout", "2500", "--step-timeout", "9.5", "--norm-obs", "--norm-reward", "--clip-obs", "7",
+    "--clip-reward", "6", "--no-stop-at-target", "--quiet", "--logdir", "/tmp/nowhere-cfg",
     "--checkpoint-every", "5", NULL,
 };
 
@@ -244,7 +245,7 @@ START_TEST(test_help_lists_every_field)
                    rl_fields[k].off == offsetof(struct rl_config, preset);
         ck_assert_msg(own || strstr(body, "(default "), "%s without its default: %s", flag, body);
     }
-    ck_assert_ptr_nonnull(strstr(OUT, "(default 4; ppo 1, a2c 2, pendulum 2)"));   /* --observers, presets' values */
+    ck_assert_ptr_nonnull(strstr(OUT, "(default 4; ppo 1, a2c 2, pendulum 2, mujoco 1, mujoco-fast 2)"));   /* --observers, presets' values */
     ck_assert_ptr_nonnull(strstr(OUT, "(choices: sync, async)"));
     ck_assert_ptr_nonnull(strstr(OUT, "(also --num-envs)"));
     ck_assert_ptr_nonnull(strstr(OUT, "pytorch-rl-example  REINFORCE as PyTorch's RPC RL example"));

@@ -198,6 +198,17 @@ START_TEST(test_plugin_resume_exact)
 }
 END_TEST
 
+/* With both normalisations (issue 25): the agent's statistics and every
+ * observer's discounted returns cross the checkpoint too. */
+START_TEST(test_norm_resume_exact)
+{
+    const char *args[] = { "--env", "Pendulum-v1", "--mode", "sync", "--observers", "2", "--envs-per-observer", "4",
+                           "--steps-per-rollout", "64", "--minibatches", "4", "--epochs", "2", "--seed", "11",
+                           "--hidden", "32,32", "--norm-obs", "--norm-reward" };
+    check_resume_exact(args, (int)(sizeof args / sizeof args[0]), "8", "16");
+}
+END_TEST
+
 START_TEST(test_mujoco_resume_exact)
 {
     if (!env_mujoco_available()) {
@@ -220,6 +231,7 @@ static Suite *rl_envs_suite(void)
     tcase_add_test(tc, test_plugin_args_id_info);
     tcase_add_test(tc, test_plugin_errors);
     tcase_add_test(tc, test_plugin_resume_exact);
+    tcase_add_test(tc, test_norm_resume_exact);
     suite_add_tcase(s, tc);
     tc = tcase_create("mujoco");
     tcase_set_timeout(tc, 300);

@@ -140,8 +140,8 @@ START_TEST(test_train_help)
     check_help(TRIB_TRAIN_BIN, "-h", "Usage: tributary-train [options]\n", mentions);
     /* defaults and the presets' values; CleanRL's names */
     static const char *const values[] = {
-        "(default 4; ppo 1, a2c 2, pendulum 2)",
-        "(default 0.005; ppo 0.00025, a2c 0.0007, pendulum 0.001, pytorch-rl-example 0.01)",
+        "(default 4; ppo 1, a2c 2, pendulum 2, mujoco 1, mujoco-fast 2)",
+        "(default 0.005; ppo 0.00025, a2c 0.0007, pendulum 0.001, pytorch-rl-example 0.01, mujoco 0.0003, mujoco-fast 0.0003)",
         "(also --total-timesteps)", "(also --num-envs)", "(also --num-steps)", "(also --learning-rate)",
         "(also --num-minibatches)", "(also --update-epochs)", "(choices: sync, async)", NULL };
     check_help(TRIB_TRAIN_BIN, "--help", "Usage: tributary-train [options]\n", values);
@@ -183,7 +183,7 @@ START_TEST(test_train_bad_usage)
         { { "--bogus", NULL }, "tributary-train: unknown option '--bogus'" SEE("tributary-train") },
         { { "extra", NULL }, "tributary-train: unexpected argument 'extra'" SEE("tributary-train") },
         { { "--preset", "nope", NULL },
-          "tributary-train: unknown preset 'nope' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example)"
+          "tributary-train: unknown preset 'nope' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example, mujoco, mujoco-fast)"
           SEE("tributary-train") },
         { { "--observers", "0", NULL }, "tributary-train: --observers must be in 1..64, not 0" SEE("tributary-train") },
         { { "--observers=65", NULL }, "tributary-train: --observers must be in 1..64, not 65" SEE("tributary-train") },

@@ -1,0 +1,475 @@
+/* Observation and reward normalisation (rl/norm.h, issue 25): the
+ * arithmetic against Gymnasium's classes (tests/rl/fixtures/norm_fixture.txt,
+ * scripts/gen_norm_fixtures.py with numpy), several observers' deltas merged
+ * equal to one process's statistics, the wire and byte forms refusing what
+ * is wrong and naming it, the config's checks and presets; then real runs:
+ * a checkpoint refused by a run of another normalisation, and
+ * InvertedPendulum-v4 learning (mean return >= 500 within 300k steps) in
+ * sync and async mode. A normalised sync run resumed bit-exact is
+ * test_rl_envs' test_norm_resume_exact (its resume helper). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/proc.h"
+#include "envs/env.h"
+#include "rl/config.h"
+#include "rl/norm.h"
+#include "rl/rl.h"
+
+#define MAXD 8
+#define MAXB 4
+#define MAXN 128
+
+/* ---- the fixture ------------------------------------------------------------------- */
+
+struct fx_step {
+    double term[MAXB], rew[MAXB];
+    float obs[MAXB * MAXD];
+    double nobs[MAXB * MAXD], nrew[MAXB];
+    double ocount, omean[MAXD], ovar[MAXD];
+    double rcount, rmean, rvar;
+};
+struct fixture {
+    int D, B, N;
+    double gamma, clip_obs, clip_reward, eps;
+    struct fx_step s[MAXN + 1];   /* s[0]: the reset */
+};
+static struct fixture FX;
+
+/* n numbers after the line's tag into out (as doubles). */
+static void numbers(const char *line, int n, double *out)
+{
+    const char *p = strchr(line, ' ');
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(p != NULL, "short line: %.60s", line);
+        char *end;
+        out[i] = strtod(p, &end);
+        ck_assert_msg(end != p, "bad number in: %.60s", line);
+        p = end;
+    }
+}
+
+static void load_fixture(void)
+{
+    FILE *f = fopen(NORM_FIXTURE, "r");
+    ck_assert_msg(f != NULL, "missing %s", NORM_FIXTURE);
+    static char line[1 << 14];
+    double h[7], buf[2 * MAXB + MAXB * MAXD];
+    int t = -1;
+    memset(&FX, 0, sizeof FX);
+    while (fgets(line, sizeof line, f)) {
+        struct fx_step *s = t >= 0 ? &FX.s[t] : NULL;
+        int D = FX.D, B = FX.B;
+        if (strncmp(line, "header ", 7) == 0) {
+            numbers(line, 7, h);
+            FX.D = (int)h[0], FX.B = (int)h[1], FX.N = (int)h[2];
+            FX.gamma = h[3], FX.clip_obs = h[4], FX.clip_reward = h[5], FX.eps = h[6];
+            ck_assert(FX.D <= MAXD && FX.B <= MAXB && FX.N <= MAXN);
+        } else if (strncmp(line, "reset ", 6) == 0 || strncmp(line, "step ", 5) == 0) {
+            bool step = line[0] == 's';
+            s = &FX.s[++t];
+            numbers(line, (step ? 2 * B : 0) + B * D, buf);
+            for (int b = 0; step && b < B; b++) s->term[b] = buf[b], s->rew[b] = buf[B + b];
+            for (int i = 0; i < B * D; i++) s->obs[i] = (float)buf[(step ? 2 * B : 0) + i];
+        } else if (strncmp(line, "nobs ", 5) == 0) {
+            numbers(line, B * D, s->nobs);
+        } else if (strncmp(line, "nrew ", 5) == 0) {
+            numbers(line, B, s->nrew);
+        } else if (strncmp(line, "obsrms ", 7) == 0) {
+            numbers(line, 1 + 2 * D, buf);
+            s->ocount = buf[0];
+            memcpy(s->omean, buf + 1, (size_t)D * sizeof(double));
+            memcpy(s->ovar, buf + 1 + D, (size_t)D * sizeof(double));
+        } else if (strncmp(line, "retrms ", 7) == 0) {
+            numbers(line, 3, buf);
+            s->rcount = buf[0], s->rmean = buf[1], s->rvar = buf[2];
+        }
+    }
+    fclose(f);
+    ck_assert_int_eq(t, FX.N);
+}
+
+static void close_rel(double got, double want, double rel, const char *what, int t, int i)
+{
+    double tol = rel * fmax(fabs(want), 1e-300) + 1e-300;
+    ck_assert_msg(fabs(got - want) <= tol, "%s at step %d [%d]: %.17g, Gymnasium %.17g", what, t, i, got, want);
+}
+
+static void check_rms(const struct rl_rms *r, double count, const double *mean, const double *var, double rel,
+                      const char *what, int t)
+{
+    close_rel(r->count, count, rel, what, t, -1);
+    for (int i = 0; i < r->dim; i++) {
+        close_rel(r->mean[i], mean[i], rel, what, t, i);
+        close_rel(r->var[i], var[i], rel, what, t, i);
+    }
+}
+
+/* the observations as rl/norm.c gives them: float32 of Gymnasium's float64 */
+static void check_obs(const float *got, const double *want, int n, int t)
+{
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(fabs((double)got[i] - want[i]) <= 1e-6 * fmax(1.0, fabs(want[i])),
+                      "normalised obs at step %d [%d]: %.9g, Gymnasium %.17g", t, i, (double)got[i], want[i]);
+}
+
+/* RunningMeanStd.update + NormalizeObservation + clip, step by step. */
+START_TEST(test_rms_matches_gymnasium)
+{
+    load_fixture();
+    struct rl_norm_stats s;
+    ck_assert_int_eq(rl_norm_stats_init(&s, FX.D, false, FX.clip_obs, FX.clip_reward), 0);
+    ck_assert(s.obs.count == RL_NORM_COUNT0 && s.obs.mean[0] == 0 && s.obs.var[0] == 1);
+    bool clipped = false;
+    for (int t = 0; t <= FX.N; t++) {
+        float x[MAXB * MAXD];
+        memcpy(x, FX.s[t].obs, sizeof x);
+        rl_rms_update(&s.obs, x, FX.B);
+        check_rms(&s.obs, FX.s[t].ocount, FX.s[t].omean, FX.s[t].ovar, 1e-12, "obs rms", t);
+        rl_norm_stats_apply(&s, x, FX.B);
+        check_obs(x, FX.s[t].nobs, FX.B * FX.D, t);
+        for (int i = 0; i < FX.B * FX.D; i++) clipped |= fabs(FX.s[t].nobs[i]) == FX.clip_obs;
+    }
+    ck_assert_msg(clipped, "the fixture never reaches the clip");
+    rl_norm_stats_free(&s);
+}
+END_TEST
+
+/* An observer's side (rl_norm: the agent's set + its own delta) over the
+ * same run: observations and rewards as Gymnasium's wrappers make them. */
+START_TEST(test_observer_matches_gymnasium)
+{
+    load_fixture();
+    struct rl_config cfg;
+    ck_assert_int_eq(rl_config_preset(&cfg, "ppo"), 0);
+    cfg.norm_obs = cfg.norm_reward = true;
+    cfg.gamma = FX.gamma;
+    cfg.clip_obs = FX.clip_obs;
+    cfg.clip_reward = FX.clip_reward;
+    struct rl_norm n;
+    ck_assert_int_eq(rl_norm_init(&n, &cfg, FX.B, FX.D), 0);
+    ck_assert(rl_norm_on(&n));
+    bool clipped = false;
+    for (int t = 0; t <= FX.N; t++) {
+        const struct fx_step *s = &FX.s[t];
+        float x[MAXB * MAXD];
+        memcpy(x, s->obs, sizeof x);
+        rl_norm_obs(&n, x, FX.B);
+        check_obs(x, s->nobs, FX.B * FX.D, t);
+        check_rms(&n.now.obs, s->ocount, s->omean, s->ovar, 1e-12, "obs (global + delta)", t);
+        if (t == 0) continue;
+        float r[MAXB], out[MAXB];
+        bool term[MAXB];
+        for (int b = 0; b < FX.B; b++) r[b] = (float)s->rew[b], term[b] = s->term[b] != 0;
+        rl_norm_reward(&n, r, term, out);
+        for (int b = 0; b < FX.B; b++) {
+            ck_assert_msg(fabs((double)out[b] - s->nrew[b]) <= 1e-6 * fmax(1.0, fabs(s->nrew[b])),
+                          "reward at step %d [%d]: %.9g, Gymnasium %.17g", t, b, (double)out[b], s->nrew[b]);
+            clipped |= fabs(s->nrew[b]) == FX.clip_reward;
+        }
+        check_rms(&n.now.ret, s->rcount, &s->rmean, &s->rvar, 1e-12, "return rms", t);
+    }
+    ck_assert_msg(clipped, "the fixture's rewards never reach the clip");
+    rl_norm_free(&n);
+}
+END_TEST
+
+/* Three observers, each its share of the rows: their deltas taken and
+ * merged in order into the agent's set make the statistics one process
+ * has over all the rows (Chan's formula is exact up to rounding). */
+START_TEST(test_merged_equal_one_process)
+{
+    enum { K = 3, B = 2, D = 4, STEPS = 50 };
+    struct rl_config cfg;
+    ck_assert_int_eq(rl_config_preset(&cfg, "ppo"), 0);
+    cfg.norm_obs = cfg.norm_reward = true;
+    struct rl_norm obs[K];
+    struct rl_norm_stats agent, delta, one;
+    ck_assert_int_eq(rl_norm_stats_init(&agent, D, true, 10, 10), 0);
+    ck_assert_int_eq(rl_norm_stats_init(&delta, D, true, 10, 10), 0);
+    ck_assert_int_eq(rl_norm_stats_init(&one, D, true, 10, 10), 0);
+    for (int k = 0; k < K; k++) ck_assert_int_eq(rl_norm_init(&obs[k], &cfg, B, D), 0);
+    uint64_t seed = 12345;
+    for (int round = 0; round < 4; round++) {
+        for (int k = 0; k < K; k++) rl_norm_adopt(&obs[k], &agent);
+        for (int k = 0; k < K; k++)
+            for (int t = 0; t < STEPS; t++) {
+                float x[B * D], r[B], out[B];
+                bool term[B];
+                for (int i = 0; i < B * D; i++) {
+                    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+                    x[i] = (float)((double)(seed >> 11) / 9007199254740992.0 * (i % D + 1) * 7.0 - k);
+                }
+                for (int b = 0; b < B; b++) r[b] = x[b * D] * 0.5f, term[b] = (t + b + k) % 13 == 0;
+                rl_rms_update(&one.obs, x, B);   /* one process, batch by batch */
+                rl_norm_obs(&obs[k], x, B);
+                double before[B];
+                memcpy(before, obs[k].ret, sizeof before);
+                rl_norm_reward(&obs[k], r, term, out);
+                double ret[B];
+                for (int b = 0; b < B; b++) ret[b] = before[b] * cfg.gamma * (term[b] ? 0.0 : 1.0) + (double)r[b];
+                rl_rms_update_d(&one.ret, ret, B);
+            }
+        for (int k = 0; k < K; k++) {
+            rl_norm_take_delta(&obs[k], &delta);
+            ck_assert(obs[k].delta.obs.count == 0 && obs[k].delta.ret.count == 0);
+            rl_norm_stats_merge(&agent, &delta);
+        }
+    }
+    check_rms(&agent.obs, one.obs.count, one.obs.mean, one.obs.var, 1e-12, "merged obs", 0);
+    check_rms(&agent.ret, one.ret.count, one.ret.mean, one.ret.var, 1e-12, "merged return", 0);
+    ck_assert(agent.obs.count == RL_NORM_COUNT0 + 4.0 * K * STEPS * B);
+    for (int k = 0; k < K; k++) rl_norm_free(&obs[k]);
+    rl_norm_stats_free(&agent);
+    rl_norm_stats_free(&delta);
+    rl_norm_stats_free(&one);
+}
+END_TEST
+
+/* ---- the wire and the bytes ---------------------------------------------------------- */
+
+static void set_bytes_item(struct rpc_value *v, const char *side, const char *key, const double *x, int n)
+{
+    struct rpc_value *m = (struct rpc_value *)rpc_map_get(v, side);
+    for (size_t i = 0; i < m->map.len; i++)
+        if (strcmp(m->map.items[i].key, key) == 0) {
+            rpc_value_clear(&m->map.items[i].val);
+            m->map.items[i].val = rpc_bytes(x, (size_t)n * sizeof(double));
+        }
+}
+
+static void refused(const struct rpc_value *v, int obs_dim, bool ret_on, const char *want)
+{
+    struct rl_norm_stats s;
+    ck_assert_int_eq(rl_norm_stats_unpack(v, obs_dim, ret_on, 10, 10, &s), -1);
+    ck_assert_str_eq(rl_last_error(), want);
+}
+
+START_TEST(test_unpack_refuses)
+{
+    struct rl_norm_stats s, back;
+    ck_assert_int_eq(rl_norm_stats_init(&s, 3, true, 10, 10), 0);
+    s.obs.mean[1] = 2.5, s.obs.var[2] = 0.25, s.obs.count = 7, s.ret.var[0] = 3;
+    struct rpc_value v = rl_norm_stats_pack(&s);
+    ck_assert_int_eq(rl_norm_stats_unpack(&v, 3, true, 10, 10, &back), 0);
+    ck_assert(back.obs.mean[1] == 2.5 && back.obs.var[2] == 0.25 && back.obs.count == 7 && back.ret.var[0] == 3);
+    rl_norm_stats_free(&back);
+    refused(&v, 4, true, "norm: obs.mean has 3 values, the run's has 4");
+    refused(&v, 3, false, "norm: ret is off in this run, but the statistics carry it");
+    struct rpc_value nil = rpc_nil();
+    refused(&nil, 3, true, "norm: expected a map {obs, ret}");
+    double bad[3] = { 0, NAN, 0 };
+    set_bytes_item(&v, "obs", "mean", bad, 3);
+    refused(&v, 3, true, "norm: obs.mean[1] nan must be finite");
+    double ok[3] = { 0, 0, 0 }, neg[3] = { 1, 1, -1 };
+    set_bytes_item(&v, "obs", "mean", ok, 3);
+    set_bytes_item(&v, "obs", "var", neg, 3);
+    refused(&v, 3, true, "norm: obs.var[2] -1 must be finite and >= 0");
+    double inf[1] = { INFINITY };
+    set_bytes_item(&v, "obs", "var", ok, 3);
+    set_bytes_item(&v, "ret", "var", inf, 1);
+    refused(&v, 3, true, "norm: ret.var[0] inf must be finite and >= 0");
+    rpc_value_clear(&v);
+    s.obs.count = -1;
+    v = rl_norm_stats_pack(&s);
+    refused(&v, 3, true, "norm: obs.count -1 must be finite and >= 0");
+    rpc_value_clear(&v);
+    rl_norm_stats_free(&s);
+}
+END_TEST
+
+START_TEST(test_bytes_round_trip)
+{
+    struct rl_norm_stats s, back;
+    ck_assert_int_eq(rl_norm_stats_init(&s, 2, true, 10, 10), 0);
+    s.obs.mean[0] = -1.5, s.obs.var[1] = 4, s.obs.count = 9, s.ret.mean[0] = 0.5, s.ret.count = 3;
+    size_t n = rl_norm_stats_size(&s);
+    ck_assert_uint_eq(n, (size_t)(5 + 3) * sizeof(double));
+    unsigned char b[64];
+    rl_norm_stats_save(&s, b);
+    ck_assert_int_eq(rl_norm_stats_init(&back, 2, true, 10, 10), 0);
+    ck_assert_int_eq(rl_norm_stats_load(&back, b, n), 0);
+    ck_assert(back.obs.mean[0] == -1.5 && back.obs.var[1] == 4 && back.obs.count == 9 && back.ret.mean[0] == 0.5 &&
+              back.ret.count == 3);
+    ck_assert_int_eq(rl_norm_stats_load(&back, b, n - 8), -1);
+    ck_assert_str_eq(rl_last_error(), "norm: 56 bytes, the run's statistics (obs dim 2, ret on) take 64");
+    double nan = NAN;
+    memcpy(b + 8, &nan, sizeof nan);
+    ck_assert_int_eq(rl_norm_stats_load(&back, b, n), -1);
+    ck_assert_str_eq(rl_last_error(), "norm: obs.mean[0] nan must be finite");
+    rl_norm_stats_free(&s);
+    rl_norm_stats_free(&back);
+}
+END_TEST
+
+/* ---- the config -------------------------------------------------------------------- */
+
+START_TEST(test_config_checks)
+{
+    struct rl_config c;
+    ck_assert_int_eq(rl_config_preset(&c, "ppo"), 0);
+    ck_assert(!c.norm_obs && !c.norm_reward && c.clip_obs == 10 && c.clip_reward == 10 && c.stop_at_target);
+    c.norm_obs = true;
+    ck_assert_int_eq(rl_config_check(&c), 0);
+    c.clip_obs = 0;
+    ck_assert_int_eq(rl_config_check(&c), -1);
+    ck_assert_str_eq(rl_last_error(), "--clip-obs must be in (0, 1e+06], not 0");
+    c.clip_obs = 10;
+    c.clip_reward = INFINITY;
+    ck_assert_int_eq(rl_config_check(&c), -1);
+    ck_assert_str_eq(rl_last_error(), "--clip-reward must be in (0, 1e+06], not inf");
+    /* an episodes algorithm learns from raw whole episodes: refused by its shape's check */
+    ck_assert_int_eq(rl_config_preset(&c, "pytorch-rl-example"), 0);
+    c.norm_reward = true;
+    ck_assert_int_eq(rl_config_check(&c), -1);
+    ck_assert_str_eq(rl_last_error(), "--norm-obs and --norm-reward go with a rollouts algorithm (ppo, a2c): "
+                                      "reinforce learns from whole episodes of raw rewards");
+}
+END_TEST
+
+static void parse(struct rl_config *c, const char *const *args)
+{
+    char *argv[16] = { "test" };
+    int n = 1;
+    for (; args[n - 1]; n++) argv[n] = (char *)args[n - 1];
+    ck_assert_int_eq(rl_config_parse(c, "test", "", n, argv, NULL, 0), -1);
+}
+
+/* CleanRL's ppo_continuous_action.py; its 1M-step budget and no target
+ * hold for every env of the MuJoCo suite, not for another env. */
+START_TEST(test_presets)
+{
+    struct rl_config c;
+    parse(&c, (const char *const[]){ "--preset", "mujoco", NULL });
+    ck_assert_str_eq(c.env, "Hopper-v4");
+    ck_assert(c.observers == 1 && c.envs_per_observer == 1 && c.steps_per_rollout == 2048 && c.minibatches == 32 &&
+              c.epochs == 10 && c.lr == 3e-4 && c.anneal_lr && c.gamma == 0.99 && c.gae_lambda == 0.95 &&
+              c.clip == 0.2 && c.ent_coef == 0 && c.vf_coef == 0.5 && c.max_grad_norm == 0.5 && c.norm_adv &&
+              c.clip_vloss && c.hidden.n == 2 && c.hidden.v[0] == 64 && c.hidden.v[1] == 64 &&
+              c.activation == RL_ACT_TANH && c.init_log_std == 0 && c.norm_obs && c.norm_reward &&
+              c.max_steps == 1000000 && !c.stop_at_target);
+    parse(&c, (const char *const[]){ "--preset", "mujoco", "--env", "Walker2d-v4", NULL });
+    ck_assert(c.max_steps == 1000000 && !c.stop_at_target && isnan(c.target));
+    parse(&c, (const char *const[]){ "--preset", "mujoco-fast", "--env", "HalfCheetah-v4", NULL });
+    ck_assert(c.observers == 2 && c.envs_per_observer == 8 && c.steps_per_rollout == 128 && c.minibatches == 4 &&
+              c.epochs == 10 && c.norm_obs && c.max_steps == 1000000);
+    parse(&c, (const char *const[]){ "--preset", "mujoco", "--env", "Pendulum-v1", NULL });
+    ck_assert_int_eq(c.max_steps, 500000);   /* not of the suite: the env fields take their defaults */
+}
+END_TEST
+
+/* ---- real runs ----------------------------------------------------------------------- */
+
+static char OUT[1 << 16], ERR[1 << 16];
+
+static int run(const char *const *args)
+{
+    const char *argv[64] = { TRIB_TRAIN_BIN };
+    int n = 1;
+    for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    int rc;
+    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
+                  strerror(errno));
+    return rc;
+}
+
+/* A checkpoint of a normalised run is refused by a run of another
+ * normalisation (its statistics and observers' states are made for it),
+ * saying which flag, and nothing is resumed. (test_rl_envs'
+ * test_norm_resume_exact: a normalised sync run resumes bit-exact.) */
+START_TEST(test_resume_other_norm_refused)
+{
+    char d[] = "/tmp/test_rl_norm_r_XXXXXX";
+    ck_assert(mkdtemp(d));
+    const char *a[] = { "--env", "Pendulum-v1", "--observers", "1", "--envs-per-observer", "2", "--steps-per-rollout",
+                        "16", "--minibatches", "1", "--epochs", "1", "--norm-obs", "--norm-reward", "--max-updates",
+                        "2", "--logdir", d, "--quiet", NULL };
+    ck_assert_msg(run(a) == 1, "%s", ERR);
+    const char *b[] = { "--resume", d, "--no-norm-reward", "--quiet", NULL };
+    ck_assert_int_eq(run(b), 1);
+    ck_assert_msg(strstr(ERR, "was made with --norm-reward true, this run has false"), "%s", ERR);
+    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* InvertedPendulum-v4 with the mujoco presets' settings (normalised
+ * observations and rewards, 64x64 tanh, lr 3e-4 annealed over 300k steps)
+ * in mujoco-fast's layout: solved (the mean return of the last 100
+ * episodes >= 500) within 300k steps. Asserts the run's summary. */
+static void learns(const char *mode)
+{
+    if (!env_mujoco_available()) {
+        fprintf(stderr, "test_rl_norm: learning test skipped: built without MuJoCo\n");
+        return;
+    }
+    const char *a[] = { "--preset", "mujoco-fast", "--env", "InvertedPendulum-v4", "--mode", mode, "--max-steps",
+                        "300000", "--stop-at-target", "--target", "500", "--seed", "1", "--device", "cpu",
+                        "--quiet", NULL };
+    int rc = run(a);
+    const char *last = strrchr(OUT, '{');
+    cJSON *j = last ? cJSON_Parse(last) : NULL;
+    ck_assert_msg(j != NULL, "no summary: %s %s", OUT, ERR);
+    const cJSON *solved = cJSON_GetObjectItem(j, "solved"), *ret = cJSON_GetObjectItem(j, "return_mean");
+    const cJSON *steps = cJSON_GetObjectItem(j, "env_steps");
+    ck_assert_msg(rc == 0 && cJSON_IsTrue(solved), "%s: not solved (exit %d): %s", mode, rc, last);
+    ck_assert(cJSON_IsNumber(ret) && ret->valuedouble >= 500);
+    ck_assert(cJSON_IsNumber(steps) && steps->valuedouble <= 300000 + 2048);
+    cJSON_Delete(j);
+}
+
+START_TEST(test_learns_sync) { learns("sync"); }
+END_TEST
+
+START_TEST(test_learns_async) { learns("async"); }
+END_TEST
+
+/* argv[1] "learning": the learning runs only (ctest test_rl_norm_learning,
+ * label "learning"); else the rest. */
+static Suite *rl_norm_suite(bool learning)
+{
+    Suite *s = suite_create("rl_norm");
+    TCase *tc;
+    if (learning) {
+        tc = tcase_create("learning");
+        tcase_set_timeout(tc, 600);
+        tcase_add_test(tc, test_learns_sync);
+        tcase_add_test(tc, test_learns_async);
+        suite_add_tcase(s, tc);
+        return s;
+    }
+    tc = tcase_create("math");
+    tcase_add_test(tc, test_rms_matches_gymnasium);
+    tcase_add_test(tc, test_observer_matches_gymnasium);
+    tcase_add_test(tc, test_merged_equal_one_process);
+    tcase_add_test(tc, test_unpack_refuses);
+    tcase_add_test(tc, test_bytes_round_trip);
+    tcase_add_test(tc, test_config_checks);
+    tcase_add_test(tc, test_presets);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("runs");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_resume_other_norm_refused);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    SRunner *sr = srunner_create(rl_norm_suite(argc > 1 && strcmp(argv[1], "learning") == 0));
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
