@@ -17,6 +17,7 @@
 
 #include "agent/state.h"
 #include "agent/checkpoint.h"
+#include "agent/norm_stats.h"
 #include "agent/policy.h"
 #include "agent/runlog.h"
 #include "agent/stats.h"
@@ -316,7 +317,9 @@ static int finish(struct agent *a, int rc, const char *why)
     if (save) {
         char path[600];
         snprintf(path, sizeof path, "%s/policy.safetensors", cfg->logdir);
-        if (agent_policy_savable(a, path) && policy_save(a->policy, path, a->spec, NULL) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+        /* the observers are gone: no update moves the statistics now */
+        if (agent_policy_savable(a, path) && policy_save(a->policy, path, a->spec, agent_norm(a)) != 0)
+            fprintf(stderr, PROG ": %s\n", rl_last_error());
     }
     run_stats_summary(a->stats, stdout, solved, a->n_lost, a->n_rejoined, why);
     rpc_shutdown(!a->abandoned);   /* not graceful: it would wait for the observers given up on */
