@@ -148,6 +148,7 @@ static int build_policy(struct agent *a)
         return -1;
     }
     a->ckpt_updates = run_stats_updates(a->stats);
+    a->eval_updates = a->ckpt_updates;   /* the next evaluation at the next multiple of --eval-every */
     /* the saved optimizer state carries its lr: set the configured one
      * (maybe_anneal then sets the restored env steps' one) */
     if (dist_optim_set_lr(a->opt, a->cfg.lr) != 0) return rl_set_error("set lr: %s", rpc_last_error());

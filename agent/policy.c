@@ -690,3 +690,44 @@ int policy_load_state(struct policy *p, const void *buf, size_t len)
     pthread_mutex_unlock(&p->fwd_mu);
     return 0;
 }
+
+int policy_copy_new(struct policy *p, struct policy_copy *c)
+{
+    memset(c, 0, sizeof *c);
+    c->arch = p->shape;
+    if (policy_arch_build(&c->arch, 0, &c->actor, c->arch.value_head ? &c->critic : NULL) != 0)
+        return rl_set_error("policy copy: %s", tensor_last_error());
+    c->actor->training = false;
+    int na = c->actor->n_params;
+    CHECK(na + (c->critic ? c->critic->n_params : 0) == p->n_params);   /* one architecture */
+    pthread_mutex_lock(&p->fwd_mu);
+    for (int i = 0; i < p->n_params; i++) {
+        struct tensor *dst = i < na ? c->actor->params[i] : c->critic->params[i - na];
+        struct tensor *snap = tensor_snapshot(p->params[i]);
+        CHECK(snap && dst->numel == snap->numel);
+        tensor_copy_to_host(snap, tensor_data(dst));
+        tensor_free(snap);
+    }
+    pthread_mutex_unlock(&p->fwd_mu);
+    return 0;
+}
+
+void policy_copy_free(struct policy_copy *c)
+{
+    nn_module_free(c->actor);
+    nn_module_free(c->critic);
+    c->actor = c->critic = NULL;
+}
+
+int policy_copy_save(struct policy *p, const struct policy_copy *c, const char *path, const struct env_spec *spec,
+                     const struct safetensors_meta *extra, int n_extra)
+{
+    struct tensor *params[POLICY_MAX_TENSORS];
+    int n = 0;
+    for (int i = 0; i < c->actor->n_params; i++) params[n++] = c->actor->params[i];
+    for (int i = 0; c->critic && i < c->critic->n_params; i++) params[n++] = c->critic->params[i];
+    bool plugin = strcmp(spec->id, p->cfg.env) != 0;   /* the env was named by its .so */
+    if (policy_file_save_meta(path, &c->arch, spec->id, plugin ? p->cfg.env : NULL, n, params, extra, n_extra) != 0)
+        return rl_set_error("%s", runfiles_last_error());
+    return 0;
+}

@@ -93,6 +93,10 @@ struct agent {
     bool resume_refused;            /* its restore failed: the run writes no file */
     int ckpt_failures;              /* checkpoints failed in a row; at AGENT_CKPT_MAX_FAILURES the run stops */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
+    int64_t eval_updates;           /* updates at the last evaluation (--eval-every) */
+    bool eval_have_best;            /* an evaluation was kept as LOGDIR/policy_best.safetensors */
+    double eval_best;               /* its mean return */
+    bool eval_failed;               /* an evaluation failed (said once): no more */
     double stop_due;                /* when the run became due to stop (0: not yet); main thread */
     bool abandoned;                 /* a call to an observer was given up: no graceful rpc_shutdown */
     bool rendezvous_done;           /* agent_run got through rpc_init */
@@ -166,6 +170,17 @@ void agent_write_checkpoint(struct agent *a, bool with_observers);
 /* agent_write_checkpoint once --checkpoint-every updates were made since
  * the last one. */
 void agent_maybe_checkpoint(struct agent *a, bool with_observers);
+/* Once the updates crossed a multiple of --eval-every since the last
+ * evaluation: evaluates a copy of the policy on this thread (evaluate.h:
+ * --eval-episodes episodes, greedy, envs seeded AGENT_EVAL_SEED, the
+ * normalisation frozen), hands its return to the next metrics row (written
+ * at once) and, with --logdir, when it beats the best so far, writes the
+ * copy as LOGDIR/policy_best.safetensors (metadata eval_return,
+ * eval_length, eval_update, eval_env_steps, eval_seed, eval_episodes). The
+ * agent's mu is held only while the copy is made. A failure is said on
+ * stderr once and ends the run's evaluations, not the run. */
+void agent_maybe_evaluate(struct agent *a);
+#define AGENT_EVAL_SEED(seed) ((seed) + 1000u)   /* the evaluation envs' seed, from --seed */
 
 /* The modes (agent.c's table). */
 extern const struct agent_mode agent_mode_sync;    /* sync.c */

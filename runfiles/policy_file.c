@@ -106,9 +106,17 @@ int policy_arch_param_names(const struct policy_arch *a, int cap, char (*names)[
 int policy_file_save(const char *path, const struct policy_arch *a, const char *env_id, const char *env_plugin, int n,
                      struct tensor *const *params)
 {
+    return policy_file_save_meta(path, a, env_id, env_plugin, n, params, NULL, 0);
+}
+
+int policy_file_save_meta(const char *path, const struct policy_arch *a, const char *env_id, const char *env_plugin,
+                          int n, struct tensor *const *params, const struct safetensors_meta *extra, int n_extra)
+{
     char names[POLICY_MAX_TENSORS][64];
     int want = policy_arch_param_names(a, (int)(sizeof names / sizeof names[0]), names);
     if (n != want) return runfiles_set_error("policy %s: %d parameters, the architecture has %d", path, n, want);
+    if (n_extra < 0 || n_extra > POLICY_MAX_EXTRA_META)
+        return runfiles_set_error("policy %s: %d extra metadata entries (at most %d)", path, n_extra, POLICY_MAX_EXTRA_META);
     struct safetensors_entry e[sizeof names / sizeof names[0]];
     struct tensor *snap[sizeof names / sizeof names[0]];
     for (int i = 0; i < n; i++) {
@@ -123,13 +131,14 @@ int policy_file_save(const char *path, const struct policy_arch *a, const char *
     snprintf(ad, sizeof ad, "%d", a->act_dim);
     snprintf(dr, sizeof dr, "%.17g", a->dropout);
     snprintf(ls, sizeof ls, "%.17g", a->init_log_std);
-    struct safetensors_meta meta[] = {
+    struct safetensors_meta meta[11 + POLICY_MAX_EXTRA_META] = {
         { "format", FORMAT }, { "env", env_id }, { "obs_dim", od }, { "act_dim", ad },
         { "head", a->gaussian ? "gaussian" : "categorical" }, { "value_head", a->value_head ? "true" : "false" },
         { "hidden", hidden }, { "activation", a->tanh ? "tanh" : "relu" }, { "dropout", dr }, { "init_log_std", ls },
         { "env_plugin", env_plugin ? env_plugin : "" },
     };
-    int nm = (int)(sizeof meta / sizeof meta[0]) - (env_plugin ? 0 : 1);
+    int nm = 11 - (env_plugin ? 0 : 1);
+    for (int i = 0; i < n_extra; i++) meta[nm++] = extra[i];
     int rc = safetensors_save(path, e, n, meta, nm);
     for (int i = 0; i < n; i++) tensor_free(snap[i]);
     return rc;

@@ -65,6 +65,14 @@ int policy_arch_param_names(const struct policy_arch *a, int cap, char (*names)[
 int policy_file_save(const char *path, const struct policy_arch *a, const char *env_id, const char *env_plugin, int n,
                      struct tensor *const *params);
 
+/* policy_file_save with n_extra (at most POLICY_MAX_EXTRA_META) more
+ * metadata entries after the architecture's (e.g. the agent's best policy:
+ * the evaluation that chose it), keys not among the architecture's. */
+#define POLICY_MAX_EXTRA_META 8
+struct safetensors_meta;
+int policy_file_save_meta(const char *path, const struct policy_arch *a, const char *env_id, const char *env_plugin,
+                          int n, struct tensor *const *params, const struct safetensors_meta *extra, int n_extra);
+
 /* Reads a file written by policy_file_save: the architecture, the env to
  * open for it (into env, cap bytes: its plug-in's path when it was one,
  * else its id) and a new actor (and critic if the file has one, when
