@@ -74,6 +74,7 @@ static void rm_rf2(const char *dir)
 static const char *const columns =
     "env_steps,wall_s,sps,episodes,return_mean,return_min,return_max,length_mean,running_reward,policy_loss,"
     "value_loss,entropy,approx_kl,clipfrac,explained_variance,lr,version,lag_mean,lag_max,updates,updates_per_s,"
+    "eval_return,eval_length,"
     "sps_observer1,sps_observer2";
 
 START_TEST(test_logdir_files)
