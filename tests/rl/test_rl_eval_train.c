@@ -6,7 +6,8 @@
  * and its update, tributary-eval on that file with the recorded seed and
  * episodes giving that return again, an async run's evaluations, a sync
  * run's training untouched by them (the same final policy, bit for bit),
- * a resumed run keeping its best file's record, and the flags' errors. */
+ * a resumed run keeping its best file's record, the flags' errors, and a
+ * MuJoCo env's named info in metrics.csv and TensorBoard. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <cjson/cJSON.h>
@@ -238,6 +239,38 @@ START_TEST(test_eval_async)
 }
 END_TEST
 
+/* A MuJoCo env's named info (Hopper-v4: x_position, x_velocity) reaches
+ * metrics.csv (info_<name>: the mean per step over the episodes that ended
+ * in the row's interval) and TensorBoard (env/<name>); its evaluations too. */
+START_TEST(test_env_info_mujoco)
+{
+    char dir[] = "/tmp/test_rl_eval_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *args[] = { "--preset", "ppo-fast", "--env", "Hopper-v4", "--observers", "2", "--envs-per-observer",
+                           "4", "--max-steps", "3000", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);
+    char *csv = slurp(dir, "metrics.csv", NULL), f[64];
+    const char *end = strchr(csv, '\n');
+    const char *cols = ",info_x_position,info_x_velocity\n";
+    ck_assert_msg((size_t)(end + 1 - csv) >= strlen(cols) && strncmp(end + 1 - strlen(cols), cols, strlen(cols)) == 0,
+                  "header: %.*s", (int)(end - csv), csv);
+    int cx = column(csv, "info_x_velocity"), with = 0;
+    for (const char *line = end + 1; *line; line = strchr(line, '\n') + 1) {
+        field(line, cx, f, sizeof f);
+        with += f[0] != '\0' && isfinite(strtod(f, NULL));
+    }
+    ck_assert_msg(with >= 1, "no row has info_x_velocity:\n%.2000s", csv);
+    free(csv);
+    ck_assert(events_have(dir, "env/x_position") && events_have(dir, "env/x_velocity"));
+    struct evals e;
+    read_evals(dir, &e);
+    ck_assert_msg(e.with >= 2, "%d evaluations logged", e.with);
+    assert_best(dir, &e, true);
+    rm_tree(dir);
+}
+END_TEST
+
 /* The evaluations use envs, a sampling stream and a copy of the policy of
  * their own: a sync run trains as it does without them, bit for bit. */
 START_TEST(test_eval_sync_unchanged)
@@ -317,6 +350,7 @@ int main(void)
     tcase_add_test(tc, test_eval_flag_errors);
     tcase_add_test(tc, test_eval_sync_best);
     tcase_add_test(tc, test_eval_async);
+    tcase_add_test(tc, test_env_info_mujoco);
     tcase_add_test(tc, test_eval_sync_unchanged);
     tcase_add_test(tc, test_eval_resume_keeps_best);
     suite_add_tcase(s, tc);
