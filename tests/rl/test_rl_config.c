@@ -45,7 +45,8 @@ static const char *const every_field[] = {
     "--ent-coef", "0.02", "--vf-coef", "0.7", "--max-grad-norm", "0.9", "--no-norm-adv", "--no-clip-vloss",
     "--reward-scale", "0.5", "--max-policy-lag", "77", "--vtrace", "--rho-bar", "0.8", "--c-bar", "0.9",
     "--max-batch", "999", "--max-wait-us", "123", "--max-steps", "4242", "--max-seconds", "3.5",
-    "--max-updates", "17", "--target", "-123.5", "--running-reward", "--log-every", "0.5",
+    "--max-updates", "17", "--target", "-123.5", "--running-reward", "--log-every", "0.5", "--eval-every", "3",
+    "--eval-episodes", "4",
     "--heartbeat-timeout", "2500", "--step-timeout", "9.5", "--quiet", "--logdir", "/tmp/nowhere-cfg",
     "--checkpoint-every", "5", NULL,
 };
