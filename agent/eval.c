@@ -31,6 +31,9 @@ static const char about[] =
     "return and length. POLICY is the policy.safetensors that tributary-train --logdir\n"
     "writes, or one of its checkpoints (LOGDIR/checkpoints/ckpt-*.trib), or the run's\n"
     "directory LOGDIR itself (its policy.safetensors, else its newest checkpoint).\n"
+    "LOGDIR/policy_best.safetensors (tributary-train --eval-every's best policy) records\n"
+    "its evaluation: with --seed and --episodes set to its metadata's eval_seed and\n"
+    "eval_episodes, this prints its eval_return again.\n"
     "Exit status: 0, 1 when the policy cannot be loaded or does not fit the env, 2 bad usage.\n\n";
 
 /* The command line. */
