@@ -163,6 +163,7 @@ static int build_policy(struct agent *a)
         return -1;
     }
     a->ckpt_updates = run_stats_updates(a->stats);
+    agent_eval_resumed(a);
     /* the saved optimizer state carries its lr: set the configured one
      * (maybe_anneal then sets the restored env steps' one) */
     if (dist_optim_set_lr(a->opt, a->cfg.lr) != 0) return rl_set_error("set lr: %s", rpc_last_error());
@@ -306,6 +307,7 @@ static int finish(struct agent *a, int rc, const char *why)
         policy_get_stats(a->policy, &ps);
         run_stats_busy(a->stats, ps.forward_s);
     }
+    agent_eval_join(a);   /* an async evaluation in flight: its row is the last */
     agent_log_interval(a, true);
     atomic_store(&a->stop, true);
     bool save = a->policy && cfg->logdir[0] && !a->resume_refused;

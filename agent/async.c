@@ -171,7 +171,8 @@ static int train_async(struct agent *a, const char **why)
         agent_tend_gone(a, NULL);   /* frees the loops of those that are gone */
         reap_loops(a);
         agent_tend_rejoins(a, false);
-        agent_log_interval(a, false);
+        /* a copy of the policy, evaluated on a thread of its own: the updates and this loop go on */
+        agent_log_interval(a, !atomic_load(&a->stop) && agent_maybe_evaluate(a, false));
         if (!atomic_load(&a->stop)) agent_maybe_checkpoint(a, a->mode->observer_states);
         if (running_loops(a) > 0) usleep(5000);
     }

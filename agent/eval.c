@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/evaluate.h"
 #include "common/argv.h"
 #include "envs/plugin.h"
-#include "envs/vec_env.h"
 #include "runfiles/ckpt.h"
 #include "rl/finite.h"
 #include "rl/config.h"
@@ -21,8 +21,6 @@
 #include "runfiles/policy_file.h"
 #include "runfiles/runfiles.h"
 #include "rl/rl.h"
-#include "rl/sample.h"
-#include "tensor/autograd.h"
 #include "tensor/ops.h"
 
 #define PROG "tributary-eval"
@@ -35,6 +33,9 @@ static const char about[] =
     "directory LOGDIR itself (its policy.safetensors, else its newest checkpoint).\n"
     "The observation statistics a policy file records (a run that normalised its\n"
     "observations) are applied, frozen; continuous actions are clipped to the env's box.\n"
+    "LOGDIR/policy_best.safetensors (tributary-train --eval-every's best policy) records\n"
+    "its evaluation: with --seed and --episodes set to its metadata's eval_seed and\n"
+    "eval_episodes, this prints its eval_return again.\n"
     "Exit status: 0, 1 when the policy cannot be loaded or does not fit the env, 2 bad usage.\n\n";
 
 /* The command line. */
@@ -318,106 +319,10 @@ static int load(const struct eval_args *a, struct loaded *l)
     return -1;
 }
 
-/* The episodes' buffers: B envs, one episode each. */
-struct episodes {
-    int B, D, A;
-    bool discrete;
-    struct vec_env *v;
-    float *obs, *rew, *act_f;
-    int *act_i, *len;
-    bool *term, *trunc, *done;
-    double *ret;
-};
-
-static void episodes_free(struct episodes *e)
+static void report(const struct agent_eval_result *r, const struct loaded *l, const struct eval_args *a)
 {
-    free(e->obs); free(e->rew); free(e->act_f); free(e->act_i); free(e->term); free(e->trunc); free(e->done);
-    free(e->ret); free(e->len);
-    vec_env_free(e->v);
-}
-
-static int episodes_new(struct episodes *e, const struct env_spec *spec, int B, uint64_t seed)
-{
-    size_t b = (size_t)B;
-    e->B = B;
-    e->D = spec->obs.dim;
-    e->discrete = spec->act.kind == SPACE_DISCRETE;
-    e->A = e->discrete ? spec->act.n : spec->act.dim;
-    e->v = vec_env_new(spec, B, seed, 0);
-    e->obs = calloc(b * (size_t)e->D, sizeof *e->obs), e->rew = calloc(b, sizeof *e->rew);
-    e->act_f = calloc(b * (size_t)e->A, sizeof *e->act_f), e->act_i = calloc(b, sizeof *e->act_i);
-    e->term = calloc(b, sizeof *e->term), e->trunc = calloc(b, sizeof *e->trunc), e->done = calloc(b, 1);
-    e->ret = calloc(b, sizeof *e->ret), e->len = calloc(b, sizeof *e->len);
-    if (e->v && e->obs && e->rew && e->act_f && e->act_i && e->term && e->trunc && e->done && e->ret && e->len) return 0;
-    fprintf(stderr, PROG ": out of memory for %d envs\n", B);
-    return -1;
-}
-
-/* One step of every env by the actor's actions. 0, or -1 after printing why. */
-static int step(struct episodes *e, const struct loaded *l, uint64_t *rng, bool sample)
-{
-    int64_t shape[2] = { e->B, e->D };
-    policy_norm_apply(&l->extras.norm, e->obs, e->B);   /* frozen; the env writes the next obs anew */
-    struct tensor *x = tensor_from_f32(2, shape, e->obs);
-    struct tensor *out[NN_MAX_IO] = { 0 };
-    int n_out = 0, B = e->B, A = e->A;
-    if (!x || nn_forward(l->actor, 1, &x, &n_out, out) != 0) {
-        fprintf(stderr, PROG ": forward: %s\n", tensor_last_error());
-        tensor_free(x);
-        return -1;
-    }
-    tensor_free(x);
-    if (e->discrete) {
-        rl_sample_categorical(B, A, tensor_data(out[0]), rng, !sample, e->act_i, NULL);
-    } else {
-        rl_sample_gaussian(B, A, tensor_data(out[0]), tensor_data(out[1]), rng, !sample, e->act_f, NULL);
-        for (int i = 0; i < B * A; i++)
-            e->act_f[i] = (float)fmin(fmax(e->act_f[i], l->spec->act.low[i % A]), l->spec->act.high[i % A]);
-    }
-    for (int i = 0; i < n_out; i++) tensor_free(out[i]);
-    const void *act = e->discrete ? (const void *)e->act_i : (const void *)e->act_f;
-    if (vec_env_step(e->v, act, e->obs, e->rew, e->term, e->trunc, NULL) == 0) return 0;
-    fprintf(stderr, PROG ": %s\n", env_last_error());
-    return -1;
-}
-
-/* Runs every env to the end of its first episode. 0, or -1 after printing why. */
-static int run(struct episodes *e, const struct loaded *l, uint64_t seed, bool sample)
-{
-    uint64_t rng = seed ^ 0x5eed5eedull;
-    autograd_set_enabled(false);
-    vec_env_reset(e->v, e->obs);
-    for (int finished = 0; finished < e->B;) {
-        if (step(e, l, &rng, sample) != 0) return -1;
-        for (int b = 0; b < e->B; b++) {
-            if (e->done[b]) continue;
-            e->ret[b] += e->rew[b];
-            e->len[b]++;
-            if (e->term[b] || e->trunc[b]) {
-                e->done[b] = true;
-                finished++;
-            }
-        }
-    }
-    return 0;
-}
-
-static void report(const struct episodes *e, const struct loaded *l, const struct eval_args *a)
-{
-    int B = e->B;
-    double m = 0, s = 0, ml = 0, sl = 0;
-    for (int b = 0; b < B; b++) {
-        m += e->ret[b];
-        ml += e->len[b];
-    }
-    m /= B;
-    ml /= B;
-    for (int b = 0; b < B; b++) {
-        s += (e->ret[b] - m) * (e->ret[b] - m);
-        sl += (e->len[b] - ml) * (e->len[b] - ml);
-    }
-    s = sqrt(s / B);
-    sl = sqrt(sl / B);
+    int B = r->episodes;
+    double m = r->return_mean, s = r->return_std, ml = r->length_mean, sl = r->length_std;
     const char *how = a->sample ? "sampled" : "greedy";
     if (!a->json) {
         printf("%s on %s, %d episodes, %s actions: return %.2f +- %.2f, length %.1f +- %.1f\n", l->path, l->spec->id,
@@ -432,18 +337,31 @@ static void report(const struct episodes *e, const struct loaded *l, const struc
            "\"length_mean\":%.6g,\"length_std\":%.6g}\n", B, how, m, s, ml, sl);
 }
 
+/* The loaded actor's forward, the file's observation statistics applied
+ * first (frozen, as the file records them: policy_norm_apply). */
+static int file_forward(void *user, struct tensor *obs, struct rl_policy_out *out)
+{
+    const struct loaded *l = user;
+    policy_norm_apply(&l->extras.norm, tensor_data(obs), (int)obs->shape[0]);
+    return agent_eval_actor_forward(l->actor, obs, out);
+}
+
 int main(int argc, char **argv)
 {
     static struct eval_args a = { .episodes = 10, .seed = 1 };
     static struct loaded l;
-    struct episodes e = { 0 };
+    struct agent_eval_result r;
     int rc = parse(&a, argc, argv);
     if (rc >= 0) return rc;
-    rc = load(&a, &l) == 0 && episodes_new(&e, l.spec, (int)a.episodes, a.seed) == 0 && run(&e, &l, a.seed, a.sample) == 0
-             ? 0
-             : 1;
-    if (rc == 0) report(&e, &l, &a);
-    episodes_free(&e);
+    rc = load(&a, &l);
+    if (rc == 0) {
+        struct agent_eval_opts o = { .spec = l.spec, .forward = file_forward, .user = &l,
+                                     .episodes = (int)a.episodes, .seed = a.seed, .sample = a.sample };
+        rc = agent_evaluate(&o, &r);
+        if (rc != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    }
+    rc = rc == 0 ? 0 : 1;
+    if (rc == 0) report(&r, &l, &a);
     env_plugin_close(l.plugin);
     nn_module_free(l.actor);
     policy_extras_free(&l.extras);

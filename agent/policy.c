@@ -631,20 +631,29 @@ void policy_get_stats(struct policy *p, struct policy_stats *out)
     pthread_mutex_unlock(&p->mu);
 }
 
-int policy_save(struct policy *p, const char *path, const struct env_spec *spec, const struct rl_norm_stats *norm)
+/* Writes n parameters of an architecture as a policy file: the env, its
+ * action space, the obs side of the run's statistics, n_meta more
+ * metadata entries. */
+static int write_file(struct policy *p, const struct policy_arch *arch, const char *path, const struct env_spec *spec,
+                      const struct rl_norm_stats *norm, int n, struct tensor *const *params,
+                      const struct safetensors_meta *meta, int n_meta)
 {
-    /* the obs side of the run's statistics as the file records them */
     struct policy_norm pn = { 0 };
     if (norm && norm->obs.dim > 0)
         pn = (struct policy_norm){ .dim = norm->obs.dim, .count = norm->obs.count, .clip = norm->clip_obs,
                                    .eps = RL_NORM_EPS, .mean = norm->obs.mean, .var = norm->obs.var };
     bool plugin = strcmp(spec->id, p->cfg.env) != 0;   /* the env was named by its .so */
     struct policy_info info = { .env_id = spec->id, .env_plugin = plugin ? p->cfg.env : NULL, .act = &spec->act,
-                                .norm = &pn };
+                                .norm = &pn, .n_meta = n_meta, .meta = meta };
+    return policy_file_write(path, arch, &info, n, params) == 0 ? 0 : rl_set_error("%s", runfiles_last_error());
+}
+
+int policy_save(struct policy *p, const char *path, const struct env_spec *spec, const struct rl_norm_stats *norm)
+{
     pthread_mutex_lock(&p->fwd_mu);
-    int rc = policy_file_write(path, &p->shape, &info, p->n_params, p->params);
+    int rc = write_file(p, &p->shape, path, spec, norm, p->n_params, p->params, NULL, 0);
     pthread_mutex_unlock(&p->fwd_mu);
-    return rc == 0 ? 0 : rl_set_error("%s", runfiles_last_error());
+    return rc;
 }
 
 void policy_save_state(struct policy *p, unsigned char **out, size_t *len)
@@ -697,4 +706,42 @@ int policy_load_state(struct policy *p, const void *buf, size_t len)
     }
     pthread_mutex_unlock(&p->fwd_mu);
     return 0;
+}
+
+int policy_copy_new(struct policy *p, struct policy_copy *c)
+{
+    memset(c, 0, sizeof *c);
+    c->arch = p->shape;
+    if (policy_arch_build(&c->arch, 0, &c->actor, c->arch.value_head ? &c->critic : NULL) != 0)
+        return rl_set_error("policy copy: %s", tensor_last_error());
+    c->actor->training = false;
+    int na = c->actor->n_params;
+    CHECK(na + (c->critic ? c->critic->n_params : 0) == p->n_params);   /* one architecture */
+    pthread_mutex_lock(&p->fwd_mu);
+    for (int i = 0; i < p->n_params; i++) {
+        struct tensor *dst = i < na ? c->actor->params[i] : c->critic->params[i - na];
+        struct tensor *snap = tensor_snapshot(p->params[i]);
+        CHECK(snap && dst->numel == snap->numel);
+        tensor_copy_to_host(snap, tensor_data(dst));
+        tensor_free(snap);
+    }
+    pthread_mutex_unlock(&p->fwd_mu);
+    return 0;
+}
+
+void policy_copy_free(struct policy_copy *c)
+{
+    nn_module_free(c->actor);
+    nn_module_free(c->critic);
+    c->actor = c->critic = NULL;
+}
+
+int policy_copy_save(struct policy *p, const struct policy_copy *c, const char *path, const struct env_spec *spec,
+                     const struct rl_norm_stats *norm, const struct safetensors_meta *extra, int n_extra)
+{
+    struct tensor *params[POLICY_MAX_TENSORS];
+    int n = 0;
+    for (int i = 0; i < c->actor->n_params; i++) params[n++] = c->actor->params[i];
+    for (int i = 0; c->critic && i < c->critic->n_params; i++) params[n++] = c->critic->params[i];
+    return write_file(p, &c->arch, path, spec, norm, n, params, extra, n_extra);
 }

@@ -99,6 +99,27 @@ void policy_get_stats(struct policy *p, struct policy_stats *out);
 /* The parameters, actor's then critic's (borrowed; for export and tests). */
 int policy_params(struct policy *p, struct tensor ***params);
 
+/* A copy of the policy as it is now, on the CPU, for the agent's own
+ * evaluations (--eval-every): its architecture, an actor in eval mode (no
+ * dropout) and, with a value head, a critic holding the parameters' values.
+ * The caller keeps updates out while it is made (the agent's mu: async
+ * updates run on handler threads); later updates do not reach it. 0, or -1
+ * with rl_last_error(). */
+struct policy_copy {
+    struct policy_arch arch;
+    struct nn_module *actor, *critic;
+};
+int policy_copy_new(struct policy *p, struct policy_copy *c);
+/* Accepts a zeroed copy. */
+void policy_copy_free(struct policy_copy *c);
+/* Writes a copy as policy_save writes the policy (norm: the statistics it
+ * was evaluated with), with n_extra more metadata entries (policy_info's
+ * meta). 0, or -1 with rl_last_error(). */
+struct safetensors_meta;
+struct rl_norm_stats;
+int policy_copy_save(struct policy *p, const struct policy_copy *c, const char *path, const struct env_spec *spec,
+                     const struct rl_norm_stats *norm, const struct safetensors_meta *extra, int n_extra);
+
 /* Checkpoints: the parameters (f32, actor's then critic's) and the dropout
  * RNG as bytes; load checks the sizes and writes them in (staged writes).
  * load: 0, or -1 with rl_last_error() (a size mismatch); the policy may

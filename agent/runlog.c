@@ -15,9 +15,9 @@
 const char *const runlog_columns[] = {
     "env_steps", "wall_s", "sps", "episodes", "return_mean", "return_min", "return_max", "length_mean",
     "running_reward", "policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "lr",
-    "version", "lag_mean", "lag_max", "updates", "updates_per_s", NULL,
+    "version", "lag_mean", "lag_max", "updates", "updates_per_s", "eval_return", "eval_length", NULL,
 };
-#define N_FIXED 21
+#define N_FIXED 23
 
 /* The TensorBoard tag of each column, grouped as CleanRL groups them
  * (charts/, losses/); the per-observer columns go under observers/. */
@@ -26,7 +26,7 @@ const char *const runlog_tags[] = {
     "charts/episodic_return_max", "charts/episodic_length", "charts/running_reward", "losses/policy_loss",
     "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance",
     "charts/learning_rate", "charts/policy_version", "charts/policy_lag_mean", "charts/policy_lag_max",
-    "charts/updates", "charts/updates_per_s",
+    "charts/updates", "charts/updates_per_s", "charts/eval_return", "charts/eval_length",
 };
 
 struct runlog {
@@ -84,7 +84,7 @@ int runlog_write(struct runlog *r, const struct run_interval *iv, double lr)
         (double)iv->env_steps, iv->wall_s, iv->sps, (double)iv->episodes, iv->return_mean, iv->return_min,
         iv->return_max, iv->length_mean, iv->running_reward, iv->policy_loss, iv->value_loss, iv->entropy,
         iv->approx_kl, iv->clipfrac, iv->explained_var, lr, (double)iv->version, iv->lag_mean, iv->lag_max, (double)iv->updates,
-        iv->updates_per_s,
+        iv->updates_per_s, iv->eval_return, iv->eval_length,
     };
     memcpy(r->row, fixed, sizeof fixed);
     int n_obs = r->ncols - N_FIXED - r->n_info;

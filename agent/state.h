@@ -43,6 +43,7 @@ struct obs_peer {
 };
 
 struct agent;
+struct agent_eval;
 
 /* A training mode (rl/config.h's enum rl_mode): the agent's table of them
  * (agent.c) is indexed by cfg.mode and read once, in agent_new, which hands
@@ -95,6 +96,11 @@ struct agent {
     bool resume_refused;            /* its restore failed: the run writes no file */
     int ckpt_failures;              /* checkpoints failed in a row; at AGENT_CKPT_MAX_FAILURES the run stops */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
+    int64_t eval_updates;           /* updates at the last evaluation (--eval-every) */
+    bool eval_have_best;            /* an evaluation was kept as LOGDIR/policy_best.safetensors */
+    double eval_best;               /* its mean return */
+    bool eval_failed;               /* an evaluation failed (said once): no more */
+    struct agent_eval *eval;        /* the evaluation in flight (train_eval.c), or NULL */
     double stop_due;                /* when the run became due to stop (0: not yet); main thread */
     bool abandoned;                 /* a call to an observer was given up: no graceful rpc_shutdown */
     bool rendezvous_done;           /* agent_run got through rpc_init */
@@ -168,6 +174,30 @@ void agent_write_checkpoint(struct agent *a, bool with_observers);
 /* agent_write_checkpoint once --checkpoint-every updates were made since
  * the last one. */
 void agent_maybe_checkpoint(struct agent *a, bool with_observers);
+/* train_eval.c (--eval-every). Main thread. */
+
+/* Once the updates crossed a multiple of --eval-every since the last
+ * evaluation: makes a copy of the policy (under the agent's mu, the only
+ * time it is held) and evaluates it with evaluate.h's runner:
+ * --eval-episodes episodes, greedy, envs seeded AGENT_EVAL_SEED, the
+ * normalisation frozen. wait (sync): here, at once; else (async) on a
+ * thread of its own, whose result a later call takes once it is done (one
+ * evaluation at a time). A result goes to the next metrics row and, with
+ * --logdir, when it beats the best so far, the copy is written as
+ * LOGDIR/policy_best.safetensors (metadata eval_return, eval_length,
+ * eval_update, eval_env_steps, eval_seed, eval_episodes). A failure is
+ * said on stderr once and ends the run's evaluations, not the run. Returns
+ * whether a result came in: the caller then writes the row at once
+ * (agent_log_interval(a, true)), so every evaluation has its row. */
+bool agent_maybe_evaluate(struct agent *a, bool wait);
+/* The run ends: waits for the evaluation in flight and takes its result. */
+void agent_eval_join(struct agent *a);
+/* A resumed run: the next evaluation at the next multiple of --eval-every,
+ * and the best so far the one its LOGDIR/policy_best.safetensors records
+ * (none, or one that cannot be read, said on stderr: the next evaluation
+ * is the best). */
+void agent_eval_resumed(struct agent *a);
+#define AGENT_EVAL_SEED(seed) ((seed) + 1000u)   /* the evaluation envs' seed, from --seed */
 
 /* The modes (agent.c's table). */
 extern const struct agent_mode agent_mode_sync;    /* sync.c */

@@ -45,6 +45,7 @@ struct run_stats {
     const struct env_spec *spec;                /* run_stats_set_env; NULL: cfg.env names it */
     double iv_info_sum[ENV_INFO_MAX];           /* this interval's reports: info sums and steps */
     int64_t iv_info_steps;
+    double eval_return, eval_length;           /* run_stats_eval's, for the next interval; NaN: none */
 };
 
 /* *x += d, saturating (counts from peers are range-checked, but a run may
@@ -66,6 +67,7 @@ struct run_stats *run_stats_new(const struct rl_config *cfg, double target)
     s->t0 = s->t_log = s->t_start = trib_now_s();
     rl_window_init(&s->win, 100);
     rl_window_init(&s->len_win, 100);
+    s->eval_return = s->eval_length = NAN;
     return s;
 }
 
@@ -361,7 +363,8 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     pthread_mutex_lock(&s->mu);
     double t = trib_now_s(), dt = t - s->t_log;
     /* a forced interval with nothing new would repeat the last row */
-    if ((!force && dt < s->cfg.log_every) || (force && s->intervals > 0 && s->log_steps == 0 && s->log_updates == 0)) {
+    if ((!force && dt < s->cfg.log_every) ||
+        (force && s->intervals > 0 && s->log_steps == 0 && s->log_updates == 0 && isnan(s->eval_return))) {
         pthread_mutex_unlock(&s->mu);
         return false;
     }
@@ -401,6 +404,9 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
         s->iv_info_sum[k] = 0;
     }
     s->iv_info_steps = 0;
+    iv->eval_return = s->eval_return;
+    iv->eval_length = s->eval_length;
+    s->eval_return = s->eval_length = NAN;
     s->t_log = t;
     s->intervals++;
     s->log_steps = s->log_updates = 0;
@@ -435,6 +441,8 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
         fprintf(f, "  %s: means over the interval's updates%s%s\n", algo->stats_legend,
                 ac ? "; ev: explained variance of the interval's rollouts" : "; running: the running reward",
                 lag ? "; lag: mean/max policy versions between a rollout and its updates" : "");
+        if (s->cfg.eval_every > 0)
+            fprintf(f, "  eval: mean return of the greedy evaluation (--eval-every) that ended in the interval\n");
     }
     char line[512];
     size_t n = (size_t)snprintf(line, sizeof line, "%7.1fs  steps %9lld  sps %7.0f  ep %6lld", iv->wall_s,
@@ -455,6 +463,7 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
         if (s->cfg.running_reward) field(line, sizeof line, &n, "running", "%7.2f", iv->running_reward);
     }
     field(line, sizeof line, &n, "upd/s", "%.1f", iv->updates_per_s);
+    if (!isnan(iv->eval_return)) field(line, sizeof line, &n, "eval", "%.2f", iv->eval_return);
     if (lag && n < sizeof line)
         snprintf(line + n, sizeof line - n, "  lag %.1f/%.0f", isnan(iv->lag_mean) ? 0.0 : iv->lag_mean,
                  isnan(iv->lag_max) ? 0.0 : iv->lag_max);
@@ -534,5 +543,13 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
                                  rs.refused_busy));
     fprintf(f, ",\"observers_rejoined\":%d,\"observers_lost\":%d}\n", observers_rejoined, observers_lost);
     fflush(f);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void run_stats_eval(struct run_stats *s, double mean_return, double mean_length)
+{
+    pthread_mutex_lock(&s->mu);
+    s->eval_return = mean_return;
+    s->eval_length = mean_length;
     pthread_mutex_unlock(&s->mu);
 }

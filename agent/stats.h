@@ -103,7 +103,14 @@ struct run_interval {
      * episodes the interval's reports finished; NaN without one */
     int n_info;
     double info_mean[ENV_INFO_MAX];
+    /* the evaluation (--eval-every) that ended in the interval: its mean
+     * return and length; NaN without one */
+    double eval_return, eval_length;
 };
+
+/* An evaluation's mean return and length, for the next interval (the
+ * latest wins; a forced interval is then never empty). */
+void run_stats_eval(struct run_stats *s, double mean_return, double mean_length);
 
 /* Env steps reported by observer k (for per-observer steps/s). */
 void run_stats_observer_steps(struct run_stats *s, int k, int64_t steps);

@@ -339,7 +339,7 @@ static int train_sync(struct agent *a, const char **why)
             *why = "failure";
             return -1;
         }
-        agent_log_interval(a, false);
+        agent_log_interval(a, agent_maybe_evaluate(a, true));   /* between iterations: the observers are still */
         agent_maybe_checkpoint(a, a->mode->observer_states);
     }
     return 0;

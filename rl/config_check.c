@@ -128,6 +128,9 @@ static int check_run(const struct rl_config *c)
     if (c->max_batch < 1 || c->max_wait_us < 0 || c->max_wait_us > 1000000)
         return rl_set_error("--max-batch must be >= 1 and --max-wait-us in 0..1000000");
     if (c->checkpoint_every < 0) return rl_set_error("--checkpoint-every must be >= 0");
+    if (c->eval_every < 0) return rl_set_error("--eval-every must be >= 0");
+    if (c->eval_episodes < 1 || c->eval_episodes > 100000)
+        return rl_set_error("--eval-episodes must be in 1..100000, not %d", c->eval_episodes);
     if (c->max_steps < 0 || !(c->max_seconds >= 0) || c->max_updates < 0)
         return rl_set_error("--max-steps, --max-seconds and --max-updates must be >= 0");
     if (!(c->log_every > 0)) return rl_set_error("--log-every must be > 0 seconds");

@@ -144,6 +144,14 @@ struct rl_int_list {
     X(checkpoint_every, I64, int64_t, , 0, NULL, 0, \
       "with --logdir: a checkpoint every N updates into LOGDIR/checkpoints\n" \
       "(the newest 3 kept; one is always written at the end, Ctrl-C too)") \
+    X(eval_every, I64, int64_t, , 0, NULL, 0, \
+      "evaluate the policy every N updates (0: never), on the agent: greedy\n" \
+      "actions, normalisation frozen, --eval-episodes episodes of envs seeded\n" \
+      "--seed + 1000 (tributary-eval --seed SEED+1000 gives the same number);\n" \
+      "logs eval_return and, with --logdir, keeps the best policy so far in\n" \
+      "LOGDIR/policy_best.safetensors") \
+    X(eval_episodes, INT, int, , 10, NULL, 0, \
+      "episodes of each --eval-every evaluation (one env each, in parallel)") \
     X(resume, STR, char, [512], "", NULL, RLF_NOJSON, \
       "continue the run whose --logdir is DIR from its newest valid checkpoint,\n" \
       "with every flag of that run (DIR/config.json); flags given here override\n" \

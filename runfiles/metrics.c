@@ -241,7 +241,8 @@ int metrics_write_config_kv(const char *dir, const char *const *keys, const char
  * leaves"); checkpoints/ckpt-* are looked for separately. */
 static bool run_file(const char *name)
 {
-    static const char *const exact[] = { "config.json", "metrics.csv", "metrics.jsonl", "policy.safetensors", NULL };
+    static const char *const exact[] = { "config.json", "metrics.csv", "metrics.jsonl", "policy.safetensors",
+                                         "policy_best.safetensors", NULL };
     for (int i = 0; exact[i]; i++)
         if (strcmp(name, exact[i]) == 0) return true;
     return strncmp(name, "events.out.tfevents.", 20) == 0;

@@ -47,7 +47,8 @@ int metrics_write_config(const char *dir, const cJSON *config);
 int metrics_write_config_kv(const char *dir, const char *const *keys, const char *const *values, int n);
 
 /* Whether dir already holds a run (config.json, metrics.csv/.jsonl,
- * TensorBoard event files, policy.safetensors or checkpoints/ckpt-*; a
+ * TensorBoard event files, policy.safetensors, policy_best.safetensors or
+ * checkpoints/ckpt-*; a
  * "checkpoints" that is a symbolic link or no directory counts as one of
  * them, and is not followed): 1 (*what names the first such file, e.g.
  * "config.json"), 0 when it does not or does not exist, -1 with

@@ -1,0 +1,175 @@
+/* The agent's evaluations while training (--eval-every, state.h): a copy
+ * of the policy evaluated by agent/evaluate's runner, on the main thread
+ * (sync, between iterations) or on a thread of its own (async, so the
+ * watch loop goes on: stops, lost observers, checkpoints), its result
+ * handed to the next metrics row, and the best copy kept as
+ * LOGDIR/policy_best.safetensors. Above policy.c and stats.c, beside
+ * progress.c, below the modes. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "agent/evaluate.h"
+#include "agent/norm_stats.h"
+#include "agent/policy.h"
+#include "agent/state.h"
+#include "agent/stats.h"
+#include "common/check.h"
+#include "rl/finite.h"
+#include "rl/rl.h"
+#include "runfiles/runfile.h"
+#include "runfiles/runfiles.h"
+#include "runfiles/safetensors.h"
+
+/* One evaluation: the copy, what it ran, what came of it. Made and freed
+ * on the main thread; the runner's thread (async) writes r, rc, why and
+ * then done, and nothing after. */
+struct agent_eval {
+    struct policy_copy c;
+    struct agent_eval_opts o;
+    struct rl_norm_stats norm;      /* the run's statistics when the copy was made (has_norm), frozen */
+    bool has_norm;
+    int64_t updates, env_steps;     /* the run's when the copy was made */
+    struct agent_eval_result r;
+    int rc;
+    char why[512];                  /* rc != 0: rl_last_error() of the runner's thread */
+    bool threaded;
+    pthread_t thread;
+    atomic_bool done;
+};
+
+static void *run_eval(void *arg)
+{
+    struct agent_eval *e = arg;
+    e->rc = agent_evaluate(&e->o, &e->r);
+    if (e->rc != 0) snprintf(e->why, sizeof e->why, "%s", rl_last_error());
+    atomic_store(&e->done, true);
+    return NULL;
+}
+
+/* A copy of the policy as it is after `updates`, to evaluate; NULL (said
+ * on stderr) when it cannot be made. */
+static struct agent_eval *eval_new(struct agent *a)
+{
+    struct agent_eval *e = trib_xcalloc(1, sizeof *e);
+    pthread_mutex_lock(&a->mu);   /* no async update while the parameters are copied */
+    e->updates = run_stats_updates(a->stats);
+    e->env_steps = run_stats_env_steps(a->stats);
+    int rc = policy_copy_new(a->policy, &e->c);
+    pthread_mutex_unlock(&a->mu);
+    a->eval_updates = e->updates;
+    if (rc != 0) {
+        fprintf(stderr, PROG ": evaluation at update %lld failed, no more this run: %s\n", (long long)e->updates,
+                rl_last_error());
+        a->eval_failed = true;
+        free(e);
+        return NULL;
+    }
+    /* the run's statistics, frozen; taken just after the parameters (a
+     * merge may fall between them): the evaluation and the best file use
+     * this one copy, so the file reproduces the evaluation */
+    e->has_norm = agent_norm_copy(a, &e->norm);
+    e->o = (struct agent_eval_opts){ .spec = a->spec, .forward = agent_eval_actor_forward, .user = e->c.actor,
+                                     .episodes = a->cfg.eval_episodes, .seed = AGENT_EVAL_SEED(a->cfg.seed),
+                                     .sample = false, .norm = e->has_norm ? &e->norm : NULL };
+    return e;
+}
+
+/* The copy, evaluated as e->r, as LOGDIR/policy_best.safetensors when it
+ * beats the best so far. */
+static void keep_best(struct agent *a, const struct agent_eval *e)
+{
+    const struct agent_eval_result *r = &e->r;
+    if (!a->cfg.logdir[0] || a->resume_refused || (a->eval_have_best && !(r->return_mean > a->eval_best))) return;
+    char path[600], ret[32], len[32], upd[24], steps[24], seed[24], eps[16];
+    snprintf(path, sizeof path, "%s/policy_best.safetensors", a->cfg.logdir);
+    const struct policy_copy *c = &e->c;
+    if (rl_check_params(c->actor->n_params, c->actor->params, NULL) != 0 ||
+        (c->critic && rl_check_params(c->critic->n_params, c->critic->params, NULL) != 0)) {
+        fprintf(stderr, PROG ": not writing %s: the policy is not finite: %s\n", path, rl_last_error());
+        return;
+    }
+    snprintf(ret, sizeof ret, "%.17g", r->return_mean);
+    snprintf(len, sizeof len, "%.17g", r->length_mean);
+    snprintf(upd, sizeof upd, "%lld", (long long)e->updates);
+    snprintf(steps, sizeof steps, "%lld", (long long)e->env_steps);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)e->o.seed);
+    snprintf(eps, sizeof eps, "%d", r->episodes);
+    const struct safetensors_meta extra[] = {
+        { "eval_return", ret }, { "eval_length", len }, { "eval_update", upd }, { "eval_env_steps", steps },
+        { "eval_seed", seed }, { "eval_episodes", eps },
+    };
+    if (policy_copy_save(a->policy, c, path, a->spec, e->o.norm, extra, (int)(sizeof extra / sizeof extra[0])) != 0) {
+        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        return;
+    }
+    a->eval_have_best = true;
+    a->eval_best = r->return_mean;
+}
+
+/* The evaluation in flight, done (joined) or run here: its result to the
+ * stats and the best file. Returns whether it gave one. */
+static bool eval_finish(struct agent *a)
+{
+    struct agent_eval *e = a->eval;
+    a->eval = NULL;
+    if (e->threaded) pthread_join(e->thread, NULL);
+    else run_eval(e);
+    bool ok = e->rc == 0;
+    if (ok) {
+        run_stats_eval(a->stats, e->r.return_mean, e->r.length_mean);
+        keep_best(a, e);
+    } else {
+        fprintf(stderr, PROG ": evaluation at update %lld failed, no more this run: %s\n", (long long)e->updates,
+                e->why);
+        a->eval_failed = true;
+    }
+    policy_copy_free(&e->c);
+    if (e->has_norm) rl_norm_stats_free(&e->norm);
+    free(e);
+    return ok;
+}
+
+bool agent_maybe_evaluate(struct agent *a, bool wait)
+{
+    bool logged = false;
+    if (a->eval && (wait || atomic_load(&a->eval->done))) logged = eval_finish(a);
+    int64_t every = a->cfg.eval_every, updates = run_stats_updates(a->stats);
+    if (a->eval || every <= 0 || a->eval_failed || updates / every <= a->eval_updates / every) return logged;
+    if (!(a->eval = eval_new(a))) return logged;
+    if (!wait && pthread_create(&a->eval->thread, NULL, run_eval, a->eval) == 0) {
+        a->eval->threaded = true;
+        return logged;
+    }
+    return eval_finish(a) || logged;   /* wait (sync), or no thread to be had: here */
+}
+
+void agent_eval_join(struct agent *a)
+{
+    if (a->eval) eval_finish(a);
+}
+
+void agent_eval_resumed(struct agent *a)
+{
+    a->eval_updates = run_stats_updates(a->stats);   /* the next evaluation at the next multiple of --eval-every */
+    if (!a->cfg.logdir[0]) return;
+    char path[600];
+    snprintf(path, sizeof path, "%s/policy_best.safetensors", a->cfg.logdir);
+    if (access(path, F_OK) != 0) return;
+    struct safetensors *st = runfile_check_file(path) == 0 ? safetensors_load(path) : NULL;
+    const char *v = st ? safetensors_meta_get(st, "eval_return") : NULL;
+    char *end = NULL;
+    double best = v ? strtod(v, &end) : NAN;
+    if (v && end != v && !*end && isfinite(best)) {
+        a->eval_have_best = true;
+        a->eval_best = best;
+    } else {
+        fprintf(stderr, PROG ": %s: %s; the next evaluation replaces it\n", path,
+                !st ? runfiles_last_error() : "no finite eval_return in its metadata");
+    }
+    safetensors_free(st);
+}
