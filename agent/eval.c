@@ -13,9 +13,11 @@
 
 #include "agent/evaluate.h"
 #include "common/argv.h"
+#include "common/check.h"
 #include "envs/plugin.h"
 #include "runfiles/ckpt.h"
 #include "rl/finite.h"
+#include "rl/norm.h"
 #include "rl/config.h"
 #include "runfiles/metrics.h"
 #include "runfiles/policy_file.h"
@@ -105,9 +107,36 @@ static int open_env(const char *path, const char *recorded, const char *env_arg,
  * config and the env's spaces, the parameters from its "policy" section
  * (the dropout RNG, then the actor's parameters, then the critic's),
  * every size checked against the section before anything is built. */
+/* The observation statistics a checkpoint of a normalising run holds
+ * (section "norm", rl/norm.h's bytes), as a policy file records them, into
+ * *out (its own arrays; none when the run did not normalise its
+ * observations). 0, or -1 with rl_last_error(). */
+static int checkpoint_norm(const char *path, struct ckpt *c, const struct rl_config *cfg, int obs_dim,
+                           struct policy_norm *out)
+{
+    if (!cfg->norm_obs && !cfg->norm_reward) return 0;
+    size_t len = 0;
+    const void *b = ckpt_get(c, "norm", &len);
+    if (!b) return rl_set_error("%s: a run that normalised, but no section 'norm'", path);
+    struct rl_norm_stats s;
+    if (rl_norm_stats_init(&s, cfg->norm_obs ? obs_dim : 0, cfg->norm_reward, cfg->clip_obs, cfg->clip_reward) != 0)
+        return -1;
+    int rc = rl_norm_stats_load(&s, b, len);
+    if (rc != 0) rl_set_error("%s: %s", path, rl_last_error());
+    if (rc == 0 && s.obs.dim > 0) {
+        size_t bytes = (size_t)s.obs.dim * sizeof(double);
+        *out = (struct policy_norm){ .dim = s.obs.dim, .count = s.obs.count, .clip = s.clip_obs, .eps = RL_NORM_EPS,
+                                     .mean = trib_xmalloc(bytes), .var = trib_xmalloc(bytes) };
+        memcpy(out->mean, s.obs.mean, bytes);
+        memcpy(out->var, s.obs.var, bytes);
+    }
+    rl_norm_stats_free(&s);
+    return rc;
+}
+
 static int load_checkpoint(const char *path, const char *env_arg, const struct rl_config *args, struct policy_arch *arch,
                            char *env, size_t cap, struct nn_module **actor, const struct env_spec **spec,
-                           struct env_plugin **plugin)
+                           struct env_plugin **plugin, struct policy_norm *norm)
 {
     *plugin = NULL;
     struct ckpt *c = ckpt_load(path);
@@ -157,9 +186,11 @@ static int load_checkpoint(const char *path, const char *env_arg, const struct r
         *actor = NULL;
         goto out;
     }
-    rc = 0;
+    rc = checkpoint_norm(path, c, &cfg, (*spec)->obs.dim, norm);
 out:
     if (rc != 0) {
+        nn_module_free(*actor);
+        *actor = NULL;
         env_plugin_close(*plugin);
         *plugin = NULL;
     }
@@ -294,7 +325,7 @@ static int load(const struct eval_args *a, struct loaded *l)
     size_t plen = strlen(path);
     bool is_ckpt = plen > 5 && strcmp(path + plen - 5, ".trib") == 0;
     int lrc = is_ckpt ? load_checkpoint(path, a->env, &a->env_args, &l->arch, trained_env, sizeof trained_env,
-                                        &l->actor, &l->spec, &l->plugin)
+                                        &l->actor, &l->spec, &l->plugin, &l->extras.norm)
                       : policy_file_read(path, &l->arch, trained_env, sizeof trained_env, &l->actor, NULL,
                                          &l->extras);
     if (lrc != 0 && !is_ckpt) rl_set_error("%s", runfiles_last_error());

@@ -271,6 +271,46 @@ START_TEST(test_env_info_mujoco)
 }
 END_TEST
 
+/* A run that normalises its observations: its evaluations and the best
+ * file apply the statistics the evaluation used (tributary-eval gives the
+ * logged return again), and the final checkpoint evaluates as the final
+ * policy file (both apply the run's statistics: a checkpoint's are in its
+ * section 'norm'). */
+START_TEST(test_eval_normalised)
+{
+    char dir[] = "/tmp/test_rl_eval_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *args[] = { "--preset", "mujoco-fast", "--env", "Hopper-v4", "--envs-per-observer", "4",
+                           "--steps-per-rollout", "64", "--max-steps", "6000", "--eval-every", "8", "--logdir", dir,
+                           "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, args);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);
+    char mean[64];
+    best_meta(dir, "obs_clip", mean, sizeof mean);
+    ck_assert_str_eq(mean, "10");
+    struct evals e;
+    read_evals(dir, &e);
+    ck_assert_msg(e.with >= 2, "%d evaluations logged", e.with);
+    assert_best(dir, &e, true);
+    char pol[600], ckdir[600], ck[900];
+    snprintf(pol, sizeof pol, "%s/policy.safetensors", dir);
+    snprintf(ckdir, sizeof ckdir, "%s/checkpoints", dir);
+    DIR *d = opendir(ckdir);
+    ck_assert_ptr_nonnull(d);
+    struct dirent *de;
+    ck[0] = '\0';
+    while ((de = readdir(d)))   /* ckpt-<12 digits>.trib: the greatest name is the newest */
+        if (strncmp(de->d_name, "ckpt-", 5) == 0 && (!ck[0] || strcmp(de->d_name, strrchr(ck, '/') + 1) > 0))
+            snprintf(ck, sizeof ck, "%s/%s", ckdir, de->d_name);
+    closedir(d);
+    ck_assert_msg(ck[0], "no checkpoint in %s", ckdir);
+    double from_file = eval_return_of(pol, "5", "4"), from_ckpt = eval_return_of(ck, "5", "4");
+    ck_assert_msg(from_file == from_ckpt, "the final checkpoint evaluates to %.17g, the policy file to %.17g",
+                  from_ckpt, from_file);
+    rm_tree(dir);
+}
+END_TEST
+
 /* The evaluations use envs, a sampling stream and a copy of the policy of
  * their own: a sync run trains as it does without them, bit for bit. */
 START_TEST(test_eval_sync_unchanged)
@@ -351,6 +391,7 @@ int main(void)
     tcase_add_test(tc, test_eval_sync_best);
     tcase_add_test(tc, test_eval_async);
     tcase_add_test(tc, test_env_info_mujoco);
+    tcase_add_test(tc, test_eval_normalised);
     tcase_add_test(tc, test_eval_sync_unchanged);
     tcase_add_test(tc, test_eval_resume_keeps_best);
     suite_add_tcase(s, tc);
