@@ -359,7 +359,7 @@ START_TEST(test_presets)
     parse(&c, (const char *const[]){ "--preset", "mujoco", "--env", "Walker2d-v4", NULL });
     ck_assert(c.max_steps == 1000000 && !c.stop_at_target && isnan(c.target));
     parse(&c, (const char *const[]){ "--preset", "mujoco-fast", "--env", "HalfCheetah-v4", NULL });
-    ck_assert(c.observers == 2 && c.envs_per_observer == 8 && c.steps_per_rollout == 128 && c.minibatches == 4 &&
+    ck_assert(c.observers == 2 && c.envs_per_observer == 8 && c.steps_per_rollout == 128 && c.minibatches == 8 &&
               c.epochs == 10 && c.norm_obs && c.max_steps == 1000000);
     parse(&c, (const char *const[]){ "--preset", "mujoco", "--env", "Pendulum-v1", NULL });
     ck_assert_int_eq(c.max_steps, 500000);   /* not of the suite: the env fields take their defaults */
