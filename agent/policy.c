@@ -233,30 +233,33 @@ static void *serve_main(void *arg)
 }
 
 /* Under p->mu, released: serves the queued calls on this (the I/O)
- * thread when they make the batch the serving thread would take at once
+ * thread while they make the batch the serving thread would take at once
  * (every caller it would wait for is in, or the row bound is reached),
  * the batch is small and on the CPU, and no forward is running (fwd_mu is
  * free; never waited for: the I/O thread must not block). That saves two
  * thread hand-offs per act call (the serving thread's wake-up, and the
- * I/O thread's to send its replies); the batch and its order are the ones
- * the serving thread would have made. False (p->mu still released) if
- * the serving thread is to take them. */
-static bool serve_inline(struct policy *p)
+ * I/O thread's to send its replies); the batches and their order are the
+ * ones the serving thread would have made. What is left queued (a batch
+ * cut by the row bound leaves calls behind) is served again here, or
+ * handed to the serving thread. */
+static void serve_inline(struct policy *p)
 {
-    int want = p->lockstep ? p->sync_callers - p->sync_done : p->n_active;
-    bool complete = p->q_len >= want || p->q_rows >= p->cfg.max_batch;
-    if (!complete || p->dev != DEVICE_CPU || p->q_rows > INLINE_ROWS || pthread_mutex_trylock(&p->fwd_mu) != 0) {
-        pthread_cond_signal(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-        return false;
-    }
     struct pending batch[QUEUE_CAP];
-    int n = take_batch(p, batch);
-    p->stats.inline_forwards++;
+    while (p->q_len > 0) {
+        int want = p->lockstep ? p->sync_callers - p->sync_done : p->n_active;
+        bool complete = p->q_len >= want || p->q_rows >= p->cfg.max_batch;
+        if (!complete || p->dev != DEVICE_CPU || p->q_rows > INLINE_ROWS || pthread_mutex_trylock(&p->fwd_mu) != 0) {
+            pthread_cond_signal(&p->cv);
+            break;
+        }
+        int n = take_batch(p, batch);
+        p->stats.inline_forwards++;
+        pthread_mutex_unlock(&p->mu);
+        if (p->lockstep) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
+        serve_batch(p, batch, n, true);
+        pthread_mutex_lock(&p->mu);
+    }
     pthread_mutex_unlock(&p->mu);
-    if (p->lockstep) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
-    serve_batch(p, batch, n, true);
-    return true;
 }
 
 static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *result, void *u)
