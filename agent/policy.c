@@ -27,6 +27,7 @@
 
 #define QUEUE_CAP 1024
 #define MAX_CALLERS 1024            /* worker ids tracked for merging */
+#define INLINE_ROWS 256             /* a complete batch of up to this many rows is served on the I/O thread */
 
 struct pending {
     struct rpc_request *req;
@@ -92,8 +93,9 @@ static void fail_pending(struct pending *pd, const char *why)
     tensor_free(pd->obs);
 }
 
-/* Runs one merged forward over n pending calls and answers each. */
-static void serve_batch(struct policy *p, struct pending *batch, int n)
+/* Runs one merged forward over n pending calls and answers each; the
+ * caller holds fwd_mu when `locked` (the I/O thread's inline serve). */
+static void serve_batch(struct policy *p, struct pending *batch, int n, bool locked)
 {
     struct tensor *xs[QUEUE_CAP];
     int64_t rows = 0;
@@ -104,7 +106,7 @@ static void serve_batch(struct policy *p, struct pending *batch, int n)
     struct tensor *x = n == 1 ? tensor_retain(xs[0]) : tensor_cat(n, xs, 0);
     struct rl_policy_out o = { 0 };
     bool was = autograd_set_enabled(false);
-    pthread_mutex_lock(&p->fwd_mu);
+    if (!locked) pthread_mutex_lock(&p->fwd_mu);
     double t0 = trib_now_s();
     int rc = x ? forward(p, x, &o) : -1;
     double dt = trib_now_s() - t0;
@@ -213,9 +215,10 @@ static void *serve_main(void *arg)
         wait_for_callers(p, p->lockstep);
         if (p->stopping) break;
         int n = take_batch(p, batch);
+        if (n == 0) continue;           /* the I/O thread served them (serve_inline) */
         pthread_mutex_unlock(&p->mu);
         if (p->lockstep) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
-        serve_batch(p, batch, n);
+        serve_batch(p, batch, n, false);
         pthread_mutex_lock(&p->mu);
     }
     while (p->q_len > 0) {
@@ -228,6 +231,36 @@ static void *serve_main(void *arg)
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
+}
+
+/* Under p->mu, released: serves the queued calls on this (the I/O)
+ * thread while they make the batch the serving thread would take at once
+ * (every caller it would wait for is in, or the row bound is reached),
+ * the batch is small and on the CPU, and no forward is running (fwd_mu is
+ * free; never waited for: the I/O thread must not block). That saves two
+ * thread hand-offs per act call (the serving thread's wake-up, and the
+ * I/O thread's to send its replies); the batches and their order are the
+ * ones the serving thread would have made. What is left queued (a batch
+ * cut by the row bound leaves calls behind) is served again here, or
+ * handed to the serving thread. */
+static void serve_inline(struct policy *p)
+{
+    struct pending batch[QUEUE_CAP];
+    while (p->q_len > 0) {
+        int want = p->lockstep ? p->sync_callers - p->sync_done : p->n_active;
+        bool complete = p->q_len >= want || p->q_rows >= p->cfg.max_batch;
+        if (!complete || p->dev != DEVICE_CPU || p->q_rows > INLINE_ROWS || pthread_mutex_trylock(&p->fwd_mu) != 0) {
+            pthread_cond_signal(&p->cv);
+            break;
+        }
+        int n = take_batch(p, batch);
+        p->stats.inline_forwards++;
+        pthread_mutex_unlock(&p->mu);
+        if (p->lockstep) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
+        serve_batch(p, batch, n, true);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
 }
 
 static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *result, void *u)
@@ -257,8 +290,7 @@ static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *arg
         p->n_active++;
     }
     p->stats.act_calls++;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    serve_inline(p);
     return RPC_DEFERRED;
 }
 

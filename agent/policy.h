@@ -93,7 +93,9 @@ void policy_batch_free(struct policy_batch *b);
 
 /* Serving counters: act calls, forwards they were merged into, rows,
  * evaluate calls, and seconds spent in forwards (both methods). */
-struct policy_stats { int64_t act_calls, act_forwards, act_rows, evaluate_calls; double forward_s; };
+/* inline_forwards: the act forwards of those served on the I/O thread (a
+ * complete small batch, no thread hand-off). */
+struct policy_stats { int64_t act_calls, act_forwards, act_rows, evaluate_calls, inline_forwards; double forward_s; };
 void policy_get_stats(struct policy *p, struct policy_stats *out);
 
 /* The parameters, actor's then critic's (borrowed; for export and tests). */

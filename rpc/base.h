@@ -62,6 +62,7 @@ enum rpc_stat {
     /* Traffic on the sockets (the I/O thread adds): whole messages and
      * their frames' bytes, routing-id frames not counted. */
     RPC_STAT_MSGS_SENT, RPC_STAT_MSGS_RECV, RPC_STAT_BYTES_SENT, RPC_STAT_BYTES_RECV,
+    RPC_STAT_IO_WAKEUPS,            /* passes of the I/O thread's loop */
     RPC_STAT_N
 };
 /* Adds n to counter s (relaxed; any thread). rpc_get_stats reads them. */

@@ -5,6 +5,7 @@
  * checks. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -267,6 +268,59 @@ static void flush_out(bool last)
     }
 }
 
+/* Whether sock has a message to read (ZMQ_EVENTS; it takes the socket's
+ * pending commands, and with them the signal on its ZMQ_FD). */
+static bool readable(void *sock)
+{
+    int ev = 0;
+    size_t len = sizeof ev;
+    ZMQ_CHECK(zmq_getsockopt(sock, ZMQ_EVENTS, &ev, &len));
+    return ev & ZMQ_POLLIN;
+}
+
+/* zmq_poll for POLLIN, with about half its system calls. A socket's
+ * ZMQ_FD is edge-triggered (any operation on the socket may take the
+ * signal), so before blocking every socket is asked ZMQ_EVENTS, as
+ * zmq_poll does; after poll(2) returns, only the sockets whose descriptor
+ * fired are asked again (one that did not fire has had no command since
+ * it was asked, and no operation: nothing runs between). zmq_poll asks
+ * every socket before and after (a poll and a getpid in libzmq's mailbox
+ * each time): two thirds of the I/O thread's system calls. */
+static int io_poll(zmq_pollitem_t *items, int n, long timeout)
+{
+    static struct pollfd fds[5 + MAX_WORKERS];
+    int ready = 0;
+    for (int i = 0; i < n; i++) {
+        items[i].revents = 0;
+        int fd = items[i].fd;
+        if (items[i].socket) {
+            size_t len = sizeof fd;
+            ZMQ_CHECK(zmq_getsockopt(items[i].socket, ZMQ_FD, &fd, &len));
+            if (readable(items[i].socket)) items[i].revents = ZMQ_POLLIN, ready++;
+        }
+        fds[i] = (struct pollfd){ .fd = fd, .events = POLLIN };
+    }
+    if (poll(fds, (nfds_t)n, ready ? 0 : (int)timeout) < 0) return -1;   /* errno: zmq_errno() */
+    for (int i = 0; i < n; i++) {
+        if (!(fds[i].revents & POLLIN) || items[i].revents) continue;
+        if (!items[i].socket || readable(items[i].socket)) items[i].revents = ZMQ_POLLIN, ready++;
+    }
+    return ready;
+}
+
+/* How long the loop may sleep: until the next heartbeat or the earliest
+ * deadline of a pending call, whichever comes first. (It was a 5 ms tick
+ * while any call was pending: 200 wake-ups a second, each a dozen system
+ * calls in zmq_poll, in every process waiting on a call, such as an
+ * observer between two rollouts or an agent during a rollout.) */
+static long poll_timeout(void)
+{
+    int64_t now = trib_now_ms(), due = rpc_pending_next_deadline();
+    int64_t t = io.last_hb + io.cfg.heartbeat_ms - now;
+    if (due && due - now < t) t = due - now;
+    return t < 0 ? 0 : (long)t;
+}
+
 static void *io_main(void *arg)
 {
     (void)arg;
@@ -305,13 +359,12 @@ static void *io_main(void *arg)
                     items[nitems++] = (zmq_pollitem_t){ .socket = rpc_peer(i)->dealer, .events = ZMQ_POLLIN };
                 }
         }
-        long timeout = io.cfg.heartbeat_ms;
-        if (rpc_pending_count()) timeout = 5;
-        int rc = zmq_poll(items, nitems, timeout);
+        int rc = io_poll(items, nitems, poll_timeout());
         if (rc < 0) {
             CHECK(zmq_errno() == EINTR);
             continue;
         }
+        rpc_stat_add(RPC_STAT_IO_WAKEUPS, 1);
         if (items[1].revents & ZMQ_POLLIN) {
             uint64_t v;
             ssize_t r = read(io.cfg.efd, &v, sizeof v);

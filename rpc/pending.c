@@ -14,7 +14,8 @@
 static struct {
     struct rpc_future *buckets[NBUCKETS];   /* I/O thread only: sent, awaiting a reply, by request id */
     int n;                                  /* I/O thread only */
-    int64_t last_scan;                      /* I/O thread only: the last timeout scan */
+    int64_t next_deadline;                  /* I/O thread only: no pending call's deadline is earlier (0: none);
+                                               a call answered before it leaves it early, never late */
     atomic_int inflight;                    /* started and not yet completed (any thread) */
     int to[MAX_WORKERS];                    /* I/O thread only: pending calls per peer */
     void (*name_of)(int id, char *buf, size_t cap);   /* names a peer in error texts (rpc_pending_init) */
@@ -44,6 +45,7 @@ void rpc_pending_add(struct rpc_future *f)
     f->hnext = calls.buckets[b];
     calls.buckets[b] = f;
     calls.n++;
+    if (f->deadline && (!calls.next_deadline || f->deadline < calls.next_deadline)) calls.next_deadline = f->deadline;
 }
 
 /* The pending call req_id made to worker `peer` (a reply only counts from
@@ -104,17 +106,30 @@ void rpc_fail_pending_to(int peer, const char *why)
     scan_pending(fail_if_peer, &a, NULL);
 }
 
+struct expire_arg { int64_t now, next; };
+
 static bool fail_if_expired(struct rpc_future *f, void *arg)
 {
-    int64_t now = *(int64_t *)arg;
-    if (!f->deadline || now < f->deadline) return false;
+    struct expire_arg *a = arg;
+    if (!f->deadline) return false;
+    if (a->now < f->deadline) {
+        if (!a->next || f->deadline < a->next) a->next = f->deadline;
+        return false;
+    }
     char name[64];
     peer_name(f->peer, name, sizeof name);
     rpc_future_fail(f, "rpc: timed out after %d ms calling %s.%s", f->timeout_ms, name, f->fn);
     return true;
 }
 
-void rpc_expire_pending(int64_t now) { scan_pending(fail_if_expired, &now, NULL); }
+void rpc_expire_pending(int64_t now)
+{
+    struct expire_arg a = { now, 0 };
+    scan_pending(fail_if_expired, &a, NULL);
+    calls.next_deadline = a.next;
+}
+
+int64_t rpc_pending_next_deadline(void) { return calls.n ? calls.next_deadline : 0; }
 
 int rpc_pending_count(void) { return calls.n; }
 
@@ -124,8 +139,5 @@ void rpc_call_started(void) { atomic_fetch_add(&calls.inflight, 1); }
 
 void rpc_pending_timers(int64_t now)
 {
-    if (calls.n && now - calls.last_scan >= 5) {
-        calls.last_scan = now;
-        rpc_expire_pending(now);
-    }
+    if (calls.n && calls.next_deadline && now >= calls.next_deadline) rpc_expire_pending(now);
 }

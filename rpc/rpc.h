@@ -237,6 +237,10 @@ struct rpc_stats {
      * itself goes through its own sockets and counts twice: sent and
      * received, request and reply. */
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
+    /* Times the I/O thread woke up (passes of its loop): about one per
+     * message sent or received, and one per heartbeat otherwise, however
+     * long a call takes to be answered. */
+    uint64_t io_wakeups;
 };
 /* Fills *out (zeros before the first rpc_init). Any thread. */
 void rpc_get_stats(struct rpc_stats *out);

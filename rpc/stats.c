@@ -60,6 +60,7 @@ void rpc_get_stats(struct rpc_stats *out)
     out->msgs_recv = get(RPC_STAT_MSGS_RECV);
     out->bytes_sent = get(RPC_STAT_BYTES_SENT);
     out->bytes_recv = get(RPC_STAT_BYTES_RECV);
+    out->io_wakeups = get(RPC_STAT_IO_WAKEUPS);
 }
 
 void rpc_counters_reset(void)

@@ -114,8 +114,12 @@ void rpc_fail_pending_to(int peer, const char *why);
 void rpc_expire_pending(int64_t now_ms);
 /* Calls awaiting their reply (I/O thread). */
 int rpc_pending_count(void);
-/* I/O thread: fails the calls past their deadline (every 5 ms at most). */
+/* I/O thread: fails the calls past their deadline, once the earliest
+ * deadline has come (the table scanned then only). */
 void rpc_pending_timers(int64_t now_ms);
+/* I/O thread: a time (trib_now_ms) no pending call's deadline is before,
+ * when the loop must look again; 0: no call has one. */
+int64_t rpc_pending_next_deadline(void);
 /* Calls started and not yet completed (any thread): a graceful shutdown
  * waits for 0. rpc_call_started counts one more (the offline agent's). */
 int rpc_calls_in_flight(void);

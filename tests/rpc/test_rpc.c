@@ -889,6 +889,33 @@ START_TEST(test_errors_and_timeouts)
 }
 END_TEST
 
+/* While a call waits for its answer, the I/O thread sleeps until the next
+ * heartbeat or the call's deadline: about two wake-ups per heartbeat (its
+ * own ping, the peer's), not a 5 ms tick (20 per 100 ms heartbeat). */
+START_TEST(test_io_sleeps_while_a_call_waits)
+{
+    gate_close();
+    start_world(2);
+    struct rpc_future *f = rpc_async("w1", "gated", NULL, 0);
+    struct rpc_stats before, after;
+    rpc_get_stats(&before);
+    double t0 = trib_now_s();
+    do {
+        usleep(1000);
+        rpc_get_stats(&after);
+    } while (after.msgs_recv - before.msgs_recv < 10 && trib_now_s() - t0 < GATE_CAP_S / 2);
+    ck_assert_msg(!rpc_future_done(f), "the gated call was answered");
+    uint64_t pings = after.msgs_recv - before.msgs_recv, woke = after.io_wakeups - before.io_wakeups;
+    ck_assert_uint_ge(pings, 10);
+    ck_assert_msg(woke <= 3 * pings + 10, "the I/O thread woke %llu times for %llu heartbeats",
+                  (unsigned long long)woke, (unsigned long long)pings);
+    gate_open();
+    ck_assert_int_eq(rpc_future_wait(f, NULL), 0);
+    rpc_future_free(f);
+    stop_world();
+}
+END_TEST
+
 START_TEST(test_kill9_peer)
 {
     hb_timeout_ms = 1000;
@@ -2998,6 +3025,7 @@ static Suite *rpc_suite(void)
     tcase_add_test(tc, test_echo_values);
     tcase_add_test(tc, test_nested_deferred_concurrent);
     tcase_add_test(tc, test_errors_and_timeouts);
+    tcase_add_test(tc, test_io_sleeps_while_a_call_waits);
     tcase_add_test(tc, test_future_wait_any);
     tcase_add_test(tc, test_transport_auto_ipc);
     tcase_add_test(tc, test_transport_forced_tcp_env);
