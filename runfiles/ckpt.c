@@ -115,13 +115,10 @@ static bool parse_ckpt_name(const char *name, int64_t *step)
     return true;
 }
 
-/* The checkpoint files of dir, highest step first. Returns the count, or -1
- * with errno set (ENOENT: no such directory). */
-static int list_ckpts(const char *dir, struct ckpt_file **out)
+/* The checkpoint files an open directory lists, highest step first (the
+ * count); closes d. */
+static int list_dir(DIR *d, struct ckpt_file **out)
 {
-    *out = NULL;
-    DIR *d = opendir(dir);
-    if (!d) return -1;
     int n = 0, cap = 0;
     struct ckpt_file *v = NULL;
     struct dirent *e;
@@ -140,27 +137,43 @@ static int list_ckpts(const char *dir, struct ckpt_file **out)
     return n;
 }
 
+/* The checkpoint files of dir, highest step first. Returns the count, or -1
+ * with errno set (ENOENT: no such directory). */
+static int list_ckpts(const char *dir, struct ckpt_file **out)
+{
+    *out = NULL;
+    DIR *d = opendir(dir);
+    return d ? list_dir(d, out) : -1;
+}
+
 static void free_list(struct ckpt_file *v, int n)
 {
     for (int i = 0; i < n; i++) free(v[i].name);
     free(v);
 }
 
+/* Deletes the checkpoints of dir beyond the newest `keep` (never `written`),
+ * through a descriptor of dir itself: when dir has become a link since the
+ * write checked it, it is not opened (O_NOFOLLOW) and nothing is deleted,
+ * and a directory swapped in after the open is not the one pruned. */
 static void prune(const char *dir, int keep, int64_t written)
 {
-    struct ckpt_file *v;
-    int n = list_ckpts(dir, &v);
-    int kept = 0;
-    for (int i = 0; i < n; i++) {
-        if (kept < keep || v[i].step == written) {
-            kept++;
-            continue;
-        }
-        char *p = NULL;
-        CHECK(asprintf(&p, "%s/%s", dir, v[i].name) >= 0);
-        unlink(p);
-        free(p);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return;
+    int lfd = dup(fd);
+    DIR *d = lfd < 0 ? NULL : fdopendir(lfd);
+    if (!d) {
+        if (lfd >= 0) close(lfd);
+        close(fd);
+        return;
     }
+    struct ckpt_file *v = NULL;
+    int n = list_dir(d, &v);
+    for (int i = 0, kept = 0; i < n; i++) {
+        if (kept < keep || v[i].step == written) kept++;
+        else unlinkat(fd, v[i].name, 0);
+    }
+    close(fd);
     free_list(v, n);
 }
 

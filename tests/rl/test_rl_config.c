@@ -124,7 +124,7 @@ START_TEST(test_cli_config_json)
 {
     char dir[] = "/tmp/test_rl_config_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    const char *args[100];
+    const char *args[256];
     int n = 0;
     for (int i = 0; every_field[i]; i++)   /* but --env-arg: Pendulum-v1 takes none */
         if (strcmp(every_field[i], "--env-arg") == 0) i++;
