@@ -256,8 +256,8 @@ static const struct rl_preset presets[] = {
      * issue 25): the rollout of `mujoco` (2048 samples) over 16 envs, so
      * the two cores step physics at once, in minibatches of 256 (8 per
      * epoch, 39k updates in 1M steps, against 156k for `mujoco`'s 64):
-     * 4 minibatches learnt too slowly (1333 at 1M with 5 epochs), 32 cost
-     * 4x the updates for no better return */
+     * 2 minibatches of 1024 with 5 epochs learnt too slowly (1333 at 1M),
+     * 32 cost 4x the updates for a lower return (1319 against 2237) */
     { "mujoco-fast", "mujoco with 2 observers x 8 envs x 128 steps, minibatches of 256",
       { MUJOCO_ROWS, "observers=2", "envs_per_observer=8", "steps_per_rollout=128", "minibatches=8", NULL },
       mujoco_suite },
