@@ -45,10 +45,8 @@ bool agent_norm_copy(struct agent *a, struct rl_norm_stats *out)
     struct agent_norm *n = a->norm;
     if (!n) return false;
     CHECK(rl_norm_stats_init(out, n->obs_dim, n->ret_on, n->clip_obs, n->clip_reward) == 0);
-    rl_rms_clear(&out->obs);   /* empty: the merge below is then a copy */
-    rl_rms_clear(&out->ret);
     pthread_mutex_lock(&a->mu);
-    rl_norm_stats_merge(out, &n->set);
+    rl_norm_stats_copy(out, &n->set);
     pthread_mutex_unlock(&a->mu);
     return true;
 }

@@ -121,7 +121,7 @@ void rl_norm_stats_merge(struct rl_norm_stats *into, const struct rl_norm_stats 
     if (into->ret.dim) rl_rms_merge(&into->ret, &from->ret);
 }
 
-static void stats_copy(struct rl_norm_stats *dst, const struct rl_norm_stats *src)
+void rl_norm_stats_copy(struct rl_norm_stats *dst, const struct rl_norm_stats *src)
 {
     if (dst->obs.dim) rl_rms_copy(&dst->obs, &src->obs);
     if (dst->ret.dim) rl_rms_copy(&dst->ret, &src->ret);
@@ -305,14 +305,14 @@ void rl_norm_reward(struct rl_norm *n, const float *r, const bool *terminated, f
 
 void rl_norm_take_delta(struct rl_norm *n, struct rl_norm_stats *out)
 {
-    stats_copy(out, &n->delta);
+    rl_norm_stats_copy(out, &n->delta);
     rl_rms_clear(&n->delta.obs);
     rl_rms_clear(&n->delta.ret);
 }
 
 void rl_norm_adopt(struct rl_norm *n, const struct rl_norm_stats *global)
 {
-    stats_copy(&n->global, global);
+    rl_norm_stats_copy(&n->global, global);
     if (n->now.obs.dim) refresh(&n->now.obs, &n->global.obs, &n->delta.obs);
     if (n->now.ret.dim) refresh(&n->now.ret, &n->global.ret, &n->delta.ret);
 }

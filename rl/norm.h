@@ -74,6 +74,8 @@ void rl_norm_stats_free(struct rl_norm_stats *s);
 /* into += from, side by side (dims must match; the agent checks them
  * at unpack). */
 void rl_norm_stats_merge(struct rl_norm_stats *into, const struct rl_norm_stats *from);
+/* dst = src, side by side (dims must match; clips are dst's own). */
+void rl_norm_stats_copy(struct rl_norm_stats *dst, const struct rl_norm_stats *src);
 /* Normalises rows observations in place with the statistics as they are
  * (no update): evaluation, the export, the final observation of a
  * truncated episode. No-op when the obs side is off. */
