@@ -1,5 +1,5 @@
 /* The RPC layer's error text: one per thread, set by every function that
- * fails with -1/NULL (CONVENTIONS.md "Errors"). The bottom of the layer:
+ * fails with -1/NULL (docs/conventions.md "Errors"). The bottom of the layer:
  * it calls nothing in rpc/. */
 #include <stdarg.h>
 

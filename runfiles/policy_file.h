@@ -28,8 +28,8 @@
 /* The sizes a policy (and so a policy file) may have: hidden layers, the
  * size of a hidden layer and an observation's or an action's dims, and
  * the parameters of the actor and the critic together (2^27 floats, 512
- * MiB). rl/config.h's RL_MAX_HIDDEN, RL_MAX_DIM and RL_MAX_POLICY_PARAMS
- * are these (rl/arch.c checks it). */
+ * MiB). rl/config_fields.h's RL_MAX_HIDDEN and rl/config.h's RL_MAX_DIM
+ * and RL_MAX_POLICY_PARAMS are these (rl/config_arch.c checks it). */
 #define POLICY_MAX_HIDDEN 4
 #define POLICY_MAX_DIM 65536
 #define POLICY_MAX_PARAMS (INT64_C(1) << 27)
