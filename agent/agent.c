@@ -33,18 +33,17 @@
 
 #define END_CALL_MS 3000            /* each rl_shutdown as the run ends */
 
-/* The modes, indexed by rl/config.h's enum rl_mode. */
-static const struct agent_mode *const modes[] = {
-    [RL_MODE_SYNC] = &agent_mode_sync,
-    [RL_MODE_ASYNC] = &agent_mode_async,
-};
+/* The modes, one per row of rl/config_fields.h's RL_MODES: agent_mode_<name>. */
+#define MODE_ROW(P, id, name, ...) [P##_##id] = &agent_mode_##name,
+static const struct agent_mode *const modes[RL_MODE_COUNT] = { RL_MODES(MODE_ROW, RL_MODE) };
+#undef MODE_ROW
 
 /* Opens what the run needs before it meets anyone. 0, or -1 with
  * rl_last_error(). */
 static int agent_open(struct agent *a)
 {
     struct rl_config *cfg = &a->cfg;
-    if ((unsigned)cfg->mode >= sizeof modes / sizeof modes[0] || !modes[cfg->mode])
+    if ((unsigned)cfg->mode >= RL_MODE_COUNT)
         return rl_set_error("no such mode: %d", (int)cfg->mode);
     a->mode = modes[cfg->mode];
     a->spec = rl_config_open_env(cfg, &a->plugin);

@@ -186,7 +186,6 @@ static int train_async(struct agent *a, const char **why)
 }
 
 const struct agent_mode agent_mode_async = {
-    .name = "async",
     .observer_states = false,       /* each observer is somewhere in its own loop */
     .lockstep_act = false,          /* observers act on their own: a merge waits --max-wait-us at most */
     .stats = { .policy_lag = true, .running_per_report = true },   /* updates lag; episodes end anywhere */

@@ -50,7 +50,6 @@ struct agent_eval;
  * the mode's properties to what it creates: nothing else asks which mode
  * runs. */
 struct agent_mode {
-    const char *name;               /* rl_mode_name's */
     /* Observers step in lockstep: every merged act forward of the policy
      * waits for all of them and serves them in worker-id order (policy_new's
      * lockstep); else it waits at most --max-wait-us. */
@@ -200,7 +199,10 @@ void agent_eval_resumed(struct agent *a);
 #define AGENT_EVAL_SEED(seed) ((seed) + 1000u)   /* the evaluation envs' seed, from --seed */
 
 /* The modes (agent.c's table). */
-extern const struct agent_mode agent_mode_sync;    /* sync.c */
-extern const struct agent_mode agent_mode_async;   /* async.c */
+/* One per row of rl/config_fields.h's RL_MODES, each in its own file
+ * (sync.c, async.c): agent_mode_<name>. */
+#define AGENT_MODE_DECL(P, id, name, ...) extern const struct agent_mode agent_mode_##name;
+RL_MODES(AGENT_MODE_DECL, RL_MODE)
+#undef AGENT_MODE_DECL
 
 #endif

@@ -346,7 +346,6 @@ static int train_sync(struct agent *a, const char **why)
 }
 
 const struct agent_mode agent_mode_sync = {
-    .name = "sync",
     .observer_states = true,        /* between iterations every observer is still */
     .lockstep_act = true,           /* a merge of the same calls in the same order: reproducible */
     .stats = { .policy_lag = false, .running_per_report = false },   /* one version per update; run_stats_running */

@@ -1,5 +1,5 @@
 /* The algorithm registry (algo.h). The built-ins come first, in their
- * RL_ALGO_* order (rl/config_fields.h's enum rl_algo_builtin). */
+ * RL_ALGO_* order: rows of rl/config_fields.h's RL_BUILTIN_ALGOS. */
 #include "rl/algo.h"
 
 #include <stdio.h>
@@ -10,12 +10,11 @@
 
 #define MAX_ALGOS 32
 
-static const struct rl_algo *registry[MAX_ALGOS] = {
-    [RL_ALGO_REINFORCE] = &rl_algo_reinforce,
-    [RL_ALGO_A2C] = &rl_algo_a2c,
-    [RL_ALGO_PPO] = &rl_algo_ppo,
-};
-static int n_registered = RL_ALGO_PPO + 1;
+#define BUILTIN_ROW(id, name) [RL_ALGO_##id] = &rl_algo_##name,
+static const struct rl_algo *registry[MAX_ALGOS] = { RL_BUILTIN_ALGOS(BUILTIN_ROW) };
+#undef BUILTIN_ROW
+static int n_registered = RL_ALGO_BUILTIN_COUNT;
+_Static_assert(RL_ALGO_BUILTIN_COUNT <= MAX_ALGOS, "room for the built-ins");
 
 const struct rl_algo *rl_algo_get(int i) { return i >= 0 && i < n_registered ? registry[i] : NULL; }
 
@@ -57,6 +56,16 @@ int rl_algo_register(const struct rl_algo *a)
     if (n_registered == MAX_ALGOS) return rl_set_error("algorithm %s: the registry is full (%d)", a->name, MAX_ALGOS);
     registry[n_registered] = a;
     return n_registered++;
+}
+
+const char *rl_algo_names_of_shape(enum rl_shape shape, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (cap) out[0] = '\0';
+    for (int i = 0; i < n_registered && n < cap; i++)
+        if (registry[i]->shape == shape)
+            n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? ", " : "", registry[i]->name);
+    return out;
 }
 
 int rl_algo_drive(const struct rl_algo *a, const struct rl_drivers *d)

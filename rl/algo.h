@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "rl/algo_table.h"           /* struct rl_algo, enum rl_shape, RL_STATS_* */
+#include "rl/config_fields.h"          /* RL_BUILTIN_ALGOS: the built-ins' one list */
 
 struct rl_config;                   /* rl/config_fields.h: this header's file (the registry) reads none of it */
 
@@ -67,8 +68,16 @@ int rl_algo_find(const char *name);
  * register at start-up. */
 int rl_algo_register(const struct rl_algo *algo);
 
-/* The built-ins (their own files). */
-extern const struct rl_algo rl_algo_reinforce, rl_algo_a2c, rl_algo_ppo;
+/* The built-ins (their own files), one per row of RL_BUILTIN_ALGOS
+ * (rl/config_fields.h). */
+#define RL_ALGO_DECL(id, name) extern const struct rl_algo rl_algo_##name;
+RL_BUILTIN_ALGOS(RL_ALGO_DECL)
+#undef RL_ALGO_DECL
+
+/* The names of the registered algorithms of one shape, "a2c, ppo", into
+ * out (cap bytes; cut short if it must be): for messages that say which
+ * algorithms a flag goes with. Returns out. */
+const char *rl_algo_names_of_shape(enum rl_shape shape, char *out, size_t cap);
 
 /* Runs d->drive[a->shape](d->ctx): the caller's way of doing one thing
  * (an iteration, a set-up) for the algorithm's shape. A missing driver is

@@ -60,15 +60,28 @@ static void rollout_first(const struct rl_config *cfg, char *out, size_t cap)
              cfg->envs_per_observer == 1 ? "" : "s", cfg->steps_per_rollout);
 }
 
-/* what applies to an episodes algorithm: one whole episode per observer per update */
-#define VTRACE_NEEDS "--vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c"
+/* --vtrace's needs, named from the tables: the modes whose updates lag
+ * (rl/config_fields.h's RL_MODES) and the rollouts algorithms. */
+static int vtrace_needs(void)
+{
+    char modes[128] = "", algos[256];
+    size_t n = 0;
+    for (int m = 0; m < RL_MODE_COUNT; m++)
+        if (rl_mode_lags((enum rl_mode)m))
+            n += (size_t)snprintf(modes + n, sizeof modes - n, "%s--mode %s", n ? " or " : "", rl_mode_choice(m));
+    return rl_set_error("--vtrace corrects the lag of a rollouts algorithm's updates: it needs %s and an --algo of "
+                        "the rollouts shape (%s)", modes, rl_algo_names_of_shape(RL_SHAPE_ROLLOUTS, algos, sizeof algos));
+}
 
+/* what applies to an episodes algorithm: one whole episode per observer per update */
 static int episode_check(const struct rl_config *cfg)
 {
+    char algos[256];
     if (cfg->norm_obs || cfg->norm_reward)
-        return rl_set_error("--norm-obs and --norm-reward go with a rollouts algorithm (ppo, a2c): %s learns from "
-                            "whole episodes of raw rewards", rl_algo_of(cfg)->name);
-    return cfg->vtrace ? rl_set_error(VTRACE_NEEDS) : 0;
+        return rl_set_error("--norm-obs and --norm-reward go with a rollouts algorithm (%s): %s learns from "
+                            "whole episodes of raw rewards",
+                            rl_algo_names_of_shape(RL_SHAPE_ROLLOUTS, algos, sizeof algos), rl_algo_of(cfg)->name);
+    return cfg->vtrace ? vtrace_needs() : 0;
 }
 
 static int rollout_check(const struct rl_config *c)
@@ -79,7 +92,7 @@ static int rollout_check(const struct rl_config *c)
     if ((c->steps_per_rollout * c->envs_per_observer) % c->minibatches != 0)
         return rl_set_error("--minibatches (%d) must divide --steps-per-rollout x --envs-per-observer (%d)",
                             c->minibatches, c->steps_per_rollout * c->envs_per_observer);
-    if (c->vtrace && c->mode != RL_MODE_ASYNC) return rl_set_error(VTRACE_NEEDS);
+    if (c->vtrace && !rl_mode_lags(c->mode)) return vtrace_needs();
     return 0;
 }
 

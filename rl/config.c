@@ -20,31 +20,26 @@
 #include "rl/rl.h"
 
 
-const char *rl_mode_name(enum rl_mode m)
-{
-    static const char *const names[] = { [RL_MODE_SYNC] = "sync", [RL_MODE_ASYNC] = "async" };
-    return (unsigned)m < sizeof names / sizeof names[0] ? names[m] : NULL;
-}
+const char *rl_mode_name(enum rl_mode m) { return rl_mode_choice((int)m); }
 
-/* The enum fields' choices: the name of value i, NULL past the last. */
+/* The enum fields' choices that are not an RL_ENUM list's (rl/config_fields.h):
+ * the name of value i, NULL past the last. */
 static const char *choice_algo(int i) { return rl_algo_name(i); }
-static const char *choice_mode(int i) { return rl_mode_name((enum rl_mode)i); }
-static const char *choice_activation(int i) { return i == RL_ACT_TANH ? "tanh" : i == RL_ACT_RELU ? "relu" : NULL; }
-static const char *choice_device(int i) { return i == RL_DEVICE_CPU ? "cpu" : i == RL_DEVICE_CUDA ? "cuda" : NULL; }
 static const char *choice_optimizer(int i)
 {
     return i >= 0 && i < OPTIM_KIND_COUNT ? optim_kind_name((enum optim_kind)i) : NULL;
 }
 
-#define RL_FIELD_ROW(n, kind, ctype, dim, dflt, choices, fl, h)                                                  \
-    { #n, RL_K_##kind, offsetof(struct rl_config, n), sizeof(((struct rl_config *)0)->n), choices, fl, h },
+#define RL_FIELD_ROW(n, kind, ctype, dim, dflt, choices, fl, ex, h)                                              \
+    { #n, RL_K_##kind, offsetof(struct rl_config, n), sizeof(((struct rl_config *)0)->n), choices, fl, ex, h },
 const struct rl_field rl_fields[] = { RL_CONFIG_FIELDS(RL_FIELD_ROW) };
 #undef RL_FIELD_ROW
 const int rl_n_fields = (int)(sizeof rl_fields / sizeof rl_fields[0]);
+_Static_assert(sizeof rl_fields / sizeof rl_fields[0] == RL_N_FIELDS, "a descriptor per row");
 
 void rl_config_base(struct rl_config *c)
 {
-#define RL_FIELD_INIT(n, kind, ctype, dim, dflt, choices, fl, h) .n = dflt,
+#define RL_FIELD_INIT(n, kind, ctype, dim, dflt, choices, fl, ex, h) .n = dflt,
     *c = (struct rl_config){ RL_CONFIG_FIELDS(RL_FIELD_INIT) };
 #undef RL_FIELD_INIT
 }
@@ -306,5 +301,5 @@ void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
     rl_algo_get(c->algo)->describe(c, shape, sizeof shape, update, sizeof update);
     snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s, lr %g, %s, policy on %s, seed %llu", rl_mode_name(c->mode),
              rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid,
-             choice_activation(c->activation), c->lr, update, choice_device(c->device), (unsigned long long)c->seed);
+             rl_activation_choice(c->activation), c->lr, update, rl_device_choice(c->device), (unsigned long long)c->seed);
 }

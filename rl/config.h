@@ -59,6 +59,7 @@ int rl_default_max_policy_lag(const struct rl_config *cfg);
  * run being resumed or --overwrite is given (which clears it). Returns -1
  * to go on, 0 after --help (usage printed to stdout, with `about` first),
  * 2 for bad usage (message on stderr, naming `prog`). */
+#define RL_MAX_EXTRA_OPTS 16         /* a program's own flags beside the run's (more aborts) */
 struct argv_opt;
 int rl_config_parse(struct rl_config *cfg, const char *prog, const char *about, int argc, char **argv,
                     const struct argv_opt *extra, int n_extra);

@@ -21,6 +21,7 @@ struct rl_field {
     size_t off, size;               /* where in struct rl_config, and its bytes */
     const char *(*choice)(int i);   /* ENUM: the name of value i, NULL past the last */
     unsigned flags;                 /* RLF_* */
+    const char *example;            /* the test's value (rl/config_fields.h), NULL: none */
     const char *help;
 };
 extern const struct rl_field rl_fields[];

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/argv.h"
+#include "common/check.h"
 #include "envs/env.h"
 #include "envs/plugin.h"
 #include "runfiles/metrics.h"
@@ -23,8 +24,10 @@
 #include "rl/rl.h"
 #include "tensor/tensor.h"
 
-#define MAX_FIELDS 64
-#define MAX_OPTS (MAX_FIELDS + 8)
+/* The fields are the table's rows (RL_N_FIELDS, rl/config_fields.h); a
+ * program adds at most RL_MAX_EXTRA_OPTS flags of its own (rl/config.h). */
+#define MAX_FIELDS RL_N_FIELDS
+#define MAX_OPTS (MAX_FIELDS + 1 + RL_MAX_EXTRA_OPTS)   /* --config, the fields, the program's own */
 
 struct parse;
 
@@ -46,8 +49,6 @@ struct parse {
     int n_opts;
     char names[MAX_FIELDS][48], aliases[MAX_FIELDS][48], notes[MAX_FIELDS][400], preset_help[1024], about[4096];
 };
-
-_Static_assert(MAX_FIELDS >= 56, "room for the fields");
 
 static int noop(void *user, const char *v)
 {
@@ -145,10 +146,11 @@ static void add_field_opt(struct parse *ps, int k, const struct rl_config *pre, 
 /* ps->opts: --config, every field, then the program's own. */
 static void build_opts(struct parse *ps, const struct argv_opt *extra, int n_extra)
 {
-    struct rl_config pre[8];
     int np = 0;
-    for (; rl_preset_names[np] && np < 8; np++)
-        if (rl_config_preset(&pre[np], rl_preset_names[np]) != 0) abort();
+    while (rl_preset_names[np]) np++;
+    struct rl_config *pre = calloc((size_t)np, sizeof *pre);
+    CHECK(pre != NULL);
+    for (int p = 0; p < np; p++) CHECK(rl_config_preset(&pre[p], rl_preset_names[p]) == 0);
     ps->slots[MAX_FIELDS] = (struct slot){ ps, NULL };
     ps->opts[ps->n_opts++] = (struct argv_opt){
         .name = "config", .arg = "FILE", .set = set_field, .user = &ps->slots[MAX_FIELDS],
@@ -156,7 +158,9 @@ static void build_opts(struct parse *ps, const struct argv_opt *extra, int n_ext
                 "{\"preset\": \"ppo\", \"lr\": 0.001, \"anneal_lr\": false}); flags on the\n"
                 "command line override it; unknown keys are errors" };
     for (int k = 0; k < rl_n_fields; k++) add_field_opt(ps, k, pre, np);
-    for (int k = 0; k < n_extra && ps->n_opts < MAX_OPTS; k++) ps->opts[ps->n_opts++] = extra[k];
+    free(pre);
+    CHECK(n_extra >= 0 && n_extra <= RL_MAX_EXTRA_OPTS);   /* the program's table, not input */
+    for (int k = 0; k < n_extra; k++) ps->opts[ps->n_opts++] = extra[k];
 }
 
 static int usage_error(const char *prog, const char *fmt, const char *a, const char *b)

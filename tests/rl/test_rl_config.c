@@ -17,6 +17,7 @@
 
 #include "common/argv.h"
 #include "common/proc.h"
+#include "rl/algo.h"
 #include "rl/config.h"
 #include "rl/config_internal.h"
 #include "rl/rl.h"
@@ -25,9 +26,12 @@ static char OUT[1 << 17], ERR[1 << 16];
 
 static int run(const char *const *args)
 {
-    const char *argv[160] = { TRIB_TRAIN_BIN };
+    const char *argv[2 * RL_N_FIELDS + 32] = { TRIB_TRAIN_BIN };
     int n = 1;
-    for (; args[n - 1] && n < 159; n++) argv[n] = args[n - 1];
+    for (; args[n - 1]; n++) {
+        ck_assert_msg(n < (int)(sizeof argv / sizeof argv[0]) - 1, "too many arguments");
+        argv[n] = args[n - 1];
+    }
     argv[n] = NULL;
     int rc;
     ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
@@ -35,27 +39,40 @@ static int run(const char *const *args)
     return rc;
 }
 
-/* A config whose every field differs from ppo-fast's, set from the command line's text. */
-static const char *const every_field[] = {
-    "--preset", "a2c", "--algo", "a2c", "--mode", "async", "--env", "Pendulum-v1", "--env-arg", "k=v",
-    "--observers", "3", "--envs-per-observer", "6", "--steps-per-rollout", "12", "--seed", "12345678901",
-    "--hidden", "16,8,4", "--activation", "relu", "--dropout", "0.25", "--init-log-std", "-0.5",
-    "--device", "cpu", "--optimizer", "adamw", "--opt-eps", "1e-7", "--lr", "0.00123", "--no-anneal-lr",
-    "--gamma", "0.97", "--gae-lambda", "0.9", "--minibatches", "3", "--epochs", "7", "--clip", "0.3",
-    "--ent-coef", "0.02", "--vf-coef", "0.7", "--max-grad-norm", "0.9", "--no-norm-adv", "--no-clip-vloss",
-    "--reward-scale", "0.5", "--max-policy-lag", "77", "--vtrace", "--rho-bar", "0.8", "--c-bar", "0.9",
-    "--max-batch", "999", "--max-wait-us", "123", "--max-steps", "4242", "--max-seconds", "3.5",
-    "--max-updates", "17", "--target", "-123.5", "--running-reward", "--log-every", "0.5", "--eval-every", "3",
-    "--eval-episodes", "4",
-    "--heartbeat-timeout", "2500", "--step-timeout", "9.5", "--norm-obs", "--norm-reward", "--clip-obs", "7",
-    "--clip-reward", "6", "--no-stop-at-target", "--quiet", "--logdir", "/tmp/nowhere-cfg",
-    "--checkpoint-every", "5", NULL,
-};
+/* A config whose every field differs from every preset's, set from the
+ * command line's text: each field's example (rl/config_fields.h), in the
+ * table's order (--preset first), made once by every_field_init. */
+static const char *every_field[2 * RL_N_FIELDS + 1];
+
+static void every_field_init(void)
+{
+    int n = 0;
+    static char bools[RL_N_FIELDS][64];
+    for (int k = 0; k < rl_n_fields; k++) {
+        const struct rl_field *f = &rl_fields[k];
+        if (!f->example) continue;
+        if (f->kind == RL_K_BOOL) {
+            ck_assert_msg(!strcmp(f->example, "true") || !strcmp(f->example, "false"), "%s's example", f->name);
+            snprintf(bools[k], sizeof bools[k], "--%s", strcmp(f->example, "true") == 0 ? "" : "no-");
+            rl_field_flag(f, bools[k] + strlen(bools[k]), sizeof bools[k] - strlen(bools[k]));
+            every_field[n++] = bools[k];
+            continue;
+        }
+        static char flags[RL_N_FIELDS][64];
+        flags[k][0] = flags[k][1] = '-';
+        rl_field_flag(f, flags[k] + 2, sizeof flags[k] - 2);
+        every_field[n++] = flags[k];
+        every_field[n++] = f->example;
+    }
+    every_field[n] = NULL;
+    ck_assert_str_eq(every_field[0], "--preset");
+}
 
 /* The fields every_field sets: all but resume and overwrite (the layers'). */
 static void set_from_text(struct rl_config *c)
 {
-    ck_assert_int_eq(rl_config_preset(c, "a2c"), 0);
+    every_field_init();
+    ck_assert_int_eq(rl_config_preset(c, every_field[1]), 0);
     for (int i = 2; every_field[i]; i++) {
         const struct rl_field *f = rl_field_find(every_field[i] + 2);
         if (!f && strncmp(every_field[i], "--no-", 5) == 0) {
@@ -90,16 +107,17 @@ START_TEST(test_round_trip)
 {
     struct rl_config cli, from_json, from_wire;
     set_from_text(&cli);
-    /* every field set differs from the preset's value */
+    /* every field set differs from the default preset's value */
     struct rl_config base;
     ck_assert_int_eq(rl_config_preset(&base, "ppo-fast"), 0);
     for (int k = 0; k < rl_n_fields; k++) {
         const struct rl_field *f = &rl_fields[k];
         if (f->flags & (RLF_CLI | RLF_NOJSON) || f->off == offsetof(struct rl_config, device)) continue;
+        ck_assert_msg(f->example != NULL, "%s has no example (rl/config_fields.h)", f->name);
         char x[1200], y[1200];
         rl_field_format(&cli, f, x, sizeof x);
         rl_field_format(&base, f, y, sizeof y);
-        ck_assert_msg(strcmp(x, y) != 0, "the test leaves %s at its default %s", f->name, x);
+        ck_assert_msg(strcmp(x, y) != 0, "%s's example %s is the default preset's value", f->name, x);
     }
     cJSON *j = rl_config_to_json(&cli);
     char *text = cJSON_PrintUnformatted(j);
@@ -124,12 +142,13 @@ START_TEST(test_cli_config_json)
 {
     char dir[] = "/tmp/test_rl_config_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    const char *args[256];
+    const char *args[2 * RL_N_FIELDS + 16];
     int n = 0;
+    every_field_init();
     for (int i = 0; every_field[i]; i++)   /* but --env-arg: Pendulum-v1 takes none */
         if (strcmp(every_field[i], "--env-arg") == 0) i++;
+        else if (strcmp(every_field[i], "--logdir") == 0) args[n++] = every_field[i++], args[n++] = dir;
         else args[n++] = every_field[i];
-    args[n - 3] = dir;   /* --logdir */
     args[n++] = "--max-steps";   /* a short run of one update */
     args[n++] = "48";
     args[n++] = "--mode";
@@ -202,21 +221,54 @@ START_TEST(test_wire_enum_range)
 }
 END_TEST
 
+/* Every enum field (the table's, so a new one is covered by its row): a
+ * bad value is refused naming all its choices, as its choices function
+ * lists them; --mode's and --algo's words are pinned here too. */
 START_TEST(test_enum_errors_list_choices)
 {
-    static const char *const cases[][3] = {
-        { "--mode", "asynch", "tributary-train: bad value 'asynch' for --mode (choices: sync, async) (see tributary-train --help)\n" },
-        { "--algo", "dqn", "tributary-train: bad value 'dqn' for --algo (choices: reinforce, a2c, ppo) (see tributary-train --help)\n" },
-        { "--activation", "gelu", "tributary-train: bad value 'gelu' for --activation (choices: tanh, relu) (see tributary-train --help)\n" },
-        { "--device", "tpu", "tributary-train: bad value 'tpu' for --device (choices: cpu, cuda) (see tributary-train --help)\n" },
-        { "--optimizer", "lion", "tributary-train: bad value 'lion' for --optimizer (choices: sgd, adam, adamw, rmsprop) (see tributary-train --help)\n" },
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *args[] = { cases[i][0], cases[i][1], NULL };
+    int enums = 0;
+    for (int k = 0; k < rl_n_fields; k++) {
+        const struct rl_field *f = &rl_fields[k];
+        if (f->kind != RL_K_ENUM) continue;
+        char flag[64], choices[512] = "", want[1024];
+        rl_field_flag(f, flag, sizeof flag);
+        size_t n = 0;
+        for (int i = 0; f->choice(i); i++) n += (size_t)snprintf(choices + n, sizeof choices - n, "%s%s", i ? ", " : "", f->choice(i));
+        ck_assert_msg(n > 0 && n < sizeof choices, "%s's choices", f->name);
+        snprintf(want, sizeof want, "tributary-train: bad value 'nothing' for --%s (choices: %s) (see tributary-train --help)\n",
+                 flag, choices);
+        char opt[80];
+        snprintf(opt, sizeof opt, "--%s", flag);
+        const char *args[] = { opt, "nothing", NULL };
         ck_assert_int_eq(run(args), 2);
-        ck_assert_str_eq(ERR, cases[i][2]);
+        ck_assert_str_eq(ERR, want);
         ck_assert_str_eq(OUT, "");
+        enums++;
     }
+    ck_assert_int_ge(enums, 5);
+    const char *args[] = { "--mode", "asynch", NULL };
+    ck_assert_int_eq(run(args), 2);
+    ck_assert_str_eq(ERR, "tributary-train: bad value 'asynch' for --mode (choices: sync, async) (see tributary-train --help)\n");
+    const char *algo[] = { "--algo", "dqn", NULL };
+    ck_assert_int_eq(run(algo), 2);
+    ck_assert_str_eq(ERR, "tributary-train: bad value 'dqn' for --algo (choices: reinforce, a2c, ppo) (see tributary-train --help)\n");
+}
+END_TEST
+
+/* The lists are the enums: each built-in algorithm's table is its row's
+ * (name and number), each mode's name its row's, and the counts agree. */
+START_TEST(test_lists_are_the_tables)
+{
+#define ALGO_ROW(id, name) ck_assert_str_eq(rl_algo_name(RL_ALGO_##id), #name);
+    RL_BUILTIN_ALGOS(ALGO_ROW)
+#undef ALGO_ROW
+    ck_assert_ptr_nonnull(rl_algo_name(RL_ALGO_BUILTIN_COUNT - 1));
+    ck_assert_ptr_null(rl_algo_name(RL_ALGO_BUILTIN_COUNT));
+#define MODE_ROW(P, id, name, lags) ck_assert_str_eq(rl_mode_name(P##_##id), #name); ck_assert(rl_mode_lags(P##_##id) == lags);
+    RL_MODES(MODE_ROW, RL_MODE)
+#undef MODE_ROW
+    ck_assert_ptr_null(rl_mode_name(RL_MODE_COUNT));
+    ck_assert_int_eq(rl_n_fields, RL_N_FIELDS);
 }
 END_TEST
 
@@ -407,6 +459,7 @@ int main(void)
     tcase_add_test(t, test_old_keys);
     tcase_add_test(t, test_wire_enum_range);
     tcase_add_test(t, test_enum_errors_list_choices);
+    tcase_add_test(t, test_lists_are_the_tables);
     tcase_add_test(t, test_help_lists_every_field);
     tcase_add_test(t, test_preset_env_follow);
     tcase_add_test(t, test_argv_forms);

@@ -330,7 +330,7 @@ START_TEST(test_config_checks)
     ck_assert_int_eq(rl_config_preset(&c, "pytorch-rl-example"), 0);
     c.norm_reward = true;
     ck_assert_int_eq(rl_config_check(&c), -1);
-    ck_assert_str_eq(rl_last_error(), "--norm-obs and --norm-reward go with a rollouts algorithm (ppo, a2c): "
+    ck_assert_str_eq(rl_last_error(), "--norm-obs and --norm-reward go with a rollouts algorithm (a2c, ppo): "
                                       "reinforce learns from whole episodes of raw rewards");
 }
 END_TEST

@@ -201,7 +201,8 @@ START_TEST(test_train_bad_usage)
           "tributary-train: --minibatches (3) must divide --steps-per-rollout x --envs-per-observer (512)"
           SEE("tributary-train") },
         { { "--vtrace", NULL },
-          "tributary-train: --vtrace corrects async PPO/A2C: it needs --mode async and --algo ppo or a2c"
+          "tributary-train: --vtrace corrects the lag of a rollouts algorithm's updates: it needs --mode async and an "
+          "--algo of the rollouts shape (a2c, ppo)"
           SEE("tributary-train") },
         { { "--max-policy-lag", "-1", NULL }, "tributary-train: --max-policy-lag must be >= 0" SEE("tributary-train") },
         { { "--algo", "reinforce", "--envs-per-observer", "2", NULL },

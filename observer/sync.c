@@ -1,0 +1,135 @@
+/* Sync mode's side on the observer (docs/design.md §6 "Sync on-policy";
+ * observer/state.h's observer_mode_sync): the agent drives, and this
+ * observer serves its calls: a rollout (the report and minibatch 0's
+ * observations back), each minibatch's loss and backward in the update's
+ * context, or an episodes algorithm's episode. */
+#define _GNU_SOURCE
+#include "observer/state.h"
+
+#include "common/check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rl/debug_dump.h"
+#include "rl/rl.h"
+#include "rpc/dist_autograd.h"
+#include "tensor/ops.h"
+
+/* The minibatch after (epoch, mb), gathered; false after the last. */
+static bool next_minibatch(const struct observer *o, int *epoch, int *mb)
+{
+    if (++*mb == o->cfg.minibatches) {
+        *mb = 0;
+        ++*epoch;
+    }
+    return *epoch < o->cfg.epochs;
+}
+
+/* Sync: observer_rollout() -> (report, observations of minibatch 0 of epoch 0). */
+static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct observer *o = u;
+    const struct rpc_value *set;
+    if (rl_rollout_req_unpack(args, &set) != 0) return rpc_request_fail(req, "%s", rl_last_error());
+    pthread_mutex_lock(&o->mu);
+    int rc = !o->ready ? rl_set_error("not set up") : observer_norm_adopt(o, set, "rollout");
+    if (rc == 0) rc = observer_rollout(o);
+    if (rc == 0) rc = rl_learner_minibatch(&o->ln, 0, 0);
+    if (rc == 0) {
+        struct rl_rollout_reply rep = { .report = o->ln.report, .obs = o->ln.mb_obs, .norm = observer_norm_take_delta(o) };
+        *res = rl_rollout_reply_pack(&rep);
+        rpc_value_clear(&rep.norm);
+    }
+    pthread_mutex_unlock(&o->mu);
+    return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
+}
+
+/* Sync: loss(epoch, mb, weight, the agent's evaluation of the minibatch
+ * this observer sent last) in the update's context: the loss, its backward
+ * (the gradients reach the agent's parameters), then the next minibatch
+ * gathered and its observations sent back. */
+static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct observer *o = u;
+    int64_t ctx = dist_autograd_current();
+    if (ctx == 0) return rpc_request_fail(req, "loss: must be called inside a context");
+    pthread_mutex_lock(&o->mu);
+    struct rl_loss_req m = { 0 };
+    struct rl_minibatch_reply rep = { 0 };
+    struct tensor *loss = NULL;
+    int rc = 0;
+    if (!o->ready) rc = rl_set_error("not set up");
+    else if (!o->ln.mb_obs) rc = rl_set_error("loss: no minibatch is waiting (no rollout since the last update)");
+    else if (rl_loss_req_unpack(args, o->ln.mb_rows, o->A, !o->discrete, o->value_head, &m) != 0) rc = -1;
+    else if (m.epoch != o->ln.mb_epoch || m.minibatch != o->ln.mb_index)
+        rc = rl_set_error("loss: minibatch %d of epoch %d asked, %d of epoch %d was sent", m.minibatch, m.epoch,
+                          o->ln.mb_index, o->ln.mb_epoch);
+    if (rc == 0) {
+        if (rl_debug_dump_dir() && !o->dumped) observer_dump_minibatch(o, m.weight);
+        loss = observer_learner_loss(o, &m.out, m.weight, &rep.stats);
+        if (!loss) rc = -1;
+        else if (dist_autograd_backward(ctx, 1, &loss, false) != 0) rc = rl_set_error("backward: %s", rpc_last_error());
+    }
+    int e = m.epoch, mb = m.minibatch;
+    if (rc == 0 && next_minibatch(o, &e, &mb)) {
+        if (rl_learner_minibatch(&o->ln, e, mb) != 0) rc = -1;
+        else rep.obs = o->ln.mb_obs;
+    }
+    if (rc == 0) *res = rl_minibatch_reply_pack(&rep);
+    pthread_mutex_unlock(&o->mu);
+    tensor_free(loss);
+    rl_loss_req_clear(&m);
+    /* this observer's part of the update is over: its copy of the context
+     * goes without a message (the agent frees its own after the step) */
+    dist_autograd_release_local(ctx);
+    return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
+}
+
+static int fn_episode(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct observer *o = u;
+    if (args->list.len != 0) return rpc_request_fail(req, "expected no arguments");
+    if (dist_autograd_current() == 0) return rpc_request_fail(req, "episode: must be called inside a context");
+    pthread_mutex_lock(&o->mu);
+    struct rl_loss_reply rep = { 0 };
+    rep.loss = !o->ready ? (rl_set_error("not set up"), NULL) : observer_episode(o);
+    if (rep.loss) {
+        rep.report = o->ln.report;
+        rep.stats.policy_loss = *(const float *)tensor_data(rep.loss);   /* the episode's own loss */
+        *res = rl_loss_reply_pack(&rep);
+    }
+    pthread_mutex_unlock(&o->mu);
+    if (!rep.loss) return rpc_request_fail(req, "%s", rl_last_error());
+    tensor_free(rep.loss);
+    return 0;
+}
+
+/* The functions the agent calls for each shape: a rollouts algorithm's
+ * rollout and minibatch losses, an episodes algorithm's episode (the
+ * observer serves only its algorithm's: an agent calling another one is
+ * told there is no such function). */
+static int serve_rollouts(void *u)
+{
+    struct observer *o = u;
+    rpc_register(RL_FN_ROLLOUT, fn_rollout, o);
+    rpc_register(RL_FN_LOSS, fn_loss, o);
+    return 0;
+}
+
+static int serve_episodes(void *u)
+{
+    struct observer *o = u;
+    rpc_register(RL_FN_EPISODE, fn_episode, o);
+    return 0;
+}
+
+static int serve(struct observer *o)
+{
+    return rl_algo_drive(o->algo, &(struct rl_drivers){ .drive = { [RL_SHAPE_EPISODES] = serve_episodes,
+                                                                    [RL_SHAPE_ROLLOUTS] = serve_rollouts },
+                                                         .ctx = o });
+}
+
+const struct observer_mode observer_mode_sync = { .serve = serve };
