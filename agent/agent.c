@@ -20,7 +20,7 @@
 #include "agent/norm_stats.h"
 #include "agent/policy.h"
 #include "agent/runlog.h"
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "envs/plugin.h"

@@ -13,7 +13,7 @@
 
 #include "agent/policy.h"
 #include "agent/state.h"
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "common/clock.h"
 #include "optim/dist_optim.h"
 #include "rl/algo_shape.h"

@@ -7,7 +7,7 @@
 #define TRIB_AGENT_CHECKPOINT_H
 
 #include "agent/policy.h"
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "optim/dist_optim.h"
 #include "runfiles/ckpt.h"
 #include "rl/config.h"

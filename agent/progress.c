@@ -1,7 +1,7 @@
 /* What both modes' loops and the run's end do between steps (state.h):
  * the progress line and metrics row of each interval, checkpoints (with
  * the observers' states where the mode keeps them), and why the run stops.
- * Above peers.c, below the modes. */
+ * Above observers.c, below the modes. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include "agent/policy.h"
 #include "agent/runlog.h"
 #include "agent/state.h"
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "optim/dist_optim.h"
 #include "rl/finite.h"
 #include "rl/messages.h"

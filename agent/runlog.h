@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "rl/config.h"
 
 struct runlog;

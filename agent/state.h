@@ -1,6 +1,6 @@
 /* The agent's private state, its modes' table entry, and the functions its
  * files share. Layers, lowest first: signals.c (signals.h: the stopping
- * signal, observer processes that ended), peers.c (observers alive, lost,
+ * signal, observer processes that ended), observers.c (observers alive, lost,
  * gone and rejoining; calls awaited and given up), progress.c (the
  * progress line, checkpoints, why the run stops), the modes sync.c and
  * async.c (each one struct agent_mode), agent.c (agent_new, agent_run,
@@ -17,7 +17,7 @@
 
 #include "agent/norm_stats.h"
 #include "agent/signals.h"
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "rl/config.h"
 #include "rpc/rpc.h"
 
@@ -68,7 +68,7 @@ struct agent_mode {
      * (*why: "solved", "budget", "SIGINT", ...). 0, or -1 said on stderr
      * (*why "failure"). Main thread. */
     int (*train)(struct agent *a, const char **why);
-    /* Observer k rejoined and is set up (peers.c's agent_tend_rejoins):
+    /* Observer k rejoined and is set up (observers.c's agent_tend_rejoins):
      * the mode lets it take part. NULL: it takes part from the next
      * iteration on its own. Main thread. */
     void (*rejoined)(struct agent *a, int k);
@@ -99,7 +99,7 @@ struct agent {
     bool eval_have_best;            /* an evaluation was kept as LOGDIR/policy_best.safetensors */
     double eval_best;               /* its mean return */
     bool eval_failed;               /* an evaluation failed (said once): no more */
-    struct agent_eval *eval;        /* the evaluation in flight (train_eval.c), or NULL */
+    struct agent_eval *eval;        /* the evaluation in flight (eval_every.c), or NULL */
     double stop_due;                /* when the run became due to stop (0: not yet); main thread */
     bool abandoned;                 /* a call to an observer was given up: no graceful rpc_shutdown */
     bool rendezvous_done;           /* agent_run got through rpc_init */
@@ -107,7 +107,7 @@ struct agent {
     int said_lines;                 /* lines said in it, under mu */
 };
 
-/* peers.c. Main thread unless said otherwise. */
+/* observers.c. Main thread unless said otherwise. */
 
 /* Observers taking part. */
 int agent_live_peers(const struct agent *a);
@@ -173,7 +173,7 @@ void agent_write_checkpoint(struct agent *a, bool with_observers);
 /* agent_write_checkpoint once --checkpoint-every updates were made since
  * the last one. */
 void agent_maybe_checkpoint(struct agent *a, bool with_observers);
-/* train_eval.c (--eval-every). Main thread. */
+/* eval_every.c (--eval-every). Main thread. */
 
 /* Once the updates crossed a multiple of --eval-every since the last
  * evaluation: makes a copy of the policy (under the agent's mu, the only

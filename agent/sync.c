@@ -13,7 +13,7 @@
 
 #include "agent/state.h"
 #include "agent/policy.h"
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "envs/env.h"

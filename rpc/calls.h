@@ -141,7 +141,7 @@ void rpc_conn_poll(void);
 void rpc_conn_reset(void);
 /* The hold time (rpc_opts.heartbeat_timeout_ms), the frame bound, and the
  * function a verified connection's held requests are handed back to
- * (agent.c gives message.c's rpc_handle_router: conn.c calls nothing in
+ * (rpc_agent.c gives message.c's rpc_handle_router: conn.c calls nothing in
  * message.c, which calls into it); registers __conn_check. */
 void rpc_conn_init(int hold_ms, size_t max_frame_bytes, void (*replay)(struct conn *c, zmq_msg_t *frames, int n));
 

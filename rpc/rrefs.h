@@ -15,7 +15,7 @@
 
 #include "rpc/membership.h"
 
-/* ---- what the core calls (rref.c; agent.c and the fuzz targets) ---------- */
+/* ---- what the core calls (rref.c; rpc_agent.c and the fuzz targets) ---------- */
 /* Fork registrations that may wait at an owner for their RRef's creation. */
 #define RREF_MAX_PARKED 16384
 /* Installs the RRef hooks (rpc_set_rref_hooks) once; any thread. */

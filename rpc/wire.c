@@ -16,7 +16,7 @@
 
 /* Owned here: the autograd hooks the codec calls on every message (set
  * before rpc_init, read-only while it runs), and the worker id stamped as
- * every message's sender (agent.c sets it: rank, or the id rank 0 assigned). */
+ * every message's sender (rpc_agent.c sets it: rank, or the id rank 0 assigned). */
 static struct rpc_autograd_hooks rpc_hooks;
 static atomic_int self_id;
 static atomic_uint_fast64_t next_gid = 1;    /* rpc_gen_id's counter */

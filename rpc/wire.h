@@ -136,7 +136,7 @@ struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, 
                              int64_t ac_ctx, int64_t ac_msg, int64_t timeout_ms,
                              const struct rpc_value *payload, const char *err);
 
-/* This worker's id, stamped as every message's sender (agent.c and
+/* This worker's id, stamped as every message's sender (rpc_agent.c and
  * membership set it: the rank, or the id rank 0 assigned). */
 int rpc_self_id(void);
 void wire_set_self_id(int id);

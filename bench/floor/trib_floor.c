@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "common/check.h"
 #include "common/clock.h"
 #include "envs/plugin.h"

@@ -19,7 +19,7 @@ for f in tributary.h tensor/tensor.h tensor/dtype.h tensor/autograd.h tensor/ops
          rpc/placement.h optim/optim.h optim/dist_optim.h optim/dist_ckpt.h; do
   [ -f "$inc/$f" ] || fail "not installed: include/tributary/$f"
 done
-for f in rpc/base.h rpc/wire.h rpc/transport.h rpc/calls.h rpc/membership.h rpc/agent.h rpc/rrefs.h tensor/ops_internal.h tensor/backend.h envs/builtin.h common; do
+for f in rpc/base.h rpc/wire.h rpc/transport.h rpc/calls.h rpc/membership.h rpc/rpc_agent.h rpc/rrefs.h tensor/ops_internal.h tensor/backend.h envs/builtin.h common; do
   [ -e "$inc/$f" ] && fail "internal header installed: $f"
 done
 for f in lib/libtributary.so lib/libtributary.a lib/libtrib_tensor.a lib/libtrib_rpc.a lib/libtrib_optim.a \

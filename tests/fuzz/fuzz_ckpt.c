@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include <string.h>
 
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "fuzz_file.h"
 #include "rl/rl.h"
 #include "runfiles/ckpt.h"

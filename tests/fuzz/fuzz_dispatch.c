@@ -16,7 +16,7 @@
 
 #include "fuzz_frames.h"
 #include "rpc/dist_autograd.h"
-#include "rpc/agent.h"
+#include "rpc/rpc_agent.h"
 
 #define MAX_FRAMES (1 + WIRE_MAX_TENSORS + 1)
 #define MAX_MESSAGES 64

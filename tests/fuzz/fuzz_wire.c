@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "fuzz_frames.h"
-#include "rpc/agent.h"
+#include "rpc/rpc_agent.h"
 
 #define MAX_FRAMES (2 + WIRE_MAX_TENSORS)
 

@@ -13,7 +13,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "rl/rl_math.h"
 #include "runfiles/ckpt.h"
 #include "runfiles/policy_file.h"
@@ -54,7 +54,7 @@ static void seed(const char *dir, const char *name, int mode, const void *data, 
     fclose(f);
 }
 
-/* agent/stats.c's saved counters, field for field */
+/* agent/run_stats.c's saved counters, field for field */
 struct saved_stats {
     uint64_t magic;
     int64_t env_steps, episodes, updates;

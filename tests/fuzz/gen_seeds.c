@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "fuzz_frames.h"
-#include "rpc/agent.h"
+#include "rpc/rpc_agent.h"
 
 static const char *wire_dir, *dispatch_dir;
 

@@ -84,7 +84,7 @@ cmake --build "$tmp/b" -j "$(nproc)" --target tributary-train test_rl_config >"$
 echo "test_rl_extend: test_rl_config over the new field"
 (cd "$tmp/b/tests/rl" && ./test_rl_config) >"$tmp/config.log" 2>&1 || { tail -30 "$tmp/config.log"; fail "test_rl_config of the extended tree"; }
 
-train=$tmp/b/agent/tributary-train
+train=$tmp/b/agent/tributary-train   # programs/CMakeLists.txt keeps it there
 [ -x "$train" ] || train=$(find "$tmp/b" -name tributary-train -type f -perm -u+x | head -1)
 [ -x "$train" ] || fail "no tributary-train in the extended build"
 "$train" --help >"$tmp/help" 2>&1 || fail "--help"

@@ -22,7 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "common/proc.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
@@ -102,7 +102,7 @@ static char *snapshot(const char *dir)
 
 /* ---- crafted checkpoints ------------------------------------------------------ */
 
-/* agent/stats.c's saved counters, field for field (the section's size is
+/* agent/run_stats.c's saved counters, field for field (the section's size is
  * checked against it below). */
 struct saved_stats {
     uint64_t magic;

@@ -5,7 +5,7 @@
  * A and R the rollout's n-step returns' advantages and returns (the
  * "nstep" estimator), A not normalised, no entropy bonus, no clipping.
  * It registers the algorithm, then runs tributary-train's own main
- * (agent/train.c, built with main renamed): the agent and the observers it
+ * (programs/tributary_train.c, built with main renamed): the agent and the observers it
  * forks all hold "vpg" in their registries, so --algo vpg resolves
  * everywhere, on the command line and on the wire. */
 #include <stdio.h>

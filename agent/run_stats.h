@@ -1,8 +1,8 @@
 /* The agent's training statistics: env steps, episodes and the window of
  * their returns, updates, policy lag, losses; the progress line, the stop
  * test and the JSON summary. Thread-safe (one lock). */
-#ifndef TRIB_AGENT_STATS_H
-#define TRIB_AGENT_STATS_H
+#ifndef TRIB_AGENT_RUN_STATS_H
+#define TRIB_AGENT_RUN_STATS_H
 
 #include <stdbool.h>
 #include <stdint.h>

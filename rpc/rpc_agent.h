@@ -1,4 +1,4 @@
-/* rpc/ internals, the top: what agent.c (the assembly) offers beyond rpc.h,
+/* rpc/ internals, the top: what rpc_agent.c (the assembly) offers beyond rpc.h,
  * the offline agent of the fuzz targets and their corpus replay. Below it:
  * every layer (membership.h, and rrefs.h for the RRef module). */
 #ifndef TRIB_RPC_AGENT_H
@@ -7,7 +7,7 @@
 #include "rpc/membership.h"
 #include "rpc/rrefs.h"
 
-/* agent.c: the offline agent, for fuzz targets and their corpus replay: the
+/* rpc_agent.c: the offline agent, for fuzz targets and their corpus replay: the
  * agent's state and builtins without sockets or threads. Messages are
  * given to rpc_handle_router/rpc_handle_dealer directly; what would be sent
  * is dropped and calls fail at once; handler jobs run in

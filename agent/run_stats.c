@@ -1,5 +1,5 @@
 /* Training statistics, progress lines and the JSON summary. */
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 
 #include <math.h>
 #include <pthread.h>

@@ -3,7 +3,7 @@
  * (sync, between iterations) or on a thread of its own (async, so the
  * watch loop goes on: stops, lost observers, checkpoints), its result
  * handed to the next metrics row, and the best copy kept as
- * LOGDIR/policy_best.safetensors. Above policy.c and stats.c, beside
+ * LOGDIR/policy_best.safetensors. Above policy.c and run_stats.c, beside
  * progress.c, below the modes. */
 #define _GNU_SOURCE
 #include <math.h>
@@ -17,7 +17,7 @@
 #include "agent/norm_stats.h"
 #include "agent/policy.h"
 #include "agent/state.h"
-#include "agent/stats.h"
+#include "agent/run_stats.h"
 #include "common/check.h"
 #include "rl/finite.h"
 #include "rl/rl.h"

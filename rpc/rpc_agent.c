@@ -1,4 +1,4 @@
-/* The RPC agent's life (docs/design.md §4.1-4.3, rpc/README.md): agent.c
+/* The RPC agent's life (docs/design.md §4.1-4.3, rpc/README.md): rpc_agent.c
  * assembles the parts and nothing calls into it. It reads the options,
  * makes the sockets, hands each part its settings (calls, connections,
  * messages, membership, CURVE), installs the functions the I/O thread hands
@@ -15,7 +15,7 @@
 
 #include "common/check.h"
 #include "common/error.h"
-#include "rpc/agent.h"
+#include "rpc/rpc_agent.h"
 
 /* Owned here: the options after defaults, the context and router sockets
  * (handed to the I/O thread while it runs), and which agent this is. */
