@@ -101,7 +101,8 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
-    bool fits = rep.stop || rl_update_req_fits(&m, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) == 0;
+    bool fits =
+        rep.stop || rl_update_req_fits(&m, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) == 0;
     /* its observations count, the update then stepped or dropped as stale;
      * statistics that would break the run's set refuse the update */
     bool taken = fits && (!has_delta || rep.stop || agent_norm_merge_locked(a, &delta) == 0);

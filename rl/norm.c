@@ -127,9 +127,9 @@ void rl_norm_stats_merge(struct rl_norm_stats *into, const struct rl_norm_stats 
     if (into->ret.dim) rl_rms_merge(&into->ret, &from->ret);
 }
 
-/* Component i of side (`what` says which: "", "merged into the run's set, ") as a set
- * within the bounds holds it, its mean^2 + var at most moment_max: 0, or
- * -1 naming it. */
+/* Component i of side as a set within the bounds holds it (finite, var
+ * >= 0, mean^2 + var at most moment_max): 0, or -1 naming it after `what`
+ * ("" or "merged into the run's set, "). */
 static int value_check(const char *what, const char *side, int i, double mean, double var, double moment_max)
 {
     if (!isfinite(mean)) return rl_set_error("norm: %s%s.mean[%d] %g must be finite", what, side, i, mean);

@@ -746,6 +746,34 @@ START_TEST(test_crafted_checkpoint_refused)
         snprintf(want, sizeof want, "%s: %s", path, extremes[k].why);
         ck_assert_msg(erc != 0 && strstr(ERR, want), "tributary-eval exit %d, '%s' not in:\n%s", erc, want, ERR);
     }
+    /* a set at the count bound loads, but no delta can be merged into it:
+     * the observer whose delta would take it past 2^53 is dropped at the
+     * merge, naming it, and the run ends as a failure with none left */
+    ck_assert_int_eq(rl_norm_stats_init(&s, 3, true, 10, 10), 0);
+    rl_norm_stats_copy(&s, &saved);
+    s.obs.count = RL_NORM_COUNT_MAX;
+    unsigned char bytes[256];
+    size_t n = rl_norm_stats_size(&s);
+    rl_norm_stats_save(&s, bytes);
+    rl_norm_stats_free(&s);
+    struct ckpt *c = ckpt_load(path);
+    ck_assert_msg(c, "%s", runfiles_last_error());
+    struct ckpt_section sec[64];
+    for (int i = 0; i < c->n_sections; i++) {
+        sec[i] = c->sections[i];
+        if (strcmp(sec[i].name, "norm") == 0) sec[i].data = bytes, sec[i].size = n;
+    }
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/checkpoints", scratch);
+    ck_assert_msg(ckpt_write(dir, step, sec, c->n_sections, 0) == 0, "%s", runfiles_last_error());
+    ckpt_free(c);
+    const char *b[] = { "--resume", scratch, "--max-updates", "4", "--quiet", NULL };
+    ck_assert_int_eq(run(b), 1);
+    ck_assert_msg(strstr(OUT, "resumed from"), "%s\n%s", OUT, ERR);
+    ck_assert_msg(strstr(ERR, "agent: dropping observer1 (alive): norm: merged into the run's set, obs.count 9.0072e+15 "
+                              "is more than 2^53; continuing with 0 observers\n"),
+                  "%s", ERR);
+    ck_assert_msg(strstr(OUT, "\"stopped_by\":\"failure\""), "%s", OUT);
     rl_norm_stats_free(&saved);
 }
 END_TEST
