@@ -408,6 +408,7 @@ START_TEST(test_finite_extremes_refused)
     ck_assert_int_eq(rl_norm_stats_merge_checked(&set, &d), -1);
     ck_assert_str_eq(rl_last_error(), "norm: merged into the run's set, ret.var[0] inf must be finite and >= 0");
     set.obs.count = RL_NORM_COUNT_MAX - 10;
+    rl_norm_stats_free(&d);
     extreme_delta(&extremes[0], &d);
     d.obs.count = 32;
     ck_assert_int_eq(rl_norm_stats_merge_checked(&set, &d), -1);
@@ -658,7 +659,8 @@ static void check_hostile_members(const char *mode)
         }
         rl_free(&member[i]);
     }
-    ck_assert_int_eq(rl_wait(&honest, 60), 0);
+    rc = rl_wait(&honest, 60);
+    ck_assert_msg(rc == 0, "honest observer exit %d\nstderr:\n%s\nagent stderr:\n%s", rc, tail(honest.err), tail(agent.err));
     rl_free(&honest);
     cJSON *j = summary(&agent);
     ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
