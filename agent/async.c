@@ -39,6 +39,18 @@ static int refuse_update(struct agent *a, struct rpc_request *req, struct rl_upd
     return rpc_request_fail(req, "refused (from %s): %s", rpc_request_caller(req), why);
 }
 
+/* Observer k's statistics were refused (why): the main thread drops it
+ * at once (agent_tend_gone), whatever its loop does next; the run's set
+ * stays as it was. k < 0: no observer of the run. */
+static void drop_for_norm(struct agent *a, int k, const char *why)
+{
+    if (k < 0) return;
+    pthread_mutex_lock(&a->mu);
+    snprintf(a->peers[k].going_why, sizeof a->peers[k].going_why, "sent statistics that were refused (%s)", why);
+    pthread_mutex_unlock(&a->mu);
+    atomic_store(&a->peers[k].going, true);
+}
+
 /* The update of m, under a->mu (rep->stop false): its report counted, then
  * dropped as stale (rep->stale) or one optimizer step. 0, or -1 after
  * rpc_request_fail. */
@@ -81,20 +93,24 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     if (rl_check_gradients(m.ctx) != 0) return refuse_update(a, req, &m);
     struct rl_norm_stats delta;
     bool has_delta = false;
-    if (agent_norm_unpack(a, &m.norm, &delta, &has_delta) != 0) return refuse_update(a, req, &m);
+    int k = agent_peer_by_id(a, rpc_request_caller_id(req));
+    if (agent_norm_unpack(a, k, &m.norm, m.has_report, m.report.steps, &delta, &has_delta) != 0) {
+        drop_for_norm(a, k, rl_last_error());
+        return refuse_update(a, req, &m);
+    }
     pthread_mutex_lock(&a->mu);
     struct rl_update_reply rep = { .stop = atomic_load(&a->stop) };
     int rc = 0;
-    if (!rep.stop && rl_update_req_fits(&m, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0) {
-        pthread_mutex_unlock(&a->mu);
-        if (has_delta) rl_norm_stats_free(&delta);
-        return refuse_update(a, req, &m);
-    }
-    if (!rep.stop) rc = apply_update(a, req, &m, &rep);
-    /* its observations count, the update stepped or dropped as stale */
-    if (has_delta && !rep.stop) agent_norm_merge_locked(a, &delta);
+    bool fits =
+        rep.stop || rl_update_req_fits(&m, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) == 0;
+    /* its observations count, the update then stepped or dropped as stale;
+     * statistics that would break the run's set refuse the update */
+    bool taken = fits && (!has_delta || rep.stop || agent_norm_merge_locked(a, &delta) == 0);
+    if (taken && !rep.stop) rc = apply_update(a, req, &m, &rep);
     pthread_mutex_unlock(&a->mu);
     if (has_delta) rl_norm_stats_free(&delta);
+    if (fits && !taken) drop_for_norm(a, k, rl_last_error());
+    if (!taken) return refuse_update(a, req, &m);
     if (has_delta && rc == 0) rep.norm = agent_norm_pack(a);   /* the set this observer goes on with */
     /* the observer's context is done with here; it frees its own copy when
      * this reply reaches it */

@@ -192,6 +192,7 @@ int agent_peer_by_id(const struct agent *a, int id)
 
 struct rpc_future *agent_send_setup(struct agent *a, int k, const void *state, size_t slen)
 {
+    agent_norm_set_up(a, k, state != NULL);   /* what its next delta counts */
     struct rl_setup_msg m = { .config = rl_config_to_value(&a->cfg), .policy = policy_rref(a->policy), .index = k,
                               .state = state ? rpc_bytes(state, slen) : rpc_nil(),
                               .generation = a->peers[k].generation, .norm = agent_norm_pack(a) };

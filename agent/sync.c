@@ -138,7 +138,7 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
         if (rpc_future_wait(futs[k], &r) != 0) agent_lose_peer(a, k, rpc_future_error(futs[k]));
         else if (rl_rollout_reply_unpack(&r, rows, a->spec->obs.dim, &reps[k]) != 0 ||
                  rl_report_fits(&reps[k].report, &a->cfg, a->spec->max_episode_steps, dist_optim_local_version()) != 0 ||
-                 agent_norm_hold(a, k, &reps[k].norm) != 0) {
+                 agent_norm_hold(a, k, &reps[k].norm, reps[k].report.steps) != 0) {
             rl_rollout_reply_clear(&reps[k]);
             agent_lose_peer(a, k, rl_last_error());
         } else {
@@ -152,12 +152,21 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
         futs[k] = NULL;
         left--;
     }
+    for (int k = 0; k < a->n_peers; k++) {   /* statistics in worker order: reproducible */
+        if (in[k] && agent_norm_merge_held(a, k) != 0) {   /* the set stays as it was */
+            agent_lose_peer(a, k, rl_last_error());
+            tensor_free(obs[k]);
+            obs[k] = NULL;
+            in[k] = false;
+            n_in--;
+        }
+        agent_norm_drop(a, k);
+    }
     for (int k = 0; k < a->n_peers; k++)
         if (in[k]) {
             run_stats_report(a->stats, &reps[k].report);
             run_stats_observer_steps(a->stats, k, reps[k].report.steps);
         }
-    agent_norm_merge_pending(a);   /* in worker order: reproducible */
     return n_in;
 }
 

@@ -32,10 +32,12 @@ static int send_update(struct observer *o, struct rl_update_req *u, struct tenso
     else if (rl_update_reply_unpack(&r, next_obs ? (int)next_obs->shape[0] : 0, o->A, !o->discrete, o->value_head,
                                     rep) != 0)
         rc = -1;
-    else if (rep->norm.kind == RPC_MAP && observer_norm_adopt(o, &rep->norm, "update reply") != 0)
-        rc = -1;
-    else if (next_obs && !rep->stop && !rep->stale && !rep->has_out)
-        rc = rl_set_error("update: the agent did not evaluate the next minibatch");
+    else {
+        if (rep->norm.kind == RPC_MAP && observer_norm_adopt(o, &rep->norm, "update reply") != 0) rc = -1;
+        else if (next_obs && !rep->stop && !rep->stale && !rep->has_out)
+            rc = rl_set_error("update: the agent did not evaluate the next minibatch");
+        rpc_value_clear(&rep->norm);   /* adopted here: the callers take only stop, stale and out */
+    }
     rpc_value_clear(&a);
     rpc_value_clear(&r);
     dist_autograd_release_local(u->ctx);

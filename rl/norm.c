@@ -48,8 +48,9 @@ void rl_rms_copy(struct rl_rms *dst, const struct rl_rms *src)
 }
 
 /* update_mean_var_count_from_moments of component i, term by term in
- * Gymnasium's order (the rounding is its). */
-static void fold(struct rl_rms *r, int i, double batch_mean, double batch_var, double batch_count)
+ * Gymnasium's order (the rounding is its): the new mean and variance. */
+static void folded(const struct rl_rms *r, int i, double batch_mean, double batch_var, double batch_count,
+                   double *mean, double *var)
 {
     double delta = batch_mean - r->mean[i];
     double tot_count = r->count + batch_count;
@@ -57,8 +58,13 @@ static void fold(struct rl_rms *r, int i, double batch_mean, double batch_var, d
     double m_a = r->var[i] * r->count;
     double m_b = batch_var * batch_count;
     double M2 = m_a + m_b + delta * delta * r->count * batch_count / tot_count;
-    r->mean[i] = new_mean;
-    r->var[i] = M2 / tot_count;
+    *mean = new_mean;
+    *var = M2 / tot_count;
+}
+
+static void fold(struct rl_rms *r, int i, double batch_mean, double batch_var, double batch_count)
+{
+    folded(r, i, batch_mean, batch_var, batch_count, &r->mean[i], &r->var[i]);
 }
 
 void rl_rms_merge(struct rl_rms *into, const struct rl_rms *from)
@@ -121,6 +127,85 @@ void rl_norm_stats_merge(struct rl_norm_stats *into, const struct rl_norm_stats 
     if (into->ret.dim) rl_rms_merge(&into->ret, &from->ret);
 }
 
+/* Component i of side as a set within the bounds holds it (finite, var
+ * >= 0, mean^2 + var at most moment_max): 0, or -1 naming it after `what`
+ * ("" or "merged into the run's set, "). */
+static int value_check(const char *what, const char *side, int i, double mean, double var, double moment_max)
+{
+    if (!isfinite(mean)) return rl_set_error("norm: %s%s.mean[%d] %g must be finite", what, side, i, mean);
+    if (!(isfinite(var) && var >= 0))
+        return rl_set_error("norm: %s%s.var[%d] %g must be finite and >= 0", what, side, i, var);
+    if (!(mean * mean + var <= moment_max))
+        return rl_set_error("norm: %s%s.mean[%d] %g and var[%d] %g: mean^2 + var must be at most %g", what, side, i,
+                            mean, i, var, moment_max);
+    return 0;
+}
+
+static int count_check(const char *what, const char *side, double count)
+{
+    if (!(isfinite(count) && count >= 0))
+        return rl_set_error("norm: %s%s.count %g must be finite and >= 0", what, side, count);
+    if (count > RL_NORM_COUNT_MAX) return rl_set_error("norm: %s%s.count %g is more than 2^53", what, side, count);
+    return 0;
+}
+
+/* r's values (read in) checked as a set within the bounds; the error names
+ * side.field[i]. */
+static int rms_check(const struct rl_rms *r, const char *side)
+{
+    if (count_check("", side, r->count) != 0) return -1;
+    for (int i = 0; i < r->dim; i++)
+        if (value_check("", side, i, r->mean[i], r->var[i], RL_NORM_MOMENT_MAX) != 0) return -1;
+    return 0;
+}
+
+int rl_norm_stats_check(const struct rl_norm_stats *s)
+{
+    return rms_check(&s->obs, "obs") != 0 || rms_check(&s->ret, "ret") != 0 ? -1 : 0;
+}
+
+/* Whether into merged with from (rl_rms_merge) stays a set within the
+ * bounds, computed as the merge will compute it: 0, or -1 naming the
+ * run's side.field[i] it would break. */
+static int rms_merge_check(const struct rl_rms *into, const struct rl_rms *from, const char *side)
+{
+    if (!into->dim || from->count == 0) return 0;
+    if (count_check("merged into the run's set, ", side, into->count + from->count) != 0) return -1;
+    for (int i = 0; i < into->dim; i++) {
+        double mean = from->mean[i], var = from->var[i];
+        if (into->count != 0) folded(into, i, from->mean[i], from->var[i], from->count, &mean, &var);
+        if (value_check("merged into the run's set, ", side, i, mean, var, RL_NORM_MOMENT_MAX) != 0) return -1;
+    }
+    return 0;
+}
+
+int rl_norm_stats_merge_checked(struct rl_norm_stats *into, const struct rl_norm_stats *from)
+{
+    if (rms_merge_check(&into->obs, &from->obs, "obs") != 0 || rms_merge_check(&into->ret, &from->ret, "ret") != 0)
+        return -1;
+    rl_norm_stats_merge(into, from);
+    return 0;
+}
+
+/* A delta's side r: rows rows of values within +-RL_NORM_VALUE_MAX. */
+static int rms_delta_check(const struct rl_rms *r, const char *side, const char *unit, double rows)
+{
+    if (!r->dim) return 0;
+    if (r->count != rows)
+        return rl_set_error("norm: %s.count %g is not the %.0f %s its report carries", side, r->count, rows, unit);
+    for (int i = 0; i < r->dim; i++)
+        if (value_check("", side, i, r->mean[i], r->var[i], RL_NORM_VALUE_MAX * RL_NORM_VALUE_MAX) != 0) return -1;
+    return 0;
+}
+
+int rl_norm_delta_check(const struct rl_norm_stats *d, double obs_rows, double ret_rows)
+{
+    if (rms_delta_check(&d->obs, "obs", "observations", obs_rows) != 0 ||
+        rms_delta_check(&d->ret, "ret", "discounted returns", ret_rows) != 0)
+        return -1;
+    return 0;
+}
+
 void rl_norm_stats_copy(struct rl_norm_stats *dst, const struct rl_norm_stats *src)
 {
     if (dst->obs.dim) rl_rms_copy(&dst->obs, &src->obs);
@@ -157,20 +242,6 @@ struct rpc_value rl_norm_stats_pack(const struct rl_norm_stats *s)
     if (s->obs.dim) rpc_map_set(&v, i++, "obs", rms_pack(&s->obs));
     if (s->ret.dim) rpc_map_set(&v, i++, "ret", rms_pack(&s->ret));
     return v;
-}
-
-/* r's values (read in) checked: count finite >= 0, means finite,
- * variances finite >= 0; the error names side.field[i]. */
-static int rms_check(const struct rl_rms *r, const char *side)
-{
-    if (!(isfinite(r->count) && r->count >= 0))
-        return rl_set_error("norm: %s.count %g must be finite and >= 0", side, r->count);
-    for (int i = 0; i < r->dim; i++) {
-        if (!isfinite(r->mean[i])) return rl_set_error("norm: %s.mean[%d] %g must be finite", side, i, r->mean[i]);
-        if (!(isfinite(r->var[i]) && r->var[i] >= 0))
-            return rl_set_error("norm: %s.var[%d] %g must be finite and >= 0", side, i, r->var[i]);
-    }
-    return 0;
 }
 
 static int rms_unpack_array(const struct rpc_value *m, const char *side, const char *key, double *out, int dim)
@@ -240,7 +311,7 @@ int rl_norm_stats_load(struct rl_norm_stats *s, const void *b, size_t n)
         return rl_set_error("norm: %zu bytes, the run's statistics (obs dim %d, ret %s) take %zu", n, s->obs.dim,
                             s->ret.dim ? "on" : "off", rl_norm_stats_size(s));
     rms_load(&s->ret, rms_load(&s->obs, b));
-    return rms_check(&s->obs, "obs") != 0 || rms_check(&s->ret, "ret") != 0 ? -1 : 0;
+    return rl_norm_stats_check(s);
 }
 
 /* ---- an observer's side -------------------------------------------------------- */

@@ -36,9 +36,23 @@
 #include <stddef.h>
 
 #include "rpc/rpc.h"
+#include "runfiles/policy_file.h"
 
 #define RL_NORM_EPS 1e-8       /* added to the variance before the sqrt */
 #define RL_NORM_COUNT0 1e-4    /* RunningMeanStd's initial count */
+
+/* The bounds that keep every set finite whatever a member sends
+ * (runfiles/policy_file.h's POLICY_NORM_*: the policy file's reader checks
+ * the same): a count is at most 2^53; a value a learner folds in is at
+ * most RL_NORM_VALUE_MAX (2^53 x FLT_MAX) in magnitude, so a delta, which
+ * summarises such rows, has mean^2 + var <= RL_NORM_VALUE_MAX^2 in each
+ * component (the rows' mean square), and so has any merge of such deltas;
+ * a set (the run's, a checkpoint's, the wire's) may hold up to
+ * RL_NORM_MOMENT_MAX, twice that, the room its merges' rounding takes.
+ * Within them Chan's formula cannot overflow. */
+#define RL_NORM_COUNT_MAX POLICY_NORM_COUNT_MAX
+#define RL_NORM_VALUE_MAX POLICY_NORM_VALUE_MAX
+#define RL_NORM_MOMENT_MAX POLICY_NORM_MOMENT_MAX
 
 /* A running mean and variance of dim-vectors (float64). */
 struct rl_rms {
@@ -74,6 +88,20 @@ void rl_norm_stats_free(struct rl_norm_stats *s);
 /* into += from, side by side (dims must match; the agent checks them
  * at unpack). */
 void rl_norm_stats_merge(struct rl_norm_stats *into, const struct rl_norm_stats *from);
+/* The same, once the result is known to be a set within the bounds
+ * (count <= RL_NORM_COUNT_MAX, each mean and variance finite, variance >=
+ * 0, mean^2 + var <= RL_NORM_MOMENT_MAX); otherwise -1 with rl_last_error()
+ * naming the side and the value it would make, and into unchanged. */
+int rl_norm_stats_merge_checked(struct rl_norm_stats *into, const struct rl_norm_stats *from);
+/* A set within the bounds (as merge_checked's result): 0, or -1 with
+ * rl_last_error() naming side.field[i]. */
+int rl_norm_stats_check(const struct rl_norm_stats *s);
+/* A member's delta d (checked as a set already) for a report: each side's
+ * count must be the rows the report fed in (obs_rows observations,
+ * ret_rows discounted returns; a side that is off is not looked at), and
+ * each component's mean^2 + var at most RL_NORM_VALUE_MAX^2. 0, or -1 with
+ * rl_last_error() naming the field. */
+int rl_norm_delta_check(const struct rl_norm_stats *d, double obs_rows, double ret_rows);
 /* dst = src, side by side (dims must match; clips are dst's own). */
 void rl_norm_stats_copy(struct rl_norm_stats *dst, const struct rl_norm_stats *src);
 /* Normalises rows observations in place with the statistics as they are
@@ -81,8 +109,8 @@ void rl_norm_stats_copy(struct rl_norm_stats *dst, const struct rl_norm_stats *s
  * truncated episode. No-op when the obs side is off. */
 void rl_norm_stats_apply(const struct rl_norm_stats *s, float *obs, int rows);
 /* Wire form: a map {obs: {count, mean (f64 bytes), var}, ret: {...}};
- * unpack checks dims against the run's (obs_dim, ret_on), counts finite
- * and >= 0, means finite, variances finite and >= 0, naming the field. */
+ * unpack checks dims against the run's (obs_dim, ret_on) and the values
+ * as rl_norm_stats_check does, naming the field. */
 struct rpc_value rl_norm_stats_pack(const struct rl_norm_stats *s);
 int rl_norm_stats_unpack(const struct rpc_value *v, int obs_dim, bool ret_on, double clip_obs, double clip_reward,
                          struct rl_norm_stats *s);

@@ -131,7 +131,8 @@ static double shown(double x) { return isnan(x) ? fabs(x) : x; }
 
 /* The statistics' numbers as the reader accepts them (`what` names the
  * file in messages): dim the policy's, count, means and variances finite,
- * count and variances >= 0, clip and eps positive and finite. */
+ * count and variances >= 0, within the bounds (POLICY_NORM_COUNT_MAX,
+ * POLICY_NORM_MOMENT_MAX), clip and eps positive and finite. */
 static int norm_check(const struct policy_norm *n, int obs_dim, const char *what)
 {
     if (n->dim != obs_dim)
@@ -139,12 +140,17 @@ static int norm_check(const struct policy_norm *n, int obs_dim, const char *what
                                   obs_dim);
     if (!(isfinite(n->count) && n->count >= 0))
         return runfiles_set_error("%s: obs_norm.count is %g (a count is finite and >= 0)", what, shown(n->count));
+    if (n->count > POLICY_NORM_COUNT_MAX)
+        return runfiles_set_error("%s: obs_norm.count is %g, more than 2^53", what, n->count);
     for (int i = 0; i < n->dim; i++) {
         if (!isfinite(n->mean[i]))
             return runfiles_set_error("%s: obs_norm.mean[%d] is %g", what, i, shown(n->mean[i]));
         if (!(isfinite(n->var[i]) && n->var[i] >= 0))
             return runfiles_set_error("%s: obs_norm.var[%d] is %g (a variance is finite and >= 0)", what, i,
                                       shown(n->var[i]));
+        if (!(n->mean[i] * n->mean[i] + n->var[i] <= POLICY_NORM_MOMENT_MAX))
+            return runfiles_set_error("%s: obs_norm.mean[%d] %g and var[%d] %g: mean^2 + var is more than %g", what, i,
+                                      n->mean[i], i, n->var[i], POLICY_NORM_MOMENT_MAX);
     }
     if (!(isfinite(n->clip) && n->clip > 0))
         return runfiles_set_error("%s: obs_clip is %g, not a positive number", what, shown(n->clip));

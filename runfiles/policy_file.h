@@ -17,6 +17,7 @@
 #ifndef TRIB_RUNFILES_POLICY_FILE_H
 #define TRIB_RUNFILES_POLICY_FILE_H
 
+#include <float.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -66,6 +67,19 @@ int policy_arch_build(const struct policy_arch *a, uint64_t seed, struct nn_modu
  * that order; names[i] has room for 64 bytes (POLICY_MAX_TENSORS of them
  * hold any architecture's). */
 int policy_arch_param_names(const struct policy_arch *a, int cap, char (*names)[64]);
+
+/* The bounds of a set of normalisation statistics (rl/norm.h's
+ * RL_NORM_COUNT_MAX, RL_NORM_VALUE_MAX and RL_NORM_MOMENT_MAX are these):
+ * a count is at most 2^53 (counts stay exact integers in float64); every
+ * value a learner folds in is at most 2^53 x FLT_MAX in magnitude (a float
+ * observation, or a discounted return of at most 2^53 float rewards with
+ * gamma <= 1), so the rows a set summarises have mean^2 + var (their mean
+ * square) at most VALUE_MAX^2 per component; a set may hold twice that,
+ * the room the rounding of its merges takes. Within them no arithmetic of
+ * a merge or of the normalisation overflows. */
+#define POLICY_NORM_COUNT_MAX 0x1p53
+#define POLICY_NORM_VALUE_MAX (0x1p53 * (double)FLT_MAX)
+#define POLICY_NORM_MOMENT_MAX (2 * POLICY_NORM_VALUE_MAX * POLICY_NORM_VALUE_MAX)
 
 /* Observation normalisation as a policy file records it (rl/norm.h's obs
  * side, frozen): an observation x becomes
@@ -123,7 +137,8 @@ int policy_file_save(const char *path, const struct policy_arch *a, const char *
  * space that does not fit the head (act_kind "box" for a Gaussian) or
  * act_dim, bounds that are NaN or low > high, statistics that are
  * incomplete, of the wrong dtype or shape, not finite, a negative variance
- * or count, a clip or eps that is not a positive number. They are checked
+ * or count, a count over POLICY_NORM_COUNT_MAX, a mean^2 + var over
+ * POLICY_NORM_MOMENT_MAX, a clip or eps that is not a positive number. They are checked
  * whether or not x is asked for. 0, or -1 with runfiles_last_error(). */
 int policy_file_read(const char *path, struct policy_arch *a, char *env, size_t cap, struct nn_module **actor,
                      struct nn_module **critic, struct policy_extras *x);

@@ -6,7 +6,16 @@
  * a checkpoint refused by a run of another normalisation, and
  * InvertedPendulum-v4 learning (mean return >= 500 within 300k steps) in
  * sync and async mode. A normalised sync run resumed bit-exact is
- * test_rl_envs' test_norm_resume_exact (its resume helper). */
+ * test_rl_envs' test_norm_resume_exact (its resume helper).
+ *
+ * Statistics no member can poison (issue 33 F1): the finite extremes that
+ * used to turn the run's set to inf/NaN (a count of 1.7e308; a mean of
+ * 1e300 with var 0; var 1e308 with count 1e6) refused by the set's checks
+ * (wire, bytes, merge result) and a delta's count checked against its
+ * report; over the wire from hostile members (norm_member) beside an
+ * honest observer in sync and async runs, which drop them and finish with
+ * finite statistics that count the honest observer's rows alone; and in a
+ * crafted checkpoint, refused at --resume and by tributary-eval. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <errno.h>
@@ -23,6 +32,11 @@
 #include "rl/config.h"
 #include "rl/norm.h"
 #include "rl/rl.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/policy_file.h"
+#include "runfiles/runfiles.h"
+
+#include "rl_harness.h"
 
 #define MAXD 8
 #define MAXB 4
@@ -310,6 +324,149 @@ START_TEST(test_bytes_round_trip)
 }
 END_TEST
 
+/* ---- finite extremes (issue 33 F1) ------------------------------------------------------ */
+
+#define MOMENT_MAX_G "1.87883e+109"   /* RL_NORM_MOMENT_MAX as %g prints it */
+
+/* A run's set of obs dim 3 with the return side, as after some honest
+ * merges. */
+static void honest_set(struct rl_norm_stats *s)
+{
+    ck_assert_int_eq(rl_norm_stats_init(s, 3, true, 10, 10), 0);
+    s->obs.count = s->ret.count = 8704;
+    for (int i = 0; i < 3; i++) s->obs.mean[i] = 0.1 * i, s->obs.var[i] = 0.5 + i;
+    s->ret.mean[0] = -3, s->ret.var[0] = 40;
+}
+
+/* The finding's three extremes, each a delta of 32 rows otherwise honest;
+ * what the set's checks say of it. */
+static const struct extreme {
+    const char *what;
+    double obs_count, obs_var0, ret_mean, ret_var;
+    const char *why;
+} extremes[] = {
+    { "count 1.7e308", 1.7e308, 1, 0, 1, "norm: obs.count 1.7e+308 is more than 2^53" },
+    { "mean 1e300, var 0", 32, 1, 1e300, 0, "norm: ret.mean[0] 1e+300 and var[0] 0: mean^2 + var must be at most " MOMENT_MAX_G },
+    { "var 1e308, count 1e6", 1e6, 1e308, 0, 1, "norm: obs.mean[0] 0 and var[0] 1e+308: mean^2 + var must be at most " MOMENT_MAX_G },
+};
+
+static void extreme_delta(const struct extreme *e, struct rl_norm_stats *d)
+{
+    ck_assert_int_eq(rl_norm_stats_init(d, 3, true, 10, 10), 0);
+    d->obs.count = e->obs_count;
+    d->obs.var[0] = e->obs_var0;
+    d->ret.count = 32;
+    d->ret.mean[0] = e->ret_mean, d->ret.var[0] = e->ret_var;
+}
+
+static bool set_finite(const struct rl_norm_stats *s)
+{
+    bool ok = isfinite(s->obs.count) && isfinite(s->ret.count) && isfinite(s->ret.mean[0]) && isfinite(s->ret.var[0]);
+    for (int i = 0; i < s->obs.dim; i++) ok = ok && isfinite(s->obs.mean[i]) && isfinite(s->obs.var[i]);
+    return ok;
+}
+
+/* Each extreme: merged unchecked it breaks the run's set (the finding);
+ * the checked merge refuses it naming the value its result would have and
+ * leaves the set as it was; the wire and the bytes refuse it by name. */
+START_TEST(test_finite_extremes_refused)
+{
+    for (size_t k = 0; k < sizeof extremes / sizeof extremes[0]; k++) {
+        const struct extreme *e = &extremes[k];
+        struct rl_norm_stats set, before, d, back;
+        honest_set(&set);
+        honest_set(&before);
+        extreme_delta(e, &d);
+        rl_norm_stats_merge(&set, &d);
+        ck_assert_msg(!set_finite(&set), "%s: an unchecked merge stayed finite", e->what);
+        rl_norm_stats_copy(&set, &before);
+        ck_assert_int_eq(rl_norm_stats_merge_checked(&set, &d), -1);
+        ck_assert_msg(strncmp(rl_last_error(), "norm: merged into the run's set, ", 33) == 0, "%s: %s", e->what,
+                      rl_last_error());
+        ck_assert(set.obs.count == before.obs.count && set.ret.count == before.ret.count &&
+                  set.ret.mean[0] == before.ret.mean[0] && set.ret.var[0] == before.ret.var[0]);
+        for (int i = 0; i < 3; i++) ck_assert(set.obs.mean[i] == before.obs.mean[i] && set.obs.var[i] == before.obs.var[i]);
+        struct rpc_value v = rl_norm_stats_pack(&d);
+        ck_assert_int_eq(rl_norm_stats_unpack(&v, 3, true, 10, 10, &back), -1);
+        ck_assert_str_eq(rl_last_error(), e->why);
+        rpc_value_clear(&v);
+        unsigned char b[256];
+        size_t n = rl_norm_stats_size(&d);
+        rl_norm_stats_save(&d, b);
+        ck_assert_int_eq(rl_norm_stats_init(&back, 3, true, 10, 10), 0);
+        ck_assert_int_eq(rl_norm_stats_load(&back, b, n), -1);
+        ck_assert_str_eq(rl_last_error(), e->why);
+        rl_norm_stats_free(&back);
+        rl_norm_stats_free(&set);
+        rl_norm_stats_free(&before);
+        rl_norm_stats_free(&d);
+    }
+    /* what the merge's own check names */
+    struct rl_norm_stats set, d;
+    honest_set(&set);
+    extreme_delta(&extremes[1], &d);
+    ck_assert_int_eq(rl_norm_stats_merge_checked(&set, &d), -1);
+    ck_assert_str_eq(rl_last_error(), "norm: merged into the run's set, ret.var[0] inf must be finite and >= 0");
+    set.obs.count = RL_NORM_COUNT_MAX - 10;
+    rl_norm_stats_free(&d);
+    extreme_delta(&extremes[0], &d);
+    d.obs.count = 32;
+    ck_assert_int_eq(rl_norm_stats_merge_checked(&set, &d), -1);
+    ck_assert_str_eq(rl_last_error(), "norm: merged into the run's set, obs.count 9.0072e+15 is more than 2^53");
+    rl_norm_stats_free(&set);
+    rl_norm_stats_free(&d);
+}
+END_TEST
+
+/* A delta's count must be the rows its report fed in, its values those of
+ * rows within +-RL_NORM_VALUE_MAX; deltas at that bound, merged into a set
+ * again and again, never make a result the merge's check refuses, so no
+ * member can make the set refuse an honest delta after it. */
+START_TEST(test_delta_bounds)
+{
+    struct rl_norm_stats d, set, honest;
+    ck_assert_int_eq(rl_norm_stats_init(&d, 3, true, 10, 10), 0);
+    d.obs.count = 34, d.ret.count = 32;
+    ck_assert_int_eq(rl_norm_delta_check(&d, 34, 32), 0);
+    ck_assert_int_eq(rl_norm_delta_check(&d, 32, 32), -1);
+    ck_assert_str_eq(rl_last_error(), "norm: obs.count 34 is not the 32 observations its report carries");
+    d.ret.count = 1e6;
+    ck_assert_int_eq(rl_norm_delta_check(&d, 34, 32), -1);
+    ck_assert_str_eq(rl_last_error(), "norm: ret.count 1e+06 is not the 32 discounted returns its report carries");
+    d.ret.count = 32;
+    d.obs.mean[2] = 1.2 * RL_NORM_VALUE_MAX;   /* a set may hold it, rows within the bound cannot */
+    ck_assert_int_eq(rl_norm_stats_check(&d), 0);
+    ck_assert_int_eq(rl_norm_delta_check(&d, 34, 32), -1);
+    ck_assert_str_eq(rl_last_error(), "norm: obs.mean[2] 3.67799e+54 and var[2] 1: mean^2 + var must be at most 9.39417e+108");
+
+    ck_assert_int_eq(rl_norm_stats_init(&set, 3, true, 10, 10), 0);
+    ck_assert_int_eq(rl_norm_stats_init(&honest, 3, true, 10, 10), 0);
+    honest.obs.count = honest.ret.count = 1;
+    for (int i = 0; i < 3; i++) honest.obs.mean[i] = 1, honest.obs.var[i] = 2;
+    uint64_t seed = 7;
+    for (int it = 0; it < 3000; it++) {
+        seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+        double u = (double)(seed >> 11) / 9007199254740992.0;   /* [0, 1) */
+        double R = RL_NORM_VALUE_MAX, count = 1 + (double)(seed >> 40 & 0xffff);
+        d.obs.count = d.ret.count = count;
+        for (int i = 0; i < 3; i++) {   /* mean^2 + var = R^2 exactly or just under */
+            double mean = (2 * u - 1) * R * (i == 0 ? 1 : 0.5);
+            d.obs.mean[i] = mean;
+            d.obs.var[i] = R * R - mean * mean;
+            if (d.obs.mean[i] * d.obs.mean[i] + d.obs.var[i] > R * R) d.obs.var[i] = nextafter(d.obs.var[i], 0);
+        }
+        d.ret.mean[0] = it % 2 ? R : -R, d.ret.var[0] = 0;
+        ck_assert_int_eq(rl_norm_delta_check(&d, count, count), 0);
+        ck_assert_msg(rl_norm_stats_merge_checked(&set, &d) == 0, "merge %d: %s", it, rl_last_error());
+        ck_assert_msg(rl_norm_stats_merge_checked(&set, &honest) == 0, "honest merge %d: %s", it, rl_last_error());
+    }
+    ck_assert_int_eq(rl_norm_stats_check(&set), 0);
+    rl_norm_stats_free(&d);
+    rl_norm_stats_free(&set);
+    rl_norm_stats_free(&honest);
+}
+END_TEST
+
 /* ---- the config -------------------------------------------------------------------- */
 
 START_TEST(test_config_checks)
@@ -404,6 +561,225 @@ START_TEST(test_resume_other_norm_refused)
 }
 END_TEST
 
+/* ---- hostile members and a crafted checkpoint (issue 33 F1) ----------------------------- */
+
+#define MEMBER_T 16                 /* the runs' --steps-per-rollout and --envs-per-observer */
+#define MEMBER_B 2
+#define HB_MS "2000"
+
+static char scratch[64];            /* a test's --logdir, removed by the teardown */
+
+static void teardown(void)
+{
+    rl_kill_all();
+    if (scratch[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
+        if (system(cmd) != 0) fprintf(stderr, "test_rl_norm: could not remove %s\n", scratch);
+    }
+    scratch[0] = '\0';
+}
+
+/* The kinds norm_member sends (see there), the reason the agent refuses
+ * each with. */
+static const char *const members[][2] = {
+    { "count", "norm: obs.count 1.7e+308 is more than 2^53" },
+    { "mean", "norm: ret.mean[0] 1e+300 and var[0] 0: mean^2 + var must be at most " MOMENT_MAX_G },
+    { "var", "norm: obs.mean[0] 0 and var[0] 1e+308: mean^2 + var must be at most " MOMENT_MAX_G },
+    { "rows", "norm: ret.count 1e+06 is not the 32 discounted returns its report carries" },
+};
+#define N_MEMBERS 4
+
+/* The run's statistics in its newest checkpoint under dir, checked as a
+ * resume checks them, into *s (dim 3, the return side on). */
+static void checkpoint_set(const char *dir, struct rl_norm_stats *s, char *path, size_t cap, int64_t *step)
+{
+    char ck[128];
+    snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+    struct ckpt *c = NULL;
+    ck_assert_msg(ckpt_load_latest(ck, &c, NULL, 0) == 1, "%s: %s", ck, runfiles_last_error());
+    size_t len = 0;
+    const void *b = ckpt_get(c, "norm", &len);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(rl_norm_stats_init(s, 3, true, 10, 10), 0);
+    ck_assert_msg(rl_norm_stats_load(s, b, len) == 0, "%s", rl_last_error());
+    if (path) snprintf(path, cap, "%s/ckpt-%012lld.trib", ck, (long long)c->step);
+    if (step) *step = c->step;
+    ckpt_free(c);
+}
+
+/* tributary-agent (mode) with one honest tributary-observer (rank 1) and
+ * the four hostile members (ranks 2..5) on Pendulum-v1, normalising
+ * observations and rewards: each member is dropped saying why, the honest
+ * observer goes on, and the run ends as asked (--max-updates 6) with a
+ * policy file and a checkpoint whose statistics are finite and count the
+ * honest observer's rows alone (its env steps, and its set-up's B reset
+ * observations on the obs side). */
+static void check_hostile_members(const char *mode)
+{
+    snprintf(scratch, sizeof scratch, "/tmp/test_rl_norm_m_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(scratch));
+    char t[16], b[16];
+    snprintf(t, sizeof t, "%d", MEMBER_T);
+    snprintf(b, sizeof b, "%d", MEMBER_B);
+    const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "5", "--mode", mode, "--env", "Pendulum-v1",
+                           "--envs-per-observer", b, "--steps-per-rollout", t, "--minibatches", "1", "--epochs", "1",
+                           "--norm-obs", "--norm-reward", "--max-updates", "6", "--logdir", scratch,
+                           "--heartbeat-timeout", HB_MS, "--seed", "3", "--device", "cpu", NULL };
+    struct rl_proc agent, honest, member[N_MEMBERS];
+    char ep[128];
+    rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
+    rl_agent_endpoint(&agent, ep, sizeof ep, 60);
+    const char *oargs[] = { "--rank", "1", "--world-size", "6", "--master", ep, "--heartbeat-timeout", HB_MS, NULL };
+    rl_start(&honest, TRIB_OBSERVER_BIN, oargs, NULL);
+    for (int i = 0; i < N_MEMBERS; i++) {
+        char rank[8];
+        snprintf(rank, sizeof rank, "%d", i + 2);
+        const char *margs[] = { ep, rank, "6", members[i][0], NULL };
+        rl_start(&member[i], NORM_MEMBER_BIN, margs, NULL);
+    }
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
+    /* 1: not solved (no target), the budget ended it; not a failure */
+    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    bool async = strcmp(mode, "async") == 0;
+    for (int i = 0; i < N_MEMBERS; i++) {
+        char line[512];
+        if (async)
+            snprintf(line, sizeof line, "agent: lost observer%d: it sent statistics that were refused (%s); continuing with ",
+                     i + 2, members[i][1]);
+        else
+            snprintf(line, sizeof line, "agent: dropping observer%d (alive): %s; continuing with ", i + 2, members[i][1]);
+        ck_assert_msg(strstr(agent.err, line), "'%s' not on the agent's stderr:\n%s", line, agent.err);
+        rl_kill(&member[i]);
+        if (async) {
+            snprintf(line, sizeof line, "refused: rpc: agent: rl_update: refused (from observer%d): %s\n", i + 2,
+                     members[i][1]);
+            ck_assert_msg(strstr(member[i].out, line), "'%s' not on member %s's stdout:\n%s\n%s", line, members[i][0],
+                          member[i].out, member[i].err);
+        }
+        rl_free(&member[i]);
+    }
+    rc = rl_wait(&honest, 60);
+    ck_assert_msg(rc == 0, "honest observer exit %d\nstderr:\n%s\nagent stderr:\n%s", rc, tail(honest.err), tail(agent.err));
+    rl_free(&honest);
+    cJSON *j = summary(&agent);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_int_ge((int)jnum(j, "updates"), 6);
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), N_MEMBERS);
+    double steps = jnum(j, "env_steps");
+    ck_assert_msg(steps >= 6 * MEMBER_T * MEMBER_B, "env_steps %g", steps);
+    cJSON_Delete(j);
+
+    struct rl_norm_stats s;
+    checkpoint_set(scratch, &s, NULL, 0, NULL);
+    ck_assert_msg(fabs(s.obs.count - (RL_NORM_COUNT0 + steps + MEMBER_B)) < 1e-6, "obs.count %.17g, env steps %g",
+                  s.obs.count, steps);
+    ck_assert_msg(fabs(s.ret.count - (RL_NORM_COUNT0 + steps)) < 1e-6, "ret.count %.17g, env steps %g", s.ret.count, steps);
+    ck_assert(set_finite(&s) && fabs(s.ret.mean[0]) < 1e4 && s.ret.var[0] < 1e8);
+    rl_norm_stats_free(&s);
+    char pf[128], env[256];
+    snprintf(pf, sizeof pf, "%s/policy.safetensors", scratch);
+    struct policy_arch arch;
+    struct nn_module *actor = NULL;
+    struct policy_extras x = { 0 };
+    ck_assert_msg(policy_file_read(pf, &arch, env, sizeof env, &actor, NULL, &x) == 0, "%s", runfiles_last_error());
+    ck_assert_int_eq(x.norm.dim, 3);
+    ck_assert_msg(fabs(x.norm.count - (RL_NORM_COUNT0 + steps + MEMBER_B)) < 1e-6, "policy file count %.17g",
+                  x.norm.count);
+    for (int i = 0; i < 3; i++) ck_assert(fabs(x.norm.mean[i]) < 100 && x.norm.var[i] < 1e4);
+    nn_module_free(actor);
+    policy_extras_free(&x);
+    rl_free(&agent);
+}
+
+START_TEST(test_hostile_members_sync) { check_hostile_members("sync"); }
+END_TEST
+
+START_TEST(test_hostile_members_async) { check_hostile_members("async"); }
+END_TEST
+
+/* A checkpoint whose statistics hold each of the finding's extremes (its
+ * section 'norm' rewritten in place: same step, CRC made anew) is refused
+ * at --resume naming the value, nothing is resumed and the checkpoint is
+ * left as it was; tributary-eval refuses it too. */
+START_TEST(test_crafted_checkpoint_refused)
+{
+    snprintf(scratch, sizeof scratch, "/tmp/test_rl_norm_c_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(scratch));
+    const char *a[] = { "--env", "Pendulum-v1", "--observers", "1", "--envs-per-observer", "2", "--steps-per-rollout",
+                        "16", "--minibatches", "1", "--epochs", "1", "--norm-obs", "--norm-reward", "--max-updates",
+                        "2", "--logdir", scratch, "--quiet", NULL };
+    ck_assert_msg(run(a) == 1, "%s", ERR);   /* not solved: the budget ended it */
+    struct rl_norm_stats saved, s;
+    char path[256];
+    int64_t step;
+    checkpoint_set(scratch, &saved, path, sizeof path, &step);
+    for (size_t k = 0; k < sizeof extremes / sizeof extremes[0]; k++) {
+        ck_assert_int_eq(rl_norm_stats_init(&s, 3, true, 10, 10), 0);
+        rl_norm_stats_copy(&s, &saved);
+        s.obs.count = extremes[k].obs_count;
+        s.obs.mean[0] = 0, s.obs.var[0] = extremes[k].obs_var0;
+        if (extremes[k].ret_mean != 0) s.ret.mean[0] = extremes[k].ret_mean, s.ret.var[0] = extremes[k].ret_var;
+        unsigned char bytes[256];
+        size_t n = rl_norm_stats_size(&s);
+        rl_norm_stats_save(&s, bytes);
+        rl_norm_stats_free(&s);
+        struct ckpt *c = ckpt_load(path);
+        ck_assert_msg(c, "%s", runfiles_last_error());
+        struct ckpt_section sec[64];
+        ck_assert_int_le(c->n_sections, 64);
+        for (int i = 0; i < c->n_sections; i++) {
+            sec[i] = c->sections[i];
+            if (strcmp(sec[i].name, "norm") == 0) sec[i].data = bytes, sec[i].size = n;
+        }
+        char dir[128];
+        snprintf(dir, sizeof dir, "%s/checkpoints", scratch);
+        ck_assert_msg(ckpt_write(dir, step, sec, c->n_sections, 0) == 0, "%s", runfiles_last_error());
+        ckpt_free(c);
+        const char *b[] = { "--resume", scratch, "--max-updates", "4", "--quiet", NULL };
+        ck_assert_int_eq(run(b), 1);
+        char want[512];
+        snprintf(want, sizeof want, "agent: checkpoint %s: %s\n", path, extremes[k].why);
+        ck_assert_msg(strstr(ERR, want), "'%s' not in:\n%s", want, ERR);
+        ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+        const char *e[] = { TRIB_EVAL_BIN, path, "--episodes", "1", NULL };
+        int erc;
+        ck_assert(proc_run(e, -1, OUT, sizeof OUT, ERR, sizeof ERR, &erc) == 0);
+        snprintf(want, sizeof want, "%s: %s", path, extremes[k].why);
+        ck_assert_msg(erc != 0 && strstr(ERR, want), "tributary-eval exit %d, '%s' not in:\n%s", erc, want, ERR);
+    }
+    /* a set at the count bound loads, but no delta can be merged into it:
+     * the observer whose delta would take it past 2^53 is dropped at the
+     * merge, naming it, and the run ends as a failure with none left */
+    ck_assert_int_eq(rl_norm_stats_init(&s, 3, true, 10, 10), 0);
+    rl_norm_stats_copy(&s, &saved);
+    s.obs.count = RL_NORM_COUNT_MAX;
+    unsigned char bytes[256];
+    size_t n = rl_norm_stats_size(&s);
+    rl_norm_stats_save(&s, bytes);
+    rl_norm_stats_free(&s);
+    struct ckpt *c = ckpt_load(path);
+    ck_assert_msg(c, "%s", runfiles_last_error());
+    struct ckpt_section sec[64];
+    for (int i = 0; i < c->n_sections; i++) {
+        sec[i] = c->sections[i];
+        if (strcmp(sec[i].name, "norm") == 0) sec[i].data = bytes, sec[i].size = n;
+    }
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/checkpoints", scratch);
+    ck_assert_msg(ckpt_write(dir, step, sec, c->n_sections, 0) == 0, "%s", runfiles_last_error());
+    ckpt_free(c);
+    const char *b[] = { "--resume", scratch, "--max-updates", "4", "--quiet", NULL };
+    ck_assert_int_eq(run(b), 1);
+    ck_assert_msg(strstr(OUT, "resumed from"), "%s\n%s", OUT, ERR);
+    ck_assert_msg(strstr(ERR, "agent: dropping observer1 (alive): norm: merged into the run's set, obs.count 9.0072e+15 "
+                              "is more than 2^53; continuing with 0 observers\n"),
+                  "%s", ERR);
+    ck_assert_msg(strstr(OUT, "\"stopped_by\":\"failure\""), "%s", OUT);
+    rl_norm_stats_free(&saved);
+}
+END_TEST
+
 /* InvertedPendulum-v4 with the mujoco presets' settings (normalised
  * observations and rewards, 64x64 tanh, lr 3e-4 annealed over 300k steps)
  * in mujoco-fast's layout: solved (the mean return of the last 100
@@ -454,6 +830,8 @@ static Suite *rl_norm_suite(bool learning)
     tcase_add_test(tc, test_observer_matches_gymnasium);
     tcase_add_test(tc, test_merged_equal_one_process);
     tcase_add_test(tc, test_unpack_refuses);
+    tcase_add_test(tc, test_finite_extremes_refused);
+    tcase_add_test(tc, test_delta_bounds);
     tcase_add_test(tc, test_bytes_round_trip);
     tcase_add_test(tc, test_config_checks);
     tcase_add_test(tc, test_presets);
@@ -461,6 +839,13 @@ static Suite *rl_norm_suite(bool learning)
     tc = tcase_create("runs");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_resume_other_norm_refused);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("members");
+    tcase_set_timeout(tc, 300);
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_add_test(tc, test_hostile_members_sync);
+    tcase_add_test(tc, test_hostile_members_async);
+    tcase_add_test(tc, test_crafted_checkpoint_refused);
     suite_add_tcase(s, tc);
     return s;
 }

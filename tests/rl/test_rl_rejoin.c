@@ -2,7 +2,8 @@
  * tributary-agent and separate tributary-observer processes on loopback
  * (the agent on a port of its own choosing, read from its "listening on"
  * line). A killed observer restarted under its rank rejoins and contributes
- * again, in sync and async mode; a rank a live observer holds, or one
+ * again, in sync and async mode (normalising too: its first delta counts
+ * its set-up's resets again); a rank a live observer holds, or one
  * outside the world, is refused; the agent's death makes every observer
  * exit within the heartbeat timeout. */
 #define _GNU_SOURCE
@@ -151,12 +152,15 @@ static int count_metrics_rows(void)
  * that counts env steps of observer2's slot (the old process is dead, so
  * they are the new one's). The run then stops (SIGTERM) with both
  * observers exiting cleanly. In sync mode a newcomer under the rank free
- * but a live observer's name is refused first. */
-static void check_rejoin(const char *mode)
+ * but a live observer's name is refused first. norm: the run normalises
+ * observations and rewards, so the rejoined observer's first delta counts
+ * its set-up's reset observations again, as the agent expects (issue 33
+ * F1: a count that is not its report's would drop it, saying so). */
+static void check_rejoin(const char *mode, bool norm)
 {
     snprintf(logdir, sizeof logdir, "/tmp/test_rl_rejoin_XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(logdir));
-    const char *extra[] = { "--mode", mode, "--logdir", logdir, NULL };
+    const char *extra[] = { "--mode", mode, "--logdir", logdir, norm ? "--norm-obs" : NULL, "--norm-reward", NULL };
     struct rl_proc agent, obs1, obs2, again;
     char ep[128];
     start_agent(&agent, ep, sizeof ep, extra);
@@ -200,10 +204,16 @@ static void check_rejoin(const char *mode)
     rl_free(&agent);
 }
 
-START_TEST(test_rejoin_sync) { check_rejoin("sync"); }
+START_TEST(test_rejoin_sync) { check_rejoin("sync", false); }
 END_TEST
 
-START_TEST(test_rejoin_async) { check_rejoin("async"); }
+START_TEST(test_rejoin_async) { check_rejoin("async", false); }
+END_TEST
+
+START_TEST(test_rejoin_norm_sync) { check_rejoin("sync", true); }
+END_TEST
+
+START_TEST(test_rejoin_norm_async) { check_rejoin("async", true); }
 END_TEST
 
 /* Newcomers asking for a live observer's rank (under its name or another),
@@ -299,6 +309,8 @@ static Suite *rl_rejoin_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_rejoin_sync);
     tcase_add_test(tc, test_rejoin_async);
+    tcase_add_test(tc, test_rejoin_norm_sync);
+    tcase_add_test(tc, test_rejoin_norm_async);
     tcase_add_test(tc, test_rejoin_refused);
     suite_add_tcase(s, tc);
 

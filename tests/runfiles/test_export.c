@@ -352,6 +352,10 @@ static struct tensor *nan_at_2(const struct tensor *t) { return f64_with(t, 2, N
 static struct tensor *minus_half_at_1(const struct tensor *t) { return f64_with(t, 1, -0.5); }
 static struct tensor *minus_one(const struct tensor *t) { return f64_with(t, 0, -1); }
 static struct tensor *inf_at_0(const struct tensor *t) { return f64_with(t, 0, INFINITY); }
+/* issue 33 F1's finite extremes: beyond the bounds every set of statistics keeps */
+static struct tensor *huge_count(const struct tensor *t) { return f64_with(t, 0, 1.7e308); }
+static struct tensor *huge_at_0(const struct tensor *t) { return f64_with(t, 0, 1e300); }
+static struct tensor *huge_var_at_1(const struct tensor *t) { return f64_with(t, 1, 1e308); }
 static struct tensor *short_by_one(const struct tensor *t)
 {
     int64_t d = t->shape[0] - 1;
@@ -388,6 +392,9 @@ START_TEST(test_export_refusals)
         { "obs_norm.var", minus_half_at_1, NULL, NULL, "obs_norm.var[1] is -0.5 (a variance is finite and >= 0)" },
         { "obs_norm.var", nan_at_2, NULL, NULL, "obs_norm.var[2] is nan (a variance is finite and >= 0)" },
         { "obs_norm.count", minus_one, NULL, NULL, "obs_norm.count is -1 (a count is finite and >= 0)" },
+        { "obs_norm.count", huge_count, NULL, NULL, "obs_norm.count is 1.7e+308, more than 2^53" },
+        { "obs_norm.mean", huge_at_0, NULL, NULL, "obs_norm.mean[0] 1e+300 and var[0] 0.01: mean^2 + var is more than 1.87883e+109" },
+        { "obs_norm.var", huge_var_at_1, NULL, NULL, "obs_norm.mean[1] -0.875 and var[1] 1e+308: mean^2 + var is more than 1.87883e+109" },
         { "obs_norm.var", NULL, NULL, NULL, "observation statistics incomplete: no tensor 'obs_norm.var'" },
         { NULL, NULL, "obs_eps", NULL, "observation statistics incomplete: no metadata 'obs_eps'" },
         { NULL, NULL, "obs_clip", "ten", "metadata 'obs_clip' is 'ten', not a number" },
