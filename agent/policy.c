@@ -670,10 +670,7 @@ static int write_file(struct policy *p, const struct policy_arch *arch, const ch
                       const struct rl_norm_stats *norm, int n, struct tensor *const *params,
                       const struct safetensors_meta *meta, int n_meta)
 {
-    struct policy_norm pn = { 0 };
-    if (norm && norm->obs.dim > 0)
-        pn = (struct policy_norm){ .dim = norm->obs.dim, .count = norm->obs.count, .clip = norm->clip_obs,
-                                   .eps = RL_NORM_EPS, .mean = norm->obs.mean, .var = norm->obs.var };
+    struct policy_norm pn = rl_norm_stats_view(norm);
     bool plugin = strcmp(spec->id, p->cfg.env) != 0;   /* the env was named by its .so */
     struct policy_info info = { .env_id = spec->id, .env_plugin = plugin ? p->cfg.env : NULL, .act = &spec->act,
                                 .norm = &pn, .n_meta = n_meta, .meta = meta };

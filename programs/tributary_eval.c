@@ -123,12 +123,11 @@ static int checkpoint_norm(const char *path, struct ckpt *c, const struct rl_con
         return -1;
     int rc = rl_norm_stats_load(&s, b, len);
     if (rc != 0) rl_set_error("%s: %s", path, rl_last_error());
-    if (rc == 0 && s.obs.dim > 0) {
+    if (rc == 0 && s.obs.dim > 0) {   /* the view, with arrays of its own (policy_extras_free frees them) */
         size_t bytes = (size_t)s.obs.dim * sizeof(double);
-        *out = (struct policy_norm){ .dim = s.obs.dim, .count = s.obs.count, .clip = s.clip_obs, .eps = RL_NORM_EPS,
-                                     .mean = trib_xmalloc(bytes), .var = trib_xmalloc(bytes) };
-        memcpy(out->mean, s.obs.mean, bytes);
-        memcpy(out->var, s.obs.var, bytes);
+        *out = rl_norm_stats_view(&s);
+        out->mean = memcpy(trib_xmalloc(bytes), s.obs.mean, bytes);
+        out->var = memcpy(trib_xmalloc(bytes), s.obs.var, bytes);
     }
     rl_norm_stats_free(&s);
     return rc;

@@ -214,14 +214,17 @@ void rl_norm_stats_copy(struct rl_norm_stats *dst, const struct rl_norm_stats *s
 
 static float clipf(double x, double c) { return (float)(x < -c ? -c : x > c ? c : x); }
 
+struct policy_norm rl_norm_stats_view(const struct rl_norm_stats *s)
+{
+    if (!s || s->obs.dim == 0) return (struct policy_norm){ 0 };
+    return (struct policy_norm){ .dim = s->obs.dim, .count = s->obs.count, .clip = s->clip_obs, .eps = RL_NORM_EPS,
+                                 .mean = s->obs.mean, .var = s->obs.var };
+}
+
 void rl_norm_stats_apply(const struct rl_norm_stats *s, float *obs, int rows)
 {
-    const struct rl_rms *r = &s->obs;
-    for (int k = 0; k < rows && r->dim; k++)
-        for (int i = 0; i < r->dim; i++) {
-            float *x = obs + (size_t)k * r->dim + i;
-            *x = clipf(((double)*x - r->mean[i]) / sqrt(r->var[i] + RL_NORM_EPS), s->clip_obs);
-        }
+    struct policy_norm v = rl_norm_stats_view(s);
+    policy_norm_apply(&v, obs, rows);   /* the one frozen normalisation, training's and the export's */
 }
 
 /* ---- wire and bytes ------------------------------------------------------------ */

@@ -104,9 +104,15 @@ int rl_norm_stats_check(const struct rl_norm_stats *s);
 int rl_norm_delta_check(const struct rl_norm_stats *d, double obs_rows, double ret_rows);
 /* dst = src, side by side (dims must match; clips are dst's own). */
 void rl_norm_stats_copy(struct rl_norm_stats *dst, const struct rl_norm_stats *src);
+/* The observation side of s as the policy file records it: a view that
+ * borrows s's arrays (dim 0 when the side is off or s is NULL). The one
+ * conversion between the two structs: the export, tributary-eval's
+ * checkpoint reader and rl_norm_stats_apply use it. */
+struct policy_norm rl_norm_stats_view(const struct rl_norm_stats *s);
 /* Normalises rows observations in place with the statistics as they are
- * (no update): evaluation, the export, the final observation of a
- * truncated episode. No-op when the obs side is off. */
+ * (no update): policy_norm_apply over rl_norm_stats_view(s), so training,
+ * evaluation, tributary-eval and the export normalise alike (a NaN stays
+ * NaN). No-op when the obs side is off. */
 void rl_norm_stats_apply(const struct rl_norm_stats *s, float *obs, int rows);
 /* Wire form: a map {obs: {count, mean (f64 bytes), var}, ret: {...}};
  * unpack checks dims against the run's (obs_dim, ret_on) and the values

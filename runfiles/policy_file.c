@@ -111,7 +111,7 @@ void policy_norm_apply(const struct policy_norm *n, float *obs, int rows)
         for (int i = 0; i < n->dim; i++) {
             float *x = &obs[(size_t)r * (size_t)n->dim + (size_t)i];
             double z = ((double)*x - n->mean[i]) / sqrt(n->var[i] + n->eps);
-            *x = (float)fmin(fmax(z, -n->clip), n->clip);
+            *x = (float)(z < -n->clip ? -n->clip : z > n->clip ? n->clip : z);   /* NaN stays NaN */
         }
 }
 

@@ -91,7 +91,12 @@ struct policy_norm {
 };
 
 /* Normalises rows observations of n->dim floats in place (frozen: the
- * statistics are not updated). A no-op when n is NULL or n->dim is 0. */
+ * statistics are not updated): clamp((obs - mean) / sqrt(var + eps),
+ * -clip, clip) in double. A NaN observation stays NaN (a clamp to -clip
+ * would hide it; the finite checks downstream name it). The one home of
+ * frozen normalisation: training's (rl_norm_stats_apply, through
+ * rl_norm_stats_view), evaluation's and the export's. A no-op when n is
+ * NULL or n->dim is 0. */
 void policy_norm_apply(const struct policy_norm *n, float *obs, int rows);
 
 /* What a policy file records beside its nets. */

@@ -469,6 +469,63 @@ END_TEST
 
 /* ---- the config -------------------------------------------------------------------- */
 
+/* One frozen normalisation (issue 31): training's (rl_norm_stats_apply, which
+ * --eval-every uses too) and tributary-eval's and the export's (a policy
+ * file written with the run's statistics, read back, policy_norm_apply)
+ * give the same bits for the same observation, NaN, infinities and values
+ * past the clip included; a NaN stays NaN on both paths. */
+START_TEST(test_frozen_norm_one_rule)
+{
+    enum { D = 3, ROWS = 6 };
+    struct rl_norm_stats s;
+    ck_assert_int_eq(rl_norm_stats_init(&s, D, false, 5.0, 10.0), 0);
+    const double mean[D] = { 0.5, -2.0, 1e3 }, var[D] = { 4.0, 0.25, 9e4 };
+    memcpy(s.obs.mean, mean, sizeof mean);
+    memcpy(s.obs.var, var, sizeof var);
+    s.obs.count = 1234;
+    static const float rows[ROWS][D] = {
+        { 0.5f, -2.0f, 1000.0f }, { 1.25f, -1.5f, 1300.0f }, { NAN, 0.0f, -NAN },
+        { INFINITY, -INFINITY, 1e30f }, { -1e30f, 7.0f, -4e3f }, { 3.0f, -2.25f, 1e3f + 0.5f },
+    };
+    float train[ROWS][D], file[ROWS][D];
+    memcpy(train, rows, sizeof rows);
+    memcpy(file, rows, sizeof rows);
+    rl_norm_stats_apply(&s, &train[0][0], ROWS);
+    /* the file's path: the statistics written by the export, read back */
+    char dir[] = "/tmp/test_rl_norm_frozen_XXXXXX", path[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/policy.safetensors", dir);
+    struct policy_arch arch = { .obs_dim = D, .act_dim = 1, .gaussian = true, .n_hidden = 1, .hidden = { 4 } };
+    struct nn_module *actor = NULL, *critic = NULL;
+    ck_assert_int_eq(policy_arch_build(&arch, 1, &actor, &critic), 0);
+    static const double lo[1] = { -1 }, hi[1] = { 1 };
+    struct env_space act = { .kind = SPACE_BOX, .dim = 1, .low = lo, .high = hi };
+    struct policy_norm view = rl_norm_stats_view(&s);
+    struct policy_info info = { .env_id = "X-v0", .act = &act, .norm = &view };
+    ck_assert_msg(policy_file_write(path, &arch, &info, actor->n_params, actor->params) == 0, "%s", runfiles_last_error());
+    nn_module_free(actor);
+    nn_module_free(critic);
+    struct policy_extras x;
+    char env[64];
+    ck_assert_msg(policy_file_read(path, &arch, env, sizeof env, &actor, NULL, &x) == 0, "%s", runfiles_last_error());
+    ck_assert_int_eq(x.norm.dim, D);
+    policy_norm_apply(&x.norm, &file[0][0], ROWS);
+    for (int r = 0; r < ROWS; r++)
+        for (int i = 0; i < D; i++) {
+            ck_assert_msg(memcmp(&train[r][i], &file[r][i], sizeof(float)) == 0, "row %d dim %d: %g against %g", r, i,
+                          train[r][i], file[r][i]);
+            ck_assert_msg(isnan(rows[r][i]) == isnan(train[r][i]), "row %d dim %d: NaN in, %g out", r, i, train[r][i]);
+            ck_assert(isnan(train[r][i]) || fabsf(train[r][i]) <= 5.0f);
+        }
+    ck_assert(train[3][0] == 5.0f && train[3][1] == -5.0f && train[0][0] == 0.0f);
+    policy_extras_free(&x);
+    nn_module_free(actor);
+    rl_norm_stats_free(&s);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(test_config_checks)
 {
     struct rl_config c;
@@ -833,6 +890,7 @@ static Suite *rl_norm_suite(bool learning)
     tcase_add_test(tc, test_finite_extremes_refused);
     tcase_add_test(tc, test_delta_bounds);
     tcase_add_test(tc, test_bytes_round_trip);
+    tcase_add_test(tc, test_frozen_norm_one_rule);
     tcase_add_test(tc, test_config_checks);
     tcase_add_test(tc, test_presets);
     suite_add_tcase(s, tc);
