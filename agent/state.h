@@ -24,6 +24,11 @@
 
 #define PROG "agent"
 #define AGENT_STOP_GRACE_S 5.0      /* calls in flight may run this long after the run is due to stop */
+/* Sync: the others' act calls wait --step-timeout and this much more for an
+ * observer's before it is dropped as one that does not act; an honest one
+ * whose env step overran gives up itself by then and says so (its
+ * watchdog looks every 100 ms, then its word crosses the network). */
+#define AGENT_ACT_GRACE_S 2.0
 
 /* One observer rank of the run (slot k holds rank k + 1). Main thread
  * only, but for id, which never changes. */

@@ -102,21 +102,23 @@ static int step(struct agent *a, int64_t ctx)
     return 0;
 }
 
-/* Lockstep: observers that every merged act call has waited for for
- * --step-timeout are dropped (an honest one acts within it, its env step
- * bounded by the same timeout, or gives up itself): a member that takes
- * the rollout and never acts would hold every other observer up. Frees
- * their rollouts' futures (futs[k]); returns how many. */
+/* Lockstep: observers that the merged act calls have waited for for
+ * --step-timeout (and AGENT_ACT_GRACE_S) are dropped (an honest one acts
+ * within it, its env step bounded by the same timeout, or gives up itself
+ * and says so): a member that takes the rollout and never acts would hold
+ * every other observer up. Frees their rollouts' futures (futs[k]);
+ * returns how many. */
 static int drop_laggards(struct agent *a, struct rpc_future **futs)
 {
     int ids[RL_MAX_OBSERVERS], n = 0;
-    int m = a->cfg.step_timeout > 0 ? policy_sync_laggards(a->policy, a->cfg.step_timeout, ids, RL_MAX_OBSERVERS) : 0;
+    double wait_s = a->cfg.step_timeout + AGENT_ACT_GRACE_S;
+    int m = a->cfg.step_timeout > 0 ? policy_sync_laggards(a->policy, wait_s, ids, RL_MAX_OBSERVERS) : 0;
     for (int i = 0; i < m; i++) {
         int k = agent_peer_by_id(a, ids[i]);
         if (k < 0 || !a->peers[k].alive) continue;
         char why[160];
-        snprintf(why, sizeof why, "it did not act within the step timeout (--step-timeout %g s) while the others' act calls "
-                 "waited for it", a->cfg.step_timeout);
+        snprintf(why, sizeof why, "it did not act within the step timeout (--step-timeout %g s, and %g s more) while the "
+                 "others' act calls waited for it", a->cfg.step_timeout, AGENT_ACT_GRACE_S);
         agent_lose_peer(a, k, why);
         a->abandoned = true;        /* its rollout call is given up on */
         rpc_future_free(futs[k]);

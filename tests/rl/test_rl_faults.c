@@ -866,8 +866,8 @@ static void leave_member(struct rl_proc *agent, bool graceful)
 }
 
 /* A sync member that takes its rollout and never acts: the merged act
- * calls of the honest observer wait for it --step-timeout (2 s), then it
- * is dropped naming why, and the honest one trains to the budget. Was: no
+ * calls of the honest observer wait for it --step-timeout (2 s) and the
+ * grace (2 s), then it is dropped naming why, and the honest one trains to the budget. Was: no
  * step in 30 s, no timeout, never dropped. */
 START_TEST(test_sync_member_never_acts)
 {
@@ -885,8 +885,8 @@ START_TEST(test_sync_member_never_acts)
     int rc = rl_wait(&agent, RUN_TIMEOUT_S);
     int orc = rl_wait(&obs, WAIT_S);
     ck_assert_msg(atomic_load(&member.rollouts) >= 1, "the member was never asked for a rollout\nagent:\n%s", agent.err);
-    const char *line = "agent: dropping observer2 (alive): it did not act within the step timeout (--step-timeout 2 s) "
-                       "while the others' act calls waited for it; continuing with 1 observer\n";
+    const char *line = "agent: dropping observer2 (alive): it did not act within the step timeout (--step-timeout 2 s, "
+                       "and 2 s more) while the others' act calls waited for it; continuing with 1 observer\n";
     ck_assert_msg(strstr(agent.err, line), "'%s' not on the agent's stderr:\n%s", line, agent.err);
     ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
     cJSON *j = summary(&agent);
