@@ -356,7 +356,7 @@ int agent_run(struct agent *a, const struct rpc_opts *opts)
     const char *why = "failure";
     struct notice *first_update = first_update_notice(a);
     int rc = setup(a);
-    if (rc != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    if (rc != 0) agent_say_error();
     else rc = a->mode->train(a, &why);
     notice_stop(first_update);
     return finish(a, rc, why);

@@ -184,7 +184,7 @@ static int train_async(struct agent *a, const char **why)
     if (!*why) *why = agent_live_peers(a) ? "observers stopped" : "failure";
     if (agent_live_peers(a) == 0 && a->stop_due == 0) {   /* (given up on as the run stopped: not a failure) */
         agent_none_left(a);
-        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        agent_say_error();
         return -1;
     }
     return 0;

@@ -191,6 +191,13 @@ int agent_maybe_anneal(struct agent *a)
     return dist_optim_set_lr(a->opt, lr);
 }
 
+void agent_say_error(void)
+{
+    const char *m = rl_last_error();
+    char e[TEXT_ESCAPED_CAP(1024)];
+    fprintf(stderr, PROG ": %s\n", text_escape(e, sizeof e, m, strlen(m)));
+}
+
 void agent_say_limited(struct agent *a, const char *line)
 {
     pthread_mutex_lock(&a->mu);

@@ -153,6 +153,9 @@ void agent_await_calls(struct agent *a, struct rpc_future **futs, const char *fn
  * frees every future of futs; returns whether it did. */
 bool agent_abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn);
 
+/* rl_last_error() on stderr ("agent: ..."), escaped: the error that ends
+ * the run may quote a peer (a remote error in a backward). */
+void agent_say_error(void);
 /* A line on stderr ("agent: line") about what a peer sent, at most 10 a
  * second (a peer may send many). Any thread. */
 void agent_say_limited(struct agent *a, const char *line);

@@ -365,7 +365,7 @@ static int train_sync(struct agent *a, const char **why)
         int rc = agent_live_peers(a) ? sync_iteration(a) : agent_none_left(a);
         if (rc != 0 && a->stop_due > 0 && (*why = agent_stop_reason(a))) return 0;   /* gave up on every observer */
         if (rc != 0) {
-            fprintf(stderr, PROG ": %s\n", rl_last_error());
+            agent_say_error();
             *why = "failure";
             return -1;
         }
