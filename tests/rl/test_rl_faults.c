@@ -1005,22 +1005,28 @@ END_TEST
 START_TEST(test_killed_in_setup_async) { check_killed_in_setup("async"); }
 END_TEST
 
-/* A plug-in whose unload crashes: tributary-train's check of --env opens
- * and unloads it before anything starts, and dies of the crash saying so,
- * naming the plug-in. Was: status 139, nothing on stderr. */
+/* A plug-in whose unload crashes: tributary-train's (and tributary-eval's)
+ * check of --env opens and unloads it before anything starts, and dies of
+ * the crash saying so, naming the plug-in. Was: status 139, nothing on
+ * stderr. */
 START_TEST(test_plugin_unload_crash)
 {
     const char *env[] = { "TRIB_FAULT=segv-unload", NULL };
-    const char *args[] = { "--env", FAULTY_SO, "--max-steps", "100", "--quiet", NULL };
-    struct rl_proc p;
-    rl_start(&p, TRIB_TRAIN_BIN, args, env);
-    int rc = rl_wait(&p, RUN_TIMEOUT_S);
-    ck_assert_msg(rc == 128 + SIGSEGV, "exit %d\nstderr:\n%s", rc, p.err);
-    char want[700];
-    snprintf(want, sizeof want, "tributary-train: crashed (signal 11, SIGSEGV) while checking --env %s (its plug-in's "
-                                "entry point and unload run there)\n", FAULTY_SO);
-    ck_assert_msg(strncmp(p.err, want, strlen(want)) == 0, "stderr:\n%s\nwanted:\n%s", p.err, want);
-    rl_free(&p);
+    const char *train[] = { "--env", FAULTY_SO, "--max-steps", "100", "--quiet", NULL };
+    const char *eval[] = { "--env", FAULTY_SO, "/nonexistent/policy.safetensors", NULL };
+    const char *const *args[] = { train, eval };
+    const char *bins[] = { TRIB_TRAIN_BIN, TRIB_EVAL_BIN }, *progs[] = { "tributary-train", "tributary-eval" };
+    for (int i = 0; i < 2; i++) {
+        struct rl_proc p;
+        rl_start(&p, bins[i], args[i], env);
+        int rc = rl_wait(&p, RUN_TIMEOUT_S);
+        ck_assert_msg(rc == 128 + SIGSEGV, "%s exit %d\nstderr:\n%s", progs[i], rc, p.err);
+        char want[700];
+        snprintf(want, sizeof want, "%s: crashed (signal 11, SIGSEGV) while checking --env %s (its plug-in's entry point "
+                                    "and unload run there)\n", progs[i], FAULTY_SO);
+        ck_assert_msg(strncmp(p.err, want, strlen(want)) == 0, "stderr:\n%s\nwanted:\n%s", p.err, want);
+        rl_free(&p);
+    }
 }
 END_TEST
 
