@@ -23,11 +23,13 @@
 #include "agent/run_stats.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/crash_note.h"
 #include "envs/plugin.h"
 #include "optim/dist_optim.h"
 #include "rl/algo_shape.h"
 #include "rl/messages.h"
 #include "common/notice.h"
+#include "common/text.h"
 #include "rl/rl.h"
 #include "tensor/ops.h"
 
@@ -46,7 +48,9 @@ static int agent_open(struct agent *a)
     if ((unsigned)cfg->mode >= RL_MODE_COUNT)
         return rl_set_error("no such mode: %d", (int)cfg->mode);
     a->mode = modes[cfg->mode];
+    crash_note_begin(PROG, "opening --env %s", cfg->env);   /* a plug-in's code: a crash in it says so */
     a->spec = rl_config_open_env(cfg, &a->plugin);
+    crash_note_end();
     if (!a->spec) return -1;
     if (rl_algo_check_env(rl_algo_of(cfg), a->spec) != 0) return -1;
     a->target = !cfg->stop_at_target ? NAN : isnan(cfg->target) ? a->spec->reward_threshold : cfg->target;
@@ -87,7 +91,9 @@ void agent_free(struct agent *a)
     ckpt_free(a->resume);
     run_stats_free(a->stats);
     agent_norm_free(a->norm);
+    if (a->plugin) crash_note_begin(PROG, "unloading --env %s", a->cfg.env);
     env_plugin_close(a->plugin);
+    crash_note_end();
     pthread_mutex_destroy(&a->mu);
     free(a);
 }
@@ -122,8 +128,8 @@ static void find_peers(struct agent *a)
     int n = rpc_get_workers(w, RL_MAX_OBSERVERS + 1);
     for (int i = 0; i < n; i++) {
         if (w[i].id == rpc_self()->id) continue;
-        struct obs_peer *p = &a->peers[a->n_peers++];
-        snprintf(p->name, sizeof p->name, "%s", w[i].name);
+        struct obs_peer *p = &a->peers[a->n_peers];
+        agent_name_peer(a, a->n_peers++, w[i].name);
         p->id = w[i].id;
         p->alive = true;
     }
@@ -169,26 +175,34 @@ static int build_policy(struct agent *a)
     return 0;
 }
 
-/* How observer k's set-up went (fut: its future, NULL when given up on;
- * saved: it was handed a checkpoint's state). 0 or -1 with rl_last_error(). */
+/* How observer k's set-up went (fut: its future, NULL when it was dropped
+ * meanwhile: gone, or given up on as the run stopped; saved: it was handed
+ * a checkpoint's state). One lost during its set-up (its process ended,
+ * it said it goes, or the RPC layer lost it) is dropped as one lost later
+ * is, and the run goes on with the others: 0. A failure it answered is
+ * the run's: -1 with rl_last_error(). */
 static int setup_result(struct agent *a, int k, struct rpc_future *fut, bool saved)
 {
     struct obs_peer *p = &a->peers[k];
-    if (!fut) {
-        if (!p->alive && p->gone_why[0])   /* gone during its set-up */
-            return rl_set_error("setting up %s: it %s", p->name, p->gone_why);
-        return rl_set_error("setting up %s: given up as the run stopped", p->name);
-    }
+    if (!fut) return 0;   /* dropped already, saying how */
     if (rpc_future_wait(fut, NULL) == 0) return 0;
-    if (!saved) return rl_set_error("setting up %s: %s", p->name, rpc_future_error(fut));
+    const char *err = rpc_future_error(fut);
+    if (agent_peer_lost(a, k)) {
+        agent_lose_peer(a, k, err);
+        return 0;
+    }
+    char e[TEXT_ESCAPED_CAP(1024)];   /* its error reply: its own text */
+    text_escape(e, sizeof e, err, strlen(err));
+    if (!saved) return rl_set_error("setting up %s: %s", p->label, e);
     /* the checkpoint's state refused (a NaN in it...): name the file, leave it be */
     a->resume_refused = true;
-    return rl_set_error("checkpoint %s: observer%d: setting up %s: %s", a->resume->path, k, p->name, rpc_future_error(fut));
+    return rl_set_error("checkpoint %s: observer%d: setting up %s: %s", a->resume->path, k, p->label, e);
 }
 
 /* Sets up every observer, handing each its saved state when the run
- * resumes a checkpoint of a mode that keeps them. 0 or -1 with
- * rl_last_error() (the first failure's). */
+ * resumes a checkpoint of a mode that keeps them. Those lost meanwhile are
+ * dropped (setup_result). 0 while one is left, or -1 with rl_last_error()
+ * (the first failure's; agent_none_left's when every one was lost). */
 static int setup_observers(struct agent *a)
 {
     struct rpc_future *futs[RL_MAX_OBSERVERS];
@@ -206,6 +220,7 @@ static int setup_observers(struct agent *a)
         else if (futs[k]) rpc_future_wait(futs[k], NULL);
         rpc_future_free(futs[k]);
     }
+    if (rc == 0 && agent_live_peers(a) == 0) return agent_none_left(a);
     return rc;
 }
 
@@ -340,7 +355,7 @@ int agent_run(struct agent *a, const struct rpc_opts *opts)
     const char *why = "failure";
     struct notice *first_update = first_update_notice(a);
     int rc = setup(a);
-    if (rc != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
+    if (rc != 0) agent_say_error();
     else rc = a->mode->train(a, &why);
     notice_stop(first_update);
     return finish(a, rc, why);

@@ -9,12 +9,14 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "agent/policy.h"
 #include "agent/state.h"
 #include "agent/run_stats.h"
 #include "common/clock.h"
+#include "common/text.h"
 #include "optim/dist_optim.h"
 #include "rl/algo_shape.h"
 #include "rl/finite.h"
@@ -33,8 +35,10 @@ static int refuse_update(struct agent *a, struct rpc_request *req, struct rl_upd
         dist_autograd_release_local(m->ctx);
         rl_update_req_clear(m);
     }
-    char line[640];
-    snprintf(line, sizeof line, "refused rl_update from %s: %s", rpc_request_caller(req), why);
+    const char *who = rpc_request_caller(req);
+    char said[TEXT_ESCAPED_CAP(sizeof why)], caller[TEXT_ESCAPED_CAP(63)], line[sizeof said + sizeof caller + 32];
+    snprintf(line, sizeof line, "refused rl_update from %s: %s", text_escape(caller, sizeof caller, who, strlen(who)),
+             text_escape(said, sizeof said, why, strlen(why)));
     agent_say_limited(a, line);
     return rpc_request_fail(req, "refused (from %s): %s", rpc_request_caller(req), why);
 }
@@ -179,7 +183,8 @@ static void reap_loops(struct agent *a)
 
 static int train_async(struct agent *a, const char **why)
 {
-    for (int k = 0; k < a->n_peers; k++) start_loop(a, k);
+    for (int k = 0; k < a->n_peers; k++)
+        if (a->peers[k].alive) start_loop(a, k);   /* not one lost during its set-up */
     *why = NULL;
     while (running_loops(a) > 0) {
         if (!atomic_load(&a->stop) && (*why = agent_stop_reason(a))) atomic_store(&a->stop, true);
@@ -195,7 +200,7 @@ static int train_async(struct agent *a, const char **why)
     if (!*why) *why = agent_live_peers(a) ? "observers stopped" : "failure";
     if (agent_live_peers(a) == 0 && a->stop_due == 0) {   /* (given up on as the run stopped: not a failure) */
         agent_none_left(a);
-        fprintf(stderr, PROG ": %s\n", rl_last_error());
+        agent_say_error();
         return -1;
     }
     return 0;

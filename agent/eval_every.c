@@ -6,6 +6,7 @@
  * LOGDIR/policy_best.safetensors. Above policy.c and run_stats.c, beside
  * progress.c, below the modes. */
 #define _GNU_SOURCE
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -20,6 +21,7 @@
 #include "agent/run_stats.h"
 #include "common/check.h"
 #include "rl/finite.h"
+#include "rl/messages.h"
 #include "rl/rl.h"
 #include "runfiles/runfile.h"
 #include "runfiles/runfiles.h"
@@ -153,6 +155,16 @@ void agent_eval_join(struct agent *a)
     if (a->eval) eval_finish(a);
 }
 
+/* The most an evaluation of the run's env can score: rewards are floats,
+ * episodes at most its max_episode_steps long (a report's bound without
+ * one). A best file that records more was not written by an evaluation:
+ * kept, it would block every later best. */
+static double best_bound(const struct agent *a)
+{
+    double steps = a->spec->max_episode_steps > 0 ? a->spec->max_episode_steps : (double)RL_MSG_MAX_STEPS;
+    return steps * FLT_MAX;
+}
+
 void agent_eval_resumed(struct agent *a)
 {
     a->eval_updates = run_stats_updates(a->stats);   /* the next evaluation at the next multiple of --eval-every */
@@ -163,13 +175,19 @@ void agent_eval_resumed(struct agent *a)
     struct safetensors *st = runfile_check_file(path) == 0 ? safetensors_load(path) : NULL;
     const char *v = st ? safetensors_meta_get(st, "eval_return") : NULL;
     char *end = NULL;
-    double best = v ? strtod(v, &end) : NAN;
-    if (v && end != v && !*end && isfinite(best)) {
+    double best = v ? strtod(v, &end) : NAN, bound = best_bound(a);
+    char why[300];
+    if (!st) snprintf(why, sizeof why, "%s", runfiles_last_error());
+    else if (!v || end == v || *end || !isfinite(best)) snprintf(why, sizeof why, "no finite eval_return in its metadata");
+    else if (fabs(best) > bound)
+        snprintf(why, sizeof why, "its eval_return %g is not an evaluation's (|return| <= %g: %s's episodes of at most %.0f "
+                 "steps of float rewards)", best, bound, a->spec->id, bound / FLT_MAX);
+    else why[0] = '\0';
+    if (!why[0]) {
         a->eval_have_best = true;
         a->eval_best = best;
     } else {
-        fprintf(stderr, PROG ": %s: %s; the next evaluation replaces it\n", path,
-                !st ? runfiles_last_error() : "no finite eval_return in its metadata");
+        fprintf(stderr, PROG ": %s: %s; the next evaluation replaces it\n", path, why);
     }
     safetensors_free(st);
 }

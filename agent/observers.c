@@ -17,6 +17,7 @@
 #include "agent/run_stats.h"
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/text.h"
 #include "optim/dist_optim.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
@@ -27,6 +28,13 @@ int agent_live_peers(const struct agent *a)
     int n = 0;
     for (int k = 0; k < a->n_peers; k++) n += a->peers[k].alive;
     return n;
+}
+
+void agent_name_peer(struct agent *a, int k, const char *name)
+{
+    struct obs_peer *p = &a->peers[k];
+    snprintf(p->name, sizeof p->name, "%s", name);
+    text_escape(p->label, sizeof p->label, p->name, strlen(p->name));
 }
 
 /* Whether observer k is known to be gone, and how (into how): it said so
@@ -47,28 +55,30 @@ static bool peer_gone(struct agent *a, int k, char *how, size_t cap)
  * or, while it lives, dropped because a call to it failed (why says how).
  * An observer known to be gone is never called alive: "lost observer1: it
  * crashed (signal 11, SIGSEGV)". */
-void agent_lose_peer(struct agent *a, int k, const char *why)
+void agent_lose_peer(struct agent *a, int k, const char *why_raw)
 {
     struct obs_peer *p = &a->peers[k];
     if (!p->alive) return;
+    char why[TEXT_ESCAPED_CAP(1024)];   /* often a peer's error reply: escaped */
+    text_escape(why, sizeof why, why_raw, strlen(why_raw));
     p->alive = false;
     a->n_lost++;
     policy_forget_caller(a->policy, p->id);
-    policy_drop_sync_caller(a->policy);
+    policy_drop_sync_caller(a->policy, p->id);
     char how[600];
     struct rpc_worker_info wi;
     int live = agent_live_peers(a);
     const char *s = live == 1 ? "" : "s";
     if (peer_gone(a, k, how, sizeof how)) {
         snprintf(p->gone_why, sizeof p->gone_why, "%s", how);
-        fprintf(stderr, PROG ": lost %s: it %s%s%s; continuing with %d observer%s\n", p->name, how, why[0] ? "; " : "",
+        fprintf(stderr, PROG ": lost %s: it %s%s%s; continuing with %d observer%s\n", p->label, how, why[0] ? "; " : "",
                 why, live, s);
     } else if (rpc_get_worker_info(p->name, &wi) == 0) {
-        snprintf(p->gone_why, sizeof p->gone_why, "was dropped (alive: %s)", why);
-        fprintf(stderr, PROG ": dropping %s (alive): %s; continuing with %d observer%s\n", p->name, why, live, s);
+        snprintf(p->gone_why, sizeof p->gone_why, "was dropped (alive: %.680s)", why);
+        fprintf(stderr, PROG ": dropping %s (alive): %s; continuing with %d observer%s\n", p->label, why, live, s);
     } else {
-        snprintf(p->gone_why, sizeof p->gone_why, "was lost (%s)", why);
-        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", p->name, why, live, s);
+        snprintf(p->gone_why, sizeof p->gone_why, "was lost (%.700s)", why);
+        fprintf(stderr, PROG ": lost %s: %s; continuing with %d observer%s\n", p->label, why, live, s);
     }
 }
 
@@ -96,7 +106,7 @@ int agent_none_left(const struct agent *a)
     char list[3000] = "";
     size_t n = 0;
     for (int k = 0; k < a->n_peers && n < sizeof list; k++)
-        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s %s", k ? "; " : "", a->peers[k].name,
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s %s", k ? "; " : "", a->peers[k].label,
                               a->peers[k].gone_why[0] ? a->peers[k].gone_why : "was lost");
     return rl_set_error("no observer is left: %s", list);
 }
@@ -149,6 +159,13 @@ void agent_await_calls(struct agent *a, struct rpc_future **futs, const char *fn
     }
 }
 
+bool agent_peer_lost(struct agent *a, int k)
+{
+    char how[600];
+    struct rpc_worker_info wi;
+    return peer_gone(a, k, how, sizeof how) || rpc_get_worker_info(a->peers[k].name, &wi) != 0;
+}
+
 /* Loses every observer the RPC layer no longer knows (dead or gone), with
  * why; returns how many. */
 int agent_lose_dead_peers(struct agent *a, const char *why)
@@ -172,6 +189,13 @@ int agent_maybe_anneal(struct agent *a)
     if (lr == a->lr) return 0;   /* a function of the env steps alone, so a resumed run sets the same */
     a->lr = lr;
     return dist_optim_set_lr(a->opt, lr);
+}
+
+void agent_say_error(void)
+{
+    const char *m = rl_last_error();
+    char e[TEXT_ESCAPED_CAP(1024)];
+    fprintf(stderr, PROG ": %s\n", text_escape(e, sizeof e, m, strlen(m)));
 }
 
 void agent_say_limited(struct agent *a, const char *line)
@@ -221,7 +245,9 @@ static void on_member_event(struct agent *a, const struct rpc_event *ev)
         return;
     }
     if (k < 0) {
-        fprintf(stderr, PROG ": ignoring worker %s (id %d): not an observer rank of this run\n", ev->name, ev->id);
+        char name[TEXT_ESCAPED_CAP(sizeof ev->name)];
+        fprintf(stderr, PROG ": ignoring worker %s (id %d): not an observer rank of this run\n",
+                text_escape(name, sizeof name, ev->name, strnlen(ev->name, sizeof ev->name)), ev->id);
         return;
     }
     struct obs_peer *p = &a->peers[k];
@@ -231,7 +257,7 @@ static void on_member_event(struct agent *a, const struct rpc_event *ev)
         rpc_future_free(p->setup);
         p->setup = NULL;
     }
-    snprintf(p->name, sizeof p->name, "%s", ev->name);
+    agent_name_peer(a, k, ev->name);
     p->rejoining = true;
 }
 
@@ -240,14 +266,16 @@ static void rejoin_done(struct agent *a, int k)
 {
     struct obs_peer *p = &a->peers[k];
     if (rpc_future_wait(p->setup, NULL) != 0) {
-        fprintf(stderr, PROG ": %s (rank %d) rejoined but its set-up failed: %s\n", p->name, p->id,
-                rpc_future_error(p->setup));
+        const char *err = rpc_future_error(p->setup);
+        char e[TEXT_ESCAPED_CAP(1024)];
+        fprintf(stderr, PROG ": %s (rank %d) rejoined but its set-up failed: %s\n", p->label, p->id,
+                text_escape(e, sizeof e, err, strlen(err)));
     } else {
         p->alive = true;
         atomic_store(&p->going, false);
         p->gone_why[0] = '\0';
         a->n_rejoined++;
-        fprintf(stderr, PROG ": %s rejoined (rank %d); training with %d observer%s\n", p->name, p->id,
+        fprintf(stderr, PROG ": %s rejoined (rank %d); training with %d observer%s\n", p->label, p->id,
                 agent_live_peers(a), agent_live_peers(a) == 1 ? "" : "s");
         if (a->mode->rejoined) a->mode->rejoined(a, k);
     }
@@ -283,9 +311,12 @@ int agent_fn_gave_up(struct rpc_request *req, const struct rpc_value *args, stru
     const struct rpc_value *why = &args->list.items[0];
     bool crashed = args->list.len == 2 && args->list.items[1].str.len == strlen(RL_GONE_CRASHED) &&
                    memcmp(args->list.items[1].str.ptr, RL_GONE_CRASHED, strlen(RL_GONE_CRASHED)) == 0;
-    int wl = (int)(why->str.len < 500 ? why->str.len : 500);
-    char line[640];
-    snprintf(line, sizeof line, "%s gave up: %.*s", rpc_request_caller(req), wl, why->str.ptr);
+    /* what it says is its own text: escaped, so that it cannot forge lines
+     * of ours ("\nagent: lost observer2: it crashed") */
+    char said[TEXT_ESCAPED_CAP(500)], caller[TEXT_ESCAPED_CAP(63)], line[sizeof said + sizeof caller + 16];
+    text_escape(said, sizeof said, why->str.ptr, why->str.len < 500 ? why->str.len : 500);
+    const char *who = rpc_request_caller(req);
+    snprintf(line, sizeof line, "%s gave up: %s", text_escape(caller, sizeof caller, who, strlen(who)), said);
     if (!crashed) agent_say_limited(a, line);   /* a crash is said as its observer is lost, at once */
     /* the observer goes (it exits, or dies of its crash) right after: the
      * main thread drops it now rather than at its heartbeat timeout. The
@@ -294,8 +325,8 @@ int agent_fn_gave_up(struct rpc_request *req, const struct rpc_value *args, stru
     int k = agent_peer_by_id(a, rpc_request_caller_id(req));
     if (k >= 0 && a->peers[k].alive) {
         pthread_mutex_lock(&a->mu);
-        if (crashed) snprintf(a->peers[k].going_why, sizeof a->peers[k].going_why, "%.*s", wl, why->str.ptr);
-        else snprintf(a->peers[k].going_why, sizeof a->peers[k].going_why, "gave up (%.*s)", wl, why->str.ptr);
+        if (crashed) snprintf(a->peers[k].going_why, sizeof a->peers[k].going_why, "%.630s", said);
+        else snprintf(a->peers[k].going_why, sizeof a->peers[k].going_why, "gave up (%.620s)", said);
         pthread_mutex_unlock(&a->mu);
         atomic_store(&a->peers[k].going, true);
     }

@@ -34,6 +34,7 @@ struct pending {
     struct tensor *obs;
     int caller;
     bool last;
+    double t;                       /* when it was queued (trib_now_s) */
 };
 
 struct policy {
@@ -60,6 +61,7 @@ struct policy {
     bool lockstep;                  /* policy_new's: merged act calls wait for every sync caller */
     int sync_callers;               /* lockstep: observers every merged forward waits for, */
     int sync_done;                  /* less those whose `last` call of the rollout was served */
+    bool sync_in[MAX_CALLERS];      /* lockstep: the rollout's callers whose `last` call is not served yet */
     struct policy_stats stats;
 };
 
@@ -196,6 +198,7 @@ static int take_batch(struct policy *p, struct pending *batch)
         p->q_len--;
         p->q_rows -= r;
         if (pd->last) p->sync_done++;
+        if (pd->last && pd->caller >= 0 && pd->caller < MAX_CALLERS) p->sync_in[pd->caller] = false;
         if (pd->last && pd->caller >= 0 && pd->caller < MAX_CALLERS && p->active[pd->caller]) {
             p->active[pd->caller] = false;
             p->n_active--;
@@ -266,7 +269,7 @@ static void serve_inline(struct policy *p)
 static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
     struct policy *p = obj;
-    struct pending pd = { .req = req, .caller = rpc_request_caller_id(req) };
+    struct pending pd = { .req = req, .caller = rpc_request_caller_id(req), .t = trib_now_s() };
     if (rl_obs_unpack(args, p->shape.obs_dim, &pd.obs, &pd.last) != 0)
         return rpc_request_fail(req, "act: %s", rl_last_error());
     if (pd.obs->shape[0] > p->cfg.max_batch) {
@@ -275,6 +278,13 @@ static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *arg
                                 p->cfg.max_batch);
     }
     pthread_mutex_lock(&p->mu);
+    /* in lockstep only the rollout's callers act: one dropped (lost, or
+     * silent past --step-timeout) would be counted as one of them */
+    if (p->lockstep && !p->stopping && (pd.caller < 0 || pd.caller >= MAX_CALLERS || !p->sync_in[pd.caller])) {
+        pthread_mutex_unlock(&p->mu);
+        tensor_free(pd.obs);
+        return rpc_request_fail(req, "act: %s is not one of this rollout's observers", rpc_request_caller(req));
+    }
     if (p->stopping || p->q_len == QUEUE_CAP) {
         bool stopping = p->stopping;
         pthread_mutex_unlock(&p->mu);
@@ -639,21 +649,47 @@ void policy_forget_caller(struct policy *p, int id)
     pthread_mutex_unlock(&p->mu);
 }
 
-void policy_set_sync_callers(struct policy *p, int n)
+void policy_set_sync_callers(struct policy *p, const int *ids, int n)
 {
     pthread_mutex_lock(&p->mu);
-    p->sync_callers = n;
+    memset(p->sync_in, 0, sizeof p->sync_in);
+    p->sync_callers = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < MAX_CALLERS && !p->sync_in[ids[i]]) {
+            p->sync_in[ids[i]] = true;
+            p->sync_callers++;
+        }
     p->sync_done = 0;
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
 }
 
-void policy_drop_sync_caller(struct policy *p)
+void policy_drop_sync_caller(struct policy *p, int id)
 {
     pthread_mutex_lock(&p->mu);
-    if (p->sync_callers > 0) p->sync_callers--;
+    if (id >= 0 && id < MAX_CALLERS && p->sync_in[id]) {
+        p->sync_in[id] = false;
+        p->sync_callers--;
+    }
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
+}
+
+int policy_sync_laggards(struct policy *p, double wait_s, int *ids, int cap)
+{
+    int n = 0;
+    pthread_mutex_lock(&p->mu);
+    if (p->lockstep && p->q_len > 0 && trib_now_s() - p->q[p->q_head].t >= wait_s) {
+        bool queued[MAX_CALLERS] = { 0 };
+        for (int i = 0; i < p->q_len; i++) {
+            int c = p->q[(p->q_head + i) % QUEUE_CAP].caller;
+            if (c >= 0 && c < MAX_CALLERS) queued[c] = true;
+        }
+        for (int c = 0; c < MAX_CALLERS && n < cap; c++)
+            if (p->sync_in[c] && !queued[c]) ids[n++] = c;
+    }
+    pthread_mutex_unlock(&p->mu);
+    return n;
 }
 
 void policy_get_stats(struct policy *p, struct policy_stats *out)

@@ -52,16 +52,25 @@ struct rref **policy_param_rrefs(struct policy *p, int *n);
  * it died, so merged calls stop waiting for it. Any thread. */
 void policy_forget_caller(struct policy *p, int worker_id);
 
-/* In lockstep (policy_new), at the start of a rollout: the number of observers whose act
- * calls every merged forward waits for (all of them step in lockstep; one
- * whose `last` call was served drops out until the next rollout), so that
- * the same calls are merged in the same order (by worker id) on every run.
- * Any thread. */
-void policy_set_sync_callers(struct policy *p, int n);
+/* In lockstep (policy_new), at the start of a rollout: the observers (RPC
+ * worker ids) whose act calls every merged forward waits for (all of them
+ * step in lockstep; one whose `last` call was served drops out until the
+ * next rollout), so that the same calls are merged in the same order (by
+ * worker id) on every run. Act calls from any other worker are refused
+ * until the next rollout. Any thread. */
+void policy_set_sync_callers(struct policy *p, const int *ids, int n);
 
-/* In lockstep: an observer was lost before its `last` call of this rollout
- * (otherwise nothing waits on the count: harmless). */
-void policy_drop_sync_caller(struct policy *p);
+/* In lockstep: observer `id` was lost or dropped; merged forwards stop
+ * waiting for it, and its act calls are refused (nothing when its `last`
+ * call of the rollout was served already). Any thread. */
+void policy_drop_sync_caller(struct policy *p, int id);
+
+/* In lockstep: when the oldest queued act call has waited wait_s seconds
+ * or more, the rollout's observers it waits for (no call of theirs
+ * queued, their `last` one not served) into ids (at most cap, in id
+ * order); returns how many (0 otherwise, and never out of lockstep).
+ * Any thread. */
+int policy_sync_laggards(struct policy *p, double wait_s, int *ids, int cap);
 
 /* The evaluate method's work, for the agent's own handlers: a recorded
  * forward of obs (f32 [N, obs_dim], CPU) in the thread's current context,

@@ -13,6 +13,7 @@
 #include "agent/runlog.h"
 #include "agent/state.h"
 #include "agent/run_stats.h"
+#include "common/text.h"
 #include "optim/dist_optim.h"
 #include "rl/finite.h"
 #include "rl/messages.h"
@@ -64,8 +65,12 @@ static void observer_states(struct agent *a, struct rpc_value *st)
     }
     rpc_value_clear(&none);
     for (int k = 0; k < a->n_peers; k++) {
-        if (futs[k] && rpc_future_wait(futs[k], &st[k]) != 0)
-            fprintf(stderr, PROG ": checkpoint without %s's state: %s\n", a->peers[k].name, rpc_future_error(futs[k]));
+        if (futs[k] && rpc_future_wait(futs[k], &st[k]) != 0) {
+            const char *err = rpc_future_error(futs[k]);
+            char e[TEXT_ESCAPED_CAP(1024)];   /* its error reply: its own text */
+            fprintf(stderr, PROG ": checkpoint without %s's state: %s\n", a->peers[k].label,
+                    text_escape(e, sizeof e, err, strlen(err)));
+        }
         rpc_future_free(futs[k]);
     }
 }

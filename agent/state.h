@@ -18,16 +18,23 @@
 #include "agent/norm_stats.h"
 #include "agent/signals.h"
 #include "agent/run_stats.h"
+#include "common/text.h"
 #include "rl/config.h"
 #include "rpc/rpc.h"
 
 #define PROG "agent"
 #define AGENT_STOP_GRACE_S 5.0      /* calls in flight may run this long after the run is due to stop */
+/* Sync: the others' act calls wait --step-timeout and this much more for an
+ * observer's before it is dropped as one that does not act; an honest one
+ * whose env step overran gives up itself by then and says so (its
+ * watchdog looks every 100 ms, then its word crosses the network). */
+#define AGENT_ACT_GRACE_S 2.0
 
 /* One observer rank of the run (slot k holds rank k + 1). Main thread
  * only, but for id, which never changes. */
 struct obs_peer {
-    char name[64];
+    char name[64];                  /* its RPC worker name, as it chose it: to call it */
+    char label[TEXT_ESCAPED_CAP(63)];   /* the name escaped (common/text.h): to print it */
     int id;                         /* its RPC worker id, which is its rank */
     bool alive;                     /* set up and taking part */
     bool rejoining;                 /* a new process took the rank: set it up when its old calls are in */
@@ -38,8 +45,8 @@ struct obs_peer {
      * "crashed (...)"): set on a handler thread under agent.mu, then
      * `going`; the main thread drops it at once (agent_tend_gone). */
     atomic_bool going;
-    char going_why[560];
-    char gone_why[640];             /* how it went, once lost or dropped: for "no observer is left" */
+    char going_why[640];            /* escaped (common/text.h), as all it says */
+    char gone_why[720];             /* how it went, once lost or dropped: for "no observer is left" */
 };
 
 struct agent;
@@ -111,8 +118,17 @@ struct agent {
 
 /* Observers taking part. */
 int agent_live_peers(const struct agent *a);
-/* Stops using observer k (lost, or dropped: why says how). */
+/* Observer k is the RPC worker `name` (which its process chose): sets its
+ * name and, escaped, the label every message prints. Any text a peer
+ * chose (its name, its error replies, why it goes) is printed escaped
+ * (common/text.h), so it cannot forge a line of the agent's. */
+void agent_name_peer(struct agent *a, int k, const char *name);
+/* Stops using observer k (lost, or dropped: why says how; printed
+ * escaped). */
 void agent_lose_peer(struct agent *a, int k, const char *why);
+/* Whether observer k is lost: known to be gone (agent_tend_gone's), or no
+ * longer a worker the RPC layer knows. */
+bool agent_peer_lost(struct agent *a, int k);
 /* Loses every observer the RPC layer no longer knows; returns how many. */
 int agent_lose_dead_peers(struct agent *a, const char *why);
 /* Drops at once every observer known to be gone: one that said so as it
@@ -136,6 +152,9 @@ void agent_await_calls(struct agent *a, struct rpc_future **futs, const char *fn
  * frees every future of futs; returns whether it did. */
 bool agent_abandon_overdue(struct agent *a, struct rpc_future **futs, const char *fn);
 
+/* rl_last_error() on stderr ("agent: ..."), escaped: the error that ends
+ * the run may quote a peer (a remote error in a backward). */
+void agent_say_error(void);
 /* A line on stderr ("agent: line") about what a peer sent, at most 10 a
  * second (a peer may send many). Any thread. */
 void agent_say_limited(struct agent *a, const char *line);

@@ -102,17 +102,47 @@ static int step(struct agent *a, int64_t ctx)
     return 0;
 }
 
+/* Lockstep: observers that the merged act calls have waited for for
+ * --step-timeout (and AGENT_ACT_GRACE_S) are dropped (an honest one acts
+ * within it, its env step bounded by the same timeout, or gives up itself
+ * and says so): a member that takes the rollout and never acts would hold
+ * every other observer up. Frees their rollouts' futures (futs[k]);
+ * returns how many. */
+static int drop_laggards(struct agent *a, struct rpc_future **futs)
+{
+    int ids[RL_MAX_OBSERVERS], n = 0;
+    double wait_s = a->cfg.step_timeout + AGENT_ACT_GRACE_S;
+    int m = a->cfg.step_timeout > 0 ? policy_sync_laggards(a->policy, wait_s, ids, RL_MAX_OBSERVERS) : 0;
+    for (int i = 0; i < m; i++) {
+        int k = agent_peer_by_id(a, ids[i]);
+        if (k < 0 || !a->peers[k].alive) continue;
+        char why[160];
+        snprintf(why, sizeof why, "it did not act within the step timeout (--step-timeout %g s, and %g s more) while the "
+                 "others' act calls waited for it", a->cfg.step_timeout, AGENT_ACT_GRACE_S);
+        agent_lose_peer(a, k, why);
+        a->abandoned = true;        /* its rollout call is given up on */
+        rpc_future_free(futs[k]);
+        futs[k] = NULL;
+        n++;
+    }
+    return n;
+}
+
 /* Sync rollouts: every live observer's, collected as they finish (a lost
  * observer must be forgotten at once, or the merged act calls of the others
- * would keep waiting for it: policy_set_sync_callers); statistics in
- * observer order. in[k] and obs[k] (its first minibatch's observations)
- * for those that delivered. Returns how many did. */
+ * would keep waiting for it: policy_set_sync_callers; so must one that
+ * does not act: drop_laggards); statistics in observer order. in[k] and
+ * obs[k] (its first minibatch's observations) for those that delivered.
+ * Returns how many did. */
 static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
 {
     struct rpc_future *futs[RL_MAX_OBSERVERS];
     static _Thread_local struct rl_rollout_reply reps[RL_MAX_OBSERVERS];
     int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
-    policy_set_sync_callers(a->policy, agent_live_peers(a));
+    int ids[RL_MAX_OBSERVERS], n_ids = 0;
+    for (int k = 0; k < a->n_peers; k++)
+        if (a->peers[k].alive) ids[n_ids++] = a->peers[k].id;
+    policy_set_sync_callers(a->policy, ids, n_ids);
     struct rpc_value set = agent_norm_pack(a);   /* the statistics every observer rolls out with */
     struct rpc_value args = rl_rollout_req_pack(&set);
     call_live(a, RL_FN_ROLLOUT, &args, futs);
@@ -128,7 +158,7 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
         int k = rpc_future_wait_any(futs, (size_t)a->n_peers, 100);
         if (k < 0 && agent_abandon_overdue(a, futs, RL_FN_ROLLOUT)) return 0;
         if (k < 0) {
-            if (agent_tend_gone(a, futs) > 0) {   /* gone: its rollout never comes */
+            if (agent_tend_gone(a, futs) > 0 || drop_laggards(a, futs) > 0) {   /* its rollout never comes */
                 left = 0;
                 for (int j = 0; j < a->n_peers; j++) left += futs[j] != NULL;
             }
@@ -344,7 +374,7 @@ static int train_sync(struct agent *a, const char **why)
         int rc = agent_live_peers(a) ? sync_iteration(a) : agent_none_left(a);
         if (rc != 0 && a->stop_due > 0 && (*why = agent_stop_reason(a))) return 0;   /* gave up on every observer */
         if (rc != 0) {
-            fprintf(stderr, PROG ": %s\n", rl_last_error());
+            agent_say_error();
             *why = "failure";
             return -1;
         }

@@ -16,6 +16,7 @@
 #include "common/check.h"
 #include "envs/plugin.h"
 #include "runfiles/ckpt.h"
+#include "common/crash_note.h"
 #include "rl/finite.h"
 #include "rl/norm.h"
 #include "rl/config.h"
@@ -260,11 +261,15 @@ static int parse(struct eval_args *a, int argc, char **argv)
         struct env_plugin *probe = NULL;
         struct rl_env_args ea;
         rl_config_env_args(&a->env_args, &ea);
+        /* a plug-in's code runs here: a crash in it says so, naming it */
+        crash_note_begin(PROG, "checking --env %s (its plug-in's entry point and unload run there)", a->env);
         if (!env_open_args(a->env, &ea.args, &probe)) {
+            crash_note_end();
             fprintf(stderr, PROG ": --env: %s (see " PROG " --help)\n", env_last_error());
             return 2;
         }
         env_plugin_close(probe);
+        crash_note_end();
     }
     return -1;
 }

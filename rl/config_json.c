@@ -15,12 +15,55 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/text.h"
 #include "rl/rl.h"
+
+/* Whether a JSON string (its text between the quotes, raw) holds \u0000:
+ * cJSON's strings end at their first NUL, so "a\u0000b" would be read as
+ * "a" without a word. */
+static bool holds_nul(const char *s, size_t len)
+{
+    for (size_t i = 0; i + 1 < len; i++) {
+        if (s[i] != '\\') continue;
+        if (s[i + 1] == 'u' && i + 5 < len && memcmp(s + i + 2, "0000", 4) == 0) return true;
+        i++;                        /* the escaped character is not a backslash of its own */
+    }
+    return false;
+}
+
+/* In text[0..len), a JSON document cJSON accepted: the first string that
+ * holds \u0000 (holds_nul). Returns 0 when there is none; 1 when it is a
+ * value, with the top-level key it belongs to in key (escaped, common/text.h);
+ * 2 when it is a key, with that key (raw, escaped) in key. */
+static int find_nul(const char *text, size_t len, char *key, size_t cap)
+{
+    int depth = 0;
+    key[0] = '\0';
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (c == '{' || c == '[') depth++;
+        else if (c == '}' || c == ']') depth--;
+        if (c != '"') continue;
+        size_t start = ++i;
+        while (i < len && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+        if (i > len) i = len;
+        size_t end = i, j = i + 1;
+        while (j < len && (text[j] == ' ' || text[j] == '\t' || text[j] == '\n' || text[j] == '\r')) j++;
+        bool is_key = j < len && text[j] == ':';
+        if (is_key && depth == 1) text_escape(key, cap, text + start, end - start);
+        if (holds_nul(text + start, end - start)) {
+            if (is_key) text_escape(key, cap, text + start, end - start);
+            return is_key ? 2 : 1;
+        }
+    }
+    return 0;
+}
 
 /* One JSON object in text[0..len), white space around it and nothing
  * else. 0 with *root set; -1 when it is not an object; -2 with *at the
- * offset of the first byte after it; *root NULL on failure. */
-static int parse_object(const char *text, size_t len, cJSON **root, size_t *at)
+ * offset of the first byte after it; -3 when a string of it holds \u0000,
+ * with why ("'KEY' holds ..."); *root NULL on failure. */
+static int parse_object(const char *text, size_t len, cJSON **root, size_t *at, char *why, size_t cap)
 {
     const char *end = NULL;
     *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
@@ -31,7 +74,16 @@ static int parse_object(const char *text, size_t len, cJSON **root, size_t *at)
     }
     const char *p = end;
     while (p < text + len && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
-    if (p == text + len) return 0;
+    if (p == text + len) {
+        char key[TEXT_ESCAPED_CAP(64)];
+        int nul = find_nul(text, len, key, sizeof key);
+        if (nul == 0) return 0;
+        snprintf(why, cap, "%s '%s' holds \\u0000 (a NUL character), which no setting can hold",
+                 nul == 2 ? "the key" : "the value of", key);
+        cJSON_Delete(*root);
+        *root = NULL;
+        return -3;
+    }
     cJSON_Delete(*root);
     *root = NULL;
     *at = (size_t)(p - text);
@@ -54,10 +106,12 @@ int rl_config_load_json(const char *path, cJSON **root, const char *flag)
     }
     buf[len] = '\0';
     size_t at = 0;
-    int rc = parse_object(buf, len, root, &at);
+    char why[400];
+    int rc = parse_object(buf, len, root, &at, why, sizeof why);
     free(buf);
     if (rc == -1) return rl_set_error("%s %s: not a JSON object", flag, path);
     if (rc == -2) return rl_set_error("%s %s: bytes after the JSON object (from byte %zu)", flag, path, at);
+    if (rc == -3) return rl_set_error("%s %s: %s", flag, path, why);
     return 0;
 }
 
@@ -195,9 +249,11 @@ int rl_config_from_json(const char *text, size_t len, struct rl_config *cfg)
 {
     cJSON *root = NULL;
     size_t at = 0;
-    int prc = parse_object(text, len, &root, &at);
+    char why[400];
+    int prc = parse_object(text, len, &root, &at, why, sizeof why);
     if (prc == -1) return rl_set_error("config: not a JSON object");
     if (prc == -2) return rl_set_error("config: bytes after the JSON object (from byte %zu)", at);
+    if (prc == -3) return rl_set_error("config: %s", why);
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "preset");
     int rc = rl_config_preset(cfg, cJSON_IsString(p) && p->valuestring[0] ? p->valuestring : "ppo-fast");
     if (rc == 0) rc = rl_config_apply_json(cfg, "config", "(saved)", root, NULL);

@@ -16,6 +16,7 @@
 
 #include "common/argv.h"
 #include "common/check.h"
+#include "common/crash_note.h"
 #include "envs/env.h"
 #include "envs/plugin.h"
 #include "runfiles/metrics.h"
@@ -294,16 +295,23 @@ static int finish(const char *prog, struct parse *ps)
     if (!ps->given[FIELD_INDEX(device)]) cfg->device = tensor_cuda_available() ? RL_DEVICE_CUDA : RL_DEVICE_CPU;
     if (!ps->given[FIELD_INDEX(max_policy_lag)]) cfg->max_policy_lag = rl_default_max_policy_lag(cfg);
     if (rl_config_check(cfg) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
-    /* an env that does not exist is bad usage, found before anything starts */
+    /* an env that does not exist is bad usage, found before anything starts;
+     * a plug-in's code runs here (its entry point, its unload): a crash in
+     * it says so, naming it, rather than ending the program without a word */
+    crash_note_begin(prog, "checking --env %s (its plug-in's entry point and unload run there)", cfg->env);
     struct env_plugin *plugin = NULL;
     const struct env_spec *spec = rl_config_open_env(cfg, &plugin);
-    if (!spec) return usage_error(prog, "--env: %s%s", rl_last_error(), "");
+    if (!spec) {
+        crash_note_end();
+        return usage_error(prog, "--env: %s%s", rl_last_error(), "");
+    }
     /* and one whose sizes the policy cannot have (a plug-in declares its own) */
     struct policy_arch arch;
     char what[600];
     snprintf(what, sizeof what, "--env %s", cfg->env);
     int arc = rl_arch_for_env(cfg, spec, what, &arch);
     env_plugin_close(plugin);
+    crash_note_end();
     if (arc != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
     return claim_logdir(cfg, prog) == 0 ? -1 : 2;
 }

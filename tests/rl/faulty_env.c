@@ -6,7 +6,11 @@
  *   segv                the process crashes (SIGSEGV)
  *   none (or unset)     never
  * from the TRIB_FAULT_AT-th step of each env on (default 50; counted from
- * the env's creation, across episodes). With TRIB_FAULT_ONCE=PATH only the
+ * the env's creation, across episodes); or
+ *   kill-reset          the process is killed (SIGKILL) at its first reset:
+ *                       an observer's set-up
+ *   segv-unload         the plug-in's unload crashes (SIGSEGV): wherever it
+ *                       is closed, starting with the programs' check of --env. With TRIB_FAULT_ONCE=PATH only the
  * first process to get there misbehaves (the one that creates PATH), so
  * one observer of a tributary-train run fails and the others go on.
  * Otherwise a trivial task: 4 observations, 2 actions, reward 1 a step,
@@ -19,13 +23,14 @@
 #include <unistd.h>
 
 #include "envs/env.h"
+#include "envs/plugin.h"
 
 struct faulty {
     long steps;                     /* since the env's creation (reset does not clear it) */
     int t;                          /* in the episode */
 };
 
-static enum { NONE, NAN_OBS, INF_OBS, NAN_REWARD, HANG, SEGV } fault;
+static enum { NONE, NAN_OBS, INF_OBS, NAN_REWARD, HANG, SEGV, KILL_RESET, SEGV_UNLOAD } fault;
 static long fault_at = 50;
 static const char *fault_once;
 static int chosen = -1;             /* with fault_once: 1 this process misbehaves, 0 not, -1 not known yet */
@@ -57,6 +62,7 @@ static void f_reset(void *state, uint64_t *rng, float *obs)
     struct faulty *f = state;
     f->t = 0;
     observe(f, obs);
+    if (fault == KILL_RESET && faulty_here()) raise(SIGKILL);
 }
 
 static void f_step(void *state, const void *action, float *obs, float *reward, bool *terminated)
@@ -78,8 +84,16 @@ static void f_step(void *state, const void *action, float *obs, float *reward, b
     case SEGV:
         raise(SIGSEGV);
         break;
-    case NONE: break;
+    case NONE:
+    case KILL_RESET:
+    case SEGV_UNLOAD: break;
     }
+}
+
+static void f_unload(struct env_spec *s)
+{
+    (void)s;
+    if (fault == SEGV_UNLOAD) raise(SIGSEGV);
 }
 
 static const struct env_spec spec = {
@@ -91,10 +105,14 @@ static const struct env_spec spec = {
     .state_size = sizeof(struct faulty),
     .reset = f_reset,
     .step = f_step,
+    .abi_version = ENV_ABI_VERSION,
+    .unload = f_unload,
 };
 
-__attribute__((visibility("default"))) const struct env_spec *tributary_env(void)
+__attribute__((visibility("default"))) const struct env_spec *tributary_env_open(const struct env_args *args, char *err,
+                                                                                size_t cap)
 {
+    (void)args, (void)err, (void)cap;
     const char *f = getenv("TRIB_FAULT"), *at = getenv("TRIB_FAULT_AT");
     fault = !f ? NONE
             : strcmp(f, "nan-obs") == 0    ? NAN_OBS
@@ -102,6 +120,8 @@ __attribute__((visibility("default"))) const struct env_spec *tributary_env(void
             : strcmp(f, "nan-reward") == 0 ? NAN_REWARD
             : strcmp(f, "hang") == 0       ? HANG
             : strcmp(f, "segv") == 0       ? SEGV
+            : strcmp(f, "kill-reset") == 0 ? KILL_RESET
+            : strcmp(f, "segv-unload") == 0 ? SEGV_UNLOAD
                                            : NONE;
     if (at) fault_at = atol(at);
     fault_once = getenv("TRIB_FAULT_ONCE");

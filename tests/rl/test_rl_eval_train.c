@@ -6,13 +6,15 @@
  * and its update, tributary-eval on that file with the recorded seed and
  * episodes giving that return again, an async run's evaluations, a sync
  * run's training untouched by them (the same final policy, bit for bit),
- * a resumed run keeping its best file's record, the flags' errors, and a
+ * a resumed run keeping its best file's record (unless no evaluation can
+ * score what it records), the flags' errors, and a
  * MuJoCo env's named info in metrics.csv and TensorBoard. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,6 +373,54 @@ START_TEST(test_eval_resume_keeps_best)
 }
 END_TEST
 
+/* A best file that records what no evaluation of the env can score (issue
+ * 33: eval_return 1e308 blocked every later best): the resumed run says so
+ * and its next evaluation replaces it. CartPole's episodes are at most 500
+ * steps of float rewards: |return| <= 500 x FLT_MAX. */
+START_TEST(test_eval_resume_implausible_best)
+{
+    char dir[] = "/tmp/test_rl_eval_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    const char *first[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8", "--max-updates",
+                            "8", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
+    ck_assert_msg(run(TRIB_TRAIN_BIN, first) == 1, "%s\n%s", OUT, ERR);
+    char path[600];
+    snprintf(path, sizeof path, "%s/policy_best.safetensors", dir);
+    size_t n;
+    char *s = slurp(dir, "policy_best.safetensors", &n);
+    char *v = memmem(s, n, "\"eval_return\":\"", 15);
+    ck_assert_ptr_nonnull(v);
+    v += 15;
+    size_t len = strcspn(v, "\"");
+    /* the same length (the header's size stays): 1e308 behind leading zeros, or 9e99 */
+    const char *huge = len >= 5 ? "1e308" : "9e99";
+    ck_assert_msg(len >= 4, "eval_return '%.*s' is too short to rewrite", (int)len, v);
+    memset(v, '0', len);
+    memcpy(v + len - strlen(huge), huge, strlen(huge));
+    FILE *f = fopen(path, "wb");
+    ck_assert(f && fwrite(s, 1, n, f) == n && fclose(f) == 0);
+    free(s);
+    char before[64], after[64];
+    best_meta(dir, "eval_return", before, sizeof before);
+    ck_assert_msg(strtod(before, NULL) >= 9e99, "%s", before);
+    const char *resume[] = { "--resume", dir, "--max-updates", "16", "--quiet", NULL };
+    int rc = run(TRIB_TRAIN_BIN, resume);
+    ck_assert_msg(rc == 1 && strstr(OUT, "tributary: resumed from "), "exit %d\n%s\n%s", rc, OUT, ERR);
+    char want[900];
+    snprintf(want, sizeof want, "agent: %s: its eval_return %g is not an evaluation's (|return| <= %g: CartPole-v1's "
+             "episodes of at most 500 steps of float rewards); the next evaluation replaces it\n", path,
+             strtod(before, NULL), 500 * (double)FLT_MAX);
+    ck_assert_msg(strstr(ERR, want), "'%s' not on stderr:\n%s", want, ERR);
+    best_meta(dir, "eval_return", after, sizeof after);
+    ck_assert_msg(strcmp(after, before) != 0 && fabs(strtod(after, NULL)) <= 500, "policy_best records %s after the "
+                  "resumed run's evaluation (was %s)\n%s", after, before, ERR);
+    char upd[32];
+    best_meta(dir, "eval_update", upd, sizeof upd);
+    ck_assert_str_eq(upd, "16");
+    rm_tree(dir);
+}
+END_TEST
+
 START_TEST(test_eval_flag_errors)
 {
     const char *a1[] = { "--eval-every", "-1", NULL };
@@ -394,6 +444,7 @@ int main(void)
     tcase_add_test(tc, test_eval_normalised);
     tcase_add_test(tc, test_eval_sync_unchanged);
     tcase_add_test(tc, test_eval_resume_keeps_best);
+    tcase_add_test(tc, test_eval_resume_implausible_best);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -26,7 +26,13 @@
  *    agent's exit up by at most the end-of-run call limit (3 s);
  *  - gone: when every observer crashed or gave up, the agent ends at once
  *    as a failure saying how each went (never "(alive)"), sync and async,
- *    tributary-train and tributary-agent with observers of its own. */
+ *    tributary-train and tributary-agent with observers of its own;
+ *  - hostile members (issue 33): a sync member that takes its rollout and
+ *    never acts is dropped after --step-timeout, naming why, and the honest
+ *    observer trains on; what a member says (rl_gave_up, an error reply)
+ *    reaches the agent's stderr escaped, so it forges no line; an observer
+ *    killed during its set-up is dropped and the others train, sync and
+ *    async; a plug-in whose unload crashes says so, naming it. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <dirent.h>
@@ -80,6 +86,7 @@ static struct {
     char err[N_FORGED + 1][512];
     char fail[512];                 /* a step of the fake observer that failed */
     bool update_at_setup;           /* fake_setup sends one valid rl_update (into rc[0]), then fails */
+    const char *setup_error;        /* fake_setup fails with this text */
 } forge;
 
 static void send_in_ctx(int i, struct rl_update_req *m, bool nan_grads);
@@ -91,6 +98,7 @@ static int fake_setup(struct rpc_request *req, const struct rpc_value *args, str
     if (rl_setup_unpack(args, &m) != 0) return rpc_request_fail(req, "%s", rl_last_error());
     forge.policy = rref_retain(m.policy);
     rl_setup_clear(&m);
+    if (forge.setup_error) return rpc_request_fail(req, "%s", forge.setup_error);
     if (forge.update_at_setup) {
         struct rl_update_req u = { .has_report = true, .report = honest_report() };
         u.stats.policy_loss = 0.5;
@@ -802,6 +810,226 @@ END_TEST
 START_TEST(test_separate_crashed_async) { check_separate_crashed("async"); }
 END_TEST
 
+/* ---- hostile members (issue 33) ------------------------------------------------------ */
+
+/* A text that would forge a line of the agent's, printed raw: a newline,
+ * the line, a terminal's erase-line and a carriage return. */
+#define FORGED "step\nagent: lost observer1: it crashed (signal 11, SIGSEGV)\x1b[2K\r"
+
+static struct {
+    atomic_int rollouts;            /* rl_rollout calls this member took */
+    atomic_bool release;            /* the agent is gone: its handler may return */
+    bool gave_up;                   /* say FORGED with rl_gave_up first */
+    int gave_up_rc;
+} member;
+
+/* rl_rollout: never calls the policy's act and never answers while the
+ * agent lives (with member.gave_up, it first says FORGED as why it goes). */
+static int never_acts(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    atomic_fetch_add(&member.rollouts, 1);
+    if (member.gave_up) {
+        struct rpc_value a = rpc_list(1), r = rpc_nil();
+        a.list.items[0] = rpc_str(FORGED);
+        member.gave_up_rc = rpc_sync("agent", RL_FN_GAVE_UP, &a, &r, 0);
+        rpc_value_clear(&a);
+        rpc_value_clear(&r);
+    }
+    for (int i = 0; i < 12000 && !atomic_load(&member.release); i++) usleep(10000);
+    return rpc_request_fail(req, "released");
+}
+
+/* Joins the agent at ep as worker `name` (rank of world), serving rl_setup
+ * (fake_setup), rl_rollout (never_acts) and rl_shutdown. */
+static void join_member(const char *ep, const char *name, int rank, int world)
+{
+    dist_autograd_init();
+    rpc_register(RL_FN_SETUP, fake_setup, NULL);
+    rpc_register(RL_FN_ROLLOUT, never_acts, NULL);
+    rpc_register(RL_FN_SHUTDOWN, fake_shutdown, NULL);
+    struct rpc_opts o = { .name = name, .rank = rank, .world_size = world, .master = ep, .default_timeout_ms = 60000,
+                          .init_timeout_ms = 60000, .heartbeat_timeout_ms = 2000 };
+    ck_assert_msg(rpc_init(&o) == 0, "rpc_init: %s", rpc_last_error());
+}
+
+/* Once the agent has told the member to shut down (or is gone): lets the
+ * member's handler go and leaves, gracefully when the agent leaves so
+ * (it gave up on no call) and waits for its members. */
+static void leave_member(struct rl_proc *agent, bool graceful)
+{
+    double t0 = trib_now_s();
+    while (!atomic_load(&forge.shutdown) && rl_running(agent) && trib_now_s() - t0 < RUN_TIMEOUT_S) usleep(10000);
+    atomic_store(&member.release, true);
+    rpc_shutdown(graceful);
+    rref_free(forge.policy);
+    forge.policy = NULL;
+}
+
+/* A sync member that takes its rollout and never acts: the merged act
+ * calls of the honest observer wait for it --step-timeout (2 s) and the
+ * grace (2 s), then it is dropped naming why, and the honest one trains to the budget. Was: no
+ * step in 30 s, no timeout, never dropped. */
+START_TEST(test_sync_member_never_acts)
+{
+    struct rl_proc agent, obs;
+    const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "2", "--mode", "sync", "--heartbeat-timeout",
+                           HB_MS, "--step-timeout", "2", "--envs-per-observer", "4", "--steps-per-rollout", "32",
+                           "--minibatches", "1", "--max-steps", "2048", "--max-seconds", "60", "--quiet", NULL };
+    rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
+    char ep[128];
+    rl_agent_endpoint(&agent, ep, sizeof ep, WAIT_S);
+    const char *oargs[] = { "--rank", "1", "--world-size", "3", "--master", ep, "--heartbeat-timeout", HB_MS, NULL };
+    rl_start(&obs, TRIB_OBSERVER_BIN, oargs, NULL);
+    join_member(ep, "observer2", 2, 3);
+    leave_member(&agent, false);   /* the agent gave up on its rollout call: it does not wait */
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
+    int orc = rl_wait(&obs, WAIT_S);
+    ck_assert_msg(atomic_load(&member.rollouts) >= 1, "the member was never asked for a rollout\nagent:\n%s", agent.err);
+    const char *line = "agent: dropping observer2 (alive): it did not act within the step timeout (--step-timeout 2 s, "
+                       "and 2 s more) while the others' act calls waited for it; continuing with 1 observer\n";
+    ck_assert_msg(strstr(agent.err, line), "'%s' not on the agent's stderr:\n%s", line, agent.err);
+    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    cJSON *j = summary(&agent);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), 1);
+    ck_assert_msg(jnum(j, "env_steps") >= 2048 && jnum(j, "updates") > 0, "env_steps %g, updates %g\nstderr:\n%s",
+                  jnum(j, "env_steps"), jnum(j, "updates"), agent.err);
+    cJSON_Delete(j);
+    ck_assert_msg(orc == 0, "the honest observer exit %d\nstderr:\n%s", orc, obs.err);
+    rl_free(&obs);
+    rl_free(&agent);
+}
+END_TEST
+
+/* No byte of a member's text reaches the agent's stderr raw: no forged
+ * line, no terminal control. */
+static void assert_not_forged(const struct rl_proc *agent)
+{
+    ck_assert_msg(strncmp(agent->err, "agent: lost observer1: it crashed", 33) != 0 &&
+                      !strstr(agent->err, "\nagent: lost observer1: it crashed"),
+                  "a forged line on the agent's stderr:\n%s", agent->err);
+    for (const char *c = agent->err; *c; c++)
+        ck_assert_msg(*c == '\n' || (*c >= 0x20 && *c < 0x7f), "byte 0x%02x on the agent's stderr:\n%s",
+                      (unsigned char)*c, agent->err);
+}
+
+/* An observer's rl_gave_up text is its own: printed escaped, wherever the
+ * agent says why it went. Was: the agent printed the forged line. */
+START_TEST(test_gave_up_text_escaped)
+{
+    struct rl_proc agent;
+    const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "1", "--mode", "sync", "--heartbeat-timeout",
+                           GONE_HB_MS, "--envs-per-observer", "4", "--steps-per-rollout", "32", "--minibatches", "1",
+                           "--max-seconds", "60", "--quiet", NULL };
+    rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
+    char ep[128];
+    rl_agent_endpoint(&agent, ep, sizeof ep, WAIT_S);
+    member.gave_up = true;
+    join_member(ep, "observer1", 1, 2);
+    leave_member(&agent, true);
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
+    ck_assert_msg(member.gave_up_rc == 0, "rl_gave_up failed\nagent:\n%s", agent.err);
+    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    assert_not_forged(&agent);
+    const char *esc = "step\\x0aagent: lost observer1: it crashed (signal 11, SIGSEGV)\\x1b[2K\\x0d";
+    char want[3][400];
+    snprintf(want[0], sizeof want[0], "agent: observer1 gave up: %s\n", esc);
+    snprintf(want[1], sizeof want[1], "agent: lost observer1: it gave up (%s); continuing with 0 observers\n", esc);
+    snprintf(want[2], sizeof want[2], "agent: no observer is left: observer1 gave up (%s)\n", esc);
+    for (int i = 0; i < 3; i++) ck_assert_msg(strstr(agent.err, want[i]), "'%s' not on stderr:\n%s", want[i], agent.err);
+    cJSON *j = summary(&agent);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "failure");
+    cJSON_Delete(j);
+    rl_free(&agent);
+}
+END_TEST
+
+/* A member's error reply is its own text too: "setting up observer1:
+ * ..." prints it escaped. */
+START_TEST(test_error_reply_escaped)
+{
+    struct rl_proc agent;
+    const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "1", "--mode", "sync", "--heartbeat-timeout",
+                           HB_MS, "--quiet", NULL };
+    forge.setup_error = "no\n" FORGED;
+    rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
+    char ep[128];
+    rl_agent_endpoint(&agent, ep, sizeof ep, WAIT_S);
+    join_member(ep, "observer1", 1, 2);
+    leave_member(&agent, true);
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    assert_not_forged(&agent);
+    const char *want = "agent: setting up observer1: rpc: observer1: rl_setup: no\\x0astep\\x0aagent: lost observer1: it "
+                       "crashed (signal 11, SIGSEGV)\\x1b[2K\\x0d\n";
+    ck_assert_msg(strstr(agent.err, want), "'%s' not on stderr:\n%s", want, agent.err);
+    rl_free(&agent);
+}
+END_TEST
+
+/* tributary-train, 3 observers: one is killed (SIGKILL) in its set-up (its
+ * first env reset): it is dropped as one lost later is, and the other two
+ * train to the budget. Was: "setting up observerN: ..." and the run
+ * stopped as a failure. */
+static void check_killed_in_setup(const char *mode)
+{
+    const char *dir = make_scratch();
+    char once_env[128];
+    snprintf(once_env, sizeof once_env, "TRIB_FAULT_ONCE=%s/once", dir);
+    const char *env[] = { "TRIB_FAULT=kill-reset", once_env, NULL };
+    const char *args[] = { "--env", FAULTY_SO, "--mode", mode, "--observers", "3", "--heartbeat-timeout", HB_MS,
+                           "--max-steps", "3000", "--max-seconds", "120", "--quiet", NULL };
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, env);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    cJSON *j = summary(&p);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), 1);
+    ck_assert_msg(jnum(j, "env_steps") >= 3000, "env_steps %g\nstderr:\n%s", jnum(j, "env_steps"), p.err);
+    cJSON_Delete(j);
+    const char *lost = strstr(p.err, "agent: lost observer");
+    int k = 0, end = 0;
+    ck_assert_msg(lost, "no observer lost on stderr:\n%s", p.err);
+    sscanf(lost, "agent: lost observer%d: it was killed (signal 9, SIGKILL)%n", &k, &end);
+    ck_assert_msg(end > 0 && k >= 1 && k <= 3, "stderr:\n%s", p.err);
+    const char *nl = strchr(lost, '\n');
+    ck_assert_msg(nl && memmem(lost, (size_t)(nl - lost), "; continuing with 2 observers", 29), "stderr:\n%s", p.err);
+    ck_assert_msg(!strstr(p.err, "setting up observer"), "stderr:\n%s", p.err);
+    rl_free(&p);
+}
+
+START_TEST(test_killed_in_setup_sync) { check_killed_in_setup("sync"); }
+END_TEST
+
+START_TEST(test_killed_in_setup_async) { check_killed_in_setup("async"); }
+END_TEST
+
+/* A plug-in whose unload crashes: tributary-train's (and tributary-eval's)
+ * check of --env opens and unloads it before anything starts, and dies of
+ * the crash saying so, naming the plug-in. Was: status 139, nothing on
+ * stderr. */
+START_TEST(test_plugin_unload_crash)
+{
+    const char *env[] = { "TRIB_FAULT=segv-unload", NULL };
+    const char *train[] = { "--env", FAULTY_SO, "--max-steps", "100", "--quiet", NULL };
+    const char *eval[] = { "--env", FAULTY_SO, "/nonexistent/policy.safetensors", NULL };
+    const char *const *args[] = { train, eval };
+    const char *bins[] = { TRIB_TRAIN_BIN, TRIB_EVAL_BIN }, *progs[] = { "tributary-train", "tributary-eval" };
+    for (int i = 0; i < 2; i++) {
+        struct rl_proc p;
+        rl_start(&p, bins[i], args[i], env);
+        int rc = rl_wait(&p, RUN_TIMEOUT_S);
+        ck_assert_msg(rc == 128 + SIGSEGV, "%s exit %d\nstderr:\n%s", progs[i], rc, p.err);
+        char want[700];
+        snprintf(want, sizeof want, "%s: crashed (signal 11, SIGSEGV) while checking --env %s (its plug-in's entry point "
+                                    "and unload run there)\n", progs[i], FAULTY_SO);
+        ck_assert_msg(strncmp(p.err, want, strlen(want)) == 0, "stderr:\n%s\nwanted:\n%s", p.err, want);
+        rl_free(&p);
+    }
+}
+END_TEST
+
 static Suite *rl_faults_suite(void)
 {
     Suite *s = suite_create("rl_faults");
@@ -841,6 +1069,16 @@ static Suite *rl_faults_suite(void)
     tcase_add_test(tc, test_all_gave_up_async);
     tcase_add_test(tc, test_separate_crashed_sync);
     tcase_add_test(tc, test_separate_crashed_async);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hostile");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_sync_member_never_acts);
+    tcase_add_test(tc, test_gave_up_text_escaped);
+    tcase_add_test(tc, test_error_reply_escaped);
+    tcase_add_test(tc, test_killed_in_setup_sync);
+    tcase_add_test(tc, test_killed_in_setup_async);
+    tcase_add_test(tc, test_plugin_unload_crash);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -708,6 +708,23 @@ START_TEST(test_config_file_refusals)
     snprintf(text, sizeof text, "{\"logdir\": \"/tmp/%05000d\"}", 0);
     config_refused(text, strlen(text), "tributary-train: --config %s: 'logdir' is too long (5005 bytes, at most 511) "
                                        "(see tributary-train --help)\n");
+    /* a NUL in a string (issue 33): was cut there without a word ("k=a\u0000b" read as "k=a", a logdir "/tmp/a") */
+    const char *nul_value = "{\"lr\": 0.001, \"env_arg\": [\"k=a\\u0000b\"]}";
+    config_refused(nul_value, strlen(nul_value),
+                   "tributary-train: --config %s: the value of 'env_arg' holds \\u0000 (a NUL character), which no "
+                   "setting can hold (see tributary-train --help)\n");
+    const char *nul_logdir = "{\"logdir\": \"/tmp/a\\u0000b\"}";
+    config_refused(nul_logdir, strlen(nul_logdir),
+                   "tributary-train: --config %s: the value of 'logdir' holds \\u0000 (a NUL character), which no "
+                   "setting can hold (see tributary-train --help)\n");
+    const char *nul_key = "{\"lr\\u0000junk\": 0.5}";
+    config_refused(nul_key, strlen(nul_key),
+                   "tributary-train: --config %s: the key 'lr\\u0000junk' holds \\u0000 (a NUL character), which no "
+                   "setting can hold (see tributary-train --help)\n");
+    /* an escaped backslash before u0000 is text, not a NUL: the value is read whole (and refused as no size) */
+    const char *not_nul = "{\"hidden\": \"a\\\\u0000\"}";
+    config_refused(not_nul, strlen(not_nul), "tributary-train: --config %s: bad value 'a\\u0000' for 'hidden' (see "
+                                             "tributary-train --help)\n");
 }
 END_TEST
 
