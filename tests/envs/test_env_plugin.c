@@ -585,6 +585,12 @@ START_TEST(abi2_load_errors)
     a = ARGS("abi", "3");
     expect_open_error(&a, "built for env ABI 3; this Tributary loads ABI 1 (tributary_env) and 2 "
                           "(tributary_env_open)");
+    /* a saved form no checkpoint can hold: 2^63 wrapped saved_size * n,
+     * 2^40 aborted the observer in malloc at its first checkpoint */
+    a = ARGS("saved_size", "9223372036854775808");
+    expect_open_error(&a, "saved_size is 9223372036854775808 bytes (at most 268435456 per env)");
+    a = ARGS("saved_size", "1099511627776");
+    expect_open_error(&a, "saved_size is 1099511627776 bytes (at most 268435456 per env)");
     /* arguments to a plug-in of ABI 1, and to a built-in */
     struct env_plugin *pl = NULL;
     a = ARGS("dim", "4");
