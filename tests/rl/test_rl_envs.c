@@ -131,6 +131,14 @@ START_TEST(test_plugin_args_id_info)
     rc = run(TRIB_EVAL_BIN, e2);
     ck_assert_msg(rc == 0, "eval exit %d: %s", rc, ERR);
     ck_assert_msg(strstr(OUT, " on Sim-v0, 3 episodes, greedy actions: return "), "%s", OUT);
+    /* 100 episodes hold 64 envs at most (waves: a simulator's envs are
+     * heavy), so a plug-in that can make only 64 still runs them all; it
+     * made all 100 at once before (env 64: "out of simulator slots") */
+    const char *e4[] = { d, "--env", SIM_PLUGIN_SO, "--env-arg", "dim=4", "--env-arg", "create_fail_at=64",
+                         "--episodes", "100", NULL };
+    rc = run(TRIB_EVAL_BIN, e4);
+    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, ERR);
+    ck_assert_msg(strstr(OUT, " on Sim-v0, 100 episodes, greedy actions: return "), "%s", OUT);
     /* without them the env has 3 dims, which the policy does not fit */
     const char *e3[] = { d, "--env", SIM_PLUGIN_SO, "--episodes", "3", NULL };
     ck_assert_int_eq(run(TRIB_EVAL_BIN, e3), 1);
