@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -334,6 +335,13 @@ static void check_mj_pendulum(const char *tmp)
     ck_assert_ptr_nonnull(strstr(mjerr, "XML_ERROR_MISMATCHED_ELEMENT"));
     a = ARGS("model", bad);
     snprintf(why, sizeof why, "model %s: %s", bad, mjerr);
+    expect_mj_error(so, &a, why);
+    /* a model path that is a FIFO: refused at once, not waited on (envs/mujoco_sdk.h) */
+    char fifo[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo.xml", tmp);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    a = ARGS("model", fifo);
+    snprintf(why, sizeof why, "model %s: not a regular file (a FIFO)", fifo);
     expect_mj_error(so, &a, why);
 
     /* the embedded model: dims and bounds from it */
