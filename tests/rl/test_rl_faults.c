@@ -819,7 +819,7 @@ static bool updated(const struct rl_proc *p)
 }
 
 /* Endless-v0's episodes never end (max_episode_steps 0) and an evaluation
- * of 1000 of them runs on (--eval-every 1): --max-seconds 3 (sync) or a
+ * of 1000 of them runs on (--eval-every 1): --max-seconds 5 (sync) or a
  * SIGINT (async, its evaluation on its own thread) abandons the
  * evaluation at once, saying so, and the run ends as such a stop does
  * (exit 1 or 130, the summary, the final policy), within bound_s of the
@@ -832,7 +832,7 @@ static void check_endless_eval(const char *mode, bool sigint)
     const char *dir = make_scratch();
     const char *args[] = { "--env", ENDLESS_SO, "--mode", mode, "--observers", "1", "--envs-per-observer", "4",
                            "--steps-per-rollout", "16", "--eval-every", "1", "--eval-episodes", "1000",
-                           "--max-seconds", sigint ? "0" : "3", "--log-every", "0.2", "--heartbeat-timeout", HB_MS,
+                           "--max-seconds", sigint ? "0" : "5", "--log-every", "0.2", "--heartbeat-timeout", HB_MS,
                            "--logdir", dir, NULL };
     const double bound_s = 3 + 9;   /* shutting the observers down; and slack for a loaded box */
     struct rl_proc p;
@@ -847,7 +847,7 @@ static void check_endless_eval(const char *mode, bool sigint)
         t0 = trib_now_s();
         kill(p.pid, SIGINT);
     } else {
-        t0 += 3;
+        t0 += 5;
     }
     proc_wait(&rl_group, p.idx, 60);
     bool killed = rl_group.p[p.idx].status == -1;
@@ -859,7 +859,7 @@ static void check_endless_eval(const char *mode, bool sigint)
     ck_assert_msg(rc == (sigint ? 130 : 1), "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
     ck_assert_msg(took < bound_s, "ended %.1f s after the stop\nstderr:\n%s", took, p.err);
     char line[128];
-    snprintf(line, sizeof line, " abandoned: stopped by %s after ", sigint ? "SIGINT" : "--max-seconds 3");
+    snprintf(line, sizeof line, " abandoned: stopped by %s after ", sigint ? "SIGINT" : "--max-seconds 5");
     ck_assert_msg(strstr(p.err, "agent: evaluation at update ") && strstr(p.err, line), "'%s' not on stderr:\n%s",
                   line, p.err);
     cJSON *j = summary(&p);
