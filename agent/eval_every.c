@@ -9,6 +9,7 @@
 #include <float.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +18,11 @@
 #include "agent/evaluate.h"
 #include "agent/norm_stats.h"
 #include "agent/policy.h"
+#include "agent/signals.h"
 #include "agent/state.h"
 #include "agent/run_stats.h"
 #include "common/check.h"
+#include "common/clock.h"
 #include "rl/finite.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
@@ -42,12 +45,29 @@ struct agent_eval {
     bool threaded;
     pthread_t thread;
     atomic_bool done;
+    double deadline;                /* --max-seconds's end (run_stats_deadline), INFINITY without */
+    double max_seconds;
+    char stop_why[64];              /* the runner's thread's, for agent_evaluate */
 };
+
+/* What ends an evaluation early (agent_eval_opts.stop, polled each step):
+ * the signal that stops the run, or its --max-seconds, so the run stops as
+ * it would between iterations. Not --max-steps or --max-updates: they are
+ * spent at the update the last evaluation is of. */
+static const char *eval_stop(void *user)
+{
+    struct agent_eval *e = user;
+    int sig = agent_signal();
+    if (sig) return sig == SIGINT ? "SIGINT" : "SIGTERM";
+    if (trib_now_s() < e->deadline) return NULL;
+    snprintf(e->stop_why, sizeof e->stop_why, "--max-seconds %g", e->max_seconds);
+    return e->stop_why;
+}
 
 static void *run_eval(void *arg)
 {
     struct agent_eval *e = arg;
-    e->rc = agent_evaluate(&e->o, &e->r);
+    e->rc = agent_evaluate(&e->o, &e->r);   /* 1: stopped */
     if (e->rc != 0) snprintf(e->why, sizeof e->why, "%s", rl_last_error());
     atomic_store(&e->done, true);
     return NULL;
@@ -77,7 +97,10 @@ static struct agent_eval *eval_new(struct agent *a)
     e->has_norm = agent_norm_copy(a, &e->norm);
     e->o = (struct agent_eval_opts){ .spec = a->spec, .forward = agent_eval_actor_forward, .user = e->c.actor,
                                      .episodes = a->cfg.eval_episodes, .seed = AGENT_EVAL_SEED(a->cfg.seed),
-                                     .sample = false, .norm = e->has_norm ? &e->norm : NULL };
+                                     .sample = false, .norm = e->has_norm ? &e->norm : NULL,
+                                     .stop = eval_stop, .stop_user = e };
+    e->deadline = run_stats_deadline(a->stats);
+    e->max_seconds = a->cfg.max_seconds;
     return e;
 }
 
@@ -125,6 +148,9 @@ static bool eval_finish(struct agent *a)
     if (ok) {
         run_stats_eval(a->stats, e->r.return_mean, e->r.length_mean);
         keep_best(a, e);
+    } else if (e->rc == 1) {   /* the run is stopping: no row, no more */
+        fprintf(stderr, PROG ": evaluation at update %lld abandoned: %s\n", (long long)e->updates, e->why);
+        a->eval_failed = true;
     } else {
         fprintf(stderr, PROG ": evaluation at update %lld failed, no more this run: %s\n", (long long)e->updates,
                 e->why);

@@ -1,5 +1,6 @@
-/* Evaluation episodes (evaluate.h): every env of a vec_env runs to the end
- * of its first episode under the policy's forward. */
+/* Evaluation episodes (evaluate.h): the episodes run in waves of at most
+ * AGENT_EVAL_MAX_ENVS envs of one vec_env, each env to the end (or the
+ * cap) of its first episode under the policy's forward. */
 #include "agent/evaluate.h"
 
 #include <math.h>
@@ -14,15 +15,16 @@
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 
-/* The episodes' buffers: B envs, one episode each. */
+/* The episodes' buffers: W envs at once (one wave), N episodes in all. */
 struct episodes {
-    int B, D, A;
+    int W, N, D, A;
     bool discrete;
     struct vec_env *v;
-    float *obs, *x, *rew, *act_f;   /* x: the observations the policy sees (normalised) */
-    int *act_i, *len;
-    bool *term, *trunc, *done;
-    double *ret;
+    float *obs, *x, *rew, *act_f;   /* W rows; x: the observations the policy sees (normalised) */
+    int *act_i;
+    bool *term, *trunc, *done;      /* W */
+    int *len;                       /* N */
+    double *ret;                    /* N */
 };
 
 static void episodes_free(struct episodes *e)
@@ -32,40 +34,41 @@ static void episodes_free(struct episodes *e)
     vec_env_free(e->v);
 }
 
-static int episodes_new(struct episodes *e, const struct env_spec *spec, int B, uint64_t seed)
+static int episodes_new(struct episodes *e, const struct env_spec *spec, int N, uint64_t seed)
 {
-    size_t b = (size_t)B;
-    e->B = B;
+    e->N = N;
+    e->W = N < AGENT_EVAL_MAX_ENVS ? N : AGENT_EVAL_MAX_ENVS;
+    size_t w = (size_t)e->W, n = (size_t)N;
     e->D = spec->obs.dim;
     e->discrete = spec->act.kind == SPACE_DISCRETE;
     e->A = e->discrete ? spec->act.n : spec->act.dim;
-    e->v = vec_env_new(spec, B, seed, 0);
+    e->v = vec_env_new(spec, e->W, seed, 0);
     if (!e->v) return rl_set_error("%s", env_last_error());
-    e->obs = calloc(b * (size_t)e->D, sizeof *e->obs), e->x = calloc(b * (size_t)e->D, sizeof *e->x);
-    e->rew = calloc(b, sizeof *e->rew);
-    e->act_f = calloc(b * (size_t)e->A, sizeof *e->act_f), e->act_i = calloc(b, sizeof *e->act_i);
-    e->term = calloc(b, sizeof *e->term), e->trunc = calloc(b, sizeof *e->trunc), e->done = calloc(b, 1);
-    e->ret = calloc(b, sizeof *e->ret), e->len = calloc(b, sizeof *e->len);
+    e->obs = calloc(w * (size_t)e->D, sizeof *e->obs), e->x = calloc(w * (size_t)e->D, sizeof *e->x);
+    e->rew = calloc(w, sizeof *e->rew);
+    e->act_f = calloc(w * (size_t)e->A, sizeof *e->act_f), e->act_i = calloc(w, sizeof *e->act_i);
+    e->term = calloc(w, sizeof *e->term), e->trunc = calloc(w, sizeof *e->trunc), e->done = calloc(w, 1);
+    e->ret = calloc(n, sizeof *e->ret), e->len = calloc(n, sizeof *e->len);
     if (e->obs && e->x && e->rew && e->act_f && e->act_i && e->term && e->trunc && e->done && e->ret && e->len)
         return 0;
-    return rl_set_error("out of memory for %d envs", B);
+    return rl_set_error("out of memory for %d envs", e->W);
 }
 
 /* The observations as the policy sees them: frozen statistics applied. */
 static void normalise(const struct episodes *e, const struct rl_norm_stats *norm)
 {
-    memcpy(e->x, e->obs, (size_t)e->B * (size_t)e->D * sizeof *e->x);
-    if (norm) rl_norm_stats_apply(norm, e->x, e->B);
+    memcpy(e->x, e->obs, (size_t)e->W * (size_t)e->D * sizeof *e->x);
+    if (norm) rl_norm_stats_apply(norm, e->x, e->W);
 }
 
 /* One step of every env by the policy's actions. 0, or -1 with rl_last_error(). */
 static int step(struct episodes *e, const struct agent_eval_opts *o, uint64_t *rng)
 {
-    int64_t shape[2] = { e->B, e->D };
+    int64_t shape[2] = { e->W, e->D };
     normalise(e, o->norm);
     struct tensor *x = tensor_from_f32(2, shape, e->x);
     struct rl_policy_out out = { 0 };
-    int B = e->B, A = e->A;
+    int B = e->W, A = e->A;
     if (!x || o->forward(o->user, x, &out) != 0) {
         tensor_free(x);
         return rl_set_error("forward: %s", tensor_last_error());
@@ -84,18 +87,33 @@ static int step(struct episodes *e, const struct agent_eval_opts *o, uint64_t *r
     return rl_set_error("%s", env_last_error());
 }
 
-/* Runs every env to the end of its first episode. 0, or -1 with rl_last_error(). */
-static int run(struct episodes *e, const struct agent_eval_opts *o)
+/* The cap of an episode's steps (evaluate.h). */
+static int episode_cap(const struct env_spec *spec)
 {
-    uint64_t rng = o->seed ^ 0x5eed5eedull;
+    return spec->max_episode_steps > 0 ? spec->max_episode_steps : AGENT_EVAL_MAX_STEPS;
+}
+
+/* Episodes first .. first + k - 1 (k <= W), in envs 0 .. k - 1, each to
+ * its end or its cap. 0, 1 when o->stop said stop, or -1 with
+ * rl_last_error(). */
+static int wave(struct episodes *e, const struct agent_eval_opts *o, int first, int k, uint64_t *rng)
+{
+    int cap = episode_cap(o->spec);
+    memset(e->done, 0, (size_t)e->W);
+    vec_env_reseed(e->v, o->seed, first);
     vec_env_reset(e->v, e->obs);
-    for (int finished = 0; finished < e->B;) {
-        if (step(e, o, &rng) != 0) return -1;
-        for (int b = 0; b < e->B; b++) {
+    for (int finished = 0; finished < k;) {
+        const char *why = o->stop ? o->stop(o->stop_user) : NULL;
+        if (why) {
+            rl_set_error("stopped by %s after %d of %d episodes", why, first + finished, e->N);
+            return 1;
+        }
+        if (step(e, o, rng) != 0) return -1;
+        for (int b = 0; b < k; b++) {
             if (e->done[b]) continue;
-            e->ret[b] += e->rew[b];
-            e->len[b]++;
-            if (e->term[b] || e->trunc[b]) {
+            e->ret[first + b] += e->rew[b];
+            e->len[first + b]++;
+            if (e->term[b] || e->trunc[b] || e->len[first + b] >= cap) {
                 e->done[b] = true;
                 finished++;
             }
@@ -104,9 +122,20 @@ static int run(struct episodes *e, const struct agent_eval_opts *o)
     return 0;
 }
 
+/* Every episode, W at a time. 0, 1 when stopped, or -1 with rl_last_error(). */
+static int run(struct episodes *e, const struct agent_eval_opts *o)
+{
+    uint64_t rng = o->seed ^ 0x5eed5eedull;
+    for (int first = 0; first < e->N; first += e->W) {
+        int rc = wave(e, o, first, e->N - first < e->W ? e->N - first : e->W, &rng);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
 static void summarise(const struct episodes *e, struct agent_eval_result *r)
 {
-    int B = e->B;
+    int B = e->N;
     double m = 0, s = 0, ml = 0, sl = 0;
     for (int b = 0; b < B; b++) {
         m += e->ret[b];
@@ -150,7 +179,7 @@ int agent_evaluate(const struct agent_eval_opts *o, struct agent_eval_result *ou
     if (check_opts(o) != 0) return -1;
     struct episodes e = { 0 };
     bool was = autograd_set_enabled(false);
-    int rc = episodes_new(&e, o->spec, o->episodes, o->seed) == 0 && run(&e, o) == 0 ? 0 : -1;
+    int rc = episodes_new(&e, o->spec, o->episodes, o->seed) == 0 ? run(&e, o) : -1;
     autograd_set_enabled(was);
     if (rc == 0) summarise(&e, out);
     episodes_free(&e);

@@ -1,6 +1,7 @@
 /* Evaluation episodes: a policy's forward run for N episodes of an env,
  * each env running exactly one episode (so short episodes are not
- * over-counted), with greedy or sampled actions and, when the run
+ * over-counted), at most AGENT_EVAL_MAX_ENVS envs at once, each episode
+ * at most its cap of steps long, with greedy or sampled actions and, when the run
  * normalised its observations, the statistics applied frozen. Shared by
  * tributary-eval (a loaded policy) and the agent's --eval-every (a copy of
  * the training policy, on the agent's thread, no RPC): one runner, so the
@@ -16,6 +17,16 @@
 
 struct rl_policy_out;
 struct rl_norm_stats;
+
+/* The most envs an evaluation holds at once: N episodes run in waves of
+ * this many (a MuJoCo env holds megabytes), episode i in an env seeded as
+ * env i of N would be, so the waves give the numbers one batch would. */
+#define AGENT_EVAL_MAX_ENVS 64
+
+/* The cap of an episode's steps where the env declares none
+ * (max_episode_steps 0, which ABI 2 allows): an episode still running
+ * then ends there, as if truncated. Where the env declares one, that. */
+#define AGENT_EVAL_MAX_STEPS 10000
 
 /* The policy's forward: obs [B, obs_dim] f32 on the CPU -> out->a (logits
  * [B, n] or the Gaussian's mean [B, dim]) and, for a Gaussian, out->log_std
@@ -41,6 +52,11 @@ struct agent_eval_opts {
     uint64_t seed;
     bool sample;
     const struct rl_norm_stats *norm;
+    /* Asked before every step (any thread's stop: a signal, the run's
+     * time budget): NULL to go on, else what stops the evaluation
+     * ("SIGINT", "--max-seconds 5"). NULL: nothing stops it. */
+    const char *(*stop)(void *stop_user);
+    void *stop_user;
 };
 
 /* The episodes' mean and (population) std of return and length. */
@@ -49,11 +65,14 @@ struct agent_eval_result {
     double return_mean, return_std, length_mean, length_std;
 };
 
-/* Runs every episode to its end (autograd off on this thread for the
- * while). Blocks; any thread, one call per spec's envs at a time as the
- * env asks. 0, or -1 with rl_last_error() ("forward: ...", the env's
- * error, "out of memory for N envs", "evaluation with normalisation
- * statistics of D values, the env has E"). */
+/* Runs every episode to its end or its cap (autograd off on this thread
+ * for the while). Blocks until then or until o->stop says stop; any
+ * thread, one call per spec's envs at a time as the env asks. 0; 1 when
+ * stopped, rl_last_error() saying by what and after how many episodes
+ * ("stopped by SIGINT after 12 of 100 episodes"); or -1 with
+ * rl_last_error() ("forward: ...", the env's error, "out of memory for N
+ * envs", "evaluation with normalisation statistics of D values, the env
+ * has E"). */
 int agent_evaluate(const struct agent_eval_opts *o, struct agent_eval_result *out);
 
 #endif

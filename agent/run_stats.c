@@ -223,6 +223,14 @@ const char *run_stats_budget_spent(struct run_stats *s, char *buf, size_t cap)
     return r;
 }
 
+double run_stats_deadline(struct run_stats *s)
+{
+    pthread_mutex_lock(&s->mu);
+    double d = s->cfg.max_seconds > 0 ? s->t_start + s->cfg.max_seconds : INFINITY;
+    pthread_mutex_unlock(&s->mu);
+    return d;
+}
+
 bool run_stats_out_of_budget(struct run_stats *s)
 {
     char buf[128];

@@ -68,6 +68,9 @@ bool run_stats_out_of_budget(struct run_stats *s);
 /* The same, naming the budget that is spent in buf ("--max-steps 12000 (at
  * 12288 env steps)") and returning buf, or NULL when none is. */
 const char *run_stats_budget_spent(struct run_stats *s, char *buf, size_t cap);
+/* When --max-seconds runs out, on trib_now_s's clock (INFINITY without
+ * one): what a long wait inside an iteration (an evaluation) polls. */
+double run_stats_deadline(struct run_stats *s);
 int64_t run_stats_env_steps(struct run_stats *s);
 int64_t run_stats_updates(struct run_stats *s);
 /* The largest env-step, episode, update or lag count a checkpoint may hold

@@ -204,7 +204,10 @@ void agent_maybe_checkpoint(struct agent *a, bool with_observers);
  * --logdir, when it beats the best so far, the copy is written as
  * LOGDIR/policy_best.safetensors (metadata eval_return, eval_length,
  * eval_update, eval_env_steps, eval_seed, eval_episodes). A failure is
- * said on stderr once and ends the run's evaluations, not the run. Returns
+ * said on stderr once and ends the run's evaluations, not the run; the
+ * signal that stops the run or its --max-seconds abandons the evaluation
+ * in flight within a step ("evaluation at update N abandoned: stopped by
+ * SIGINT after 3 of 10 episodes", no row). Returns
  * whether a result came in: the caller then writes the row at once
  * (agent_log_interval(a, true)), so every evaluation has its row. */
 bool agent_maybe_evaluate(struct agent *a, bool wait);

@@ -65,6 +65,10 @@ static int check_abi2(const struct env_spec *spec)
         env_set_error("saved_size is 0 but save is set");
         return -1;
     }
+    if (spec->save && spec->saved_size > ENV_SAVED_MAX) {
+        env_set_error("saved_size is %zu bytes (at most %zu per env)", spec->saved_size, ENV_SAVED_MAX);
+        return -1;
+    }
     if (spec->create && !spec->save) {
         env_set_error("create is set without save and load: a state block that holds what "
                       "create made cannot be saved as raw bytes");

@@ -32,6 +32,12 @@ struct env_space {
 /* The most named per-step scalars a spec may report (info_count). */
 #define ENV_INFO_MAX 16
 
+/* The largest saved form of one env a spec may declare (saved_size), in
+ * bytes: 256 MiB, thousands of times a MuJoCo humanoid's. A checkpoint
+ * holds it for every env of an observer, so a size past this could only
+ * wrap or exhaust memory at the first checkpoint. */
+#define ENV_SAVED_MAX ((size_t)1 << 28)
+
 /* A plug-in's own arguments (`--env-arg key=value`, repeatable), in the
  * order given; keys are unique. n = 0 (keys/values NULL) when none. */
 struct env_args {
@@ -141,7 +147,8 @@ int env_mujoco_available(void);
  * space a box of dim > 0 with low/high, a discrete action space with n > 0 or
  * a box one with dim > 0 and low/high (low <= high everywhere), reset and step
  * non-NULL, max_episode_steps >= 0; of ABI 2, abi_version right, create
- * only with save and load, save and load together with saved_size > 0,
+ * only with save and load, save and load together with saved_size in
+ * 1..ENV_SAVED_MAX,
  * info_count >= 0 with its names and info. Returns 0, or -1 with
  * env_last_error() saying what is wrong ("observation space has zero size"). */
 int env_spec_check(const struct env_spec *spec);

@@ -79,6 +79,12 @@ struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t 
                       num_envs, spec->state_size);
         return NULL;
     }
+    size_t saved_stride = spec->save ? spec->saved_size : stride;   /* at most ENV_SAVED_MAX */
+    if (saved_stride > (SIZE_MAX / 2) / n) {
+        env_set_error("vec_env_new: %d envs of saved_size %zu overflow the address space",
+                      num_envs, saved_stride);
+        return NULL;
+    }
     struct vec_env *v = calloc(1, sizeof *v);
     if (!v)
         abort();
@@ -98,7 +104,7 @@ struct vec_env *vec_env_new(const struct env_spec *spec, int num_envs, uint64_t 
     v->info_count = spec->info_count;
     v->info_run = calloc(n * (size_t)spec->info_count + 1, sizeof *v->info_run);
     v->info_step = calloc((size_t)spec->info_count + 1, sizeof *v->info_step);
-    v->saved_stride = spec->save ? spec->saved_size : v->stride;
+    v->saved_stride = saved_stride;
     if (!v->states || !v->rng || !v->elapsed || !v->ret || !v->last_ret || !v->last_len ||
         !v->info_run || !v->info_step) {
         env_set_error("vec_env_new: out of memory for %d envs of state_size %zu", num_envs,
@@ -371,6 +377,12 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
 void *vec_env_state(struct vec_env *v, int i)
 {
     return v->states + (size_t)i * v->stride;
+}
+
+void vec_env_reseed(struct vec_env *v, uint64_t seed, int first)
+{
+    for (int i = 0; i < v->n; i++)
+        v->rng[i] = env_rng_seed(seed, (uint64_t)first + (uint64_t)i);
 }
 
 void vec_env_reset(struct vec_env *v, float *obs)

@@ -40,6 +40,12 @@ void vec_env_free(struct vec_env *v);
 const struct env_spec *vec_env_spec(const struct vec_env *v);
 int vec_env_num_envs(const struct vec_env *v);
 
+/* Env i's RNG becomes env_rng_seed(seed, first + i): what env first + i
+ * of vec_env_new(spec, first + B, seed) starts from, so a caller running
+ * many envs' episodes a batch at a time (evaluation) gives each the
+ * stream it would have had among all of them. Call vec_env_reset next. */
+void vec_env_reseed(struct vec_env *v, uint64_t seed, int first);
+
 /* Reset every env (continuing its RNG stream) and write the B x obs.dim
  * initial observations into obs. Running episode returns/lengths restart;
  * the statistics are kept. */

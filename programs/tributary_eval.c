@@ -27,6 +27,8 @@
 #include "tensor/ops.h"
 
 #define PROG "tributary-eval"
+#define TRIB_STR_(x) #x
+#define TRIB_STR(x) TRIB_STR_(x)
 
 static const char about[] =
     "Usage: " PROG " [options] POLICY|LOGDIR\n"
@@ -39,6 +41,9 @@ static const char about[] =
     "LOGDIR/policy_best.safetensors (tributary-train --eval-every's best policy) records\n"
     "its evaluation: with --seed and --episodes set to its metadata's eval_seed and\n"
     "eval_episodes, this prints its eval_return again.\n"
+    "Episodes run " TRIB_STR(AGENT_EVAL_MAX_ENVS) " envs at a time at most (episode i's env seeded as env i of\n"
+    "all of them). An episode ends at the env's max_episode_steps; an env that\n"
+    "declares none (0) has its episodes cut at " TRIB_STR(AGENT_EVAL_MAX_STEPS) " steps.\n"
     "Exit status: 0, 1 when the policy cannot be loaded or does not fit the env, 2 bad usage.\n\n";
 
 /* The command line. */
@@ -244,7 +249,7 @@ static int parse(struct eval_args *a, int argc, char **argv)
         { .name = "env-arg", .arg = "K=V", .set = set_env_arg, .user = a,
           .help = "an argument of a plug-in env (repeatable; default: a checkpoint's own)" },
         { .name = "episodes", .arg = "N", .set = set_episodes, .user = a,
-          .help = "episodes (default 10); each runs in its own env, in parallel" },
+          .help = "episodes (default 10); each runs in its own env, " TRIB_STR(AGENT_EVAL_MAX_ENVS) " at once" },
         { .name = "sample", .set = argv_set_flag, .user = &a->sample,
           .help = "sample actions from the policy (default: greedy, the most\nlikely action or the Gaussian's mean)" },
         { .name = "seed", .arg = "S", .set = set_seed, .user = a, .help = "seed of the envs and the sampling (default 1)" },

@@ -198,7 +198,9 @@ struct rl_int_list {
       "logs eval_return and, with --logdir, keeps the best policy so far in\n" \
       "LOGDIR/policy_best.safetensors") \
     X(eval_episodes, INT, int, , 10, NULL, 0, "4", \
-      "episodes of each --eval-every evaluation (one env each, in parallel)") \
+      "episodes of each --eval-every evaluation (one env each, at most 64 at\n" \
+      "once; an env without max_episode_steps is cut at 10000 steps; a stop\n" \
+      "signal or --max-seconds abandons the evaluation)") \
     X(resume, STR, char, [512], "", NULL, RLF_NOJSON, NULL, \
       "continue the run whose --logdir is DIR from its newest valid checkpoint,\n" \
       "with every flag of that run (DIR/config.json); flags given here override\n" \

@@ -9,7 +9,11 @@
  *     below, or --env-arg model=PATH.xml) compiled into one mjModel; the
  *     spec is filled from it (observation [qpos..., qvel...], the action's
  *     bounds from the actuator's ctrlrange); errors name the model.
- *   create/destroy: one mjData per env (mj_makeData / mj_deleteData).
+ *   MuJoCo's errors: envs/mujoco_sdk.h's handlers from the entry point on
+ *     (released at unload), so an error is a message, never MuJoCo's
+ *     "Press Enter" and exit; model=PATH must be a regular file (a FIFO
+ *     is refused, not waited on).
+ *   create/destroy: one mjData per env (env_mj_make_data / mj_deleteData).
  *   reset/step: on the thread that steps the vec_env; no allocation.
  *   save/load: everything a later step reads (time, qpos, qvel, act,
  *     qacc_warmstart, which the constraint solver starts from when the cart
@@ -28,6 +32,7 @@
 #include <mujoco/mujoco.h>
 
 #include "envs/env.h"
+#include "envs/mujoco_sdk.h"
 
 #define ENV_ID "MjPendulum-v0"
 #define FRAME_SKIP 2          /* model steps per env step */
@@ -89,9 +94,10 @@ static int mjp_create(const struct env_spec *spec, void *state, char *err, size_
     const struct mjp_model *pm = spec->model;
     struct mjp_env *e = state;
     e->m = pm->m;
-    e->d = mj_makeData(pm->m);
+    char why[600];
+    e->d = env_mj_make_data(pm->m, why, sizeof why);   /* MuJoCo's error as a message, never its exit */
     if (!e->d) {
-        snprintf(err, cap, "mj_makeData failed");
+        snprintf(err, cap, "mj_makeData: %s", why);
         return -1;
     }
     return 0;
@@ -246,13 +252,15 @@ static void mjp_unload(struct env_spec *spec)
 {
     free_model(spec->model);
     free(spec);
+    env_mj_release();   /* MuJoCo keeps no handler of this file once it is unloaded */
 }
 
-/* The model from path, or the embedded one when path is NULL (through
- * MuJoCo's virtual file system). NULL with MuJoCo's message in err. */
+/* The model from path (a regular file: env_mj_load_xml never waits on a
+ * FIFO), or the embedded one when path is NULL (through MuJoCo's virtual
+ * file system). NULL with the message in err. */
 static mjModel *load_model(const char *path, char *err, int cap)
 {
-    if (path) return mj_loadXML(path, NULL, err, cap);
+    if (path) return env_mj_load_xml(path, err, (size_t)cap);
     mjVFS *vfs = malloc(sizeof *vfs);
     if (!vfs) {
         snprintf(err, (size_t)cap, "out of memory");
@@ -272,8 +280,7 @@ static mjModel *load_model(const char *path, char *err, int cap)
     return m;
 }
 
-__attribute__((visibility("default"))) const struct env_spec *
-tributary_env_open(const struct env_args *args, char *err, size_t err_size)
+static const struct env_spec *open_spec(const struct env_args *args, char *err, size_t err_size)
 {
     const char *path = NULL;
     for (int i = 0; i < args->n; i++) {
@@ -350,5 +357,16 @@ tributary_env_open(const struct env_args *args, char *err, size_t err_size)
         .info = mjp_info,
         .unload = mjp_unload,
     };
+    return spec;
+}
+
+/* The entry point: MuJoCo's errors made messages (envs/mujoco_sdk.h) from
+ * here on, until unload; a failed open leaves no handler of this file. */
+__attribute__((visibility("default"))) const struct env_spec *
+tributary_env_open(const struct env_args *args, char *err, size_t err_size)
+{
+    env_mj_install();
+    const struct env_spec *spec = open_spec(args, err, err_size);
+    if (!spec) env_mj_release();
     return spec;
 }

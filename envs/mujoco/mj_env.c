@@ -9,6 +9,7 @@
 #include <mujoco/mjxmacro.h>
 
 #include "envs/mujoco/mj_env.h"
+#include "envs/mujoco_sdk.h"
 
 /* ---- the step ---- */
 
@@ -160,9 +161,10 @@ static int mj_create(const struct env_spec *spec, void *state, char *err, size_t
 {
     const struct mj_loaded *L = (const struct mj_loaded *)spec;
     struct mj_env *e = state;
-    mjData *d = mj_makeData(L->m);
+    char why[600];
+    mjData *d = env_mj_make_data(L->m, why, sizeof why);   /* MuJoCo's error as ours, never its exit */
     if (!d) {
-        snprintf(err, err_size, "%s: mj_makeData failed", L->def->id);
+        snprintf(err, err_size, "mj_makeData: %s", why);
         return -1;
     }
     memset(e, 0, sizeof *e);
@@ -322,6 +324,7 @@ static void mj_info(const struct env_spec *spec, const void *state, double *out)
 
 static mjModel *load_model(const struct mj_env_def *def, char *err, size_t err_size)
 {
+    env_mj_install();   /* before this process's first MuJoCo call */
     char msg[1000] = "";
     mjVFS *vfs = malloc(sizeof *vfs);   /* ~2 MB: not on the stack */
     if (!vfs) {
@@ -363,9 +366,10 @@ struct mj_loaded *mj_env_load(const struct mj_env_def *def, char *err, size_t er
     struct mj_loaded *L = calloc(1, sizeof *L);
     int obs_dim = def->obs_dim ? def->obs_dim(m) : m->nq - def->obs_qpos_skip + m->nv;
     double *b = L ? malloc(sizeof(double) * (size_t)(2 * obs_dim + 2 * m->nu)) : NULL;
-    mjData *probe = b ? mj_makeData(m) : NULL;
+    char why[600] = "out of memory";
+    mjData *probe = b ? env_mj_make_data(m, why, sizeof why) : NULL;
     if (!probe) {
-        snprintf(err, err_size, "%s: out of memory for its spec", def->id);
+        snprintf(err, err_size, "%s: %s for its spec", def->id, why);
         free(b);
         free(L);
         mj_deleteModel(m);

@@ -150,6 +150,20 @@ static int set_num_envs(void *u, const char *v)
     return 0;
 }
 
+/* The most envs of a spec with create (each its own simulator: a MuJoCo
+ * env's mjData is megabytes) one vec_env of trib-env holds: as many as an
+ * observer may run (tributary-train --envs-per-observer). */
+#define MAX_CREATED_ENVS 4096
+
+/* --num-envs for this spec: 0, or -1 after saying why. */
+static int check_num_envs(const struct args *a, const struct env_spec *spec)
+{
+    if (!spec->create || a->num_envs <= MAX_CREATED_ENVS) return 0;
+    fprintf(stderr, "trib-env: --num-envs %ld is too large for %s, whose envs each hold their own resources "
+                    "(max %d)\n", a->num_envs, spec->id, MAX_CREATED_ENVS);
+    return -1;
+}
+
 static int set_actions(void *u, const char *v)
 {
     ((struct args *)u)->actions_arg = v;
@@ -188,7 +202,8 @@ static int parse(struct args *a, int argc, char **argv)
         { .name = "steps", .arg = "N", .short_name = 't', .set = set_steps, .user = a,
           .help = "stop after N env steps in all (default: no limit)" },
         { .name = "num-envs", .arg = "B", .short_name = 'n', .set = set_num_envs, .user = a,
-          .help = "step B envs together in a vec_env (default 1)" },
+          .help = "step B envs together in a vec_env (default 1; at most 1048576,\n"
+                  "4096 of an env whose envs hold their own resources: MuJoCo's)" },
         { .name = "seed", .arg = "S", .short_name = 's', .set = set_seed, .user = a,
           .help = "RNG seed for resets and random actions (default 0)" },
         { .name = "actions", .arg = "LIST", .short_name = 'a', .set = set_actions, .user = a,
@@ -394,6 +409,10 @@ int main(int argc, char **argv)
     if (!spec) {
         fprintf(stderr, "trib-env: %s\n", env_last_error());
         return 1;
+    }
+    if (check_num_envs(&a, spec) != 0) {   /* bad usage, as a --num-envs past 1048576 */
+        env_plugin_close(plugin);
+        return 2;
     }
     struct run r = { 0 };
     rc = run_new(&r, &a, spec) == 0 ? 0 : 1;

@@ -7,6 +7,7 @@
  *   fail=load        the entry point fails, with a message
  *   create_fail_at=K the K-th create of the process fails (0-based)
  *   abi=N            the spec claims ABI N
+ *   saved_size=N     the spec claims saved_size N (a hostile plug-in's)
  * sim_live() counts the envs created and not yet destroyed. */
 #include <math.h>
 #include <stdio.h>
@@ -162,6 +163,7 @@ __attribute__((visibility("default"))) const struct env_spec *
 tributary_env_open(const struct env_args *args, char *err, size_t cap)
 {
     int dim = 3, fail_at = -1, abi = ENV_ABI_VERSION;
+    unsigned long long saved = 0;   /* 0: its own */
     for (int i = 0; i < args->n; i++) {
         const char *k = args->keys[i], *v = args->values[i];
         char *end;
@@ -175,6 +177,8 @@ tributary_env_open(const struct env_args *args, char *err, size_t cap)
             fail_at = (int)x;
         } else if (strcmp(k, "abi") == 0 && *end == '\0') {
             abi = (int)x;
+        } else if (strcmp(k, "saved_size") == 0) {
+            saved = strtoull(v, NULL, 10);
         } else {
             snprintf(err, cap, "bad --env-arg %s=%s (takes dim=1..64, fail=load, create_fail_at=K, abi=N)", k, v);
             return NULL;
@@ -220,5 +224,6 @@ tributary_env_open(const struct env_args *args, char *err, size_t cap)
         .info = sim_info,
         .unload = sim_unload,
     };
+    if (saved) spec->saved_size = (size_t)saved;
     return spec;
 }

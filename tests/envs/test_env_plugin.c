@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -335,6 +336,13 @@ static void check_mj_pendulum(const char *tmp)
     a = ARGS("model", bad);
     snprintf(why, sizeof why, "model %s: %s", bad, mjerr);
     expect_mj_error(so, &a, why);
+    /* a model path that is a FIFO: refused at once, not waited on (envs/mujoco_sdk.h) */
+    char fifo[1024];
+    snprintf(fifo, sizeof fifo, "%s/fifo.xml", tmp);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    a = ARGS("model", fifo);
+    snprintf(why, sizeof why, "model %s: not a regular file (a FIFO)", fifo);
+    expect_mj_error(so, &a, why);
 
     /* the embedded model: dims and bounds from it */
     struct env_plugin *pl;
@@ -585,6 +593,12 @@ START_TEST(abi2_load_errors)
     a = ARGS("abi", "3");
     expect_open_error(&a, "built for env ABI 3; this Tributary loads ABI 1 (tributary_env) and 2 "
                           "(tributary_env_open)");
+    /* a saved form no checkpoint can hold: 2^63 wrapped saved_size * n,
+     * 2^40 aborted the observer in malloc at its first checkpoint */
+    a = ARGS("saved_size", "9223372036854775808");
+    expect_open_error(&a, "saved_size is 9223372036854775808 bytes (at most 268435456 per env)");
+    a = ARGS("saved_size", "1099511627776");
+    expect_open_error(&a, "saved_size is 1099511627776 bytes (at most 268435456 per env)");
     /* arguments to a plug-in of ABI 1, and to a built-in */
     struct env_plugin *pl = NULL;
     a = ARGS("dim", "4");

@@ -296,6 +296,26 @@ START_TEST(seeds)
 }
 END_TEST
 
+/* vec_env_reseed(v, seed, first): v's envs start as envs first.. of one
+ * vec_env of them all (evaluation's waves). */
+START_TEST(reseed)
+{
+    const struct env_spec *s = env_lookup("CartPole-v1");
+    const int B = 4, ALL = 12;
+    struct vec_env *all = vec_env_new(s, ALL, 11, 0), *w = vec_env_new(s, B, 99, 0);
+    struct bufs x, y;
+    bufs_init(&x, s, ALL), bufs_init(&y, s, B);
+    vec_env_reset(all, x.obs);
+    for (int first = 0; first < ALL; first += B) {
+        vec_env_reseed(w, 11, first);
+        vec_env_reset(w, y.obs);
+        ck_assert_mem_eq(y.obs, x.obs + 4 * first, sizeof(float) * B * 4);
+    }
+    vec_env_free(all), vec_env_free(w);
+    bufs_free(&x), bufs_free(&y);
+}
+END_TEST
+
 START_TEST(errors)
 {
     const struct env_spec *s = env_lookup("Acrobot-v1");
@@ -452,6 +472,7 @@ static Suite *vec_env_suite(void)
     tc = tcase_create("semantics");
     tcase_add_test(tc, terminated_and_truncated_together);
     tcase_add_test(tc, seeds);
+    tcase_add_test(tc, reseed);
     tcase_add_test(tc, errors);
     tcase_add_test(tc, save_and_load);
     suite_add_tcase(s, tc);

@@ -4,7 +4,8 @@
  * process over the wire), its id and named info in the summary, metrics and
  * policy file, its errors as the user sees them, a resumed run that makes
  * the very parameters of an uninterrupted one, and tributary-eval; with
- * MuJoCo, the same resume on Hopper-v4. */
+ * MuJoCo, the same resume on Hopper-v4, and a resume of the example MuJoCo
+ * plug-in whose model path has become a FIFO refused at once. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/proc.h"
@@ -19,17 +21,20 @@
 
 static char OUT[1 << 16], ERR[1 << 16];
 
-static int run(const char *bin, const char *const *args)
+/* bin with args, within timeout_s (< 0: no limit; then killed: -1). */
+static int run_for(const char *bin, const char *const *args, double timeout_s)
 {
     const char *argv[48] = { bin };
     int n = 1;
     for (; args[n - 1] && n < 47; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
     int rc;
-    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
+    ck_assert_msg(proc_run(argv, timeout_s, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
                   strerror(errno));
     return rc;
 }
+
+static int run(const char *bin, const char *const *args) { return run_for(bin, args, -1); }
 
 /* The whole file dir/name (caller frees), *len its size. */
 static char *slurp(const char *dir, const char *name, size_t *len)
@@ -126,6 +131,14 @@ START_TEST(test_plugin_args_id_info)
     rc = run(TRIB_EVAL_BIN, e2);
     ck_assert_msg(rc == 0, "eval exit %d: %s", rc, ERR);
     ck_assert_msg(strstr(OUT, " on Sim-v0, 3 episodes, greedy actions: return "), "%s", OUT);
+    /* 100 episodes hold 64 envs at most (waves: a simulator's envs are
+     * heavy), so a plug-in that can make only 64 still runs them all; it
+     * made all 100 at once before (env 64: "out of simulator slots") */
+    const char *e4[] = { d, "--env", SIM_PLUGIN_SO, "--env-arg", "dim=4", "--env-arg", "create_fail_at=64",
+                         "--episodes", "100", NULL };
+    rc = run(TRIB_EVAL_BIN, e4);
+    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, ERR);
+    ck_assert_msg(strstr(OUT, " on Sim-v0, 100 episodes, greedy actions: return "), "%s", OUT);
     /* without them the env has 3 dims, which the policy does not fit */
     const char *e3[] = { d, "--env", SIM_PLUGIN_SO, "--episodes", "3", NULL };
     ck_assert_int_eq(run(TRIB_EVAL_BIN, e3), 1);
@@ -223,6 +236,49 @@ START_TEST(test_mujoco_resume_exact)
 }
 END_TEST
 
+#ifdef MJ_PENDULUM_SO
+/* A resumed run of the example MuJoCo plug-in whose config.json names a
+ * model path that is now a FIFO (no writer): --resume refuses it at once,
+ * naming it (envs/mujoco_sdk.h's env_mj_load_xml). Before, mj_loadXML
+ * opened the FIFO and waited for a writer until Ctrl-C. */
+START_TEST(test_mujoco_resume_fifo_model)
+{
+    char d[] = "/tmp/test_rl_envs_fifo_XXXXXX";
+    ck_assert(mkdtemp(d));
+    char model[128], arg[160];
+    snprintf(model, sizeof model, "%s/pendulum.xml", d);
+    snprintf(arg, sizeof arg, "model=%s", model);
+    FILE *f = fopen(model, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("<mujoco><option timestep=\"0.02\" integrator=\"RK4\"/><worldbody><body name=\"cart\">"
+          "<joint name=\"slider\" type=\"slide\" axis=\"1 0 0\" range=\"-1 1\" limited=\"true\"/>"
+          "<geom type=\"box\" size=\"0.1 0.1 0.1\" mass=\"1\"/><body name=\"pole\">"
+          "<joint name=\"hinge\" type=\"hinge\" axis=\"0 1 0\"/>"
+          "<geom type=\"capsule\" fromto=\"0 0 0 0 0 0.6\" size=\"0.05\" mass=\"0.1\"/></body></body></worldbody>"
+          "<actuator><motor joint=\"slider\" gear=\"100\" ctrlrange=\"-3 3\" ctrllimited=\"true\"/></actuator>"
+          "</mujoco>\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    char logdir[128];
+    snprintf(logdir, sizeof logdir, "%s/run", d);
+    const char *a[] = { "--env", MJ_PENDULUM_SO, "--env-arg", arg, "--observers", "1", "--envs-per-observer", "2",
+                        "--steps-per-rollout", "16", "--max-updates", "1", "--logdir", logdir, "--quiet", NULL };
+    int rc = run_for(TRIB_TRAIN_BIN, a, 120);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    ck_assert_int_eq(unlink(model), 0);
+    ck_assert_int_eq(mkfifo(model, 0600), 0);
+    const char *r[] = { "--resume", logdir, "--env", MJ_PENDULUM_SO, "--max-updates", "16", "--quiet", NULL };
+    rc = run_for(TRIB_TRAIN_BIN, r, 60);
+    ck_assert_msg(rc != -1, "--resume waited on the FIFO %s for 60 s (killed)", model);
+    char want[512];
+    snprintf(want, sizeof want, "tributary-train: --env: plugin %s: model %s: not a regular file (a FIFO) (see "
+                                "tributary-train --help)\n", MJ_PENDULUM_SO, model);
+    ck_assert_msg(rc == 2, "exit %d: %s", rc, ERR);
+    ck_assert_str_eq(ERR, want);
+    rm_run(d);
+}
+END_TEST
+#endif
+
 static Suite *rl_envs_suite(void)
 {
     Suite *s = suite_create("rl_envs");
@@ -237,6 +293,12 @@ static Suite *rl_envs_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_mujoco_resume_exact);
     suite_add_tcase(s, tc);
+#ifdef MJ_PENDULUM_SO
+    tc = tcase_create("mujoco_plugin");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_mujoco_resume_fifo_model);
+    suite_add_tcase(s, tc);
+#endif
     return s;
 }
 

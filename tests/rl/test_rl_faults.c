@@ -24,6 +24,9 @@
  *    unknown function there);
  *  - silent peer: an observer that never answers rl_shutdown holds the
  *    agent's exit up by at most the end-of-run call limit (3 s);
+ *  - endless: an env whose episodes never end, evaluated (--eval-every):
+ *    --max-seconds and SIGINT abandon the evaluation and end the run in
+ *    bound, and tributary-eval cuts its episodes at the step cap;
  *  - gone: when every observer crashed or gave up, the agent ends at once
  *    as a failure saying how each went (never "(alive)"), sync and async,
  *    tributary-train and tributary-agent with observers of its own;
@@ -1028,6 +1031,87 @@ START_TEST(test_plugin_unload_crash)
         rl_free(&p);
     }
 }
+
+END_TEST
+
+/* ---- evaluation of an env whose episodes never end ------------------------------------ */
+
+/* Whether p's stdout has a progress line of an interval with updates
+ * ("upd/s N", N > 0): an update has been made. */
+static bool updated(const struct rl_proc *p)
+{
+    char *out = slurp(p->out_fd);
+    bool r = false;
+    for (const char *u = strstr(out, "upd/s "); u && !r; u = strstr(u + 1, "upd/s ")) r = atof(u + 6) > 0;
+    free(out);
+    return r;
+}
+
+/* Endless-v0's episodes never end (max_episode_steps 0) and an evaluation
+ * of 1000 of them runs on (--eval-every 1): --max-seconds 5 (sync) or a
+ * SIGINT (async, its evaluation on its own thread) abandons the
+ * evaluation at once, saying so, and the run ends as such a stop does
+ * (exit 1 or 130, the summary, the final policy), within bound_s of the
+ * stop. Before, the evaluation ran each episode to its end, never: the run
+ * outlived its budget and the signal. Then tributary-eval on the run's
+ * policy: its episodes cut at AGENT_EVAL_MAX_STEPS (10000), in waves of
+ * 64 envs. */
+static void check_endless_eval(const char *mode, bool sigint)
+{
+    const char *dir = make_scratch();
+    const char *args[] = { "--env", ENDLESS_SO, "--mode", mode, "--observers", "1", "--envs-per-observer", "4",
+                           "--steps-per-rollout", "16", "--eval-every", "1", "--eval-episodes", "1000",
+                           "--max-seconds", sigint ? "0" : "5", "--log-every", "0.2", "--heartbeat-timeout", HB_MS,
+                           "--logdir", dir, NULL };
+    const double bound_s = 3 + 9;   /* shutting the observers down; and slack for a loaded box */
+    struct rl_proc p;
+    double t0 = trib_now_s();
+    rl_start(&p, TRIB_TRAIN_BIN, args, NULL);
+    if (sigint) {
+        while (!updated(&p)) {   /* then an evaluation runs: it starts after each update, and lasts */
+            ck_assert_msg(rl_running(&p), "the run ended before its first update");
+            ck_assert_msg(trib_now_s() - t0 < WAIT_S, "no update within %.0f s", WAIT_S);
+            usleep(10000);
+        }
+        t0 = trib_now_s();
+        kill(p.pid, SIGINT);
+    } else {
+        t0 += 5;
+    }
+    proc_wait(&rl_group, p.idx, 60);
+    bool killed = rl_group.p[p.idx].status == -1;
+    rl_collect(&p);
+    ck_assert_msg(!killed, "the run did not end within 60 s of its %s (killed)\nstderr:\n%s",
+                  sigint ? "SIGINT" : "--max-seconds", tail(p.err));
+    int rc = p.status;
+    double took = trib_now_s() - t0;
+    ck_assert_msg(rc == (sigint ? 130 : 1), "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    ck_assert_msg(took < bound_s, "ended %.1f s after the stop\nstderr:\n%s", took, p.err);
+    char line[128];
+    snprintf(line, sizeof line, " abandoned: stopped by %s after ", sigint ? "SIGINT" : "--max-seconds 5");
+    ck_assert_msg(strstr(p.err, "agent: evaluation at update ") && strstr(p.err, line), "'%s' not on stderr:\n%s",
+                  line, p.err);
+    cJSON *j = summary(&p);
+    ck_assert_str_eq(jstr(j, "stopped_by"), sigint ? "SIGINT" : "budget");
+    cJSON_Delete(j);
+    assert_policy_finite(dir);
+    rl_free(&p);
+
+    /* tributary-eval: 65 episodes, two waves, each cut at 10000 steps */
+    char policy[128], out[4096] = "", err[4096] = "";
+    snprintf(policy, sizeof policy, "%s/policy.safetensors", dir);
+    const char *eval[] = { TRIB_EVAL_BIN, "--env", ENDLESS_SO, "--episodes", sigint ? "65" : "2", "--json", policy,
+                           NULL };
+    ck_assert_int_eq(proc_run(eval, 120, out, sizeof out, err, sizeof err, &rc), 0);
+    ck_assert_msg(rc == 0, "tributary-eval: exit %d (-1: did not end within 120 s)\nstderr:\n%s", rc, err);
+    ck_assert_msg(strstr(out, "\"return_mean\":10000,\"return_std\":0,\"length_mean\":10000,\"length_std\":0}"),
+                  "%s", out);
+}
+
+START_TEST(test_endless_eval_max_seconds_sync) { check_endless_eval("sync", false); }
+END_TEST
+
+START_TEST(test_endless_eval_sigint_async) { check_endless_eval("async", true); }
 END_TEST
 
 static Suite *rl_faults_suite(void)
@@ -1059,6 +1143,12 @@ static Suite *rl_faults_suite(void)
     tcase_add_test(tc, test_stuck_max_seconds_sync);
     tcase_add_test(tc, test_stuck_sigint_async);
     tcase_add_test(tc, test_long_iteration_max_seconds_sync);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("endless");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_endless_eval_max_seconds_sync);
+    tcase_add_test(tc, test_endless_eval_sigint_async);
     suite_add_tcase(s, tc);
     tc = tcase_create("gone");
     tcase_add_checked_fixture(tc, NULL, teardown);
