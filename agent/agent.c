@@ -19,6 +19,7 @@
 #include "agent/checkpoint.h"
 #include "agent/norm_stats.h"
 #include "agent/policy.h"
+#include "agent/policy_store.h"
 #include "agent/runlog.h"
 #include "agent/run_stats.h"
 #include "common/check.h"

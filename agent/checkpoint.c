@@ -1,5 +1,6 @@
 /* Checkpoint sections of the agent and their compatibility check. */
 #include "agent/checkpoint.h"
+#include "agent/policy_store.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

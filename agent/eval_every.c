@@ -18,6 +18,7 @@
 #include "agent/evaluate.h"
 #include "agent/norm_stats.h"
 #include "agent/policy.h"
+#include "agent/policy_store.h"
 #include "agent/signals.h"
 #include "agent/state.h"
 #include "agent/run_stats.h"

@@ -1,6 +1,8 @@
 /* The agent's policy object: construction behind an RRef, the batched act
  * server (one thread merging concurrent deferred calls into one forward)
- * and the graph-recording evaluate method. */
+ * and the graph-recording evaluate method. Sync mode's batched update is
+ * policy_batch.c, the files and bytes a policy becomes policy_store.c:
+ * they reach the policy through the functions policy.h gives them. */
 #define _GNU_SOURCE
 #include "agent/policy.h"
 
@@ -76,9 +78,7 @@ static void collect_params(struct policy *p)
     for (int i = 0; i < nc; i++) p->params[na + i] = p->critic->params[i];
 }
 
-/* Forward of obs (CPU) on the policy's device (rl_arch_forward), with the
- * version. Caller holds fwd_mu. */
-static int forward(struct policy *p, struct tensor *obs, struct rl_policy_out *o)
+int policy_forward(struct policy *p, struct tensor *obs, struct rl_policy_out *o)
 {
     if (rl_arch_forward(&p->shape, p->actor, p->critic, p->dev, obs, o) != 0) return -1;
     o->version = dist_optim_local_version();
@@ -110,7 +110,7 @@ static void serve_batch(struct policy *p, struct pending *batch, int n, bool loc
     bool was = autograd_set_enabled(false);
     if (!locked) pthread_mutex_lock(&p->fwd_mu);
     double t0 = trib_now_s();
-    int rc = x ? forward(p, x, &o) : -1;
+    int rc = x ? policy_forward(p, x, &o) : -1;
     double dt = trib_now_s() - t0;
     pthread_mutex_unlock(&p->fwd_mu);
     autograd_set_enabled(was);
@@ -331,7 +331,7 @@ int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *
     bool own_stream = caller >= 0 && caller < MAX_CALLERS;
     if (own_stream)
         p->actor->rng = mix64(base ^ mix64((uint64_t)caller << 40 ^ p->drop_seq[caller]++));
-    int rc = forward(p, obs, out);
+    int rc = policy_forward(p, obs, out);
     if (own_stream) p->actor->rng = base;
     double dt = trib_now_s() - t0;
     pthread_mutex_unlock(&p->fwd_mu);
@@ -357,154 +357,6 @@ static int m_evaluate(struct rpc_request *req, void *obj, const struct rpc_value
     *result = rl_policy_out_pack(&o);
     rl_policy_out_clear(&o);
     return 0;
-}
-
-/* ---- sync updates: one forward for every observer ------------------------------ */
-
-struct policy_batch {
-    struct policy *p;
-    int n;
-    struct rl_policy_out merged;    /* recorded: the graph back to the parameters */
-    struct rl_policy_out *outs;     /* the caller's: the leaves sent to observers */
-};
-
-/* A leaf holding x's rows [start, end) (the whole of x when end < 0). */
-static struct tensor *leaf_of(struct tensor *x, int64_t start, int64_t end)
-{
-    struct tensor *t = end < 0 ? tensor_detach(x) : tensor_slice(x, start, end);
-    if (t) tensor_set_requires_grad(t, true);
-    return t;
-}
-
-struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tensor *const *obs,
-                                           struct rl_policy_out *outs)
-{
-    struct tensor *x = n == 1 ? tensor_retain(obs[0]) : tensor_cat(n, (struct tensor **)obs, 0);
-    if (!x) {
-        rpc_set_error("evaluate: %s", tensor_last_error());
-        return NULL;
-    }
-    struct policy_batch *b = trib_xcalloc(1, sizeof *b);
-    b->p = p;
-    b->n = n;
-    b->outs = outs;
-    memset(outs, 0, (size_t)n * sizeof *outs);
-    pthread_mutex_lock(&p->fwd_mu);
-    double t0 = trib_now_s();
-    int rc = forward(p, x, &b->merged);
-    double dt = trib_now_s() - t0;
-    pthread_mutex_unlock(&p->fwd_mu);
-    tensor_free(x);
-    if (rc != 0) {
-        rpc_set_error("evaluate: %s", tensor_last_error());
-        free(b);
-        return NULL;
-    }
-    bool was = autograd_set_enabled(false);
-    int64_t start = 0;
-    for (int k = 0; k < n && rc == 0; k++) {
-        int64_t r = obs[k]->shape[0];
-        outs[k].a = leaf_of(b->merged.a, start, start + r);
-        outs[k].log_std = b->merged.log_std ? leaf_of(b->merged.log_std, 0, -1) : NULL;
-        outs[k].value = b->merged.value ? leaf_of(b->merged.value, start, start + r) : NULL;
-        outs[k].version = b->merged.version;
-        if (!outs[k].a || (b->merged.log_std && !outs[k].log_std) || (b->merged.value && !outs[k].value)) rc = -1;
-        start += r;
-    }
-    autograd_set_enabled(was);
-    if (rc != 0) {
-        rpc_set_error("evaluate: %s", tensor_last_error());
-        policy_batch_free(b);
-        return NULL;
-    }
-    pthread_mutex_lock(&p->mu);
-    p->stats.evaluate_calls += n;
-    p->stats.forward_s += dt;
-    pthread_mutex_unlock(&p->mu);
-    return b;
-}
-
-/* The gradient of leaf t in ctx, or zeros like it (an observer whose
- * backward did not reach it). */
-static struct tensor *grad_or_zeros(int64_t ctx, struct tensor *t)
-{
-    struct tensor *g = dist_autograd_get_gradient(ctx, t);
-    if (g) return g;
-    g = tensor_new(DTYPE_F32, DEVICE_CPU, t->ndim, t->shape);
-    if (g) memset(tensor_data(g), 0, (size_t)g->numel * sizeof(float));
-    return g;
-}
-
-/* sum(x * g): its backward gives x the gradient g exactly. */
-static struct tensor *dot(struct tensor *x, struct tensor *g)
-{
-    struct tensor *m = x && g ? tensor_mul(x, g) : NULL;
-    struct tensor *s = m ? tensor_sum(m) : NULL;
-    tensor_free(m);
-    return s;
-}
-
-int policy_batch_backward(struct policy_batch *b, int64_t ctx)
-{
-    struct tensor *ga[RL_MAX_OBSERVERS] = { 0 }, *gv[RL_MAX_OBSERVERS] = { 0 };
-    struct tensor *g_a = NULL, *g_v = NULL, *g_ls = NULL, *root = NULL;
-    int rc = -1, n = b->n;
-    bool was = autograd_set_enabled(false);
-    for (int k = 0; k < n; k++) {
-        ga[k] = grad_or_zeros(ctx, b->outs[k].a);
-        if (b->merged.value) gv[k] = grad_or_zeros(ctx, b->outs[k].value);
-        if (b->merged.log_std) {
-            /* one log_std for every observer: their gradients summed in observer order */
-            struct tensor *g = grad_or_zeros(ctx, b->outs[k].log_std), *sum = g_ls ? tensor_add(g_ls, g) : tensor_retain(g);
-            tensor_free(g);
-            tensor_free(g_ls);
-            g_ls = sum;
-        }
-    }
-    g_a = n == 1 ? tensor_retain(ga[0]) : tensor_cat(n, ga, 0);
-    if (b->merged.value) g_v = n == 1 ? tensor_retain(gv[0]) : tensor_cat(n, gv, 0);
-    autograd_set_enabled(was);
-    if (g_a && (!b->merged.value || g_v) && (!b->merged.log_std || g_ls)) {
-        root = dot(b->merged.a, g_a);
-        struct tensor *parts[2] = { b->merged.value ? dot(b->merged.value, g_v) : NULL,
-                                    b->merged.log_std ? dot(b->merged.log_std, g_ls) : NULL };
-        for (int i = 0; i < 2 && root; i++) {
-            if (!parts[i]) continue;
-            struct tensor *s = tensor_add(root, parts[i]);
-            tensor_free(root);
-            root = s;
-        }
-        tensor_free(parts[0]);
-        tensor_free(parts[1]);
-    }
-    if (!root) rpc_set_error("backward: %s", tensor_last_error());
-    else {
-        pthread_mutex_lock(&b->p->fwd_mu);
-        double t0 = trib_now_s();
-        rc = dist_autograd_backward(ctx, 1, &root, false);
-        double dt = trib_now_s() - t0;
-        pthread_mutex_unlock(&b->p->fwd_mu);
-        pthread_mutex_lock(&b->p->mu);
-        b->p->stats.forward_s += dt;
-        pthread_mutex_unlock(&b->p->mu);
-    }
-    for (int k = 0; k < n; k++) {
-        tensor_free(ga[k]);
-        tensor_free(gv[k]);
-    }
-    tensor_free(g_a);
-    tensor_free(g_v);
-    tensor_free(g_ls);
-    tensor_free(root);
-    return rc;
-}
-
-void policy_batch_free(struct policy_batch *b)
-{
-    if (!b) return;
-    for (int k = 0; k < b->n; k++) rl_policy_out_clear(&b->outs[k]);
-    rl_policy_out_clear(&b->merged);
-    free(b);
 }
 
 /* ---- construction ------------------------------------------------------------------- */
@@ -699,114 +551,19 @@ void policy_get_stats(struct policy *p, struct policy_stats *out)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Writes n parameters of an architecture as a policy file: the env, its
- * action space, the obs side of the run's statistics, n_meta more
- * metadata entries. */
-static int write_file(struct policy *p, const struct policy_arch *arch, const char *path, const struct env_spec *spec,
-                      const struct rl_norm_stats *norm, int n, struct tensor *const *params,
-                      const struct safetensors_meta *meta, int n_meta)
+/* ---- what the policy's other files reach (policy_batch.c, policy_store.c) ---- */
+
+void policy_lock_module(struct policy *p) { pthread_mutex_lock(&p->fwd_mu); }
+void policy_unlock_module(struct policy *p) { pthread_mutex_unlock(&p->fwd_mu); }
+
+void policy_count_forward(struct policy *p, int64_t evaluate_calls, double seconds)
 {
-    struct policy_norm pn = rl_norm_stats_view(norm);
-    bool plugin = strcmp(spec->id, p->cfg.env) != 0;   /* the env was named by its .so */
-    struct policy_info info = { .env_id = spec->id, .env_plugin = plugin ? p->cfg.env : NULL, .act = &spec->act,
-                                .norm = &pn, .n_meta = n_meta, .meta = meta };
-    return policy_file_write(path, arch, &info, n, params) == 0 ? 0 : rl_set_error("%s", runfiles_last_error());
+    pthread_mutex_lock(&p->mu);
+    p->stats.evaluate_calls += evaluate_calls;
+    p->stats.forward_s += seconds;
+    pthread_mutex_unlock(&p->mu);
 }
 
-int policy_save(struct policy *p, const char *path, const struct env_spec *spec, const struct rl_norm_stats *norm)
-{
-    pthread_mutex_lock(&p->fwd_mu);
-    int rc = write_file(p, &p->shape, path, spec, norm, p->n_params, p->params, NULL, 0);
-    pthread_mutex_unlock(&p->fwd_mu);
-    return rc;
-}
-
-void policy_save_state(struct policy *p, unsigned char **out, size_t *len)
-{
-    pthread_mutex_lock(&p->fwd_mu);
-    size_t n = sizeof p->actor->rng;
-    for (int i = 0; i < p->n_params; i++) n += (size_t)p->params[i]->numel * sizeof(float);
-    unsigned char *b = trib_xmalloc(n), *q = b;
-    memcpy(q, &p->actor->rng, sizeof p->actor->rng);
-    q += sizeof p->actor->rng;
-    for (int i = 0; i < p->n_params; i++) {
-        struct tensor *snap = tensor_snapshot(p->params[i]);
-        tensor_copy_to_host(snap, q);
-        tensor_free(snap);
-        q += (size_t)p->params[i]->numel * sizeof(float);
-    }
-    pthread_mutex_unlock(&p->fwd_mu);
-    *out = b;
-    *len = n;
-}
-
-int policy_load_state(struct policy *p, const void *buf, size_t len)
-{
-    size_t n = sizeof p->actor->rng;
-    for (int i = 0; i < p->n_params; i++) n += (size_t)p->params[i]->numel * sizeof(float);
-    if (len != n) return rl_set_error("policy: %zu bytes, this architecture needs %zu", len, n);
-    /* every parameter finite before any is written (a NaN policy would
-     * only fail later, as every observer dropped): refused naming the tensor */
-    char names[2 * (RL_MAX_HIDDEN + 1) * 2 + 1][64];
-    int nn = policy_arch_param_names(&p->shape, (int)(sizeof names / sizeof names[0]), names);
-    const unsigned char *q = (const unsigned char *)buf + sizeof p->actor->rng;
-    for (int i = 0; i < p->n_params; i++) {
-        for (int64_t j = 0; j < p->params[i]->numel; j++) {
-            float x;
-            memcpy(&x, q + (size_t)j * sizeof x, sizeof x);
-            if (!isfinite(x))
-                return rl_set_error("policy: parameter %s[%lld] is %s", i < nn ? names[i] : "?", (long long)j,
-                                    isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
-        }
-        q += (size_t)p->params[i]->numel * sizeof(float);
-    }
-    q = buf;
-    pthread_mutex_lock(&p->fwd_mu);
-    memcpy(&p->actor->rng, q, sizeof p->actor->rng);
-    q += sizeof p->actor->rng;
-    for (int i = 0; i < p->n_params; i++) {
-        size_t bytes = (size_t)p->params[i]->numel * sizeof(float);
-        CHECK(tensor_write_from_host(p->params[i], q, bytes) == 0);   /* sizes checked above */
-        q += bytes;
-    }
-    pthread_mutex_unlock(&p->fwd_mu);
-    return 0;
-}
-
-int policy_copy_new(struct policy *p, struct policy_copy *c)
-{
-    memset(c, 0, sizeof *c);
-    c->arch = p->shape;
-    if (policy_arch_build(&c->arch, 0, &c->actor, c->arch.value_head ? &c->critic : NULL) != 0)
-        return rl_set_error("policy copy: %s", tensor_last_error());
-    c->actor->training = false;
-    int na = c->actor->n_params;
-    CHECK(na + (c->critic ? c->critic->n_params : 0) == p->n_params);   /* one architecture */
-    pthread_mutex_lock(&p->fwd_mu);
-    for (int i = 0; i < p->n_params; i++) {
-        struct tensor *dst = i < na ? c->actor->params[i] : c->critic->params[i - na];
-        struct tensor *snap = tensor_snapshot(p->params[i]);
-        CHECK(snap && dst->numel == snap->numel);
-        tensor_copy_to_host(snap, tensor_data(dst));
-        tensor_free(snap);
-    }
-    pthread_mutex_unlock(&p->fwd_mu);
-    return 0;
-}
-
-void policy_copy_free(struct policy_copy *c)
-{
-    nn_module_free(c->actor);
-    nn_module_free(c->critic);
-    c->actor = c->critic = NULL;
-}
-
-int policy_copy_save(struct policy *p, const struct policy_copy *c, const char *path, const struct env_spec *spec,
-                     const struct rl_norm_stats *norm, const struct safetensors_meta *extra, int n_extra)
-{
-    struct tensor *params[POLICY_MAX_TENSORS];
-    int n = 0;
-    for (int i = 0; i < c->actor->n_params; i++) params[n++] = c->actor->params[i];
-    for (int i = 0; c->critic && i < c->critic->n_params; i++) params[n++] = c->critic->params[i];
-    return write_file(p, &c->arch, path, spec, norm, n, params, extra, n_extra);
-}
+const struct policy_arch *policy_shape(const struct policy *p) { return &p->shape; }
+struct nn_module *policy_actor(struct policy *p) { return p->actor; }
+const char *policy_env_name(const struct policy *p) { return p->cfg.env; }

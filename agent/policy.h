@@ -6,7 +6,10 @@
  *   evaluate(obs [N,D])   with graph, in the caller's distributed-autograd
  *                         context, so a backward there reaches the parameters.
  * Both answer rl_policy_out (messages.h). The parameters are also held as
- * RRefs for the distributed optimizer; the version is the optimizer's. */
+ * RRefs for the distributed optimizer; the version is the optimizer's.
+ * Sync mode's batched update is policy_batch.h, what the policy becomes
+ * outside memory (its file, a checkpoint's bytes, an evaluation's copy)
+ * policy_store.h; both reach the policy through the last section here. */
 #ifndef TRIB_AGENT_POLICY_H
 #define TRIB_AGENT_POLICY_H
 
@@ -85,20 +88,6 @@ int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *
  * (saved in checkpoints) and restarts every caller's stream. */
 void policy_dropout_epoch(struct policy *p);
 
-/* Sync updates: one recorded forward over the observations of n
- * observers' minibatches (rows in that order), in the thread's current
- * distributed-autograd context. outs[k] gets observer k's part as leaf
- * tensors (requires grad, no graph) to send it: the gradients its backward
- * sends back accumulate on those leaves in the context. Then
- * policy_batch_backward(ctx) carries them, concatenated, through the one
- * forward to the parameters (one backward for the n observers: the same
- * arithmetic as a local update of the merged minibatch). NULL with
- * rpc_last_error(); free with policy_batch_free. */
-struct policy_batch;
-struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tensor *const *obs,
-                                           struct rl_policy_out *outs);
-int policy_batch_backward(struct policy_batch *b, int64_t ctx);
-void policy_batch_free(struct policy_batch *b);
 
 /* Serving counters: act calls, forwards they were merged into, rows,
  * evaluate calls, and seconds spent in forwards (both methods). */
@@ -110,39 +99,23 @@ void policy_get_stats(struct policy *p, struct policy_stats *out);
 /* The parameters, actor's then critic's (borrowed; for export and tests). */
 int policy_params(struct policy *p, struct tensor ***params);
 
-/* A copy of the policy as it is now, on the CPU, for the agent's own
- * evaluations (--eval-every): its architecture, an actor in eval mode (no
- * dropout) and, with a value head, a critic holding the parameters' values.
- * The caller keeps updates out while it is made (the agent's mu: async
- * updates run on handler threads); later updates do not reach it. 0, or -1
- * with rl_last_error(). */
-struct policy_copy {
-    struct policy_arch arch;
-    struct nn_module *actor, *critic;
-};
-int policy_copy_new(struct policy *p, struct policy_copy *c);
-/* Accepts a zeroed copy. */
-void policy_copy_free(struct policy_copy *c);
-/* Writes a copy as policy_save writes the policy (norm: the statistics it
- * was evaluated with), with n_extra more metadata entries (policy_info's
- * meta). 0, or -1 with rl_last_error(). */
-struct safetensors_meta;
-struct rl_norm_stats;
-int policy_copy_save(struct policy *p, const struct policy_copy *c, const char *path, const struct env_spec *spec,
-                     const struct rl_norm_stats *norm, const struct safetensors_meta *extra, int n_extra);
 
-/* Checkpoints: the parameters (f32, actor's then critic's) and the dropout
- * RNG as bytes; load checks the sizes and writes them in (staged writes).
- * load: 0, or -1 with rl_last_error() (a size mismatch); the policy may
- * live on the GPU (the parameters are written there from the host). */
-void policy_save_state(struct policy *p, unsigned char **out, size_t *len);
-int policy_load_state(struct policy *p, const void *buf, size_t len);
 
-/* Writes the policy as a .safetensors file (policy_file_write) recording
- * the env, its action space and, when norm is non-NULL with an obs side,
- * the observation statistics (rl/norm.h) the run normalised with. 0 or -1
- * with rl_last_error(). */
-struct rl_norm_stats;
-int policy_save(struct policy *p, const char *path, const struct env_spec *spec, const struct rl_norm_stats *norm);
+/* ---- for the policy's other files (policy_batch.c, policy_store.c) ---- */
+
+/* The module lock: one forward, or one read or write of the parameters and
+ * the dropout RNG, at a time. */
+void policy_lock_module(struct policy *p);
+void policy_unlock_module(struct policy *p);
+/* Forward of obs (CPU) on the policy's device (rl_arch_forward), with the
+ * optimizer's version. Caller holds the module lock. 0, or -1. */
+int policy_forward(struct policy *p, struct tensor *obs, struct rl_policy_out *o);
+/* Adds to the serving counters: evaluate calls, seconds of forward. Any thread. */
+void policy_count_forward(struct policy *p, int64_t evaluate_calls, double seconds);
+/* The architecture, the actor module (its dropout RNG: under the module
+ * lock) and the env as the run named it (an id or a plug-in's path). */
+const struct policy_arch *policy_shape(const struct policy *p);
+struct nn_module *policy_actor(struct policy *p);
+const char *policy_env_name(const struct policy *p);
 
 #endif

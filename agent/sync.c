@@ -13,6 +13,7 @@
 
 #include "agent/state.h"
 #include "agent/policy.h"
+#include "agent/policy_batch.h"
 #include "agent/run_stats.h"
 #include "common/check.h"
 #include "common/clock.h"

@@ -1,0 +1,160 @@
+/* Sync mode's update on the agent (docs/design.md §6 "Sync on-policy"):
+ * one recorded forward of every observer's minibatch (policy_evaluate_batch),
+ * each observer's rows sent as a leaf, and the backward through that one
+ * forward of the gradients the observers' losses gave those leaves
+ * (policy_batch_backward). */
+#define _GNU_SOURCE
+#include "agent/policy.h"
+#include "agent/policy_batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/check.h"
+#include "common/clock.h"
+#include "rl/rl.h"
+#include "rpc/dist_autograd.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+
+struct policy_batch {
+    struct policy *p;
+    int n;
+    struct rl_policy_out merged;    /* recorded: the graph back to the parameters */
+    struct rl_policy_out *outs;     /* the caller's: the leaves sent to observers */
+};
+
+/* A leaf holding x's rows [start, end) (the whole of x when end < 0). */
+static struct tensor *leaf_of(struct tensor *x, int64_t start, int64_t end)
+{
+    struct tensor *t = end < 0 ? tensor_detach(x) : tensor_slice(x, start, end);
+    if (t) tensor_set_requires_grad(t, true);
+    return t;
+}
+
+struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tensor *const *obs,
+                                           struct rl_policy_out *outs)
+{
+    struct tensor *x = n == 1 ? tensor_retain(obs[0]) : tensor_cat(n, (struct tensor **)obs, 0);
+    if (!x) {
+        rpc_set_error("evaluate: %s", tensor_last_error());
+        return NULL;
+    }
+    struct policy_batch *b = trib_xcalloc(1, sizeof *b);
+    b->p = p;
+    b->n = n;
+    b->outs = outs;
+    memset(outs, 0, (size_t)n * sizeof *outs);
+    policy_lock_module(p);
+    double t0 = trib_now_s();
+    int rc = policy_forward(p, x, &b->merged);
+    double dt = trib_now_s() - t0;
+    policy_unlock_module(p);
+    tensor_free(x);
+    if (rc != 0) {
+        rpc_set_error("evaluate: %s", tensor_last_error());
+        free(b);
+        return NULL;
+    }
+    bool was = autograd_set_enabled(false);
+    int64_t start = 0;
+    for (int k = 0; k < n && rc == 0; k++) {
+        int64_t r = obs[k]->shape[0];
+        outs[k].a = leaf_of(b->merged.a, start, start + r);
+        outs[k].log_std = b->merged.log_std ? leaf_of(b->merged.log_std, 0, -1) : NULL;
+        outs[k].value = b->merged.value ? leaf_of(b->merged.value, start, start + r) : NULL;
+        outs[k].version = b->merged.version;
+        if (!outs[k].a || (b->merged.log_std && !outs[k].log_std) || (b->merged.value && !outs[k].value)) rc = -1;
+        start += r;
+    }
+    autograd_set_enabled(was);
+    if (rc != 0) {
+        rpc_set_error("evaluate: %s", tensor_last_error());
+        policy_batch_free(b);
+        return NULL;
+    }
+    policy_count_forward(p, n, dt);
+    return b;
+}
+
+/* The gradient of leaf t in ctx, or zeros like it (an observer whose
+ * backward did not reach it). */
+static struct tensor *grad_or_zeros(int64_t ctx, struct tensor *t)
+{
+    struct tensor *g = dist_autograd_get_gradient(ctx, t);
+    if (g) return g;
+    g = tensor_new(DTYPE_F32, DEVICE_CPU, t->ndim, t->shape);
+    if (g) memset(tensor_data(g), 0, (size_t)g->numel * sizeof(float));
+    return g;
+}
+
+/* sum(x * g): its backward gives x the gradient g exactly. */
+static struct tensor *dot(struct tensor *x, struct tensor *g)
+{
+    struct tensor *m = x && g ? tensor_mul(x, g) : NULL;
+    struct tensor *s = m ? tensor_sum(m) : NULL;
+    tensor_free(m);
+    return s;
+}
+
+int policy_batch_backward(struct policy_batch *b, int64_t ctx)
+{
+    struct tensor *ga[RL_MAX_OBSERVERS] = { 0 }, *gv[RL_MAX_OBSERVERS] = { 0 };
+    struct tensor *g_a = NULL, *g_v = NULL, *g_ls = NULL, *root = NULL;
+    int rc = -1, n = b->n;
+    bool was = autograd_set_enabled(false);
+    for (int k = 0; k < n; k++) {
+        ga[k] = grad_or_zeros(ctx, b->outs[k].a);
+        if (b->merged.value) gv[k] = grad_or_zeros(ctx, b->outs[k].value);
+        if (b->merged.log_std) {
+            /* one log_std for every observer: their gradients summed in observer order */
+            struct tensor *g = grad_or_zeros(ctx, b->outs[k].log_std), *sum = g_ls ? tensor_add(g_ls, g) : tensor_retain(g);
+            tensor_free(g);
+            tensor_free(g_ls);
+            g_ls = sum;
+        }
+    }
+    g_a = n == 1 ? tensor_retain(ga[0]) : tensor_cat(n, ga, 0);
+    if (b->merged.value) g_v = n == 1 ? tensor_retain(gv[0]) : tensor_cat(n, gv, 0);
+    autograd_set_enabled(was);
+    if (g_a && (!b->merged.value || g_v) && (!b->merged.log_std || g_ls)) {
+        root = dot(b->merged.a, g_a);
+        struct tensor *parts[2] = { b->merged.value ? dot(b->merged.value, g_v) : NULL,
+                                    b->merged.log_std ? dot(b->merged.log_std, g_ls) : NULL };
+        for (int i = 0; i < 2 && root; i++) {
+            if (!parts[i]) continue;
+            struct tensor *s = tensor_add(root, parts[i]);
+            tensor_free(root);
+            root = s;
+        }
+        tensor_free(parts[0]);
+        tensor_free(parts[1]);
+    }
+    if (!root) rpc_set_error("backward: %s", tensor_last_error());
+    else {
+        policy_lock_module(b->p);
+        double t0 = trib_now_s();
+        rc = dist_autograd_backward(ctx, 1, &root, false);
+        double dt = trib_now_s() - t0;
+        policy_unlock_module(b->p);
+        policy_count_forward(b->p, 0, dt);
+    }
+    for (int k = 0; k < n; k++) {
+        tensor_free(ga[k]);
+        tensor_free(gv[k]);
+    }
+    tensor_free(g_a);
+    tensor_free(g_v);
+    tensor_free(g_ls);
+    tensor_free(root);
+    return rc;
+}
+
+void policy_batch_free(struct policy_batch *b)
+{
+    if (!b) return;
+    for (int k = 0; k < b->n; k++) rl_policy_out_clear(&b->outs[k]);
+    rl_policy_out_clear(&b->merged);
+    free(b);
+}
+
