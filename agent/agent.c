@@ -159,7 +159,7 @@ static int build_policy(struct agent *a)
     int np = 0;
     struct rref **params = policy_param_rrefs(a->policy, &np);
     struct optim_hyper h = optim_defaults((enum optim_kind)a->cfg.optimizer);
-    h.lr = a->lr = a->cfg.lr;
+    h.lr = a->cfg.lr;   /* the base; the optimizer owns the live lr (dist_optim_lr) */
     h.eps = a->cfg.opt_eps;
     a->opt = dist_optim_new((enum optim_kind)a->cfg.optimizer, &h, np, params);
     if (!a->opt) return rl_set_error("optimizer: %s", rpc_last_error());

@@ -1,7 +1,7 @@
 /* The agent's observers and calls, below every other file of the agent
  * (state.h): which observers are alive, lost, gone (and how) or rejoining,
  * waiting for calls to them and giving them up once the run's stop is
- * overdue, and the annealed lr. */
+ * overdue. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <pthread.h>
@@ -18,10 +18,8 @@
 #include "common/check.h"
 #include "common/clock.h"
 #include "common/text.h"
-#include "optim/dist_optim.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
-#include "rl/rl_math.h"
 
 int agent_live_peers(const struct agent *a)
 {
@@ -179,16 +177,6 @@ int agent_lose_dead_peers(struct agent *a, const char *why)
         }
     }
     return n;
-}
-
-/* lr for the next update: linear annealing over --max-steps (CleanRL). */
-int agent_maybe_anneal(struct agent *a)
-{
-    if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
-    double lr = rl_annealed_lr(a->cfg.lr, run_stats_env_steps(a->stats), a->cfg.max_steps);
-    if (lr == a->lr) return 0;   /* a function of the env steps alone, so a resumed run sets the same */
-    a->lr = lr;
-    return dist_optim_set_lr(a->opt, lr);
 }
 
 void agent_say_error(void)

@@ -1,7 +1,7 @@
 /* What both modes' loops and the run's end do between steps (state.h):
  * the progress line and metrics row of each interval, checkpoints (with
- * the observers' states where the mode keeps them), and why the run stops.
- * Above observers.c, below the modes. */
+ * the observers' states where the mode keeps them), why the run stops, and
+ * the next update's lr. Above observers.c, below the modes. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -15,6 +15,7 @@
 #include "agent/run_stats.h"
 #include "common/text.h"
 #include "optim/dist_optim.h"
+#include "optim/optim.h"
 #include "rl/finite.h"
 #include "rl/messages.h"
 #include "rl/rl.h"
@@ -35,7 +36,7 @@ void agent_log_interval(struct agent *a, bool force)
     struct run_interval iv;
     if (!run_stats_interval(a->stats, dist_optim_local_version(), force, &iv)) return;
     run_stats_print(a->stats, stdout, &iv);
-    if (a->log && runlog_write(a->log, &iv, a->lr) != 0) {
+    if (a->log && runlog_write(a->log, &iv, dist_optim_lr(a->opt)) != 0) {
         fprintf(stderr, PROG ": %s; no more metrics for this run\n", rl_last_error());
         runlog_close(a->log);
         a->log = NULL;
@@ -100,4 +101,11 @@ void agent_maybe_checkpoint(struct agent *a, bool with_observers)
     if (a->cfg.logdir[0] && a->cfg.checkpoint_every > 0 &&
         run_stats_updates(a->stats) - a->ckpt_updates >= a->cfg.checkpoint_every)
         agent_write_checkpoint(a, with_observers);
+}
+
+int agent_maybe_anneal(struct agent *a)
+{
+    if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
+    double lr = optim_lr_linear(a->cfg.lr, 1.0, 0.0, a->cfg.max_steps, run_stats_env_steps(a->stats));
+    return lr == dist_optim_lr(a->opt) ? 0 : dist_optim_set_lr(a->opt, lr);
 }

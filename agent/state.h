@@ -96,7 +96,6 @@ struct agent {
     int n_peers, n_lost, n_rejoined;
     pthread_mutex_t mu;             /* async updates: the optimizer, lr, stop */
     atomic_bool stop;
-    double lr;                      /* the lr last set */
     bool dumped;                    /* TRIB_DEBUG_DUMP done */
     struct ckpt *resume;            /* the checkpoint being resumed, until set-up */
     bool resume_refused;            /* its restore failed: the run writes no file */
@@ -139,8 +138,6 @@ int agent_tend_gone(struct agent *a, struct rpc_future **futs);
 /* -1 with rl_last_error() "no observer is left: observer1 crashed (signal
  * 11, SIGSEGV); observer2 gave up (...); ..." (how each went). */
 int agent_none_left(const struct agent *a);
-/* Sets the annealed lr for the next update. 0, or -1 with rpc_last_error(). */
-int agent_maybe_anneal(struct agent *a);
 /* Whether the run has been due to stop (a signal, --max-seconds or another
  * budget, async mode's stop) for AGENT_STOP_GRACE_S: calls still in flight
  * then are given up, and a sync iteration makes no more updates. */
@@ -182,6 +179,12 @@ const char *agent_stop_reason(struct agent *a);
 /* Prints the progress line and writes the metrics row of an interval when
  * one is due (force: now). A failed row closes the metrics, said once. */
 void agent_log_interval(struct agent *a, bool force);
+/* Sets the lr of the next update (--anneal-lr: CleanRL's linear decay to 0
+ * over --max-steps of the run's env steps, optim_lr_linear's closed form)
+ * on the optimizer, which owns the live lr (dist_optim_lr). A function of
+ * the env steps alone, so a resumed run sets the same. 0, or -1 with
+ * rpc_last_error(). Main thread (sync) or under agent.mu (async). */
+int agent_maybe_anneal(struct agent *a);
 /* Whether the policy may be saved (what: the file, for the message): every
  * parameter finite, else said on stderr. */
 bool agent_policy_savable(struct agent *a, const char *what);

@@ -3,6 +3,7 @@
 #include "optim/dist_optim.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -193,6 +194,7 @@ int dist_optim_init(void)
 /* ---- caller side --------------------------------------------------------- */
 
 struct dist_optim {
+    _Atomic double lr;         /* the lr last set on every owner: the run's one live copy */
     int n_owners;
     struct rref **locals;      /* one local optimizer per owner */
     int64_t *versions;
@@ -218,6 +220,7 @@ struct dist_optim *dist_optim_new(enum optim_kind kind, const struct optim_hyper
         return NULL;
     }
     struct dist_optim *o = trib_xcalloc(1, sizeof *o);
+    atomic_store(&o->lr, hyper->lr);
     o->locals = trib_xcalloc((size_t)n, sizeof *o->locals);
     o->versions = trib_xcalloc((size_t)n, sizeof *o->versions);
     int *owners = trib_xcalloc((size_t)n, sizeof *owners);
@@ -338,8 +341,11 @@ int dist_optim_set_lr(struct dist_optim *o, double lr)
     args.list.items[0] = rpc_double(lr);
     int rc = call_all(o, "set_lr", &args, false);
     rpc_value_clear(&args);
+    if (rc == 0) atomic_store(&o->lr, lr);
     return rc;
 }
+
+double dist_optim_lr(const struct dist_optim *o) { return atomic_load(&((struct dist_optim *)o)->lr); }
 
 int dist_optim_get_version(const char *worker, int64_t *out)
 {

@@ -31,8 +31,13 @@ int dist_optim_step(struct dist_optim *o, int64_t ctx);
  * owns all of it, per owner otherwise. */
 int dist_optim_step_clipped(struct dist_optim *o, int64_t ctx, double max_norm);
 
-/* Sets the learning rate on every owner (blocks). */
+/* Sets the learning rate on every owner (blocks). 0, or -1 with
+ * rpc_last_error() (the lr dist_optim_lr reports is then the one before). */
 int dist_optim_set_lr(struct dist_optim *o, double lr);
+/* The lr last set on every owner (hyper's at dist_optim_new, then each
+ * successful dist_optim_set_lr's): the one live copy a program reads, for
+ * its logs or its schedule. Any thread. */
+double dist_optim_lr(const struct dist_optim *o);
 /* Frees the handle and, through the RRefs, the owners' optimizers. */
 void dist_optim_free(struct dist_optim *o);
 

@@ -154,9 +154,3 @@ double rl_explained_variance(const float *y_pred, const float *y, int n)
     return vy == 0 ? NAN : 1.0 - vd / vy;
 }
 
-double rl_annealed_lr(double lr, int64_t env_steps, int64_t max_steps)
-{
-    if (max_steps <= 0) return lr;
-    double frac = 1.0 - (double)env_steps / (double)max_steps;
-    return lr * fmin(fmax(frac, 0.0), 1.0);
-}

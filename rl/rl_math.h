@@ -84,9 +84,5 @@ double rl_explained_variance(const float *y_pred, const float *y, int n);
  * seed gives the same permutation. n <= 0 writes nothing. */
 void rl_permutation(int n, uint64_t *rng, int *out);
 
-/* Linear LR annealing (CleanRL): lr * (1 - env_steps / max_steps), kept in
- * [0, lr] whatever the counts (a negative or huge env_steps, max_steps <= 0
- * gives lr). */
-double rl_annealed_lr(double lr, int64_t env_steps, int64_t max_steps);
 
 #endif

@@ -50,7 +50,6 @@ struct floor {
     int *idx;                       /* [B] truncated envs of one learner */
     struct tensor *x;               /* [n*B, D] the act rows */
     int64_t version;                /* optimizer steps */
-    double lr;
     bool dumped;
     bool norm_on;                   /* --norm-obs / --norm-reward: the run's one set of statistics */
     struct rl_norm_stats norm, delta;
@@ -362,11 +361,8 @@ static int rollouts_iteration(void *u)
 
 static int iteration(struct floor *f)
 {
-    if (f->cfg.anneal_lr && f->cfg.max_steps > 0) {
-        double frac = 1.0 - (double)run_stats_env_steps(f->stats) / (double)f->cfg.max_steps;
-        f->lr = f->cfg.lr * fmax(frac, 0.0);
-        optim_set_lr(f->opt, f->lr);
-    }
+    if (f->cfg.anneal_lr && f->cfg.max_steps > 0)   /* the agent's schedule (agent_maybe_anneal) */
+        optim_set_lr(f->opt, optim_lr_linear(f->cfg.lr, 1.0, 0.0, f->cfg.max_steps, run_stats_env_steps(f->stats)));
     const struct rl_drivers d = { .drive = { [RL_SHAPE_EPISODES] = episodes_iteration,
                                              [RL_SHAPE_ROLLOUTS] = rollouts_iteration },
                                   .ctx = f };
@@ -390,7 +386,7 @@ static int setup(struct floor *f)
     for (int i = 0; i < na; i++) f->params[i] = f->actor->params[i];
     for (int i = 0; i < nc; i++) f->params[na + i] = f->critic->params[i];
     struct optim_hyper h = optim_defaults((enum optim_kind)f->cfg.optimizer);
-    h.lr = f->lr = f->cfg.lr;
+    h.lr = f->cfg.lr;
     h.eps = f->cfg.opt_eps;
     f->opt = optim_new((enum optim_kind)f->cfg.optimizer, &h, f->n_params, f->params);
     if (!f->opt) return rl_set_error("optimizer: %s", optim_last_error());

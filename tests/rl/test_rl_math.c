@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "optim/optim.h"
 #include "rl/losses.h"
 #include "rl/rl.h"
 #include "rl/rl_math.h"
@@ -464,17 +465,23 @@ START_TEST(test_permutation)
 }
 END_TEST
 
-/* Linear annealing stays in [0, lr] whatever env steps a peer or a file
- * made the run count (issue 17: a negative count raised the lr). */
+/* The run's one lr schedule (agent_maybe_anneal, the floor: optim's
+ * optim_lr_linear from lr to 0 over max_steps env steps) stays in [0, lr]
+ * whatever env steps a peer or a file made the run count (issue 17: a
+ * negative count raised the lr), and is CleanRL's lr * (1 - steps / max)
+ * to the bit. */
 START_TEST(test_annealed_lr)
 {
-    ck_assert(rl_annealed_lr(1e-3, 0, 1000) == 1e-3);
-    ck_assert(fabs(rl_annealed_lr(1e-3, 250, 1000) - 0.75e-3) < 1e-15);
-    ck_assert(rl_annealed_lr(1e-3, 1000, 1000) == 0.0);
-    ck_assert(rl_annealed_lr(1e-3, INT64_MAX, 1000) == 0.0);
-    ck_assert(rl_annealed_lr(1e-3, -1, 1000) == 1e-3);
-    ck_assert(rl_annealed_lr(1e-3, INT64_MIN, 1000) == 1e-3);
-    ck_assert(rl_annealed_lr(1e-3, 5, 0) == 1e-3);
+#define ANNEAL(lr, s, m) optim_lr_linear(lr, 1.0, 0.0, m, s)
+    ck_assert(ANNEAL(1e-3, 0, 1000) == 1e-3);
+    ck_assert(fabs(ANNEAL(1e-3, 250, 1000) - 0.75e-3) < 1e-15);
+    ck_assert(ANNEAL(1e-3, 1000, 1000) == 0.0);
+    ck_assert(ANNEAL(1e-3, INT64_MAX, 1000) == 0.0);
+    ck_assert(ANNEAL(1e-3, -1, 1000) == 1e-3);
+    ck_assert(ANNEAL(1e-3, INT64_MIN, 1000) == 1e-3);
+    for (int64_t s = 0; s <= 2048; s += 7)   /* CleanRL: frac = 1 - (update - 1) / num_updates; lr = frac * lr */
+        ck_assert(ANNEAL(2.5e-4, s, 2048) == 2.5e-4 * (1.0 - (double)s / 2048.0));
+#undef ANNEAL
 }
 END_TEST
 
