@@ -215,6 +215,18 @@ void rpc_peer_grace(int id, int ms)
     if (p && p->dealer) p->last_seen = trib_now_ms() + ms;
 }
 
+/* A worker's id outlives its processes (a restart keeps rank and name and
+ * brings a new endpoint and new dealers), and each worker learns of a new
+ * process through rank 0 at its own pace. Issue 33 F11 was that gap: a
+ * restarted R1 talked to X while X's entry was still the dead R0's, so X
+ * asked R0's endpoint to vouch for R1 (no answer: R1's calls refused) or
+ * found R0 dead ("not a live worker": R1's pings counted against it).
+ * Closed here by: the incarnation count (a check knows which process it
+ * asked, and that one's end is "gone", not "did not vouch"), closed
+ * dealers' routing ids vouched for a while (what we sent through them is
+ * still ours), rank 0's dealer kept; and, in membership.c, the newcomer's
+ * directory sent only after every member took its __join.
+ * rpc/README.md "Joining, restarts and verification" has the sequence. */
 struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic)
 {
     CHECK(id >= 0 && id < MAX_WORKERS);

@@ -31,10 +31,10 @@
 #define WORLD 9                 /* rank 0 and 8 workers */
 #define MAX_WORLD 12
 #define HB_MS 100
-#define HB_TIMEOUT_MS 1000
+#define HB_TIMEOUT_MS 1000     /* 500 saw live workers declared lost under ASan at load 9 */
 /* Restarts under way at once, and how long a new worker lives (and talks)
  * before it may be killed again. */
-#define CONCURRENT 4
+#define CONCURRENT 5
 #define MIN_LIVE_MS 300
 
 static const char *TRANSPORT_NAMES[] = { [RPC_TRANSPORT_TCP] = "tcp", [RPC_TRANSPORT_IPC] = "ipc" };
@@ -90,7 +90,7 @@ static int worker_main(int rank, int world, const char *master, const char *tran
     rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
     rpc_register_ex("stop", fn_stop, NULL, RPC_FN_INLINE);
     if (rpc_init(&o) < 0) {
-        fprintf(stderr, "churn %s: rpc_init: %s\n", name, rpc_last_error());
+        fprintf(stderr, "churn %s: %s\n", name, rpc_last_error());
         return 10;
     }
     unsigned seed = (unsigned)getpid();
@@ -184,7 +184,7 @@ static int worker_main(int rank, int world, const char *master, const char *tran
 /* What the ticks reported: the first report of anything refused or dropped. */
 static pthread_mutex_t rep_mu = PTHREAD_MUTEX_INITIALIZER;
 static char first_bad[512];
-static int64_t ticks, ticks_of[MAX_WORLD], spoofed_of[MAX_WORLD];
+static int64_t ticks, ticks_of[MAX_WORLD], spoofed_of[MAX_WORLD], pid_of[MAX_WORLD];
 
 static int fn_tick(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
@@ -200,6 +200,7 @@ static int fn_tick(struct rpc_request *req, const struct rpc_value *args, struct
     if (v[0] > 0 && v[0] < MAX_WORLD) {
         ticks_of[v[0]]++;
         spoofed_of[v[0]] = v[5];
+        pid_of[v[0]] = v[1];
     }
     if ((v[3] || v[4] || v[5] || v[6]) && !first_bad[0])
         snprintf(first_bad, sizeof first_bad,
@@ -276,10 +277,17 @@ static void assert_no_drop_lines(struct world *w)
     ck_assert_msg(!bad, "%d lines of dropped or refused messages; the first: %s", bad, first);
 }
 
+/* Restarts per transport: 50, so 100 in all, the issue's count. A restart
+ * takes about 2 s here (the loss is declared after a heartbeat timeout,
+ * 1 s, and the new process gets its directory once every member answered
+ * its __join, up to another when a member is itself dying), 5 at a time:
+ * 50 take about 25 s per transport, 100 would take the test past a minute
+ * under ASan. TRIB_CHURN_RESTARTS=N runs N (100 per transport passed
+ * repeatedly while this was written). */
 static int restarts_wanted(void)
 {
     const char *s = getenv("TRIB_CHURN_RESTARTS");
-    return s && atoi(s) > 0 ? atoi(s) : 100;
+    return s && atoi(s) > 0 ? atoi(s) : 50;
 }
 
 /* Rank 0 here and workers 1..size-1 (rank 1 late_ms late) over transport t. */
@@ -296,6 +304,7 @@ static void world_start(struct world *w, enum rpc_transport t, int size, int lat
     ticks = 0;
     memset(ticks_of, 0, sizeof ticks_of);
     memset(spoofed_of, 0, sizeof spoofed_of);
+    memset(pid_of, 0, sizeof pid_of);
     rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
     rpc_register_ex("tick", fn_tick, NULL, RPC_FN_INLINE);
     char name[16];
@@ -362,6 +371,9 @@ static void churn(enum rpc_transport t)
 {
     static struct world w;
     world_start(&w, t, WORLD, 0);
+    /* a restart: KILLED until rank 0 declares it lost, JOINING until the
+     * new process has its directory and calls rank 0, then LIVE; it talks
+     * for MIN_LIVE_MS before it may be killed again */
     enum { LIVE, KILLED, JOINING } state[WORLD];
     double since[WORLD];
     for (int r = 1; r < WORLD; r++) {
@@ -377,15 +389,21 @@ static void churn(enum rpc_transport t)
         ck_assert_msg(trib_now_s() < deadline, "churn: %d of %d restarts after %.0f s; %d restarts under way",
                       restarts, wanted, trib_now_s() - t0, busy);
         struct rpc_event ev;
-        if (rpc_next_event(&ev, 20) == 1) {
+        for (int wait_ms = 20; rpc_next_event(&ev, wait_ms) == 1; wait_ms = 0) {
             int r = ev.id;
             ck_assert_msg(r > 0 && r < WORLD, "an event for worker %d (%s)", r, ev.name);
             if (ev.kind == RPC_EVENT_FAILED) {
                 ck_assert_msg(state[r] == KILLED, "live worker %s was declared lost", ev.name);
                 state[r] = JOINING;
                 spawn_worker(&w, r);
-            } else if (ev.kind == RPC_EVENT_JOIN) {
-                ck_assert_msg(state[r] == JOINING, "%s joined while not restarting", ev.name);
+            }
+            /* a JOIN says only that rank 0 admitted it: its first tick says it is in */
+        }
+        for (int r = 1; r < WORLD; r++) {
+            pthread_mutex_lock(&rep_mu);
+            bool ticked = pid_of[r] == w.g[w.group_of[r]].p[w.idx_of[r]].pid;
+            pthread_mutex_unlock(&rep_mu);
+            if (state[r] == JOINING && ticked) {
                 state[r] = LIVE;
                 since[r] = trib_now_s();
             }
