@@ -10,8 +10,9 @@
  *
  * A check lasts until the claimed worker answers or, here, is gone (lost,
  * or replaced by a new process: its incarnation moved on); one alive that
- * has not answered in twice the hold time is asked again. Requests of a worker that died before it vouched for
- * them are dropped as gone (counted, not logged: nobody waits for them).
+ * has not answered in twice the hold time is asked again. Requests of a
+ * worker that died before it vouched for them are dropped as gone
+ * (counted, not logged: nobody waits for them).
  * Why a live worker's messages are never refused here, through a restart
  * of it or of this worker: rpc/README.md "Joining, restarts and
  * verification". */
@@ -421,7 +422,7 @@ static void check_done(struct rpc_future *f, void *arg)
             snprintf(why, sizeof why, "rpc: %s: refused: %s is gone (%s)", rpc_self_name(), name, err);
             set_state(c, CONN_NEW);
             refuse_held(c, RPC_DROP_GONE, why);
-        } else if (trib_now_ms() - c->since >= 2 * (int64_t)settings.hold_ms && c->claimed != rpc_self_id()) {
+        } else if (trib_now_ms() - c->since >= 2 * (int64_t)settings.hold_ms) {
             /* no answer in time from a worker still alive here (slow, or
              * its I/O thread busy): not a refusal, it is asked again; it
              * answers or is declared lost meanwhile */

@@ -46,7 +46,7 @@ static struct {
     int byes;
     bool bye_from[MAX_WORKERS];
     char joins_refused[128];            /* rank 0, under mu: why hellos are refused ("": open) */
-    int join_timeout_ms;                /* rank 0: how long a member may take to answer a __join */
+    int join_timeout_ms;                /* how long a member may take to answer a __join (the heartbeat timeout) */
 } ms = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 void rpc_events_reset(void)

@@ -58,6 +58,16 @@ static int fn_echo(struct rpc_request *req, const struct rpc_value *args, struct
 
 /* ---- the worker ------------------------------------------------------------ */
 
+/* [name] -> whether this worker holds that worker alive */
+static int fn_alive(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    (void)u;
+    if (args->list.len != 1 || args->list.items[0].kind != RPC_STR) return rpc_request_fail(req, "expected a name");
+    struct rpc_worker_info info;
+    *res = rpc_bool(rpc_get_worker_info(args->list.items[0].str.ptr, &info) == 0);
+    return 0;
+}
+
 static atomic_bool stop_now;
 
 static int fn_stop(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
@@ -89,6 +99,7 @@ static int worker_main(int rank, int world, const char *master, const char *tran
     if (delay_ms > 0) usleep((useconds_t)delay_ms * 1000);     /* a late joiner */
     rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
     rpc_register_ex("stop", fn_stop, NULL, RPC_FN_INLINE);
+    rpc_register_ex("alive", fn_alive, NULL, RPC_FN_INLINE);
     if (rpc_init(&o) < 0) {
         fprintf(stderr, "churn %s: %s\n", name, rpc_last_error());
         return 10;
@@ -579,6 +590,80 @@ START_TEST(test_refusals_logged_once_a_second)
 }
 END_TEST
 
+/* Issue 33 F11: a worker stopped (SIGSTOP) until the others declared it
+ * lost, then resumed, finds them lost in turn and forgets their
+ * connections; then it reads what they sent while it was stopped (a
+ * heartbeat timeout of pings, calls) and refuses all of it, rightly, "not
+ * a live worker". It writes a line per connection and second with the
+ * count, not one per message: in the 2.5 s from its first such line at
+ * most 3 per connection (c0's and c1's dealers: the first at once, then
+ * one a second), counting more messages than lines. */
+START_TEST(test_resumed_worker_logged_once_a_second)
+{
+    static struct world w;
+    world_start(&w, RPC_TRANSPORT_TCP, 3, 0);
+    int64_t none[MAX_WORLD] = { 0 };
+    await_ticks(&w, none, 30, "at the start");
+    pid_t c2 = w.g[w.group_of[2]].p[w.idx_of[2]].pid;
+    ck_assert_int_eq(kill(c2, SIGSTOP), 0);
+    struct rpc_event ev;
+    double t0 = trib_now_s();
+    while (!(rpc_next_event(&ev, 100) == 1 && ev.kind == RPC_EVENT_FAILED && ev.id == 2))
+        ck_assert_msg(trib_now_s() - t0 < 30, "c2 was not declared lost while stopped");
+    /* c1 too has given it up (and stopped pinging it) */
+    for (t0 = trib_now_s();; usleep(20000)) {
+        struct rpc_value a = rpc_list(1), res;
+        a.list.items[0] = rpc_str("c2");
+        ck_assert_msg(rpc_sync("c1", "alive", &a, &res, 10000) == 0, "%s", rpc_last_error());
+        rpc_value_clear(&a);
+        bool alive = res.b;
+        rpc_value_clear(&res);
+        if (!alive) break;
+        ck_assert_msg(trib_now_s() - t0 < 30, "c1 did not declare c2 lost");
+    }
+    ck_assert_int_eq(kill(c2, SIGCONT), 0);
+    static char buf[1 << 16];
+    int lines = 0, counted = 0, most = 0;
+    double first = 0;
+    /* from its first such line, 2.5 s: what was held back is written */
+    for (t0 = trib_now_s(); !first || trib_now_s() - first < 2.5; usleep(50000)) {
+        ck_assert_msg(trib_now_s() - t0 < 30, "the resumed c2 refused nothing in 30 s");
+        proc_output(&w.g[w.group_of[2]], w.idx_of[2], 2, buf, sizeof buf);
+        lines = counted = most = 0;
+        char conns[8][64];
+        int per[8] = { 0 }, nconn = 0;
+        for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+            if (!strstr(line, "which is not a live worker")) continue;
+            lines++;
+            const char *at = strstr(line, "unverified connection ");
+            char addr[64] = "?";
+            if (at) sscanf(at + 22, "%63s", addr);
+            size_t al = strlen(addr);
+            if (al && addr[al - 1] == ':') addr[al - 1] = '\0';
+            int k = 0;
+            while (k < nconn && strcmp(conns[k], addr) != 0) k++;
+            if (k == nconn && nconn < 8) snprintf(conns[nconn++], sizeof conns[0], "%s", addr);
+            if (k < 8 && ++per[k] > most) most = per[k];
+            unsigned n;
+            const char *d = strstr(line, ": dropped ");
+            if (strstr(line, ": dropped a message from ")) counted += 1;
+            else if (d && sscanf(d + 10, "%u messages", &n) == 1) counted += (int)n;
+        }
+        if (lines && !first) first = trib_now_s();
+    }
+    ck_assert_msg(most <= 3, "the resumed c2 wrote %d lines about one connection (%d lines, %d messages in all)", most,
+                  lines, counted);
+    ck_assert_msg(counted > lines, "the resumed c2's %d lines count %d messages", lines, counted);
+    ck_assert_int_eq(kill(c2, SIGKILL), 0);
+    struct rpc_value res;
+    ck_assert_msg(rpc_sync("c1", "stop", NULL, &res, 10000) == 0, "stop c1: %s", rpc_last_error());
+    rpc_value_clear(&res);
+    rpc_shutdown(true);
+    proc_wait(&w.g[w.group_of[1]], w.idx_of[1], 30);
+    for (int k = 0; k < w.ngroups; k++) proc_group_deinit(&w.g[k]);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc == 7 && strcmp(argv[1], "worker") == 0)
@@ -597,6 +682,7 @@ int main(int argc, char **argv)
     tc = tcase_create("refusals");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_refusals_logged_once_a_second);
+    tcase_add_test(tc, test_resumed_worker_logged_once_a_second);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
