@@ -39,6 +39,8 @@
 /* Routing id of every dealer: random, so that only the worker it connects
  * to learns it (first byte non-zero: libzmq reserves those). */
 #define RPC_RID_LEN 16
+/* Routing ids of a peer's closed dealers still vouched for (peers.c). */
+#define RPC_OLD_RIDS 4
 /* Bad messages after which a connection is cut off. */
 #define RPC_MAX_BAD 1000
 /* Connections the router remembers (bound ones and strangers). */
@@ -57,7 +59,7 @@
 /* ---- stats.c: counters (any thread) and the drop log (I/O thread) -------- */
 enum rpc_stat {
     RPC_STAT_SPOOFED, RPC_STAT_UNVERIFIED, RPC_STAT_MALFORMED, RPC_STAT_CUT_DROPPED, RPC_STAT_CUTS, RPC_STAT_BUSY,
-    RPC_STAT_FORKS_EXPIRED, RPC_STAT_REFUSED_AUTH, RPC_STAT_HANDSHAKES_FAILED,
+    RPC_STAT_FORKS_EXPIRED, RPC_STAT_REFUSED_AUTH, RPC_STAT_HANDSHAKES_FAILED, RPC_STAT_GONE,
     RPC_STAT_HELD,                  /* messages held now (added and taken away) */
     /* Traffic on the sockets (the I/O thread adds): whole messages and
      * their frames' bytes, routing-id frames not counted. */

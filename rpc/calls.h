@@ -112,7 +112,10 @@ void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
  * (__conn_check, asked through our dealer to W's registered endpoint) or,
  * on rank 0, when W says hello on it. */
 struct conn;
-enum rpc_drop { RPC_DROP_SPOOFED, RPC_DROP_UNVERIFIED, RPC_DROP_MALFORMED, RPC_DROP_BUSY };
+/* Why messages were dropped: each kind has its counter (conn.c counter()).
+ * GONE: held requests whose claimed worker died or was replaced before it
+ * vouched for them (a dead process's last calls: nobody waits for them). */
+enum rpc_drop { RPC_DROP_SPOOFED, RPC_DROP_UNVERIFIED, RPC_DROP_MALFORMED, RPC_DROP_BUSY, RPC_DROP_GONE };
 enum { CONN_ACCEPT, CONN_HOLD, CONN_REFUSE };
 /* The connection of routing id rid, created on its first message (`first`:
  * a frame it sent, for its address); NULL if the table is full. */
@@ -132,6 +135,10 @@ void rpc_conn_bad(struct conn *c, enum rpc_drop kind, const char *fmt, ...) __at
 void rpc_conn_bind(const unsigned char *rid, size_t len, int worker);
 /* The worker rid is bound to, or -1. */
 int rpc_conn_worker(const unsigned char *rid, size_t len);
+/* The directory is in: from now on a request from a connection in the name
+ * of a worker unknown here waits only the hold time (before, such a worker
+ * may be one this worker has yet to learn of, however long that takes). */
+void rpc_conn_set_joined(void);
 /* Unbinds every connection of a worker that left or died. */
 void rpc_conn_forget_worker(int id);
 /* I/O loop: replays what newly verified connections held, starts and

@@ -4,8 +4,18 @@
  * (__conn_check); rank 0 binds the connection a worker said hello on. Until
  * then a connection's requests wait here (bounded); a message whose claimed
  * sender is not its connection's worker is dropped, counted and logged
- * (rate-limited), and a connection that sends too many bad messages is cut.
- * I/O thread only, except the counters. */
+ * (per connection: the first refusal at once, then at most one line a
+ * second with the count), and a connection that sends too many bad
+ * messages is cut. I/O thread only, except the counters.
+ *
+ * A check lasts until the claimed worker answers or, here, is gone (lost,
+ * or replaced by a new process: its incarnation moved on); one alive that
+ * has not answered in twice the hold time is asked again. Requests of a
+ * worker that died before it vouched for them are dropped as gone
+ * (counted, not logged: nobody waits for them).
+ * Why a live worker's messages are never refused here, through a restart
+ * of it or of this worker: rpc/README.md "Joining, restarts and
+ * verification". */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -45,12 +55,17 @@ struct conn {
     int claimed;                /* CONN_WAITING / CONN_CHECKING: who it says it is */
     int refuted;                /* a worker that disowned this connection, or -1 */
     uint64_t gen;               /* of the check in flight */
+    uint32_t incarnation;       /* of the claimed worker's entry when the check began */
+    uint32_t held_incarnation;  /* ... when the first held request came (0: no entry then) */
     int64_t since;              /* when the hold or check began */
     int64_t last_seen;
     struct held *held, *held_tail;
     int nheld;
     size_t held_bytes;
     uint32_t bad;
+    int64_t logged_at;          /* its last drop line (0: none yet) */
+    uint32_t unlogged;          /* messages dropped since, not yet in a line */
+    char unlogged_why[512];     /* the last reason among them */
     int fd;                     /* the TCP socket it arrived on (ZMQ_SRCFD), or -1 */
     char addr[64];              /* its peer address "ip:port", to name it and to check fd */
 };
@@ -73,6 +88,7 @@ static int held_msgs;
 static size_t held_bytes;
 static uint64_t next_gen = 1;
 static bool replay_due;         /* a check bound a connection that holds messages */
+static bool joined;             /* the directory is in (rpc_conn_set_joined) */
 static int nwaiting;            /* connections in CONN_WAITING */
 
 static unsigned hash_seed;      /* random: strangers choose their routing ids */
@@ -119,9 +135,46 @@ static void conn_name(const struct conn *c, char *buf, size_t cap)
     snprintf(buf, cap, "%s %s", who, c->addr);
 }
 
+/* One connection's drops: the first is logged at once, later ones at most
+ * once a second, as one line with their count (rpc_conn_poll writes what
+ * is left of a second in which nothing else came). */
+#define CONN_LOG_MS 1000
+
+static void conn_log_line(struct conn *c, uint32_t n, const char *why)
+{
+    char name[192];
+    conn_name(c, name, sizeof name);
+    if (n == 1)
+        rpc_drop_log("rpc: %s: dropped a message from %s: %s (%u bad from it)", rpc_self_name(), name, why, c->bad);
+    else if (!c->logged_at)
+        rpc_drop_log("rpc: %s: dropped %u messages from %s: %s (%u bad from it)", rpc_self_name(), n, name, why, c->bad);
+    else
+        rpc_drop_log("rpc: %s: dropped %u messages from %s in the last %.1f s, the last: %s (%u bad from it)",
+                     rpc_self_name(), n, name, (trib_now_ms() - c->logged_at) / 1000.0, why, c->bad);
+    c->logged_at = trib_now_ms();
+    c->unlogged = 0;
+}
+
+static void conn_log(struct conn *c, uint32_t n, const char *why)
+{
+    if (c->logged_at && trib_now_ms() - c->logged_at < CONN_LOG_MS) {
+        c->unlogged += n;
+        snprintf(c->unlogged_why, sizeof c->unlogged_why, "%s", why);
+        return;
+    }
+    conn_log_line(c, n + c->unlogged, why);
+}
+
+/* The drops of c held back for longer than a second, in one line. */
+static void conn_log_flush(struct conn *c, int64_t now)
+{
+    if (c->unlogged && now - c->logged_at >= CONN_LOG_MS) conn_log_line(c, c->unlogged, c->unlogged_why);
+}
+
 static enum rpc_stat counter(enum rpc_drop kind)
 {
     switch (kind) {
+    case RPC_DROP_GONE: return RPC_STAT_GONE;
     case RPC_DROP_SPOOFED: return RPC_STAT_SPOOFED;
     case RPC_DROP_UNVERIFIED: return RPC_STAT_UNVERIFIED;
     case RPC_DROP_MALFORMED: return RPC_STAT_MALFORMED;
@@ -165,6 +218,7 @@ static void set_state(struct conn *c, enum conn_state s)
 
 static void unlink_free(struct conn *c)
 {
+    conn_log_flush(c, INT64_MAX);
     for (struct conn **pp = &table[rid_hash(c->rid, c->rid_len)]; *pp; pp = &(*pp)->hnext)
         if (*pp == c) {
             *pp = c->hnext;
@@ -293,15 +347,15 @@ static void cut(struct conn *c)
     c->fd = -1;
 }
 
-/* Counts n bad messages from c (logged as `why`); cuts c off past the limit. */
+/* Counts n bad messages from c (logged as `why`, per conn_log); cuts c off past the limit. */
 static void note_bad(struct conn *c, uint32_t n, const char *why)
 {
-    char name[192];
-    conn_name(c, name, sizeof name);
     c->bad += n;
-    rpc_drop_log("rpc: %s: dropped %s from %s: %s (%u bad from it)", rpc_self_name(), n == 1 ? "a message" : "messages",
-             name, why, c->bad);
+    conn_log(c, n, why);
     if (c->bad > RPC_MAX_BAD && c->state != CONN_CUT) {
+        char name[192];
+        conn_name(c, name, sizeof name);
+        conn_log_flush(c, INT64_MAX);
         rpc_drop_log("rpc: %s: cutting off %s: more than %d bad messages", rpc_self_name(), name, RPC_MAX_BAD);
         cut(c);
     }
@@ -320,7 +374,17 @@ void rpc_conn_bad(struct conn *c, enum rpc_drop kind, const char *fmt, ...)
 
 /* ---- verification ------------------------------------------------------ */
 
+/* Whether the worker c's check asked is gone: no longer alive here, or its
+ * entry now another process's. */
+static bool claimed_gone(const struct conn *c)
+{
+    const struct peer *p = rpc_peer(c->claimed);
+    return !p || !p->alive || p->incarnation != c->incarnation;
+}
+
 struct check { unsigned char rid[255]; size_t len; uint64_t gen; };
+
+static void check_start(struct conn *c);
 
 static void check_done(struct rpc_future *f, void *arg)
 {
@@ -332,6 +396,15 @@ static void check_done(struct rpc_future *f, void *arg)
         const char *err = rpc_future_error(f);
         if (!err && f->value.kind == RPC_BOOL && f->value.b) {
             rpc_conn_bind(c->rid, c->rid_len, c->claimed);
+        } else if (!err && c->nheld && c->held_incarnation != c->incarnation) {
+            /* what it holds came before the process that disowns it was
+             * known here: an earlier process of that id (which died while
+             * they waited) sent them, or a stranger; refused either way,
+             * counted as gone */
+            snprintf(why, sizeof why, "rpc: %s: refused: %s disowns this connection", rpc_self_name(), name);
+            c->refuted = c->claimed;
+            set_state(c, CONN_NEW);
+            refuse_held(c, RPC_DROP_GONE, why);
         } else if (!err) {
             snprintf(why, sizeof why, "rpc: %s: refused: %s disowns this connection", rpc_self_name(), name);
             c->refuted = c->claimed;
@@ -343,20 +416,36 @@ static void check_done(struct rpc_future *f, void *arg)
                 snprintf(log, sizeof log, "%d request(s) in the name of %s, which disowns the connection", n, name);
                 note_bad(c, (uint32_t)n, log);
             }
+        } else if (claimed_gone(c)) {
+            /* it died (or a new process took its id) before it answered:
+             * what it sent will never be waited for */
+            snprintf(why, sizeof why, "rpc: %s: refused: %s is gone (%s)", rpc_self_name(), name, err);
+            set_state(c, CONN_NEW);
+            refuse_held(c, RPC_DROP_GONE, why);
+        } else if (trib_now_ms() - c->since >= 2 * (int64_t)settings.hold_ms) {
+            /* no answer in time from a worker still alive here (slow, or
+             * its I/O thread busy): not a refusal, it is asked again; it
+             * answers or is declared lost meanwhile */
+            check_start(c);
         } else {
             snprintf(why, sizeof why, "rpc: %s: refused: %s did not vouch for this connection (%s)", rpc_self_name(), name, err);
             set_state(c, CONN_NEW);
             int n = c->nheld;
             refuse_held(c, RPC_DROP_UNVERIFIED, why);
-            if (n) rpc_drop_log("rpc: %s: dropped %d request(s) from unverified connection %s in the name of %s: %s",
-                            rpc_self_name(), n, c->addr, name, err);
+            if (n) {
+                char log[320];
+                snprintf(log, sizeof log, "%d request(s) in the name of %s, which did not vouch for it: %s", n, name, err);
+                conn_log(c, (uint32_t)n, log);
+            }
         }
     }
     free(ck);
 }
 
 /* Asks c->claimed whether c is one of its dealers (or answers it here when
- * it claims to be this worker). */
+ * it claims to be this worker). The call's deadline is twice the hold
+ * time: a claimed worker that died is declared lost (a heartbeat timeout)
+ * before it, so its end says "gone"; one still alive then is asked again. */
 static void check_start(struct conn *c)
 {
     if (c->claimed == rpc_self_id()) {
@@ -376,13 +465,15 @@ static void check_start(struct conn *c)
     set_state(c, CONN_CHECKING);
     c->since = trib_now_ms();
     c->gen = next_gen++;
+    c->incarnation = rpc_peer(c->claimed)->incarnation;
+    if (!c->nheld) c->held_incarnation = c->incarnation;
     struct check *ck = trib_xmalloc(sizeof *ck);
     memcpy(ck->rid, c->rid, c->rid_len);
     ck->len = c->rid_len;
     ck->gen = c->gen;
     struct rpc_value args = rpc_list(1);
     args.list.items[0] = rpc_bytes(c->rid, c->rid_len);
-    rpc_call_internal(c->claimed, "__conn_check", &args, settings.hold_ms, check_done, ck);
+    rpc_call_internal(c->claimed, "__conn_check", &args, 2 * settings.hold_ms, check_done, ck);
 }
 
 /* A live peer this process can ask (it has a dealer to it). */
@@ -474,8 +565,7 @@ bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, 
     if (c->nheld >= HELD_MAX_MSGS_PER_CONN || held_msgs >= HELD_MAX_MSGS || held_bytes + bytes > held_bytes_cap()) {
         rpc_stat_add(RPC_STAT_BUSY, 1);
         snprintf(why, cap, "rpc: %s: busy: too many requests wait for their connection to be verified", rpc_self_name());
-        rpc_drop_log("rpc: %s: dropped a request from unverified connection %s: too much is waiting for verification",
-                 rpc_self_name(), c->addr);
+        conn_log(c, 1, "a request: too much is waiting for verification");
         return false;
     }
     struct held *m = trib_xmalloc(sizeof *m + (size_t)n * sizeof(zmq_msg_t));
@@ -496,6 +586,8 @@ bool rpc_conn_hold(struct conn *c, const struct wire_hdr *h, zmq_msg_t *frames, 
     rpc_stat_add(RPC_STAT_HELD, 1);
     if (c->state == CONN_NEW) {
         c->claimed = h->sender;
+        const struct peer *p = rpc_peer(c->claimed);
+        c->held_incarnation = p ? p->incarnation : 0;
         c->since = trib_now_ms();
         set_state(c, CONN_WAITING);
         if (askable(c->claimed) || c->claimed == rpc_self_id()) check_start(c);
@@ -533,18 +625,20 @@ void rpc_conn_poll(void)
     for (int b = 0; b < CONN_BUCKETS; b++)
         for (struct conn *c = table[b], *next; c; c = next) {
             next = c->hnext;
+            conn_log_flush(c, now);
             if (c->state == CONN_WAITING) {
                 if (askable(c->claimed) || c->claimed == rpc_self_id()) {
                     check_start(c);
-                } else if (now - c->since > hold_ms) {
+                } else if (joined && now - c->since > hold_ms) {
                     char name[64], why[256];
                     rpc_peer_name(c->claimed, name, sizeof name);
                     snprintf(why, sizeof why, "rpc: %s: refused: %s is not a live worker here", rpc_self_name(), name);
                     set_state(c, CONN_NEW);
                     int n = c->nheld;
                     refuse_held(c, RPC_DROP_UNVERIFIED, why);
-                    rpc_drop_log("rpc: %s: dropped %d request(s) from unverified connection %s in the name of %s: not a live worker",
-                             rpc_self_name(), n, c->addr, name);
+                    char log[160];
+                    snprintf(log, sizeof log, "%d request(s) in the name of %s, which is not a live worker", n, name);
+                    conn_log(c, (uint32_t)n, log);
                 }
             } else if ((c->state == CONN_NEW || c->state == CONN_CUT) && now - c->last_seen > CONN_IDLE_MS) {
                 unlink_free(c);
@@ -553,8 +647,19 @@ void rpc_conn_poll(void)
     if (replay_due) replay();
 }
 
+void rpc_conn_set_joined(void)
+{
+    if (joined) return;
+    joined = true;
+    int64_t now = trib_now_ms();
+    for (int b = 0; b < CONN_BUCKETS; b++)
+        for (struct conn *c = table[b]; c; c = c->hnext)
+            if (c->state == CONN_WAITING) c->since = now;
+}
+
 void rpc_conn_reset(void)
 {
+    joined = false;
     for (int b = 0; b < CONN_BUCKETS; b++)
         while (table[b]) {
             struct conn *c = table[b];

@@ -46,6 +46,7 @@ static struct {
     int byes;
     bool bye_from[MAX_WORKERS];
     char joins_refused[128];            /* rank 0, under mu: why hellos are refused ("": open) */
+    int join_timeout_ms;                /* how long a member may take to answer a __join (the heartbeat timeout) */
 } ms = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
 
 void rpc_events_reset(void)
@@ -151,6 +152,57 @@ static int find_endpoint(const char *ep)
     return -1;
 }
 
+/* ---- admission of a worker after the directory went out -------------------
+ * A late, restarted or dynamic worker. Every other live member is told
+ * first (__join, a call), and the newcomer gets the directory only once
+ * each of them has answered, failed or timed out. The newcomer learns of a
+ * member only from that directory (or from a later __join), so its first
+ * message to any member arrives after that member knows it: the member
+ * asks the right process to vouch for the connection, never the dead one
+ * it replaces, and never finds it "not a live worker" (rpc/README.md
+ * "Joining, restarts and verification"). Rank 0, I/O thread. */
+struct admission {
+    int id;
+    uint32_t incarnation;               /* the newcomer's entry (a newer one gets its own) */
+    int waiting;                        /* answers still due, +1 while the calls go out */
+};
+
+static void admission_step(struct admission *a)
+{
+    if (--a->waiting > 0) return;
+    const struct peer *p = rpc_peer(a->id);
+    if (p && p->alive && p->incarnation == a->incarnation) {
+        struct rpc_value dir = directory_value();
+        rpc_send_oneway(a->id, "__dir", &dir);
+        rpc_value_clear(&dir);
+    }
+    free(a);
+}
+
+static void join_answered(struct rpc_future *f, void *arg)
+{
+    (void)f;                            /* failed or timed out: that member is dying; it no longer holds the newcomer up */
+    admission_step(arg);
+}
+
+static void admit_late(const struct peer *p)
+{
+    struct admission *a = trib_xmalloc(sizeof *a);
+    a->id = p->id;
+    a->incarnation = p->incarnation;
+    a->waiting = 1;
+    struct rpc_value j = rpc_list(1);
+    j.list.items[0] = dir_entry(p);
+    for (int i = 1; i < MAX_WORKERS; i++)
+        if (i != p->id && rpc_peer(i) && rpc_peer(i)->alive) {
+            a->waiting++;
+            struct rpc_value args = rpc_value_copy(&j);
+            rpc_call_internal(i, "__join", &args, ms.join_timeout_ms, join_answered, a);
+        }
+    rpc_value_clear(&j);
+    admission_step(a);
+}
+
 /* rank 0, inline, from any connection: [name, rank, endpoint(, world
  * size)] -> [id]. The connection it came on becomes the new worker's. A
  * static rank whose worker is gone may be taken again (a restarted
@@ -224,14 +276,7 @@ static int bi_hello(struct rpc_request *req, const struct rpc_value *args, struc
         pthread_cond_broadcast(&ms.cv);
         pthread_mutex_unlock(&ms.mu);
     } else if (already) {
-        struct rpc_value dir = directory_value();
-        rpc_send_oneway(id, "__dir", &dir);
-        rpc_value_clear(&dir);
-        struct rpc_value j = rpc_list(1);
-        j.list.items[0] = dir_entry(p);
-        for (int i = 1; i < MAX_WORKERS; i++)
-            if (i != id && rpc_peer(i) && rpc_peer(i)->alive) rpc_send_oneway(i, "__join", &j);
-        rpc_value_clear(&j);
+        admit_late(p);
     }
     if (dynamic || already) rpc_post_event(RPC_EVENT_JOIN, id, name);
     return 0;
@@ -251,8 +296,23 @@ static void add_entry(const struct rpc_value *e, bool event)
     const char *name = rpc_arg_str(e, 1), *ep = rpc_arg_str(e, 2);
     if (!rpc_arg_int(e, 0, &id) || id < 0 || id >= MAX_WORKERS || !name || !ep) return;
     if (strlen(name) >= 64 || strlen(ep) >= 128) return;
-    rpc_add_peer((int)id, name, ep, e->list.items[3].kind == RPC_BOOL && e->list.items[3].b);
-    if (event && id != rpc_self_id()) rpc_post_event(RPC_EVENT_JOIN, (int)id, name);
+    const struct peer *was = rpc_peer((int)id);
+    if (was && was->alive && id != 0 && id != rpc_self_id() && strcmp(was->endpoint, ep) != 0) {
+        /* a new process under a live one's id: the old one died before we
+         * noticed; it goes as a dead one does (its calls fail, its
+         * connections are forgotten) before the new one comes */
+        char why[128];
+        snprintf(why, sizeof why, "%s was replaced by a new process", was->name);
+        rpc_drop_peer((int)id, why, RPC_EVENT_FAILED);
+    }
+    if (!rpc_add_peer((int)id, name, ep, e->list.items[3].kind == RPC_BOOL && e->list.items[3].b)) return;
+    if (event && id != rpc_self_id()) {
+        /* a __join: the newcomer learns of us only once every member has
+         * answered its __join (up to join_timeout_ms from now), and says
+         * nothing to us before */
+        rpc_peer_grace((int)id, ms.join_timeout_ms);
+        rpc_post_event(RPC_EVENT_JOIN, (int)id, name);
+    }
 }
 
 /* worker, inline, one-way: [[entry...]] */
@@ -262,6 +322,7 @@ static int bi_dir(struct rpc_request *req, const struct rpc_value *args, struct 
     const struct rpc_value *l = &args->list.items[0];
     for (size_t i = 0; i < l->list.len; i++) add_entry(&l->list.items[i], false);
     rpc_curve_set_joined();
+    rpc_conn_set_joined();
     pthread_mutex_lock(&ms.mu);
     ms.dir_ready = true;
     pthread_cond_broadcast(&ms.cv);
@@ -269,9 +330,11 @@ static int bi_dir(struct rpc_request *req, const struct rpc_value *args, struct 
     return 0;
 }
 
+/* worker, inline, a call from rank 0: [entry] (answered once the entry is in) */
 static int bi_join(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *result, void *u)
 {
-    if (req->caller != 0 || args->list.len != 1) return -1;
+    if (req->caller != 0) return rpc_request_fail(req, "not from rank 0");
+    if (args->list.len != 1) return rpc_request_fail(req, "bad join");
     add_entry(&args->list.items[0], true);
     return 0;
 }
@@ -351,6 +414,7 @@ void rpc_membership_init(const struct rpc_opts *o, int rank, int world_size, con
     ms.dynamic = rank == RPC_RANK_DYNAMIC;
     ms.allow_dynamic = o->allow_dynamic;
     ms.on_event = o->on_event;
+    ms.join_timeout_ms = o->heartbeat_timeout_ms;
     ms.event_user = o->event_user;
     snprintf(ms.master, sizeof ms.master, "%s", master);
     ms.dir_ready = ms.dir_sent = ms.sd_go = false;
@@ -377,6 +441,7 @@ bool rpc_membership_joined(void)
 
 void rpc_membership_set_complete(void)
 {
+    rpc_conn_set_joined();
     pthread_mutex_lock(&ms.mu);
     ms.dir_ready = ms.dir_sent = true;
     pthread_cond_broadcast(&ms.cv);
@@ -403,11 +468,14 @@ static const volatile sig_atomic_t *cancel_flag;
 static bool pred_dir(void) { return ms.dir_ready; }
 static bool cancelled(void) { return cancel_flag && *cancel_flag; }
 static bool pred_dir_or_cancel(void) { return ms.dir_ready || cancelled(); }
+/* the directory is in, or the rendezvous that would send it is lost */
+static bool pred_dir_or_rdv_lost(void) { return ms.dir_ready || !rpc_worker_alive(0); }
 
 int rpc_membership_join(const char *self_endpoint, int init_timeout_ms, const volatile sig_atomic_t *cancel)
 {
     cancel_flag = cancel;
     if (ms.rank == 0) {
+        rpc_conn_set_joined();          /* rank 0 learns every worker from its own hello */
         if (ms.world_size == 1) {
             rpc_membership_set_complete();
         } else if (!wait_state(pred_dir_or_cancel, init_timeout_ms) || !wait_state(pred_dir, 0)) {
@@ -438,8 +506,13 @@ int rpc_membership_join(const char *self_endpoint, int init_timeout_ms, const vo
     rpc_value_clear(&res);
     wire_set_self_id((int)id);
     rpc_io_set_admitted(true);
-    if (!wait_state(pred_dir, init_timeout_ms))
+    /* rank 0's loss (heartbeats run once it has admitted us) ends the wait:
+     * a worker never outlives its rendezvous here */
+    if (!wait_state(pred_dir_or_rdv_lost, init_timeout_ms) || !wait_state(pred_dir, 0)) {
+        if (!rpc_worker_alive(0))
+            return rpc_set_error("rpc_init: lost the rendezvous %s before it sent the directory", ms.master);
         return rpc_set_error("rpc_init: no directory from %s after %d ms", ms.master, init_timeout_ms);
+    }
     return 0;
 }
 

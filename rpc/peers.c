@@ -1,7 +1,7 @@
 /* The directory: this worker's own entry, the workers it knows and the
  * dealer socket it calls each one through, and whether the agent is up.
  * Transport layer (rpc/README.md): it opens and closes dealers through the
- * link operations agent.c installs, and reports a peer it finds lost (too
+ * link operations rpc_agent.c installs, and reports a peer it finds lost (too
  * many bad messages) through the callback membership installs; it calls
  * nothing above it.
  *
@@ -24,14 +24,17 @@ static struct {
     struct peer *p[MAX_WORKERS];
     bool changed;                           /* I/O thread: a dealer was opened or closed */
     const struct rpc_link_ops *links;
+    int remember_ms;                        /* a closed dealer's routing id is still ours this long */
     struct rpc_worker_info self;            /* written before the I/O thread starts */
     atomic_bool up;
     void (*lost)(int id, const char *why);  /* membership's: a peer found lost here */
 } dir = { .lock = PTHREAD_RWLOCK_INITIALIZER };
 
-void rpc_peers_init(const struct rpc_link_ops *links, const char *name, void (*lost)(int id, const char *why))
+void rpc_peers_init(const struct rpc_link_ops *links, const char *name, int remember_ms,
+                    void (*lost)(int id, const char *why))
 {
     dir.links = links;
+    dir.remember_ms = remember_ms;
     dir.lost = lost;
     dir.changed = true;
     memset(&dir.self, 0, sizeof dir.self);
@@ -163,11 +166,28 @@ void rpc_peer_name(int id, char *buf, size_t cap)
 bool rpc_own_dealer_rid(const unsigned char *rid, size_t len)
 {
     if (len != RPC_RID_LEN) return false;
+    int64_t now = trib_now_ms();
     for (int i = 0; i < MAX_WORKERS; i++) {
         struct peer *p = dir.p[i];
-        if (p && p->dealer && memcmp(p->rid, rid, RPC_RID_LEN) == 0) return true;
+        if (!p) continue;
+        if (p->dealer && memcmp(p->rid, rid, RPC_RID_LEN) == 0) return true;
+        for (int k = 0; k < RPC_OLD_RIDS; k++)
+            if (p->old_at[k] && now - p->old_at[k] <= dir.remember_ms && memcmp(p->old_rid[k], rid, RPC_RID_LEN) == 0)
+                return true;
     }
     return false;
+}
+
+/* Closes p's dealer, remembering its routing id (rpc_own_dealer_rid). */
+static void close_dealer(struct peer *p)
+{
+    int k = 0;
+    for (int i = 1; i < RPC_OLD_RIDS; i++)
+        if (p->old_at[i] < p->old_at[k]) k = i;
+    memcpy(p->old_rid[k], p->rid, RPC_RID_LEN);
+    p->old_at[k] = trib_now_ms();
+    dir.links->close(p->dealer);
+    p->dealer = NULL;
 }
 
 void rpc_new_rid(unsigned char rid[RPC_RID_LEN])
@@ -189,11 +209,33 @@ void rpc_peer_touch(int id)
     if (p && p->dealer) p->last_seen = trib_now_ms();
 }
 
+void rpc_peer_grace(int id, int ms)
+{
+    struct peer *p = rpc_peer(id);
+    if (p && p->dealer) p->last_seen = trib_now_ms() + ms;
+}
+
+/* A worker's id outlives its processes (a restart keeps rank and name and
+ * brings a new endpoint and new dealers), and each worker learns of a new
+ * process through rank 0 at its own pace. Issue 33 F11 was that gap: a
+ * restarted R1 talked to X while X's entry was still the dead R0's, so X
+ * asked R0's endpoint to vouch for R1 (no answer: R1's calls refused) or
+ * found R0 dead ("not a live worker": R1's pings counted against it).
+ * Closed here by: the incarnation count (a check knows which process it
+ * asked, and that one's end is "gone", not "did not vouch"), closed
+ * dealers' routing ids vouched for a while (what we sent through them is
+ * still ours), rank 0's dealer kept; and, in membership.c, the newcomer's
+ * directory sent only after every member took its __join.
+ * rpc/README.md "Joining, restarts and verification" has the sequence. */
 struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool dynamic)
 {
     CHECK(id >= 0 && id < MAX_WORKERS);
     struct peer *p = dir.p[id];
-    if (p && p->alive && strcmp(p->endpoint, endpoint) == 0) {
+    /* The same process: a live entry at the same endpoint, or rank 0 (the
+     * rendezvous is one process for the world's life; the directory may
+     * write its endpoint otherwise than the master this worker was given,
+     * and a new dealer would lose the replies on their way to this one). */
+    if (p && p->alive && p->dealer && (strcmp(p->endpoint, endpoint) == 0 || id == 0)) {
         pthread_rwlock_wrlock(&dir.lock);
         snprintf(p->name, sizeof p->name, "%s", name);
         p->dynamic = dynamic;
@@ -213,7 +255,7 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
         snprintf(why, sizeof why, "%s was replaced by a new process", p->name);
         rpc_fail_pending_to(id, why);
     }
-    if (p->dealer) dir.links->close(p->dealer);
+    if (p->dealer) close_dealer(p);
     p->left_at = 0;
     pthread_rwlock_wrlock(&dir.lock);
     p->id = id;
@@ -225,6 +267,7 @@ struct peer *rpc_add_peer(int id, const char *name, const char *endpoint, bool d
     p->bad = 0;
     p->alive = true;
     p->dynamic = dynamic;
+    p->incarnation++;
     p->last_seen = trib_now_ms();
     dir.p[id] = p;
     pthread_rwlock_unlock(&dir.lock);
@@ -236,8 +279,7 @@ void rpc_close_peer(int id, const char *why)
 {
     struct peer *p = rpc_peer(id);
     if (!p || !p->dealer) return;
-    dir.links->close(p->dealer);
-    p->dealer = NULL;
+    close_dealer(p);
     p->left_at = 0;
     dir.changed = true;
     rpc_fail_pending_to(id, why);

@@ -218,6 +218,10 @@ struct rpc_stats {
     uint64_t dropped_unverified;  /* from a connection no live worker vouched for in time */
     uint64_t dropped_malformed;   /* undecodable or ill-formed */
     uint64_t dropped_cut;         /* from a connection already cut off */
+    /* requests held for their connection's check whose claimed worker died
+     * or was replaced before it vouched for them: a dead process's last
+     * calls, which nobody waits for (not logged) */
+    uint64_t dropped_gone;
     uint64_t connections_cut;     /* connections cut off for too many bad messages */
     uint64_t refused_busy;        /* requests refused by a bound on what may wait */
     uint64_t forks_expired;       /* RRef forks that waited in vain for their RRef */

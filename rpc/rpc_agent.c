@@ -125,7 +125,7 @@ static void init_parts(const char *name, const char *master, const struct rpc_li
     rpc_pending_init(rpc_peer_name);
     rpc_future_set_spin(o->spin_us);
     rpc_call_init(o->default_timeout_ms);
-    rpc_peers_init(links, name, rpc_membership_lost);
+    rpc_peers_init(links, name, o->heartbeat_timeout_ms, rpc_membership_lost);
     wire_set_self_id(dynamic ? RPC_UNASSIGNED_ID : ag.rank);
     rpc_membership_init(o, ag.rank, ag.world_size, master);
     rpc_conn_init(o->heartbeat_timeout_ms, o->max_frame_bytes, rpc_handle_router);

@@ -50,6 +50,7 @@ void rpc_get_stats(struct rpc_stats *out)
     out->dropped_unverified = get(RPC_STAT_UNVERIFIED);
     out->dropped_malformed = get(RPC_STAT_MALFORMED);
     out->dropped_cut = get(RPC_STAT_CUT_DROPPED);
+    out->dropped_gone = get(RPC_STAT_GONE);
     out->connections_cut = get(RPC_STAT_CUTS);
     out->refused_busy = get(RPC_STAT_BUSY);
     out->forks_expired = get(RPC_STAT_FORKS_EXPIRED);

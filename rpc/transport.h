@@ -43,9 +43,19 @@ struct peer {
                                        drain replies already on their way */
     unsigned char rid[RPC_RID_LEN]; /* the dealer's routing id (random, ours) */
     uint32_t bad;                   /* I/O thread: bad messages on the dealer */
+    /* I/O thread: which process of this id the entry is: bumped each time
+     * a new dealer is opened to it (a worker joined, restarted, or came
+     * back), so a check begun on one process can tell when the entry has
+     * moved on to another. */
+    uint32_t incarnation;
+    /* I/O thread: the routing ids of the dealers last closed to it and when,
+     * still vouched for (rpc_own_dealer_rid) for a heartbeat timeout: what
+     * the peer received from them before they closed is ours. */
+    unsigned char old_rid[RPC_OLD_RIDS][RPC_RID_LEN];
+    int64_t old_at[RPC_OLD_RIDS];
 };
 
-/* How the directory reaches a peer (agent.c assembles one): open returns the
+/* How the directory reaches a peer (rpc_agent.c assembles one): open returns the
  * dealer to worker `id` at `endpoint` with routing id rid (RPC_RID_LEN
  * bytes), writing what it connects through to via, or NULL with error;
  * close closes one. I/O thread (or rpc_init before it starts). */
@@ -54,8 +64,11 @@ struct rpc_link_ops {
     void (*close)(void *dealer);
 };
 
-/* peers.c: the directory (see the file for its lock rules). */
-void rpc_peers_init(const struct rpc_link_ops *links, const char *name, void (*lost)(int id, const char *why));
+/* peers.c: the directory (see the file for its lock rules). remember_ms:
+ * how long the routing id of a closed dealer is still vouched for (the
+ * heartbeat timeout). */
+void rpc_peers_init(const struct rpc_link_ops *links, const char *name, int remember_ms,
+                    void (*lost)(int id, const char *why));
 /* After the I/O thread stopped: closes every dealer, forgets every peer. */
 void rpc_peers_fini(void);
 void rpc_peers_set_up(bool up);
@@ -87,8 +100,13 @@ bool rpc_peer_gone(int id, const char *why, bool left);
 void rpc_peer_lost(int id, const char *why);
 /* I/O thread: heard from id (resets its heartbeat clock). */
 void rpc_peer_touch(int id);
+/* I/O thread: id's heartbeat clock starts ms from now (a worker that will
+ * learn of this one up to ms later than this one learned of it). */
+void rpc_peer_grace(int id, int ms);
 /* Counts a bad message on the dealer to worker id; past the limit the peer is lost. */
 void rpc_peer_bad(int id, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Whether rid is the routing id of one of this worker's dealers, or of one
+ * closed less than remember_ms ago (rpc_peers_init). I/O thread. */
 bool rpc_own_dealer_rid(const unsigned char *rid, size_t len);
 void rpc_new_rid(unsigned char rid[RPC_RID_LEN]);
 
@@ -98,7 +116,7 @@ bool rpc_is_up(void);
 const char *rpc_self_name(void);
 
 /* pending.c: the pending table (I/O thread) and the calls in flight. It
- * names peers in its errors through name_of (agent.c gives rpc_peer_name):
+ * names peers in its errors through name_of (rpc_agent.c gives rpc_peer_name):
  * it calls nothing in peers.c, which calls into it. */
 void rpc_pending_init(void (*name_of)(int id, char *buf, size_t cap));
 /* I/O thread: the calls pending on worker peer. */
