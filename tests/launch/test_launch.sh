@@ -10,7 +10,8 @@
 # reported), keys (--hosts through a stand-in ssh that runs here: a run key
 # made and handed over stdin, or --keys DIR, or --insecure; no key on any
 # command line), hostlist (--hostnames and --hosts refuse what is no host
-# name or too many hosts; ssh gets "--" before the host).
+# name or too many hosts, at once however long the list, and a newline;
+# ssh gets "--" before the host).
 # Every case checks that none of its processes is left.
 set -uo pipefail
 case_=${1:?case} launch=${2:?launch script} build=${3:?build dir}
@@ -360,18 +361,33 @@ hostlist)
   # WANT on stderr (was: garbage exited 0 naming no host, and a huge range
   # expanded without end)
   refused_list() {
-    local want=$1 l rc
+    local want=$1 l s rc
     shift
     for l in "$@"; do
+      s=$l; [ ${#l} -le 80 ] || s="${l:0:60}... (${#l} characters)"   # what the messages show
       timeout 10 "$launch" --hostnames "$l" >"$tmp/h.out" 2>"$tmp/h.err"
       rc=$?
-      [ $rc -eq 2 ] || fail "--hostnames '$l': status $rc (not 2), $(wc -l <"$tmp/h.out") hosts"
-      grep -qF -- "$want" "$tmp/h.err" || fail "--hostnames '$l': no '$want' in: $(cat "$tmp/h.err")"
-      [ ! -s "$tmp/h.out" ] || fail "--hostnames '$l' printed hosts"
+      [ $rc -eq 2 ] || fail "--hostnames '$s': status $rc (not 2), $(wc -l <"$tmp/h.out") hosts"
+      grep -qF -- "$want" "$tmp/h.err" || fail "--hostnames '$s': no '$want' in: $(cat "$tmp/h.err")"
+      [ ! -s "$tmp/h.out" ] || fail "--hostnames '$s' printed hosts"
     done
   }
   refused_list "is not a number or a range N-M (at most 9 digits each)" 'n[1-99999999999999999999]' 'n[a-b]' 'n[1-]'
   refused_list "has more than 4096 hosts" 'n[1-4097]' 'n[1-100]-x[1-100]' 'a[1-4000],b[1-97]'
+  # the bound before the parse, which is linear: 60,000 items are refused
+  # at once (was: parsed in quadratic time first, 4,097 items took 22 s and
+  # these would take minutes), 4,096 parsed quickly
+  big=$(printf 'a,%.0s' $(seq 60000))
+  t0=$SECONDS
+  refused_list "has more than 4096 hosts" "${big%,}" "${big:0:8193}[1-2]" "${big:0:16001}"
+  [ $((SECONDS - t0)) -le 5 ] || fail "refusing three over-long node lists took $((SECONDS - t0)) s"
+  t0=$SECONDS
+  [ "$(timeout 30 "$launch" --hostnames "${big:0:8191}" | wc -l)" -eq 4096 ] || fail "4,096 items do not give 4096 hosts"
+  [ "$(timeout 30 "$launch" --hostnames "$(printf 'n[1-2]x[01-02],%.0s' $(seq 1023))m[1-4]" | wc -l)" -eq 4096 ] ||
+    fail "1,024 bracketed items do not give 4096 hosts"
+  [ $((SECONDS - t0)) -le 20 ] || fail "expanding 2 x 4,096 hosts took $((SECONDS - t0)) s"
+  # a newline is refused, not the list cut at it (was: read took the first line)
+  refused_list "has a newline (one list, its hosts separated by ',')" $'h\nx' $'n[1-2]\nx' $'n[1,\n2]' $'h\n'
   refused_list "brackets do not match" ']]' 'n[1-3' 'n1-3]' 'n[[1]]'
   refused_list "has an empty item" '' ',' 'a,,b'
   refused_list "goes down" 'n[3-1]'
@@ -392,6 +408,20 @@ hostlist)
     grep -q "^launch: --hosts entry [12]: '.*' is not a host name" "$tmp/s.err" || fail "--hosts '$h': $(cat "$tmp/s.err")"
     [ ! -s "$tmp/ssh.log" ] || fail "--hosts '$h' ran ssh: $(cat "$tmp/ssh.log")"
   done
+  # --hosts with a newline: refused, no ssh run (was: 'x' dropped silently,
+  # a run with the hosts before the newline)
+  for h in $'h\nx' $'h,g\n' $'h=10.0.0.2\n,x'; do
+    : >"$tmp/ssh.log"
+    LAUNCH_SSH="$tmp/log-ssh" timeout 30 "$launch" --hosts "$h" --master-addr 127.0.0.1 --insecure \
+      --build-dir "$build" -- --quiet >"$tmp/s.out" 2>"$tmp/s.err"
+    rc=$?
+    [ $rc -eq 2 ] && grep -qF "launch: --hosts has a newline; the hosts are one list separated by ','" "$tmp/s.err" ||
+      fail "--hosts with a newline: status $rc, $(cat "$tmp/s.err")"
+    [ ! -s "$tmp/ssh.log" ] || fail "--hosts with a newline ran ssh: $(cat "$tmp/ssh.log")"
+  done
+  LAUNCH_SSH=$'ssh\n-oProxyCommand=x' "$launch" --hosts a --insecure --build-dir "$build" --dry-run >/dev/null 2>"$tmp/s.err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -qF "launch: LAUNCH_SSH has a newline" "$tmp/s.err" || fail "LAUNCH_SSH with a newline: status $rc"
   "$launch" --hosts 'a,u@b=10.0.0.2' --master-addr 127.0.0.1 --port 5555 --insecure --build-dir "$build" --dry-run \
     >"$tmp/d.out" || fail "--dry-run"
   grep -q "^ssh -o BatchMode=yes -- a '" "$tmp/d.out" && grep -q "^ssh -o BatchMode=yes -- u@b '.*--bind-host 10.0.0.2 " \
