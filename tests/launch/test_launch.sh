@@ -12,6 +12,11 @@
 # command line), hostlist (--hostnames and --hosts refuse what is no host
 # name or too many hosts, at once however long the list, and a newline;
 # ssh gets "--" before the host).
+# Cluster cases (ctest label "cluster"; root and network namespaces, else
+# 77): sshd (a real OpenSSH sshd on each of 3 namespace hosts: a run over
+# real ssh, one host's link cut mid-run survived as a lost observer, Ctrl-C
+# leaving nothing on any host), slurmd (a real slurmctld and a slurmd per
+# namespace host: srun and sbatch run the launcher with --slurm).
 # Every case checks that none of its processes is left.
 set -uo pipefail
 case_=${1:?case} launch=${2:?launch script} build=${3:?build dir}
@@ -90,10 +95,79 @@ start_launcher() {
   local out=$1 err=$2
   shift 2
   set -m
-  "$launch" "$@" >"$out" 2>"$err" &
+  "${launch_pre[@]}" "$launch" "$@" >"$out" 2>"$err" &
   L=$!
   set +m
   bg+=("$L")
+}
+
+launch_pre=()               # the command words the launcher runs under (host_cmd head)
+
+# --- a cluster of network namespaces on this machine ------------------------
+# cluster_up N: a head (where the launcher, the agent and slurmctld run) and
+# hosts h1..hN, each a network namespace of its own joined to the head by a
+# veth pair (a /30 each; the head's address 10.A.B.1 on its loopback; a
+# host's default route goes to the head). Every process started through
+# in_host sees its host's name (a UTS namespace) and an /etc/hosts of its
+# own naming them all (a mount namespace with a private file bound over
+# /etc/hosts), as on real machines. Sets cl_net (10.A.B) and cl_ns_of[NAME];
+# everything is removed on exit (cluster_down). Skips (77) without root,
+# ip(8), unshare(1) or network namespaces.
+declare -A cl_ns_of=()
+cluster_up() {
+  local n=$1 k ns
+  [ "$(id -u)" -eq 0 ] || skip "needs root for network namespaces (ip netns)"
+  command -v ip >/dev/null || skip "no ip(8) (Debian iproute2)"
+  command -v unshare >/dev/null && command -v nsenter >/dev/null || skip "no unshare(1) or nsenter(1)"
+  cl_net="10.$((200 + RANDOM % 50)).$((RANDOM % 256))"
+  cl_pre=tc$$
+  ns_cleanup=cluster_down
+  ip netns add "$cl_pre-head" 2>/dev/null || skip "cannot create a network namespace (ip netns add)"
+  cl_ns_of[head]=$cl_pre-head
+  ip -n "$cl_pre-head" link set lo up && ip -n "$cl_pre-head" addr add "$cl_net.1/32" dev lo ||
+    fail "the head's address"
+  printf '127.0.0.1 localhost\n%s head\n' "$cl_net.1" >"$tmp/hosts"
+  for ((k = 1; k <= n; k++)); do
+    ns=$cl_pre-h$k
+    ip netns add "$ns" || fail "ip netns add $ns"
+    cl_ns_of[h$k]=$ns
+    ip -n "$cl_pre-head" link add "c$$h$k" type veth peer name eth0 netns "$ns" || fail "veth to h$k"
+    ip -n "$cl_pre-head" addr add "$cl_net.$((4 * k + 1))/30" dev "c$$h$k" && ip -n "$cl_pre-head" link set "c$$h$k" up &&
+      ip -n "$ns" link set lo up && ip -n "$ns" addr add "$cl_net.$((4 * k + 2))/30" dev eth0 &&
+      ip -n "$ns" link set eth0 up && ip -n "$ns" route add default via "$cl_net.$((4 * k + 1))" || fail "h$k's network"
+    printf '%s h%s\n' "$cl_net.$((4 * k + 2))" "$k" >>"$tmp/hosts"
+  done
+}
+# host_addr NAME: a cluster host's address
+host_addr() { if [ "$1" = head ]; then echo "$cl_net.1"; else echo "$cl_net.$((4 * ${1#h} + 2))"; fi; }
+# in_host NAME CMD...: CMD on cluster host NAME, exec'd (nsenter and unshare
+# replace themselves, unlike `ip netns exec`, which waits in a parent: a
+# signal to the pid started this way reaches CMD)
+in_host() {
+  local h=$1
+  shift
+  host_cmd "$h"
+  "${hc[@]}" "$@"
+}
+# host_cmd NAME: the command words of in_host NAME into the array hc
+host_cmd() {
+  hc=(nsenter --net="/run/netns/${cl_ns_of[$1]}" -- unshare --mount --uts --
+      sh -c 'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && exec "$@"' in_host "$tmp/hosts" "$1")
+}
+# cluster_down: every process in the cluster's namespaces killed, the namespaces removed
+cluster_down() {
+  local ns p
+  for ns in "${cl_ns_of[@]}"; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+  done
+  for ns in "${cl_ns_of[@]}"; do ip netns del "$ns" 2>/dev/null; done
+}
+# cluster_procs NAME...: the processes in these hosts' namespaces, as "pid args" lines
+cluster_procs() {
+  local h p
+  for h in "$@"; do
+    for p in $(ip netns pids "${cl_ns_of[$h]}" 2>/dev/null); do echo "$h: $p $(tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline")"; done
+  done
 }
 
 # agent_port LAUNCHER_PID: the port of the agent the launcher started.
@@ -439,6 +513,89 @@ hostlist)
     rc=$?
     [ $rc -eq 2 ] && grep -qF -- "launch: $a: '-oX=y' is not a host name" "$tmp/a.err" || fail "$a -oX=y: status $rc: $(cat "$tmp/a.err")"
   done
+  ;;
+
+sshd)
+  # a real OpenSSH server on each of 3 namespace hosts, the launcher on the
+  # head reaching them by name with a test key
+  for b in /usr/sbin/sshd ssh ssh-keygen; do command -v "$b" >/dev/null || skip "no $b (Debian openssh-server, openssh-client)"; done
+  cluster_up 3
+  mkdir -m 700 "$tmp/ssh"
+  ssh-keygen -q -t ed25519 -N '' -f "$tmp/ssh/host_key" && ssh-keygen -q -t ed25519 -N '' -f "$tmp/ssh/id" ||
+    fail "ssh-keygen"
+  cp "$tmp/ssh/id.pub" "$tmp/ssh/authorized_keys"
+  [ -d /run/sshd ] || install -d -m 755 /run/sshd         # sshd's privilege separation directory
+  sshport=$(free_port)
+  for h in h1 h2 h3; do
+    printf '%s\n' "ListenAddress $(host_addr $h)" "Port $sshport" "HostKey $tmp/ssh/host_key" \
+      "AuthorizedKeysFile $tmp/ssh/authorized_keys" "PidFile $tmp/ssh/$h.pid" "StrictModes no" "UsePAM no" \
+      "PermitRootLogin prohibit-password" "PasswordAuthentication no" "KbdInteractiveAuthentication no" \
+      "ClientAliveInterval 2" "ClientAliveCountMax 3" >"$tmp/ssh/sshd_$h"
+    in_host $h /usr/sbin/sshd -D -e -f "$tmp/ssh/sshd_$h" >"$tmp/sshd_$h.err" 2>&1 &
+    bg+=($!)
+  done
+  printf '%s\n' "Host h1 h2 h3" "  Port $sshport" "  User root" "  IdentityFile $tmp/ssh/id" "  IdentitiesOnly yes" \
+    "  StrictHostKeyChecking no" "  UserKnownHostsFile /dev/null" "  LogLevel ERROR" "  BatchMode yes" \
+    "  ConnectTimeout 10" "  ServerAliveInterval 2" "  ServerAliveCountMax 3" >"$tmp/ssh/config"
+  export LAUNCH_SSH="ssh -F $tmp/ssh/config"
+  for h in h1 h2 h3; do      # each sshd answers, on its host, under its name
+    for ((i = 0; i < 100; i++)); do
+      got=$(in_host head $LAUNCH_SSH -- $h hostname 2>"$tmp/ssh.err") && break
+      sleep 0.2
+    done
+    [ "$got" = "$h" ] || fail "ssh to $h: '$got' $(cat "$tmp/ssh.err" "$tmp/sshd_$h.err")"
+  done
+  host_cmd head
+  launch_pre=("${hc[@]}")
+  # a run to its end: the agent on the head, an observer on each host over real ssh
+  in_host head "$launch" --hosts h1,h2,h3 --master-addr head --build-dir "$build" -- --preset ppo-fast \
+    --max-steps 20000 --quiet >"$tmp/h.out" 2>"$tmp/h.err"
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "exit status $rc, not 0 or 1"
+  expect_summary "$tmp/h.out" 3 0
+  grep -q "^tributary-agent: listening on tcp://$cl_net.1:[0-9]* (encrypted: " "$tmp/h.err" || fail "the agent was not encrypted on the head"
+  [ "$(grep -c '^observer[0-9]*: joined the agent at tcp://' "$tmp/h.err")" -eq 3 ] || fail "not 3 observers joined"
+  no_leftovers "tcp://$cl_net.1:"
+  # one host's network cut (its link down) mid-run: the agent loses that
+  # observer and trains on to its budget
+  start_launcher "$tmp/c.out" "$tmp/c.err" --hosts h1,h2,h3 --master-addr head --grace 3 --build-dir "$build" -- \
+    --preset ppo-fast --heartbeat-timeout 1500 --max-steps 100000000 --max-seconds 12 --target 1000 --log-every 0.5
+  wait_for "$tmp/c.out" "$progress_line" 60
+  ip -n "${cl_ns_of[head]}" link set "c$$h2" down || fail "link down"
+  wait_for "$tmp/c.err" 'lost observer2' 20
+  wait "$L"
+  rc=$?
+  [ $rc -eq 1 ] || fail "link down: exit status $rc, not 1 (out of --max-seconds)"
+  expect_summary "$tmp/c.out" 3 1
+  [[ $(summary "$tmp/c.out") == *'"stopped_by":"budget"'* ]] || fail "the run did not go on to its budget"
+  ip -n "${cl_ns_of[head]}" link set "c$$h2" up || fail "link up"
+  # the cut-off host's observer ends on its own (its agent is gone) and sshd's session with it
+  for ((i = 0; i < 300; i++)); do
+    left=$(cluster_procs head h1 h2 h3 | grep -v -e ' /usr/sbin/sshd -D -e -f ' -e '^head: .* /usr/sbin/sshd -D')
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
+  [ -z "$left" ] || fail "after the cut: processes left on the hosts: $left"
+  no_leftovers "tcp://$cl_net.1:"
+  # Ctrl-C on the launcher: nothing is left on any host
+  start_launcher "$tmp/i.out" "$tmp/i.err" --hosts h1,h2,h3 --master-addr head --build-dir "$build" -- \
+    --preset ppo-fast --max-steps 100000000 --target 1000 --log-every 0.5
+  wait_for "$tmp/i.out" "$progress_line" 60
+  [ "$(cluster_procs h1 h2 h3 | grep -c 'tributary-observer --rank')" -ge 3 ] || fail "no observer on each host: $(cluster_procs h1 h2 h3)"
+  kill -INT "$L"
+  for ((i = 0; i < 300; i++)); do kill -0 "$L" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$L" 2>/dev/null && fail "the launcher still runs 30 s after SIGINT"
+  wait "$L"
+  rc=$?
+  [ $rc -eq 130 ] || fail "exit status $rc after SIGINT, not 130"
+  [[ $(summary "$tmp/i.out") == *'"stopped_by":"SIGINT"'* ]] || fail "summary without \"stopped_by\":\"SIGINT\""
+  for ((i = 0; i < 100; i++)); do
+    left=$(cluster_procs head h1 h2 h3 | grep -v ' /usr/sbin/sshd -D -e -f ')
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
+  [ -z "$left" ] || fail "after Ctrl-C: processes left on the hosts: $left"
+  no_leftovers "tcp://$cl_net.1:"
   ;;
 
 *) echo "test_launch.sh: unknown case $case_" >&2; exit 2 ;;
