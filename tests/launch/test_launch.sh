@@ -24,8 +24,10 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/test_launch.XXXXXX")
 declare -a bg=()           # launchers and tasks this test started
 on_exit() {
   local p
+  exec 2>/dev/null            # (no "Killed" notices for what it kills)
   for p in "${bg[@]}"; do kill -KILL "$p" 2>/dev/null; done
   [ -n "${ns_cleanup:-}" ] && eval "$ns_cleanup"
+  wait
   rm -rf "$tmp"
 }
 trap on_exit EXIT
@@ -126,6 +128,8 @@ cluster_up() {
   cl_ns_of[head]=$cl_pre-head
   ip -n "$cl_pre-head" link set lo up && ip -n "$cl_pre-head" addr add "$cl_net.1/32" dev lo ||
     fail "the head's address"
+  # the head routes between the hosts, as a switch would
+  nsenter --net="/run/netns/$cl_pre-head" sysctl -qw net.ipv4.ip_forward=1 || fail "ip_forward on the head"
   printf '127.0.0.1 localhost\n%s head\n' "$cl_net.1" >"$tmp/hosts"
   for ((k = 1; k <= n; k++)); do
     ns=$cl_pre-h$k
@@ -148,6 +152,15 @@ in_host() {
   shift
   host_cmd "$h"
   "${hc[@]}" "$@"
+}
+# start_on NAME LOG CMD...: daemon CMD on host NAME in the background, its
+# output in LOG; its pid (CMD's own: nothing waits in between) goes to bg
+start_on() {
+  local h=$1 log=$2
+  shift 2
+  host_cmd "$h"
+  "${hc[@]}" "$@" >"$log" 2>&1 &
+  bg+=($!)
 }
 # host_cmd NAME: the command words of in_host NAME into the array hc
 host_cmd() {
@@ -531,8 +544,7 @@ sshd)
       "AuthorizedKeysFile $tmp/ssh/authorized_keys" "PidFile $tmp/ssh/$h.pid" "StrictModes no" "UsePAM no" \
       "PermitRootLogin prohibit-password" "PasswordAuthentication no" "KbdInteractiveAuthentication no" \
       "ClientAliveInterval 2" "ClientAliveCountMax 3" >"$tmp/ssh/sshd_$h"
-    in_host $h /usr/sbin/sshd -D -e -f "$tmp/ssh/sshd_$h" >"$tmp/sshd_$h.err" 2>&1 &
-    bg+=($!)
+    start_on $h "$tmp/sshd_$h.err" /usr/sbin/sshd -D -e -f "$tmp/ssh/sshd_$h"
   done
   printf '%s\n' "Host h1 h2 h3" "  Port $sshport" "  User root" "  IdentityFile $tmp/ssh/id" "  IdentitiesOnly yes" \
     "  StrictHostKeyChecking no" "  UserKnownHostsFile /dev/null" "  LogLevel ERROR" "  BatchMode yes" \
@@ -596,6 +608,120 @@ sshd)
   done
   [ -z "$left" ] || fail "after Ctrl-C: processes left on the hosts: $left"
   no_leftovers "tcp://$cl_net.1:"
+  ;;
+
+slurmd)
+  # a real Slurm cluster: munged, slurmctld on the head, a slurmd on each
+  # of 4 namespace hosts (its own name, address and /etc/hosts)
+  for b in slurmctld slurmd srun sbatch scancel squeue sinfo munged mungekey; do
+    command -v "$b" >/dev/null || skip "no $b (Debian slurm-wlm, munge)"
+  done
+  cluster_up 4
+  mkdir -m 700 "$tmp/munge" "$tmp/slurm" "$tmp/slurm/state" "$tmp/slurm/spool.h1" "$tmp/slurm/spool.h2" \
+    "$tmp/slurm/spool.h3" "$tmp/slurm/spool.h4"
+  mungekey -c -k "$tmp/munge/key" || fail "mungekey"
+  munged -F --force --socket="$tmp/munge/sock" --key-file="$tmp/munge/key" --pid-file="$tmp/munge/pid" \
+    --seed-file="$tmp/munge/seed" >"$tmp/munged.log" 2>&1 &
+  bg+=($!)
+  ctlport=$(free_port) dport=$(free_port)
+  export SLURM_CONF=$tmp/slurm/slurm.conf
+  { printf '%s\n' ClusterName=trib "SlurmctldHost=head($cl_net.1)" "SlurmctldPort=$ctlport" "SlurmdPort=$dport" \
+      SlurmUser=root SlurmdUser=root AuthType=auth/munge CredType=cred/munge "AuthInfo=socket=$tmp/munge/sock" \
+      "StateSaveLocation=$tmp/slurm/state" "SlurmdSpoolDir=$tmp/slurm/spool.%n" \
+      "SlurmctldPidFile=$tmp/slurm/slurmctld.pid" "SlurmdPidFile=$tmp/slurm/slurmd.%n.pid" \
+      "SlurmctldLogFile=$tmp/slurm/slurmctld.log" "SlurmdLogFile=$tmp/slurm/slurmd.%n.log" \
+      ProctrackType=proctrack/pgid TaskPlugin=task/none SelectType=select/cons_tres SelectTypeParameters=CR_Core \
+      MpiDefault=none ReturnToService=2 SchedulerType=sched/builtin JobAcctGatherType=jobacct_gather/none \
+      AccountingStorageType=accounting_storage/none SwitchType=switch/none KillWait=5 MessageTimeout=20 \
+      SlurmdTimeout=30 InactiveLimit=0 MinJobAge=5
+    for k in 1 2 3 4; do echo "NodeName=h$k NodeAddr=$(host_addr h$k) CPUs=2 State=UNKNOWN"; done
+    echo "PartitionName=trib Nodes=h[1-4] Default=YES MaxTime=INFINITE State=UP"
+  } >"$SLURM_CONF"
+  start_on head "$tmp/slurmctld.err" slurmctld -D -i
+  for k in 1 2 3 4; do start_on h$k "$tmp/slurmd_h$k.err" slurmd -D -N h$k; done
+  for ((i = 0; i < 300; i++)); do
+    idle=$(in_host head sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)
+    [ "$idle" -eq 4 ] && break
+    sleep 0.2
+  done
+  [ "$idle" -eq 4 ] || fail "not 4 idle Slurm nodes after 60 s: $(in_host head sinfo -N 2>&1; tail -n 5 "$tmp/slurm/slurmctld.log")"
+  "$build/agent/tributary-agent" --make-keys "$tmp/keys" >/dev/null || fail "--make-keys"
+  export MASTER_PORT=$(free_port)
+  # srun: the agent on h1, an observer on each of h2..h4, encrypted with the shared key
+  in_host head timeout 120 srun -N 4 -n 4 --ntasks-per-node=1 "$launch" --slurm --keys "$tmp/keys" --build-dir "$build" -- \
+    --preset ppo-fast --max-steps 20000 --quiet >"$tmp/s.out" 2>"$tmp/s.err"
+  rc=$?
+  [ $rc -eq 0 ] || [ $rc -eq 1 ] || fail "srun: exit status $rc"
+  expect_summary "$tmp/s.out" 3 0
+  [ "$(grep -c '^observer[0-9]*: joined the agent at tcp://' "$tmp/s.err")" -eq 3 ] || fail "srun: not 3 observers joined"
+  grep -q "^tributary-agent: listening on tcp://$(host_addr h1):$MASTER_PORT (encrypted: $tmp/keys/tributary.key" "$tmp/s.err" ||
+    fail "srun: the agent is not on h1, encrypted: $(cat "$tmp/s.err")"
+  no_leftovers "tcp://$cl_net."
+
+  # sbatch_run OUT FLAGS...: submits a batch job (4 nodes, run with --no-kill so that a
+  # node's loss leaves the others running) whose srun runs the launcher; sets JID
+  sbatch_run() {
+    local out=$1
+    shift
+    export MASTER_PORT=$(free_port)
+    JID=$(in_host head sbatch --parsable -N 4 -n 4 --ntasks-per-node=1 --no-kill -o "$out" --wrap \
+      "srun --no-kill $(printf '%q ' "$launch" --slurm --keys "$tmp/keys" --build-dir "$build" -- "$@")") ||
+      fail "sbatch: $JID"
+    [[ $JID =~ ^[0-9]+$ ]] || fail "sbatch said '$JID', not a job id"
+  }
+  # job_gone SECONDS: until squeue no longer lists JID
+  job_gone() {
+    local i
+    for ((i = 0; i < $1 * 5; i++)); do
+      [ -z "$(in_host head squeue -h -j "$JID" 2>/dev/null)" ] && return 0
+      sleep 0.2
+    done
+    fail "job $JID still in squeue after $1 s: $(in_host head squeue)"
+  }
+  # only_daemons_left WHEN: until the hosts run nothing but their slurmd
+  # (and the head its slurmctld and slurmscriptd), 30 s
+  only_daemons_left() {
+    local i left
+    for ((i = 0; i < 300; i++)); do
+      left=$(cluster_procs head h1 h2 h3 h4 | grep -v -E '^(head: [0-9]+ (slurmctld -D -i|: slurmscriptd)|h[1-4]: [0-9]+ slurmd -D -N h[1-4]) *$')
+      [ -z "$left" ] && return 0
+      sleep 0.1
+    done
+    fail "$1: left on the hosts: $left"
+  }
+  # sbatch: the same run as a batch job
+  sbatch_run "$tmp/b.out" --preset ppo-fast --max-steps 20000 --quiet
+  job_gone 120
+  expect_summary "$tmp/b.out" 3 0
+  only_daemons_left "after the batch job"
+  no_leftovers "tcp://$cl_net."
+
+  # a node of the job lost mid-run (set DOWN: Slurm kills its task, rank 2
+  # on h3): the agent goes on with 2 observers to its budget
+  sbatch_run "$tmp/n.out" --preset ppo-fast --heartbeat-timeout 1500 --max-steps 100000000 --max-seconds 12 \
+    --target 1000 --log-every 0.5
+  wait_for "$tmp/n.out" "$progress_line" 60
+  in_host head scontrol update NodeName=h3 State=DOWN Reason=test-lost-task || fail "scontrol: h3 DOWN"
+  wait_for "$tmp/n.out" 'lost observer2' 20
+  job_gone 60
+  expect_summary "$tmp/n.out" 3 1
+  [[ $(summary "$tmp/n.out") == *'"stopped_by":"budget"'* ]] || fail "the run did not go on to its budget"
+  only_daemons_left "after a node's loss"
+  no_leftovers "tcp://$cl_net."
+  in_host head scontrol update NodeName=h3 State=RESUME >/dev/null 2>&1
+  for ((i = 0; i < 300; i++)); do
+    [ "$(in_host head sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq 4 ] && break
+    sleep 0.2
+  done
+
+  # scancel of the job mid-run: everything ends, on every host
+  sbatch_run "$tmp/x.out" --preset ppo-fast --max-steps 100000000 --target 1000 --log-every 0.5
+  wait_for "$tmp/x.out" "$progress_line" 60
+  [ "$(cluster_procs h2 h3 h4 | grep -c 'tributary-observer --rank')" -eq 3 ] || fail "no observer on each of h2..h4: $(cluster_procs h1 h2 h3 h4)"
+  in_host head scancel "$JID" || fail "scancel $JID"
+  job_gone 60
+  only_daemons_left "after scancel"
+  no_leftovers "tcp://$cl_net."
   ;;
 
 *) echo "test_launch.sh: unknown case $case_" >&2; exit 2 ;;
