@@ -16,7 +16,14 @@
 # 77): sshd (a real OpenSSH sshd on each of 3 namespace hosts: a run over
 # real ssh, one host's link cut mid-run survived as a lost observer, Ctrl-C
 # leaving nothing on any host), slurmd (a real slurmctld and a slurmd per
-# namespace host: srun and sbatch run the launcher with --slurm).
+# namespace host: srun and sbatch run the launcher with --slurm; a node
+# of the job set DOWN is survived as a lost observer; scancel of the job
+# leaves only the daemons), netem (delay and loss on every link, both
+# ways: the run goes on, nobody lost; then the partition below; 77 without
+# the kernel's sch_netem), partition (one
+# host cut off until the agent declares its observer lost and the observer
+# gives up, the others training on; healed, a new observer of that rank on
+# that host rejoins the running job).
 # Every case checks that none of its processes is left.
 set -uo pipefail
 case_=${1:?case} launch=${2:?launch script} build=${3:?build dir}
@@ -722,6 +729,92 @@ slurmd)
   job_gone 60
   only_daemons_left "after scancel"
   no_leftovers "tcp://$cl_net."
+  ;;
+
+netem|partition)
+  # network faults between hosts: the agent on the head, an observer on
+  # each of 3 namespace hosts (as README "Observers on other hosts" starts
+  # them by hand, with a run key)
+  cluster_up 3
+  if [ "$case_" = netem ]; then
+    command -v tc >/dev/null || skip "no tc(8) (Debian iproute2)"
+    in_host h1 tc qdisc add dev eth0 root netem delay 1ms 2>"$tmp/tc.err" ||
+      skip "tc netem does not work here (the kernel's sch_netem): $(cat "$tmp/tc.err")"
+    in_host h1 tc qdisc del dev eth0 root
+  fi
+  "$build/agent/tributary-agent" --make-keys "$tmp/keys" >/dev/null || fail "--make-keys"
+  port=$(free_port)
+  master=tcp://$cl_net.1:$port
+  start_on head "$tmp/a.err" "$build/agent/tributary-agent" --observers 3 --master "$master" --keys "$tmp/keys" \
+    --preset ppo-fast --heartbeat-timeout 1500 --max-steps 100000000 --max-seconds 20 --target 1000 --log-every 0.5
+  agent=${bg[-1]}
+  # observer HOST RANK: an observer of rank RANK on HOST; its pid in obs[RANK]
+  declare -a obs=()
+  observer() {
+    start_on "$1" "$tmp/o$2.$1.$SECONDS.err" "$build/observer/tributary-observer" --rank "$2" --world-size 4 \
+      --master "$master" --bind-host "$(host_addr "$1")" --keys "$tmp/keys" --heartbeat-timeout 1500
+    obs[$2]=${bg[-1]}
+  }
+  # steps_now: the env steps of the agent's last progress line
+  steps_now() { grep -E "$progress_line" "$tmp/a.err" | tail -n 1 | awk '{ print $3 }'; }
+  # trains_on WHAT: until the steps grow by 3000 past what they are now (30 s)
+  trains_on() {
+    local s0 i
+    s0=$(steps_now)
+    for ((i = 0; i < 300; i++)); do
+      [ "$(steps_now)" -ge $((${s0:-0} + 3000)) ] 2>/dev/null && return 0
+      sleep 0.1
+    done
+    fail "no training $1 (steps ${s0:-none}, then $(steps_now))"
+  }
+  for k in 1 2 3; do observer h$k $k; done
+  wait_for "$tmp/a.err" "$progress_line" 60
+  if [ "$case_" = netem ]; then
+    # delay and loss on every link, both ways: the run goes on, nobody lost
+    for k in 1 2 3; do
+      in_host h$k tc qdisc add dev eth0 root netem delay $((20 * k))ms 5ms loss $((2 * k))% &&
+        ip -n "${cl_ns_of[head]}" link show "c$$h$k" >/dev/null &&
+        nsenter --net="/run/netns/${cl_ns_of[head]}" tc qdisc add dev "c$$h$k" root netem delay 10ms loss 1% ||
+        fail "netem on h$k"
+    done
+    trains_on "under netem delay and loss"
+    trains_on "under netem delay and loss (again)"
+    for k in 1 2 3; do
+      in_host h$k tc qdisc del dev eth0 root && nsenter --net="/run/netns/${cl_ns_of[head]}" tc qdisc del dev "c$$h$k" root ||
+        fail "netem off on h$k"
+    done
+    ! grep -q 'lost observer' "$tmp/a.err" || fail "an observer was lost to delay and loss: $(grep 'lost observer' "$tmp/a.err")"
+  fi
+  # a partition: h3 cut off (its link down) until the agent and h3's
+  # observer have each given the other up; the others train on; the link
+  # heals and an observer of rank 3 on h3 rejoins the running job
+  ip -n "${cl_ns_of[head]}" link set "c$$h3" down || fail "link down"
+  wait_for "$tmp/a.err" 'lost observer3' 20
+  trains_on "during the partition"
+  for ((i = 0; i < 300; i++)); do kill -0 "${obs[3]}" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "${obs[3]}" 2>/dev/null && fail "h3's observer still runs 30 s after the partition"
+  wait "${obs[3]}"
+  rc=$?
+  [ $rc -eq 1 ] || fail "h3's cut-off observer exited with $rc, not 1 (it lost the agent)"
+  ip -n "${cl_ns_of[head]}" link set "c$$h3" up || fail "link up"
+  observer h3 3
+  wait_for "$tmp/a.err" '^agent: observer3 rejoined \(rank 3\)' 30
+  trains_on "after the rejoin"
+  for ((i = 0; i < 600; i++)); do kill -0 "$agent" 2>/dev/null || break; sleep 0.1; done
+  wait "$agent"
+  rc=$?
+  [ $rc -eq 1 ] || fail "the agent exited with $rc, not 1 (out of --max-seconds)"
+  grep -E '^\{"solved":' "$tmp/a.err" >"$tmp/a.out" || fail "no summary: $(tail -n 20 "$tmp/a.err")"
+  expect_summary "$tmp/a.out" 3 1
+  [[ $(summary "$tmp/a.out") == *'"stopped_by":"budget"'* && $(summary "$tmp/a.out") == *'"observers_rejoined":1,'* ]] ||
+    fail "not a run to its budget with one rejoin: $(summary "$tmp/a.out")"
+  for k in 1 2 3; do
+    for ((i = 0; i < 100; i++)); do kill -0 "${obs[k]}" 2>/dev/null || break; sleep 0.1; done
+    wait "${obs[k]}"
+    rc=$?
+    [ $rc -eq 0 ] || fail "observer $k ended with $rc, not 0"
+  done
+  no_leftovers "$master"
   ;;
 
 *) echo "test_launch.sh: unknown case $case_" >&2; exit 2 ;;
