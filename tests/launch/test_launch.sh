@@ -653,7 +653,7 @@ slurmd)
   done
   [ "$idle" -eq 4 ] || fail "not 4 idle Slurm nodes after 60 s: $(in_host head sinfo -N 2>&1; tail -n 5 "$tmp/slurm/slurmctld.log")"
   "$build/agent/tributary-agent" --make-keys "$tmp/keys" >/dev/null || fail "--make-keys"
-  export MASTER_PORT=$(free_port)
+  MASTER_PORT=$(free_port); export MASTER_PORT
   # srun: the agent on h1, an observer on each of h2..h4, encrypted with the shared key
   in_host head timeout 120 srun -N 4 -n 4 --ntasks-per-node=1 "$launch" --slurm --keys "$tmp/keys" --build-dir "$build" -- \
     --preset ppo-fast --max-steps 20000 --quiet >"$tmp/s.out" 2>"$tmp/s.err"
@@ -670,7 +670,7 @@ slurmd)
   sbatch_run() {
     local out=$1
     shift
-    export MASTER_PORT=$(free_port)
+    MASTER_PORT=$(free_port); export MASTER_PORT
     JID=$(in_host head sbatch --parsable -N 4 -n 4 --ntasks-per-node=1 --no-kill -o "$out" --wrap \
       "srun --no-kill $(printf '%q ' "$launch" --slurm --keys "$tmp/keys" --build-dir "$build" -- "$@")") ||
       fail "sbatch: $JID"
