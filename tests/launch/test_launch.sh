@@ -717,9 +717,11 @@ slurmd)
   no_leftovers "tcp://$cl_net."
   in_host head scontrol update NodeName=h3 State=RESUME >/dev/null 2>&1
   for ((i = 0; i < 300; i++)); do
-    [ "$(in_host head sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)" -eq 4 ] && break
+    idle=$(in_host head sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)
+    [ "$idle" -eq 4 ] && break
     sleep 0.2
   done
+  [ "$idle" -eq 4 ] || fail "h3 not back (idle) 60 s after its loss: $(in_host head sinfo -N 2>&1)"
 
   # scancel of the job mid-run: everything ends, on every host
   sbatch_run "$tmp/x.out" --preset ppo-fast --max-steps 100000000 --target 1000 --log-every 0.5
