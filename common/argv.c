@@ -9,16 +9,7 @@
 
 #include "common/error.h"
 
-static _Thread_local struct trib_error err;
-
-int argv_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    trib_error_vset(&err, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+TRIB_ERROR_MODULE(argv)
 
 void argv_choices(const char *(*choice)(int i), char *buf, size_t cap)
 {
@@ -33,7 +24,7 @@ int argv_long(const char *name, const char *value, long lo, long hi, long *out)
     errno = 0;
     long v = strtol(value, &end, 10);
     if (errno || end == value || *end || v < lo || v > hi)
-        return argv_error("--%s must be an integer in %ld..%ld, not '%s'", name, lo, hi, value);
+        return argv_set_error("--%s must be an integer in %ld..%ld, not '%s'", name, lo, hi, value);
     *out = v;
     return 0;
 }
@@ -73,11 +64,11 @@ static const struct argv_opt *find_other(const struct argv_opt *opts, int n, cha
 /* Calls o's setter with val; 0, or 2 after printing why. */
 static int apply(const char *prog, const struct argv_opt *o, const char *val)
 {
-    err.msg[0] = '\0';
+    argv_error_text.msg[0] = '\0';
     int rc = o->set(o->user, val);
     if (rc == 0) return 0;
     if (rc == -2) return 2;
-    if (err.msg[0]) return usage_error(prog, "%s%s", err.msg, "");
+    if (argv_error_text.msg[0]) return usage_error(prog, "%s%s", argv_error_text.msg, "");
     char choices[512] = "", what[700];
     if (o->choice) argv_choices(o->choice, choices, sizeof choices);
     snprintf(what, sizeof what, "--%s%s%s%s", o->name ? o->name : "", o->choice ? " (choices: " : "", choices,

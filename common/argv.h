@@ -40,7 +40,9 @@ void argv_usage(FILE *f, const struct argv_opt *opts, int n);
 
 /* For a setter: the message argv_parse prints for the value it refuses
  * (printf format). Returns -1. */
-int argv_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int argv_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The message a setter left (common/error.h's one helper; this thread's). */
+const char *argv_last_error(void);
 
 /* "a, b, c": the names choice(0), choice(1), ... until NULL, into buf. */
 void argv_choices(const char *(*choice)(int i), char *buf, size_t cap);
@@ -50,7 +52,7 @@ void argv_choices(const char *(*choice)(int i), char *buf, size_t cap);
 int argv_set_flag(void *flag, const char *value);
 
 /* For setters: *out = value as an integer in lo..hi; else -1 with
- * argv_error("--NAME must be an integer in LO..HI, not 'VALUE'"). */
+ * argv_set_error("--NAME must be an integer in LO..HI, not 'VALUE'"). */
 int argv_long(const char *name, const char *value, long lo, long hi, long *out);
 
 #endif

@@ -14,17 +14,16 @@
 #include "common/check.h"
 #include "common/error.h"
 
-static _Thread_local struct trib_error last_error;
+TRIB_ERROR_MODULE(atomic_file)
 static atomic_uint tmp_counter;
 
-const char *atomic_file_last_error(void) { return trib_error_get(&last_error); }
 
 /* Sets the message, "<who>: " (none when who is NULL) then fmt's, and
  * errno = e. Returns -1. */
 __attribute__((format(printf, 3, 4))) static int fail(int e, const char *who, const char *fmt, ...)
 {
-    char *m = last_error.msg;
-    size_t cap = sizeof last_error.msg, k = who ? (size_t)snprintf(m, cap, "%s: ", who) : 0;
+    char *m = atomic_file_error_text.msg;
+    size_t cap = sizeof atomic_file_error_text.msg, k = who ? (size_t)snprintf(m, cap, "%s: ", who) : 0;
     if (k >= cap) k = cap - 1;
     va_list ap;
     va_start(ap, fmt);

@@ -1,6 +1,13 @@
-/* A module's last-error text (docs/conventions.md "Errors"): each module keeps a
- * `static _Thread_local struct trib_error` and its public x_last_error()
- * and setter as thin wrappers over these. Header only, below every layer. */
+/* A module's last-error text (docs/conventions.md "Errors"), one helper for
+ * every folder: a module's header says TRIB_ERROR_DECLARE(prefix) and its one
+ * owning file TRIB_ERROR_MODULE(prefix), which make
+ *   const char *prefix_last_error(void);          this thread's last error
+ *   int prefix_set_error(const char *fmt, ...);   sets it, returns -1
+ * so a failing function ends `return prefix_set_error("...", ...);` (a
+ * pointer-returning one: `prefix_set_error(...); return NULL;`). The text
+ * is the thread's own (_Thread_local); the arguments may point into it, so
+ * a message can wrap the previous one: prefix_set_error("loading: %s",
+ * prefix_last_error()). Header only, below every layer. */
 #ifndef TRIB_COMMON_ERROR_H
 #define TRIB_COMMON_ERROR_H
 
@@ -37,5 +44,21 @@ static inline int trib_errf(char *buf, size_t cap, const char *fmt, ...)
 
 static inline const char *trib_error_get(const struct trib_error *e) { return e->msg; }
 static inline void trib_error_clear(struct trib_error *e) { e->msg[0] = '\0'; }
+
+#define TRIB_ERROR_DECLARE(P)                                                                                   \
+    const char *P##_last_error(void);                                                                           \
+    int P##_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define TRIB_ERROR_MODULE(P)                                                                                    \
+    static _Thread_local struct trib_error P##_error_text;                                                      \
+    const char *P##_last_error(void) { return trib_error_get(&P##_error_text); }                                \
+    int P##_set_error(const char *fmt, ...)                                                                     \
+    {                                                                                                           \
+        va_list ap;                                                                                             \
+        va_start(ap, fmt);                                                                                      \
+        trib_error_vset(&P##_error_text, fmt, ap);                                                              \
+        va_end(ap);                                                                                             \
+        return -1;                                                                                              \
+    }
 
 #endif

@@ -26,6 +26,6 @@ env_batch_step_fn env_builtin_batch_step(const struct env_spec *spec);
 const char *env_builtin_state_name(const struct env_spec *spec, int k);
 
 /* Record an error message for env_last_error() (printf-style). */
-void env_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int env_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));   /* -1 */
 
 #endif

@@ -7,20 +7,7 @@
 #include "common/error.h"
 #include "envs/builtin.h"
 
-static _Thread_local struct trib_error last_error;
-
-void env_set_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    trib_error_vset(&last_error, fmt, ap);
-    va_end(ap);
-}
-
-const char *env_last_error(void)
-{
-    return trib_error_get(&last_error);
-}
+TRIB_ERROR_MODULE(env)
 
 static int check_box(const struct env_space *sp, const char *what)
 {

@@ -23,18 +23,7 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-static _Thread_local struct trib_error last_error;
-
-const char *optim_last_error(void) { return trib_error_get(&last_error); }
-
-__attribute__((format(printf, 1, 2))) static int fail(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    trib_error_vset(&last_error, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+TRIB_ERROR_MODULE(optim)
 
 /* ---- kinds and defaults ------------------------------------------------- */
 
@@ -94,29 +83,29 @@ static int bufs_for(enum optim_kind kind, const struct optim_hyper *h)
 
 static int check_hyper(enum optim_kind kind, const struct optim_hyper *h)
 {
-    if (!(h->lr >= 0)) return fail("optim_new: invalid learning rate %g (must be >= 0)", h->lr);
+    if (!(h->lr >= 0)) return optim_set_error("optim_new: invalid learning rate %g (must be >= 0)", h->lr);
     if (!(h->weight_decay >= 0))
-        return fail("optim_new: invalid weight_decay %g (must be >= 0)", h->weight_decay);
+        return optim_set_error("optim_new: invalid weight_decay %g (must be >= 0)", h->weight_decay);
     switch (kind) {
     case OPTIM_SGD:
-        if (!(h->momentum >= 0)) return fail("optim_new: invalid momentum %g (must be >= 0)", h->momentum);
+        if (!(h->momentum >= 0)) return optim_set_error("optim_new: invalid momentum %g (must be >= 0)", h->momentum);
         if (h->nesterov && (h->momentum <= 0 || h->dampening != 0))
-            return fail("optim_new: nesterov momentum requires a momentum and zero dampening");
+            return optim_set_error("optim_new: nesterov momentum requires a momentum and zero dampening");
         break;
     case OPTIM_ADAM:
     case OPTIM_ADAMW:
-        if (!(h->eps >= 0)) return fail("optim_new: invalid eps %g (must be >= 0)", h->eps);
+        if (!(h->eps >= 0)) return optim_set_error("optim_new: invalid eps %g (must be >= 0)", h->eps);
         if (!(h->beta1 >= 0 && h->beta1 < 1))
-            return fail("optim_new: invalid beta1 %g (must be in [0, 1))", h->beta1);
+            return optim_set_error("optim_new: invalid beta1 %g (must be in [0, 1))", h->beta1);
         if (!(h->beta2 >= 0 && h->beta2 < 1))
-            return fail("optim_new: invalid beta2 %g (must be in [0, 1))", h->beta2);
+            return optim_set_error("optim_new: invalid beta2 %g (must be in [0, 1))", h->beta2);
         break;
     case OPTIM_RMSPROP:
-        if (!(h->eps >= 0)) return fail("optim_new: invalid eps %g (must be >= 0)", h->eps);
-        if (!(h->momentum >= 0)) return fail("optim_new: invalid momentum %g (must be >= 0)", h->momentum);
-        if (!(h->alpha >= 0)) return fail("optim_new: invalid alpha %g (must be >= 0)", h->alpha);
+        if (!(h->eps >= 0)) return optim_set_error("optim_new: invalid eps %g (must be >= 0)", h->eps);
+        if (!(h->momentum >= 0)) return optim_set_error("optim_new: invalid momentum %g (must be >= 0)", h->momentum);
+        if (!(h->alpha >= 0)) return optim_set_error("optim_new: invalid alpha %g (must be >= 0)", h->alpha);
         break;
-    default: return fail("optim_new: invalid optimizer kind %d", (int)kind);
+    default: return optim_set_error("optim_new: invalid optimizer kind %d", (int)kind);
     }
     return 0;
 }
@@ -124,26 +113,26 @@ static int check_hyper(enum optim_kind kind, const struct optim_hyper *h)
 struct optim *optim_new(enum optim_kind kind, const struct optim_hyper *hyper,
                         int n, struct tensor **params)
 {
-    if ((unsigned)kind >= OPTIM_KIND_COUNT) return fail("optim_new: invalid optimizer kind %d", (int)kind), NULL;
-    if (!hyper) return fail("optim_new: hyper is NULL"), NULL;
-    if (n < 1 || !params) return fail("optim_new: need at least one parameter (n = %d)", n), NULL;
+    if ((unsigned)kind >= OPTIM_KIND_COUNT) return optim_set_error("optim_new: invalid optimizer kind %d", (int)kind), NULL;
+    if (!hyper) return optim_set_error("optim_new: hyper is NULL"), NULL;
+    if (n < 1 || !params) return optim_set_error("optim_new: need at least one parameter (n = %d)", n), NULL;
     if (check_hyper(kind, hyper) < 0) return NULL;
     int64_t max_numel = 0;
     for (int i = 0; i < n; i++) {
         struct tensor *p = params[i];
-        if (!p) return fail("optim_new: params[%d] is NULL", i), NULL;
+        if (!p) return optim_set_error("optim_new: params[%d] is NULL", i), NULL;
         if (p->dtype != DTYPE_F32)
-            return fail("optim_new: params[%d] is %s, expected f32", i, dtype_name(p->dtype)), NULL;
+            return optim_set_error("optim_new: params[%d] is %s, expected f32", i, dtype_name(p->dtype)), NULL;
         if (p->device != params[0]->device)
-            return fail("optim_new: params[%d] is on %s but params[0] is on %s", i,
+            return optim_set_error("optim_new: params[%d] is on %s but params[0] is on %s", i,
                         device_name(p->device), device_name(params[0]->device)), NULL;
         for (int j = 0; j < i; j++)
-            if (params[j] == p) return fail("optim_new: params[%d] is the same tensor as params[%d]", i, j), NULL;
+            if (params[j] == p) return optim_set_error("optim_new: params[%d] is the same tensor as params[%d]", i, j), NULL;
         if (p->numel > max_numel) max_numel = p->numel;
     }
     const struct tensor_backend *be = tensor_backend_for(params[0]->device);
     if (!be || !be->available())
-        return fail("optim_new: no %s device is available", device_name(params[0]->device)), NULL;
+        return optim_set_error("optim_new: no %s device is available", device_name(params[0]->device)), NULL;
 
     struct optim *o = trib_xcalloc(1, sizeof *o);
     o->kind = kind;
@@ -172,7 +161,7 @@ struct optim *optim_new(enum optim_kind kind, const struct optim_hyper *hyper,
     CHECK_ALLOC(o->s1);
     CHECK_ALLOC(o->s2);
     CHECK_ALLOC(o->s3);
-    trib_error_clear(&last_error);
+    trib_error_clear(&optim_error_text);
     return o;
 }
 
@@ -342,18 +331,18 @@ static void step_rmsprop(struct optim *o, int i, float *p, const float *g)
 
 int optim_step(struct optim *o, struct tensor **grads)
 {
-    if (!grads) return fail("optim_step: grads is NULL");
+    if (!grads) return optim_set_error("optim_step: grads is NULL");
     char s1[64], s2[64];
     for (int i = 0; i < o->n; i++) {
         const struct tensor *g = grads[i], *p = o->params[i];
         if (!g) continue;
         if (g->dtype != DTYPE_F32)
-            return fail("optim_step: grads[%d] is %s, expected f32", i, dtype_name(g->dtype));
+            return optim_set_error("optim_step: grads[%d] is %s, expected f32", i, dtype_name(g->dtype));
         if (g->device != o->dev)
-            return fail("optim_step: grads[%d] is on %s but the params are on %s", i,
+            return optim_set_error("optim_step: grads[%d] is on %s but the params are on %s", i,
                         device_name(g->device), device_name(o->dev));
         if (!tensor_same_shape(g, p))
-            return fail("optim_step: grads[%d] has shape %s but params[%d] has shape %s", i,
+            return optim_set_error("optim_step: grads[%d] has shape %s but params[%d] has shape %s", i,
                         shape_str(g->ndim, g->shape, s1, sizeof s1), i,
                         shape_str(p->ndim, p->shape, s2, sizeof s2));
     }
@@ -382,16 +371,16 @@ int optim_step(struct optim *o, struct tensor **grads)
 
 int optim_clip_grad_norm(int n, struct tensor **grads, double max_norm, double *total_norm)
 {
-    if (!(max_norm >= 0)) return fail("optim_clip_grad_norm: invalid max_norm %g (must be >= 0)", max_norm);
-    if (n < 0 || (n > 0 && !grads)) return fail("optim_clip_grad_norm: invalid gradient list (n = %d)", n);
+    if (!(max_norm >= 0)) return optim_set_error("optim_clip_grad_norm: invalid max_norm %g (must be >= 0)", max_norm);
+    if (n < 0 || (n > 0 && !grads)) return optim_set_error("optim_clip_grad_norm: invalid gradient list (n = %d)", n);
     int first = -1;
     for (int i = 0; i < n; i++) {
         if (!grads[i]) continue;
         if (grads[i]->dtype != DTYPE_F32)
-            return fail("optim_clip_grad_norm: grads[%d] is %s, expected f32", i, dtype_name(grads[i]->dtype));
+            return optim_set_error("optim_clip_grad_norm: grads[%d] is %s, expected f32", i, dtype_name(grads[i]->dtype));
         if (first < 0) first = i;
         else if (grads[i]->device != grads[first]->device)
-            return fail("optim_clip_grad_norm: grads[%d] is on %s but grads[%d] is on %s", i,
+            return optim_set_error("optim_clip_grad_norm: grads[%d] is on %s but grads[%d] is on %s", i,
                         device_name(grads[i]->device), first, device_name(grads[first]->device));
     }
     if (first < 0) {
@@ -502,21 +491,21 @@ int optim_save(const struct optim *o, uint8_t **out, size_t *len)
 
 int optim_load(struct optim *o, const uint8_t *buf, size_t len)
 {
-    if (!buf) return fail("optim_load: buffer is NULL");
+    if (!buf) return optim_set_error("optim_load: buffer is NULL");
     if (len < HEADER_BYTES + TRAILER_BYTES)
-        return fail("optim_load: state is truncated (%zu bytes, the header alone is %d)", len,
+        return optim_set_error("optim_load: state is truncated (%zu bytes, the header alone is %d)", len,
                     HEADER_BYTES + TRAILER_BYTES);
-    if (memcmp(buf, STATE_MAGIC, 8) != 0) return fail("optim_load: bad magic: not an optimizer state");
+    if (memcmp(buf, STATE_MAGIC, 8) != 0) return optim_set_error("optim_load: bad magic: not an optimizer state");
     const uint8_t *r = buf + 8;
     uint32_t version = get32(&r), kind = get32(&r), n = get32(&r), nbufs = get32(&r);
     if (version != OPTIM_STATE_VERSION)
-        return fail("optim_load: unsupported state format version %u (expected %d)", version, OPTIM_STATE_VERSION);
+        return optim_set_error("optim_load: unsupported state format version %u (expected %d)", version, OPTIM_STATE_VERSION);
     if (kind != (uint32_t)o->kind)
-        return fail("optim_load: state is for %s but this optimizer is %s",
+        return optim_set_error("optim_load: state is for %s but this optimizer is %s",
                     optim_kind_name((enum optim_kind)(kind < OPTIM_KIND_COUNT ? kind : OPTIM_KIND_COUNT)),
                     optim_kind_name(o->kind));
     if (n != (uint32_t)o->n)
-        return fail("optim_load: state has %u parameters but this optimizer has %d", n, o->n);
+        return optim_set_error("optim_load: state has %u parameters but this optimizer has %d", n, o->n);
     double hv[8];
     for (int k = 0; k < 8; k++) hv[k] = getf64(&r);
     uint32_t flags = get32(&r);
@@ -526,13 +515,13 @@ int optim_load(struct optim *o, const uint8_t *buf, size_t len)
                             o->h.beta1, o->h.beta2, o->h.eps, o->h.alpha};
     for (int k = 1; k < 8; k++)
         if (hv[k] != mine[k] && !(isnan(hv[k]) && isnan(mine[k])))
-            return fail("optim_load: hyper-parameter %s is %g in the state but %g in this optimizer",
+            return optim_set_error("optim_load: hyper-parameter %s is %g in the state but %g in this optimizer",
                         names[k], hv[k], mine[k]);
     if (flags != flags_of(&o->h))
-        return fail("optim_load: flags (nesterov/amsgrad/centered) are %u in the state but %u in this optimizer",
+        return optim_set_error("optim_load: flags (nesterov/amsgrad/centered) are %u in the state but %u in this optimizer",
                     flags, flags_of(&o->h));
     if (nbufs != (uint32_t)o->nbufs)
-        return fail("optim_load: state has %u buffers per parameter but this optimizer has %d", nbufs, o->nbufs);
+        return optim_set_error("optim_load: state has %u buffers per parameter but this optimizer has %d", nbufs, o->nbufs);
     size_t expect = state_bytes(o);
     /* Walk the param headers that are present before trusting the length, so
      * a numel mismatch is reported as such rather than as a size problem. */
@@ -541,23 +530,23 @@ int optim_load(struct optim *o, const uint8_t *buf, size_t len)
         if ((size_t)(q - buf) + PARAM_HEADER_BYTES > len) break;
         int64_t numel = (int64_t)get64(&q);
         if (numel != o->params[i]->numel)
-            return fail("optim_load: parameter %d has %lld elements in the state but %lld here", i,
+            return optim_set_error("optim_load: parameter %d has %lld elements in the state but %lld here", i,
                         (long long)numel, (long long)o->params[i]->numel);
         q += 8 + (size_t)o->nbufs * (size_t)numel * sizeof(float);
     }
-    if (len < expect) return fail("optim_load: state is truncated (%zu bytes, expected %zu)", len, expect);
-    if (len > expect) return fail("optim_load: %zu trailing bytes after the state", len - expect);
+    if (len < expect) return optim_set_error("optim_load: state is truncated (%zu bytes, expected %zu)", len, expect);
+    if (len > expect) return optim_set_error("optim_load: %zu trailing bytes after the state", len - expect);
     const uint8_t *t = buf + len - TRAILER_BYTES;
     if (get64(&t) != trib_fnv1a64(buf, len - TRAILER_BYTES))
-        return fail("optim_load: checksum mismatch: the state is corrupt");
-    if (!(hv[0] >= 0)) return fail("optim_load: invalid learning rate %g in the state (must be >= 0)", hv[0]);
+        return optim_set_error("optim_load: checksum mismatch: the state is corrupt");
+    if (!(hv[0] >= 0)) return optim_set_error("optim_load: invalid learning rate %g in the state (must be >= 0)", hv[0]);
     r = buf + HEADER_BYTES;
     for (int i = 0; i < o->n; i++) {
         uint64_t numel = get64(&r);
         int64_t st = (int64_t)get64(&r);
-        if (st < 0) return fail("optim_load: parameter %d has a negative step count %lld", i, (long long)st);
+        if (st < 0) return optim_set_error("optim_load: parameter %d has a negative step count %lld", i, (long long)st);
         if (st == INT64_MAX)
-            return fail("optim_load: parameter %d has a step count %lld with no step left", i, (long long)st);
+            return optim_set_error("optim_load: parameter %d has a step count %lld with no step left", i, (long long)st);
         r += (size_t)o->nbufs * numel * sizeof(float);
     }
     r = buf + HEADER_BYTES;
@@ -580,13 +569,13 @@ int optim_save_file(const struct optim *o, const char *path)
     optim_save(o, &buf, &len);
     int rc = atomic_file_replace(path, buf, len, "optim_save_file");
     free(buf);
-    return rc == 0 ? 0 : fail("%s", atomic_file_last_error());
+    return rc == 0 ? 0 : optim_set_error("%s", atomic_file_last_error());
 }
 
 int optim_load_file(struct optim *o, const char *path)
 {
     FILE *f = fopen(path, "rb");
-    if (!f) return fail("optim_load_file: cannot open %s: %s", path, strerror(errno));
+    if (!f) return optim_set_error("optim_load_file: cannot open %s: %s", path, strerror(errno));
     size_t cap = 1 << 16, len = 0;
     uint8_t *buf = trib_xmalloc(cap);
     for (;;) {
@@ -600,10 +589,10 @@ int optim_load_file(struct optim *o, const char *path)
     fclose(f);
     if (err) {
         free(buf);
-        return fail("optim_load_file: cannot read %s", path);
+        return optim_set_error("optim_load_file: cannot read %s", path);
     }
     int rc = optim_load(o, buf, len);
     free(buf);
-    if (rc < 0) return fail("%s (file %s)", optim_last_error(), path);
+    if (rc < 0) return optim_set_error("%s (file %s)", optim_last_error(), path);
     return 0;
 }

@@ -44,6 +44,8 @@ struct optim;
 
 /* Message of the last failed optim_* call on this thread ("" if none). */
 const char *optim_last_error(void);
+/* Sets it (printf-style) and returns -1 (common/error.h's one helper). */
+int optim_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* An optimizer over n f32 parameter tensors, all on one device. Retains
  * each param (the optimizer holds a reference until optim_free). Allocates

@@ -13,6 +13,7 @@
 
 #include "common/check.h"
 #include "common/clock.h"
+#include "common/error.h"
 #include "pg/gloo_shim.h"
 #include "pg/pg_internal.h"
 #include "rpc/rpc.h"
@@ -37,18 +38,7 @@ struct process_group {
 
 /* ---- errors --------------------------------------------------------------- */
 
-static _Thread_local char last_error[640];
-
-const char *pg_last_error(void) { return last_error; }
-
-int pg_set_error(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+TRIB_ERROR_MODULE(pg)
 
 /* ---- store callbacks for Gloo ---------------------------------------------- */
 

@@ -58,20 +58,20 @@ struct eval_args {
 static int set_env(void *u, const char *v)
 {
     if (strlen(v) >= sizeof((struct rl_config *)0)->env)   /* as tributary-train says it */
-        return argv_error("--env is too long (%zu bytes, at most %zu)", strlen(v), sizeof((struct rl_config *)0)->env - 1);
+        return argv_set_error("--env is too long (%zu bytes, at most %zu)", strlen(v), sizeof((struct rl_config *)0)->env - 1);
     ((struct eval_args *)u)->env = v;
     return 0;
 }
 
 static int set_env_arg(void *u, const char *v)
 {
-    return rl_config_add_env_arg(&((struct eval_args *)u)->env_args, v) == 0 ? 0 : argv_error("%s", rl_last_error());
+    return rl_config_add_env_arg(&((struct eval_args *)u)->env_args, v) == 0 ? 0 : argv_set_error("%s", rl_last_error());
 }
 
 static int set_episodes(void *u, const char *v)
 {
     if (argv_long("episodes", v, 1, 100000, &((struct eval_args *)u)->episodes) == 0) return 0;
-    return argv_error("--episodes must be an integer in 1..100000, not '%s'", v);
+    return argv_set_error("--episodes must be an integer in 1..100000, not '%s'", v);
 }
 
 static int set_seed(void *u, const char *v)
@@ -79,14 +79,14 @@ static int set_seed(void *u, const char *v)
     char *end = NULL;
     errno = 0;
     ((struct eval_args *)u)->seed = strtoull(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-') return argv_error("--seed must be a non-negative integer, not '%s'", v);
+    if (errno || end == v || *end || v[0] == '-') return argv_set_error("--seed must be a non-negative integer, not '%s'", v);
     return 0;
 }
 
 static int set_path(void *u, const char *v)
 {
     struct eval_args *a = u;
-    if (a->path) return argv_error("give one POLICY file");
+    if (a->path) return argv_set_error("give one POLICY file");
     a->path = v;
     return 0;
 }

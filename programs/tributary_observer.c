@@ -32,7 +32,7 @@ struct args {
 
 static int set_master(void *u, const char *v)
 {
-    if (strncmp(v, "tcp://", 6) != 0) return argv_error("--master must look like tcp://HOST:PORT, not '%s'", v);
+    if (strncmp(v, "tcp://", 6) != 0) return argv_set_error("--master must look like tcp://HOST:PORT, not '%s'", v);
     ((struct args *)u)->master = v;
     return 0;
 }
@@ -48,14 +48,14 @@ static int set_rank(void *u, const char *v)
 static int set_world(void *u, const char *v)
 {
     long x;
-    if (argv_long("world-size", v, 2, 65536, &x) != 0) return argv_error("--world-size must be an integer >= 2, not '%s'", v);
+    if (argv_long("world-size", v, 2, 65536, &x) != 0) return argv_set_error("--world-size must be an integer >= 2, not '%s'", v);
     ((struct args *)u)->world = (int)x;
     return 0;
 }
 
 static int set_name(void *u, const char *v)
 {
-    if (strlen(v) == 0 || strlen(v) >= 64) return argv_error("--name must have 1..63 characters, not '%s'", v);
+    if (strlen(v) == 0 || strlen(v) >= 64) return argv_set_error("--name must have 1..63 characters, not '%s'", v);
     ((struct args *)u)->name = v;
     return 0;
 }
@@ -70,7 +70,7 @@ static int set_hb(void *u, const char *v)
 {
     long x;
     if (argv_long("heartbeat-timeout", v, 100, 3600000, &x) != 0)
-        return argv_error("--heartbeat-timeout must be in 100..3600000, not '%s'", v);
+        return argv_set_error("--heartbeat-timeout must be in 100..3600000, not '%s'", v);
     ((struct args *)u)->hb = (int)x;
     return 0;
 }

@@ -84,11 +84,11 @@ static int set_field(void *user, const char *v)
     char flag[48];
     rl_field_flag(f, flag, sizeof flag);
     if (f->kind == RL_K_STR && strlen(v) >= f->size)   /* as --config says it */
-        return argv_error("--%s is too long (%zu bytes, at most %zu)", flag, strlen(v), f->size - 1);
+        return argv_set_error("--%s is too long (%zu bytes, at most %zu)", flag, strlen(v), f->size - 1);
     /* the command line's --env-arg list replaces the one of a file */
     if (f->kind == RL_K_ENVARGS && !ps->cli_env_arg) ps->cfg->env_arg[0] = '\0';
     if (f->kind == RL_K_ENVARGS) ps->cli_env_arg = true;
-    if (rl_field_set(ps->cfg, f, v) != 0) return f->kind == RL_K_ENVARGS ? argv_error("%s", rl_last_error()) : -1;
+    if (rl_field_set(ps->cfg, f, v) != 0) return f->kind == RL_K_ENVARGS ? argv_set_error("%s", rl_last_error()) : -1;
     ps->given[f - rl_fields] = ps->cli[f - rl_fields] = true;
     return 0;
 }

@@ -15,24 +15,22 @@
 
 /* ---- errors ------------------------------------------------------------ */
 
-static _Thread_local struct trib_error last_error;
-
-const char *tensor_last_error(void) { return trib_error_get(&last_error); }
+TRIB_ERROR_MODULE(tensor)
 
 void *tensor_error(const char *fmt, ...)
 {
     if (!fmt) {
-        snprintf(last_error.msg, sizeof last_error.msg, "tensor_error: fmt is NULL");
+        tensor_set_error("tensor_error: fmt is NULL");
         return NULL;
     }
     va_list ap;
     va_start(ap, fmt);
-    trib_error_vset(&last_error, fmt, ap);
+    trib_error_vset(&tensor_error_text, fmt, ap);
     va_end(ap);
     return NULL;
 }
 
-void tensor_clear_error(void) { trib_error_clear(&last_error); }
+void tensor_clear_error(void) { trib_error_clear(&tensor_error_text); }
 
 /* ---- dtypes and shapes ------------------------------------------------- */
 

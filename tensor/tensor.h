@@ -58,6 +58,10 @@ const char *tensor_last_error(void);
 /* Sets the thread's error message (printf-style); returns NULL so callers can
  * write `return tensor_error(...)`. For use by tensor/ code and its layers. */
 void *tensor_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The module's setter as every module has it (common/error.h): sets the
+ * text and returns -1. tensor_error is the same, returning NULL, for the
+ * constructors and ops that return a tensor. */
+int tensor_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tensor_clear_error(void);
 
 /* ---- dtypes and shapes ------------------------------------------------- */

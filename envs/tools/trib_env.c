@@ -29,14 +29,14 @@ static const char about[] =
 static int add_env_arg(char *kv, struct env_args *args, const char **keys, const char **values)
 {
     char *eq = strchr(kv, '=');
-    if (!eq || eq == kv) return argv_error("--env-arg '%s': expected KEY=VALUE", kv);
+    if (!eq || eq == kv) return argv_set_error("--env-arg '%s': expected KEY=VALUE", kv);
     for (const char *c = kv; c < eq; c++)
         if (!(*c >= 'a' && *c <= 'z') && !(*c >= 'A' && *c <= 'Z') && !(*c >= '0' && *c <= '9') &&
             *c != '_' && *c != '-' && *c != '.')
-            return argv_error("--env-arg '%s': a key is letters, digits, '_', '-' and '.'", kv);
+            return argv_set_error("--env-arg '%s': a key is letters, digits, '_', '-' and '.'", kv);
     *eq = '\0';
-    if (env_args_get(args, kv)) return argv_error("--env-arg %s is given twice", kv);
-    if (args->n == MAX_ENV_ARGS) return argv_error("--env-arg: at most %d", MAX_ENV_ARGS);
+    if (env_args_get(args, kv)) return argv_set_error("--env-arg %s is given twice", kv);
+    if (args->n == MAX_ENV_ARGS) return argv_set_error("--env-arg: at most %d", MAX_ENV_ARGS);
     keys[args->n] = kv;
     values[args->n++] = eq + 1;
     return 0;
@@ -47,7 +47,7 @@ static int parse_long(const char *s, const char *what, long lo, long *out)
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo) return argv_error("%s must be an integer >= %ld (got '%s')", what, lo, s);
+    if (errno || end == s || *end || v < lo) return argv_set_error("%s must be an integer >= %ld (got '%s')", what, lo, s);
     *out = v;
     return 0;
 }
@@ -146,7 +146,7 @@ static int set_seed(void *u, const char *v) { return parse_long(v, "--seed", 0, 
 static int set_num_envs(void *u, const char *v)
 {
     if (parse_long(v, "--num-envs", 1, &((struct args *)u)->num_envs) != 0) return -1;
-    if (((struct args *)u)->num_envs > 1 << 20) return argv_error("--num-envs is too large (max %d)", 1 << 20);
+    if (((struct args *)u)->num_envs > 1 << 20) return argv_set_error("--num-envs is too large (max %d)", 1 << 20);
     return 0;
 }
 
@@ -179,7 +179,7 @@ static int set_actions_file(void *u, const char *v)
 static int set_env(void *u, const char *v)
 {
     struct args *a = u;
-    if (a->env_name) return argv_error("expected exactly one ENV");
+    if (a->env_name) return argv_set_error("expected exactly one ENV");
     a->env_name = v;
     return 0;
 }
