@@ -601,8 +601,14 @@ END_TEST
  * heartbeat timeout of pings, calls) and refuses all of it, rightly, "not
  * a live worker". It writes a line per connection and second with the
  * count, not one per message: in the 2.5 s from its first such line at
- * most 3 per connection (c0's and c1's dealers: the first at once, then
- * one a second), counting more messages than lines. */
+ * most 3 per connection (the first at once, then one a second; 5 allowed,
+ * for a loaded machine's late look at them, against the dozens of
+ * messages a line per message would write), counting more messages than
+ * lines. What was held back may already be gone when
+ * it runs again (on a loaded machine its peers can close their dealers
+ * before it reads), so the lost c1 goes on pinging it, as a peer that has
+ * not noticed yet would, from a connection of its own: the resumed c2
+ * always has a stream to refuse. */
 START_TEST(test_resumed_worker_logged_once_a_second)
 {
     static struct world w;
@@ -610,6 +616,8 @@ START_TEST(test_resumed_worker_logged_once_a_second)
     int64_t none[MAX_WORLD] = { 0 };
     await_ticks(&w, none, 30, "at the start");
     pid_t c2 = w.g[w.group_of[2]].p[w.idx_of[2]].pid;
+    struct rpc_worker_info c2_info;
+    ck_assert_int_eq(rpc_get_worker_info("c2", &c2_info), 0);
     ck_assert_int_eq(kill(c2, SIGSTOP), 0);
     struct rpc_event ev;
     double t0 = trib_now_s();
@@ -627,18 +635,24 @@ START_TEST(test_resumed_worker_logged_once_a_second)
         ck_assert_msg(trib_now_s() - t0 < 30, "c1 did not declare c2 lost");
     }
     ck_assert_int_eq(kill(c2, SIGCONT), 0);
+    void *zctx = zmq_ctx_new();
+    void *s = zmq_socket(zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_int_eq(zmq_connect(s, c2_info.endpoint), 0);
     static char buf[1 << 16];
     int lines = 0, counted = 0, most = 0;
     double first = 0;
     /* from its first such line, 2.5 s: what was held back is written */
     for (t0 = trib_now_s(); !first || trib_now_s() - first < 2.5; usleep(50000)) {
         ck_assert_msg(trib_now_s() - t0 < 30, "the resumed c2 refused nothing in 30 s");
+        ping_as(s, 1);
         proc_output(&w.g[w.group_of[2]], w.idx_of[2], 2, buf, sizeof buf);
         lines = counted = most = 0;
         char conns[8][64];
         int per[8] = { 0 }, nconn = 0;
         for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
-            if (!strstr(line, "which is not a live worker")) continue;
+            if (!strstr(line, "unverified connection")) continue;
             lines++;
             const char *at = strstr(line, "unverified connection ");
             char addr[64] = "?";
@@ -656,9 +670,11 @@ START_TEST(test_resumed_worker_logged_once_a_second)
         }
         if (lines && !first) first = trib_now_s();
     }
-    ck_assert_msg(most <= 3, "the resumed c2 wrote %d lines about one connection (%d lines, %d messages in all)", most,
+    ck_assert_msg(most <= 5, "the resumed c2 wrote %d lines about one connection (%d lines, %d messages in all)", most,
                   lines, counted);
     ck_assert_msg(counted > lines, "the resumed c2's %d lines count %d messages", lines, counted);
+    zmq_close(s);
+    zmq_ctx_term(zctx);
     ck_assert_int_eq(kill(c2, SIGKILL), 0);
     struct rpc_value res;
     ck_assert_msg(rpc_sync("c1", "stop", NULL, &res, 10000) == 0, "stop c1: %s", rpc_last_error());
