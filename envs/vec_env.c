@@ -4,6 +4,7 @@
 #include "envs/vec_env.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,13 +161,59 @@ struct saved_head {
     uint8_t was_reset;
 };
 
+/* What a save holds after its head and the envs' states, in this order:
+ * one row per field of struct vec_env, with how many of its elements are
+ * saved (one per env, per env and info, per info, or one). saved_size,
+ * vec_env_save, vec_env_load and the load's checks all walk this list,
+ * so a field is added to the saved form in one place. */
+enum saved_count { PER_ENV, PER_ENV_INFO, PER_INFO, ONCE };
+struct saved_field {
+    const char *name;
+    size_t off, elem;             /* the member's place in struct vec_env, one element's bytes */
+    bool pointer;                 /* the member points at the elements (else it holds them) */
+    enum saved_count count;
+};
+#define SAVED_ARRAY(f, count) { #f, offsetof(struct vec_env, f), sizeof *((struct vec_env *)0)->f, true, count }
+#define SAVED_MEMBER(f, elem, count) { #f, offsetof(struct vec_env, f), elem, false, count }
+static const struct saved_field saved_fields[] = {
+    SAVED_ARRAY(rng, PER_ENV),          SAVED_ARRAY(elapsed, PER_ENV),  SAVED_ARRAY(ret, PER_ENV),
+    SAVED_ARRAY(last_ret, PER_ENV),     SAVED_ARRAY(last_len, PER_ENV),
+    SAVED_MEMBER(stats, sizeof(struct vec_env_stats), ONCE),
+    SAVED_ARRAY(info_run, PER_ENV_INFO), SAVED_MEMBER(info_sum, sizeof(double), PER_INFO),
+};
+#define N_SAVED_FIELDS (sizeof saved_fields / sizeof saved_fields[0])
+
+static size_t saved_field_bytes(const struct vec_env *v, const struct saved_field *f)
+{
+    size_t n = (size_t)v->n, k = (size_t)v->info_count;
+    size_t count = f->count == PER_ENV ? n : f->count == PER_ENV_INFO ? n * k : f->count == PER_INFO ? k : 1;
+    return f->elem * count;
+}
+
+static void *saved_field_at(const struct vec_env *v, const struct saved_field *f)
+{
+    char *m = (char *)v + f->off;
+    return f->pointer ? *(void **)m : m;
+}
+
+/* Where field `name` starts in a save of v (its bytes after the head and
+ * the states); the name must be a row's. */
+static size_t saved_offset(const struct vec_env *v, const char *name)
+{
+    size_t at = sizeof(struct saved_head) + v->saved_stride * (size_t)v->n;
+    for (size_t i = 0; i < N_SAVED_FIELDS; i++) {
+        if (strcmp(saved_fields[i].name, name) == 0) return at;
+        at += saved_field_bytes(v, &saved_fields[i]);
+    }
+    CHECK(!"a saved field's name");
+    return 0;
+}
+
 static size_t saved_size(const struct vec_env *v)
 {
-    size_t n = (size_t)v->n;
-    size_t k = (size_t)v->info_count;
-    return sizeof(struct saved_head) + v->saved_stride * n +
-           n * (sizeof *v->rng + sizeof *v->elapsed + sizeof *v->ret + sizeof *v->last_ret + sizeof *v->last_len) +
-           sizeof v->stats + (n + 1) * k * sizeof(double);
+    size_t total = sizeof(struct saved_head) + v->saved_stride * (size_t)v->n;
+    for (size_t i = 0; i < N_SAVED_FIELDS; i++) total += saved_field_bytes(v, &saved_fields[i]);
+    return total;
 }
 
 int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len)
@@ -185,14 +232,8 @@ int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len)
             v->spec->save(v->spec, vec_env_state((struct vec_env *)v, (int)i), p);
     else
         PUT(v->states, v->stride * n);
-    PUT(v->rng, n * sizeof *v->rng);
-    PUT(v->elapsed, n * sizeof *v->elapsed);
-    PUT(v->ret, n * sizeof *v->ret);
-    PUT(v->last_ret, n * sizeof *v->last_ret);
-    PUT(v->last_len, n * sizeof *v->last_len);
-    PUT(&v->stats, sizeof v->stats);
-    PUT(v->info_run, n * (size_t)v->info_count * sizeof(double));
-    PUT(v->info_sum, (size_t)v->info_count * sizeof(double));
+    for (size_t i = 0; i < N_SAVED_FIELDS; i++)
+        PUT(saved_field_at(v, &saved_fields[i]), saved_field_bytes(v, &saved_fields[i]));
 #undef PUT
     *out = b;
     *len = total;
@@ -201,17 +242,18 @@ int vec_env_save(const struct vec_env *v, unsigned char **out, size_t *len)
 
 /* The saved returns a resumed run adds to, before any is used: the returns
  * of the episodes in progress and finished, and the statistics' returns
- * must be finite. ret points into a saved buffer that vec_env_load has
+ * must be finite. buf is a whole save that vec_env_load has
  * sized; 0, or -1 with env_last_error() naming the env, the field and the
  * value. */
-static int check_returns(const struct vec_env *v, const unsigned char *ret)
+static int check_returns(const struct vec_env *v, const unsigned char *buf)
 {
     const struct env_spec *spec = v->spec;
     size_t n = (size_t)v->n;
+    const unsigned char *ret = buf + saved_offset(v, "ret"), *last_ret = buf + saved_offset(v, "last_ret");
     for (size_t i = 0; i < n; i++) {
         double r, last;
         memcpy(&r, ret + i * sizeof r, sizeof r);
-        memcpy(&last, ret + (n + i) * sizeof r, sizeof r);
+        memcpy(&last, last_ret + i * sizeof r, sizeof r);
         if (!isfinite(r) || !isfinite(last)) {
             env_set_error("vec_env_load: env %zu of %s: %s is %g", i, spec->id,
                           !isfinite(r) ? "the return of its episode in progress" : "its last episode's return",
@@ -220,7 +262,7 @@ static int check_returns(const struct vec_env *v, const unsigned char *ret)
         }
     }
     struct vec_env_stats st;
-    memcpy(&st, ret + 2 * n * sizeof(double) + n * sizeof *v->last_len, sizeof st);
+    memcpy(&st, buf + saved_offset(v, "stats"), sizeof st);
     const double sv[3] = { st.return_sum, st.return_min, st.return_max };
     static const char *const sn[3] = { "return_sum", "return_min", "return_max" };
     for (int k = 0; k < 3; k++)
@@ -330,8 +372,7 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
     /* the episode lengths are counted on: in 0..max_episode_steps (or, with
      * no truncation, below INT_MAX), last ones from -1 (none yet) */
     int cap = v->spec->max_episode_steps > 0 ? v->spec->max_episode_steps : INT_MAX - 1;
-    const unsigned char *el = buf + sizeof h + v->saved_stride * n + n * sizeof *v->rng;
-    const unsigned char *ll = el + n * (sizeof *v->elapsed + sizeof *v->ret + sizeof *v->last_ret);
+    const unsigned char *el = buf + saved_offset(v, "elapsed"), *ll = buf + saved_offset(v, "last_len");
     for (size_t i = 0; i < n; i++) {
         int e, l;
         memcpy(&e, el + i * sizeof e, sizeof e);
@@ -341,9 +382,9 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
             return -1;
         }
     }
-    /* the info sums follow the statistics, at the end */
+    /* the info sums: info_run's then info_sum's, side by side */
     size_t ni = (n + 1) * (size_t)v->info_count;
-    const unsigned char *info = buf + len - ni * sizeof(double);
+    const unsigned char *info = buf + saved_offset(v, "info_run");
     for (size_t k = 0; k < ni; k++) {
         double x;
         memcpy(&x, info + k * sizeof x, sizeof x);
@@ -352,7 +393,7 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
             return -1;
         }
     }
-    if (check_returns(v, el + n * sizeof *v->elapsed) != 0 || check_states(v, buf + sizeof h) != 0)
+    if (check_returns(v, buf) != 0 || check_states(v, buf + sizeof h) != 0)
         return -1;
     const unsigned char *p = buf + sizeof h;
 #define GET(dst, size) (memcpy((dst), p, (size)), p += (size))
@@ -361,14 +402,8 @@ int vec_env_load(struct vec_env *v, const unsigned char *buf, size_t len)
             CHECK(stage_env(v, vec_env_state(v, (int)i), p, i) == 0);   /* it loaded in the scratch env */
     else
         GET(v->states, v->stride * n);
-    GET(v->rng, n * sizeof *v->rng);
-    GET(v->elapsed, n * sizeof *v->elapsed);
-    GET(v->ret, n * sizeof *v->ret);
-    GET(v->last_ret, n * sizeof *v->last_ret);
-    GET(v->last_len, n * sizeof *v->last_len);
-    GET(&v->stats, sizeof v->stats);
-    GET(v->info_run, n * (size_t)v->info_count * sizeof(double));
-    GET(v->info_sum, (size_t)v->info_count * sizeof(double));
+    for (size_t i = 0; i < N_SAVED_FIELDS; i++)
+        GET(saved_field_at(v, &saved_fields[i]), saved_field_bytes(v, &saved_fields[i]));
 #undef GET
     v->was_reset = h.was_reset;
     return 0;
