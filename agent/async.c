@@ -98,6 +98,12 @@ static int fn_update(struct rpc_request *req, const struct rpc_value *args, stru
     struct rl_norm_stats delta;
     bool has_delta = false;
     int k = agent_peer_by_id(a, rpc_request_caller_id(req));
+    /* a member dropped (or going: it gave up, its statistics were refused)
+     * takes no more part, its gradients included, until it rejoins */
+    if (k < 0 || atomic_load(&a->peers[k].going)) {
+        rl_set_error("%s", k < 0 ? "not one of the run's observers" : "dropped from the run: its updates are not taken");
+        return refuse_update(a, req, &m);
+    }
     if (agent_norm_unpack(a, k, &m.norm, m.has_report, m.report.steps, &delta, &has_delta) != 0) {
         drop_for_norm(a, k, rl_last_error());
         return refuse_update(a, req, &m);

@@ -12,8 +12,10 @@
  * (the set-up's resets) and T x B returns. Sync: its rl_rollout answers at
  * once with the delta. Async: its rl_run_async sends one rl_update with
  * the delta (in a context the agent knows: one forward of the policy) and
- * prints the agent's answer ("refused: <error>" or "accepted"), then keeps
- * the loop until rl_shutdown, as a member that does not give up would.
+ * prints the agent's answer ("refused: <error>" or "accepted"), then one
+ * more update with no report and no delta, gradients only, as a member
+ * that goes on would ("then refused: <error>" or "then accepted"), then
+ * keeps the loop until rl_shutdown, as a member that does not give up would.
  * Exits 0 after rl_shutdown, 1 if none comes within 120 s. */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -101,11 +103,11 @@ static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, str
     return 0;
 }
 
-/* Async: one forward of the policy in a new context (so the agent knows
- * it), then the update carrying the report and the delta. */
-static int fn_run_async(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+/* One forward of the policy in a new context (so the agent knows it),
+ * then an update in it: with the report and the delta, or (bare) neither.
+ * Prints the agent's answer after `said`. */
+static void send_update(bool bare, const char *said)
 {
-    (void)args, (void)u;
     int64_t ctx = dist_autograd_context_new();
     dist_autograd_set_current(ctx);
     int64_t shape[2] = { 1, m.obs_dim };
@@ -117,16 +119,25 @@ static int fn_run_async(struct rpc_request *req, const struct rpc_value *args, s
     rpc_value_clear(&r);
     tensor_free(obs);
     if (rc != 0) printf("evaluate failed: %s\n", rpc_last_error());
-    struct rl_update_req up = { .ctx = ctx, .has_report = true, .report = report(), .norm = crafted() };
+    struct rl_update_req up = { .ctx = ctx };
+    if (!bare) up.has_report = true, up.report = report(), up.norm = crafted();
     up.stats.policy_loss = 0.5;
     a = rl_update_req_pack(&up);
     rpc_value_clear(&up.norm);
-    if (rc == 0 && rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0) != 0) printf("refused: %s\n", rpc_last_error());
-    else if (rc == 0) printf("accepted\n");
+    if (rc == 0 && rpc_sync("agent", RL_FN_UPDATE, &a, &r, 0) != 0) printf("%srefused: %s\n", said, rpc_last_error());
+    else if (rc == 0) printf("%saccepted\n", said);
     fflush(stdout);
     rpc_value_clear(&a);
     rpc_value_clear(&r);
     dist_autograd_release_local(ctx);
+}
+
+/* Async: the update with the crafted delta, then a bare one. */
+static int fn_run_async(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    (void)req, (void)args, (void)u;
+    send_update(false, "");
+    send_update(true, "then ");
     double t0 = trib_now_s();
     while (!atomic_load(&m.shutdown) && trib_now_s() - t0 < WAIT_S) usleep(10000);
     *res = rpc_nil();

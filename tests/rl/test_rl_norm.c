@@ -713,6 +713,10 @@ static void check_hostile_members(const char *mode)
                      members[i][1]);
             ck_assert_msg(strstr(member[i].out, line), "'%s' not on member %s's stdout:\n%s\n%s", line, members[i][0],
                           member[i].out, member[i].err);
+            /* dropped, its gradients are not taken either (an update without a report or statistics) */
+            ck_assert_msg(strstr(member[i].out, "then refused: ") && !strstr(member[i].out, "then accepted"),
+                          "member %s's bare update after its drop:\n%s\n%s", members[i][0], member[i].out,
+                          member[i].err);
         }
         rl_free(&member[i]);
     }
