@@ -1,9 +1,10 @@
 /* The RL messages between the agent and its observers: one C struct per
- * message and one pack/unpack pair used by both ends, so a field is named
- * and checked in one place. Unpack validates kinds, counts, dtypes and
+ * message and one schema table (rl/message_schema.h, in messages.c) that
+ * the generic pack/unpack walk, used by both ends, so a field is named
+ * and checked in one row. Unpack validates kinds, counts, dtypes and
  * shapes (the peer is not trusted) and returns -1 with rl_last_error().
  * Tensors in unpacked structs are new references the caller frees with
- * the message's _clear function. */
+ * the message's _clear function; a refused unpack holds nothing. */
 #ifndef TRIB_RL_MESSAGES_H
 #define TRIB_RL_MESSAGES_H
 
