@@ -183,5 +183,6 @@ START_TEST(num_envs_bounded)
 END_TEST
 
 KIT_MAIN("mujoco_sdk",
-         { "sdk", 120, .setup = setup, .teardown = teardown, .tests = { model_path_not_regular, error_in_call, out_of_memory_is_an_error,
+         { "sdk", 120, .setup = setup, .teardown = teardown, .tests = { model_path_not_regular, error_in_call,
+           out_of_memory_is_an_error,
            num_envs_bounded } })

@@ -529,7 +529,10 @@ START_TEST(test_key_facing_plain_refused)
 END_TEST
 
 KIT_MAIN("rl_keys",
-         { "files", 60, .setup = setup, .teardown = teardown, .tests = { test_make_keys, test_key_file_errors, test_loopback } },
-         { "flags", 120, .setup = setup, .teardown = teardown, .tests = { test_non_loopback_refused, test_group_readable_refused } },
-         { "runs", 300, .setup = setup, .teardown = teardown, .tests = { test_same_key_trains, test_other_key_refused, test_no_key_refused,
+         { "files", 60, .setup = setup, .teardown = teardown, .tests = { test_make_keys, test_key_file_errors,
+           test_loopback } },
+         { "flags", 120, .setup = setup, .teardown = teardown, .tests = { test_non_loopback_refused,
+           test_group_readable_refused } },
+         { "runs", 300, .setup = setup, .teardown = teardown, .tests = { test_same_key_trains,
+           test_other_key_refused, test_no_key_refused,
            test_key_facing_plain_refused } })

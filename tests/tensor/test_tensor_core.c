@@ -927,7 +927,8 @@ START_TEST(test_detach_and_to)
 END_TEST
 
 KIT_MAIN("tensor_core",
-         { "core", 0, .setup = setup, .tests = { test_new_errors, test_cuda_unavailable_messages, test_device_mismatch_message,
+         { "core", 0, .setup = setup, .tests = { test_new_errors, test_cuda_unavailable_messages,
+           test_device_mismatch_message,
            test_cpu_alloc_cache } },
          { "cpu_kernels", 0, .setup = setup, .tests = { test_rng_kernels, test_categorical_kernel,
            test_sum_to_and_binary_kernels, test_unary_kernels, test_cast_and_copy_kernels,
