@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -22,15 +21,9 @@
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+#include "kit.h"
 
 static char dir[64];
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    chmod(p, 0700);
-    return remove(p);
-}
 
 static void setup(void)
 {
@@ -38,21 +31,10 @@ static void setup(void)
     ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
-static void teardown(void)
-{
-    chmod(dir, 0700);
-    nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
+static void teardown(void) { kit_rm_rf(dir); }
 
-/* dir/name, in one of 4 rotating buffers */
-static const char *P(const char *name)
-{
-    static char bufs[4][256];
-    static int i;
-    char *b = bufs[i++ % 4];
-    snprintf(b, 256, "%s/%s", dir, name);
-    return b;
-}
+/* dir/name (tests/kit: 8 rotating buffers). */
+static const char *P(const char *name) { return kit_path(dir, name); }
 
 static void put_file(const char *path, const char *text)
 {
@@ -60,18 +42,6 @@ static void put_file(const char *path, const char *text)
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(fputs(text, f) >= 0, 1);
     ck_assert_int_eq(fclose(f), 0);
-}
-
-/* The file's whole content (NUL-terminated), malloc'd. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-    char *b = malloc(1 << 20);
-    size_t n = fread(b, 1, (1 << 20) - 1, f);
-    b[n] = '\0';
-    fclose(f);
-    return b;
 }
 
 /* The names in dir, sorted, space-separated. */
@@ -93,7 +63,7 @@ static void list_dir(char *out, size_t cap)
 
 static void assert_content(const char *path, const char *want)
 {
-    char *b = slurp(path);
+    char *b = kit_must_read(path, NULL);
     ck_assert_str_eq(b, want);
     free(b);
 }
@@ -285,25 +255,6 @@ START_TEST(test_concurrent_writers)
 }
 END_TEST
 
-static Suite *atomic_file_suite(void)
-{
-    Suite *s = suite_create("atomic_file");
-    TCase *tc = tcase_create("files");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_replace);
-    tcase_add_test(tc, test_abort);
-    tcase_add_test(tc, test_open_errors);
-    tcase_add_test(tc, test_write_error_keeps_old_file);
-    tcase_add_test(tc, test_concurrent_writers);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(atomic_file_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("atomic_file",
+         { "files", 0, .setup = setup, .teardown = teardown, .tests = { test_replace, test_abort, test_open_errors,
+           test_write_error_keeps_old_file, test_concurrent_writers } })

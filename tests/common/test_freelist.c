@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/freelist.h"
+#include "kit.h"
 
 START_TEST(test_zeroed_and_reused)
 {
@@ -138,23 +139,5 @@ START_TEST(test_pipeline_threads)
 }
 END_TEST
 
-static Suite *freelist_suite(void)
-{
-    Suite *s = suite_create("freelist");
-    TCase *tc = tcase_create("freelist");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_zeroed_and_reused);
-    tcase_add_test(tc, test_bounded_and_aligned);
-    tcase_add_test(tc, test_pipeline_threads);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(freelist_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("freelist",
+         { "freelist", 120, .tests = { test_zeroed_and_reused, test_bounded_and_aligned, test_pipeline_threads } })

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "common/proc.h"
+#include "kit.h"
 
 /* proc_spawn runs a path: the program's on $PATH, or false. */
 static bool on_path(const char *prog, char *buf, size_t cap)
@@ -120,18 +121,7 @@ int main(void)
         fprintf(stderr, "test_graph_check: skipped: ctags is not installed (scripts/setup installs universal-ctags)\n");
         return 77;
     }
-    Suite *s = suite_create("graph_check");
-    TCase *tc = tcase_create("graph_check");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_circle_of_calls);
-    tcase_add_test(tc, test_circle_of_units);
-    tcase_add_test(tc, test_forward_declaration_is_no_use);
-    tcase_add_test(tc, test_call_up_a_layer);
-    tcase_add_test(tc, test_source_tree);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return KIT_RUN("graph_check",
+             { "graph_check", 120, .tests = { test_circle_of_calls, test_circle_of_units,
+               test_forward_declaration_is_no_use, test_call_up_a_layer, test_source_tree } });
 }

@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/notice.h"
+#include "kit.h"
 
 /* stderr into a new file, removed at once (each test runs in its own
  * process; a failing one leaves nothing behind). */
@@ -78,17 +79,5 @@ START_TEST(test_done_says_nothing)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("notice");
-    TCase *tc = tcase_create("notice");
-    tcase_add_checked_fixture(tc, capture, NULL);
-    tcase_add_test(tc, test_says_what_it_waits_for);
-    tcase_add_test(tc, test_done_says_nothing);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("notice",
+         { "notice", 0, .setup = capture, .tests = { test_says_what_it_waits_for, test_done_says_nothing } })

@@ -15,6 +15,7 @@
 
 #include "common/crash_note.h"
 #include "common/text.h"
+#include "kit.h"
 
 START_TEST(test_escape)
 {
@@ -89,17 +90,5 @@ START_TEST(test_crash_note)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("text");
-    TCase *tc = tcase_create("text");
-    tcase_add_test(tc, test_escape);
-    tcase_add_test(tc, test_escape_cut);
-    tcase_add_test(tc, test_crash_note);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("text",
+         { "text", 0, .tests = { test_escape, test_escape_cut, test_crash_note } })

@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/watchdog.h"
+#include "kit.h"
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
@@ -83,17 +84,5 @@ START_TEST(test_disarm_forgets)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("watchdog");
-    TCase *tc = tcase_create("watchdog");
-    tcase_add_test(tc, test_no_limit);
-    tcase_add_test(tc, test_fires_past_the_limit);
-    tcase_add_test(tc, test_disarm_forgets);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("watchdog",
+         { "watchdog", 0, .tests = { test_no_limit, test_fires_past_the_limit, test_disarm_forgets } })

@@ -5,6 +5,7 @@
  * context ids grew a worker to 1.5 GB). */
 #define DH_HEARTBEAT_TIMEOUT_MS 1000
 #include "dist_harness.h"
+#include "kit.h"
 
 /* t.limits(max_per_worker, idle_ms): sets this worker's bounds. */
 static int fn_limits(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
@@ -104,21 +105,5 @@ START_TEST(test_context_bounds)
 }
 END_TEST
 
-static Suite *dist_bounds_suite(void)
-{
-    Suite *s = suite_create("dist_bounds");
-    TCase *tc = tcase_create("bounds");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_context_bounds);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(dist_bounds_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("dist_bounds",
+         { "bounds", 120, .tests = { test_context_bounds } })

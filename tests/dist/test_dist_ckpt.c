@@ -10,6 +10,7 @@
 
 #include "dist_harness.h"
 #include "optim/dist_ckpt.h"
+#include "kit.h"
 
 enum { STEPS = 5 };
 
@@ -124,13 +125,6 @@ static int count_shards(const char *dir)
     return n;
 }
 
-static void rm_rf(const char *dir)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 START_TEST(resume_equals_uninterrupted)
 {
     char dir[] = "/tmp/trib-dist-ckpt-XXXXXX";
@@ -169,7 +163,7 @@ START_TEST(resume_equals_uninterrupted)
     free(loaded);
     free(resumed);
     model_free(&m);
-    rm_rf(dir);
+    ck_assert_int_eq(kit_rm_rf(dir), 0);
     dh_stop();
 }
 END_TEST
@@ -267,27 +261,10 @@ START_TEST(refusals)
     free(saved);
     free(before);
     model_free(&m);
-    rm_rf(dir);
+    ck_assert_int_eq(kit_rm_rf(dir), 0);
     dh_stop();
 }
 END_TEST
 
-static Suite *ckpt_suite(void)
-{
-    Suite *s = suite_create("dist_ckpt");
-    TCase *tc = tcase_create("ckpt");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, resume_equals_uninterrupted);
-    tcase_add_test(tc, refusals);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(ckpt_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("dist_ckpt",
+         { "ckpt", 120, .tests = { resume_equals_uninterrupted, refusals } })

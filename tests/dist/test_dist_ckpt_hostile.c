@@ -12,6 +12,7 @@
 
 #include "dist_harness.h"
 #include "optim/dist_ckpt.h"
+#include "kit.h"
 
 /* The owners' root, chosen before the world is forked (NULL: none). */
 static const char *ckpt_root;
@@ -70,13 +71,6 @@ static void model_free(struct model *m)
     remote_module_free(m->b);
 }
 
-static void rm_rf(const char *dir)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 /* Makes root, out and ck, starts the world (the owners' root: root, or
  * none), and builds a model on w1 and w2. */
 static void env_start(struct env *e, bool owners_have_root, int w0_timeout_ms)
@@ -98,8 +92,8 @@ static void env_stop(struct env *e)
 {
     model_free(&e->m);
     dh_stop();
-    rm_rf(e->root);
-    rm_rf(e->out);
+    ck_assert_int_eq(kit_rm_rf(e->root), 0);
+    ck_assert_int_eq(kit_rm_rf(e->out), 0);
 }
 
 static void write_file(const char *path, const void *data, size_t n)
@@ -108,26 +102,6 @@ static void write_file(const char *path, const void *data, size_t n)
     ck_assert_ptr_nonnull(f);
     ck_assert_uint_eq(fwrite(data, 1, n, f), n);
     ck_assert_int_eq(fclose(f), 0);
-}
-
-/* The whole file (NUL-terminated, caller frees), or NULL if missing. */
-static char *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *b = NULL;
-    size_t len = 0, k;
-    char chunk[4096];
-    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        b = realloc(b, len + k + 1);
-        memcpy(b + len, chunk, k);
-        len += k;
-    }
-    fclose(f);
-    if (!b) b = calloc(1, 1);
-    b[len] = '\0';
-    if (n) *n = len;
-    return b;
 }
 
 static void path_of(char *out, size_t cap, const char *dir, const char *file)
@@ -159,7 +133,7 @@ static void edit_manifest(const char *dir, const char *from, const char *to)
 {
     char p[512];
     path_of(p, sizeof p, dir, "MANIFEST");
-    char *t = read_file(p, NULL);
+    char *t = kit_read_file(p, NULL);
     ck_assert_ptr_nonnull(t);
     char *at = strstr(t, from);
     ck_assert_msg(at != NULL, "'%s' not in the manifest:\n%s", from, t);
@@ -244,7 +218,7 @@ START_TEST(save_outside_refused)
 
     /* outside: only the victim, unchanged */
     size_t n;
-    char *v = read_file(victim, &n);
+    char *v = kit_read_file(victim, &n);
     ck_assert(v != NULL && n == 9 && memcmp(v, "precious\n", 9) == 0);
     free(v);
     ck_assert_int_eq(count_entries(e.out), 1);
@@ -279,10 +253,10 @@ START_TEST(checkpoint_shard_not_replaced)
     ck_assert_msg(dist_ckpt_save(e.ck, 2, e.m.mods, e.m.opt, 1) == 0, "%s", rpc_last_error());
     path_of(p, sizeof p, e.ck, "shard-1-w1.bin");
     size_t n0, n1;
-    char *before = read_file(p, &n0);
+    char *before = kit_read_file(p, &n0);
     ck_assert_int_eq(shard_call("w1", "save", p, 0, 0, NULL, NULL, err, sizeof err), -1);
     ck_assert_str_eq(err, "rpc: w1: dist_ckpt._shard: shard shard-1-w1.bin: generation 1 is not newer than the directory's checkpoint (generation 1)");
-    char *after = read_file(p, &n1);
+    char *after = kit_read_file(p, &n1);
     ck_assert(before && after && n0 == n1 && memcmp(before, after, n0) == 0);
     free(before);
     free(after);
@@ -326,7 +300,7 @@ START_TEST(load_outside_refused)
     path_of(shard, sizeof shard, e.ck, "shard-2-w1.bin");
     path_of(copy, sizeof copy, e.out, "copy.bin");
     size_t n;
-    char *bytes = read_file(shard, &n);
+    char *bytes = kit_read_file(shard, &n);
     ck_assert_ptr_nonnull(bytes);
     write_file(copy, bytes, n);
     free(bytes);
@@ -514,7 +488,7 @@ START_TEST(unnameable_worker_refused)
     ck_assert_msg(dist_ckpt_load(ck, 1, m.mods, NULL, NULL) == 0, "%s", rpc_last_error());
     model_free(&m);
     dh_stop();
-    rm_rf(root);
+    ck_assert_int_eq(kit_rm_rf(root), 0);
 }
 END_TEST
 
@@ -549,7 +523,7 @@ START_TEST(owner_without_root_refuses)
     ck_assert_str_eq(err, want);
     model_free(&m);
     dh_stop();
-    rm_rf(e.root);
+    ck_assert_int_eq(kit_rm_rf(e.root), 0);
 }
 END_TEST
 
@@ -565,29 +539,7 @@ START_TEST(add_root_arguments)
 }
 END_TEST
 
-static Suite *hostile_suite(void)
-{
-    Suite *s = suite_create("dist_ckpt_hostile");
-    TCase *tc = tcase_create("hostile");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, save_outside_refused);
-    tcase_add_test(tc, checkpoint_shard_not_replaced);
-    tcase_add_test(tc, load_outside_refused);
-    tcase_add_test(tc, dev_zero_refused);
-    tcase_add_test(tc, fifo_refused);
-    tcase_add_test(tc, numbers_range_checked);
-    tcase_add_test(tc, unnameable_worker_refused);
-    tcase_add_test(tc, owner_without_root_refuses);
-    tcase_add_test(tc, add_root_arguments);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(hostile_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("dist_ckpt_hostile",
+         { "hostile", 120, .tests = { save_outside_refused, checkpoint_shard_not_replaced, load_outside_refused,
+           dev_zero_refused, fifo_refused, numbers_range_checked, unnameable_worker_refused,
+           owner_without_root_refuses, add_root_arguments } })

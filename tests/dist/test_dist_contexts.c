@@ -2,6 +2,7 @@
  * through a remote module and a backward) and released; every worker's RSS
  * returns near its post-warm-up baseline and no context is left anywhere. */
 #include "dist_harness.h"
+#include "kit.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 /* ASan's allocator settles slower (size-class caches, stack depot): a
@@ -59,21 +60,5 @@ START_TEST(test_many_contexts)
 }
 END_TEST
 
-static Suite *dist_contexts_suite(void)
-{
-    Suite *s = suite_create("dist_contexts");
-    TCase *tc = tcase_create("contexts");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test_many_contexts);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(dist_contexts_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("dist_contexts",
+         { "contexts", 240, .tests = { test_many_contexts } })

@@ -5,6 +5,7 @@
  * fails the backward after the default timeout instead. */
 #define DH_HEARTBEAT_TIMEOUT_MS 1000
 #include "dist_harness.h"
+#include "kit.h"
 
 /* twice the heartbeat timeout, plus slack for a loaded 2-core box */
 #define PROMPT_S (2.0 * DH_HEARTBEAT_TIMEOUT_MS / 1000.0 + 1.5)
@@ -219,24 +220,6 @@ START_TEST(test_peer_stuck_in_backward)
 }
 END_TEST
 
-static Suite *dist_dead_peer_suite(void)
-{
-    Suite *s = suite_create("dist_dead_peer");
-    TCase *tc = tcase_create("dead_peer");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_peer_dies_before_backward);
-    tcase_add_test(tc, test_peer_known_dead);
-    tcase_add_test(tc, test_peer_dies_before_forward);
-    tcase_add_test(tc, test_peer_stuck_in_backward);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(dist_dead_peer_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("dist_dead_peer",
+         { "dead_peer", 120, .tests = { test_peer_dies_before_backward, test_peer_known_dead,
+           test_peer_dies_before_forward, test_peer_stuck_in_backward } })

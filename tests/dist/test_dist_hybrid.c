@@ -3,6 +3,7 @@
  * remote_module constructor, a dense Linear layer on the trainer (w0), and
  * one dist_optim over both the remote table and the local dense parameters. */
 #include "dist_harness.h"
+#include "kit.h"
 
 enum { NUM = 10, DIM = 4, CLASSES = 3, BATCH = 8, STEPS = 200 };
 
@@ -233,21 +234,5 @@ START_TEST(test_hybrid_embedding_dense)
 }
 END_TEST
 
-static Suite *dist_hybrid_suite(void)
-{
-    Suite *s = suite_create("dist_hybrid");
-    TCase *tc = tcase_create("hybrid");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, test_hybrid_embedding_dense);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(dist_hybrid_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("dist_hybrid",
+         { "hybrid", 180, .tests = { test_hybrid_embedding_dense } })

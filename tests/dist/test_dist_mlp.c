@@ -3,6 +3,7 @@
  * match the same MLP run locally; retained graphs; nested hops; release;
  * the API's error messages. */
 #include "dist_harness.h"
+#include "kit.h"
 
 #include <pthread.h>
 
@@ -315,7 +316,6 @@ START_TEST(test_nested_hops)
 }
 END_TEST
 
-
 /* ---- concurrent contexts on one process's threads -------------------------- */
 
 enum { THREADS = 4, ITERS = 25 };
@@ -553,30 +553,7 @@ START_TEST(test_errors)
 }
 END_TEST
 
-static Suite *dist_mlp_suite(void)
-{
-    Suite *s = suite_create("dist_mlp");
-    TCase *tc = tcase_create("mlp");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_mlp_matches_local);
-    tcase_add_test(tc, test_mlp_retain_graph_twice);
-    tcase_add_test(tc, test_nested_hops);
-    tcase_add_test(tc, test_concurrent_threads);
-    tcase_add_test(tc, test_deep_ping_pong);
-    suite_add_tcase(s, tc);
-    TCase *te = tcase_create("errors");
-    tcase_set_timeout(te, 120);
-    tcase_add_test(te, test_context_before_init);
-    tcase_add_test(te, test_errors);
-    suite_add_tcase(s, te);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(dist_mlp_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("dist_mlp",
+         { "mlp", 120, .tests = { test_mlp_matches_local, test_mlp_retain_graph_twice, test_nested_hops,
+           test_concurrent_threads, test_deep_ping_pong } },
+         { "errors", 120, .tests = { test_context_before_init, test_errors } })

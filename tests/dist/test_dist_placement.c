@@ -4,6 +4,7 @@
  * the tensor's copy on the named worker; rpc_spawn names the rank that
  * failed. (The cuda:0 path on a GPU: test_dist_cuda.) */
 #include "dist_harness.h"
+#include "kit.h"
 
 START_TEST(parse)
 {
@@ -138,23 +139,5 @@ START_TEST(spawn)
 }
 END_TEST
 
-static Suite *placement_suite(void)
-{
-    Suite *s = suite_create("placement");
-    TCase *tc = tcase_create("placement");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, parse);
-    tcase_add_test(tc, resolve_and_place);
-    tcase_add_test(tc, spawn);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(placement_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("placement",
+         { "placement", 120, .tests = { parse, resolve_and_place, spawn } })

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "dist_harness.h"
+#include "kit.h"
 
 enum { IN = 4, OUT = 2, BATCH = 16, STEPS = 150 };
 
@@ -287,21 +288,5 @@ START_TEST(test_parameter_server)
 }
 END_TEST
 
-static Suite *dist_ps_suite(void)
-{
-    Suite *s = suite_create("dist_ps");
-    TCase *tc = tcase_create("ps");
-    tcase_set_timeout(tc, 180);
-    tcase_add_test(tc, test_parameter_server);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(dist_ps_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("dist_ps",
+         { "ps", 180, .tests = { test_parameter_server } })

@@ -10,6 +10,7 @@
  * the refusals name the problem, and the honest backward is unaffected
  * (the bias's gradient is exactly 1, where an injected 1000 made 1001). */
 #include "dist_harness.h"
+#include "kit.h"
 
 /* t.relay(to, fn, args) -> "" or the error text of to.fn(args), called from
  * this worker within whatever context the request brought. */
@@ -228,24 +229,6 @@ START_TEST(test_self_takes_part)
 }
 END_TEST
 
-static Suite *dist_trust_suite(void)
-{
-    Suite *s = suite_create("dist_trust");
-    TCase *tc = tcase_create("trust");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_foreign_release);
-    tcase_add_test(tc, test_foreign_gradients);
-    tcase_add_test(tc, test_ids_unguessable);
-    tcase_add_test(tc, test_self_takes_part);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(dist_trust_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("dist_trust",
+         { "trust", 120, .tests = { test_foreign_release, test_foreign_gradients, test_ids_unguessable,
+           test_self_takes_part } })

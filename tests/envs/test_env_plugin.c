@@ -4,7 +4,6 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <dlfcn.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 
 #include "envs/plugin.h"
 #include "envs/vec_env.h"
+#include "kit.h"
 
 static const char *src_dir(void)
 {
@@ -55,15 +55,6 @@ static int run(char **out, const char *fmt, ...)
     else
         free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-static void rm_rf(const char *dir)
-{
-    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static void expect_error(const char *path, const char *why)
@@ -552,11 +543,10 @@ START_TEST(example_out_of_tree)
 #ifdef TRIB_WITH_MUJOCO
     check_mj_pendulum(tmp);
 #endif
-    rm_rf(tmp);
+    kit_rm_rf(tmp);
     ck_assert_int_ne(access(tmp, F_OK), 0);
 }
 END_TEST
-
 
 /* ---- ABI 2: a plug-in that loads a model and owns memory per env ---------- */
 
@@ -737,34 +727,8 @@ START_TEST(abi2_spec_checks)
 }
 END_TEST
 
-static Suite *env_plugin_suite(void)
-{
-    Suite *s = suite_create("env_plugin");
-    TCase *tc = tcase_create("loader");
-    tcase_add_test(tc, bad_plugins);
-    tcase_add_test(tc, spec_checks);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("abi2");
-    tcase_add_test(tc, abi2_load_errors);
-    tcase_add_test(tc, abi2_lifecycle);
-    tcase_add_test(tc, abi2_create_fails);
-    tcase_add_test(tc, abi2_spec_checks);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("tool");
-    tcase_add_test(tc, tool);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("install");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, example_out_of_tree);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(env_plugin_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("env_plugin",
+         { "loader", 0, .tests = { bad_plugins, spec_checks } },
+         { "abi2", 0, .tests = { abi2_load_errors, abi2_lifecycle, abi2_create_fails, abi2_spec_checks } },
+         { "tool", 0, .tests = { tool } },
+         { "install", 300, .tests = { example_out_of_tree } })

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "envs/env.h"
+#include "kit.h"
 
 static const char *const ids[] = {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1"};
 
@@ -19,15 +20,7 @@ static cJSON *load_fixture(const char *id)
     char path[4096];
     snprintf(path, sizeof path, "%s/tests/envs/fixtures/%s.json", src ? src : TRIB_SOURCE_DIR_DEF,
              id);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open fixture %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert(fread(buf, 1, (size_t)n, f) == (size_t)n);
-    buf[n] = 0;
-    fclose(f);
+    char *buf = kit_must_read(path, NULL);
     cJSON *root = cJSON_Parse(buf);
     free(buf);
     ck_assert_msg(root != NULL, "fixture %s is not JSON", path);
@@ -420,9 +413,5 @@ static Suite *envs_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(envs_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return kit_run_suite(envs_suite());
 }

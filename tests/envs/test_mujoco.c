@@ -14,6 +14,7 @@
 
 #include "envs/vec_env.h"
 #include "tests/envs/mujoco_check.h"
+#include "kit.h"
 
 /* ---- the references: Gymnasium's formulas over mjData ---- */
 
@@ -646,9 +647,5 @@ static Suite *mujoco_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(mujoco_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return kit_run_suite(mujoco_suite());
 }

@@ -13,6 +13,7 @@
 
 #include "envs/env.h"
 #include "mujoco_ref.h"
+#include "kit.h"
 
 #define ID "InvertedDoublePendulum-v4"
 
@@ -280,30 +281,7 @@ START_TEST(test_idp_lifecycle)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *su = suite_create("mujoco_inverted_double_pendulum");
-    TCase *tc = tcase_create("conformance");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_idp_constants);
-    tcase_add_test(tc, test_idp_frame_skip);
-    tcase_add_test(tc, test_idp_lockstep);
-    tcase_add_test(tc, test_idp_reward_reads);
-    tcase_add_test(tc, test_idp_termination_boundary);
-    tcase_add_test(tc, test_idp_reset_noise);
-    tcase_add_test(tc, test_idp_truncation);
-    tcase_add_test(tc, test_idp_reset_data);
-    tcase_add_test(tc, test_idp_save_load);
-    tcase_add_test(tc, test_idp_lifecycle);
-    suite_add_tcase(su, tc);
-    return su;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("mujoco_inverted_double_pendulum",
+         { "conformance", 300, .tests = { test_idp_constants, test_idp_frame_skip, test_idp_lockstep,
+           test_idp_reward_reads, test_idp_termination_boundary, test_idp_reset_noise, test_idp_truncation,
+           test_idp_reset_data, test_idp_save_load, test_idp_lifecycle } })

@@ -11,6 +11,7 @@
 
 #include "envs/env.h"
 #include "mujoco_ref.h"
+#include "kit.h"
 
 #define ID "InvertedPendulum-v4"
 
@@ -238,29 +239,7 @@ START_TEST(test_ip_lifecycle)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *su = suite_create("mujoco_inverted_pendulum");
-    TCase *tc = tcase_create("conformance");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_ip_constants);
-    tcase_add_test(tc, test_ip_frame_skip);
-    tcase_add_test(tc, test_ip_lockstep);
-    tcase_add_test(tc, test_ip_termination_boundary);
-    tcase_add_test(tc, test_ip_reset_noise);
-    tcase_add_test(tc, test_ip_truncation);
-    tcase_add_test(tc, test_ip_reset_data);
-    tcase_add_test(tc, test_ip_save_load);
-    tcase_add_test(tc, test_ip_lifecycle);
-    suite_add_tcase(su, tc);
-    return su;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("mujoco_inverted_pendulum",
+         { "conformance", 300, .tests = { test_ip_constants, test_ip_frame_skip, test_ip_lockstep,
+           test_ip_termination_boundary, test_ip_reset_noise, test_ip_truncation, test_ip_reset_data,
+           test_ip_save_load, test_ip_lifecycle } })

@@ -12,6 +12,7 @@
 
 #include "envs/env.h"
 #include "mujoco_ref.h"
+#include "kit.h"
 
 #define ID "Reacher-v4"
 
@@ -289,29 +290,7 @@ START_TEST(test_reacher_lifecycle)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *su = suite_create("mujoco_reacher");
-    TCase *tc = tcase_create("conformance");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_reacher_constants);
-    tcase_add_test(tc, test_reacher_frame_skip);
-    tcase_add_test(tc, test_reacher_lockstep);
-    tcase_add_test(tc, test_reacher_stale_reads);
-    tcase_add_test(tc, test_reacher_reset_noise);
-    tcase_add_test(tc, test_reacher_truncation);
-    tcase_add_test(tc, test_reacher_reset_data);
-    tcase_add_test(tc, test_reacher_save_load);
-    tcase_add_test(tc, test_reacher_lifecycle);
-    suite_add_tcase(su, tc);
-    return su;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("mujoco_reacher",
+         { "conformance", 300, .tests = { test_reacher_constants, test_reacher_frame_skip, test_reacher_lockstep,
+           test_reacher_stale_reads, test_reacher_reset_noise, test_reacher_truncation, test_reacher_reset_data,
+           test_reacher_save_load, test_reacher_lifecycle } })

@@ -20,6 +20,7 @@
 #include "common/proc.h"
 #include "envs/mujoco_sdk.h"
 #include "envs/plugin.h"
+#include "kit.h"
 
 static char OUT[1 << 16], ERR[1 << 16];
 static char tmp[64];
@@ -181,20 +182,7 @@ START_TEST(num_envs_bounded)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("mujoco_sdk");
-    TCase *tc = tcase_create("sdk");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, model_path_not_regular);
-    tcase_add_test(tc, error_in_call);
-    tcase_add_test(tc, out_of_memory_is_an_error);
-    tcase_add_test(tc, num_envs_bounded);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("mujoco_sdk",
+         { "sdk", 120, .setup = setup, .teardown = teardown, .tests = { model_path_not_regular, error_in_call,
+           out_of_memory_is_an_error,
+           num_envs_bounded } })

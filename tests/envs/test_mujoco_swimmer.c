@@ -11,6 +11,7 @@
 
 #include "envs/env.h"
 #include "mujoco_ref.h"
+#include "kit.h"
 
 #define ID "Swimmer-v4"
 
@@ -234,29 +235,7 @@ START_TEST(test_swimmer_lifecycle)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *su = suite_create("mujoco_swimmer");
-    TCase *tc = tcase_create("conformance");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_swimmer_constants);
-    tcase_add_test(tc, test_swimmer_frame_skip);
-    tcase_add_test(tc, test_swimmer_lockstep);
-    tcase_add_test(tc, test_swimmer_info);
-    tcase_add_test(tc, test_swimmer_reset_noise);
-    tcase_add_test(tc, test_swimmer_truncation);
-    tcase_add_test(tc, test_swimmer_reset_data);
-    tcase_add_test(tc, test_swimmer_save_load);
-    tcase_add_test(tc, test_swimmer_lifecycle);
-    suite_add_tcase(su, tc);
-    return su;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("mujoco_swimmer",
+         { "conformance", 300, .tests = { test_swimmer_constants, test_swimmer_frame_skip, test_swimmer_lockstep,
+           test_swimmer_info, test_swimmer_reset_noise, test_swimmer_truncation, test_swimmer_reset_data,
+           test_swimmer_save_load, test_swimmer_lifecycle } })

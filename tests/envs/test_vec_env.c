@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "envs/vec_env.h"
+#include "kit.h"
 
 static const char *const ids[] = {"CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1"};
 
@@ -481,9 +482,5 @@ static Suite *vec_env_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(vec_env_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return kit_run_suite(vec_env_suite());
 }

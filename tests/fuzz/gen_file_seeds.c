@@ -20,6 +20,7 @@
 #include "runfiles/runfiles.h"
 #include "runfiles/safetensors.h"
 #include "tensor/nn.h"
+#include "kit.h"
 
 static char tmp[] = "/tmp/fuzz_gen_file_seeds_XXXXXX";
 
@@ -31,14 +32,8 @@ static void die(const char *what)
 
 static unsigned char *slurp(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) die(path);
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n + 1);
-    if (fread(b, 1, *n, f) != *n) die(path);
-    fclose(f);
+    unsigned char *b = (unsigned char *)kit_read_file(path, n);
+    if (!b) die(path);
     return b;
 }
 

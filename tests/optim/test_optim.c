@@ -14,6 +14,7 @@
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
+#include "kit.h"
 
 #ifndef OPTIM_FIXTURE
 #error "OPTIM_FIXTURE must name the fixture file"
@@ -26,15 +27,7 @@ static cJSON *fixtures;
 static void load_fixtures(void)
 {
     if (fixtures) return;
-    FILE *f = fopen(OPTIM_FIXTURE, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", OPTIM_FIXTURE);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    ck_assert_int_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-    text[n] = '\0';
-    fclose(f);
+    char *text = kit_must_read(OPTIM_FIXTURE, NULL);
     fixtures = cJSON_Parse(text);
     free(text);
     ck_assert_msg(fixtures != NULL, "bad JSON in %s", OPTIM_FIXTURE);
@@ -648,10 +641,7 @@ static Suite *optim_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(optim_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int rc = kit_run_suite(optim_suite());
     cJSON_Delete(fixtures);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return rc;
 }

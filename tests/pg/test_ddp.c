@@ -15,6 +15,7 @@
 #include "optim/optim.h"
 #include "pg/ddp.h"
 #include "pg/process_group.h"
+#include "kit.h"
 
 enum { IN = 5, HID = 8, CLASSES = 3, BATCH = 4, TRAINERS = 3, STEPS = 12 };
 #define LR 0.1
@@ -287,17 +288,5 @@ START_TEST(test_two_backwards_at_once_refused)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("ddp");
-    TCase *tc = tcase_create("ddp");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test_ddp_averages_and_trains_like_one_model);
-    tcase_add_test(tc, test_two_backwards_at_once_refused);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("ddp",
+         { "ddp", 240, .tests = { test_ddp_averages_and_trains_like_one_model, test_two_backwards_at_once_refused } })

@@ -4,6 +4,7 @@
  * with exact results; a one-member group; argument errors by name. */
 #include "../dist/dist_harness.h"
 #include "pg_checks.h"
+#include "kit.h"
 
 static char flag_dir[64];
 
@@ -91,16 +92,5 @@ START_TEST(test_groups_of_three_and_two)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("pg");
-    TCase *tc = tcase_create("gloo");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test_groups_of_three_and_two);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("pg",
+         { "gloo", 240, .tests = { test_groups_of_three_and_two } })

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "pg/process_group.h"
+#include "kit.h"
 
 #define GROUP_TIMEOUT_MS 4000
 
@@ -179,18 +180,6 @@ START_TEST(test_idle_member_times_out)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("pg_dead");
-    TCase *tc = tcase_create("failures");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_dead_member_is_named);
-    tcase_add_test(tc, test_absent_member_times_out);
-    tcase_add_test(tc, test_idle_member_times_out);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("pg_dead",
+         { "failures", 120, .tests = { test_dead_member_is_named, test_absent_member_times_out,
+           test_idle_member_times_out } })

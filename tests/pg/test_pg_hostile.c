@@ -15,6 +15,7 @@
 
 #include "pg/ddp.h"
 #include "pg_checks.h"
+#include "kit.h"
 
 #define GROUP_TIMEOUT_MS 10000
 
@@ -435,19 +436,7 @@ START_TEST(test_store_refuses_junk_within_bounds)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("pg_hostile");
-    TCase *tc = tcase_create("hostile");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test_mismatched_collectives_fail_on_every_member);
-    tcase_add_test(tc, test_ddp_compares_parameter_shapes);
-    tcase_add_test(tc, test_non_member_cannot_take_a_place);
-    tcase_add_test(tc, test_store_refuses_junk_within_bounds);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("pg_hostile",
+         { "hostile", 240, .tests = { test_mismatched_collectives_fail_on_every_member,
+           test_ddp_compares_parameter_shapes, test_non_member_cannot_take_a_place,
+           test_store_refuses_junk_within_bounds } })

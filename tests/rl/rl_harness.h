@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/proc.h"
+#include "kit.h"
 
 extern char **environ;
 
@@ -47,29 +48,6 @@ struct rl_proc {
  * assertion leaves nothing behind either. */
 static struct proc_group rl_group;
 
-
-/* Everything written to fd so far. */
-static inline char *slurp(int fd)
-{
-    size_t cap = 4096, n = 0;
-    char *s = malloc(cap);
-    ck_assert_ptr_nonnull(s);
-    ssize_t k;
-    while ((k = pread(fd, s + n, cap - n - 1, (off_t)n)) != 0) {
-        if (k < 0) {
-            ck_assert_msg(errno == EINTR, "pread: %s", strerror(errno));
-            continue;
-        }
-        n += (size_t)k;
-        if (cap - n - 1 == 0) {
-            cap *= 2;
-            s = realloc(s, cap);
-            ck_assert_ptr_nonnull(s);
-        }
-    }
-    s[n] = '\0';
-    return s;
-}
 
 /* The end of s (at most 2500 characters), for failure messages. */
 static inline const char *tail(const char *s)
@@ -161,8 +139,8 @@ static inline void rl_collect(struct rl_proc *p)
     free(p->out);
     free(p->err);
     free(p->err_nowait);
-    p->out = slurp(c->out_fd);
-    p->err = slurp(c->err_fd);
+    p->out = kit_must_read_fd(c->out_fd, NULL);
+    p->err = kit_must_read_fd(c->err_fd, NULL);
     p->err_nowait = drop_waits(p->err);
     close(c->out_fd);
     close(c->err_fd);
@@ -291,7 +269,7 @@ static inline long long wait_progress(struct rl_proc *p)
 {
     double t0 = trib_now_s();
     for (;;) {
-        char *out = slurp(p->out_fd);
+        char *out = kit_must_read_fd(p->out_fd, NULL);
         long long steps = last_progress_steps(out);
         free(out);
         if (steps > 0) return steps;
@@ -322,7 +300,7 @@ static inline const char *after_joined(const char *err)
 /* Whether p's stderr file holds `what` yet. */
 static inline bool err_has(const struct rl_proc *p, const char *what)
 {
-    char *err = slurp(p->err_fd);
+    char *err = kit_must_read_fd(p->err_fd, NULL);
     bool r = strstr(err, what) != NULL;
     free(err);
     return r;
@@ -350,7 +328,7 @@ static inline void rl_agent_endpoint(struct rl_proc *agent, char *ep, size_t cap
 {
     static const char pre[] = "tributary-agent: listening on ";
     rl_wait_err(agent, "\n", timeout_s);
-    char *err = slurp(agent->err_fd);
+    char *err = kit_must_read_fd(agent->err_fd, NULL);
     ck_assert_msg(strncmp(err, pre, strlen(pre)) == 0, "agent stderr:\n%s", err);
     size_t len = strcspn(err + strlen(pre), "\n");
     ck_assert_int_lt(len, cap);

@@ -27,26 +27,22 @@
 #include "runfiles/policy_file.h"
 #include "rpc/rpc.h"
 #include "tensor/nn.h"
-
-static char OUT[1 << 16], ERR[1 << 16];
+#include "kit.h"
 
 static int run(const char *bin, const char *mode, const char *logdir)
 {
     const char *argv[] = { bin, "--preset", "a2c", "--algo", "vpg", "--mode", mode, "--seed", "5", "--device", "cpu",
                            "--max-updates", "20", "--log-every", "0.000001", "--quiet", "--logdir", logdir, NULL };
-    int rc;
-    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
-                  strerror(errno));
-    return rc;
+    return kit_run(bin, argv + 1, -1);
 }
 
 /* The summary: stdout's last line. */
 static cJSON *summary(void)
 {
-    char *last = OUT, *nl;
+    char *last = kit_out, *nl;
     while ((nl = strchr(last, '\n')) && nl[1]) last = nl + 1;
     cJSON *j = cJSON_Parse(last);
-    ck_assert_msg(j != NULL, "no summary in: %s", OUT);
+    ck_assert_msg(j != NULL, "no summary in: %s", kit_out);
     return j;
 }
 
@@ -104,7 +100,7 @@ static void trains(const char *mode)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     rmdir(dir);
     int rc = run(VPG_TRAIN_BIN, mode, dir);
-    ck_assert_msg(rc == 1, "%s: exit %d (the update budget ends it: 1)\n%s\n%s", mode, rc, OUT, ERR);
+    ck_assert_msg(rc == 1, "%s: exit %d (the update budget ends it: 1)\n%s\n%s", mode, rc, kit_out, kit_err);
     cJSON *s = summary();
     ck_assert_str_eq(cJSON_GetObjectItem(s, "algo")->valuestring, "vpg");
     ck_assert_str_eq(cJSON_GetObjectItem(s, "stopped_by")->valuestring, "budget");
@@ -112,9 +108,7 @@ static void trains(const char *mode)
     cJSON_Delete(s);
     ck_assert_int_ge(finite_losses(dir), 1);
     ck_assert_int_gt(params_moved(dir), 0);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(kit_rm_rf(dir), 0);
 }
 
 START_TEST(test_vpg_sync) { trains("sync"); }
@@ -127,7 +121,7 @@ START_TEST(test_plain_train_refuses_vpg)
 {
     int rc = run(TRIB_TRAIN_BIN, "sync", "/tmp/test_rl_algo_ext_never");
     ck_assert_int_eq(rc, 2);
-    ck_assert_msg(strstr(ERR, "bad value 'vpg' for --algo"), "%s", ERR);
+    ck_assert_msg(strstr(kit_err, "bad value 'vpg' for --algo"), "%s", kit_err);
 }
 END_TEST
 
@@ -180,19 +174,6 @@ START_TEST(test_observer_serves_its_algorithm)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("rl_algo_ext");
-    TCase *tc = tcase_create("ext");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_vpg_sync);
-    tcase_add_test(tc, test_vpg_async);
-    tcase_add_test(tc, test_plain_train_refuses_vpg);
-    tcase_add_test(tc, test_observer_serves_its_algorithm);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("rl_algo_ext",
+         { "ext", 300, .tests = { test_vpg_sync, test_vpg_async, test_plain_train_refuses_vpg,
+           test_observer_serves_its_algorithm } })

@@ -21,23 +21,7 @@
 #include "rl/config.h"
 #include "rl/config_internal.h"
 #include "rl/rl.h"
-
-static char OUT[1 << 17], ERR[1 << 16];
-
-static int run(const char *const *args)
-{
-    const char *argv[2 * RL_N_FIELDS + 32] = { TRIB_TRAIN_BIN };
-    int n = 1;
-    for (; args[n - 1]; n++) {
-        ck_assert_msg(n < (int)(sizeof argv / sizeof argv[0]) - 1, "too many arguments");
-        argv[n] = args[n - 1];
-    }
-    argv[n] = NULL;
-    int rc;
-    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
-                  strerror(errno));
-    return rc;
-}
+#include "kit.h"
 
 /* A config whose every field differs from every preset's, set from the
  * command line's text: each field's example (rl/config_fields.h), in the
@@ -155,8 +139,8 @@ START_TEST(test_cli_config_json)
     args[n++] = "sync";
     args[n++] = "--no-vtrace";
     args[n] = NULL;
-    int rc = run(args);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
     char path[600];
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *root = NULL;
@@ -173,9 +157,7 @@ START_TEST(test_cli_config_json)
     ck_assert_ptr_nonnull(strstr(text, "\"activation\":\"relu\""));
     free(text);
     cJSON_Delete(root);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(kit_rm_rf(dir), 0);
 }
 END_TEST
 
@@ -240,19 +222,19 @@ START_TEST(test_enum_errors_list_choices)
         char opt[80];
         snprintf(opt, sizeof opt, "--%s", flag);
         const char *args[] = { opt, "nothing", NULL };
-        ck_assert_int_eq(run(args), 2);
-        ck_assert_str_eq(ERR, want);
-        ck_assert_str_eq(OUT, "");
+        ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, args, -1), 2);
+        ck_assert_str_eq(kit_err, want);
+        ck_assert_str_eq(kit_out, "");
         enums++;
     }
     ck_assert_int_ge(enums, 5);
     /* the words pinned: the lists' first rows, which a new row (at the end) keeps */
     const char *args[] = { "--mode", "asynch", NULL };
-    ck_assert_int_eq(run(args), 2);
-    ck_assert_msg(strncmp(ERR, "tributary-train: bad value 'asynch' for --mode (choices: sync, async", 68) == 0, "%s", ERR);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, args, -1), 2);
+    ck_assert_msg(strncmp(kit_err, "tributary-train: bad value 'asynch' for --mode (choices: sync, async", 68) == 0, "%s", kit_err);
     const char *algo[] = { "--algo", "dqn", NULL };
-    ck_assert_int_eq(run(algo), 2);
-    ck_assert_msg(strncmp(ERR, "tributary-train: bad value 'dqn' for --algo (choices: reinforce, a2c, ppo", 73) == 0, "%s", ERR);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, algo, -1), 2);
+    ck_assert_msg(strncmp(kit_err, "tributary-train: bad value 'dqn' for --algo (choices: reinforce, a2c, ppo", 73) == 0, "%s", kit_err);
 }
 END_TEST
 
@@ -277,16 +259,16 @@ END_TEST
 START_TEST(test_help_lists_every_field)
 {
     const char *args[] = { "--help", NULL };
-    ck_assert_int_eq(run(args), 0);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, args, -1), 0);
     for (int k = 0; k < rl_n_fields; k++) {
         char flag[64], entry[80];
         rl_field_flag(&rl_fields[k], flag + 2, sizeof flag - 2);
         flag[0] = flag[1] = '-';
         snprintf(entry, sizeof entry, "\n      %s ", flag);
-        const char *at = strstr(OUT, entry);
+        const char *at = strstr(kit_out, entry);
         if (!at) {
             snprintf(entry, sizeof entry, "\n      %s\n", flag);
-            at = strstr(OUT, entry);
+            at = strstr(kit_out, entry);
         }
         ck_assert_msg(at != NULL, "--help lacks %s", flag);
         ck_assert_msg(!strstr(at + 1, entry), "--help lists %s twice", flag);
@@ -299,10 +281,10 @@ START_TEST(test_help_lists_every_field)
                    rl_fields[k].off == offsetof(struct rl_config, preset);
         ck_assert_msg(own || strstr(body, "(default "), "%s without its default: %s", flag, body);
     }
-    ck_assert_ptr_nonnull(strstr(OUT, "(default 4; ppo 1, a2c 2, pendulum 2, mujoco 1, mujoco-fast 2)"));   /* --observers, presets' values */
-    ck_assert_ptr_nonnull(strstr(OUT, "(choices: sync, async)"));
-    ck_assert_ptr_nonnull(strstr(OUT, "(also --num-envs)"));
-    ck_assert_ptr_nonnull(strstr(OUT, "pytorch-rl-example  REINFORCE as PyTorch's RPC RL example"));
+    ck_assert_ptr_nonnull(strstr(kit_out, "(default 4; ppo 1, a2c 2, pendulum 2, mujoco 1, mujoco-fast 2)"));   /* --observers, presets' values */
+    ck_assert_ptr_nonnull(strstr(kit_out, "(choices: sync, async)"));
+    ck_assert_ptr_nonnull(strstr(kit_out, "(also --num-envs)"));
+    ck_assert_ptr_nonnull(strstr(kit_out, "pytorch-rl-example  REINFORCE as PyTorch's RPC RL example"));
 }
 END_TEST
 
@@ -316,9 +298,9 @@ static bool run_target(const char *const *extra, double *target, int64_t *max_st
     int n = 13;
     for (int i = 0; extra[i]; i++) args[n++] = extra[i];
     args[n] = NULL;
-    int rc = run(args);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
-    char path[600], cmd[700];
+    int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
+    char path[600];
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *root = NULL;
     ck_assert_msg(rl_config_load_json(path, &root, "test") == 0, "%s", rl_last_error());
@@ -326,8 +308,7 @@ static bool run_target(const char *const *extra, double *target, int64_t *max_st
     *target = t ? t->valuedouble : NAN;
     *max_steps = (int64_t)cJSON_GetObjectItem(root, "max_steps")->valuedouble;
     cJSON_Delete(root);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(kit_rm_rf(dir), 0);
     return t != NULL;
 }
 
@@ -450,25 +431,7 @@ START_TEST(test_argv_errors)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("rl_config");
-    TCase *t = tcase_create("schema");
-    tcase_set_timeout(t, 300);
-    tcase_add_test(t, test_round_trip);
-    tcase_add_test(t, test_cli_config_json);
-    tcase_add_test(t, test_old_keys);
-    tcase_add_test(t, test_wire_enum_range);
-    tcase_add_test(t, test_enum_errors_list_choices);
-    tcase_add_test(t, test_lists_are_the_tables);
-    tcase_add_test(t, test_help_lists_every_field);
-    tcase_add_test(t, test_preset_env_follow);
-    tcase_add_test(t, test_argv_forms);
-    tcase_add_test(t, test_argv_errors);
-    suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("rl_config",
+         { "schema", 300, .tests = { test_round_trip, test_cli_config_json, test_old_keys, test_wire_enum_range,
+           test_enum_errors_list_choices, test_lists_are_the_tables, test_help_lists_every_field,
+           test_preset_env_follow, test_argv_forms, test_argv_errors } })

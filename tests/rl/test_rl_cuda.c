@@ -12,6 +12,7 @@
 
 #include "rl_harness.h"
 #include "tensor/tensor.h"
+#include "kit.h"
 
 START_TEST(test_gpu_policy_trains_and_resumes)
 {
@@ -44,15 +45,6 @@ int main(void)
         printf("test_rl_cuda: no CUDA device, skipping\n");
         return 77;
     }
-    Suite *s = suite_create("rl_cuda");
-    TCase *tc = tcase_create("gpu");
-    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_gpu_policy_trains_and_resumes);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return KIT_RUN("rl_cuda",
+             { "gpu", 600, .teardown = rl_kill_all, .tests = { test_gpu_policy_trains_and_resumes } });
 }

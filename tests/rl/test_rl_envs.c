@@ -18,55 +18,16 @@
 
 #include "common/proc.h"
 #include "envs/env.h"
-
-static char OUT[1 << 16], ERR[1 << 16];
-
-/* bin with args, within timeout_s (< 0: no limit; then killed: -1). */
-static int run_for(const char *bin, const char *const *args, double timeout_s)
-{
-    const char *argv[48] = { bin };
-    int n = 1;
-    for (; args[n - 1] && n < 47; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    int rc;
-    ck_assert_msg(proc_run(argv, timeout_s, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
-                  strerror(errno));
-    return rc;
-}
-
-static int run(const char *bin, const char *const *args) { return run_for(bin, args, -1); }
-
-/* The whole file dir/name (caller frees), *len its size. */
-static char *slurp(const char *dir, const char *name, size_t *len)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "missing %s", path);
-    size_t cap = 1 << 22;
-    char *buf = malloc(cap + 1);
-    size_t n = fread(buf, 1, cap, f);
-    fclose(f);
-    buf[n] = '\0';
-    if (len) *len = n;
-    return buf;
-}
+#include "kit.h"
 
 static bool same_policy(const char *a, const char *b)
 {
     size_t na, nb;
-    char *x = slurp(a, "policy.safetensors", &na), *y = slurp(b, "policy.safetensors", &nb);
+    char *x = kit_must_read_in(a, "policy.safetensors", &na), *y = kit_must_read_in(b, "policy.safetensors", &nb);
     bool eq = na == nb && na > 200 && memcmp(x, y, na) == 0;
     free(x);
     free(y);
     return eq;
-}
-
-static void rm_run(const char *dir)
-{
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
 }
 
 #define SIM_ARGS(logdir, updates)                                                                      \
@@ -81,18 +42,18 @@ START_TEST(test_plugin_args_id_info)
     char d[] = "/tmp/test_rl_envs_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(d));
     const char *a[] = { SIM_ARGS(d, "12"), NULL };
-    int rc = run(TRIB_TRAIN_BIN, a);
-    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, a, -1);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);
     /* the summary names the env by id, and where its code came from */
     char want[700];
     snprintf(want, sizeof want, "\"env\":\"Sim-v0\",\"env_plugin\":\"%s\"", SIM_PLUGIN_SO);
-    ck_assert_msg(strstr(OUT, want), "no %s in\n%s", want, OUT);
+    ck_assert_msg(strstr(kit_out, want), "no %s in\n%s", want, kit_out);
     /* config.json keeps the arguments */
-    char *cfg = slurp(d, "config.json", NULL);
+    char *cfg = kit_must_read_in(d, "config.json", NULL);
     ck_assert_msg(strstr(cfg, "\"env_arg\":\t[\"dim=4\"]") || strstr(cfg, "\"env_arg\":[\"dim=4\"]"), "%s", cfg);
     free(cfg);
     /* metrics.csv: the info columns after the per-observer ones, with finite means */
-    char *csv = slurp(d, "metrics.csv", NULL);
+    char *csv = kit_must_read_in(d, "metrics.csv", NULL);
     char *nl = strchr(csv, '\n');
     ck_assert_ptr_nonnull(nl);
     *nl = '\0';
@@ -117,58 +78,58 @@ START_TEST(test_plugin_args_id_info)
     free(csv);
     /* the policy file's metadata: the id, and the plug-in's path */
     size_t n;
-    char *pol = slurp(d, "policy.safetensors", &n);
+    char *pol = kit_must_read_in(d, "policy.safetensors", &n);
     ck_assert_msg(memmem(pol, n, "\"env\":\"Sim-v0\"", 14) != NULL, "policy metadata: %.300s", pol + 8);
     snprintf(want, sizeof want, "\"env_plugin\":\"%s\"", SIM_PLUGIN_SO);
     ck_assert_msg(memmem(pol, n, want, strlen(want)) != NULL, "policy metadata: %.300s", pol + 8);
     free(pol);
     /* tributary-eval: the file names the plug-in but does not load it ... */
     const char *e1[] = { d, "--episodes", "3", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, e1), 1);
-    ck_assert_msg(strstr(ERR, "a policy file does not choose code to run; to load that plug-in, pass --env "), "%s", ERR);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, e1, -1), 1);
+    ck_assert_msg(strstr(kit_err, "a policy file does not choose code to run; to load that plug-in, pass --env "), "%s", kit_err);
     /* ... and runs it when named, with its arguments */
     const char *e2[] = { d, "--env", SIM_PLUGIN_SO, "--env-arg", "dim=4", "--episodes", "3", NULL };
-    rc = run(TRIB_EVAL_BIN, e2);
-    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, ERR);
-    ck_assert_msg(strstr(OUT, " on Sim-v0, 3 episodes, greedy actions: return "), "%s", OUT);
+    rc = kit_run(TRIB_EVAL_BIN, e2, -1);
+    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, kit_err);
+    ck_assert_msg(strstr(kit_out, " on Sim-v0, 3 episodes, greedy actions: return "), "%s", kit_out);
     /* 100 episodes hold 64 envs at most (waves: a simulator's envs are
      * heavy), so a plug-in that can make only 64 still runs them all; it
      * made all 100 at once before (env 64: "out of simulator slots") */
     const char *e4[] = { d, "--env", SIM_PLUGIN_SO, "--env-arg", "dim=4", "--env-arg", "create_fail_at=64",
                          "--episodes", "100", NULL };
-    rc = run(TRIB_EVAL_BIN, e4);
-    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, ERR);
-    ck_assert_msg(strstr(OUT, " on Sim-v0, 100 episodes, greedy actions: return "), "%s", OUT);
+    rc = kit_run(TRIB_EVAL_BIN, e4, -1);
+    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, kit_err);
+    ck_assert_msg(strstr(kit_out, " on Sim-v0, 100 episodes, greedy actions: return "), "%s", kit_out);
     /* without them the env has 3 dims, which the policy does not fit */
     const char *e3[] = { d, "--env", SIM_PLUGIN_SO, "--episodes", "3", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, e3), 1);
-    ck_assert_msg(strstr(ERR, "the policy takes 4 observations to 1 continuous actions, the env has 3 observations"),
-                  "%s", ERR);
-    rm_run(d);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, e3, -1), 1);
+    ck_assert_msg(strstr(kit_err, "the policy takes 4 observations to 1 continuous actions, the env has 3 observations"),
+                  "%s", kit_err);
+    ck_assert_int_eq(kit_rm_rf(d), 0);
 }
 END_TEST
 
 START_TEST(test_plugin_errors)
 {
     const char *a1[] = { "--env", SIM_PLUGIN_SO, "--env-arg", "fail=load", "--observers", "1", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a1), 2);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a1, -1), 2);
     char want[800];
     snprintf(want, sizeof want, "tributary-train: --env: plugin %s: model sim.xml: cannot parse (fail=load) (see "
                                 "tributary-train --help)\n", SIM_PLUGIN_SO);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(kit_err, want);
     const char *a2[] = { "--env", SIM_PLUGIN_SO, "--env-arg", "dim", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a2), 2);
-    ck_assert_str_eq(ERR, "tributary-train: --env-arg 'dim': expected KEY=VALUE (see tributary-train --help)\n");
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a2, -1), 2);
+    ck_assert_str_eq(kit_err, "tributary-train: --env-arg 'dim': expected KEY=VALUE (see tributary-train --help)\n");
     const char *a3[] = { "--env", SIM_PLUGIN_SO, "--env-arg", "dim=4", "--env-arg", "dim=5", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a3), 2);
-    ck_assert_str_eq(ERR, "tributary-train: --env-arg dim is given twice (see tributary-train --help)\n");
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a3, -1), 2);
+    ck_assert_str_eq(kit_err, "tributary-train: --env-arg dim is given twice (see tributary-train --help)\n");
     const char *a4[] = { "--env", "CartPole-v1", "--env-arg", "dim=4", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a4), 2);
-    ck_assert_str_eq(ERR, "tributary-train: --env: CartPole-v1 takes no --env-arg (got 'dim') (see tributary-train "
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a4, -1), 2);
+    ck_assert_str_eq(kit_err, "tributary-train: --env: CartPole-v1 takes no --env-arg (got 'dim') (see tributary-train "
                           "--help)\n");
     const char *a5[] = { "--env", SIM_PLUGIN_SO, "--env-arg", "bad key=1", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a5), 2);
-    ck_assert_str_eq(ERR, "tributary-train: --env-arg 'bad key=1': a key is letters, digits, '_', '-' and '.' (see "
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a5, -1), 2);
+    ck_assert_str_eq(kit_err, "tributary-train: --env-arg 'bad key=1': a key is letters, digits, '_', '-' and '.' (see "
                           "tributary-train --help)\n");
 }
 END_TEST
@@ -185,21 +146,21 @@ static void check_resume_exact(const char *const *args, int n_args, const char *
     for (int i = 0; i < n_args; i++) a[k++] = args[i];
     a[k++] = "--max-updates", a[k++] = updates_all, a[k++] = "--logdir", a[k++] = d1, a[k++] = "--quiet";
     a[k] = NULL;
-    int rc = run(TRIB_TRAIN_BIN, a);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, a, -1);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
     a[n_args + 1] = updates_half;
     a[n_args + 3] = d2;
-    rc = run(TRIB_TRAIN_BIN, a);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    rc = kit_run(TRIB_TRAIN_BIN, a, -1);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
     ck_assert_msg(!same_policy(d1, d2), "half the updates left the same policy");
     a[n_args + 1] = updates_all;
     a[n_args + 2] = "--resume";
-    rc = run(TRIB_TRAIN_BIN, a);
-    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, ERR);
-    ck_assert_msg(strstr(OUT, "tributary: resumed from "), "%s", OUT);
+    rc = kit_run(TRIB_TRAIN_BIN, a, -1);
+    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, kit_err);
+    ck_assert_msg(strstr(kit_out, "tributary: resumed from "), "%s", kit_out);
     ck_assert_msg(same_policy(d1, d2), "the resumed run differs from the uninterrupted one");
-    rm_run(d1);
-    rm_run(d2);
+    ck_assert_int_eq(kit_rm_rf(d1), 0);
+    ck_assert_int_eq(kit_rm_rf(d2), 0);
 }
 
 START_TEST(test_plugin_resume_exact)
@@ -262,19 +223,19 @@ START_TEST(test_mujoco_resume_fifo_model)
     snprintf(logdir, sizeof logdir, "%s/run", d);
     const char *a[] = { "--env", MJ_PENDULUM_SO, "--env-arg", arg, "--observers", "1", "--envs-per-observer", "2",
                         "--steps-per-rollout", "16", "--max-updates", "1", "--logdir", logdir, "--quiet", NULL };
-    int rc = run_for(TRIB_TRAIN_BIN, a, 120);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, a, 120);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
     ck_assert_int_eq(unlink(model), 0);
     ck_assert_int_eq(mkfifo(model, 0600), 0);
     const char *r[] = { "--resume", logdir, "--env", MJ_PENDULUM_SO, "--max-updates", "16", "--quiet", NULL };
-    rc = run_for(TRIB_TRAIN_BIN, r, 60);
+    rc = kit_run(TRIB_TRAIN_BIN, r, 60);
     ck_assert_msg(rc != -1, "--resume waited on the FIFO %s for 60 s (killed)", model);
     char want[512];
     snprintf(want, sizeof want, "tributary-train: --env: plugin %s: model %s: not a regular file (a FIFO) (see "
                                 "tributary-train --help)\n", MJ_PENDULUM_SO, model);
-    ck_assert_msg(rc == 2, "exit %d: %s", rc, ERR);
-    ck_assert_str_eq(ERR, want);
-    rm_run(d);
+    ck_assert_msg(rc == 2, "exit %d: %s", rc, kit_err);
+    ck_assert_str_eq(kit_err, want);
+    ck_assert_int_eq(kit_rm_rf(d), 0);
 }
 END_TEST
 #endif
@@ -304,9 +265,5 @@ static Suite *rl_envs_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(rl_envs_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return kit_run_suite(rl_envs_suite());
 }

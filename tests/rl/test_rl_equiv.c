@@ -21,6 +21,7 @@
 #include "tensor/autograd.h"
 #include "tensor/nn.h"
 #include "tensor/ops.h"
+#include "kit.h"
 
 #define MAXA 16
 
@@ -233,18 +234,6 @@ START_TEST(test_floor_does_the_same_work)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("rl_equiv");
-    TCase *tc = tcase_create("equiv");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_one_sync_update_matches_local);
-    tcase_add_test(tc, test_one_sync_update_matches_local_unclipped);
-    tcase_add_test(tc, test_floor_does_the_same_work);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("rl_equiv",
+         { "equiv", 120, .tests = { test_one_sync_update_matches_local, test_one_sync_update_matches_local_unclipped,
+           test_floor_does_the_same_work } })

@@ -23,38 +23,7 @@
 
 #include "common/proc.h"
 #include "runfiles/safetensors.h"
-
-static char OUT[1 << 16], ERR[1 << 16];
-
-static int run(const char *bin, const char *const *args)
-{
-    const char *argv[48] = { bin };
-    int n = 1;
-    for (; args[n - 1] && n < 47; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    int rc;
-    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", bin,
-                  strerror(errno));
-    return rc;
-}
-
-/* The whole of dir/name (NUL-terminated; *len its size). */
-static char *slurp(const char *dir, const char *name, size_t *len)
-{
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "missing %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    ck_assert(s && fread(s, 1, (size_t)n, f) == (size_t)n);
-    s[n] = '\0';
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return s;
-}
+#include "kit.h"
 
 static void rm_tree(const char *dir)
 {
@@ -105,7 +74,7 @@ static int column(const char *header, const char *name)
 
 static void read_evals(const char *dir, struct evals *e)
 {
-    char *csv = slurp(dir, "metrics.csv", NULL), f[64];
+    char *csv = kit_must_read_in(dir, "metrics.csv", NULL), f[64];
     memset(e, 0, sizeof *e);
     e->best = e->best_updates = NAN;
     int ce = column(csv, "eval_return"), cu = column(csv, "updates");
@@ -148,7 +117,7 @@ static bool events_have(const char *dir, const char *tag)
     while (!found && (e = readdir(d)))
         if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0) {
             size_t n;
-            char *s = slurp(dir, e->d_name, &n);
+            char *s = kit_must_read_in(dir, e->d_name, &n);
             found = memmem(s, n, tag, strlen(tag)) != NULL;
             free(s);
         }
@@ -160,10 +129,10 @@ static bool events_have(const char *dir, const char *tag)
 static double eval_return_of(const char *path, const char *seed, const char *episodes)
 {
     const char *args[] = { "--seed", seed, "--episodes", episodes, "--json", path, NULL };
-    int rc = run(TRIB_EVAL_BIN, args);
-    ck_assert_msg(rc == 0, "tributary-eval exit %d\n%s\n%s", rc, OUT, ERR);
-    cJSON *j = cJSON_Parse(OUT);
-    ck_assert_msg(j != NULL, "not JSON: %s", OUT);
+    int rc = kit_run(TRIB_EVAL_BIN, args, -1);
+    ck_assert_msg(rc == 0, "tributary-eval exit %d\n%s\n%s", rc, kit_out, kit_err);
+    cJSON *j = cJSON_Parse(kit_out);
+    ck_assert_msg(j != NULL, "not JSON: %s", kit_out);
     double r = cJSON_GetObjectItemCaseSensitive(j, "return_mean")->valuedouble;
     cJSON_Delete(j);
     return r;
@@ -204,10 +173,10 @@ START_TEST(test_eval_sync_best)
     const char *args[] = { "--preset", "ppo-fast", "--env", "InvertedPendulum-v4", "--observers", "2",
                            "--envs-per-observer", "8", "--max-steps", "4000", "--eval-every", "16",
                            "--log-every", "0.001", "--logdir", dir, NULL };
-    int rc = run(TRIB_TRAIN_BIN, args);
-    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);   /* the budget */
-    ck_assert_msg(strstr(OUT, "  eval: mean return of the greedy evaluation (--eval-every)") && strstr(OUT, "  eval "),
-                  "no eval on the progress lines:\n%s", OUT);
+    int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);   /* the budget */
+    ck_assert_msg(strstr(kit_out, "  eval: mean return of the greedy evaluation (--eval-every)") && strstr(kit_out, "  eval "),
+                  "no eval on the progress lines:\n%s", kit_out);
     struct evals e;
     read_evals(dir, &e);
     ck_assert_msg(e.with >= 4 && e.without >= 1, "%d rows with an evaluation, %d without", e.with, e.without);
@@ -215,7 +184,7 @@ START_TEST(test_eval_sync_best)
         ck_assert_msg(isnan(e.ret[i]) == (fmod(e.updates[i], 16) != 0), "row %d: updates %.0f, eval_return %g", i,
                       e.updates[i], e.ret[i]);
     ck_assert(events_have(dir, "charts/eval_return") && events_have(dir, "charts/eval_length"));
-    char *jsonl = slurp(dir, "metrics.jsonl", NULL);
+    char *jsonl = kit_must_read_in(dir, "metrics.jsonl", NULL);
     ck_assert_msg(strstr(jsonl, "\"eval_return\":null") && strstr(jsonl, "\"eval_length\":"), "%.600s", jsonl);
     free(jsonl);
     assert_best(dir, &e, true);
@@ -231,8 +200,8 @@ START_TEST(test_eval_async)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *args[] = { "--preset", "ppo-fast", "--mode", "async", "--observers", "2", "--envs-per-observer",
                            "8", "--max-updates", "64", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args);
-    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);
     struct evals e;
     read_evals(dir, &e);
     ck_assert_msg(e.with >= 1, "no evaluation logged in %d rows", e.rows);
@@ -250,9 +219,9 @@ START_TEST(test_env_info_mujoco)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *args[] = { "--preset", "ppo-fast", "--env", "Hopper-v4", "--observers", "2", "--envs-per-observer",
                            "4", "--max-steps", "3000", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args);
-    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);
-    char *csv = slurp(dir, "metrics.csv", NULL), f[64];
+    int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);
+    char *csv = kit_must_read_in(dir, "metrics.csv", NULL), f[64];
     const char *end = strchr(csv, '\n');
     const char *cols = ",info_x_position,info_x_velocity\n";
     ck_assert_msg((size_t)(end + 1 - csv) >= strlen(cols) && strncmp(end + 1 - strlen(cols), cols, strlen(cols)) == 0,
@@ -285,8 +254,8 @@ START_TEST(test_eval_normalised)
     const char *args[] = { "--preset", "mujoco-fast", "--env", "Hopper-v4", "--envs-per-observer", "4",
                            "--steps-per-rollout", "64", "--max-steps", "6000", "--eval-every", "8", "--logdir", dir,
                            "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args);
-    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);
     char mean[64];
     best_meta(dir, "obs_clip", mean, sizeof mean);
     ck_assert_str_eq(mean, "10");
@@ -324,10 +293,10 @@ START_TEST(test_eval_sync_unchanged)
                          "32", "--logdir", d1, "--quiet", NULL };
     const char *a2[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8", "--max-updates",
                          "32", "--eval-every", "1", "--logdir", d2, "--quiet", NULL };
-    ck_assert_msg(run(TRIB_TRAIN_BIN, a1) == 1, "%s\n%s", OUT, ERR);
-    ck_assert_msg(run(TRIB_TRAIN_BIN, a2) == 1, "%s\n%s", OUT, ERR);
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, a1, -1) == 1, "%s\n%s", kit_out, kit_err);
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, a2, -1) == 1, "%s\n%s", kit_out, kit_err);
     size_t n1, n2;
-    char *p1 = slurp(d1, "policy.safetensors", &n1), *p2 = slurp(d2, "policy.safetensors", &n2);
+    char *p1 = kit_must_read_in(d1, "policy.safetensors", &n1), *p2 = kit_must_read_in(d2, "policy.safetensors", &n2);
     ck_assert_msg(n1 == n2 && memcmp(p1, p2, n1) == 0, "the final policies differ with --eval-every 1");
     char best[600];   /* no --eval-every: no best file */
     snprintf(best, sizeof best, "%s/policy_best.safetensors", d1);
@@ -348,11 +317,11 @@ START_TEST(test_eval_resume_keeps_best)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *first[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8", "--max-updates",
                             "16", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
-    ck_assert_msg(run(TRIB_TRAIN_BIN, first) == 1, "%s\n%s", OUT, ERR);
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, first, -1) == 1, "%s\n%s", kit_out, kit_err);
     char path[600];
     snprintf(path, sizeof path, "%s/policy_best.safetensors", dir);
     size_t n;
-    char *s = slurp(dir, "policy_best.safetensors", &n);
+    char *s = kit_must_read_in(dir, "policy_best.safetensors", &n);
     char *v = memmem(s, n, "\"eval_return\":\"", 15);
     ck_assert_ptr_nonnull(v);
     for (v += 15; *v != '"'; v++) *v = '9';
@@ -362,8 +331,8 @@ START_TEST(test_eval_resume_keeps_best)
     char before[64], after[64];
     best_meta(dir, "eval_return", before, sizeof before);
     const char *resume[] = { "--resume", dir, "--max-updates", "32", "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, resume);
-    ck_assert_msg(rc == 1 && strstr(OUT, "tributary: resumed from "), "exit %d\n%s\n%s", rc, OUT, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, resume, -1);
+    ck_assert_msg(rc == 1 && strstr(kit_out, "tributary: resumed from "), "exit %d\n%s\n%s", rc, kit_out, kit_err);
     struct evals e;
     read_evals(dir, &e);
     ck_assert_msg(e.with >= 3, "%d evaluations logged over both sessions", e.with);
@@ -383,11 +352,11 @@ START_TEST(test_eval_resume_implausible_best)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *first[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8", "--max-updates",
                             "8", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
-    ck_assert_msg(run(TRIB_TRAIN_BIN, first) == 1, "%s\n%s", OUT, ERR);
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, first, -1) == 1, "%s\n%s", kit_out, kit_err);
     char path[600];
     snprintf(path, sizeof path, "%s/policy_best.safetensors", dir);
     size_t n;
-    char *s = slurp(dir, "policy_best.safetensors", &n);
+    char *s = kit_must_read_in(dir, "policy_best.safetensors", &n);
     char *v = memmem(s, n, "\"eval_return\":\"", 15);
     ck_assert_ptr_nonnull(v);
     v += 15;
@@ -404,16 +373,16 @@ START_TEST(test_eval_resume_implausible_best)
     best_meta(dir, "eval_return", before, sizeof before);
     ck_assert_msg(strtod(before, NULL) >= 9e99, "%s", before);
     const char *resume[] = { "--resume", dir, "--max-updates", "16", "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, resume);
-    ck_assert_msg(rc == 1 && strstr(OUT, "tributary: resumed from "), "exit %d\n%s\n%s", rc, OUT, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, resume, -1);
+    ck_assert_msg(rc == 1 && strstr(kit_out, "tributary: resumed from "), "exit %d\n%s\n%s", rc, kit_out, kit_err);
     char want[900];
     snprintf(want, sizeof want, "agent: %s: its eval_return %g is not an evaluation's (|return| <= %g: CartPole-v1's "
              "episodes of at most 500 steps of float rewards); the next evaluation replaces it\n", path,
              strtod(before, NULL), 500 * (double)FLT_MAX);
-    ck_assert_msg(strstr(ERR, want), "'%s' not on stderr:\n%s", want, ERR);
+    ck_assert_msg(strstr(kit_err, want), "'%s' not on stderr:\n%s", want, kit_err);
     best_meta(dir, "eval_return", after, sizeof after);
     ck_assert_msg(strcmp(after, before) != 0 && fabs(strtod(after, NULL)) <= 500, "policy_best records %s after the "
-                  "resumed run's evaluation (was %s)\n%s", after, before, ERR);
+                  "resumed run's evaluation (was %s)\n%s", after, before, kit_err);
     char upd[32];
     best_meta(dir, "eval_update", upd, sizeof upd);
     ck_assert_str_eq(upd, "16");
@@ -424,31 +393,15 @@ END_TEST
 START_TEST(test_eval_flag_errors)
 {
     const char *a1[] = { "--eval-every", "-1", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a1), 2);
-    ck_assert_str_eq(ERR, "tributary-train: --eval-every must be >= 0 (see tributary-train --help)\n");
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a1, -1), 2);
+    ck_assert_str_eq(kit_err, "tributary-train: --eval-every must be >= 0 (see tributary-train --help)\n");
     const char *a2[] = { "--eval-episodes", "0", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a2), 2);
-    ck_assert_str_eq(ERR, "tributary-train: --eval-episodes must be in 1..100000, not 0 (see tributary-train --help)\n");
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a2, -1), 2);
+    ck_assert_str_eq(kit_err, "tributary-train: --eval-episodes must be in 1..100000, not 0 (see tributary-train --help)\n");
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("rl_eval_train");
-    TCase *tc = tcase_create("eval_train");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_eval_flag_errors);
-    tcase_add_test(tc, test_eval_sync_best);
-    tcase_add_test(tc, test_eval_async);
-    tcase_add_test(tc, test_env_info_mujoco);
-    tcase_add_test(tc, test_eval_normalised);
-    tcase_add_test(tc, test_eval_sync_unchanged);
-    tcase_add_test(tc, test_eval_resume_keeps_best);
-    tcase_add_test(tc, test_eval_resume_implausible_best);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("rl_eval_train",
+         { "eval_train", 300, .tests = { test_eval_flag_errors, test_eval_sync_best, test_eval_async,
+           test_env_info_mujoco, test_eval_normalised, test_eval_sync_unchanged, test_eval_resume_keeps_best,
+           test_eval_resume_implausible_best } })

@@ -55,6 +55,7 @@
 #include "tensor/ops.h"
 
 #include "rl_harness.h"
+#include "kit.h"
 
 #define HB_MS "2000"                /* --heartbeat-timeout of every process here */
 #define WAIT_S 60.0                 /* for one expected line, ASan and a loaded box included */
@@ -1040,7 +1041,7 @@ END_TEST
  * ("upd/s N", N > 0): an update has been made. */
 static bool updated(const struct rl_proc *p)
 {
-    char *out = slurp(p->out_fd);
+    char *out = kit_must_read_fd(p->out_fd, NULL);
     bool r = false;
     for (const char *u = strstr(out, "upd/s "); u && !r; u = strstr(u + 1, "upd/s ")) r = atof(u + 6) > 0;
     free(out);
@@ -1114,70 +1115,23 @@ END_TEST
 START_TEST(test_endless_eval_sigint_async) { check_endless_eval("async", true); }
 END_TEST
 
-static Suite *rl_faults_suite(void)
-{
-    Suite *s = suite_create("rl_faults");
-    TCase *tc = tcase_create("peers");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_forged_update);
-    tcase_add_test(tc, test_silent_peer_shutdown);
-    tcase_add_test(tc, test_sync_serves_no_update);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("nonfinite");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_loop_test(tc, test_nonfinite, 0, (int)(sizeof nonfinite_cases / sizeof nonfinite_cases[0]));
-    suite_add_tcase(s, tc);
-    tc = tcase_create("checkpoints");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_async_checkpoints_resume);
-    tcase_add_test(tc, test_huge_plugin_dims);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("stuck");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_step_timeout_sync);
-    tcase_add_test(tc, test_step_timeout_async);
-    tcase_add_test(tc, test_stuck_max_seconds_sync);
-    tcase_add_test(tc, test_stuck_sigint_async);
-    tcase_add_test(tc, test_long_iteration_max_seconds_sync);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("endless");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_endless_eval_max_seconds_sync);
-    tcase_add_test(tc, test_endless_eval_sigint_async);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("gone");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_all_crashed_sync);
-    tcase_add_test(tc, test_all_crashed_async);
-    tcase_add_test(tc, test_all_gave_up_sync);
-    tcase_add_test(tc, test_all_gave_up_async);
-    tcase_add_test(tc, test_separate_crashed_sync);
-    tcase_add_test(tc, test_separate_crashed_async);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("hostile");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_sync_member_never_acts);
-    tcase_add_test(tc, test_gave_up_text_escaped);
-    tcase_add_test(tc, test_error_reply_escaped);
-    tcase_add_test(tc, test_killed_in_setup_sync);
-    tcase_add_test(tc, test_killed_in_setup_async);
-    tcase_add_test(tc, test_plugin_unload_crash);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(rl_faults_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return KIT_RUN("rl_faults",
+             { "peers", 600, .teardown = teardown, .tests = { test_forged_update, test_silent_peer_shutdown,
+               test_sync_serves_no_update } },
+             { "nonfinite", 600, .teardown = teardown, .loop = { test_nonfinite, 0,
+               (int)(sizeof nonfinite_cases / sizeof nonfinite_cases[0]) } },
+             { "checkpoints", 600, .teardown = teardown, .tests = { test_async_checkpoints_resume,
+               test_huge_plugin_dims } },
+             { "stuck", 600, .teardown = teardown, .tests = { test_step_timeout_sync, test_step_timeout_async,
+               test_stuck_max_seconds_sync, test_stuck_sigint_async, test_long_iteration_max_seconds_sync } },
+             { "endless", 600, .teardown = teardown, .tests = { test_endless_eval_max_seconds_sync,
+               test_endless_eval_sigint_async } },
+             { "gone", 600, .teardown = teardown, .tests = { test_all_crashed_sync, test_all_crashed_async,
+               test_all_gave_up_sync, test_all_gave_up_async, test_separate_crashed_sync,
+               test_separate_crashed_async } },
+             { "hostile", 600, .teardown = teardown, .tests = { test_sync_member_never_acts,
+               test_gave_up_text_escaped, test_error_reply_escaped, test_killed_in_setup_sync,
+               test_killed_in_setup_async, test_plugin_unload_crash } });
 }

@@ -32,47 +32,10 @@
 #include "runfiles/policy_file.h"
 #include "runfiles/runfiles.h"
 #include "runfiles/safetensors.h"
+#include "kit.h"
 
-static char OUT[1 << 16], ERR[1 << 16];
 static char BASE[64];       /* a real run's logdir: its checkpoints are the templates */
-static char MARK[96];       /* the evil plug-in creates this file when it is loaded */
-
-/* Runs bin with args (NULL-terminated) to its end, its stdout and stderr in
- * OUT and ERR, and returns its status; killed (status -1) past timeout_s: a
- * program that waits on a FIFO fails the test in 60 s rather than at the
- * suite's timeout. */
-static int run_within(const char *bin, const char *const *args, double timeout_s)
-{
-    const char *argv[40] = { bin };
-    int n = 1;
-    for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    int rc;
-    ck_assert_msg(proc_run(argv, timeout_s, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
-                  strerror(errno));
-    return rc;
-}
-
-static int run(const char *bin, const char *const *args) { return run_within(bin, args, 300); }
-
-static void rm_rf(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            struct stat st;
-            if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) rm_rf(path);
-            else unlink(path);
-        }
-    closedir(d);
-    rmdir(dir);
-}
-
-/* Every file under dir (one level of subdirectories) with its size, inode
+static char MARK[96];       /* Every file under dir (one level of subdirectories) with its size, inode
  * and modification time, sorted: equal snapshots mean nothing was written. */
 static char *snapshot(const char *dir)
 {
@@ -178,16 +141,16 @@ static void resume_refused(const char *section, const void *data, size_t size, c
     char *before = snapshot(dir);
     const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
                            "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args);
+    int rc = kit_run(TRIB_TRAIN_BIN, args, 300);
     char msg[512];
     snprintf(msg, sizeof msg, "agent: checkpoint %s: %s\n", path, want);
-    ck_assert_msg(rc == 1 && strstr(ERR, msg), "exit %d, wanted '%s' in\n%s", rc, msg, ERR);
-    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+    ck_assert_msg(rc == 1 && strstr(kit_err, msg), "exit %d, wanted '%s' in\n%s", rc, msg, kit_err);
+    ck_assert_msg(strstr(kit_out, "resumed from") == NULL, "%s", kit_out);
     char *after = snapshot(dir);
     ck_assert_str_eq(before, after);
     free(before);
     free(after);
-    rm_rf(dir);
+    kit_rm_rf(dir);
     free(dir);
 }
 
@@ -249,17 +212,17 @@ static void resume_refused_late(const char *section, const void *data, size_t si
     char *before = snapshot(dir_ck);
     const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
                            "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args);
+    int rc = kit_run(TRIB_TRAIN_BIN, args, 300);
     char msg[700];
     snprintf(msg, sizeof msg, "agent: checkpoint %s: %s\n", path, want);
-    ck_assert_msg(rc == 1 && strstr(ERR, msg), "exit %d, wanted '%s' in\n%s", rc, msg, ERR);
-    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+    ck_assert_msg(rc == 1 && strstr(kit_err, msg), "exit %d, wanted '%s' in\n%s", rc, msg, kit_err);
+    ck_assert_msg(strstr(kit_out, "resumed from") == NULL, "%s", kit_out);
     char *after = snapshot(dir_ck);
     ck_assert_str_eq(before, after);
     ck_assert_msg(access(pf, F_OK) != 0, "a refused resume wrote %s", pf);
     free(before);
     free(after);
-    rm_rf(dir);
+    kit_rm_rf(dir);
     free(dir);
 }
 
@@ -339,10 +302,10 @@ START_TEST(test_policy_not_finite)
     char path[256], want[700];
     char *dir = craft("policy", nan_pol, len, path, sizeof path);
     const char *args[] = { path, "--episodes", "2", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, args, 300), 1);
     snprintf(want, sizeof want, "tributary-eval: %s: policy: parameter actor.0.weight[0] is nan\n", path);
-    ck_assert_str_eq(ERR, want);
-    rm_rf(dir);
+    ck_assert_str_eq(kit_err, want);
+    kit_rm_rf(dir);
     free(dir);
     free(nan_pol);
     /* a policy file with one infinity */
@@ -355,9 +318,9 @@ START_TEST(test_policy_not_finite)
     ck_assert_int_eq(policy_file_save(file, &a, "CartPole-v1", NULL, actor->n_params, actor->params), 0);
     nn_module_free(actor);
     const char *eargs[] = { file, "--episodes", "2", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, eargs), 1);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, eargs, 300), 1);
     snprintf(want, sizeof want, "tributary-eval: policy %s: parameter actor.2.bias[1] is -inf\n", file);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(kit_err, want);
     unlink(file);
 }
 END_TEST
@@ -499,7 +462,7 @@ START_TEST(test_ckpt_negative_step)
     char want[400];
     snprintf(want, sizeof want, "ckpt_load: %s: bad header: negative step -5", path);
     ck_assert_str_eq(runfiles_last_error(), want);
-    rm_rf(dir);
+    kit_rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -528,17 +491,17 @@ START_TEST(test_policy_file_sizes)
     /* 4 -> 30000 -> 30000 -> 2: was 3.7 GB and 15 s before failing */
     tiny_policy(path, "30000,30000", "CartPole-v1", "0");
     const char *args[] = { path, "--env", "CartPole-v1", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, args, 300), 1);
     char want[512];
     snprintf(want, sizeof want, "tributary-eval: policy %s: the architecture has 900240002 parameters (3600960008 "
                                 "bytes), the file holds 4 bytes of them\n", path);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(kit_err, want);
     /* 65536 x 4: was over ASan's allocation limit */
     tiny_policy(path, "65536,65536,65536,65536", "CartPole-v1", "0");
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, args, 300), 1);
     snprintf(want, sizeof want, "tributary-eval: policy %s: the architecture has 12885557250 parameters (51542229000 "
                                 "bytes), the file holds 4 bytes of them\n", path);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(kit_err, want);
     /* a number with junk after it */
     tiny_policy(path, "8", "CartPole-v1", "0.5x");
     struct policy_arch got;
@@ -586,19 +549,19 @@ START_TEST(test_checkpoint_arch_sizes)
     /* a --hidden over the cap in a checkpoint's config: refused by the config check */
     char *dir = ckpt_with_config("hidden", "\"65536,65536,65536,65536\"", path, sizeof path);
     const char *args[] = { path, "--env", "CartPole-v1", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, args, 300), 1);
     snprintf(want, sizeof want, "tributary-eval: %s: --hidden: a policy of these layers has over 25770196992 "
                                 "parameters (at most 134217728)\n", path);
-    ck_assert_str_eq(ERR, want);
-    rm_rf(dir);
+    ck_assert_str_eq(kit_err, want);
+    kit_rm_rf(dir);
     free(dir);
     /* under the cap but more than the policy section holds */
     dir = ckpt_with_config("hidden", "\"4096,4096\"", path, sizeof path);
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, args), 1);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, args, 300), 1);
     snprintf(want, sizeof want, "tributary-eval: %s on CartPole-v1: the architecture has 33615875 parameters "
                                 "(134463500 bytes), the file holds ", path);
-    ck_assert_msg(strncmp(ERR, want, strlen(want)) == 0, "%s", ERR);
-    rm_rf(dir);
+    ck_assert_msg(strncmp(kit_err, want, strlen(want)) == 0, "%s", kit_err);
+    kit_rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -678,10 +641,10 @@ static void config_refused(const char *text, size_t n, const char *want_fmt)
     ck_assert(write(fd, text, n) == (ssize_t)n);
     close(fd);
     const char *args[] = { "--config", path, NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, args), 2);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, args, 300), 2);
     char want[700];
     snprintf(want, sizeof want, want_fmt, path);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(kit_err, want);
     unlink(path);
 }
 
@@ -739,26 +702,26 @@ START_TEST(test_cli_strings_too_long)
     static const char *const names[] = { "tributary-train", "tributary-agent" };
     for (int k = 0; k < 2; k++) {
         const char *a1[] = { "--env", env, NULL };
-        ck_assert_int_eq(run(progs[k], a1), 2);
+        ck_assert_int_eq(kit_run(progs[k], a1, 300), 2);
         snprintf(want, sizeof want, "%s: --env is too long (603 bytes, at most 511) (see %s --help)\n", names[k],
                  names[k]);
-        ck_assert_str_eq(ERR, want);
+        ck_assert_str_eq(kit_err, want);
         char eq[1400];
         snprintf(eq, sizeof eq, "--logdir=%s", logdir);
         const char *a2[] = { eq, NULL };
-        ck_assert_int_eq(run(progs[k], a2), 2);
+        ck_assert_int_eq(kit_run(progs[k], a2, 300), 2);
         snprintf(want, sizeof want, "%s: --logdir is too long (1205 bytes, at most 511) (see %s --help)\n", names[k],
                  names[k]);
-        ck_assert_str_eq(ERR, want);
+        ck_assert_str_eq(kit_err, want);
     }
     const char *a3[] = { "--env", env, "policy.safetensors", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, a3), 2);
-    ck_assert_str_eq(ERR, "tributary-eval: --env is too long (603 bytes, at most 511) (see tributary-eval --help)\n");
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, a3, 300), 2);
+    ck_assert_str_eq(kit_err, "tributary-eval: --env is too long (603 bytes, at most 511) (see tributary-eval --help)\n");
     /* the longest that fits is no usage error of its own: the plug-in is looked for */
     snprintf(env, sizeof env, "/tmp/%0503d.so", 0);   /* 511 bytes */
     const char *a4[] = { "--env", env, NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a4), 2);
-    ck_assert_msg(strstr(ERR, "tributary-train: --env: plugin /tmp/000") == ERR, "%s", ERR);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a4, 300), 2);
+    ck_assert_msg(strstr(kit_err, "tributary-train: --env: plugin /tmp/000") == kit_err, "%s", kit_err);
 }
 END_TEST
 
@@ -791,9 +754,9 @@ START_TEST(test_flags_meaningless)
         snprintf(flag, sizeof flag, "--%s", meaningless[i].flag);
         for (int k = 0; k < 2; k++) {
             const char *args[] = { flag, meaningless[i].value, NULL };
-            ck_assert_msg(run(progs[k], args) == 2, "%s %s %s: not refused\n%s", names[k], flag, meaningless[i].value, ERR);
+            ck_assert_msg(kit_run(progs[k], args, 300) == 2, "%s %s %s: not refused\n%s", names[k], flag, meaningless[i].value, kit_err);
             snprintf(want, sizeof want, "%s: %s (see %s --help)\n", names[k], meaningless[i].why, names[k]);
-            ck_assert_str_eq(ERR, want);
+            ck_assert_str_eq(kit_err, want);
         }
         /* --config FILE */
         char path[] = "/tmp/test_rl_files_cfg_XXXXXX";
@@ -803,9 +766,9 @@ START_TEST(test_flags_meaningless)
         ck_assert(write(fd, text, (size_t)n) == n);
         close(fd);
         const char *cargs[] = { "--config", path, NULL };
-        ck_assert_int_eq(run(TRIB_TRAIN_BIN, cargs), 2);
+        ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, cargs, 300), 2);
         snprintf(want, sizeof want, "tributary-train: %s (see tributary-train --help)\n", meaningless[i].why);
-        ck_assert_str_eq(ERR, want);
+        ck_assert_str_eq(kit_err, want);
         unlink(path);
         /* a resumed run's config.json */
         char dir[] = "/tmp/test_rl_files_cj_XXXXXX", cj[128];
@@ -816,14 +779,14 @@ START_TEST(test_flags_meaningless)
         fprintf(f, "{\"preset\": \"ppo-fast\", \"observers\": 1, \"%s\": %s}\n", meaningless[i].flag, meaningless[i].json);
         fclose(f);
         const char *rargs[] = { "--resume", dir, "--quiet", NULL };
-        ck_assert_int_eq(run(TRIB_TRAIN_BIN, rargs), 2);
-        ck_assert_str_eq(ERR, want);
-        rm_rf(dir);
+        ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, rargs, 300), 2);
+        ck_assert_str_eq(kit_err, want);
+        kit_rm_rf(dir);
     }
     /* the edges are accepted: the parse goes on to the next check */
     const char *edge[] = { "--lr", "1", "--ent-coef", "10", "--vf-coef", "0", "--target", "-1e300", "--observers", "0", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, edge), 2);
-    ck_assert_str_eq(ERR, "tributary-train: --observers must be in 1..64, not 0 (see tributary-train --help)\n");
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, edge, 300), 2);
+    ck_assert_str_eq(kit_err, "tributary-train: --observers must be in 1..64, not 0 (see tributary-train --help)\n");
 }
 END_TEST
 
@@ -873,21 +836,21 @@ START_TEST(test_eval_plugin_named_by_policy_file)
     ck_assert_int_eq(policy_file_save(path, &a, "Evil-v0", EVIL_SO, actor->n_params, actor->params), 0);
     nn_module_free(actor);
     const char *plain[] = { path, "--episodes", "2", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, plain), 1);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, plain, 300), 1);
     char want[768];
     snprintf(want, sizeof want, "tributary-eval: %s was trained on the env '%s', which is not a built-in: a policy "
                                 "file does not choose code to run; to load that plug-in, pass --env %s\n", path,
              EVIL_SO, EVIL_SO);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(kit_err, want);
     ck_assert_msg(!marked(), "the plug-in named by the file was loaded");
     const char *builtin[] = { path, "--episodes", "2", "--env", "CartPole-v1", NULL };
-    ck_assert_msg(run(TRIB_EVAL_BIN, builtin) == 0, "%s", ERR);
+    ck_assert_msg(kit_run(TRIB_EVAL_BIN, builtin, 300) == 0, "%s", kit_err);
     ck_assert_msg(!marked(), "the plug-in named by the file was loaded");
     /* named on the command line: loaded */
     const char *asked[] = { path, "--episodes", "2", "--env", EVIL_SO, NULL };
-    ck_assert_msg(run(TRIB_EVAL_BIN, asked) == 0, "%s", ERR);
+    ck_assert_msg(kit_run(TRIB_EVAL_BIN, asked, 300) == 0, "%s", kit_err);
     ck_assert_msg(marked(), "--env %s did not load it", EVIL_SO);
-    ck_assert_ptr_nonnull(strstr(OUT, "on Evil-v0, 2 episodes"));
+    ck_assert_ptr_nonnull(strstr(kit_out, "on Evil-v0, 2 episodes"));
     unlink(MARK);
     unlink(path);
 }
@@ -901,19 +864,19 @@ START_TEST(test_eval_and_resume_plugin_named_by_checkpoint)
     char *dir = ckpt_with_config("env", q, path, sizeof path);
     /* was: loaded even with --env CartPole-v1 */
     const char *builtin[] = { path, "--episodes", "2", "--env", "CartPole-v1", NULL };
-    ck_assert_msg(run(TRIB_EVAL_BIN, builtin) == 0, "%s", ERR);
+    ck_assert_msg(kit_run(TRIB_EVAL_BIN, builtin, 300) == 0, "%s", kit_err);
     ck_assert_msg(!marked(), "the plug-in named by the checkpoint was loaded");
     const char *plain[] = { path, "--episodes", "2", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, plain), 1);
-    ck_assert_msg(strstr(ERR, "which is not a built-in: a policy file does not choose code to run") != NULL, "%s", ERR);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, plain, 300), 1);
+    ck_assert_msg(strstr(kit_err, "which is not a built-in: a policy file does not choose code to run") != NULL, "%s", kit_err);
     ck_assert_msg(!marked(), "the plug-in named by the checkpoint was loaded");
     /* --resume takes the env from the command line and refuses the mismatch */
     const char *resume[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "3", "--resume", dir,
                              "--env", "CartPole-v1", "--quiet", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, resume), 1);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, resume, 300), 1);
     char want[900];
     snprintf(want, sizeof want, "was made with --env \"%s\", this run has \"CartPole-v1\"", EVIL_SO);
-    ck_assert_msg(strstr(ERR, want) != NULL, "%s", ERR);
+    ck_assert_msg(strstr(kit_err, want) != NULL, "%s", kit_err);
     ck_assert_msg(!marked(), "--resume loaded the plug-in named by the checkpoint");
     /* nor by the run's config.json: --resume DIR alone restores every flag
      * but a plug-in env, which the command line must name */
@@ -924,12 +887,12 @@ START_TEST(test_eval_and_resume_plugin_named_by_checkpoint)
     fprintf(f, "{\"preset\": \"ppo-fast\", \"env\": \"%s\", \"observers\": 1, \"envs-per-observer\": 8}\n", EVIL_SO);
     fclose(f);
     const char *alone[] = { "--resume", dir, "--quiet", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, alone), 2);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, alone, 300), 2);
     snprintf(want, sizeof want, "tributary-train: --resume: the run's env is the plug-in %s; name it with --env to "
                                 "load it (see tributary-train --help)\n", EVIL_SO);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(kit_err, want);
     ck_assert_msg(!marked(), "--resume loaded the plug-in named by config.json");
-    rm_rf(dir);
+    kit_rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -942,23 +905,23 @@ static void resume_refused_file(const char *dir, const char *path, const char *w
 {
     const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "100", "--resume", dir,
                            "--quiet", NULL };
-    int rc = run_within(TRIB_TRAIN_BIN, args, 60);
+    int rc = kit_run(TRIB_TRAIN_BIN, args, 60);
     char want[900];
     snprintf(want, sizeof want, "tributary-train: --resume %s: %s: %s (see tributary-train --help)\n", dir, path, what);
-    ck_assert_msg(rc == 2, "exit %d (-1: it hung), wanted '%s'\n%s", rc, want, ERR);
-    ck_assert_str_eq(ERR, want);
-    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+    ck_assert_msg(rc == 2, "exit %d (-1: it hung), wanted '%s'\n%s", rc, want, kit_err);
+    ck_assert_str_eq(kit_err, want);
+    ck_assert_msg(strstr(kit_out, "resumed from") == NULL, "%s", kit_out);
 }
 
 /* tributary-eval dir must be refused (exit 1, within 60 s) naming path. */
 static void eval_refused_file(const char *dir, const char *path, const char *what)
 {
     const char *args[] = { dir, "--episodes", "2", NULL };
-    int rc = run_within(TRIB_EVAL_BIN, args, 60);
+    int rc = kit_run(TRIB_EVAL_BIN, args, 60);
     char want[900];
     snprintf(want, sizeof want, "tributary-eval: %s: %s\n", path, what);
-    ck_assert_msg(rc == 1, "exit %d (-1: it hung), wanted '%s'\n%s", rc, want, ERR);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_msg(rc == 1, "exit %d (-1: it hung), wanted '%s'\n%s", rc, want, kit_err);
+    ck_assert_str_eq(kit_err, want);
 }
 
 #define LINKED "is a symbolic link: a run's files are never followed"
@@ -993,12 +956,12 @@ START_TEST(test_run_files_links_and_fifos)
     ck_assert_int_eq(symlink(q, fl), 0);
     const char *fargs[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "2", "--logdir", fresh,
                             "--quiet", NULL };
-    ck_assert_int_eq(run_within(TRIB_TRAIN_BIN, fargs, 60), 2);
-    ck_assert_msg(strstr(ERR, "already holds a run (checkpoints)") != NULL, "%s", ERR);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, fargs, 60), 2);
+    ck_assert_msg(strstr(kit_err, "already holds a run (checkpoints)") != NULL, "%s", kit_err);
     const char *oargs[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "2", "--logdir", fresh,
                             "--overwrite", "--quiet", NULL };
     before = snapshot(elsewhere);
-    ck_assert_msg(run_within(TRIB_TRAIN_BIN, oargs, 300) == 1, "%s", ERR);
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, oargs, 300) == 1, "%s", kit_err);
     after = snapshot(elsewhere);
     ck_assert_str_eq(before, after);
     struct stat st;
@@ -1006,7 +969,7 @@ START_TEST(test_run_files_links_and_fifos)
     ck_assert_msg(S_ISDIR(st.st_mode), "%s is not the run's own directory", fl);
     free(before);
     free(after);
-    rm_rf(fresh);
+    kit_rm_rf(fresh);
     /* back in place; then the newest checkpoint a FIFO, then a link */
     ck_assert_int_eq(unlink(p), 0);
     ck_assert_int_eq(rename(q, p), 0);
@@ -1040,18 +1003,18 @@ START_TEST(test_run_files_links_and_fifos)
     snprintf(q, sizeof q, "%s/fifo.safetensors", elsewhere);
     ck_assert_int_eq(mkfifo(q, 0600), 0);
     const char *eargs[] = { q, "--env", "CartPole-v1", NULL };
-    ck_assert_int_eq(run_within(TRIB_EVAL_BIN, eargs, 60), 1);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, eargs, 60), 1);
     char want[1000];
     snprintf(want, sizeof want, "safetensors_load: %s: " FIFO "\n", q);
-    ck_assert_msg(strstr(ERR, want), "%s", ERR);
+    ck_assert_msg(strstr(kit_err, want), "%s", kit_err);
     snprintf(q, sizeof q, "%s/fifo.trib", elsewhere);
     ck_assert_int_eq(mkfifo(q, 0600), 0);
-    ck_assert_int_eq(run_within(TRIB_EVAL_BIN, eargs, 60), 1);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, eargs, 60), 1);
     snprintf(want, sizeof want, "tributary-eval: ckpt_load: %s: " FIFO "\n", q);
-    ck_assert_str_eq(ERR, want);
-    rm_rf(dir);
+    ck_assert_str_eq(kit_err, want);
+    kit_rm_rf(dir);
     free(dir);
-    rm_rf(elsewhere);
+    kit_rm_rf(elsewhere);
 }
 END_TEST
 
@@ -1094,22 +1057,22 @@ START_TEST(test_checkpoint_writer_refuses_link)
     snprintf(want, sizeof want, "FAILED (1 in a row): ckpt_write: %s: " LINKED_DIR, ck);
     bool seen = false;
     for (int i = 0; i < 6000 && !seen; i++) {
-        ERR[proc_output(&g, 0, 2, ERR, sizeof ERR - 1)] = '\0';
-        seen = strstr(ERR, want) != NULL;
+        kit_err[proc_output(&g, 0, 2, kit_err, KIT_OUT_CAP - 1)] = '\0';
+        seen = strstr(kit_err, want) != NULL;
         if (!seen) usleep(10000);
     }
     kill(g.p[0].pid, SIGKILL);
     proc_wait(&g, 0, 30);
     proc_group_deinit(&g);
-    ck_assert_msg(seen, "no '%s' in 60 s:\n%s", want, ERR);
+    ck_assert_msg(seen, "no '%s' in 60 s:\n%s", want, kit_err);
     char *after = snapshot(other);
     ck_assert_str_eq(before, after);
     free(before);
     free(after);
     unlink(ck);
-    rm_rf(moved);
-    rm_rf(dir);
-    rm_rf(other);
+    kit_rm_rf(moved);
+    kit_rm_rf(dir);
+    kit_rm_rf(other);
 }
 END_TEST
 
@@ -1130,16 +1093,16 @@ static void resume_with_failing_writes(const char *dir, const char *errno_text)
     char *before = snapshot(ck);
     const char *args[] = { "--observers", "1", "--envs-per-observer", "8", "--max-updates", "1000",
                            "--checkpoint-every", "1", "--resume", dir, "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args);
-    ck_assert_msg(rc == 1, "exit %d\n%s", rc, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, args, 300);
+    ck_assert_msg(rc == 1, "exit %d\n%s", rc, kit_err);
     for (int k = 1; k <= 3; k++) {
         char want[1024];
         snprintf(want, sizeof want, "agent: checkpoint of update %" PRId64 " FAILED (%d in a row): ckpt_write: "
                  "%s/ckpt-%012" PRId64 ".trib: %s; a resume would use %s%s\n", step + 8 * k, k, ck, step + 8 * k,
                  errno_text, kept, k == 3 ? "; stopping the run" : "");
-        ck_assert_msg(strstr(ERR, want) != NULL, "no '%s' in\n%s", want, ERR);
+        ck_assert_msg(strstr(kit_err, want) != NULL, "no '%s' in\n%s", want, kit_err);
     }
-    ck_assert_msg(strstr(OUT, "\"stopped_by\":\"checkpoint-failures\"") != NULL, "%s", OUT);
+    ck_assert_msg(strstr(kit_out, "\"stopped_by\":\"checkpoint-failures\"") != NULL, "%s", kit_out);
     char *after = snapshot(ck);
     ck_assert_str_eq(before, after);   /* the good one kept, no partial file left */
     free(before);
@@ -1163,7 +1126,7 @@ START_TEST(test_checkpoint_write_failures)
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
     resume_with_failing_writes(dir, "File too large");
     ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
-    rm_rf(dir);
+    kit_rm_rf(dir);
     free(dir);
     /* a full file system, where one can be mounted (root): a 256 KiB tmpfs
      * holds the base checkpoint but no second one */
@@ -1183,7 +1146,7 @@ START_TEST(test_checkpoint_write_failures)
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "cp -p %s %s/", path, dst);
     ck_assert_int_eq(system(cmd), 0);
-    rm_rf(dir);
+    kit_rm_rf(dir);
     free(dir);
     resume_with_failing_writes(sub, "No space left on device");
     umount2(mnt, MNT_DETACH);
@@ -1209,33 +1172,15 @@ int main(void)
         fprintf(stderr, "test_rl_files: the base run exited %d\n", rc);
         return 1;
     }
-    Suite *s = suite_create("rl_files");
-    TCase *tc = tcase_create("files");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test_resume_counters_out_of_range);
-    tcase_add_test(tc, test_resume_refused_late_writes_nothing);
-    tcase_add_test(tc, test_resume_observer_state_not_finite);
-    tcase_add_test(tc, test_counters_fields);
-    tcase_add_test(tc, test_stats_mode_figures);
-    tcase_add_test(tc, test_ckpt_negative_step);
-    tcase_add_test(tc, test_policy_file_sizes);
-    tcase_add_test(tc, test_checkpoint_arch_sizes);
-    tcase_add_test(tc, test_many_empty_tensors);
-    tcase_add_test(tc, test_config_file_refusals);
-    tcase_add_test(tc, test_cli_strings_too_long);
-    tcase_add_test(tc, test_flags_meaningless);
-    tcase_add_test(tc, test_report_episode_bounds);
-    tcase_add_test(tc, test_eval_plugin_named_by_policy_file);
-    tcase_add_test(tc, test_eval_and_resume_plugin_named_by_checkpoint);
-    tcase_add_test(tc, test_checkpoint_write_failures);
-    tcase_add_test(tc, test_run_files_links_and_fifos);
-    tcase_add_test(tc, test_policy_not_finite);
-    tcase_add_test(tc, test_checkpoint_writer_refuses_link);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    rm_rf(BASE);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    rc = KIT_RUN("rl_files",
+             { "files", 240, .tests = { test_resume_counters_out_of_range,
+               test_resume_refused_late_writes_nothing, test_resume_observer_state_not_finite,
+               test_counters_fields, test_stats_mode_figures, test_ckpt_negative_step, test_policy_file_sizes,
+               test_checkpoint_arch_sizes, test_many_empty_tensors, test_config_file_refusals,
+               test_cli_strings_too_long, test_flags_meaningless, test_report_episode_bounds,
+               test_eval_plugin_named_by_policy_file, test_eval_and_resume_plugin_named_by_checkpoint,
+               test_checkpoint_write_failures, test_run_files_links_and_fifos, test_policy_not_finite,
+               test_checkpoint_writer_refuses_link } });
+    kit_rm_rf(BASE);
+    return rc;
 }

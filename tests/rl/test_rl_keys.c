@@ -20,6 +20,7 @@
 #include "rl/keys.h"
 #include "rl/rl.h"
 #include "rl_harness.h"
+#include "kit.h"
 
 /* ---- processes (rl_harness.h) ------------------------------------------------------ */
 
@@ -38,7 +39,7 @@ static void wait_err(const struct rl_proc *p, const char *what, double timeout_s
     double t0 = trib_now_s();
     while (!err_has(p, what)) {
         if (trib_now_s() - t0 > timeout_s) {
-            char *err = slurp(p->err_fd);
+            char *err = kit_must_read_fd(p->err_fd, NULL);
             ck_abort_msg("%s: no '%s' on stderr within %.0f s:\n%s", p->name, what, timeout_s, err);
         }
         usleep(20000);
@@ -464,7 +465,7 @@ static void check_refused(const char *agent_keys, const char *obs_keys, const ch
     ck_assert_str_eq(bad.out, "");
     if (agent_whys) {
         wait_err(&r.agent, "rpc: agent: refused a connection from ", 10);
-        char *err = slurp(r.agent.err_fd);
+        char *err = kit_must_read_fd(r.agent.err_fd, NULL);
         bool any = false;
         for (int i = 0; agent_whys[i]; i++) any |= strstr(err, agent_whys[i]) != NULL;
         ck_assert_msg(any, "agent stderr names no expected reason:\n%s", err);
@@ -527,40 +528,11 @@ START_TEST(test_key_facing_plain_refused)
 }
 END_TEST
 
-static Suite *rl_keys_suite(void)
-{
-    Suite *s = suite_create("rl_keys");
-    TCase *tc = tcase_create("files");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, test_make_keys);
-    tcase_add_test(tc, test_key_file_errors);
-    tcase_add_test(tc, test_loopback);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("flags");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_non_loopback_refused);
-    tcase_add_test(tc, test_group_readable_refused);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("runs");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_same_key_trains);
-    tcase_add_test(tc, test_other_key_refused);
-    tcase_add_test(tc, test_no_key_refused);
-    tcase_add_test(tc, test_key_facing_plain_refused);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(rl_keys_suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("rl_keys",
+         { "files", 60, .setup = setup, .teardown = teardown, .tests = { test_make_keys, test_key_file_errors,
+           test_loopback } },
+         { "flags", 120, .setup = setup, .teardown = teardown, .tests = { test_non_loopback_refused,
+           test_group_readable_refused } },
+         { "runs", 300, .setup = setup, .teardown = teardown, .tests = { test_same_key_trains,
+           test_other_key_refused, test_no_key_refused,
+           test_key_facing_plain_refused } })

@@ -20,6 +20,7 @@
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
+#include "kit.h"
 
 #ifndef RL_FIXTURE
 #error "RL_FIXTURE must name the fixture file"
@@ -59,15 +60,7 @@ static float scalar_of(const struct tensor *t)
 static void load_fixtures(void)
 {
     if (fixtures) return;
-    FILE *f = fopen(RL_FIXTURE, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", RL_FIXTURE);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    ck_assert_int_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-    text[n] = '\0';
-    fclose(f);
+    char *text = kit_must_read(RL_FIXTURE, NULL);
     fixtures = cJSON_Parse(text);
     free(text);
     ck_assert_msg(fixtures != NULL, "bad JSON in %s", RL_FIXTURE);

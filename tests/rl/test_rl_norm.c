@@ -37,6 +37,7 @@
 #include "runfiles/runfiles.h"
 
 #include "rl_harness.h"
+#include "kit.h"
 
 #define MAXD 8
 #define MAXB 4
@@ -580,22 +581,6 @@ START_TEST(test_presets)
 }
 END_TEST
 
-/* ---- real runs ----------------------------------------------------------------------- */
-
-static char OUT[1 << 16], ERR[1 << 16];
-
-static int run(const char *const *args)
-{
-    const char *argv[64] = { TRIB_TRAIN_BIN };
-    int n = 1;
-    for (; args[n - 1] && n < 63; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    int rc;
-    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
-                  strerror(errno));
-    return rc;
-}
-
 /* A checkpoint of a normalised run is refused by a run of another
  * normalisation (its statistics and observers' states are made for it),
  * saying which flag, and nothing is resumed. (test_rl_envs'
@@ -607,14 +592,12 @@ START_TEST(test_resume_other_norm_refused)
     const char *a[] = { "--env", "Pendulum-v1", "--observers", "1", "--envs-per-observer", "2", "--steps-per-rollout",
                         "16", "--minibatches", "1", "--epochs", "1", "--norm-obs", "--norm-reward", "--max-updates",
                         "2", "--logdir", d, "--quiet", NULL };
-    ck_assert_msg(run(a) == 1, "%s", ERR);
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, a, -1) == 1, "%s", kit_err);
     const char *b[] = { "--resume", d, "--no-norm-reward", "--quiet", NULL };
-    ck_assert_int_eq(run(b), 1);
-    ck_assert_msg(strstr(ERR, "was made with --norm-reward true, this run has false"), "%s", ERR);
-    ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, b, -1), 1);
+    ck_assert_msg(strstr(kit_err, "was made with --norm-reward true, this run has false"), "%s", kit_err);
+    ck_assert_msg(strstr(kit_out, "resumed from") == NULL, "%s", kit_out);
+    ck_assert_int_eq(kit_rm_rf(d), 0);
 }
 END_TEST
 
@@ -630,9 +613,7 @@ static void teardown(void)
 {
     rl_kill_all();
     if (scratch[0]) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch);
-        if (system(cmd) != 0) fprintf(stderr, "test_rl_norm: could not remove %s\n", scratch);
+        if (kit_rm_rf(scratch) != 0) fprintf(stderr, "test_rl_norm: could not remove %s\n", scratch);
     }
     scratch[0] = '\0';
 }
@@ -770,7 +751,7 @@ START_TEST(test_crafted_checkpoint_refused)
     const char *a[] = { "--env", "Pendulum-v1", "--observers", "1", "--envs-per-observer", "2", "--steps-per-rollout",
                         "16", "--minibatches", "1", "--epochs", "1", "--norm-obs", "--norm-reward", "--max-updates",
                         "2", "--logdir", scratch, "--quiet", NULL };
-    ck_assert_msg(run(a) == 1, "%s", ERR);   /* not solved: the budget ended it */
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, a, -1) == 1, "%s", kit_err);   /* not solved: the budget ended it */
     struct rl_norm_stats saved, s;
     char path[256];
     int64_t step;
@@ -798,16 +779,16 @@ START_TEST(test_crafted_checkpoint_refused)
         ck_assert_msg(ckpt_write(dir, step, sec, c->n_sections, 0) == 0, "%s", runfiles_last_error());
         ckpt_free(c);
         const char *b[] = { "--resume", scratch, "--max-updates", "4", "--quiet", NULL };
-        ck_assert_int_eq(run(b), 1);
+        ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, b, -1), 1);
         char want[512];
         snprintf(want, sizeof want, "agent: checkpoint %s: %s\n", path, extremes[k].why);
-        ck_assert_msg(strstr(ERR, want), "'%s' not in:\n%s", want, ERR);
-        ck_assert_msg(strstr(OUT, "resumed from") == NULL, "%s", OUT);
+        ck_assert_msg(strstr(kit_err, want), "'%s' not in:\n%s", want, kit_err);
+        ck_assert_msg(strstr(kit_out, "resumed from") == NULL, "%s", kit_out);
         const char *e[] = { TRIB_EVAL_BIN, path, "--episodes", "1", NULL };
         int erc;
-        ck_assert(proc_run(e, -1, OUT, sizeof OUT, ERR, sizeof ERR, &erc) == 0);
+        ck_assert(proc_run(e, -1, kit_out, KIT_OUT_CAP, kit_err, KIT_OUT_CAP, &erc) == 0);
         snprintf(want, sizeof want, "%s: %s", path, extremes[k].why);
-        ck_assert_msg(erc != 0 && strstr(ERR, want), "tributary-eval exit %d, '%s' not in:\n%s", erc, want, ERR);
+        ck_assert_msg(erc != 0 && strstr(kit_err, want), "tributary-eval exit %d, '%s' not in:\n%s", erc, want, kit_err);
     }
     /* a set at the count bound loads, but no delta can be merged into it:
      * the observer whose delta would take it past 2^53 is dropped at the
@@ -831,12 +812,12 @@ START_TEST(test_crafted_checkpoint_refused)
     ck_assert_msg(ckpt_write(dir, step, sec, c->n_sections, 0) == 0, "%s", runfiles_last_error());
     ckpt_free(c);
     const char *b[] = { "--resume", scratch, "--max-updates", "4", "--quiet", NULL };
-    ck_assert_int_eq(run(b), 1);
-    ck_assert_msg(strstr(OUT, "resumed from"), "%s\n%s", OUT, ERR);
-    ck_assert_msg(strstr(ERR, "agent: dropping observer1 (alive): norm: merged into the run's set, obs.count 9.0072e+15 "
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, b, -1), 1);
+    ck_assert_msg(strstr(kit_out, "resumed from"), "%s\n%s", kit_out, kit_err);
+    ck_assert_msg(strstr(kit_err, "agent: dropping observer1 (alive): norm: merged into the run's set, obs.count 9.0072e+15 "
                               "is more than 2^53; continuing with 0 observers\n"),
-                  "%s", ERR);
-    ck_assert_msg(strstr(OUT, "\"stopped_by\":\"failure\""), "%s", OUT);
+                  "%s", kit_err);
+    ck_assert_msg(strstr(kit_out, "\"stopped_by\":\"failure\""), "%s", kit_out);
     rl_norm_stats_free(&saved);
 }
 END_TEST
@@ -854,10 +835,10 @@ static void learns(const char *mode)
     const char *a[] = { "--preset", "mujoco-fast", "--env", "InvertedPendulum-v4", "--mode", mode, "--max-steps",
                         "300000", "--stop-at-target", "--target", "500", "--seed", "1", "--device", "cpu",
                         "--quiet", NULL };
-    int rc = run(a);
-    const char *last = strrchr(OUT, '{');
+    int rc = kit_run(TRIB_TRAIN_BIN, a, -1);
+    const char *last = strrchr(kit_out, '{');
     cJSON *j = last ? cJSON_Parse(last) : NULL;
-    ck_assert_msg(j != NULL, "no summary: %s %s", OUT, ERR);
+    ck_assert_msg(j != NULL, "no summary: %s %s", kit_out, kit_err);
     const cJSON *solved = cJSON_GetObjectItem(j, "solved"), *ret = cJSON_GetObjectItem(j, "return_mean");
     const cJSON *steps = cJSON_GetObjectItem(j, "env_steps");
     ck_assert_msg(rc == 0 && cJSON_IsTrue(solved), "%s: not solved (exit %d): %s", mode, rc, last);
@@ -914,9 +895,5 @@ static Suite *rl_norm_suite(bool learning)
 
 int main(int argc, char **argv)
 {
-    SRunner *sr = srunner_create(rl_norm_suite(argc > 1 && strcmp(argv[1], "learning") == 0));
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return kit_run_suite(rl_norm_suite(argc > 1 && strcmp(argv[1], "learning") == 0));
 }

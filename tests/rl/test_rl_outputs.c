@@ -20,56 +20,7 @@
 #include "runfiles/runfiles.h"
 #include "runfiles/tfevents.h"
 #include "tensor/nn.h"
-
-static char OUT[1 << 16], ERR[1 << 16];
-
-static int run(const char *bin, const char *const *args, char *out, char *err, size_t cap)
-{
-    const char *argv[40] = { bin };
-    int n = 1;
-    for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    int rc;
-    ck_assert_msg(proc_run(argv, -1, out, cap, err, cap, &rc) == 0, "starting %s: %s", argv[0],
-                  strerror(errno));
-    return rc;
-}
-
-static char *slurp(const char *dir, const char *name)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "missing %s", path);
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return strdup(buf);
-}
-
-static void rm_rf(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[1024];
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.') {
-            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-            unlink(path);
-        }
-    closedir(d);
-    rmdir(dir);
-}
-
-static void rm_rf2(const char *dir)
-{
-    char sub[300];
-    snprintf(sub, sizeof sub, "%.200s/checkpoints", dir);
-    rm_rf(sub);
-    rm_rf(dir);
-}
+#include "kit.h"
 
 static const char *const columns =
     "env_steps,wall_s,sps,episodes,return_mean,return_min,return_max,length_mean,running_reward,policy_loss,"
@@ -83,10 +34,10 @@ START_TEST(test_logdir_files)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *args[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8",
                            "--max-steps", "12000", "--log-every", "0.05", "--logdir", dir, "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, OUT, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
+    ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);
     /* CSV: the header, then rows whose env_steps grow */
-    char *csv = slurp(dir, "metrics.csv");
+    char *csv = kit_must_read_in(dir, "metrics.csv", NULL);
     ck_assert_msg(strncmp(csv, columns, strlen(columns)) == 0 && csv[strlen(columns)] == '\n', "header: %.400s", csv);
     int rows = 0;
     double last_steps = -1, csv_return = NAN, csv_steps = 0;
@@ -108,7 +59,7 @@ START_TEST(test_logdir_files)
     ck_assert_msg(rows >= 2, "%d rows", rows);
     ck_assert_msg(last_steps >= 12000, "last row at %g steps", last_steps);
     /* JSONL: the same rows, the same keys, nulls for what does not apply */
-    char *jsonl = slurp(dir, "metrics.jsonl");
+    char *jsonl = kit_must_read_in(dir, "metrics.jsonl", NULL);
     int jrows = 0;
     for (char *line = jsonl; *line; jrows++) {
         char *nl = strchr(line, '\n');
@@ -162,10 +113,10 @@ START_TEST(test_logdir_files)
     char cfgpath[600];
     snprintf(cfgpath, sizeof cfgpath, "%s/config.json", dir);
     char first[512];
-    snprintf(first, sizeof first, "%.*s", (int)(strchr(OUT, '\n') - OUT), OUT);
+    snprintf(first, sizeof first, "%.*s", (int)(strchr(kit_out, '\n') - kit_out), kit_out);
     const char *args2[] = { "--config", cfgpath, "--max-steps", "10", "--logdir", "", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, args2, OUT, ERR, sizeof OUT), 1);
-    ck_assert_msg(strncmp(OUT, first, strlen(first)) == 0, "--config run:\n%s\nfirst run:\n%s", OUT, first);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, args2, -1), 1);
+    ck_assert_msg(strncmp(kit_out, first, strlen(first)) == 0, "--config run:\n%s\nfirst run:\n%s", kit_out, first);
     /* the policy: loads, and evaluates */
     char pol[600];
     snprintf(pol, sizeof pol, "%s/policy.safetensors", dir);
@@ -180,25 +131,25 @@ START_TEST(test_logdir_files)
     nn_module_free(actor);
     nn_module_free(critic);
     const char *eargs[] = { pol, "--episodes", "5", "--json", NULL };
-    rc = run(TRIB_EVAL_BIN, eargs, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, ERR);
-    cJSON *o = cJSON_Parse(OUT);
-    ck_assert_msg(o != NULL, "%s", OUT);
+    rc = kit_run(TRIB_EVAL_BIN, eargs, -1);
+    ck_assert_msg(rc == 0, "eval exit %d: %s", rc, kit_err);
+    cJSON *o = cJSON_Parse(kit_out);
+    ck_assert_msg(o != NULL, "%s", kit_out);
     ck_assert_int_eq(cJSON_GetObjectItem(o, "episodes")->valueint, 5);
     double ret = cJSON_GetObjectItem(o, "return_mean")->valuedouble;
     ck_assert(ret >= 8);
     cJSON_Delete(o);
     /* the run's directory evaluates its policy.safetensors */
     const char *dargs[] = { dir, "--episodes", "5", "--json", NULL };
-    rc = run(TRIB_EVAL_BIN, dargs, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 0, "eval of %s: exit %d: %s", dir, rc, ERR);
-    o = cJSON_Parse(OUT);
+    rc = kit_run(TRIB_EVAL_BIN, dargs, -1);
+    ck_assert_msg(rc == 0, "eval of %s: exit %d: %s", dir, rc, kit_err);
+    o = cJSON_Parse(kit_out);
     ck_assert_ptr_nonnull(o);
     ck_assert_double_eq(cJSON_GetObjectItem(o, "return_mean")->valuedouble, ret);
     cJSON_Delete(o);
     /* an unknown --env is bad usage */
     const char *bargs[] = { pol, "--env", "Nope-v0", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, bargs, OUT, ERR, sizeof OUT), 2);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, bargs, -1), 2);
     /* the run's last checkpoint evaluates to the same */
     char ckdir[700], ck[1024] = "";
     snprintf(ckdir, sizeof ckdir, "%s/checkpoints", dir);
@@ -209,31 +160,31 @@ START_TEST(test_logdir_files)
         if (strncmp(ce->d_name, "ckpt-", 5) == 0) snprintf(ck, sizeof ck, "%s/%s", ckdir, ce->d_name);
     closedir(cd);
     const char *cargs[] = { ck, "--episodes", "5", "--json", NULL };
-    rc = run(TRIB_EVAL_BIN, cargs, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 0, "eval of %s: exit %d: %s", ck, rc, ERR);
-    o = cJSON_Parse(OUT);
+    rc = kit_run(TRIB_EVAL_BIN, cargs, -1);
+    ck_assert_msg(rc == 0, "eval of %s: exit %d: %s", ck, rc, kit_err);
+    o = cJSON_Parse(kit_out);
     ck_assert_ptr_nonnull(o);
     ck_assert_double_eq(cJSON_GetObjectItem(o, "return_mean")->valuedouble, ret);
     cJSON_Delete(o);
     free(csv);
     free(jsonl);
-    rm_rf2(dir);
+    kit_rm_rf(dir);
 }
 END_TEST
 
 START_TEST(test_eval_errors)
 {
     const char *a1[] = { "/nonexistent/policy.safetensors", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, a1, OUT, ERR, sizeof OUT), 1);
-    ck_assert_msg(strstr(ERR, "/nonexistent/policy.safetensors") != NULL, "%s", ERR);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, a1, -1), 1);
+    ck_assert_msg(strstr(kit_err, "/nonexistent/policy.safetensors") != NULL, "%s", kit_err);
     const char *a2[] = { "--episodes", "0", "x", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, a2, OUT, ERR, sizeof OUT), 2);
-    ck_assert_str_eq(ERR, "tributary-eval: --episodes must be an integer in 1..100000, not '0' (see tributary-eval --help)\n");
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, a2, -1), 2);
+    ck_assert_str_eq(kit_err, "tributary-eval: --episodes must be an integer in 1..100000, not '0' (see tributary-eval --help)\n");
     const char *a3[] = { NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, a3, OUT, ERR, sizeof OUT), 2);
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, a3, -1), 2);
     const char *a4[] = { "--help", NULL };
-    ck_assert_int_eq(run(TRIB_EVAL_BIN, a4, OUT, ERR, sizeof OUT), 0);
-    ck_assert_ptr_nonnull(strstr(OUT, "Usage: tributary-eval"));
+    ck_assert_int_eq(kit_run(TRIB_EVAL_BIN, a4, -1), 0);
+    ck_assert_ptr_nonnull(strstr(kit_out, "Usage: tributary-eval"));
 }
 END_TEST
 
@@ -246,17 +197,17 @@ START_TEST(test_config_file_errors)
     ck_assert(write(fd, bad, strlen(bad)) == (ssize_t)strlen(bad));
     close(fd);
     const char *args[] = { "--config", path, NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, args, OUT, ERR, sizeof OUT), 2);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, args, -1), 2);
     char want[256];
     snprintf(want, sizeof want, "tributary-train: --config %s: unknown key 'bogus_key' (see tributary-train --help)\n", path);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(kit_err, want);
     unlink(path);
 }
 END_TEST
 
 static int files_equal(const char *a, const char *b)
 {
-    char *x = slurp(a, "policy.safetensors"), *y = slurp(b, "policy.safetensors");
+    char *x = kit_must_read_in(a, "policy.safetensors", NULL), *y = kit_must_read_in(b, "policy.safetensors", NULL);
     int eq = strcmp(x, y) == 0;   /* the header, as text, must match too */
     FILE *f = fopen(a, "r");
     (void)f;
@@ -291,36 +242,36 @@ START_TEST(test_reproducible_and_resume)
     ck_assert(mkdtemp(d1) && mkdtemp(d2) && mkdtemp(d3) && mkdtemp(d4));
     const char *a1[] = { "--observers", "4", "--envs-per-observer", "8", "--seed", "11", "--max-updates", "48",
                          "--logdir", d1, "--quiet", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a1, OUT, ERR, sizeof OUT), 1);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a1, -1), 1);
     a1[9] = d2;
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a1, OUT, ERR, sizeof OUT), 1);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a1, -1), 1);
     ck_assert_msg(files_equal(d1, d2), "two runs of one seed differ");
     const char *a3[] = { "--observers", "4", "--envs-per-observer", "8", "--seed", "11", "--max-updates", "24",
                          "--logdir", d3, "--quiet", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a3, OUT, ERR, sizeof OUT), 1);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a3, -1), 1);
     ck_assert_msg(!files_equal(d1, d3), "24 and 48 updates left the same policy");
     a3[9] = d4;
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a3, OUT, ERR, sizeof OUT), 1);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a3, -1), 1);
     /* with every flag again */
     const char *a4[] = { "--observers", "4", "--envs-per-observer", "8", "--seed", "11", "--max-updates", "48",
                          "--resume", d4, "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, a4, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, ERR);
+    int rc = kit_run(TRIB_TRAIN_BIN, a4, -1);
+    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, kit_err);
     ck_assert_msg(files_equal(d1, d4), "the run resumed with every flag differs from the uninterrupted one");
     /* with none but the budget: the flags come from d3/config.json */
     const char *a4b[] = { "--resume", d3, "--max-updates", "48", NULL };
-    rc = run(TRIB_TRAIN_BIN, a4b, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, ERR);
-    ck_assert_msg(strstr(OUT, "tributary: resumed from ") && strstr(OUT, "ckpt-000000000024.trib: "), "%s", OUT);
+    rc = kit_run(TRIB_TRAIN_BIN, a4b, -1);
+    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, kit_err);
+    ck_assert_msg(strstr(kit_out, "tributary: resumed from ") && strstr(kit_out, "ckpt-000000000024.trib: "), "%s", kit_out);
     ck_assert_msg(files_equal(d1, d3), "the run resumed with --resume alone differs from the uninterrupted one");
     /* a run that is already at its budget says so */
     const char *a4c[] = { "--resume", d4, NULL };
-    rc = run(TRIB_TRAIN_BIN, a4c, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, ERR);
-    ck_assert_msg(strstr(ERR, "agent: the resumed run has already reached --max-updates 48 (at 48 updates); give a "
-                              "larger one to train on\n"), "%s", ERR);
+    rc = kit_run(TRIB_TRAIN_BIN, a4c, -1);
+    ck_assert_msg(rc == 1, "resume exit %d: %s", rc, kit_err);
+    ck_assert_msg(strstr(kit_err, "agent: the resumed run has already reached --max-updates 48 (at 48 updates); give a "
+                              "larger one to train on\n"), "%s", kit_err);
     /* metrics were appended: rows from both halves, one header */
-    char *csv = slurp(d3, "metrics.csv");
+    char *csv = kit_must_read_in(d3, "metrics.csv", NULL);
     ck_assert_int_eq(strstr(csv + 1, "env_steps,") == NULL, 1);
     free(csv);
 
@@ -330,24 +281,24 @@ START_TEST(test_reproducible_and_resume)
     ck_assert_int_eq(truncate(path, 100), 0);
     const char *a5[] = { "--observers", "4", "--envs-per-observer", "8", "--seed", "11", "--max-updates", "32",
                          "--resume", d3, "--quiet", NULL };
-    rc = run(TRIB_TRAIN_BIN, a5, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
-    ck_assert_msg(strstr(ERR, "ckpt-000000000048.trib") != NULL, "no warning about the truncated file:\n%s", ERR);
-    ck_assert_msg(strstr(OUT, "ckpt-000000000024.trib: 1536 env steps, 24 updates") != NULL, "%s", OUT);
+    rc = kit_run(TRIB_TRAIN_BIN, a5, -1);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
+    ck_assert_msg(strstr(kit_err, "ckpt-000000000048.trib") != NULL, "no warning about the truncated file:\n%s", kit_err);
+    ck_assert_msg(strstr(kit_out, "ckpt-000000000024.trib: 1536 env steps, 24 updates") != NULL, "%s", kit_out);
     /* an incompatible configuration is refused, naming the flag */
     const char *a6[] = { "--observers", "2", "--envs-per-observer", "8", "--resume", d3, "--quiet", NULL };
-    rc = run(TRIB_TRAIN_BIN, a6, OUT, ERR, sizeof OUT);
+    rc = kit_run(TRIB_TRAIN_BIN, a6, -1);
     ck_assert_int_eq(rc, 1);
-    ck_assert_msg(strstr(ERR, "was made with --observers 4, this run has 2") != NULL, "%s", ERR);
+    ck_assert_msg(strstr(kit_err, "was made with --observers 4, this run has 2") != NULL, "%s", kit_err);
     /* nothing to resume */
     const char *a7[] = { "--resume", "/nonexistent-logdir", "--quiet", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a7, OUT, ERR, sizeof OUT), 2);
-    ck_assert_str_eq(ERR, "tributary-train: --resume /nonexistent-logdir: no run to resume there (no config.json or "
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a7, -1), 2);
+    ck_assert_str_eq(kit_err, "tributary-train: --resume /nonexistent-logdir: no run to resume there (no config.json or "
                           "checkpoints in /nonexistent-logdir) (see tributary-train --help)\n");
-    rm_rf2(d1);
-    rm_rf2(d2);
-    rm_rf2(d3);
-    rm_rf2(d4);
+    kit_rm_rf(d1);
+    kit_rm_rf(d2);
+    kit_rm_rf(d3);
+    kit_rm_rf(d4);
 }
 END_TEST
 
@@ -360,9 +311,9 @@ START_TEST(test_reinforce_metrics)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *args[] = { "--preset", "pytorch-rl-example", "--observers", "2", "--max-steps", "3000",
                            "--log-every", "0.1", "--logdir", dir, "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, args, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
-    char *jsonl = slurp(dir, "metrics.jsonl");
+    int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
+    char *jsonl = kit_must_read_in(dir, "metrics.jsonl", NULL);
     int rows = 0, nonzero = 0;
     for (char *line = jsonl; *line; rows++) {
         char *nl = strchr(line, '\n');
@@ -381,7 +332,7 @@ START_TEST(test_reinforce_metrics)
     }
     ck_assert_msg(rows >= 2 && nonzero == rows, "%d of %d rows with a non-zero policy loss", nonzero, rows);
     free(jsonl);
-    rm_rf2(dir);
+    kit_rm_rf(dir);
 }
 END_TEST
 
@@ -402,23 +353,23 @@ START_TEST(test_logdir_refused)
     const char *a1[] = { "--observers", "1", "--envs-per-observer", "8", "--epochs", "1", "--minibatches", "1",
                          "--max-updates", "6", "--logdir", dir,
                          "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, a1, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
-    rc = run(TRIB_TRAIN_BIN, a1, OUT, ERR, sizeof OUT);
+    int rc = kit_run(TRIB_TRAIN_BIN, a1, -1);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
+    rc = kit_run(TRIB_TRAIN_BIN, a1, -1);
     ck_assert_int_eq(rc, 2);
     char want[1024];
     snprintf(want, sizeof want,
              "tributary-train: --logdir %s already holds a run (config.json); continue it with --resume %s, write "
              "this run to a new directory, or pass --overwrite to replace it (see tributary-train --help)\n",
              dir, dir);
-    ck_assert_str_eq(ERR, want);
-    ck_assert_str_eq(OUT, "");
+    ck_assert_str_eq(kit_err, want);
+    ck_assert_str_eq(kit_out, "");
     /* --overwrite: the old run's checkpoint (6 updates) is gone, the user's file kept */
     const char *a2[] = { "--observers", "1", "--envs-per-observer", "8", "--epochs", "1", "--minibatches", "1",
                          "--max-updates", "3", "--logdir", dir,
                          "--quiet", "--overwrite", NULL };
-    rc = run(TRIB_TRAIN_BIN, a2, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, ERR);
+    rc = kit_run(TRIB_TRAIN_BIN, a2, -1);
+    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
     char ck[700];
     snprintf(ck, sizeof ck, "%s/checkpoints/ckpt-000000000006.trib", dir);
     ck_assert_msg(access(ck, F_OK) != 0, "the old run's checkpoint is still there");
@@ -427,13 +378,13 @@ START_TEST(test_logdir_refused)
     ck_assert_int_eq(access(other, F_OK), 0);
     /* --overwrite and --resume of the same directory contradict each other */
     const char *a3[] = { "--resume", dir, "--overwrite", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, a3, OUT, ERR, sizeof OUT), 2);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, a3, -1), 2);
     snprintf(want, sizeof want,
              "tributary-train: --overwrite starts a new run; it does not go with --resume %s (see tributary-train "
              "--help)\n", dir);
-    ck_assert_str_eq(ERR, want);
+    ck_assert_str_eq(kit_err, want);
     unlink(other);
-    rm_rf2(dir);
+    kit_rm_rf(dir);
 }
 END_TEST
 
@@ -446,7 +397,7 @@ START_TEST(test_export_independent_reader)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *args[] = { "--observers", "1", "--envs-per-observer", "4", "--max-updates", "8", "--logdir", dir,
                            "--quiet", NULL };
-    ck_assert_int_eq(run(TRIB_TRAIN_BIN, args, OUT, ERR, sizeof OUT), 1);
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, args, -1), 1);
     char path[700];
     snprintf(path, sizeof path, "%s/policy.safetensors", dir);
     FILE *f = fopen(path, "rb");
@@ -517,7 +468,7 @@ START_TEST(test_export_independent_reader)
     nn_module_free(actor);
     cJSON_Delete(h);
     free(hjson);
-    rm_rf2(dir);
+    kit_rm_rf(dir);
 }
 END_TEST
 
@@ -551,8 +502,8 @@ START_TEST(test_checkpoint_kill_and_bitflip)
         proc_group_deinit(&g);   /* SIGKILL; the observers die with it (PDEATHSIG) */
         const char *resume[] = { "--observers", "2", "--envs-per-observer", "8", "--max-updates", "1", "--resume", dir,
                                  "--quiet", NULL };
-        int rc = run(TRIB_TRAIN_BIN, resume, OUT, ERR, sizeof OUT);
-        ck_assert_msg(rc == 1 && strstr(OUT, "tributary: resumed from "), "round %d: exit %d\n%s\n%s", round, rc, OUT, ERR);
+        int rc = kit_run(TRIB_TRAIN_BIN, resume, -1);
+        ck_assert_msg(rc == 1 && strstr(kit_out, "tributary: resumed from "), "round %d: exit %d\n%s\n%s", round, rc, kit_out, kit_err);
     }
     /* flip one bit in the middle of the newest checkpoint */
     char ck[700], newest[1024] = "";
@@ -576,31 +527,15 @@ START_TEST(test_checkpoint_kill_and_bitflip)
     fclose(f);
     const char *resume[] = { "--observers", "2", "--envs-per-observer", "8", "--max-updates", "1", "--resume", dir,
                              "--quiet", NULL };
-    int rc = run(TRIB_TRAIN_BIN, resume, OUT, ERR, sizeof OUT);
-    ck_assert_msg(rc == 1 && strstr(OUT, "tributary: resumed from "), "exit %d\n%s\n%s", rc, OUT, ERR);
-    ck_assert_msg(strstr(ERR, strrchr(newest, '/') + 1) != NULL, "the flipped file is not named:\n%s", ERR);
-    ck_assert_msg(strstr(OUT, strrchr(newest, '/') + 1) == NULL, "the flipped file was resumed:\n%s", OUT);
-    rm_rf2(dir);
+    int rc = kit_run(TRIB_TRAIN_BIN, resume, -1);
+    ck_assert_msg(rc == 1 && strstr(kit_out, "tributary: resumed from "), "exit %d\n%s\n%s", rc, kit_out, kit_err);
+    ck_assert_msg(strstr(kit_err, strrchr(newest, '/') + 1) != NULL, "the flipped file is not named:\n%s", kit_err);
+    ck_assert_msg(strstr(kit_out, strrchr(newest, '/') + 1) == NULL, "the flipped file was resumed:\n%s", kit_out);
+    kit_rm_rf(dir);
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("rl_outputs");
-    TCase *tc = tcase_create("outputs");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, test_logdir_files);
-    tcase_add_test(tc, test_eval_errors);
-    tcase_add_test(tc, test_config_file_errors);
-    tcase_add_test(tc, test_reproducible_and_resume);
-    tcase_add_test(tc, test_logdir_refused);
-    tcase_add_test(tc, test_reinforce_metrics);
-    tcase_add_test(tc, test_export_independent_reader);
-    tcase_add_test(tc, test_checkpoint_kill_and_bitflip);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("rl_outputs",
+         { "outputs", 240, .tests = { test_logdir_files, test_eval_errors, test_config_file_errors,
+           test_reproducible_and_resume, test_logdir_refused, test_reinforce_metrics, test_export_independent_reader,
+           test_checkpoint_kill_and_bitflip } })

@@ -8,9 +8,9 @@
  * exit within the heartbeat timeout. */
 #define _GNU_SOURCE
 #include <fcntl.h>
-#include <ftw.h>
 
 #include "rl_harness.h"
+#include "kit.h"
 
 #define HB_MS "2000"                /* --heartbeat-timeout of every process here */
 #define HB_S 2.0
@@ -18,18 +18,10 @@
 
 /* ---- a job of separate programs ------------------------------------------------------ */
 
-static char logdir[64];             /* the agent's --logdir, removed by the teardown */
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-static void teardown(void)
+static char logdir[64];             static void teardown(void)
 {
     rl_kill_all();
-    if (logdir[0]) nftw(logdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (logdir[0]) kit_rm_rf(logdir);
     logdir[0] = '\0';
 }
 
@@ -98,7 +90,7 @@ static int metrics_rows(cJSON **rows, int cap)
     snprintf(path, sizeof path, "%s/metrics.jsonl", logdir);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
-    char *s = slurp(fd);
+    char *s = kit_must_read_fd(fd, NULL);
     close(fd);
     int n = 0;
     for (char *line = s, *nl; n < cap && (nl = strchr(line, '\n')); line = nl + 1) {
@@ -301,33 +293,7 @@ END_TEST
 START_TEST(test_agent_death_async) { check_agent_death("async"); }
 END_TEST
 
-static Suite *rl_rejoin_suite(void)
-{
-    Suite *s = suite_create("rl_rejoin");
-    TCase *tc = tcase_create("rejoin");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_rejoin_sync);
-    tcase_add_test(tc, test_rejoin_async);
-    tcase_add_test(tc, test_rejoin_norm_sync);
-    tcase_add_test(tc, test_rejoin_norm_async);
-    tcase_add_test(tc, test_rejoin_refused);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("agent_death");
-    tcase_add_checked_fixture(tc, NULL, teardown);
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_agent_death_sync);
-    tcase_add_test(tc, test_agent_death_async);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(rl_rejoin_suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("rl_rejoin",
+         { "rejoin", 300, .teardown = teardown, .tests = { test_rejoin_sync, test_rejoin_async, test_rejoin_norm_sync,
+           test_rejoin_norm_async, test_rejoin_refused } },
+         { "agent_death", 300, .teardown = teardown, .tests = { test_agent_death_sync, test_agent_death_async } })

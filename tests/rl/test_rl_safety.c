@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/proc.h"
+#include "kit.h"
 
 #define MAX_ROWS 3                  /* progress rows pinned per run */
 
@@ -60,8 +61,6 @@ static const struct safety_run runs[] = {
 };
 #define N_RUNS (int)(sizeof runs / sizeof runs[0])
 
-static char OUT[1 << 16], ERR[1 << 16];
-
 static int run(const char *const *args, const char *logdir, const char *resume)
 {
     const char *argv[48] = { TRIB_TRAIN_BIN };
@@ -75,44 +74,7 @@ static int run(const char *const *args, const char *logdir, const char *resume)
         argv[n++] = logdir;
     }
     argv[n] = NULL;
-    int rc;
-    ck_assert_msg(proc_run(argv, -1, OUT, sizeof OUT, ERR, sizeof ERR, &rc) == 0, "starting %s: %s", argv[0],
-                  strerror(errno));
-    return rc;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "missing %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    ck_assert_ptr_nonnull(buf);
-    ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    if (len) *len = (size_t)n;
-    return buf;
-}
-
-static void rm_rf(const char *path)
-{
-    DIR *d = opendir(path);
-    if (!d) {
-        unlink(path);
-        return;
-    }
-    struct dirent *e;
-    char sub[1024];
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            rm_rf(sub);
-        }
-    closedir(d);
-    rmdir(path);
+    return kit_run(TRIB_TRAIN_BIN, argv + 1, -1);
 }
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -133,7 +95,7 @@ static int by_name(const void *a, const void *b)
 static void params_hash(const char *file, char out[17])
 {
     size_t len;
-    char *buf = slurp(file, &len);
+    char *buf = kit_must_read(file, &len);
     ck_assert_uint_ge(len, 8);
     uint64_t hlen = 0;
     memcpy(&hlen, buf, 8);
@@ -174,7 +136,7 @@ static cJSON *pinned_rows(const char *dir)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/metrics.csv", dir);
-    char *csv = slurp(path, NULL);
+    char *csv = kit_must_read(path, NULL);
     char *save = NULL, *line = strtok_r(csv, "\n", &save);
     ck_assert_ptr_nonnull(line);
     char *cols[64];
@@ -200,8 +162,8 @@ static cJSON *do_run(int i, char *dir, size_t cap)
     ck_assert_ptr_nonnull(mkdtemp(dir));
     rmdir(dir);                     /* the run makes it */
     int rc = run(runs[i].args, dir, NULL);
-    ck_assert_msg(rc == 1, "%s: exit %d (the update budget ends it: 1)\n%s\n%s", runs[i].name, rc, OUT, ERR);
-    ck_assert_msg(strstr(OUT, "\"stopped_by\":\"budget\""), "%s: %s", runs[i].name, OUT);
+    ck_assert_msg(rc == 1, "%s: exit %d (the update budget ends it: 1)\n%s\n%s", runs[i].name, rc, kit_out, kit_err);
+    ck_assert_msg(strstr(kit_out, "\"stopped_by\":\"budget\""), "%s: %s", runs[i].name, kit_out);
     char file[700], hash[17];
     snprintf(file, sizeof file, "%s/policy.safetensors", dir);
     params_hash(file, hash);
@@ -215,7 +177,7 @@ static cJSON *fixture(const char *name)
 {
     char path[600];
     snprintf(path, sizeof path, "%s/%s.json", SAFETY_DIR, name);
-    char *text = slurp(path, NULL);
+    char *text = kit_must_read(path, NULL);
     cJSON *j = cJSON_Parse(text);
     ck_assert_msg(j != NULL, "%s does not parse", path);
     free(text);
@@ -248,7 +210,7 @@ START_TEST(test_pinned)
     }
     cJSON_Delete(got);
     cJSON_Delete(want);
-    rm_rf(dir);
+    kit_rm_rf(dir);
 }
 END_TEST
 
@@ -270,7 +232,7 @@ static void copy_tree(const char *from, const char *to)
             continue;
         }
         size_t len;
-        char *buf = slurp(a, &len);
+        char *buf = kit_must_read(a, &len);
         FILE *f = fopen(b, "wb");
         ck_assert_ptr_nonnull(f);
         ck_assert_int_eq(fwrite(buf, 1, len, f), len);
@@ -292,7 +254,7 @@ START_TEST(test_old_run_resumes)
     copy_tree(SAFETY_DIR "/old_run", run_dir);
     const char *args[] = { "--max-updates", "24", NULL };
     int rc = run(args, NULL, run_dir);
-    ck_assert_msg(rc == 1, "resume: exit %d\n%s\n%s", rc, OUT, ERR);
+    ck_assert_msg(rc == 1, "resume: exit %d\n%s\n%s", rc, kit_out, kit_err);
     char file[400], hash[17];
     snprintf(file, sizeof file, "%s/policy.safetensors", run_dir);
     params_hash(file, hash);
@@ -300,7 +262,7 @@ START_TEST(test_old_run_resumes)
     const char *wh = cJSON_GetObjectItem(want, "params_fnv1a64")->valuestring;
     ck_assert_msg(!strcmp(hash, wh), "resumed old run: parameters' hash %s, the old tree's straight run %s", hash, wh);
     cJSON_Delete(want);
-    rm_rf(dir);
+    kit_rm_rf(dir);
 }
 END_TEST
 
@@ -320,13 +282,13 @@ START_TEST(test_write_fixtures)
         ck_assert_msg(f && fprintf(f, "%s\n", text) >= 0 && fclose(f) == 0, "writing %s", path);
         free(text);
         cJSON_Delete(o);
-        rm_rf(dir);
+        kit_rm_rf(dir);
         printf("%s\n", path);
     }
     /* the old run: ppo-sync stopped at 8 updates, checkpointed */
     char run_dir[600];
     snprintf(run_dir, sizeof run_dir, "%s/old_run", out);
-    rm_rf(run_dir);
+    kit_rm_rf(run_dir);
     const char *args[32];
     int n = 0;
     for (const char *const *a = runs[4].args; *a; a++) {
@@ -334,7 +296,7 @@ START_TEST(test_write_fixtures)
     }
     args[n] = NULL;
     int rc = run(args, run_dir, NULL);
-    ck_assert_msg(rc == 1, "old run: exit %d\n%s", rc, ERR);
+    ck_assert_msg(rc == 1, "old run: exit %d\n%s", rc, kit_err);
     char p[1024];
     snprintf(p, sizeof p, "%s/policy.safetensors", run_dir);
     unlink(p);
@@ -368,9 +330,5 @@ int main(int argc, char **argv)
         tcase_add_test(tc, test_old_run_resumes);
     }
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return kit_run_suite(s);
 }

@@ -13,6 +13,7 @@
 
 #include "envs/env.h"
 #include "rl_harness.h"
+#include "kit.h"
 
 /* Runs tributary-train with args to its end; asserts the exit status, an
  * empty stderr, the first line and the summary's shape; returns the summary. */
@@ -401,7 +402,7 @@ START_TEST(test_stopped_observer_stale_dropped)
         ck_assert_msg(rl_running(&p), "the run ended while observer2 was stopped");
         ck_assert_msg(trib_now_s() - t0 < RUN_TIMEOUT_S, "no 80,000 steps within %.0f s", RUN_TIMEOUT_S);
         usleep(50000);
-        char *out = slurp(p.out_fd);
+        char *out = kit_must_read_fd(p.out_fd, NULL);
         s = last_progress_steps(out);
         free(out);
     }
@@ -411,7 +412,7 @@ START_TEST(test_stopped_observer_stale_dropped)
     for (long long s = s1; s < s1 + 20000;) {
         ck_assert_msg(rl_running(&p), "the run ended after observer2 was resumed");
         usleep(50000);
-        char *out = slurp(p.out_fd);
+        char *out = kit_must_read_fd(p.out_fd, NULL);
         s = last_progress_steps(out);
         free(out);
     }
@@ -739,7 +740,7 @@ static void expect_err_within(struct rl_proc *p, const char *what, double within
     double t0 = trib_now_s();
     while (!err_has(p, what)) {
         if (trib_now_s() - t0 > within_s || !rl_running(p)) {
-            char *err = slurp(p->err_fd);
+            char *err = kit_must_read_fd(p->err_fd, NULL);
             ck_abort_msg("%s: no '%s' on stderr within %.0f s:\n%s", p->name, what, within_s, err);
         }
         usleep(20000);
@@ -771,7 +772,7 @@ static void expect_notice_within(struct rl_proc *p, const char *head, int min_s,
     double t0 = trib_now_s();
     for (;;) {
         bool running = rl_running(p);   /* before reading: all it said is in the file once it has exited */
-        char *err = slurp(p->err_fd);
+        char *err = kit_must_read_fd(p->err_fd, NULL);
         bool found = has_notice(err, head, min_s);
         if (!found && (trib_now_s() - t0 > within_s || !running))
             ck_abort_msg("%s: no '%s (N s so far)' with N >= %d on stderr within %.0f s:\n%s", p->name, head, min_s,
@@ -1017,75 +1018,18 @@ START_TEST(test_sync_observer_lost_in_backward)
 }
 END_TEST
 
-static Suite *rl_train_suite(void)
-{
-    Suite *s = suite_create("rl_train");
-    TCase *tc = tcase_create("cli");
-    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_train_help);
-    tcase_add_test(tc, test_train_bad_usage);
-    tcase_add_test(tc, test_cleanrl_aliases);
-    tcase_add_test(tc, test_agent_cli);
-    tcase_add_test(tc, test_observer_cli);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("learning");
-    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_ppo_sync_learns);
-    tcase_add_test(tc, test_ppo_async_learns);
-    tcase_add_test(tc, test_reinforce_learns);
-    tcase_add_test(tc, test_reinforce_solved_by_return);
-    tcase_add_test(tc, test_ppo_async_vtrace_learns);
-    tcase_add_test(tc, test_max_policy_lag);
-    tcase_add_test(tc, test_progress_line);
-    tcase_add_test(tc, test_pendulum_improves);
-    tcase_add_test(tc, test_a2c_learns);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("plugin");
-    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_plugin_env);
-    tcase_add_test(tc, test_plugin_missing);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("faults");
-    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_observer_killed_sync);
-    tcase_add_test(tc, test_observer_killed_async);
-    tcase_add_test(tc, test_sigint_sync);
-    tcase_add_test(tc, test_sigterm_async);
-    tcase_add_test(tc, test_sigint_while_waiting);
-    tcase_add_test(tc, test_stopped_observer_stale_dropped);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("separate");
-    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_separate_programs);
-    tcase_add_test(tc, test_observer_says_it_waits);
-    tcase_add_test(tc, test_agent_says_it_waits);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("reproducible");
-    tcase_add_checked_fixture(tc, NULL, rl_kill_all);
-    tcase_set_timeout(tc, 600);
-    tcase_add_test(tc, test_sync_reproducible_unmerged);
-    tcase_add_test(tc, test_sync_reproducible_merged);
-    tcase_add_test(tc, test_sync_reproducible_reinforce);
-    tcase_add_test(tc, test_sync_observer_lost_in_backward);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(rl_train_suite());
-    srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+KIT_MAIN("rl_train",
+         { "cli", 120, .teardown = rl_kill_all, .tests = { test_train_help, test_train_bad_usage, test_cleanrl_aliases,
+           test_agent_cli, test_observer_cli } },
+         { "learning", 600, .teardown = rl_kill_all, .tests = { test_ppo_sync_learns, test_ppo_async_learns,
+           test_reinforce_learns,
+           test_reinforce_solved_by_return, test_ppo_async_vtrace_learns, test_max_policy_lag, test_progress_line,
+           test_pendulum_improves, test_a2c_learns } },
+         { "plugin", 600, .teardown = rl_kill_all, .tests = { test_plugin_env, test_plugin_missing } },
+         { "faults", 600, .teardown = rl_kill_all, .tests = { test_observer_killed_sync, test_observer_killed_async,
+           test_sigint_sync, test_sigterm_async, test_sigint_while_waiting, test_stopped_observer_stale_dropped } },
+         { "separate", 600, .teardown = rl_kill_all, .tests = { test_separate_programs, test_observer_says_it_waits,
+           test_agent_says_it_waits } },
+         { "reproducible", 600, .teardown = rl_kill_all, .tests = { test_sync_reproducible_unmerged,
+           test_sync_reproducible_merged,
+           test_sync_reproducible_reinforce, test_sync_observer_lost_in_backward } })

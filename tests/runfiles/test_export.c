@@ -17,7 +17,6 @@
 #include <check.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,14 +30,9 @@
 #include "runfiles/safetensors.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
+#include "kit.h"
 
 static char dir[64];
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(p);
-}
 
 static void setup(void)
 {
@@ -46,31 +40,10 @@ static void setup(void)
     ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
-static void teardown(void) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void teardown(void) { kit_rm_rf(dir); }
 
-static const char *P(const char *name)
-{
-    static char buf[4][256];
-    static int k;
-    char *b = buf[k++ % 4];
-    snprintf(b, 256, "%s/%s", dir, name);
-    return b;
-}
-
-static char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)sz + 1);
-    ck_assert_int_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    b[sz] = 0;
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
+/* dir/name (tests/kit: 8 rotating buffers). */
+static const char *P(const char *name) { return kit_path(dir, name); }
 
 #define ASSERT_ERR(fmt, ...)                                                  \
     do {                                                                      \
@@ -140,7 +113,7 @@ START_TEST(test_export_fixture_current)
 {
     ck_assert_msg(write_fixture(P("p.safetensors")) == 0, "%s", runfiles_last_error());
     size_t a, b;
-    char *got = read_all(P("p.safetensors"), &a), *want = read_all(EXPORT_DIR "/policy.safetensors", &b);
+    char *got = kit_must_read(P("p.safetensors"), &a), *want = kit_must_read(EXPORT_DIR "/policy.safetensors", &b);
     ck_assert_uint_eq(a, b);
     ck_assert_msg(memcmp(got, want, a) == 0, "the writer no longer makes " EXPORT_DIR "/policy.safetensors");
     free(got);
@@ -186,7 +159,7 @@ static int json_rows(const cJSON *a, int cols, float *out, int cap)
 START_TEST(test_export_matches_torch)
 {
     size_t len;
-    char *text = read_all(EXPORT_DIR "/actions.json", &len);
+    char *text = kit_must_read(EXPORT_DIR "/actions.json", &len);
     cJSON *j = cJSON_Parse(text);
     ck_assert_ptr_nonnull(j);
     enum { CAP = 256 };
@@ -525,27 +498,6 @@ START_TEST(test_eval_refusals)
 }
 END_TEST
 
-static Suite *export_suite(void)
-{
-    Suite *s = suite_create("export");
-    TCase *tc = tcase_create("export");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_export_fixture_current);
-    tcase_add_test(tc, test_export_matches_torch);
-    tcase_add_test(tc, test_export_roundtrip);
-    tcase_add_test(tc, test_export_old_file);
-    tcase_add_test(tc, test_export_norm_apply);
-    tcase_add_test(tc, test_export_refusals);
-    tcase_add_test(tc, test_export_write_refusals);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("tributary-eval");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_eval_applies_statistics);
-    tcase_add_test(tc, test_eval_refusals);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(int argc, char **argv)
 {
     if (argc == 3 && strcmp(argv[1], "--write") == 0) {
@@ -558,9 +510,10 @@ int main(int argc, char **argv)
         printf("%s\n", path);
         return 0;
     }
-    SRunner *sr = srunner_create(export_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return KIT_RUN("export",
+             { "export", 0, .setup = setup, .teardown = teardown, .tests = { test_export_fixture_current,
+               test_export_matches_torch, test_export_roundtrip, test_export_old_file, test_export_norm_apply,
+               test_export_refusals, test_export_write_refusals } },
+             { "tributary-eval", 0, .setup = setup, .teardown = teardown,
+               .tests = { test_eval_applies_statistics, test_eval_refusals } });
 }

@@ -12,7 +12,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -30,6 +29,7 @@
 #include "runfiles/runfiles.h"
 #include "runfiles/safetensors.h"
 #include "runfiles/tfevents.h"
+#include "kit.h"
 
 /* ---- scratch directory and file helpers ----------------------------------- */
 
@@ -38,19 +38,13 @@
  * directory inside it (a checked fixture, in the forked test process). */
 static char base[64], dir[96];
 
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 static void base_setup(void)
 {
     snprintf(base, sizeof base, "/tmp/trib-runfiles-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(base));
 }
 
-static void base_teardown(void) { nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void base_teardown(void) { kit_rm_rf(base); }
 
 static void setup(void)
 {
@@ -58,32 +52,10 @@ static void setup(void)
     ck_assert_ptr_nonnull(mkdtemp(dir));
 }
 
-static void teardown(void) { nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+static void teardown(void) { kit_rm_rf(dir); }
 
-/* dir/name in one of a few rotating buffers. */
-static const char *P(const char *name)
-{
-    static char buf[8][256];
-    static int k;
-    char *b = buf[k++ % 8];
-    snprintf(b, 256, "%s/%s", dir, name);
-    return b;
-}
-
-static unsigned char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc((size_t)sz + 1);
-    ck_assert_int_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    b[sz] = 0;
-    fclose(f);
-    *n = (size_t)sz;
-    return b;
-}
+/* dir/name (tests/kit: 8 rotating buffers). */
+static const char *P(const char *name) { return kit_path(dir, name); }
 
 static void write_all(const char *path, const void *data, size_t n)
 {
@@ -96,7 +68,7 @@ static void write_all(const char *path, const void *data, size_t n)
 static void flip_byte(const char *path, long off)
 {
     size_t n;
-    unsigned char *b = read_all(path, &n);
+    unsigned char *b = (unsigned char *)kit_must_read(path, &n);
     ck_assert_int_lt(off, (long)n);
     b[off] ^= 0x40;
     write_all(path, b, n);
@@ -179,7 +151,7 @@ START_TEST(test_st_roundtrip)
     ck_assert_int_eq(safetensors_save(P("m.safetensors"), e, 6, meta, 2), 0);
 
     size_t n;
-    unsigned char *raw = read_all(P("m.safetensors"), &n);
+    unsigned char *raw = (unsigned char *)kit_must_read(P("m.safetensors"), &n);
     uint64_t hlen;
     memcpy(&hlen, raw, 8);
     ck_assert_uint_eq((8 + hlen) % 8, 0);
@@ -204,7 +176,7 @@ START_TEST(test_st_roundtrip)
 
     /* no tensors, no metadata: "{}" and 6 spaces */
     ck_assert_int_eq(safetensors_save(P("e.safetensors"), NULL, 0, NULL, 0), 0);
-    raw = read_all(P("e.safetensors"), &n);
+    raw = (unsigned char *)kit_must_read(P("e.safetensors"), &n);
     ck_assert_int_eq(n, 16);
     ck_assert_int_eq(memcmp(raw, "\x08\0\0\0\0\0\0\0{}      ", 16), 0);
     free(raw);
@@ -225,7 +197,7 @@ START_TEST(test_st_known_bytes)
         "{\"__metadata__\":{\"format\":\"pt\"},\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}   "
         "\x00\x00\x80\x3f\x00\x00\x00\x40";
     size_t n;
-    unsigned char *raw = read_all(P("a.safetensors"), &n);
+    unsigned char *raw = (unsigned char *)kit_must_read(P("a.safetensors"), &n);
     ck_assert_int_eq(n, sizeof want - 1);
     ck_assert_int_eq(memcmp(raw, want, n), 0);
     free(raw);
@@ -444,7 +416,7 @@ START_TEST(test_tfe_records)
     ck_assert_str_eq(path, want);
 
     size_t n, off = 0;
-    unsigned char *b = read_all(path, &n);
+    unsigned char *b = (unsigned char *)kit_must_read(path, &n);
     for (int rec = 0; rec < 5; rec++) {
         ck_assert_uint_ge(n - off, 16);
         uint64_t len;
@@ -498,7 +470,7 @@ END_TEST
 static size_t record_offset(const char *path, int k)
 {
     size_t n, off = 0;
-    unsigned char *b = read_all(path, &n);
+    unsigned char *b = (unsigned char *)kit_must_read(path, &n);
     for (int i = 0; i < k; i++) {
         uint64_t len;
         memcpy(&len, b + off, 8);
@@ -524,7 +496,7 @@ START_TEST(test_tfe_corruptions)
     double t0, t1;
     const char *path = write_events(&t0, &t1);
     size_t n, r2 = record_offset(path, 2);
-    unsigned char *orig = read_all(path, &n);
+    unsigned char *orig = (unsigned char *)kit_must_read(path, &n);
     char want[512];
 
     flip_byte(path, (long)r2 + 14);   /* inside record 2's data */
@@ -600,7 +572,7 @@ START_TEST(test_metrics_rows)
     metrics_close(m);
 
     size_t n;
-    char *csv = (char *)read_all(P("run/metrics.csv"), &n);
+    char *csv = kit_must_read(P("run/metrics.csv"), &n);
     ck_assert_str_eq(csv, "env_steps,wall_s,return_mean,loss\n"
                           "1000,0.5,12.25,\n"
                           "2000,0.3333333333333333,0.1,1e-300\n"
@@ -622,7 +594,7 @@ START_TEST(test_metrics_rows)
     }
     free(csv);
 
-    char *jl = (char *)read_all(P("run/metrics.jsonl"), &n);
+    char *jl = kit_must_read(P("run/metrics.jsonl"), &n);
     ck_assert_str_eq(jl, "{\"env_steps\":1000,\"wall_s\":0.5,\"return_mean\":12.25,\"loss\":null}\n"
                          "{\"env_steps\":2000,\"wall_s\":0.3333333333333333,\"return_mean\":0.1,\"loss\":1e-300}\n"
                          "{\"env_steps\":9007199254740992,\"wall_s\":-1e999,\"return_mean\":1e999,"
@@ -659,10 +631,10 @@ START_TEST(test_metrics_resume)
     ck_assert_int_eq(metrics_write(m, (double[]){ 5, 6, 7, 8 }), 0);
     metrics_close(m);
     size_t n;
-    char *csv = (char *)read_all(P("run/metrics.csv"), &n);
+    char *csv = kit_must_read(P("run/metrics.csv"), &n);
     ck_assert_str_eq(csv, "env_steps,wall_s,return_mean,loss\n1,2,3,4\n5,6,7,8\n");
     free(csv);
-    char *jl = (char *)read_all(P("run/metrics.jsonl"), &n);
+    char *jl = kit_must_read(P("run/metrics.jsonl"), &n);
     ck_assert_str_eq(jl, "{\"env_steps\":1,\"wall_s\":2,\"return_mean\":3,\"loss\":4}\n"
                          "{\"env_steps\":5,\"wall_s\":6,\"return_mean\":7,\"loss\":8}\n");
     free(jl);
@@ -674,14 +646,14 @@ START_TEST(test_metrics_resume)
     m = metrics_open(P("run"), cols, 2, false);
     ck_assert_ptr_nonnull(m);
     metrics_close(m);
-    csv = (char *)read_all(P("run/metrics.csv"), &n);
+    csv = kit_must_read(P("run/metrics.csv"), &n);
     ck_assert_str_eq(csv, "env_steps,wall_s\n");
     free(csv);
     /* resume with nothing there starts afresh */
     m = metrics_open(P("new"), cols, 1, true);
     ck_assert_ptr_nonnull(m);
     metrics_close(m);
-    csv = (char *)read_all(P("new/metrics.csv"), &n);
+    csv = kit_must_read(P("new/metrics.csv"), &n);
     ck_assert_str_eq(csv, "env_steps\n");
     free(csv);
 }
@@ -742,7 +714,7 @@ START_TEST(test_metrics_config)
     const char *keys[3] = { "env", "seed", "lr" }, *values[3] = { "CartPole-v1", "42", "0.01" };
     ck_assert_int_eq(metrics_write_config_kv(P("run"), keys, values, 3), 0);
     size_t n;
-    char *text = (char *)read_all(P("run/config.json"), &n);
+    char *text = kit_must_read(P("run/config.json"), &n);
     cJSON *o = cJSON_Parse(text);
     ck_assert_ptr_nonnull(o);
     int i = 0;
@@ -758,7 +730,7 @@ START_TEST(test_metrics_config)
     cJSON_AddNumberToObject(o, "hidden", 128);
     cJSON_AddBoolToObject(o, "async", 1);
     ck_assert_int_eq(metrics_write_config(P("run"), o), 0);
-    text = (char *)read_all(P("run/config.json"), &n);
+    text = kit_must_read(P("run/config.json"), &n);
     cJSON *back = cJSON_Parse(text);
     ck_assert(cJSON_Compare(o, back, 1));
     cJSON_Delete(back);
@@ -825,7 +797,7 @@ START_TEST(test_ckpt_roundtrip)
 
     /* the layout: header, sections, CRC of everything before it */
     size_t n;
-    unsigned char *b = read_all(ckpt_path(100), &n);
+    unsigned char *b = (unsigned char *)kit_must_read(ckpt_path(100), &n);
     ck_assert_uint_eq(n, 32 + (4 + 6 + 8 + 1000) + (4 + 5 + 8 + 24) + (4 + 8 + 8) + 4);
     ck_assert_int_eq(memcmp(b, "TRIBCKPT\x01\0\0\0\x03\0\0\0", 16), 0);
     uint64_t size;
@@ -889,7 +861,7 @@ START_TEST(test_ckpt_fallback_crc)
     write_ckpt(P("ck"), 200, 0);
     flip_byte(ckpt_path(200), 500);
     size_t n;
-    unsigned char *b = read_all(ckpt_path(200), &n);
+    unsigned char *b = (unsigned char *)kit_must_read(ckpt_path(200), &n);
     uint32_t stored;
     memcpy(&stored, b + n - 4, 4);
     uint32_t computed = crc32c(b, n - 4);
@@ -912,7 +884,7 @@ END_TEST
 static void patch_u32(const char *path, size_t off, uint32_t v, bool fix_crc)
 {
     size_t n;
-    unsigned char *b = read_all(path, &n);
+    unsigned char *b = (unsigned char *)kit_must_read(path, &n);
     memcpy(b + off, &v, 4);
     if (fix_crc) {
         uint32_t c = crc32c(b, n - 4);
@@ -933,7 +905,7 @@ START_TEST(test_ckpt_refusals)
     const char *p = ckpt_path(7);
     write_ckpt(P("ck"), 7, 0);
     size_t n;
-    unsigned char *orig = read_all(p, &n);
+    unsigned char *orig = (unsigned char *)kit_must_read(p, &n);
 
     patch_u32(p, 0, 0x4b434950, false);
     assert_ckpt_refused(p, "bad magic (not a tributary checkpoint)");
@@ -1085,7 +1057,7 @@ START_TEST(test_policy_file_bytes)
     ck_assert_msg(policy_file_save(P("p.safetensors"), &SEED_ARCH, "CartPole-v1", NULL, n, params) == 0, "%s",
                   runfiles_last_error());
     size_t got_n, want_n;
-    unsigned char *got = read_all(P("p.safetensors"), &got_n), *want = read_all(POLICY_SEED, &want_n);
+    unsigned char *got = (unsigned char *)kit_must_read(P("p.safetensors"), &got_n), *want = (unsigned char *)kit_must_read(POLICY_SEED, &want_n);
     ck_assert_uint_eq(got_n, want_n);
     ck_assert_msg(memcmp(got, want, got_n) == 0, "policy file differs from %s", POLICY_SEED);
     free(got);
@@ -1189,67 +1161,23 @@ START_TEST(test_policy_file_refusals)
 }
 END_TEST
 
-static Suite *runfiles_suite(void)
-{
-    Suite *s = suite_create("runfiles");
-    TCase *tc = tcase_create("crc32c");
-    tcase_add_test(tc, test_crc32c_vectors);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("safetensors");
-    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_st_roundtrip);
-    tcase_add_test(tc, test_st_known_bytes);
-    tcase_add_test(tc, test_st_corruptions);
-    tcase_add_test(tc, test_st_save_errors);
-    tcase_add_test(tc, test_st_cuda);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("tfevents");
-    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_tfe_records);
-    tcase_add_test(tc, test_tfe_corruptions);
-    tcase_add_test(tc, test_tfe_open_errors);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("metrics");
-    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_metrics_rows);
-    tcase_add_test(tc, test_metrics_resume);
-    tcase_add_test(tc, test_metrics_errors);
-    tcase_add_test(tc, test_metrics_config);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("ckpt");
-    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_ckpt_roundtrip);
-    tcase_add_test(tc, test_ckpt_keep_last);
-    tcase_add_test(tc, test_ckpt_fallback_truncated);
-    tcase_add_test(tc, test_ckpt_fallback_crc);
-    tcase_add_test(tc, test_ckpt_refusals);
-    tcase_add_test(tc, test_ckpt_duplicate_section_on_disk);
-    tcase_add_test(tc, test_ckpt_all_bad_and_empty);
-    tcase_add_test(tc, test_ckpt_write_errors);
-    suite_add_tcase(s, tc);
-
-    tc = tcase_create("policy_file");
-    tcase_add_unchecked_fixture(tc, base_setup, base_teardown);
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, test_policy_file_bytes);
-    tcase_add_test(tc, test_policy_file_refusals);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(runfiles_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return KIT_RUN("runfiles",
+             { "crc32c", 0, .tests = { test_crc32c_vectors } },
+             { "safetensors", 0, .setup = setup, .teardown = teardown, .tests = { test_st_roundtrip,
+               test_st_known_bytes, test_st_corruptions, test_st_save_errors, test_st_cuda },
+               .setup_once = base_setup, .teardown_once = base_teardown },
+             { "tfevents", 0, .setup = setup, .teardown = teardown, .tests = { test_tfe_records,
+               test_tfe_corruptions, test_tfe_open_errors }, .setup_once = base_setup,
+               .teardown_once = base_teardown },
+             { "metrics", 0, .setup = setup, .teardown = teardown, .tests = { test_metrics_rows,
+               test_metrics_resume, test_metrics_errors, test_metrics_config }, .setup_once = base_setup,
+               .teardown_once = base_teardown },
+             { "ckpt", 0, .setup = setup, .teardown = teardown, .tests = { test_ckpt_roundtrip,
+               test_ckpt_keep_last, test_ckpt_fallback_truncated, test_ckpt_fallback_crc, test_ckpt_refusals,
+               test_ckpt_duplicate_section_on_disk, test_ckpt_all_bad_and_empty, test_ckpt_write_errors },
+               .setup_once = base_setup, .teardown_once = base_teardown },
+             { "policy_file", 0, .setup = setup, .teardown = teardown, .tests = { test_policy_file_bytes,
+               test_policy_file_refusals }, .setup_once = base_setup, .teardown_once = base_teardown });
 }

@@ -11,6 +11,7 @@
 #include "tensor/autograd.h"
 #include "tensor/backend.h"
 #include "tensor/ops.h"
+#include "kit.h"
 
 static struct tensor *vec(int n, const float *v)
 {
@@ -682,42 +683,12 @@ START_TEST(test_update_during_backward)
 }
 END_TEST
 
-Suite *autograd_suite(void)
-{
-    Suite *s = suite_create("tensor_autograd");
-    TCase *tc = tcase_create("engine");
-    tcase_add_test(tc, test_cow_parameter_update);
-    tcase_add_test(tc, test_cow_input_update);
-    tcase_add_test(tc, test_inplace_write_detected);
-    tcase_add_test(tc, test_retain_graph);
-    tcase_add_test(tc, test_backward_errors);
-    tcase_add_test(tc, test_no_grad_mode);
-    tcase_add_test(tc, test_sum_at_shared_input);
-    tcase_add_test(tc, test_long_chain);
-    tcase_add_test(tc, test_long_chain_second_input);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("custom_nodes");
-    tcase_add_test(tc, test_custom_send_node_as_root);
-    tcase_add_test(tc, test_sink_ready_as_soon_as_complete);
-    tcase_add_test(tc, test_custom_recv_node_receives_gradient);
-    tcase_add_test(tc, test_later_nodes_run_first);
-    tcase_add_test(tc, test_node_failure_stops_run);
-    tcase_add_test(tc, test_bad_root_gradient_rejected);
-    tcase_add_test(tc, test_non_f32_gradients_rejected);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("threads");
-    tcase_add_test(tc, test_concurrent_sinks);
-    tcase_add_test(tc, test_concurrent_default_accumulation);
-    tcase_add_test(tc, test_update_during_backward);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(autograd_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("tensor_autograd",
+         { "engine", 0, .tests = { test_cow_parameter_update, test_cow_input_update, test_inplace_write_detected,
+           test_retain_graph, test_backward_errors, test_no_grad_mode, test_sum_at_shared_input, test_long_chain,
+           test_long_chain_second_input } },
+         { "custom_nodes", 0, .tests = { test_custom_send_node_as_root, test_sink_ready_as_soon_as_complete,
+           test_custom_recv_node_receives_gradient, test_later_nodes_run_first, test_node_failure_stops_run,
+           test_bad_root_gradient_rejected, test_non_f32_gradients_rejected } },
+         { "threads", 0, .tests = { test_concurrent_sinks, test_concurrent_default_accumulation,
+           test_update_during_backward } })

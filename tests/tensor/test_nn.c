@@ -12,6 +12,7 @@
 #include "tensor/backend.h"
 #include "tensor/nn.h"
 #include "tensor/ops.h"
+#include "kit.h"
 
 static struct tensor *filled(int ndim, const int64_t *shape, float (*f)(int64_t))
 {
@@ -408,32 +409,9 @@ START_TEST(test_cross_entropy_values_and_errors)
 }
 END_TEST
 
-Suite *nn_suite(void)
-{
-    Suite *s = suite_create("tensor_nn");
-    TCase *tc = tcase_create("modules");
-    tcase_add_test(tc, test_linear_init);
-    tcase_add_test(tc, test_too_large_is_an_error);
-    tcase_add_test(tc, test_mlp_matches_ops);
-    tcase_add_test(tc, test_module_to_without_gpu);
-    tcase_add_test(tc, test_policy_heads);
-    tcase_add_test(tc, test_mlp_dropout_train_eval);
-    tcase_add_test(tc, test_embedding_bag_module);
-    tcase_add_test(tc, test_cross_entropy_values_and_errors);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("distributions");
-    tcase_add_test(tc, test_dropout_statistics);
-    tcase_add_test(tc, test_categorical_frequencies);
-    tcase_add_test(tc, test_gaussian_closed_forms);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(nn_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("tensor_nn",
+         { "modules", 0, .tests = { test_linear_init, test_too_large_is_an_error, test_mlp_matches_ops,
+           test_module_to_without_gpu, test_policy_heads, test_mlp_dropout_train_eval, test_embedding_bag_module,
+           test_cross_entropy_values_and_errors } },
+         { "distributions", 0, .tests = { test_dropout_statistics, test_categorical_frequencies,
+           test_gaussian_closed_forms } })

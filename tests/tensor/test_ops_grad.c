@@ -13,6 +13,7 @@
 #include "tensor/backend.h"
 #include "tensor/nn.h"
 #include "tensor/ops.h"
+#include "kit.h"
 
 #define MAXIN 4
 #define MAXOUT 4
@@ -824,22 +825,10 @@ START_TEST(test_op_grad)
 }
 END_TEST
 
-Suite *ops_grad_suite(void)
-{
-    Suite *s = suite_create("tensor_ops_grad");
-    TCase *tc = tcase_create("finite_differences");
-    tcase_add_loop_test(tc, test_op_grad, 0, N_CASES);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    SRunner *sr = srunner_create(ops_grad_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return KIT_RUN("tensor_ops_grad",
+             { "finite_differences", 0, .loop = { test_op_grad, 0, N_CASES } });
 }
 
 #else /* OPS_CUDA: the same cases on CUDA against the CPU */
@@ -1016,11 +1005,7 @@ int main(void)
     tcase_add_test(tc, test_policy_on_cuda);
     tcase_add_test(tc, test_slice_dtypes_cuda);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return kit_run_suite(s);
 }
 
 #endif

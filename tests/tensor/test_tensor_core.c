@@ -12,6 +12,7 @@
 #include "tensor/backend.h"
 #include "tensor/nn.h"
 #include "tensor/ops.h"
+#include "kit.h"
 
 /* The 256 TiB allocation below must fail as malloc does, not stop ASan or
  * TSan (each reads only its own hook; the other is an unused symbol). */
@@ -925,50 +926,14 @@ START_TEST(test_detach_and_to)
 }
 END_TEST
 
-Suite *tensor_core_suite(void)
-{
-    Suite *s = suite_create("tensor_core");
-    TCase *tc = tcase_create("core");
-    tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_add_test(tc, test_new_errors);
-    tcase_add_test(tc, test_cuda_unavailable_messages);
-    tcase_add_test(tc, test_device_mismatch_message);
-    tcase_add_test(tc, test_cpu_alloc_cache);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("cpu_kernels");
-    tcase_add_checked_fixture(tc, setup, NULL);
-    tcase_add_test(tc, test_rng_kernels);
-    tcase_add_test(tc, test_categorical_kernel);
-    tcase_add_test(tc, test_sum_to_and_binary_kernels);
-    tcase_add_test(tc, test_unary_kernels);
-    tcase_add_test(tc, test_cast_and_copy_kernels);
-    tcase_add_test(tc, test_softmax_kernels_stable);
-    tcase_add_test(tc, test_sgemm_transposes);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("ops");
-    tcase_add_test(tc, test_broadcast_cases);
-    tcase_add_test(tc, test_reduction_cases);
-    tcase_add_test(tc, test_split_cat_cases);
-    tcase_add_test(tc, test_split_cat_every_dtype);
-    tcase_add_test(tc, test_slice_every_dtype);
-    tcase_add_test(tc, test_slice_autograd_by_dtype);
-    tcase_add_test(tc, test_slice_i64_feeds_index_ops);
-    tcase_add_test(tc, test_ops_null_inputs);
-    tcase_add_test(tc, test_core_nn_null_inputs);
-    tcase_add_test(tc, test_error_messages);
-    tcase_add_test(tc, test_gather_cases);
-    tcase_add_test(tc, test_empty_inputs_huge_outputs);
-    tcase_add_test(tc, test_reshape_split_overflow);
-    tcase_add_test(tc, test_detach_and_to);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(tensor_core_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("tensor_core",
+         { "core", 0, .setup = setup, .tests = { test_new_errors, test_cuda_unavailable_messages,
+           test_device_mismatch_message,
+           test_cpu_alloc_cache } },
+         { "cpu_kernels", 0, .setup = setup, .tests = { test_rng_kernels, test_categorical_kernel,
+           test_sum_to_and_binary_kernels, test_unary_kernels, test_cast_and_copy_kernels,
+           test_softmax_kernels_stable, test_sgemm_transposes } },
+         { "ops", 0, .tests = { test_broadcast_cases, test_reduction_cases, test_split_cat_cases,
+           test_split_cat_every_dtype, test_slice_every_dtype, test_slice_autograd_by_dtype,
+           test_slice_i64_feeds_index_ops, test_ops_null_inputs, test_core_nn_null_inputs, test_error_messages,
+           test_gather_cases, test_empty_inputs_huge_outputs, test_reshape_split_overflow, test_detach_and_to } })

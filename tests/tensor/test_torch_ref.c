@@ -12,6 +12,7 @@
 
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
+#include "kit.h"
 
 #ifndef TORCH_FIXTURE
 #error "TORCH_FIXTURE must name the fixture file"
@@ -19,15 +20,7 @@
 
 static cJSON *load(void)
 {
-    FILE *f = fopen(TORCH_FIXTURE, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", TORCH_FIXTURE);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    ck_assert_int_eq(fread(text, 1, (size_t)n, f), (size_t)n);
-    text[n] = 0;
-    fclose(f);
+    char *text = kit_must_read(TORCH_FIXTURE, NULL);
     cJSON *j = cJSON_Parse(text);
     free(text);
     ck_assert_msg(j != NULL, "bad JSON in %s", TORCH_FIXTURE);
@@ -127,15 +120,5 @@ START_TEST(test_against_torch)
 }
 END_TEST
 
-int main(void)
-{
-    Suite *s = suite_create("tensor_torch_ref");
-    TCase *tc = tcase_create("torch");
-    tcase_add_test(tc, test_against_torch);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+KIT_MAIN("tensor_torch_ref",
+         { "torch", 0, .tests = { test_against_torch } })
