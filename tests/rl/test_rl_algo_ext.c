@@ -5,7 +5,7 @@
  * loopback, sync and async. It must have trained: the updates counted in
  * its summary, its losses finite, its policy's parameters moved away from
  * the ones its seed starts with. And the plain tributary-train, whose
- * registry holds only the built-ins, refuses --algo vpg.
+ * registry holds only the built-ins, refuses --algo vpg-ext.
  *
  * And an observer serves only its algorithm's functions: this process
  * plays the agent to a real tributary-observer; before set-up it serves
@@ -31,7 +31,7 @@
 
 static int run(const char *bin, const char *mode, const char *logdir)
 {
-    const char *argv[] = { bin, "--preset", "a2c", "--algo", "vpg", "--mode", mode, "--seed", "5", "--device", "cpu",
+    const char *argv[] = { bin, "--preset", "a2c", "--algo", "vpg-ext", "--mode", mode, "--seed", "5", "--device", "cpu",
                            "--max-updates", "20", "--log-every", "0.000001", "--quiet", "--logdir", logdir, NULL };
     return kit_run(bin, argv + 1, -1);
 }
@@ -102,7 +102,7 @@ static void trains(const char *mode)
     int rc = run(VPG_TRAIN_BIN, mode, dir);
     ck_assert_msg(rc == 1, "%s: exit %d (the update budget ends it: 1)\n%s\n%s", mode, rc, kit_out, kit_err);
     cJSON *s = summary();
-    ck_assert_str_eq(cJSON_GetObjectItem(s, "algo")->valuestring, "vpg");
+    ck_assert_str_eq(cJSON_GetObjectItem(s, "algo")->valuestring, "vpg-ext");
     ck_assert_str_eq(cJSON_GetObjectItem(s, "stopped_by")->valuestring, "budget");
     ck_assert_int_ge((int)cJSON_GetObjectItem(s, "updates")->valuedouble, 20);
     cJSON_Delete(s);
@@ -121,7 +121,7 @@ START_TEST(test_plain_train_refuses_vpg)
 {
     int rc = run(TRIB_TRAIN_BIN, "sync", "/tmp/test_rl_algo_ext_never");
     ck_assert_int_eq(rc, 2);
-    ck_assert_msg(strstr(kit_err, "bad value 'vpg' for --algo"), "%s", kit_err);
+    ck_assert_msg(strstr(kit_err, "bad value 'vpg-ext' for --algo"), "%s", kit_err);
 }
 END_TEST
 

@@ -6,7 +6,7 @@
  * "nstep" estimator), A not normalised, no entropy bonus, no clipping.
  * It registers the algorithm, then runs tributary-train's own main
  * (programs/tributary_train.c, built with main renamed): the agent and the observers it
- * forks all hold "vpg" in their registries, so --algo vpg resolves
+ * forks all hold "vpg-ext" in their registries, so --algo vpg-ext resolves
  * everywhere, on the command line and on the wire. */
 #include <stdio.h>
 #include <string.h>
@@ -64,12 +64,12 @@ static struct tensor *vpg_loss(const struct rl_mb_loss_in *in, struct rl_loss_st
 
 static int vpg_check(const struct rl_config *cfg)
 {
-    if (cfg->epochs != 1) return rl_set_error("--algo vpg makes one pass over a rollout: --epochs must be 1");
+    if (cfg->epochs != 1) return rl_set_error("--algo vpg-ext makes one pass over a rollout: --epochs must be 1");
     return 0;
 }
 
 static const struct rl_algo vpg = {
-    .name = "vpg",
+    .name = "vpg-ext",   /* a name no built-in takes (docs/extending.md adds "pg") */
     .title = "VPG",
     .about = "vanilla policy gradient with a learned baseline (tests/rl/vpg_train.c)",
     .shape = RL_SHAPE_ROLLOUTS,
