@@ -2,17 +2,17 @@
  * struct they share, the mode table's entry, and the functions one part
  * offers the others. Private to observer/ (not installed); observer.h is
  * the public face. The parts, bottom first (none calls up):
- *   steps.c    envs stepped under the watchdog, policy calls, a rollout,
- *              an episode: what every mode does with the envs;
- *   norm.c     the normalisation statistics this observer adopts from the
- *              agent and the delta it hands back;
- *   sync.c     sync mode's side (observer_mode_sync): serving the agent's
- *              rollout, loss and episode calls;
- *   async.c    async mode's side (observer_mode_async): the loop that
- *              updates on its own;
- *   setup.c    set-up (which picks the mode from the table) and the state
- *              a checkpoint holds;
- *   observer.c the process: its functions, the agent's loss, the end. */
+ *   steps.c           envs stepped under the watchdog, policy calls, a
+ *                     rollout, an episode: what every mode does with the envs;
+ *   observer_norm.c   the normalisation statistics this observer adopts from
+ *                     the agent and the delta it hands back;
+ *   observer_sync.c   sync mode's side (observer_mode_sync): serving the
+ *                     agent's rollout, loss and episode calls;
+ *   observer_async.c  async mode's side (observer_mode_async): the loop that
+ *                     updates on its own;
+ *   setup.c           set-up (which picks the mode from the table) and the
+ *                     state a checkpoint holds;
+ *   observer.c        the process: its functions, the agent's loss, the end. */
 #ifndef TRIB_OBSERVER_STATE_H
 #define TRIB_OBSERVER_STATE_H
 
@@ -63,7 +63,7 @@ struct observer {
 };
 
 /* A mode's side on the observer, one per row of rl/config_fields.h's
- * RL_MODES: observer_mode_<name>, in its own file (sync.c, async.c);
+ * RL_MODES: observer_mode_<name>, in its own file (observer_sync.c, observer_async.c);
  * setup.c's table is made from the list, so a mode without its entry
  * does not build (their declarations close this header). */
 struct observer_mode {
@@ -95,7 +95,7 @@ struct tensor *observer_episode(struct observer *o);
 /* TRIB_DEBUG_DUMP (rl/debug_dump.h): the first minibatch. */
 void observer_dump_minibatch(struct observer *o, double weight);
 
-/* ---- norm.c ---- */
+/* ---- observer_norm.c ---- */
 /* Adopts the agent's statistics v (a map; nil: none sent) after checking
  * them against the run's dims; `what` names the message. 0 or -1. */
 int observer_norm_adopt(struct observer *o, const struct rpc_value *v, const char *what);
@@ -109,7 +109,7 @@ void observer_serve_setup(struct observer *o);
 /* Frees the env, the buffers and the policy's RRef: not set up. */
 void observer_release(struct observer *o);
 
-/* The modes' entries (sync.c, async.c): one per row of RL_MODES. */
+/* The modes' entries (observer_sync.c, observer_async.c): one per row of RL_MODES. */
 #define OBSERVER_MODE_DECL(P, id, name, ...) extern const struct observer_mode observer_mode_##name;
 RL_MODES(OBSERVER_MODE_DECL, RL_MODE)
 #undef OBSERVER_MODE_DECL
