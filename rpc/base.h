@@ -72,6 +72,22 @@ void rpc_stat_add(enum rpc_stat s, int64_t n);
 /* A line on stderr, at most 10 a second (the next line printed says how
  * many were suppressed). I/O thread only. */
 void rpc_drop_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* One source's dropped messages as drop-log lines (a connection's): the
+ * first at once, later ones at most one a second, each with the count it
+ * stands for and the last reason. Zero it to start. I/O thread only. */
+struct rpc_drop_lines {
+    int64_t logged_at;              /* its last line (0: none yet) */
+    uint32_t unlogged;              /* messages dropped since, not yet in a line */
+    char unlogged_why[512];         /* the last reason among them */
+};
+/* n more messages dropped by worker `self` from `who` (named in the line,
+ * with the `bad` count it has so far) for `why`: a line now, or counted
+ * for a later one. */
+void rpc_drop_lines_add(struct rpc_drop_lines *l, const char *self, const char *who, uint32_t bad, uint32_t n,
+                        const char *why);
+/* The line for what was held back, once a second has passed since the
+ * last (now: trib_now_ms(); INT64_MAX writes it whatever the time). */
+void rpc_drop_lines_flush(struct rpc_drop_lines *l, const char *self, const char *who, uint32_t bad, int64_t now);
 /* Zeroes the counters and the log's window (rpc_init). */
 void rpc_counters_reset(void);
 

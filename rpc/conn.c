@@ -63,9 +63,7 @@ struct conn {
     int nheld;
     size_t held_bytes;
     uint32_t bad;
-    int64_t logged_at;          /* its last drop line (0: none yet) */
-    uint32_t unlogged;          /* messages dropped since, not yet in a line */
-    char unlogged_why[512];     /* the last reason among them */
+    struct rpc_drop_lines lines;    /* its drops' log lines (rpc_drop_lines_add) */
     int fd;                     /* the TCP socket it arrived on (ZMQ_SRCFD), or -1 */
     char addr[64];              /* its peer address "ip:port", to name it and to check fd */
 };
@@ -135,40 +133,23 @@ static void conn_name(const struct conn *c, char *buf, size_t cap)
     snprintf(buf, cap, "%s %s", who, c->addr);
 }
 
-/* One connection's drops: the first is logged at once, later ones at most
- * once a second, as one line with their count (rpc_conn_poll writes what
- * is left of a second in which nothing else came). */
-#define CONN_LOG_MS 1000
-
-static void conn_log_line(struct conn *c, uint32_t n, const char *why)
+/* One connection's drops, as base.h's drop lines: the first logged at
+ * once, later ones at most once a second with their count (rpc_conn_poll
+ * writes what is left of a second in which nothing else came). */
+static void conn_log(struct conn *c, uint32_t n, const char *why)
 {
     char name[192];
     conn_name(c, name, sizeof name);
-    if (n == 1)
-        rpc_drop_log("rpc: %s: dropped a message from %s: %s (%u bad from it)", rpc_self_name(), name, why, c->bad);
-    else if (!c->logged_at)
-        rpc_drop_log("rpc: %s: dropped %u messages from %s: %s (%u bad from it)", rpc_self_name(), n, name, why, c->bad);
-    else
-        rpc_drop_log("rpc: %s: dropped %u messages from %s in the last %.1f s, the last: %s (%u bad from it)",
-                     rpc_self_name(), n, name, (trib_now_ms() - c->logged_at) / 1000.0, why, c->bad);
-    c->logged_at = trib_now_ms();
-    c->unlogged = 0;
-}
-
-static void conn_log(struct conn *c, uint32_t n, const char *why)
-{
-    if (c->logged_at && trib_now_ms() - c->logged_at < CONN_LOG_MS) {
-        c->unlogged += n;
-        snprintf(c->unlogged_why, sizeof c->unlogged_why, "%s", why);
-        return;
-    }
-    conn_log_line(c, n + c->unlogged, why);
+    rpc_drop_lines_add(&c->lines, rpc_self_name(), name, c->bad, n, why);
 }
 
 /* The drops of c held back for longer than a second, in one line. */
 static void conn_log_flush(struct conn *c, int64_t now)
 {
-    if (c->unlogged && now - c->logged_at >= CONN_LOG_MS) conn_log_line(c, c->unlogged, c->unlogged_why);
+    if (!c->lines.unlogged) return;
+    char name[192];
+    conn_name(c, name, sizeof name);
+    rpc_drop_lines_flush(&c->lines, rpc_self_name(), name, c->bad, now);
 }
 
 static enum rpc_stat counter(enum rpc_drop kind)
@@ -244,35 +225,6 @@ static bool evict_one(void)
     return victim != NULL;
 }
 
-/* "ip:port" of the peer of TCP socket fd; false if it has none. */
-static bool fd_peer(int fd, char *buf, size_t cap)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
-    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) return false;
-    char ip[INET6_ADDRSTRLEN] = "?";
-    int port = 0;
-    if (ss.ss_family == AF_INET) {
-        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-        inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof ip);
-        port = ntohs(s4->sin_port);
-    } else if (ss.ss_family == AF_INET6) {
-        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-        inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
-        port = ntohs(s6->sin6_port);
-    } else if (ss.ss_family == AF_UNIX) {
-        struct ucred cr;
-        socklen_t cl = sizeof cr;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) return false;
-        snprintf(buf, cap, "ipc pid %d", (int)cr.pid);
-        return true;
-    } else {
-        return false;
-    }
-    snprintf(buf, cap, "%s:%d", ip, port);
-    return true;
-}
-
 struct conn *rpc_conn_get(const unsigned char *rid, size_t len, zmq_msg_t *first)
 {
     if (len == 0 || len > 255) return NULL;
@@ -284,7 +236,7 @@ struct conn *rpc_conn_get(const unsigned char *rid, size_t len, zmq_msg_t *first
         c->rid_len = len;
         c->worker = c->claimed = c->refuted = -1;
         c->fd = first ? zmq_msg_get(first, ZMQ_SRCFD) : -1;
-        if (!fd_peer(c->fd, c->addr, sizeof c->addr)) {
+        if (!rpc_fd_peer(c->fd, c->addr, sizeof c->addr)) {
             c->fd = -1;
             snprintf(c->addr, sizeof c->addr, "(no address)");
         }
@@ -343,7 +295,7 @@ static void cut(struct conn *c)
     c->worker = -1;
     rpc_stat_add(RPC_STAT_CUTS, 1);
     char now[64];
-    if (fd_peer(c->fd, now, sizeof now) && strcmp(now, c->addr) == 0) shutdown(c->fd, SHUT_RDWR);
+    if (rpc_fd_peer(c->fd, now, sizeof now) && strcmp(now, c->addr) == 0) shutdown(c->fd, SHUT_RDWR);
     c->fd = -1;
 }
 

@@ -11,11 +11,14 @@
  * made that file, so finding it means "same host". No state of its own:
  * pure functions of their arguments and the environment. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -162,4 +165,32 @@ int rpc_connect_endpoint(const char *ep, enum rpc_transport t, char *via, size_t
 void rpc_ipc_unbind(const char *ipc_ep)
 {
     if (ipc_ep[0] && is_socket(ipc_ep + 6)) unlink(ipc_ep + 6);
+}
+
+bool rpc_fd_peer(int fd, char *buf, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&ss, &sl) != 0) return false;
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss.ss_family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+        inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof ip);
+        port = ntohs(s4->sin_port);
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+        inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
+        port = ntohs(s6->sin6_port);
+    } else if (ss.ss_family == AF_UNIX) {
+        struct ucred cr;
+        socklen_t cl = sizeof cr;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) return false;
+        snprintf(buf, cap, "ipc pid %d", (int)cr.pid);
+        return true;
+    } else {
+        return false;
+    }
+    snprintf(buf, cap, "%s:%d", ip, port);
+    return true;
 }

@@ -28,6 +28,10 @@ void rpc_ipc_unbind(const char *ipc_ep);
  * the twin exists, else ep. -1 with error when t is IPC and there is no twin. */
 int rpc_connect_endpoint(const char *ep, enum rpc_transport t, char *via, size_t cap);
 
+/* The peer of socket fd, as a log names it: "ip:port" (TCP), "ipc pid N"
+ * (a Unix socket, from SO_PEERCRED), into buf; false if it has none. */
+bool rpc_fd_peer(int fd, char *buf, size_t cap);
+
 /* A known worker and the dealer this process calls it through. Only
  * peers.c writes an entry; other files read one through rpc_peer. */
 struct peer {
