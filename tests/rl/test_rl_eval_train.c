@@ -308,6 +308,31 @@ START_TEST(test_eval_sync_unchanged)
 }
 END_TEST
 
+/* A first session into dir (ppo-fast, 2 x 8 envs, max_updates updates,
+ * an evaluation every 8), then its best file's eval_return rewritten in
+ * place by fill (its len characters: the same length, so the header stays
+ * valid). path gets the best file's path. */
+static void first_session_best_rewritten(const char *dir, const char *max_updates, void (*fill)(char *v, size_t len),
+                                         char *path, size_t cap)
+{
+    const char *first[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8", "--max-updates",
+                            max_updates, "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, first, -1) == 1, "%s\n%s", kit_out, kit_err);
+    snprintf(path, cap, "%s/policy_best.safetensors", dir);
+    size_t n;
+    char *s = kit_must_read_in(dir, "policy_best.safetensors", &n);
+    char *v = memmem(s, n, "\"eval_return\":\"", 15);
+    ck_assert_ptr_nonnull(v);
+    v += 15;
+    fill(v, strcspn(v, "\""));
+    FILE *f = fopen(path, "wb");
+    ck_assert(f && fwrite(s, 1, n, f) == n && fclose(f) == 0);
+    free(s);
+}
+
+/* All nines: a record no evaluation beats. */
+static void fill_nines(char *v, size_t len) { memset(v, '9', len); }
+
 /* A resumed run reads the best so far from its best file: a later
  * evaluation that does not beat it leaves the file alone. The file's
  * record is raised beyond reach (same length, so the header stays valid). */
@@ -315,19 +340,8 @@ START_TEST(test_eval_resume_keeps_best)
 {
     char dir[] = "/tmp/test_rl_eval_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    const char *first[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8", "--max-updates",
-                            "16", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
-    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, first, -1) == 1, "%s\n%s", kit_out, kit_err);
     char path[600];
-    snprintf(path, sizeof path, "%s/policy_best.safetensors", dir);
-    size_t n;
-    char *s = kit_must_read_in(dir, "policy_best.safetensors", &n);
-    char *v = memmem(s, n, "\"eval_return\":\"", 15);
-    ck_assert_ptr_nonnull(v);
-    for (v += 15; *v != '"'; v++) *v = '9';
-    FILE *f = fopen(path, "wb");
-    ck_assert(f && fwrite(s, 1, n, f) == n && fclose(f) == 0);
-    free(s);
+    first_session_best_rewritten(dir, "16", fill_nines, path, sizeof path);
     char before[64], after[64];
     best_meta(dir, "eval_return", before, sizeof before);
     const char *resume[] = { "--resume", dir, "--max-updates", "32", "--quiet", NULL };
@@ -342,6 +356,15 @@ START_TEST(test_eval_resume_keeps_best)
 }
 END_TEST
 
+/* 1e308 behind leading zeros, or 9e99 where only 4 characters fit. */
+static void fill_huge(char *v, size_t len)
+{
+    const char *huge = len >= 5 ? "1e308" : "9e99";
+    ck_assert_msg(len >= 4, "eval_return '%.*s' is too short to rewrite", (int)len, v);
+    memset(v, '0', len);
+    memcpy(v + len - strlen(huge), huge, strlen(huge));
+}
+
 /* A best file that records what no evaluation of the env can score (issue
  * 33: eval_return 1e308 blocked every later best): the resumed run says so
  * and its next evaluation replaces it. CartPole's episodes are at most 500
@@ -350,25 +373,8 @@ START_TEST(test_eval_resume_implausible_best)
 {
     char dir[] = "/tmp/test_rl_eval_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
-    const char *first[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8", "--max-updates",
-                            "8", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
-    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, first, -1) == 1, "%s\n%s", kit_out, kit_err);
     char path[600];
-    snprintf(path, sizeof path, "%s/policy_best.safetensors", dir);
-    size_t n;
-    char *s = kit_must_read_in(dir, "policy_best.safetensors", &n);
-    char *v = memmem(s, n, "\"eval_return\":\"", 15);
-    ck_assert_ptr_nonnull(v);
-    v += 15;
-    size_t len = strcspn(v, "\"");
-    /* the same length (the header's size stays): 1e308 behind leading zeros, or 9e99 */
-    const char *huge = len >= 5 ? "1e308" : "9e99";
-    ck_assert_msg(len >= 4, "eval_return '%.*s' is too short to rewrite", (int)len, v);
-    memset(v, '0', len);
-    memcpy(v + len - strlen(huge), huge, strlen(huge));
-    FILE *f = fopen(path, "wb");
-    ck_assert(f && fwrite(s, 1, n, f) == n && fclose(f) == 0);
-    free(s);
+    first_session_best_rewritten(dir, "8", fill_huge, path, sizeof path);
     char before[64], after[64];
     best_meta(dir, "eval_return", before, sizeof before);
     ck_assert_msg(strtod(before, NULL) >= 9e99, "%s", before);
