@@ -740,6 +740,29 @@ END_TEST
 START_TEST(test_hostile_members_async) { check_hostile_members("async"); }
 END_TEST
 
+/* Rewrites the checkpoint at path (the run in scratch, at step) with s
+ * as its section 'norm' (same step, CRC made anew); frees s. */
+static void norm_into_checkpoint(struct rl_norm_stats *s, const char *path, int64_t step)
+{
+    unsigned char bytes[256];
+    size_t n = rl_norm_stats_size(s);
+    ck_assert_uint_le(n, sizeof bytes);
+    rl_norm_stats_save(s, bytes);
+    rl_norm_stats_free(s);
+    struct ckpt *c = ckpt_load(path);
+    ck_assert_msg(c, "%s", runfiles_last_error());
+    struct ckpt_section sec[64];
+    ck_assert_int_le(c->n_sections, 64);
+    for (int i = 0; i < c->n_sections; i++) {
+        sec[i] = c->sections[i];
+        if (strcmp(sec[i].name, "norm") == 0) sec[i].data = bytes, sec[i].size = n;
+    }
+    char dir[128];
+    snprintf(dir, sizeof dir, "%s/checkpoints", scratch);
+    ck_assert_msg(ckpt_write(dir, step, sec, c->n_sections, 0) == 0, "%s", runfiles_last_error());
+    ckpt_free(c);
+}
+
 /* A checkpoint whose statistics hold each of the finding's extremes (its
  * section 'norm' rewritten in place: same step, CRC made anew) is refused
  * at --resume naming the value, nothing is resumed and the checkpoint is
@@ -762,22 +785,7 @@ START_TEST(test_crafted_checkpoint_refused)
         s.obs.count = extremes[k].obs_count;
         s.obs.mean[0] = 0, s.obs.var[0] = extremes[k].obs_var0;
         if (extremes[k].ret_mean != 0) s.ret.mean[0] = extremes[k].ret_mean, s.ret.var[0] = extremes[k].ret_var;
-        unsigned char bytes[256];
-        size_t n = rl_norm_stats_size(&s);
-        rl_norm_stats_save(&s, bytes);
-        rl_norm_stats_free(&s);
-        struct ckpt *c = ckpt_load(path);
-        ck_assert_msg(c, "%s", runfiles_last_error());
-        struct ckpt_section sec[64];
-        ck_assert_int_le(c->n_sections, 64);
-        for (int i = 0; i < c->n_sections; i++) {
-            sec[i] = c->sections[i];
-            if (strcmp(sec[i].name, "norm") == 0) sec[i].data = bytes, sec[i].size = n;
-        }
-        char dir[128];
-        snprintf(dir, sizeof dir, "%s/checkpoints", scratch);
-        ck_assert_msg(ckpt_write(dir, step, sec, c->n_sections, 0) == 0, "%s", runfiles_last_error());
-        ckpt_free(c);
+        norm_into_checkpoint(&s, path, step);
         const char *b[] = { "--resume", scratch, "--max-updates", "4", "--quiet", NULL };
         ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, b, -1), 1);
         char want[512];
@@ -796,21 +804,7 @@ START_TEST(test_crafted_checkpoint_refused)
     ck_assert_int_eq(rl_norm_stats_init(&s, 3, true, 10, 10), 0);
     rl_norm_stats_copy(&s, &saved);
     s.obs.count = RL_NORM_COUNT_MAX;
-    unsigned char bytes[256];
-    size_t n = rl_norm_stats_size(&s);
-    rl_norm_stats_save(&s, bytes);
-    rl_norm_stats_free(&s);
-    struct ckpt *c = ckpt_load(path);
-    ck_assert_msg(c, "%s", runfiles_last_error());
-    struct ckpt_section sec[64];
-    for (int i = 0; i < c->n_sections; i++) {
-        sec[i] = c->sections[i];
-        if (strcmp(sec[i].name, "norm") == 0) sec[i].data = bytes, sec[i].size = n;
-    }
-    char dir[128];
-    snprintf(dir, sizeof dir, "%s/checkpoints", scratch);
-    ck_assert_msg(ckpt_write(dir, step, sec, c->n_sections, 0) == 0, "%s", runfiles_last_error());
-    ckpt_free(c);
+    norm_into_checkpoint(&s, path, step);
     const char *b[] = { "--resume", scratch, "--max-updates", "4", "--quiet", NULL };
     ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, b, -1), 1);
     ck_assert_msg(strstr(kit_out, "resumed from"), "%s\n%s", kit_out, kit_err);
