@@ -79,15 +79,22 @@ static inline void *complete_later(void *arg)
     return NULL;
 }
 
-static inline int fn_deferred(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+/* Defers req's reply to a thread of its own running fn(d), d->x the
+ * request's first argument. */
+static inline int defer_to(struct rpc_request *req, const struct rpc_value *args, void *(*fn)(void *))
 {
     struct deferred *d = malloc(sizeof *d);
     d->req = req;
     d->x = args->list.items[0].i;
     pthread_t t;
-    pthread_create(&t, NULL, complete_later, d);
+    pthread_create(&t, NULL, fn, d);
     pthread_detach(t);
     return RPC_DEFERRED;
+}
+
+static inline int fn_deferred(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    return defer_to(req, args, complete_later);
 }
 
 /* park(ms, ...): a deferred reply (nil) completed ms later by another thread. */
@@ -102,13 +109,7 @@ static inline void *unpark_later(void *arg)
 
 static inline int fn_park(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
-    struct deferred *d = malloc(sizeof *d);
-    d->req = req;
-    d->x = args->list.items[0].i;
-    pthread_t t;
-    pthread_create(&t, NULL, unpark_later, d);
-    pthread_detach(t);
-    return RPC_DEFERRED;
+    return defer_to(req, args, unpark_later);
 }
 
 /* Batching, the agent's pattern: requests wait until 4 have arrived, then
