@@ -80,14 +80,17 @@ struct rpc_drop_lines {
     uint32_t unlogged;              /* messages dropped since, not yet in a line */
     char unlogged_why[512];         /* the last reason among them */
 };
-/* n more messages dropped by worker `self` from `who` (named in the line,
- * with the `bad` count it has so far) for `why`: a line now, or counted
- * for a later one. */
-void rpc_drop_lines_add(struct rpc_drop_lines *l, const char *self, const char *who, uint32_t bad, uint32_t n,
-                        const char *why);
-/* The line for what was held back, once a second has passed since the
- * last (now: trib_now_ms(); INT64_MAX writes it whatever the time). */
-void rpc_drop_lines_flush(struct rpc_drop_lines *l, const char *self, const char *who, uint32_t bad, int64_t now);
+/* Counts n more messages dropped for `why`: true when a line is due now
+ * (the first, or a second after the last), which the caller then writes
+ * with rpc_drop_lines_write; false while they wait for a later line. */
+bool rpc_drop_lines_add(struct rpc_drop_lines *l, uint32_t n, const char *why);
+/* Whether what waits is due a line at now (trib_now_ms(); INT64_MAX: any
+ * that waits). */
+bool rpc_drop_lines_due(const struct rpc_drop_lines *l, int64_t now);
+/* The line for every drop counted and not yet written: worker `self`
+ * dropped them from `who` (with the `bad` count it has so far), the last
+ * reason given. */
+void rpc_drop_lines_write(struct rpc_drop_lines *l, const char *self, const char *who, uint32_t bad);
 /* Zeroes the counters and the log's window (rpc_init). */
 void rpc_counters_reset(void);
 

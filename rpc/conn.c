@@ -136,20 +136,22 @@ static void conn_name(const struct conn *c, char *buf, size_t cap)
 /* One connection's drops, as base.h's drop lines: the first logged at
  * once, later ones at most once a second with their count (rpc_conn_poll
  * writes what is left of a second in which nothing else came). */
-static void conn_log(struct conn *c, uint32_t n, const char *why)
+static void conn_log_write(struct conn *c)
 {
     char name[192];
     conn_name(c, name, sizeof name);
-    rpc_drop_lines_add(&c->lines, rpc_self_name(), name, c->bad, n, why);
+    rpc_drop_lines_write(&c->lines, rpc_self_name(), name, c->bad);
+}
+
+static void conn_log(struct conn *c, uint32_t n, const char *why)
+{
+    if (rpc_drop_lines_add(&c->lines, n, why)) conn_log_write(c);
 }
 
 /* The drops of c held back for longer than a second, in one line. */
 static void conn_log_flush(struct conn *c, int64_t now)
 {
-    if (!c->lines.unlogged) return;
-    char name[192];
-    conn_name(c, name, sizeof name);
-    rpc_drop_lines_flush(&c->lines, rpc_self_name(), name, c->bad, now);
+    if (rpc_drop_lines_due(&c->lines, now)) conn_log_write(c);
 }
 
 static enum rpc_stat counter(enum rpc_drop kind)

@@ -43,34 +43,31 @@ void rpc_drop_log(const char *fmt, ...)
 
 #define DROP_LINES_MS 1000
 
-static void drop_line(struct rpc_drop_lines *l, const char *self, const char *who, uint32_t bad, uint32_t n,
-                      const char *why)
+void rpc_drop_lines_write(struct rpc_drop_lines *l, const char *self, const char *who, uint32_t bad)
 {
+    uint32_t n = l->unlogged;
+    const char *why = l->unlogged_why;
     if (n == 1)
         rpc_drop_log("rpc: %s: dropped a message from %s: %s (%u bad from it)", self, who, why, bad);
     else if (!l->logged_at)
         rpc_drop_log("rpc: %s: dropped %u messages from %s: %s (%u bad from it)", self, n, who, why, bad);
     else
-        rpc_drop_log("rpc: %s: dropped %u messages from %s in the last %.1f s, the last: %s (%u bad from it)",
-                     self, n, who, (trib_now_ms() - l->logged_at) / 1000.0, why, bad);
+        rpc_drop_log("rpc: %s: dropped %u messages from %s in the last %.1f s, the last: %s (%u bad from it)", self,
+                     n, who, (trib_now_ms() - l->logged_at) / 1000.0, why, bad);
     l->logged_at = trib_now_ms();
     l->unlogged = 0;
 }
 
-void rpc_drop_lines_add(struct rpc_drop_lines *l, const char *self, const char *who, uint32_t bad, uint32_t n,
-                        const char *why)
+bool rpc_drop_lines_add(struct rpc_drop_lines *l, uint32_t n, const char *why)
 {
-    if (l->logged_at && trib_now_ms() - l->logged_at < DROP_LINES_MS) {
-        l->unlogged += n;
-        snprintf(l->unlogged_why, sizeof l->unlogged_why, "%s", why);
-        return;
-    }
-    drop_line(l, self, who, bad, n + l->unlogged, why);
+    l->unlogged += n;
+    snprintf(l->unlogged_why, sizeof l->unlogged_why, "%s", why);
+    return !l->logged_at || trib_now_ms() - l->logged_at >= DROP_LINES_MS;
 }
 
-void rpc_drop_lines_flush(struct rpc_drop_lines *l, const char *self, const char *who, uint32_t bad, int64_t now)
+bool rpc_drop_lines_due(const struct rpc_drop_lines *l, int64_t now)
 {
-    if (l->unlogged && now - l->logged_at >= DROP_LINES_MS) drop_line(l, self, who, bad, l->unlogged, l->unlogged_why);
+    return l->unlogged && now - l->logged_at >= DROP_LINES_MS;
 }
 
 static uint64_t get(enum rpc_stat s) { return (uint64_t)atomic_load_explicit(&stat[s], memory_order_relaxed); }
