@@ -18,7 +18,7 @@ tmp=$(mktemp -d /tmp/trib-bench-mujoco-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 out=$tmp/out
-"$bm" --no-build --env Hopper-v4 --preset "$preset" --seeds 1 --steps 20000 --eval-episodes 3 --out "$out" \
+"$bm" --no-build --env Hopper-v4 --preset "$preset" --seeds 1 --steps 20000 --eval-episodes 3 --floor-steps 8000 --out "$out" \
   >"$tmp/stdout" 2>"$tmp/stderr" || { cat "$tmp/stderr"; fail "exited non-zero"; }
 [ "$(wc -l <"$tmp/stdout")" -eq 1 ] || { cat "$tmp/stdout"; fail "want one JSON line on stdout"; }
 line=$(cat "$tmp/stdout")
@@ -31,12 +31,14 @@ re_num='-?[0-9][0-9.e+-]*'   # one group each: awk checks the values
 want="^\\{\"bench\":\"mujoco\",\"env\":\"Hopper-v4\",\"preset\":\"$preset\",\"device\":\"cpu\",\"seeds\":1,\"seeds_ok\":1,\"steps\":20000"
 want+=",\"env_steps\":($re_num),\"return_mean\":($re_num),\"return_std\":0,\"episodes_judged_min\":([0-9]+)"
 want+=",\"eval_return_mean\":($re_num),\"eval_return_std\":0,\"eval_episodes\":3,\"eval_best_return_mean\":null,\"wall_s\":($re_num),\"sps\":($re_num)"
-want+=",\"floor_sps_per_core\":($re_num),\"floor_sps_wall\":($re_num),\"floor_x\":($re_num),\"cores\":([0-9]+)"
+want+=",\"floor_sps_per_core\":($re_num),\"floor_sps_wall\":($re_num),\"floor_x\":($re_num)"
+want+=",\"algo_floor_steps\":([0-9]+),\"algo_floor_cpu_s_per_1m\":($re_num),\"x_limit\":($re_num),\"cpu_x\":($re_num),\"cores\":([0-9]+)"
 want+=",\"load\":\\[($re_num),($re_num)\\],\"cleanrl_return_mean\":2383,\"cleanrl_return_std\":272,\"cleanrl_wall_s\":1542\\}$"
 [[ $line =~ $want ]] || fail "the line does not have the fields wanted: $line"
 m=("${BASH_REMATCH[@]}")
 awk -v steps="${m[1]}" -v ret="${m[2]}" -v judged="${m[3]}" -v ev="${m[4]}" -v wall="${m[5]}" -v sps="${m[6]}" -v floor="${m[7]}" -v fx="${m[9]}" \
-    -v cores="${m[10]}" -v l0="${m[11]}" -v l1="${m[12]}" -v np="$(nproc)" 'BEGIN {
+    -v afs="${m[10]}" -v afc="${m[11]}" -v xl="${m[12]}" -v cx="${m[13]}" \
+    -v cores="${m[14]}" -v l0="${m[15]}" -v l1="${m[16]}" -v np="$(nproc)" 'BEGIN {
   bad = ""
   if (steps < 20000) bad = bad " env_steps<20000"
   if (judged < 1) bad = bad " no-episode-judged"
@@ -47,6 +49,11 @@ awk -v steps="${m[1]}" -v ret="${m[2]}" -v judged="${m[3]}" -v ev="${m[4]}" -v w
   if (floor <= 0) bad = bad " floor<=0"
   if (fx <= 0) bad = bad " floor_x<=0"
   if (cores != np) bad = bad " cores!=nproc"
+  if (afs < 8000) bad = bad " algo_floor_steps<8000"
+  if (afc <= 0) bad = bad " algo_floor_cpu<=0"
+  if (xl <= 0 || cx <= 0) bad = bad " x_limit/cpu_x<=0"
+  # x_limit is the wall against the algo floor one core would take, spread over the cores
+  if (afc > 0 && (xl - wall / (afc / 1e6 * steps / cores)) ^ 2 > 1e-2 * xl * xl) bad = bad " x_limit!=wall/(floor*steps/cores)"
   if (sps * 1 > 0 && floor * cores > 0 && (fx - sps / (cores * floor)) ^ 2 > 1e-6) bad = bad " floor_x!=sps/(cores*floor)"
   if (bad != "") { print bad; exit 1 } }' || fail "insane figures in: $line"
 
@@ -68,6 +75,8 @@ msg=$("$bm" --no-build --env Nope-v9 --seeds 1 2>&1); rc=$?
 [[ $msg == "scripts/bench mujoco: --env Nope-v9: "* ]] || fail "an unknown env: $msg"
 msg=$("$bm" --no-build --seeds 0 2>&1); rc=$?
 [ $rc -eq 2 ] && [ "$msg" = "scripts/bench mujoco: --seeds wants a count in 1..999, not '0'" ] || fail "--seeds 0: exit $rc: $msg"
+msg=$("$bm" --no-build --floor-steps -1 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$msg" = "scripts/bench mujoco: --floor-steps wants a count of env steps (0: none), not '-1'" ] || fail "--floor-steps -1: exit $rc: $msg"
 # a preset tributary-train does not know: its reason, no line, exit 1
 "$bm" --no-build --env Hopper-v4 --preset no-such-preset --seeds 2 --steps 1000 >"$tmp/stdout" 2>"$tmp/stderr"; rc=$?
 [ $rc -eq 1 ] || { cat "$tmp/stderr"; fail "an unknown preset: exit $rc, want 1"; }
