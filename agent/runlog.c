@@ -102,6 +102,10 @@ int runlog_write(struct runlog *r, const struct run_interval *iv, double lr)
             tfevents_add_scalar(r->tf, RUNLOG_TAG_EPISODE_LENGTH, (float)ep->length, ep->env_steps) != 0)
             return rl_set_error("%s", runfiles_last_error());
     }
+    if (iv->unlogged > 0)
+        fprintf(stderr, "agent: %lld episodes finished in one interval past the first %d are not in the "
+                        "per-episode log (%s); the interval's row counts them\n",
+                (long long)iv->unlogged, RUN_STATS_EPISODES_MAX, RUNLOG_TAG_EPISODE_RETURN);
     for (int i = 0; i < r->ncols; i++) {
         if (i == 0 || isnan(r->row[i])) continue;   /* env_steps is the step */
         if (tfevents_add_scalar(r->tf, r->tags[i], (float)r->row[i], iv->env_steps) != 0)
