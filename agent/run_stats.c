@@ -16,6 +16,12 @@
 #include "rl/rl_math.h"
 #include "rpc/rpc.h"
 
+/* Finished episodes for the per-episode log: n of cap. */
+struct episode_buf {
+    struct run_episode *v;
+    int64_t n, cap;
+};
+
 struct run_stats {
     pthread_mutex_t mu;
     struct rl_config cfg;
@@ -46,6 +52,11 @@ struct run_stats {
     double iv_info_sum[ENV_INFO_MAX];           /* this interval's reports: info sums and steps */
     int64_t iv_info_steps;
     double eval_return, eval_length;           /* run_stats_eval's, for the next interval; NaN: none */
+    /* the per-episode log: reports fill ep[fill]; an interval hands it out
+     * and fills the other (ep_unlogged: past RUN_STATS_EPISODES_MAX) */
+    struct episode_buf ep[2];
+    int ep_fill;
+    int64_t ep_unlogged;
 };
 
 /* *x += d, saturating (counts from peers are range-checked, but a run may
@@ -75,6 +86,8 @@ void run_stats_free(struct run_stats *s)
 {
     if (!s) return;
     pthread_mutex_destroy(&s->mu);
+    free(s->ep[0].v);
+    free(s->ep[1].v);
     free(s);
 }
 
@@ -92,6 +105,22 @@ void run_stats_set_env(struct run_stats *s, const struct env_spec *spec)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* A finished episode into the per-episode log, at the env steps so far
+ * (s->mu held). */
+static void episode_keep(struct run_stats *s, double ret, int length)
+{
+    struct episode_buf *e = &s->ep[s->ep_fill];
+    if (e->n >= RUN_STATS_EPISODES_MAX) {
+        s->ep_unlogged++;
+        return;
+    }
+    if (e->n == e->cap) {
+        e->cap = e->cap ? 2 * e->cap : 256;
+        e->v = trib_xrealloc(e->v, (size_t)e->cap * sizeof *e->v);
+    }
+    e->v[e->n++] = (struct run_episode){ .env_steps = s->env_steps, .ret = ret, .length = length };
+}
+
 void run_stats_report(struct run_stats *s, const struct rl_report *r)
 {
     pthread_mutex_lock(&s->mu);
@@ -106,6 +135,7 @@ void run_stats_report(struct run_stats *s, const struct rl_report *r)
     for (int i = 0; i < r->n_returns; i++) {
         rl_window_push(&s->win, r->returns[i]);
         rl_window_push(&s->len_win, r->lengths[i]);
+        episode_keep(s, r->returns[i], r->lengths[i]);
     }
     if (isfinite(r->explained_var)) {
         s->iv_ev_sum += r->explained_var;
@@ -415,6 +445,12 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     iv->eval_return = s->eval_return;
     iv->eval_length = s->eval_length;
     s->eval_return = s->eval_length = NAN;
+    iv->finished = s->ep[s->ep_fill].v;
+    iv->n_finished = s->ep[s->ep_fill].n;
+    iv->unlogged = s->ep_unlogged;
+    s->ep_fill ^= 1;
+    s->ep[s->ep_fill].n = 0;
+    s->ep_unlogged = 0;
     s->t_log = t;
     s->intervals++;
     s->log_steps = s->log_updates = 0;

@@ -87,6 +87,19 @@ int64_t run_stats_updates(struct run_stats *s);
 void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len);
 int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len);
 
+/* One finished episode, as CleanRL logs it (charts/episodic_return and
+ * charts/episodic_length): its return and length, and the run's env-step
+ * count when the report that finished it arrived (CleanRL's global_step of
+ * its last step; here up to one rollout later). */
+struct run_episode {
+    int64_t env_steps;
+    double ret;
+    int length;
+};
+/* The most finished episodes one interval keeps for the per-episode log:
+ * more (a million in one --log-every interval) are counted, not kept. */
+#define RUN_STATS_EPISODES_MAX (1 << 20)
+
 /* One logging interval's figures (the progress line and a metrics row). */
 struct run_interval {
     double wall_s;                  /* since the start */
@@ -109,6 +122,12 @@ struct run_interval {
     /* the evaluation (--eval-every) that ended in the interval: its mean
      * return and length; NaN without one */
     double eval_return, eval_length;
+    /* the episodes finished since the last interval, oldest first (a report
+     * carries its last RL_REPORT_EPISODES): borrowed from the run_stats,
+     * valid until its next run_stats_interval or run_stats_free;
+     * unlogged: those past RUN_STATS_EPISODES_MAX, not kept */
+    const struct run_episode *finished;
+    int64_t n_finished, unlogged;
 };
 
 /* An evaluation's mean return and length, for the next interval (the

@@ -20,10 +20,14 @@ const char *const runlog_columns[] = {
 #define N_FIXED 23
 
 /* The TensorBoard tag of each column, grouped as CleanRL groups them
- * (charts/, losses/); the per-observer columns go under observers/. */
+ * (charts/, losses/); the per-observer columns go under observers/. The
+ * means over the last 100 episodes are ..._mean100 (min100, max100):
+ * CleanRL's charts/episodic_return and charts/episodic_length are one point
+ * per finished episode (RUNLOG_TAG_EPISODE_*). */
 const char *const runlog_tags[] = {
-    NULL, "charts/wall_s", "charts/SPS", "charts/episodes", "charts/episodic_return", "charts/episodic_return_min",
-    "charts/episodic_return_max", "charts/episodic_length", "charts/running_reward", "losses/policy_loss",
+    NULL, "charts/wall_s", "charts/SPS", "charts/episodes", "charts/episodic_return_mean100",
+    "charts/episodic_return_min100", "charts/episodic_return_max100", "charts/episodic_length_mean100",
+    "charts/running_reward", "losses/policy_loss",
     "losses/value_loss", "losses/entropy", "losses/approx_kl", "losses/clipfrac", "losses/explained_variance",
     "charts/learning_rate", "charts/policy_version", "charts/policy_lag_mean", "charts/policy_lag_max",
     "charts/updates", "charts/updates_per_s", "charts/eval_return", "charts/eval_length",
@@ -91,6 +95,17 @@ int runlog_write(struct runlog *r, const struct run_interval *iv, double lr)
     for (int k = 0; k < n_obs; k++) r->row[N_FIXED + k] = k < iv->n_observers ? iv->observer_sps[k] : NAN;
     for (int k = 0; k < r->n_info; k++) r->row[N_FIXED + n_obs + k] = k < iv->n_info ? iv->info_mean[k] : NAN;
     if (metrics_write(r->m, r->row) != 0) return rl_set_error("%s", runfiles_last_error());
+    /* CleanRL's: a point per finished episode, at its env step */
+    for (int64_t e = 0; e < iv->n_finished; e++) {
+        const struct run_episode *ep = &iv->finished[e];
+        if (tfevents_add_scalar(r->tf, RUNLOG_TAG_EPISODE_RETURN, (float)ep->ret, ep->env_steps) != 0 ||
+            tfevents_add_scalar(r->tf, RUNLOG_TAG_EPISODE_LENGTH, (float)ep->length, ep->env_steps) != 0)
+            return rl_set_error("%s", runfiles_last_error());
+    }
+    if (iv->unlogged > 0)
+        fprintf(stderr, "agent: %lld episodes finished in one interval past the first %d are not in the "
+                        "per-episode log (%s); the interval's row counts them\n",
+                (long long)iv->unlogged, RUN_STATS_EPISODES_MAX, RUNLOG_TAG_EPISODE_RETURN);
     for (int i = 0; i < r->ncols; i++) {
         if (i == 0 || isnan(r->row[i])) continue;   /* env_steps is the step */
         if (tfevents_add_scalar(r->tf, r->tags[i], (float)r->row[i], iv->env_steps) != 0)

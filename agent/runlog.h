@@ -1,7 +1,7 @@
 /* What a run leaves in --logdir: metrics.csv and metrics.jsonl (one row per
  * logging interval), config.json (the effective configuration) and a
  * TensorBoard event file with the same figures as scalars (step = env
- * steps). Used by the agent's main thread only. */
+ * steps) and a point per finished episode. Used by the agent's main thread only. */
 #ifndef TRIB_AGENT_RUNLOG_H
 #define TRIB_AGENT_RUNLOG_H
 
@@ -30,5 +30,10 @@ extern const char *const runlog_columns[];
 /* Their TensorBoard tags (charts/..., losses/...; NULL for env_steps, the
  * step), in the same order. */
 extern const char *const runlog_tags[];
+/* CleanRL's per-episode tags: one point per finished episode (its return,
+ * its length) at its env step (struct run_episode), written with the
+ * interval's row. */
+#define RUNLOG_TAG_EPISODE_RETURN "charts/episodic_return"
+#define RUNLOG_TAG_EPISODE_LENGTH "charts/episodic_length"
 
 #endif

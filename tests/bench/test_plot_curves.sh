@@ -3,7 +3,8 @@
 # seeds of each (NAME-sN) one group; the PNG (a row of two panels per env:
 # 1400 x 780), the groups and their run counts as printed (a run with no
 # returns yet counts in "of N" only), the default output beside the first run's
-# folder, and the messages of a missing file and a missing column. The band's
+# folder, each panel's x ticks (env steps as 10k, no run of digits), and the
+# messages of a missing file and a missing column. The band's
 # arithmetic is checked on a copy of its awk: two runs on different x grids give
 # the mean and the population std of the interpolated values.
 # Exits 77 (skip) without gnuplot.
@@ -37,6 +38,10 @@ scripts/plot: Hopper-v4: mujoco-fast: 3 of 3 runs with returns
 scripts/plot: Hopper-v4: mujoco: 3 of 3 runs with returns
 scripts/plot: Walker2d-v4: mujoco-fast: 3 of 4 runs with returns
 scripts/plot: Walker2d-v4: mujoco: 3 of 3 runs with returns
+scripts/plot: Hopper-v4: env steps: x ticks: 0 10k 20k 30k 40k 50k 60k (97 px apart, widest 3 chars)
+scripts/plot: Hopper-v4: wall time (s): x ticks: 0 5 10 15 20 25 30 (97 px apart, widest 2 chars)
+scripts/plot: Walker2d-v4: env steps: x ticks: 0 10k 20k 30k 40k 50k 60k (97 px apart, widest 3 chars)
+scripts/plot: Walker2d-v4: wall time (s): x ticks: 0 5 10 15 20 25 30 (97 px apart, widest 2 chars)
 W
 diff "$tmp/want" "$tmp/log" || fail "unexpected output"
 (cd "$tmp" && "$plot" --curves Hopper-v4/mujoco-s1 Hopper-v4/mujoco-s2) >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "exited non-zero"; }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # scripts/plot on a two-run fixture: the PNG exists and starts with the PNG
-# signature; by default it goes next to the first run, 3x3 panels, each
-# panel's runs counted; a missing file and a missing column fail with their
-# messages.
+# signature; by default it goes next to the first run, the 9 panels with
+# data in 3 rows (eval_return and running_reward left out), each panel's runs
+# counted; a missing file and a missing column fail with their messages.
 # Exits 77 (skip) without gnuplot.
 #   test_plot.sh PATH/TO/scripts/plot
 set -euo pipefail
@@ -32,17 +32,18 @@ done
   for i in $(seq 1 20); do echo "$((i * 500)),$i.5,$((1000 + i)),$((i * 3)),0.0$i,$i.5,0.6,0.00$i,0.$i,$((i % 5))"; done
 } >"$tmp/async/metrics.csv"
 (cd "$tmp" && "$plot" sync async) >"$tmp/log" 2>&1 || { cat "$tmp/log"; fail "plot exited non-zero"; }
-grep -qxF "scripts/plot: wrote sync/plot.png" "$tmp/log" || { cat "$tmp/log"; fail "not written next to the run"; }
+grep -qxF "scripts/plot: wrote sync/plot.png (9 panels, 1500 x 1210)" "$tmp/log" || { cat "$tmp/log"; fail "not written next to the run"; }
 [ "$(head -c 8 "$tmp/sync/plot.png" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "plot.png is not a PNG"
-# 1500 x 1200: the 3x3 grid (IHDR width and height, bytes 17-24)
-[ "$(head -c 24 "$tmp/sync/plot.png" | tail -c 8 | od -An -tx1 | tr -d ' \n')" = 000005dc000004b0 ] || fail "not 1500x1200"
-for want in "panel 1 (return_mean vs env steps): 2 of 2 runs" "panel 2 (return_mean vs wall): 2 of 2 runs" \
-            "panel 3 (sps vs env steps): 1 of 2 runs" "panel 4 (policy_loss vs env steps): 1 of 2 runs" \
-            "panel 5 (value_loss vs env steps): 1 of 2 runs" "panel 6 (entropy vs env steps): 1 of 2 runs" \
-            "panel 7 (approx_kl vs env steps): 1 of 2 runs" "panel 8 (explained_variance vs env steps): 1 of 2 runs" \
-            "panel 9 (lag_mean vs env steps): 1 of 2 runs"; do
-  grep -qxF "scripts/plot: $want" "$tmp/log" || { cat "$tmp/log"; fail "want: $want"; }
+# 1500 x 1210: 9 panels with data, 3 rows of 3 (IHDR width and height, bytes 17-24)
+[ "$(head -c 24 "$tmp/sync/plot.png" | tail -c 8 | od -An -tx1 | tr -d ' \n')" = 000005dc000004ba ] || fail "not 1500x1210"
+for want in "panel 1: return_mean vs env steps: 2 of 2 runs" "panel 2: return_mean vs wall: 2 of 2 runs" \
+            "panel 3: sps vs env steps: 1 of 2 runs" "panel 4: policy_loss vs env steps: 1 of 2 runs" \
+            "panel 5: value_loss vs env steps: 1 of 2 runs" "panel 6: entropy vs env steps: 1 of 2 runs" \
+            "panel 7: approx_kl vs env steps: 1 of 2 runs" "panel 8: explained_variance vs env steps: 1 of 2 runs" \
+            "panel 9: lag_mean vs env steps: 1 of 2 runs"; do
+  grep -qF "scripts/plot: $want; x ticks: " "$tmp/log" || { cat "$tmp/log"; fail "want: $want"; }
 done
+grep -qxF "scripts/plot: left out (no run has data): eval_return running_reward" "$tmp/log" || { cat "$tmp/log"; fail "left out"; }
 
 expect_error() {
   local want=$1; shift

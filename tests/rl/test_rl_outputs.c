@@ -90,13 +90,14 @@ START_TEST(test_logdir_files)
     ck_assert_msg(tfevents_read_scalars(events, &sc, &n) == 0, "%s", runfiles_last_error());
     int found = 0;
     for (int i = 0; i < n; i++)
-        if (strcmp(sc[i].tag, "charts/episodic_return") == 0 && sc[i].step == (int64_t)csv_steps) {
+        if (strcmp(sc[i].tag, "charts/episodic_return_mean100") == 0 && sc[i].step == (int64_t)csv_steps) {
             ck_assert_float_eq_tol(sc[i].value, (float)csv_return, 1e-4f * fabsf((float)csv_return) + 1e-6f);
             found++;
         }
-    ck_assert_msg(found == 1, "charts/episodic_return at step %g found %d times among %d scalars", csv_steps, found, n);
+    ck_assert_msg(found == 1, "charts/episodic_return_mean100 at step %g found %d times among %d scalars", csv_steps,
+                  found, n);
     /* tags grouped as CleanRL's: charts/ and losses/ */
-    static const char *const want_tags[] = { "charts/SPS", "charts/episodic_length", "charts/learning_rate",
+    static const char *const want_tags[] = { "charts/SPS", "charts/episodic_length_mean100", "charts/learning_rate",
                                              "losses/policy_loss", "losses/value_loss", "losses/entropy",
                                              "losses/approx_kl", "losses/clipfrac", "losses/explained_variance",
                                              "observers/sps_observer2", NULL };
@@ -535,7 +536,104 @@ START_TEST(test_checkpoint_kill_and_bitflip)
 }
 END_TEST
 
+/* CleanRL's meaning of charts/episodic_return and charts/episodic_length: a
+ * point per finished episode, at the env step it finished (here: when its
+ * report arrived, so inside its interval's env steps), its own return and
+ * length; the mean of the last 100 under charts/episodic_return_mean100.
+ * Checked against metrics.jsonl: each interval's new episodes are its
+ * points (count and steps), and the last row's return_mean and length_mean
+ * are the means of the last 100 points. */
+START_TEST(test_episode_tags)
+{
+    char dir[] = "/tmp/test_rl_episodes_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    /* 8 envs x 16 steps a report: never more than RL_REPORT_EPISODES episodes in one */
+    const char *args[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8", "--max-steps",
+                           "20000", "--log-every", "0.05", "--logdir", dir, "--quiet", NULL };
+    int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
+    ck_assert_msg(rc == 0 || rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);   /* the budget (target or not) */
+    char *jsonl = kit_must_read_in(dir, "metrics.jsonl", NULL);
+    enum { ROWS = 4096 };
+    static double steps[ROWS], episodes[ROWS];
+    int rows = 0;
+    double return_mean = NAN, length_mean = NAN;
+    for (char *line = jsonl; *line && rows < ROWS; rows++) {
+        char *nl = strchr(line, '\n');
+        ck_assert_ptr_nonnull(nl);
+        *nl = '\0';
+        cJSON *o = cJSON_Parse(line);
+        ck_assert_msg(o != NULL, "bad JSON line %s", line);
+        steps[rows] = cJSON_GetObjectItem(o, "env_steps")->valuedouble;
+        episodes[rows] = cJSON_GetObjectItem(o, "episodes")->valuedouble;
+        return_mean = cJSON_GetObjectItem(o, "return_mean")->valuedouble;
+        length_mean = cJSON_GetObjectItem(o, "length_mean")->valuedouble;
+        cJSON_Delete(o);
+        line = nl + 1;
+    }
+    ck_assert_msg(rows >= 2 && episodes[rows - 1] >= 100, "%d rows, %g episodes", rows, episodes[rows - 1]);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char events[600] = "";
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0) snprintf(events, sizeof events, "%s/%s", dir, e->d_name);
+    closedir(d);
+    ck_assert_msg(events[0], "no event file in %s", dir);
+    struct tfevents_scalar *sc = NULL;
+    int n = 0;
+    ck_assert_msg(tfevents_read_scalars(events, &sc, &n) == 0, "%s", runfiles_last_error());
+    /* the points, in the file's order: returns and lengths pair up */
+    double *ret = calloc((size_t)n, sizeof *ret), *len = calloc((size_t)n, sizeof *len);
+    int64_t *at = calloc((size_t)n, sizeof *at);
+    int nr = 0, nl = 0, mean100 = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(sc[i].tag, "charts/episodic_return") == 0) {
+            at[nr] = sc[i].step;
+            ret[nr++] = sc[i].value;
+        } else if (strcmp(sc[i].tag, "charts/episodic_length") == 0) {
+            ck_assert_msg(nl < nr && sc[i].step == at[nl], "length %d without its return", nl);
+            len[nl++] = sc[i].value;
+        } else if (strcmp(sc[i].tag, "charts/episodic_return_mean100") == 0) mean100++;
+    }
+    ck_assert_msg(nr == (int)episodes[rows - 1] && nl == nr, "%d returns and %d lengths logged, %g episodes finished",
+                  nr, nl, episodes[rows - 1]);
+    ck_assert_msg(mean100 >= rows - 1, "%d charts/episodic_return_mean100 points for %d rows", mean100, rows);
+    /* row k's new episodes are the points in (steps[k-1], steps[k]] */
+    int p = 0;
+    for (int k = 0; k < rows; k++) {
+        int c = 0;
+        while (p < nr && at[p] <= (int64_t)steps[k]) {
+            ck_assert_msg(k == 0 || at[p] > (int64_t)steps[k - 1], "point %d at step %lld before row %d's %g", p,
+                          (long long)at[p], k, steps[k - 1]);
+            p++;
+            c++;
+        }
+        ck_assert_msg(c == (int)(episodes[k] - (k ? episodes[k - 1] : 0)), "row %d (%g steps): %d points, %g episodes",
+                      k, steps[k], c, episodes[k] - (k ? episodes[k - 1] : 0));
+    }
+    /* CartPole pays 1 a step: each episode's return is its length, a whole number in 1..500 */
+    double rs = 0, ls = 0;
+    for (int i = 0; i < nr; i++) {
+        ck_assert_msg(ret[i] == len[i] && ret[i] >= 1 && ret[i] <= 500 && ret[i] == floor(ret[i]),
+                      "episode %d: return %g, length %g", i, ret[i], len[i]);
+        if (i >= nr - 100) {
+            rs += ret[i];
+            ls += len[i];
+        }
+    }
+    ck_assert_msg(fabs(rs / 100 - return_mean) < 1e-6 * return_mean && fabs(ls / 100 - length_mean) < 1e-6 * length_mean,
+                  "the last 100 points' means %g, %g; the last row's %g, %g", rs / 100, ls / 100, return_mean,
+                  length_mean);
+    free(ret);
+    free(len);
+    free(at);
+    tfevents_scalars_free(sc, n);
+    free(jsonl);
+    kit_rm_rf(dir);
+}
+END_TEST
+
 KIT_MAIN("rl_outputs",
          { "outputs", 240, .tests = { test_logdir_files, test_eval_errors, test_config_file_errors,
            test_reproducible_and_resume, test_logdir_refused, test_reinforce_metrics, test_export_independent_reader,
-           test_checkpoint_kill_and_bitflip } })
+           test_checkpoint_kill_and_bitflip } },
+         { "episodes", 120, .tests = { test_episode_tags } })
