@@ -17,7 +17,7 @@
 /* Function and method names. */
 #define RL_FN_SETUP "rl_setup"          /* agent -> observer */
 #define RL_FN_ROLLOUT "rl_rollout"      /* agent -> observer (sync) */
-#define RL_FN_LOSS "rl_loss"            /* agent -> observer (sync PPO/A2C, in the update's context) */
+#define RL_FN_LOSS "rl_loss"            /* agent -> observer (sync PPO/A2C: the loss's gradients back) */
 #define RL_FN_EPISODE "rl_episode"      /* agent -> observer (sync REINFORCE, in the context) */
 #define RL_FN_RUN_ASYNC "rl_run_async"  /* agent -> observer (async: loops until told to stop) */
 #define RL_FN_UPDATE "rl_update"        /* observer -> agent (async, in the observer's context) */

@@ -303,8 +303,8 @@ START_TEST(test_ppo_sync_learns)
     ck_assert_double_eq(jnum(j, "observers_lost"), 0);
     /* The agent's traffic: one act call (request + reply) per observer step
      * of 16 envs is 0.125 messages per env step; each of the 32 updates per
-     * 1,024 env steps costs about 20 more (loss round, the observers'
-     * evaluate calls, backward, step, context release): 0.76 in all here.
+     * 1,024 env steps costs 4 more (a loss round trip with each observer):
+     * about 0.25 in all here.
      * Each env step's observation (16 bytes) goes in and its logits (8 bytes)
      * come back. Nothing dropped. */
     double mps = jnum(j, "rpc_msgs_per_step"), bps = jnum(j, "rpc_bytes_per_step");
@@ -952,8 +952,8 @@ END_TEST
 
 /* Four observers whose act calls the agent merges, and whose gradients
  * reach the agent in any order: a sync run is still reproducible (the
- * merge waits for every observer and orders calls by worker; dist autograd
- * sums gradient parts in a fixed order). Before those fixes, 10 runs of
+ * merge waits for every observer and orders calls by worker; the agent
+ * carries the observers' gradients in worker order). Before those fixes, 10 runs of
  * this gave 10 different summaries. */
 START_TEST(test_sync_reproducible_merged)
 {
