@@ -75,6 +75,16 @@ struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tenso
     return b;
 }
 
+/* *g moved to x's device (the wire brings host copies; the forward may
+ * have run on a GPU), *g NULL when that fails; x NULL: left as it is. */
+static void to_device_of(struct tensor **g, const struct tensor *x)
+{
+    if (!x || !*g || (*g)->device == x->device) return;
+    struct tensor *moved = tensor_clone_to(*g, x->device);
+    tensor_free(*g);
+    *g = moved;
+}
+
 /* sum(x * g): its backward gives x the gradient g exactly. */
 static struct tensor *dot(struct tensor *x, struct tensor *g)
 {
@@ -104,6 +114,9 @@ int policy_batch_backward(struct policy_batch *b, const struct rl_policy_grad *g
     }
     g_a = n == 1 ? tensor_retain(ga[0]) : tensor_cat(n, ga, 0);
     if (b->merged.value) g_v = n == 1 ? tensor_retain(gv[0]) : tensor_cat(n, gv, 0);
+    to_device_of(&g_a, b->merged.a);
+    to_device_of(&g_v, b->merged.value);
+    to_device_of(&g_ls, b->merged.log_std);
     autograd_set_enabled(was);
     if (g_a && (!b->merged.value || g_v) && (!b->merged.log_std || g_ls)) {
         root = dot(b->merged.a, g_a);
