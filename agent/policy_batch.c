@@ -1,8 +1,8 @@
 /* Sync mode's update on the agent (docs/design.md §6 "Sync on-policy"):
  * one recorded forward of every observer's minibatch (policy_evaluate_batch),
- * each observer's rows sent as a leaf, and the backward through that one
- * forward of the gradients the observers' losses gave those leaves
- * (policy_batch_backward). */
+ * each observer's rows sent as plain data, and the backward through that
+ * one forward of the gradients the observers' losses gave them, which
+ * came back with their replies (policy_batch_backward). */
 #define _GNU_SOURCE
 #include "agent/policy.h"
 #include "agent/policy_batch.h"
@@ -21,15 +21,13 @@ struct policy_batch {
     struct policy *p;
     int n;
     struct rl_policy_out merged;    /* recorded: the graph back to the parameters */
-    struct rl_policy_out *outs;     /* the caller's: the leaves sent to observers */
+    struct rl_policy_out *outs;     /* the caller's: the parts sent to observers */
 };
 
-/* A leaf holding x's rows [start, end) (the whole of x when end < 0). */
-static struct tensor *leaf_of(struct tensor *x, int64_t start, int64_t end)
+/* x's rows [start, end) (the whole of x when end < 0), without graph. */
+static struct tensor *part_of(struct tensor *x, int64_t start, int64_t end)
 {
-    struct tensor *t = end < 0 ? tensor_detach(x) : tensor_slice(x, start, end);
-    if (t) tensor_set_requires_grad(t, true);
-    return t;
+    return end < 0 ? tensor_detach(x) : tensor_slice(x, start, end);
 }
 
 struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tensor *const *obs,
@@ -60,9 +58,9 @@ struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tenso
     int64_t start = 0;
     for (int k = 0; k < n && rc == 0; k++) {
         int64_t r = obs[k]->shape[0];
-        outs[k].a = leaf_of(b->merged.a, start, start + r);
-        outs[k].log_std = b->merged.log_std ? leaf_of(b->merged.log_std, 0, -1) : NULL;
-        outs[k].value = b->merged.value ? leaf_of(b->merged.value, start, start + r) : NULL;
+        outs[k].a = part_of(b->merged.a, start, start + r);
+        outs[k].log_std = b->merged.log_std ? part_of(b->merged.log_std, 0, -1) : NULL;
+        outs[k].value = b->merged.value ? part_of(b->merged.value, start, start + r) : NULL;
         outs[k].version = b->merged.version;
         if (!outs[k].a || (b->merged.log_std && !outs[k].log_std) || (b->merged.value && !outs[k].value)) rc = -1;
         start += r;
@@ -77,15 +75,14 @@ struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tenso
     return b;
 }
 
-/* The gradient of leaf t in ctx, or zeros like it (an observer whose
- * backward did not reach it). */
-static struct tensor *grad_or_zeros(int64_t ctx, struct tensor *t)
+/* *g moved to x's device (the wire brings host copies; the forward may
+ * have run on a GPU), *g NULL when that fails; x NULL: left as it is. */
+static void to_device_of(struct tensor **g, const struct tensor *x)
 {
-    struct tensor *g = dist_autograd_get_gradient(ctx, t);
-    if (g) return g;
-    g = tensor_new(DTYPE_F32, DEVICE_CPU, t->ndim, t->shape);
-    if (g) memset(tensor_data(g), 0, (size_t)g->numel * sizeof(float));
-    return g;
+    if (!x || !*g || (*g)->device == x->device) return;
+    struct tensor *moved = tensor_clone_to(*g, x->device);
+    tensor_free(*g);
+    *g = moved;
 }
 
 /* sum(x * g): its backward gives x the gradient g exactly. */
@@ -97,25 +94,29 @@ static struct tensor *dot(struct tensor *x, struct tensor *g)
     return s;
 }
 
-int policy_batch_backward(struct policy_batch *b, int64_t ctx)
+int policy_batch_backward(struct policy_batch *b, const struct rl_policy_grad *grads, int64_t ctx)
 {
     struct tensor *ga[RL_MAX_OBSERVERS] = { 0 }, *gv[RL_MAX_OBSERVERS] = { 0 };
     struct tensor *g_a = NULL, *g_v = NULL, *g_ls = NULL, *root = NULL;
     int rc = -1, n = b->n;
+    for (int k = 0; k < n; k++)   /* the caller checked them against outs[k]: a broken promise is a bug */
+        CHECK(grads[k].a && (!b->merged.value) == (!grads[k].value) && (!b->merged.log_std) == (!grads[k].log_std));
     bool was = autograd_set_enabled(false);
     for (int k = 0; k < n; k++) {
-        ga[k] = grad_or_zeros(ctx, b->outs[k].a);
-        if (b->merged.value) gv[k] = grad_or_zeros(ctx, b->outs[k].value);
+        ga[k] = grads[k].a;
+        gv[k] = grads[k].value;
         if (b->merged.log_std) {
             /* one log_std for every observer: their gradients summed in observer order */
-            struct tensor *g = grad_or_zeros(ctx, b->outs[k].log_std), *sum = g_ls ? tensor_add(g_ls, g) : tensor_retain(g);
-            tensor_free(g);
+            struct tensor *sum = g_ls ? tensor_add(g_ls, grads[k].log_std) : tensor_retain(grads[k].log_std);
             tensor_free(g_ls);
             g_ls = sum;
         }
     }
     g_a = n == 1 ? tensor_retain(ga[0]) : tensor_cat(n, ga, 0);
     if (b->merged.value) g_v = n == 1 ? tensor_retain(gv[0]) : tensor_cat(n, gv, 0);
+    to_device_of(&g_a, b->merged.a);
+    to_device_of(&g_v, b->merged.value);
+    to_device_of(&g_ls, b->merged.log_std);
     autograd_set_enabled(was);
     if (g_a && (!b->merged.value || g_v) && (!b->merged.log_std || g_ls)) {
         root = dot(b->merged.a, g_a);
@@ -138,10 +139,6 @@ int policy_batch_backward(struct policy_batch *b, int64_t ctx)
         double dt = trib_now_s() - t0;
         policy_unlock_module(b->p);
         policy_count_forward(b->p, 0, dt);
-    }
-    for (int k = 0; k < n; k++) {
-        tensor_free(ga[k]);
-        tensor_free(gv[k]);
     }
     tensor_free(g_a);
     tensor_free(g_v);

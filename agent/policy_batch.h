@@ -1,6 +1,6 @@
 /* Sync mode's update on the agent (docs/design.md §6 "Sync on-policy"):
  * one recorded forward over every observer's minibatch and one backward
- * through it (agent/policy_batch.c). */
+ * through it of the gradients the observers sent back (agent/policy_batch.c). */
 #ifndef TRIB_AGENT_POLICY_BATCH_H
 #define TRIB_AGENT_POLICY_BATCH_H
 
@@ -9,18 +9,21 @@
 #include "agent/policy.h"
 
 /* Sync updates: one recorded forward over the observations of n
- * observers' minibatches (rows in that order), in the thread's current
- * distributed-autograd context. outs[k] gets observer k's part as leaf
- * tensors (requires grad, no graph) to send it: the gradients its backward
- * sends back accumulate on those leaves in the context. Then
- * policy_batch_backward(ctx) carries them, concatenated, through the one
- * forward to the parameters (one backward for the n observers: the same
- * arithmetic as a local update of the merged minibatch). NULL with
- * rpc_last_error(); free with policy_batch_free. */
+ * observers' minibatches (rows in that order), outside any
+ * distributed-autograd context. outs[k] gets observer k's part as plain
+ * tensors (no graph) to send it. policy_batch_backward(b, grads, ctx) then
+ * carries the gradients the observers' losses gave those parts (grads[k],
+ * d(loss_k)/d(outs[k]), shaped as outs[k]: the caller checked them),
+ * concatenated in observer order (log_std's summed in observer order),
+ * through the one forward to the parameters, accumulating them in ctx, a
+ * context of this process only that the optimizer's step reads: one
+ * backward for the n observers, the same arithmetic as a local update of
+ * the merged minibatch, and no message. NULL or -1 with rpc_last_error();
+ * free with policy_batch_free. */
 struct policy_batch;
 struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tensor *const *obs,
                                            struct rl_policy_out *outs);
-int policy_batch_backward(struct policy_batch *b, int64_t ctx);
+int policy_batch_backward(struct policy_batch *b, const struct rl_policy_grad *grads, int64_t ctx);
 void policy_batch_free(struct policy_batch *b);
 
 #endif

@@ -1,8 +1,9 @@
 /* Sync mode (state.h's agent_mode_sync): the agent drives every update.
  * Each iteration is the driver of the algorithm's shape (rl/algo.h,
  * rl_algo_drive): rollouts everywhere, then updates in which the agent
- * evaluates every observer's minibatch in one forward and the observers
- * run their own backward (PPO, A2C); or one episode per observer
+ * evaluates every observer's minibatch in one forward, the observers answer
+ * with their loss's gradients for it and the agent runs the backward (PPO,
+ * A2C: one round trip an update); or one episode per observer
  * (REINFORCE); each update one dist_optim_step. Between iterations: rejoins,
  * the progress line, checkpoints with the observers' states. */
 #define _GNU_SOURCE
@@ -201,16 +202,19 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
     return n_in;
 }
 
-/* One sync PPO/A2C update in a fresh context: the agent evaluates every
- * observer's minibatch in one forward and sends each its part; each
- * computes its loss and runs its backward (gradients to the agent's leaves
- * in the context) and answers with its statistics and next minibatch; one
- * backward through the forward, one step. 0; 1 when an observer was lost
- * (no step); -1. */
+/* One sync PPO/A2C update, one round trip: the agent evaluates every
+ * observer's minibatch in one forward and sends each its part (plain data,
+ * outside any context); each computes its loss, runs a local backward and
+ * answers with d(loss)/d(its part), its statistics and its next minibatch;
+ * one backward of those gradients through the forward into a context of
+ * the agent's own (no message: the optimizer's step reads it there), one
+ * step. 0; 1 when an observer was lost or its reply refused (no step: the
+ * policy is unchanged); -1. */
 static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor **obs, int n_in, int64_t version0)
 {
     struct rpc_future *futs[RL_MAX_OBSERVERS] = { 0 };
     struct rl_policy_out outs[RL_MAX_OBSERVERS];
+    struct rl_policy_grad grads[RL_MAX_OBSERVERS] = { 0 };
     struct tensor *xs[RL_MAX_OBSERVERS];
     struct rl_update_stats st[RL_MAX_OBSERVERS];
     bool ok[RL_MAX_OBSERVERS] = { 0 };
@@ -222,19 +226,19 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
             xs[n++] = obs[k];
         }
     if (n != n_in) return 1;
-    int64_t ctx = dist_autograd_context_new();
-    if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
     struct policy_batch *b = policy_evaluate_batch(a->policy, n, xs, outs);
-    if (!b) {
-        dist_autograd_release_local(ctx);
-        return rl_set_error("%s", rpc_last_error());
-    }
+    if (!b) return rl_set_error("%s", rpc_last_error());
+    /* the calls carry no context: the observers keep none, and no gradient
+     * comes back through distributed autograd */
+    int64_t outer = dist_autograd_current();
+    dist_autograd_set_current(0);
     for (int i = 0; i < n; i++) {
         struct rl_loss_req lr = { .epoch = e, .minibatch = mb, .weight = 1.0 / n_in, .out = outs[i] };
         struct rpc_value args = rl_loss_req_pack(&lr);
         futs[who[i]] = rpc_async(a->peers[who[i]].name, RL_FN_LOSS, &args, 0);
         rpc_value_clear(&args);
     }
+    dist_autograd_set_current(outer);
     int got = 0;
     agent_await_calls(a, futs, RL_FN_LOSS);
     for (int i = 0; i < n; i++) {
@@ -244,11 +248,19 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
         tensor_free(obs[k]);
         obs[k] = NULL;
         if (!futs[k]) continue;   /* given up as the run stopped */
+        /* the gradient must be the shape of what this observer was sent */
+        const struct rl_policy_out *o = &outs[i];
         if (rpc_future_wait(futs[k], &r) != 0) agent_lose_peer(a, k, rpc_future_error(futs[k]));
-        else if (rl_minibatch_reply_unpack(&r, rows, a->spec->obs.dim, &rep) != 0) agent_lose_peer(a, k, rl_last_error());
-        else {
+        else if (rl_minibatch_reply_unpack(&r, rows, a->spec->obs.dim, (int)o->a->shape[1], o->log_std != NULL,
+                                           o->value != NULL, &rep) != 0) {
+            char why[1024];
+            snprintf(why, sizeof why, "its loss reply: %s (this update is refused: the policy is unchanged)",
+                     rl_last_error());
+            agent_lose_peer(a, k, why);
+        } else {
             st[k] = rep.stats;
             obs[k] = rep.obs;
+            grads[i] = rep.grad;
             ok[k] = true;
             got++;
         }
@@ -257,11 +269,21 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
     }
     int rc = 0;
     if (got != n_in) rc = 1;   /* an observer was lost: this update ends here */
-    else if (policy_batch_backward(b, ctx) != 0) rc = rl_set_error("%s", rpc_last_error());
-    else if ((rc = step(a, ctx)) == 0) note_update(a, st, ok, got, version0);
+    else {
+        int64_t ctx = dist_autograd_context_new();
+        if (ctx < 0) rc = rl_set_error("context: %s", rpc_last_error());
+        else if (policy_batch_backward(b, grads, ctx) != 0) rc = rl_set_error("%s", rpc_last_error());
+        else if ((rc = step(a, ctx)) == 0) note_update(a, st, ok, got, version0);
+        /* this process's alone: freed without a message */
+        if (ctx > 0) dist_autograd_release_local(ctx);
+        dist_autograd_set_current(outer);
+    }
+    for (int i = 0; i < n; i++) {
+        tensor_free(grads[i].a);
+        tensor_free(grads[i].log_std);
+        tensor_free(grads[i].value);
+    }
     policy_batch_free(b);
-    /* every observer freed its copy once its backward was done */
-    dist_autograd_release_local(ctx);
     return rc;
 }
 

@@ -1,8 +1,9 @@
 /* Sync mode's side on the observer (docs/design.md §6 "Sync on-policy";
  * observer/state.h's observer_mode_sync): the agent drives, and this
  * observer serves its calls: a rollout (the report and minibatch 0's
- * observations back), each minibatch's loss and backward in the update's
- * context, or an episodes algorithm's episode. */
+ * observations back), each minibatch's loss and its gradients for the
+ * agent's evaluation (a local backward), or an episodes algorithm's
+ * episode. */
 #define _GNU_SOURCE
 #include "observer/state.h"
 
@@ -15,6 +16,7 @@
 #include "rl/debug_dump.h"
 #include "rl/rl.h"
 #include "rpc/dist_autograd.h"
+#include "tensor/autograd.h"
 #include "tensor/ops.h"
 
 /* The minibatch after (epoch, mb), gathered; false after the last. */
@@ -46,19 +48,52 @@ static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, str
     return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
 }
 
+/* Leaf t's gradient from the backward just run, or zeros like t (a loss
+ * that does not reach it): a new reference, or NULL with rl_last_error(). */
+static struct tensor *grad_of(struct tensor *t)
+{
+    if (!t) return NULL;
+    if (t->grad) return tensor_retain(t->grad);
+    struct tensor *g = tensor_new(DTYPE_F32, DEVICE_CPU, t->ndim, t->shape);
+    if (!g) rl_set_error("gradient: %s", tensor_last_error());
+    return g;
+}
+
+/* The loss of the current minibatch from the agent's evaluation out (its
+ * tensors made leaves here), a local backward, and d(loss)/d(out) into
+ * *g. Statistics into *st. 0 or -1. */
+static int loss_gradient(struct observer *o, struct rl_policy_out *out, double weight, struct rl_update_stats *st,
+                         struct rl_policy_grad *g)
+{
+    struct tensor *leaves[3] = { out->a, out->log_std, out->value };
+    for (int i = 0; i < 3; i++)
+        if (leaves[i]) tensor_set_requires_grad(leaves[i], true);
+    struct tensor *loss = observer_learner_loss(o, out, weight, st);
+    int rc = !loss ? -1 : tensor_backward(loss, NULL, false) != 0 ? rl_set_error("backward: %s", tensor_last_error()) : 0;
+    tensor_free(loss);
+    if (rc != 0) return -1;
+    g->a = grad_of(out->a);
+    g->log_std = grad_of(out->log_std);
+    g->value = grad_of(out->value);
+    return !g->a || (out->log_std && !g->log_std) || (out->value && !g->value) ? -1 : 0;
+}
+
 /* Sync: loss(epoch, mb, weight, the agent's evaluation of the minibatch
- * this observer sent last) in the update's context: the loss, its backward
- * (the gradients reach the agent's parameters), then the next minibatch
- * gathered and its observations sent back. */
+ * this observer sent last), outside any context: the loss, a local
+ * backward, and its gradients for the evaluation sent back with the next
+ * minibatch's observations (one round trip an update). */
 static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct observer *o = u;
     int64_t ctx = dist_autograd_current();
-    if (ctx == 0) return rpc_request_fail(req, "loss: must be called inside a context");
+    if (ctx != 0) {   /* the copy its arrival made goes at once */
+        dist_autograd_release_local(ctx);
+        return rpc_request_fail(req, "loss: called inside a distributed-autograd context: this observer answers with "
+                                     "its loss's gradients instead (one round trip an update)");
+    }
     pthread_mutex_lock(&o->mu);
     struct rl_loss_req m = { 0 };
     struct rl_minibatch_reply rep = { 0 };
-    struct tensor *loss = NULL;
     int rc = 0;
     if (!o->ready) rc = rl_set_error("not set up");
     else if (!o->ln.mb_obs) rc = rl_set_error("loss: no minibatch is waiting (no rollout since the last update)");
@@ -68,9 +103,7 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
                           o->ln.mb_index, o->ln.mb_epoch);
     if (rc == 0) {
         if (rl_debug_dump_dir() && !o->dumped) observer_dump_minibatch(o, m.weight);
-        loss = observer_learner_loss(o, &m.out, m.weight, &rep.stats);
-        if (!loss) rc = -1;
-        else if (dist_autograd_backward(ctx, 1, &loss, false) != 0) rc = rl_set_error("backward: %s", rpc_last_error());
+        rc = loss_gradient(o, &m.out, m.weight, &rep.stats, &rep.grad);
     }
     int e = m.epoch, mb = m.minibatch;
     if (rc == 0 && next_minibatch(o, &e, &mb)) {
@@ -79,11 +112,10 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
     }
     if (rc == 0) *res = rl_minibatch_reply_pack(&rep);
     pthread_mutex_unlock(&o->mu);
-    tensor_free(loss);
+    tensor_free(rep.grad.a);   /* rep.obs is the learner's */
+    tensor_free(rep.grad.log_std);
+    tensor_free(rep.grad.value);
     rl_loss_req_clear(&m);
-    /* this observer's part of the update is over: its copy of the context
-     * goes without a message (the agent frees its own after the step) */
-    dist_autograd_release_local(ctx);
     return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
 }
 

@@ -50,7 +50,7 @@ enum rl_when { RL_WHEN_ALWAYS, RL_WHEN_GAUSSIAN, RL_WHEN_VALUE_HEAD };
 #define RL_FF_BY_FLAG 0x04u     /* nested: on the wire (and read) only when the bool at present_off, an earlier
                                  * field, is true; nil otherwise, and whatever is there is ignored */
 #define RL_FF_BARE 0x08u        /* its errors are not prefixed with the message's name */
-#define RL_FF_FINITE 0x10u      /* a double, or every double of an array, must be finite */
+#define RL_FF_FINITE 0x10u      /* a double, every double of an array, or every element of a tensor must be finite */
 #define RL_FF_RANGE 0x20u       /* an int, or every int of an array, must be in lo..hi */
 #define RL_FF_BORROW 0x40u      /* value: the struct holds a const struct rpc_value * into the args */
 #define RL_FF_CPU 0x80u         /* tensor: on the CPU */

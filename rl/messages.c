@@ -137,6 +137,18 @@ static bool tensor_fits(const struct rl_field *f, const struct tensor *t, const 
     return nd != 2 || t->shape[0] >= 1;
 }
 
+/* 0, or -1 naming t's first element that is not finite (t: f32 on the
+ * CPU, as RL_FF_FINITE tensors are flagged RL_FF_CPU). */
+static int tensor_nonfinite(const struct rl_msg_schema *s, const struct rl_field *f, const struct tensor *t)
+{
+    const float *x = tensor_data(t);
+    for (int64_t i = 0; i < t->numel; i++)
+        if (!isfinite(x[i]))   /* NaN printed without its sign */
+            return rl_set_error("%s%s%s[%lld] %g is not finite", PFX(s, f), f->name, (long long)i,
+                                isnan(x[i]) ? fabs(x[i]) : x[i]);
+    return 0;
+}
+
 static int range_error(const struct rl_msg_schema *s, const struct rl_field *f, int64_t x)
 {
     return rl_set_error("%s%s%s %lld is out of range %lld..%lld", PFX(s, f), f->name, (long long)x, (long long)f->lo,
@@ -200,6 +212,7 @@ static int field_unpack(const struct rl_msg_schema *s, const struct rl_field *f,
         if (!wanted) return v->kind == RPC_NIL ? 0 : rl_set_error("%s%sunexpected %s", PFX(s, f), f->name);
         if (v->kind == RPC_NIL && (f->flags & RL_FF_NIL_OK)) return 0;
         if (v->kind != RPC_TENSOR || !tensor_fits(f, v->tensor, x)) return tensor_refusal(s, f, v, x);
+        if ((f->flags & RL_FF_FINITE) && tensor_nonfinite(s, f, v->tensor) != 0) return -1;
         *AT(m, f->off, struct tensor *) = tensor_retain(v->tensor);
         return 0;
     }
@@ -406,12 +419,26 @@ static const struct rl_field loss_req_fields[] = {
 static const struct rl_msg_schema loss_req_schema = { "loss", RL_WIRE_LIST, sizeof(struct rl_loss_req), 4, loss_req_fields,
                                                       NULL };
 
+/* d(loss)/d(policy output): hostile input the agent carries into its
+ * parameters' gradients, so shaped as the output it was sent and finite. */
+#define GRAD_F(m) .name = #m, .desc = #m, .kind = RL_FK_TENSOR, .off = OFF(rl_policy_grad, m), .flags = RL_FF_CPU | RL_FF_FINITE
+static const struct rl_field policy_grad_fields[] = {
+    { GRAD_F(a), .dims = { RL_DIM_ROWS, RL_DIM_ACT } },
+    { GRAD_F(log_std), .dims = { RL_DIM_ACT }, .when = RL_WHEN_GAUSSIAN },
+    { GRAD_F(value), .dims = { RL_DIM_ROWS }, .when = RL_WHEN_VALUE_HEAD },
+};
+#undef GRAD_F
+static const struct rl_msg_schema policy_grad_schema = { "gradient", RL_WIRE_LIST, sizeof(struct rl_policy_grad), 3,
+                                                         policy_grad_fields, NULL };
+
 static const struct rl_field minibatch_reply_fields[] = {
     STATS_F(rl_minibatch_reply, stats),
     NEXT_OBS(rl_minibatch_reply, obs, "obs or nil", RL_FF_NIL_OK),
+    { .name = "gradient", .desc = "gradient", .kind = RL_FK_NESTED, .off = OFF(rl_minibatch_reply, grad),
+      .nested = &policy_grad_schema },
 };
 static const struct rl_msg_schema minibatch_reply_schema = { "loss reply", RL_WIRE_LIST, sizeof(struct rl_minibatch_reply),
-                                                             2, minibatch_reply_fields, NULL };
+                                                             3, minibatch_reply_fields, NULL };
 
 static const struct rl_field loss_reply_fields[] = {
     { .name = "the loss", .desc = "loss", .kind = RL_FK_TENSOR, .off = OFF(rl_loss_reply, loss),
@@ -448,7 +475,7 @@ static const struct rl_msg_schema update_reply_schema = { "update reply", RL_WIR
 
 const struct rl_msg_schema *const rl_msg_schemas[] = {
     &setup_schema,    &obs_schema,      &policy_out_schema, &report_schema,     &rollout_req_schema,  &rollout_reply_schema,
-    &loss_req_schema, &stats_schema,    &minibatch_reply_schema, &loss_reply_schema, &update_req_schema,
+    &loss_req_schema, &stats_schema,    &policy_grad_schema, &minibatch_reply_schema, &loss_reply_schema, &update_req_schema,
     &update_reply_schema, NULL,
 };
 
@@ -531,9 +558,11 @@ struct rpc_value rl_minibatch_reply_pack(const struct rl_minibatch_reply *m)
 {
     return rl_msg_pack(&minibatch_reply_schema, m);
 }
-int rl_minibatch_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, struct rl_minibatch_reply *m)
+int rl_minibatch_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, int act_dim, bool gaussian,
+                              bool value_head, struct rl_minibatch_reply *m)
 {
-    struct rl_msg_expect x = { .rows = rows, .obs_dim = obs_dim };
+    struct rl_msg_expect x = { .rows = rows, .obs_dim = obs_dim, .act_dim = act_dim, .gaussian = gaussian,
+                               .value_head = value_head };
     return rl_msg_unpack(&minibatch_reply_schema, v, &x, m);
 }
 void rl_minibatch_reply_clear(struct rl_minibatch_reply *m) { rl_msg_clear(&minibatch_reply_schema, m); }

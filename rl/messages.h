@@ -17,7 +17,7 @@
 /* Function and method names. */
 #define RL_FN_SETUP "rl_setup"          /* agent -> observer */
 #define RL_FN_ROLLOUT "rl_rollout"      /* agent -> observer (sync) */
-#define RL_FN_LOSS "rl_loss"            /* agent -> observer (sync PPO/A2C, in the update's context) */
+#define RL_FN_LOSS "rl_loss"            /* agent -> observer (sync PPO/A2C: the loss's gradients back) */
 #define RL_FN_EPISODE "rl_episode"      /* agent -> observer (sync REINFORCE, in the context) */
 #define RL_FN_RUN_ASYNC "rl_run_async"  /* agent -> observer (async: loops until told to stop) */
 #define RL_FN_UPDATE "rl_update"        /* observer -> agent (async, in the observer's context) */
@@ -111,13 +111,14 @@ struct rl_config;
 int rl_report_fits(const struct rl_report *r, const struct rl_config *cfg, int max_episode_steps, int64_t version_now);
 
 /* Sync PPO/A2C. The agent evaluates every observer's next minibatch in one
- * recorded forward and pushes each its part:
+ * recorded forward and pushes each its part: one round trip per update.
  *   rollout() -> (report, obs of minibatch 0 of epoch 0 [M,D]);
- *   loss(epoch, minibatch, weight, policy_out) in the update's context ->
- *     (stats, obs of the next minibatch, or nil after the last);
- * the observer computes its loss from policy_out (recorded: its tensors
- * arrive with recv functions), runs the backward itself (the gradients
- * reach the agent's parameters through dist autograd) and answers. */
+ *   loss(epoch, minibatch, weight, policy_out), outside any context ->
+ *     (stats, obs of the next minibatch or nil after the last, gradient);
+ * the observer computes its loss from policy_out (plain data: it makes the
+ * tensors local leaves), runs a local backward and answers with
+ * d(loss)/d(policy_out); the agent carries those gradients through its
+ * recorded forward to the parameters. */
 struct rl_rollout_reply { struct rl_report report; struct tensor *obs; struct rpc_value norm; /* the delta */ };
 struct rpc_value rl_rollout_reply_pack(const struct rl_rollout_reply *m);
 /* obs must be f32 [rows, obs_dim]. */
@@ -137,10 +138,17 @@ int rl_loss_req_unpack(const struct rpc_value *args, int rows, int act_dim, bool
 void rl_loss_req_clear(struct rl_loss_req *m);
 
 struct rl_update_stats { double policy_loss, value_loss, entropy, approx_kl, clipfrac; };
+/* An observer's d(loss)/d(policy output) for the rl_policy_out it was sent:
+ * a [M,A], log_std [A] (Gaussian only, else NULL), value [M] (NULL without
+ * a value head); f32 on the CPU, every element finite. */
+struct rl_policy_grad { struct tensor *a, *log_std, *value; };
 /* obs: NULL after the rollout's last minibatch. */
-struct rl_minibatch_reply { struct rl_update_stats stats; struct tensor *obs; };
+struct rl_minibatch_reply { struct rl_update_stats stats; struct tensor *obs; struct rl_policy_grad grad; };
 struct rpc_value rl_minibatch_reply_pack(const struct rl_minibatch_reply *m);
-int rl_minibatch_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, struct rl_minibatch_reply *m);
+/* obs is checked for [rows, obs_dim], grad as the policy output's gradient
+ * for `rows` rows (act_dim, gaussian, value_head; finite). */
+int rl_minibatch_reply_unpack(const struct rpc_value *v, int rows, int obs_dim, int act_dim, bool gaussian,
+                              bool value_head, struct rl_minibatch_reply *m);
 void rl_minibatch_reply_clear(struct rl_minibatch_reply *m);
 
 /* REINFORCE's episode reply: [loss scalar, stats, report]. */

@@ -16,8 +16,16 @@
  * more update with no report and no delta, gradients only, as a member
  * that goes on would ("then refused: <error>" or "then accepted"), then
  * keeps the loop until rl_shutdown, as a member that does not give up would.
+ *
+ *   KIND nan-gradient, wide-gradient (sync): a member whose statistics are
+ *        honest (zero rows, its report's counts) and whose rollout acts as
+ *        an honest one's does (T act calls of B zero rows, then the
+ *        bootstrap's), but whose rl_loss answer carries a gradient for the
+ *        policy's output a with a[0] NaN, or one column too many.
+ *
  * Exits 0 after rl_shutdown, 1 if none comes within 120 s. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -88,10 +96,39 @@ static int fn_setup(struct rpc_request *req, const struct rpc_value *args, struc
     return 0;
 }
 
+static bool gradient_kind(void) { return strstr(m.kind, "-gradient") != NULL; }
+
+/* A zero f32 tensor of shape [d0] (d1 < 0) or [d0, d1]. */
+static struct tensor *zeros(int64_t d0, int64_t d1)
+{
+    int64_t shape[2] = { d0, d1 };
+    struct tensor *t = tensor_new(DTYPE_F32, DEVICE_CPU, d1 < 0 ? 1 : 2, shape);
+    if (!t) abort();
+    return t;
+}
+
+/* A rollout's act calls as an honest observer makes them (the agent's
+ * lockstep waits for them): T of B zero rows, then the bootstrap's. */
+static int act_rollout(void)
+{
+    int B = m.cfg.envs_per_observer;
+    struct tensor *obs = zeros(B, m.obs_dim);
+    int rc = 0;
+    for (int t = 0; t <= m.cfg.steps_per_rollout && rc == 0; t++) {
+        struct rpc_value a = rl_obs_pack(obs, t == m.cfg.steps_per_rollout), r = rpc_nil();
+        rc = rref_rpc_sync(m.policy, RL_METHOD_ACT, &a, &r, 0);
+        rpc_value_clear(&a);
+        rpc_value_clear(&r);
+    }
+    tensor_free(obs);
+    return rc;
+}
+
 /* Sync: the report, zero observations for minibatch 0, the delta. */
 static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     (void)args, (void)u;
+    if (gradient_kind() && act_rollout() != 0) return rpc_request_fail(req, "act: %s", rpc_last_error());
     int64_t shape[2] = { (int64_t)m.cfg.steps_per_rollout * m.cfg.envs_per_observer / m.cfg.minibatches, m.obs_dim };
     struct rl_rollout_reply rep = { .report = report(), .obs = tensor_new(DTYPE_F32, DEVICE_CPU, 2, shape),
                                     .norm = crafted() };
@@ -100,6 +137,28 @@ static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, str
     *res = rl_rollout_reply_pack(&rep);
     tensor_free(rep.obs);
     rpc_value_clear(&rep.norm);
+    return 0;
+}
+
+/* Sync (the gradient kinds): loss(epoch, minibatch, weight, policy output)
+ * -> (stats, the next minibatch's zero observations or nil after the
+ * last, a gradient shaped after the output, but for the kind's flaw). */
+static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    (void)u;
+    if (args->kind != RPC_LIST || args->list.len != 4 || args->list.items[3].kind != RPC_LIST ||
+        args->list.items[3].list.len != 4 || args->list.items[3].list.items[0].kind != RPC_TENSOR)
+        return rpc_request_fail(req, "norm_member: not a loss call it knows");
+    const struct rpc_value *out = args->list.items[3].list.items;
+    int64_t rows = out[0].tensor->shape[0], A = out[0].tensor->shape[1];
+    bool last = args->list.items[0].i == m.cfg.epochs - 1 && args->list.items[1].i == m.cfg.minibatches - 1;
+    struct rl_minibatch_reply rep = { .obs = last ? NULL : zeros(rows, m.obs_dim) };
+    rep.grad.a = zeros(rows, strcmp(m.kind, "wide-gradient") == 0 ? A + 1 : A);
+    if (strcmp(m.kind, "nan-gradient") == 0) ((float *)tensor_data(rep.grad.a))[0] = NAN;
+    if (out[1].kind == RPC_TENSOR) rep.grad.log_std = zeros(A, -1);
+    if (out[2].kind == RPC_TENSOR) rep.grad.value = zeros(rows, -1);
+    *res = rl_minibatch_reply_pack(&rep);
+    rl_minibatch_reply_clear(&rep);
     return 0;
 }
 
@@ -155,7 +214,7 @@ static int fn_shutdown(struct rpc_request *req, const struct rpc_value *args, st
 int main(int argc, char **argv)
 {
     if (argc != 5) {
-        fprintf(stderr, "usage: norm_member MASTER RANK WORLD count|mean|var|rows\n");
+        fprintf(stderr, "usage: norm_member MASTER RANK WORLD count|mean|var|rows|nan-gradient|wide-gradient\n");
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -165,6 +224,7 @@ int main(int argc, char **argv)
     dist_autograd_init();
     rpc_register(RL_FN_SETUP, fn_setup, NULL);
     rpc_register(RL_FN_ROLLOUT, fn_rollout, NULL);
+    rpc_register(RL_FN_LOSS, fn_loss, NULL);
     rpc_register(RL_FN_RUN_ASYNC, fn_run_async, NULL);
     rpc_register(RL_FN_SHUTDOWN, fn_shutdown, NULL);
     struct rpc_opts o = { .name = name, .rank = atoi(argv[2]), .world_size = atoi(argv[3]), .master = argv[1],

@@ -1,7 +1,8 @@
 /* The RL messages' schema tables (rl/message_schema.h), walked: every
  * message of rl_msg_schemas is filled from its table, packed, unpacked and
  * compared field by field, and each field's absence, wrong kind, wrong
- * shape or dtype, out-of-range or non-finite value, and unwanted presence
+ * shape or dtype, out-of-range or non-finite value (a double, an array's
+ * element, a tensor's element), and unwanted presence
  * is refused by an error naming it. Nothing here names a message's fields:
  * a new message or field in the tables is covered with no edit. The one
  * exception, on purpose: the pinned wire signatures of today's messages
@@ -272,6 +273,17 @@ START_TEST(test_messages_round_trip_and_refusals)
                     rpc_value_clear(&c);
                 }
                 tensor_free(t);
+                if (f->flags & RL_FF_FINITE) {   /* one element not finite, named with its index */
+                    for (int k = 0; k < 2; k++) {
+                        t = make_tensor(f, 0, false, false);
+                        float *x = tensor_f32(t);
+                        int64_t at = t->numel - 1;
+                        x[at] = k ? -INFINITY : NAN;
+                        snprintf(why, sizeof why, "%s[%lld] %s is not finite", f->name, (long long)at, k ? "-inf" : "nan");
+                        MUTATE(rpc_tensor(t), why, why, &X);
+                        tensor_free(t);
+                    }
+                }
                 if (!(f->flags & RL_FF_NIL_OK))
                     MUTATE(rpc_nil(), "nil", f->flags & RL_FF_LIST_KIND ? "expected (" : "must be", &X);
             }
@@ -347,7 +359,8 @@ START_TEST(test_messages_wire_pinned)
         { "rollout reply", "[[IIIYYDDYI]TM]" },
         { "loss", "[IID[TTTI]]" },
         { "stats", "Y" },
-        { "loss reply", "[YT]" },
+        { "gradient", "[TTT]" },
+        { "loss reply", "[YT[TTT]]" },
         { "loss reply", "[TY[IIIYYDDYI]]" },
         { "update", "[IIB[IIIYYDDYI]YTM]" },
         { "update reply", "[B[TTTI]BM]" },
@@ -414,6 +427,37 @@ START_TEST(test_messages_texts)
     tensor_free(obs);
     rpc_value_clear(&v);
     tensor_free(t);
+    /* a sync loss reply's gradient (d(loss)/d(policy output)): checked
+     * against the rows and dims the agent sent, and finite */
+    float ga[6] = { 1, 2, 3, 4, 5, 6 }, gv[3] = { 0.5f, -0.5f, NAN }, gl[2] = { 1, 1 };
+    int64_t s_a[2] = { 3, 2 }, s_v[1] = { 3 }, s_l[1] = { 2 };
+    struct rl_minibatch_reply r = { .grad = { tensor_from_f32(2, s_a, ga), tensor_from_f32(1, s_l, gl),
+                                              tensor_from_f32(1, s_v, gv) } }, rg;
+    v = rl_minibatch_reply_pack(&r);
+    ck_assert_int_eq(rl_minibatch_reply_unpack(&v, 3, 4, 2, true, true, &rg), -1);
+    ck_assert_str_eq(rl_last_error(), "gradient: value[2] nan is not finite");
+    ck_assert_ptr_null(rg.grad.a);
+    ck_assert_int_eq(rl_minibatch_reply_unpack(&v, 3, 4, 3, true, true, &rg), -1);
+    ck_assert_str_eq(rl_last_error(), "gradient: a must be f32 [3,3], not f32 [3,2]");
+    ck_assert_int_eq(rl_minibatch_reply_unpack(&v, 4, 4, 2, true, true, &rg), -1);
+    ck_assert_str_eq(rl_last_error(), "gradient: a must be f32 [4,2], not f32 [3,2]");
+    ck_assert_int_eq(rl_minibatch_reply_unpack(&v, 3, 4, 2, false, true, &rg), -1);
+    ck_assert_str_eq(rl_last_error(), "gradient: unexpected log_std");
+    rpc_value_clear(&v);
+    tensor_f32(r.grad.value)[2] = 0.25f;
+    v = rl_minibatch_reply_pack(&r);
+    ck_assert_int_eq(rl_minibatch_reply_unpack(&v, 3, 4, 2, true, true, &rg), 0);
+    ck_assert(rg.obs == NULL && rg.grad.a == r.grad.a && rg.grad.log_std == r.grad.log_std &&
+              rg.grad.value == r.grad.value);
+    rl_minibatch_reply_clear(&rg);
+    rpc_value_clear(&v);
+    v = rpc_list(2);
+    ck_assert_int_eq(rl_minibatch_reply_unpack(&v, 3, 4, 2, true, true, &rg), -1);
+    ck_assert_str_eq(rl_last_error(), "loss reply: expected (stats, obs or nil, gradient)");
+    rpc_value_clear(&v);
+    tensor_free(r.grad.a);
+    tensor_free(r.grad.log_std);
+    tensor_free(r.grad.value);
 }
 END_TEST
 

@@ -737,6 +737,72 @@ static void check_hostile_members(const char *mode)
 START_TEST(test_hostile_members_sync) { check_hostile_members("sync"); }
 END_TEST
 
+/* A sync update is one round trip: each observer's loss reply carries its
+ * gradients for the policy's output, which the agent carries into its
+ * parameters. Two members (ranks 2, 3) beside an honest observer answer
+ * their first update with a NaN in it, or one column too many: each is
+ * dropped naming the field, that update is refused (no step: the honest
+ * observer's 6 updates come from the next 6 rollouts, so the run takes 7
+ * rollouts of it and the members' first), and the policy stays finite. */
+START_TEST(test_hostile_gradients_sync)
+{
+    static const char *const kinds[][2] = {
+        { "nan-gradient", "gradient: a[0] nan is not finite" },
+        { "wide-gradient", "gradient: a must be f32 [32,1], not f32 [32,2]" },
+    };
+    snprintf(scratch, sizeof scratch, "/tmp/test_rl_norm_g_XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(scratch));
+    char t[16], b[16];
+    snprintf(t, sizeof t, "%d", MEMBER_T);
+    snprintf(b, sizeof b, "%d", MEMBER_B);
+    const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "3", "--mode", "sync", "--env", "Pendulum-v1",
+                           "--envs-per-observer", b, "--steps-per-rollout", t, "--minibatches", "1", "--epochs", "1",
+                           "--norm-obs", "--norm-reward", "--max-updates", "6", "--logdir", scratch,
+                           "--heartbeat-timeout", HB_MS, "--seed", "3", "--device", "cpu", NULL };
+    struct rl_proc agent, honest, member[2];
+    char ep[128];
+    rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
+    rl_agent_endpoint(&agent, ep, sizeof ep, 60);
+    const char *oargs[] = { "--rank", "1", "--world-size", "4", "--master", ep, "--heartbeat-timeout", HB_MS, NULL };
+    rl_start(&honest, TRIB_OBSERVER_BIN, oargs, NULL);
+    for (int i = 0; i < 2; i++) {
+        char rank[8];
+        snprintf(rank, sizeof rank, "%d", i + 2);
+        const char *margs[] = { ep, rank, "4", kinds[i][0], NULL };
+        rl_start(&member[i], NORM_MEMBER_BIN, margs, NULL);
+    }
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    for (int i = 0; i < 2; i++) {
+        char line[512];
+        snprintf(line, sizeof line, "agent: dropping observer%d (alive): its loss reply: %s (this update is refused: the "
+                 "policy is unchanged); continuing with ", i + 2, kinds[i][1]);
+        ck_assert_msg(strstr(agent.err, line), "'%s' not on the agent's stderr:\n%s", line, agent.err);
+        rl_kill(&member[i]);
+        rl_free(&member[i]);
+    }
+    rc = rl_wait(&honest, 60);
+    ck_assert_msg(rc == 0, "honest observer exit %d\nstderr:\n%s\nagent stderr:\n%s", rc, tail(honest.err), tail(agent.err));
+    rl_free(&honest);
+    cJSON *j = summary(&agent);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_int_eq((int)jnum(j, "updates"), 6);
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), 2);
+    ck_assert_int_eq((int)jnum(j, "env_steps"), (7 + 2) * MEMBER_T * MEMBER_B);
+    cJSON_Delete(j);
+    char pf[128], env[256];
+    snprintf(pf, sizeof pf, "%s/policy.safetensors", scratch);
+    struct policy_arch arch;
+    struct nn_module *actor = NULL;
+    struct policy_extras x = { 0 };
+    /* a policy file that is not finite is refused (runfiles' check) */
+    ck_assert_msg(policy_file_read(pf, &arch, env, sizeof env, &actor, NULL, &x) == 0, "%s", runfiles_last_error());
+    nn_module_free(actor);
+    policy_extras_free(&x);
+    rl_free(&agent);
+}
+END_TEST
+
 START_TEST(test_hostile_members_async) { check_hostile_members("async"); }
 END_TEST
 
@@ -882,6 +948,7 @@ static Suite *rl_norm_suite(bool learning)
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, test_hostile_members_sync);
     tcase_add_test(tc, test_hostile_members_async);
+    tcase_add_test(tc, test_hostile_gradients_sync);
     tcase_add_test(tc, test_crafted_checkpoint_refused);
     suite_add_tcase(s, tc);
     return s;

@@ -303,8 +303,8 @@ START_TEST(test_ppo_sync_learns)
     ck_assert_double_eq(jnum(j, "observers_lost"), 0);
     /* The agent's traffic: one act call (request + reply) per observer step
      * of 16 envs is 0.125 messages per env step; each of the 32 updates per
-     * 1,024 env steps costs about 20 more (loss round, the observers'
-     * evaluate calls, backward, step, context release): 0.76 in all here.
+     * 1,024 env steps costs 4 more (a loss round trip with each observer):
+     * about 0.25 in all here.
      * Each env step's observation (16 bytes) goes in and its logits (8 bytes)
      * come back. Nothing dropped. */
     double mps = jnum(j, "rpc_msgs_per_step"), bps = jnum(j, "rpc_bytes_per_step");
@@ -952,8 +952,8 @@ END_TEST
 
 /* Four observers whose act calls the agent merges, and whose gradients
  * reach the agent in any order: a sync run is still reproducible (the
- * merge waits for every observer and orders calls by worker; dist autograd
- * sums gradient parts in a fixed order). Before those fixes, 10 runs of
+ * merge waits for every observer and orders calls by worker; the agent
+ * carries the observers' gradients in worker order). Before those fixes, 10 runs of
  * this gave 10 different summaries. */
 START_TEST(test_sync_reproducible_merged)
 {
@@ -1018,6 +1018,40 @@ START_TEST(test_sync_observer_lost_in_backward)
 }
 END_TEST
 
+/* ---- messages per update ------------------------------------------------------ */
+
+/* A sync update is one round trip (docs/design.md §6): the agent sends each
+ * observer its part of the evaluation, the observer answers with its loss's
+ * gradients and its next minibatch: one message from each observer per
+ * update, where the distributed-autograd backward made two (its reply and
+ * the backward's _backprop call). Updates are nearly all the traffic here
+ * (4-step rollouts of 4 envs, 50 epochs x 4 minibatches: 2 rollouts, 400
+ * updates): everything else an observer sends the agent is bounded, so the
+ * agent's received messages pin the count (the old update gave 1,642). */
+START_TEST(test_sync_one_message_per_update)
+{
+    const char *args[] = { "--preset", "ppo-fast", "--seed", "1", "--observers", "2", "--envs-per-observer", "4",
+                           "--steps-per-rollout", "4", "--minibatches", "4", "--epochs", "50", "--max-steps", "64",
+                           "--quiet", NULL };
+    double t0 = trib_now_s();
+    cJSON *j = train(args, 1);
+    double elapsed = trib_now_s() - t0;
+    const int observers = 2, rollouts = 2, acts = 4 + 1;   /* act calls of a rollout: its steps and the bootstrap */
+    ck_assert_double_eq(jnum(j, "env_steps"), rollouts * observers * 4 * 4);
+    double updates = jnum(j, "updates"), recv = jnum(j, "rpc_msgs_recv");
+    ck_assert_double_eq(updates, rollouts * 50 * 4);
+    /* besides: each rollout's act calls and reply, the set-up's and the
+     * shutdown's replies and the joins (a dozen at most), and one
+     * heartbeat every 200 ms (the agent's heartbeat period) of the run */
+    double others = observers * (rollouts * (acts + 1) + 12 + (elapsed / 0.2 + 2));
+    ck_assert_msg(recv >= updates * observers && recv <= updates * observers + others,
+                  "the agent received %.0f messages for %.0f updates of %d observers (%.2f an observer an update; "
+                  "at most %.0f besides the updates')",
+                  recv, updates, observers, recv / (updates * observers), others);
+    cJSON_Delete(j);
+}
+END_TEST
+
 KIT_MAIN("rl_train",
          { "cli", 120, .teardown = rl_kill_all, .tests = { test_train_help, test_train_bad_usage, test_cleanrl_aliases,
            test_agent_cli, test_observer_cli } },
@@ -1032,4 +1066,5 @@ KIT_MAIN("rl_train",
            test_agent_says_it_waits } },
          { "reproducible", 600, .teardown = rl_kill_all, .tests = { test_sync_reproducible_unmerged,
            test_sync_reproducible_merged,
-           test_sync_reproducible_reinforce, test_sync_observer_lost_in_backward } })
+           test_sync_reproducible_reinforce, test_sync_observer_lost_in_backward } },
+         { "messages", 300, .teardown = rl_kill_all, .tests = { test_sync_one_message_per_update } })
