@@ -134,7 +134,10 @@ struct rl_int_list {
     X(anneal_lr, BOOL, bool, , true, NULL, 0, "false", "decay the lr linearly to 0 over --max-steps") \
     X(gamma, DBL, double, , 0.99, NULL, 0, "0.97", "discount") \
     X(gae_lambda, DBL, double, , 0.95, NULL, 0, "0.9", "GAE lambda (1: n-step returns)") \
-    X(minibatches, INT, int, , 4, NULL, 0, "3", "minibatches per epoch (each observer splits its samples)") \
+    X(minibatches, INT, int, , 4, NULL, 0, "3", "minibatches per epoch: an update has observers x envs x steps /\n" \
+      "minibatches samples in both modes (async: each observer's rollout in\n" \
+      "minibatches / observers, at least 1; the run's first line says when\n" \
+      "--observers does not divide it and how async's differ)") \
     X(epochs, INT, int, , 4, NULL, 0, "7", "epochs over each rollout (PPO)") \
     X(clip, DBL, double, , 0.2, NULL, 0, "0.3", "PPO clip range (ratio and value)") \
     X(ent_coef, DBL, double, , 0.01, NULL, 0, "0.02", "entropy bonus coefficient, in [0, 10]") \
