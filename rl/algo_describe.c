@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "rl/config.h"
+#include "rl/config_fields.h"
 
 static const char *observers(const struct rl_config *cfg) { return cfg->observers == 1 ? "observer" : "observers"; }
 

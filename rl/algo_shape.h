@@ -24,7 +24,7 @@ int rl_algo_rollout_steps(const struct rl_algo *a, const struct rl_config *cfg);
 /* The updates one rollout (or episode) makes: 1, or epochs x minibatches. */
 int64_t rl_algo_updates_per_rollout(const struct rl_algo *a, const struct rl_config *cfg);
 /* The env steps an update covers (what a dropped one costs): the episode's
- * (report_steps), or B x T / rl_observer_minibatches (rl/config.h). */
+ * (report_steps), or B x T / rl_observer_minibatches (rl/config_fields.h). */
 int64_t rl_algo_update_steps(const struct rl_algo *a, const struct rl_config *cfg, int64_t report_steps);
 /* Whether a report's steps are one iteration's: 0, or -1 with
  * rl_last_error(). */

@@ -49,20 +49,6 @@ int rl_config_check(const struct rl_config *cfg);
  * stopped observer sends when resumed minutes later. */
 int rl_default_max_policy_lag(const struct rl_config *cfg);
 
-/* The minibatches one observer's rollout (T x B samples) splits into per
- * epoch, so that a minibatch is one size in samples in both modes: sync
- * mode's update joins minibatch i of every observer (observers x T x B /
- * --minibatches samples), so there it is --minibatches; in a mode whose
- * observers update alone (async) it is --minibatches / --observers, at
- * least 1: each update then has sync's samples and each sample makes
- * sync's updates whenever --observers divides --minibatches. Otherwise
- * (rl_observer_minibatches_even false) async's minibatches are smaller
- * than sync's and it makes more updates per sample; the run's description
- * says by how much. */
-int rl_observer_minibatches(const struct rl_config *cfg);
-/* Whether an update has as many samples in cfg's mode as in sync mode. */
-bool rl_observer_minibatches_even(const struct rl_config *cfg);
-
 /* Parses the trainer's flags (see rl_config_usage) into cfg, starting from
  * the preset named by --preset (default "ppo-fast"; a --preset flag applies
  * first wherever it stands, other flags override it), plus the program's own

@@ -49,18 +49,6 @@ int rl_default_max_policy_lag(const struct rl_config *c)
     return k < 1000 ? 1000 : k > INT_MAX ? INT_MAX : (int)k;
 }
 
-int rl_observer_minibatches(const struct rl_config *c)
-{
-    if (!rl_mode_lags(c->mode)) return c->minibatches;
-    int k = c->minibatches / (c->observers > 0 ? c->observers : 1);
-    return k < 1 ? 1 : k;
-}
-
-bool rl_observer_minibatches_even(const struct rl_config *c)
-{
-    return !rl_mode_lags(c->mode) || (c->observers > 0 && c->minibatches % c->observers == 0);
-}
-
 /* What an algorithm asks of the rest (the algorithm's own checks). */
 static int check_algo(const struct rl_config *c)
 {

@@ -227,4 +227,25 @@ struct rl_config {
 };
 #undef RL_FIELD_DECL
 
+/* The minibatches one observer's rollout (T x B samples) splits into per
+ * epoch, so that a minibatch is one size in samples in both modes: sync
+ * mode's update joins minibatch i of every observer (observers x T x B /
+ * minibatches samples), so there it is c->minibatches; in a mode whose
+ * observers update alone (async) it is minibatches / observers, at least
+ * 1: each update then has sync's samples and each sample makes sync's
+ * updates whenever the observers divide the minibatches. Otherwise
+ * (rl_observer_minibatches_even false) the sizes differ; the run's first
+ * line says how (rl/algo_describe.c). */
+static inline int rl_observer_minibatches(const struct rl_config *c)
+{
+    if (!rl_mode_lags(c->mode)) return c->minibatches;
+    int k = c->minibatches / (c->observers > 0 ? c->observers : 1);
+    return k < 1 ? 1 : k;
+}
+/* Whether an update has as many samples in c's mode as in sync mode. */
+static inline bool rl_observer_minibatches_even(const struct rl_config *c)
+{
+    return !rl_mode_lags(c->mode) || (c->observers > 0 && c->minibatches % c->observers == 0);
+}
+
 #endif
