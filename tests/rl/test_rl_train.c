@@ -201,6 +201,10 @@ START_TEST(test_train_bad_usage)
         { { "--minibatches", "3", NULL },
           "tributary-train: --minibatches (3) must divide --steps-per-rollout x --envs-per-observer (512)"
           SEE("tributary-train") },
+        { { "--mode=async", "--observers=2", "--minibatches=9", "--steps-per-rollout=9", "--envs-per-observer=1", NULL },
+          "tributary-train: --mode async: each observer splits its rollout (--steps-per-rollout x "
+          "--envs-per-observer = 9 samples) into --minibatches / --observers = 4 minibatches, which must divide it"
+          SEE("tributary-train") },
         { { "--vtrace", NULL },
           "tributary-train: --vtrace corrects the lag of a rollouts algorithm's updates: it needs --mode async and an "
           "--algo of the rollouts shape (a2c, ppo)"
