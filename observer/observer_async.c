@@ -104,7 +104,9 @@ static int target_correct(struct observer *o)
     return rc;
 }
 
-/* A rollout's updates (PPO/A2C), each in a context of its own: minibatch
+/* A rollout's updates (PPO/A2C): epochs x rl_observer_minibatches
+ * (--minibatches / --observers: an update has as many samples as a sync
+ * one, which joins every observer's share), each in a context of its own: minibatch
  * i's update goes to the agent with minibatch i+1's observations, which
  * the agent evaluates right after its step (one round trip for both); the
  * first minibatch is evaluated through the policy's RRef, the last update
@@ -115,8 +117,9 @@ static int async_updates(struct observer *o, bool *stop)
     bool pending = false;
     if (o->ln.est->correct && target_correct(o) != 0) return -1;
     bool stale = false;
+    const int per_epoch = rl_observer_minibatches(&o->cfg);
     for (int e = 0; e < o->cfg.epochs && !*stop; e++)
-        for (int mb = 0; mb < o->cfg.minibatches && !*stop; mb++) {
+        for (int mb = 0; mb < per_epoch && !*stop; mb++) {
             int64_t ctx = dist_autograd_context_new();
             if (ctx < 0) return rl_set_error("context: %s", rpc_last_error());
             struct rl_policy_out out = { 0 };

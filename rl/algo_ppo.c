@@ -22,6 +22,7 @@ static void describe(const struct rl_config *c, char *shape, size_t shape_cap, c
     rl_describe_rollouts(c, shape, shape_cap, update, update_cap);
     snprintf(update, update_cap, "gamma %g, lambda %g, %d epoch%s x %d minibatch%s, clip %g", c->gamma, c->gae_lambda,
              c->epochs, c->epochs == 1 ? "" : "s", c->minibatches, c->minibatches == 1 ? "" : "es", c->clip);
+    rl_describe_async_minibatches(c, update, update_cap);
 }
 
 const struct rl_algo rl_algo_ppo = {

@@ -27,7 +27,7 @@ static int64_t episode_steps(const struct rl_config *cfg, int64_t report_steps) 
 static int64_t minibatch_steps(const struct rl_config *cfg, int64_t report_steps)
 {
     (void)report_steps;
-    return (int64_t)cfg->envs_per_observer * cfg->steps_per_rollout / cfg->minibatches;
+    return (int64_t)cfg->envs_per_observer * cfg->steps_per_rollout / rl_observer_minibatches(cfg);
 }
 
 static int episode_fits(const struct rl_config *cfg, int max_episode_steps, int64_t steps)
@@ -92,6 +92,11 @@ static int rollout_check(const struct rl_config *c)
     if ((c->steps_per_rollout * c->envs_per_observer) % c->minibatches != 0)
         return rl_set_error("--minibatches (%d) must divide --steps-per-rollout x --envs-per-observer (%d)",
                             c->minibatches, c->steps_per_rollout * c->envs_per_observer);
+    int k = rl_observer_minibatches(c);
+    if (k != c->minibatches && (c->steps_per_rollout * c->envs_per_observer) % k != 0)
+        return rl_set_error("--mode %s: each observer splits its rollout (--steps-per-rollout x --envs-per-observer = "
+                            "%d samples) into --minibatches / --observers = %d minibatches, which must divide it",
+                            rl_mode_choice(c->mode), c->steps_per_rollout * c->envs_per_observer, k);
     if (c->vtrace && !rl_mode_lags(c->mode)) return vtrace_needs();
     return 0;
 }

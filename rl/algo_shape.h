@@ -24,7 +24,7 @@ int rl_algo_rollout_steps(const struct rl_algo *a, const struct rl_config *cfg);
 /* The updates one rollout (or episode) makes: 1, or epochs x minibatches. */
 int64_t rl_algo_updates_per_rollout(const struct rl_algo *a, const struct rl_config *cfg);
 /* The env steps an update covers (what a dropped one costs): the episode's
- * (report_steps), or B x T / minibatches. */
+ * (report_steps), or B x T / rl_observer_minibatches (rl/config_fields.h). */
 int64_t rl_algo_update_steps(const struct rl_algo *a, const struct rl_config *cfg, int64_t report_steps);
 /* Whether a report's steps are one iteration's: 0, or -1 with
  * rl_last_error(). */
@@ -33,7 +33,8 @@ int rl_algo_report_steps_fit(const struct rl_algo *a, const struct rl_config *cf
 /* What the run waits for before its first update, for the start-up notice. */
 void rl_algo_first_update(const struct rl_algo *a, const struct rl_config *cfg, char *out, size_t cap);
 /* cfg's checks for algorithm a: its own hook's, then its shape's
- * (minibatches dividing a rollout, --vtrace, a known estimator). 0, or -1 with
+ * (minibatches dividing a rollout, in async mode rl_observer_minibatches
+ * too, --vtrace, a known estimator). 0, or -1 with
  * rl_last_error() naming the flag. */
 int rl_algo_check(const struct rl_algo *a, const struct rl_config *cfg);
 /* Refuses an env the algorithm cannot drive: 0, or -1 with rl_last_error(). */

@@ -296,7 +296,7 @@ int rl_config_preset(struct rl_config *c, const char *name)
 
 void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
 {
-    char hid[64], shape[128], update[128];
+    char hid[64], shape[128], update[256];
     format_list(&c->hidden, "-", hid, sizeof hid);
     rl_algo_get(c->algo)->describe(c, shape, sizeof shape, update, sizeof update);
     snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s, lr %g, %s, policy on %s, seed %llu", rl_mode_name(c->mode),

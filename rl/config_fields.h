@@ -134,7 +134,10 @@ struct rl_int_list {
     X(anneal_lr, BOOL, bool, , true, NULL, 0, "false", "decay the lr linearly to 0 over --max-steps") \
     X(gamma, DBL, double, , 0.99, NULL, 0, "0.97", "discount") \
     X(gae_lambda, DBL, double, , 0.95, NULL, 0, "0.9", "GAE lambda (1: n-step returns)") \
-    X(minibatches, INT, int, , 4, NULL, 0, "3", "minibatches per epoch (each observer splits its samples)") \
+    X(minibatches, INT, int, , 4, NULL, 0, "3", "minibatches per epoch: an update has observers x envs x steps /\n" \
+      "minibatches samples in both modes (async: each observer's rollout in\n" \
+      "minibatches / observers, at least 1; the run's first line says when\n" \
+      "--observers does not divide it and how async's differ)") \
     X(epochs, INT, int, , 4, NULL, 0, "7", "epochs over each rollout (PPO)") \
     X(clip, DBL, double, , 0.2, NULL, 0, "0.3", "PPO clip range (ratio and value)") \
     X(ent_coef, DBL, double, , 0.01, NULL, 0, "0.02", "entropy bonus coefficient, in [0, 10]") \
@@ -223,5 +226,26 @@ struct rl_config {
     RL_CONFIG_FIELDS(RL_FIELD_DECL)
 };
 #undef RL_FIELD_DECL
+
+/* The minibatches one observer's rollout (T x B samples) splits into per
+ * epoch, so that a minibatch is one size in samples in both modes: sync
+ * mode's update joins minibatch i of every observer (observers x T x B /
+ * minibatches samples), so there it is c->minibatches; in a mode whose
+ * observers update alone (async) it is minibatches / observers, at least
+ * 1: each update then has sync's samples and each sample makes sync's
+ * updates whenever the observers divide the minibatches. Otherwise
+ * (rl_observer_minibatches_even false) the sizes differ; the run's first
+ * line says how (rl/algo_describe.c). */
+static inline int rl_observer_minibatches(const struct rl_config *c)
+{
+    if (!rl_mode_lags(c->mode)) return c->minibatches;
+    int k = c->minibatches / (c->observers > 0 ? c->observers : 1);
+    return k < 1 ? 1 : k;
+}
+/* Whether an update has as many samples in c's mode as in sync mode. */
+static inline bool rl_observer_minibatches_even(const struct rl_config *c)
+{
+    return !rl_mode_lags(c->mode) || (c->observers > 0 && c->minibatches % c->observers == 0);
+}
 
 #endif

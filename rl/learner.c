@@ -221,8 +221,9 @@ void rl_learner_correct(struct rl_learner *l, const float *a, const float *log_s
 int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb)
 {
     struct rl_rollout *ro = &l->ro;
-    int N = ro->T * ro->B, M = N / l->cfg.minibatches;
-    if (mb < 0 || epoch < 0 || mb >= l->cfg.minibatches || epoch >= l->cfg.epochs)
+    int per_epoch = rl_observer_minibatches(&l->cfg);
+    int N = ro->T * ro->B, M = N / per_epoch;
+    if (mb < 0 || epoch < 0 || mb >= per_epoch || epoch >= l->cfg.epochs)
         return rl_set_error("minibatch %d of epoch %d is out of range", mb, epoch);
     drop_minibatch(l);
     if (mb == 0) rl_permutation(N, &l->rng, ro->perm);

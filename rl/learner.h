@@ -102,8 +102,9 @@ void rl_learner_note_info(struct rl_learner *l);
 void rl_learner_correct(struct rl_learner *l, const float *a, const float *log_std, const float *values,
                         const float *next_values);
 
-/* Gathers minibatch mb of epoch `epoch` of the last rollout (a fresh
- * permutation at mb 0) into l->mb_*: observations f32 [M,D] and actions
+/* Gathers minibatch mb (of rl_observer_minibatches(&l->cfg) per epoch:
+ * --minibatches in sync mode, --minibatches / --observers in async) of
+ * epoch `epoch` of the last rollout (a fresh permutation at mb 0) into l->mb_*: observations f32 [M,D] and actions
  * (i64 [M] or f32 [M,A]) as tensors, old log-probs, advantages, returns and
  * old values. 0, or -1 with rl_last_error() (out of range). */
 int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb);

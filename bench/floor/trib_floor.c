@@ -394,8 +394,12 @@ static int setup(struct floor *f)
     f->ln = calloc((size_t)f->n, sizeof *f->ln);
     f->idx = calloc((size_t)f->cfg.envs_per_observer, sizeof *f->idx);
     CHECK(f->ln && f->idx);
+    /* sync order only: every observer splits its rollout into --minibatches
+     * (an async observer's own split, rl_observer_minibatches, is not the floor's) */
+    struct rl_config sync_cfg = f->cfg;
+    sync_cfg.mode = RL_MODE_SYNC;
     for (int k = 0; k < f->n; k++)
-        if (rl_learner_init(&f->ln[k], &f->cfg, s, k, 0) != 0) return -1;
+        if (rl_learner_init(&f->ln[k], &sync_cfg, s, k, 0) != 0) return -1;
     f->norm_on = rl_norm_on(&f->ln[0].norm);
     int nd = f->cfg.norm_obs ? s->obs.dim : 0;
     if (f->norm_on && (rl_norm_stats_init(&f->norm, nd, f->cfg.norm_reward, f->cfg.clip_obs, f->cfg.clip_reward) != 0 ||

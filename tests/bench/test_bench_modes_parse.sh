@@ -124,6 +124,77 @@ expect_eq "summary.md pivot" "| algo | mode | obs | loopback | netns-10ms |
 | reinforce | sync | 2 | - | 60 |" "$(sed -n '/^| algo | mode | obs |/,/^$/p' "$tmp/r/summary.md" | sed '/^$/d')"
 grep -q "RPC msgs/step, B/step: messages and bytes" "$tmp/r/summary.md" || fail "summary.md does not explain the RPC columns"
 
+# ---- the MuJoCo verdict: mean +- std over seeds, Welch's t-test at 95%
+
+# mj_dir DIR ROWS...: a MuJoCo sweep's folder (machine.txt naming Hopper-v4,
+# the step times) whose results.csv has ROWS ("MODE OBSERVERS RETURN
+# UPDATES_PER_S", seeds counted per mode and count), summarized.
+mj_dir() {
+  local d=$1 mode obs ret ups seed; shift
+  mkdir -p "$d"
+  echo "env: Hopper-v4 (preset mujoco-fast, PPO, --target 1e9: every run trains for its whole budget)" >"$d/machine.txt"
+  cp "$fx/hopper-step-times.json" "$d/env_step_times.json"
+  declare -A seeds=()
+  {
+    echo "$HEADER"
+    for r in "$@"; do
+      read -r mode obs ret ups <<<"$r"
+      seed=$(( ${seeds[$mode$obs]:-0} + 1 )); seeds[$mode$obs]=$seed
+      mkrow network=loopback delay_ms=0 delay_method=loopback algo=ppo preset=mujoco-fast envs_per_observer=8 budget_s=60 \
+        mode="$mode" observers="$obs" seed="$seed" solved=false return_mean="$ret" sps=4000 sps_steady=4100 updates_per_s="$ups"
+    done
+  } >"$d/results.csv"
+  "$bm" summarize "$d" --no-plots || fail "summarize $d exited non-zero"
+}
+verdicts() { grep -E '^(- \*\*|\*\*)' "$1/summary.md"; }
+
+# 2 observers: sync far above the others (a real difference); 4: all
+# within each other's spread (no difference). 31.25 updates/s at 4000 env
+# steps/s: 7.81 updates per 1,000 env steps in every mode (equal budgets).
+mj_dir "$tmp/mj" "sync 2 1500 31.25" "sync 2 1520 31.25" "sync 2 1480 31.25" \
+  "async 2 900 31.25" "async 2 950 31.25" "async 2 870 31.25" "async-vtrace 2 800 31.25" "async-vtrace 2 820 31.25" "async-vtrace 2 790 31.25" \
+  "sync 4 800 31.25" "sync 4 1000 31.25" "sync 4 900 31.25" "async 4 850 31.25" "async 4 950 31.25" "async 4 700 31.25" \
+  "async-vtrace 4 880 31.25" "async-vtrace 4 820 31.25" "async-vtrace 4 990 31.25"
+expect_eq "MuJoCo: a difference at 2 observers, none at 4" \
+"- **2 observers: sync** ended highest beyond the seeds' spread: sync 1500 ± 20, async 907 ± 40, async-vtrace 803 ± 15 (over async t 22.8, df 2.9, critical 4.30; over async-vtrace t 47.9, df 3.7, critical 3.18); steady env steps/s sync 4100, async 4100 (async 1.00x sync); updates/s sync 31.2, async 31.2; updates per 1,000 env steps sync 7.81, async 7.81.
+- **4 observers: no difference**: sync 900 ± 100, async 833 ± 126, async-vtrace 897 ± 86; the highest mean (sync) is within the spread of async-vtrace (t 0.0 below 3.18 at df 3.9); steady env steps/s sync 4100, async 4100 (async 1.00x sync); updates/s sync 31.2, async 31.2; updates per 1,000 env steps sync 7.81, async 7.81.
+**At this step cost, no single mode wins** (Welch's t-test, 95%, over 3 seeds): sync at 2 observers, no difference at 4 observers; async stepped 1.00x the steady env steps/s of sync on average over the observer counts." \
+  "$(verdicts "$tmp/mj")"
+# no CartPole wording in a MuJoCo summary
+grep -qE 'solved in no run|solved fastest|mean return of 475|^## Which mode won' "$tmp/mj/summary.md" &&
+  fail "MuJoCo summary.md: CartPole wording: $(grep -E 'solved in no run|solved fastest|mean return of 475|^## Which mode won' "$tmp/mj/summary.md")"
+grep -qxF "Hopper-v4 runs have --target 1e9: none is solved (the table's solved and time-to-solve columns do" "$tmp/mj/summary.md" ||
+  fail "MuJoCo summary.md: no word on the target"
+
+# every count with no difference, one seed's spread far wider than the gap
+mj_dir "$tmp/mj-same" "sync 2 1000 31.25" "sync 2 1400 31.25" "sync 2 600 31.25" "async 2 1100 31.25" "async 2 700 31.25" "async 2 1300 31.25"
+expect_eq "MuJoCo: no difference anywhere" \
+"- **2 observers: no difference**: sync 1000 ± 400, async 1033 ± 306; the highest mean (async) is within the spread of sync (t 0.1 below 3.18 at df 3.7); steady env steps/s sync 4100, async 4100 (async 1.00x sync); updates/s sync 31.2, async 31.2; updates per 1,000 env steps sync 7.81, async 7.81.
+**At this step cost, no mode wins**: no difference in return at equal wall time beyond the seeds' spread (Welch's t-test, 95%, over 3 seeds) at the one observer count; async stepped 1.00x the steady env steps/s of sync on average over the observer counts." \
+  "$(verdicts "$tmp/mj-same")"
+
+# async above sync at both counts, beyond the spread; async made twice the
+# updates per sample at 4 observers (unequal budgets, said)
+mj_dir "$tmp/mj-async" "sync 2 1000 31.25" "sync 2 1010 31.25" "sync 2 990 31.25" "async 2 2000 31.25" "async 2 2010 31.25" "async 2 1990 31.25" \
+  "sync 4 1000 31.25" "sync 4 1010 31.25" "sync 4 990 31.25" "async 4 2000 62.5" "async 4 2010 62.5" "async 4 1990 62.5"
+expect_eq "MuJoCo: async wins everywhere" \
+"- **2 observers: async** ended highest beyond the seeds' spread: sync 1000 ± 10, async 2000 ± 10 (over sync t 122.5, df 4.0, critical 2.78); steady env steps/s sync 4100, async 4100 (async 1.00x sync); updates/s sync 31.2, async 31.2; updates per 1,000 env steps sync 7.81, async 7.81.
+- **4 observers: async** ended highest beyond the seeds' spread: sync 1000 ± 10, async 2000 ± 10 (over sync t 122.5, df 4.0, critical 2.78); steady env steps/s sync 4100, async 4100 (async 1.00x sync); updates/s sync 31.2, async 62.5; updates per 1,000 env steps sync 7.81, async 15.62 (unequal update budgets: async made 2.00x sync's updates per sample).
+**At this step cost, async wins**: a higher mean return at equal wall time than every other mode beyond the seeds' spread (Welch's t-test, 95%, over 3 seeds) at all 2 observer counts; async stepped 1.00x the steady env steps/s of sync on average over the observer counts." \
+  "$(verdicts "$tmp/mj-async")"
+
+# one seed: no spread, no verdict (was: whichever escaped Hopper's plateau first "won")
+mj_dir "$tmp/mj-one" "sync 2 1000 31.25" "async 2 1200 31.25" "async-vtrace 2 900 31.25"
+expect_eq "MuJoCo: one seed" \
+"- **2 observers: no verdict** (one seed: no spread to judge a difference by): sync 1000, async 1200, async-vtrace 900; steady env steps/s sync 4100, async 4100 (async 1.00x sync); updates/s sync 31.2, async 31.2; updates per 1,000 env steps sync 7.81, async 7.81.
+**No verdict at this step cost**: 1 seed per configuration gives no spread to judge a difference by; run with --seeds 3 or more; async stepped 1.00x the steady env steps/s of sync on average over the observer counts." \
+  "$(verdicts "$tmp/mj-one")"
+
+# ---- PPO's --minibatches per observer count: equal update budgets in both modes
+for c in "2 512 1=" "2 512 2=" "2 512 4=4" "2 512 8=8" "8 1024 4=" "3 12 2=4" "8 1024 3=" "4 96 8=8"; do
+  expect_eq "equal-minibatches ${c%=*}" "${c#*=}" "$("$bm" equal-minibatches ${c%=*})"
+done
+
 # A results.csv with another header is refused.
 mkdir "$tmp/bad"
 echo "network,sps" >"$tmp/bad/results.csv"

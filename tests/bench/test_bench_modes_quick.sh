@@ -47,4 +47,12 @@ n=$(grep -cE '^- \*\*loopback, PPO, [28] observers: (sync|async|async-vtrace)\*\
 [ "$n" -eq 2 ] || { cat "$out/summary.md"; fail "summary.md: $n configurations read in words, want 2"; }
 awk -F, 'NR > 1 && $6 !~ /^(sync|async|async-vtrace)$/ { print "bad mode: " $0; bad = 1 } END { exit bad }' \
   "$out/results.csv" || fail "results.csv: a row without its bench mode"
+# equal update budgets: ppo-fast's 2 minibatches with 2 observers, 8 with 8
+# (every mode), so an async update has the samples of a sync one
+grep -qxF "    PPO minibatches: ppo-fast's 2 where the observers divide them, else --minibatches 8 with 8 observers, in every mode: an async update has sync's samples" \
+  "$out/summary.md" || { cat "$out/machine.txt"; fail "machine.txt: PPO's minibatches"; }
+for m in sync async async-vtrace; do
+  head -n 1 "$out/runs/loopback-ppo-$m-o8-s1.log" | grep -q "4 epochs x 8 minibatches" || fail "$m, 8 observers: not 8 minibatches"
+  head -n 1 "$out/runs/loopback-ppo-$m-o2-s1.log" | grep -q "4 epochs x 2 minibatches" || fail "$m, 2 observers: not 2 minibatches"
+done
 echo "test_bench_modes_quick: passed ($rows runs)"

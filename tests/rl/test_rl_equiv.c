@@ -234,6 +234,27 @@ START_TEST(test_floor_does_the_same_work)
 }
 END_TEST
 
+/* trib-floor --mode async is the sync floor (its learners split each
+ * rollout into --minibatches as sync does; an async observer's own split,
+ * --minibatches / --observers, failed its second minibatch as out of range). */
+START_TEST(test_floor_of_async_is_sync)
+{
+    char d1[] = "/tmp/test_rl_equiv_XXXXXX", d2[] = "/tmp/test_rl_equiv_XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(d1));
+    ck_assert_ptr_nonnull(mkdtemp(d2));
+    const char *sync[] = { "--minibatches", "2", "--max-updates", "2", NULL };
+    const char *async[] = { "--minibatches", "2", "--max-updates", "2", "--mode", "async", NULL };
+    ck_assert_int_eq(run_prog(TRIB_FLOOR_BIN, d1, sync), 1);
+    int rc = run_prog(TRIB_FLOOR_BIN, d2, async);
+    ck_assert_msg(rc == 1, "trib-floor --mode async exit %d (expected 1: out of --max-updates)", rc);
+    compare_files(d1, d2, "minibatch_0.bin", true);
+    compare_files(d1, d2, "minibatch_1.bin", true);
+    compare_files(d1, d2, "params_after.bin", true);
+    clean_dir(d1);
+    clean_dir(d2);
+}
+END_TEST
+
 KIT_MAIN("rl_equiv",
          { "equiv", 120, .tests = { test_one_sync_update_matches_local, test_one_sync_update_matches_local_unclipped,
-           test_floor_does_the_same_work } })
+           test_floor_does_the_same_work, test_floor_of_async_is_sync } })

@@ -201,6 +201,10 @@ START_TEST(test_train_bad_usage)
         { { "--minibatches", "3", NULL },
           "tributary-train: --minibatches (3) must divide --steps-per-rollout x --envs-per-observer (512)"
           SEE("tributary-train") },
+        { { "--mode=async", "--observers=2", "--minibatches=9", "--steps-per-rollout=9", "--envs-per-observer=1", NULL },
+          "tributary-train: --mode async: each observer splits its rollout (--steps-per-rollout x "
+          "--envs-per-observer = 9 samples) into --minibatches / --observers = 4 minibatches, which must divide it"
+          SEE("tributary-train") },
         { { "--vtrace", NULL },
           "tributary-train: --vtrace corrects the lag of a rollouts algorithm's updates: it needs --mode async and an "
           "--algo of the rollouts shape (a2c, ppo)"
@@ -369,15 +373,95 @@ START_TEST(test_max_policy_lag)
     ck_assert_double_le(jnum(j, "lag_max"), 2);
     ck_assert_double_eq(jnum(j, "max_policy_lag"), 2);
     ck_assert_double_gt(jnum(j, "dropped_stale_updates"), 0);
-    /* ppo-fast: 32 envs x 16 steps in 2 minibatches, 256 samples an update */
-    ck_assert_double_eq(jnum(j, "dropped_stale_samples"), 256 * jnum(j, "dropped_stale_updates"));
+    /* ppo-fast: 4 observers x 32 envs x 16 steps in 2 minibatches, 1024
+     * samples a sync update, so each async observer's update is its whole
+     * rollout of 512 (2 / 4 minibatches, at least 1) */
+    ck_assert_double_eq(jnum(j, "dropped_stale_samples"), 512 * jnum(j, "dropped_stale_updates"));
     /* an observer whose update was dropped leaves the rest of that rollout
-     * (as stale) for a new one: fewer update requests than 4 epochs x 2
-     * minibatches per rollout of 512 steps (each observer may have one
+     * (as stale) for a new one: fewer update requests than 4 epochs x 1
+     * minibatch per rollout of 512 steps (each observer may have one
      * rollout in flight at the end) */
     double rollouts = jnum(j, "env_steps") / 512, requests = jnum(j, "updates") + jnum(j, "dropped_stale_updates");
-    ck_assert_msg(requests <= 7 * rollouts, "%g update requests for %g rollouts", requests, rollouts);
+    ck_assert_msg(requests < 4 * rollouts, "%g update requests for %g rollouts", requests, rollouts);
     cJSON_Delete(j);
+}
+END_TEST
+
+/* The rows of the minibatch an observer's first loss was computed on: the
+ * fourth array (old log-probs, one per row) of TRIB_DEBUG_DUMP's
+ * DIR/minibatch_0.bin (rl/debug_dump.h: per array an int64 count, then
+ * that many floats). */
+static long long dumped_rows(const char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/minibatch_0.bin", dir);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f, "%s: not written", path);
+    int64_t count = 0;
+    for (int i = 0; i < 4; i++) {
+        ck_assert_msg(fread(&count, sizeof count, 1, f) == 1, "%s: array %d missing", path, i);
+        if (i < 3) ck_assert_int_eq(fseek(f, (long)(count * (int64_t)sizeof(float)), SEEK_CUR), 0);
+    }
+    fclose(f);
+    return (long long)count;
+}
+
+/* A run of 2 observers x 4 envs x 16 steps, 4 minibatches, 2 epochs, 40
+ * rollouts in `mode`, its first minibatch dumped: *rows the rows of an
+ * observer's first minibatch, *per_sample its updates per env step,
+ * *first_line its first line (to free). */
+static void modes_run(const char *mode, char **first_line, long long *rows, double *per_sample)
+{
+    char dir[] = "/tmp/trib-test-modes-XXXXXX", env[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(env, sizeof env, "TRIB_DEBUG_DUMP=%s", dir);
+    const char *args[] = { "--preset", "ppo", "--mode", mode, "--observers", "2", "--envs-per-observer", "4",
+                           "--steps-per-rollout", "16", "--minibatches", "4", "--epochs", "2", "--max-steps", "2560",
+                           "--seed", "2", "--device", "cpu", "--quiet", NULL };
+    const char *envs[] = { env, NULL };
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, args, envs);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 0 || rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    *first_line = strndup(p.out, strcspn(p.out, "\n"));
+    cJSON *j = summary(&p);
+    ck_assert_str_eq(jstr(j, "mode"), mode);
+    ck_assert_double_ge(jnum(j, "env_steps"), 2560);
+    *per_sample = jnum(j, "updates") / jnum(j, "env_steps");
+    *rows = dumped_rows(dir);
+    cJSON_Delete(j);
+    rl_free(&p);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* A minibatch is one size in samples in both modes (issue 35, point 3):
+ * a sync update joins minibatch i of both observers (2 x 64 / 4 = 32
+ * samples: 16 from each), an async update is one observer's alone, so
+ * each observer splits its 64 samples into 4 / 2 = 2 minibatches of 32
+ * (was 4 of 16, twice the updates per sample: 1/8 against sync's 1/16). */
+START_TEST(test_minibatch_one_size_in_both_modes)
+{
+    long long sync_rows, async_rows;
+    double sync_ups, async_ups;
+    char *sync_first, *async_first;
+    modes_run("sync", &sync_first, &sync_rows, &sync_ups);
+    modes_run("async", &async_first, &async_rows, &async_ups);
+    ck_assert_int_eq(sync_rows, 16);        /* an observer's share of a sync update of 32 */
+    ck_assert_int_eq(async_rows, 2 * sync_rows);
+    ck_assert_double_eq_tol(sync_ups, 1.0 / 16, 1e-12);   /* 2 epochs x 4 updates per 128 samples */
+    /* async: 2 epochs x 2 updates per observer's rollout of 64; the rollouts
+     * in flight at the stop (one per observer) may have counted their
+     * samples without all their updates */
+    ck_assert_msg(async_ups <= 1.0 / 16 + 1e-12 && async_ups >= 1.0 / 16 * 38 / 42,
+                  "async made %g updates per env step, sync %g", async_ups, sync_ups);
+    /* the first line says how an async observer's rollout splits */
+    ck_assert_msg(strstr(sync_first, "2 epochs x 4 minibatches, clip 0.2, policy on cpu"), "%s", sync_first);
+    ck_assert_msg(strstr(async_first, "2 epochs x 4 minibatches, clip 0.2; async: each observer's rollout in 2 "
+                                      "minibatches of 32 samples, policy on cpu"), "%s", async_first);
+    free(sync_first);
+    free(async_first);
 }
 END_TEST
 
@@ -395,12 +479,13 @@ START_TEST(test_stopped_observer_stale_dropped)
     struct child kids[2];
     ck_assert_int_eq(children_of(p.pid, kids, 2), 2);
     ck_assert_int_eq(kill(kids[1].pid, SIGSTOP), 0);
-    /* ppo-fast: 8 updates per 512 env steps of one observer, so 80,000
-     * steps of the other are 1250 versions */
+    /* ppo-fast with 2 observers: 4 epochs x 1 minibatch (2 / 2) per 512
+     * env steps of one observer, so 160,000 steps of the other are 1250
+     * versions */
     double t0 = trib_now_s();
-    for (long long s = s0; s < s0 + 80000;) {
+    for (long long s = s0; s < s0 + 160000;) {
         ck_assert_msg(rl_running(&p), "the run ended while observer2 was stopped");
-        ck_assert_msg(trib_now_s() - t0 < RUN_TIMEOUT_S, "no 80,000 steps within %.0f s", RUN_TIMEOUT_S);
+        ck_assert_msg(trib_now_s() - t0 < RUN_TIMEOUT_S, "no 160,000 steps within %.0f s", RUN_TIMEOUT_S);
         usleep(50000);
         char *out = kit_must_read_fd(p.out_fd, NULL);
         s = last_progress_steps(out);
@@ -1059,6 +1144,7 @@ KIT_MAIN("rl_train",
            test_reinforce_learns,
            test_reinforce_solved_by_return, test_ppo_async_vtrace_learns, test_max_policy_lag, test_progress_line,
            test_pendulum_improves, test_a2c_learns } },
+         { "modes", 300, .teardown = rl_kill_all, .tests = { test_minibatch_one_size_in_both_modes } },
          { "plugin", 600, .teardown = rl_kill_all, .tests = { test_plugin_env, test_plugin_missing } },
          { "faults", 600, .teardown = rl_kill_all, .tests = { test_observer_killed_sync, test_observer_killed_async,
            test_sigint_sync, test_sigterm_async, test_sigint_while_waiting, test_stopped_observer_stale_dropped } },
