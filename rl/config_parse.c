@@ -88,7 +88,13 @@ static int set_field(void *user, const char *v)
     /* the command line's --env-arg list replaces the one of a file */
     if (f->kind == RL_K_ENVARGS && !ps->cli_env_arg) ps->cfg->env_arg[0] = '\0';
     if (f->kind == RL_K_ENVARGS) ps->cli_env_arg = true;
-    if (rl_field_set(ps->cfg, f, v) != 0) return f->kind == RL_K_ENVARGS ? argv_set_error("%s", rl_last_error()) : -1;
+    if (rl_field_set(ps->cfg, f, v) != 0) {
+        if (f->kind == RL_K_ENVARGS) return argv_set_error("%s", rl_last_error());
+        if (f->kind == RL_K_INT || f->kind == RL_K_I64 || f->kind == RL_K_U64)   /* 1.5, 1e-3, 1e12 for an int */
+            return argv_set_error("--%s takes an integer%s (e.g. 1000000 or 1e6), not '%s'", flag,
+                                  f->kind == RL_K_INT ? " of at most 2147483647" : f->kind == RL_K_U64 ? " >= 0" : "", v);
+        return -1;
+    }
     ps->given[f - rl_fields] = ps->cli[f - rl_fields] = true;
     return 0;
 }
