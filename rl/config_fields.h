@@ -192,11 +192,12 @@ struct rl_int_list {
       "with --logdir: a checkpoint every N updates into LOGDIR/checkpoints\n" \
       "(the newest 3 kept; one is always written at the end, Ctrl-C too)") \
     X(eval_every, I64, int64_t, , 0, NULL, 0, "3", \
-      "evaluate the policy every N updates (0: never), on the agent: greedy\n" \
-      "actions, normalisation frozen, --eval-episodes episodes of envs seeded\n" \
-      "--seed + 1000 (tributary-eval --seed SEED+1000 gives the same number);\n" \
-      "logs eval_return and, with --logdir, keeps the best policy so far in\n" \
-      "LOGDIR/policy_best.safetensors") \
+      "evaluate the policy every N env steps (0: never; as CleanRL's and SB3's\n" \
+      "eval_freq: at the end of the update whose steps cross a multiple of N),\n" \
+      "on the agent: greedy actions, normalisation frozen, --eval-episodes\n" \
+      "episodes of envs seeded --seed + 1000 (tributary-eval --seed SEED+1000\n" \
+      "gives the same number); logs eval_return and, with --logdir, keeps the\n" \
+      "best policy so far in LOGDIR/policy_best.safetensors") \
     X(eval_episodes, INT, int, , 10, NULL, 0, "4", \
       "episodes of each --eval-every evaluation (one env each, at most 64 at\n" \
       "once; an env without max_episode_steps is cut at 10000 steps; a stop\n" \
