@@ -115,7 +115,10 @@ struct rl_int_list {
       "or the path of a plug-in .so (envs/README.md)") \
     X(env_arg, ENVARGS, char, [1024], "", NULL, 0, "k=v", \
       "KEY=VALUE: an argument of a plug-in env (repeatable), handed to its\n" \
-      "entry point on the agent and on every observer, and saved with the run") \
+      "entry point on the agent and on every observer, and saved with the run\n" \
+      "as typed (tributary-eval and --resume reuse it): a relative path in a\n" \
+      "value is the plug-in's to open from the current directory, so give it\n" \
+      "absolute (model=$PWD/robot.xml) to evaluate or resume from elsewhere") \
     X(observers, INT, int, , 1, NULL, 0, "3", "observer processes (1..64)") \
     X(envs_per_observer, INT, int, , 4, NULL, 0, "6", "B: envs each observer steps in one vec_env") \
     X(steps_per_rollout, INT, int, , 128, NULL, 0, "12", "T: steps of each env per update (A2C: n of n-step)") \
