@@ -287,13 +287,15 @@ static int parse(struct eval_args *a, int argc, char **argv)
     }
     struct stat st;
     size_t elen = a->env ? strlen(a->env) : 0;
-    bool plugin_path = a->env && (strchr(a->env, '/') || (elen > 3 && strcmp(a->env + elen - 3, ".so") == 0));
-    if (plugin_path && !a->env_args.env_arg[0] && !env_lookup(a->env)) {
-        /* a plug-in without --env-arg: opened once the file is read, with
-         * the arguments it records (a plug-in may need them to load at
-         * all: model=PATH.xml); here, that it is there */
-        errno = 0;
-        if (stat(a->env, &st) == 0 && S_ISREG(st.st_mode)) return -1;
+    bool plugin_path = a->env && (strchr(a->env, '/') || (elen > 3 && strcmp(a->env + elen - 3, ".so") == 0)) &&
+                       !env_lookup(a->env);
+    /* a plug-in without --env-arg may need the arguments the file records
+     * to load at all (model=PATH.xml): it must be there, and an entry
+     * point that refuses to load without them is opened again, with them,
+     * once the file is read (load) */
+    bool deferrable = plugin_path && !a->env_args.env_arg[0];
+    errno = 0;
+    if (deferrable && !(stat(a->env, &st) == 0 && S_ISREG(st.st_mode))) {
         fprintf(stderr, PROG ": --env: plugin %s: %s (see " PROG " --help)\n", a->env,
                 errno ? strerror(errno) : "not a regular file");
         return 2;
@@ -306,6 +308,7 @@ static int parse(struct eval_args *a, int argc, char **argv)
         crash_note_begin(PROG, "checking --env %s (its plug-in's entry point and unload run there)", a->env);
         if (!env_open_args(a->env, &ea.args, &probe)) {
             crash_note_end();
+            if (deferrable) return -1;
             fprintf(stderr, PROG ": --env: %s (see " PROG " --help)\n", env_last_error());
             return 2;
         }
@@ -369,6 +372,8 @@ static int load(const struct eval_args *a, struct loaded *l)
     const char *path = l->path;
     size_t plen = strlen(path);
     bool is_ckpt = plen > 5 && strcmp(path + plen - 5, ".trib") == 0;
+    /* a plug-in's entry point runs here (with the file's arguments): a crash in it says so */
+    if (a->env) crash_note_begin(PROG, "opening --env %s (its plug-in's entry point runs there)", a->env);
     int lrc = is_ckpt ? load_checkpoint(path, a->env, &a->env_args, &l->arch, trained_env, sizeof trained_env,
                                         &l->actor, &l->spec, &l->plugin, &l->extras.norm)
                       : policy_file_read(path, &l->arch, trained_env, sizeof trained_env, &l->actor, NULL,
@@ -380,6 +385,7 @@ static int load(const struct eval_args *a, struct loaded *l)
         l->actor = NULL;
         lrc = -1;
     }
+    if (a->env) crash_note_end();
     if (lrc != 0) {
         fprintf(stderr, PROG ": %s\n", rl_last_error());
         return -1;
