@@ -20,6 +20,8 @@
 
 #include "common/proc.h"
 #include "envs/env.h"
+#include "runfiles/ckpt.h"
+#include "runfiles/runfiles.h"
 #include "kit.h"
 
 static bool same_policy(const char *a, const char *b)
@@ -133,6 +135,36 @@ static void newest_checkpoint(const char *dir, char *out, size_t cap)
     ck_assert_msg(out[0], "no checkpoint in %s", sub);
 }
 
+/* The checkpoint at path rewritten as a run before issue 35 wrote it: its
+ * config's env the plug-in's path as typed (typed), not absolute (abs). */
+static void as_typed(const char *path, const char *abs, const char *typed)
+{
+    struct ckpt *c = ckpt_load(path);
+    ck_assert_msg(c != NULL, "%s", runfiles_last_error());
+    struct ckpt_section sec[64];
+    ck_assert_int_le(c->n_sections, 64);
+    char *cfg = NULL, from[PATH_MAX + 4], to[PATH_MAX + 4];
+    snprintf(from, sizeof from, "\"%s\"", abs);
+    snprintf(to, sizeof to, "\"%s\"", typed);
+    for (int i = 0; i < c->n_sections; i++) {
+        sec[i] = c->sections[i];
+        if (strcmp(sec[i].name, "config") != 0) continue;
+        char *text = strndup(sec[i].data, sec[i].size), *at = strstr(text, from);
+        ck_assert_msg(at != NULL, "no %s in the checkpoint's config: %s", from, text);
+        ck_assert_int_ge(asprintf(&cfg, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from)), 0);
+        free(text);
+        sec[i].data = cfg;
+        sec[i].size = strlen(cfg);
+    }
+    ck_assert_ptr_nonnull(cfg);
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    *strrchr(dir, '/') = '\0';
+    ck_assert_msg(ckpt_write(dir, c->step, sec, c->n_sections, 0) == 0, "%s", runfiles_last_error());
+    ckpt_free(c);
+    free(cfg);
+}
+
 /* A run that ended (its budget: exit 0, or 1 where a run without a target
  * still says it missed one) and wrote its policy. */
 static void trained(int rc, const char *logdir)
@@ -148,7 +180,10 @@ static void trained(int rc, const char *logdir)
  * another directory the run evaluates with --env PATH alone (the path the
  * hint prints): its policy file (was: no arguments recorded, Sim-v0 opened
  * with 3 dims, "does not fit") and its checkpoint, and resumes (was:
- * refused, the checkpoint's env "./libsim_plugin.so" not the one named). */
+ * refused, the checkpoint's env "./libsim_plugin.so" not the one named);
+ * and an older run's checkpoint, whose env is "./libsim_plugin.so",
+ * resumes from the plug-in's directory with --env ./libsim_plugin.so,
+ * which is now recorded absolute (the same file). */
 START_TEST(test_plugin_recorded_for_elsewhere)
 {
     char d[256], logdir[300], abs_so[PATH_MAX], so_dir[PATH_MAX], rel[300], want[PATH_MAX + 200], ck[1024];
@@ -201,6 +236,15 @@ START_TEST(test_plugin_recorded_for_elsewhere)
     rc = kit_run(TRIB_TRAIN_BIN, r, -1);
     ck_assert_msg((rc == 0 || rc == 1) && strstr(kit_out, "tributary: resumed from "), "resume: exit %d\n%s\n%s", rc,
                   kit_out, kit_err);
+    /* a checkpoint of an older run, which recorded the path as typed,
+     * resumes where that path means the same file (its directory) */
+    newest_checkpoint(logdir, ck, sizeof ck);
+    as_typed(ck, abs_so, rel);
+    ck_assert_int_eq(chdir(so_dir), 0);
+    const char *r2[] = { "--resume", logdir, "--env", rel, "--max-updates", "8", "--quiet", NULL };
+    rc = kit_run(TRIB_TRAIN_BIN, r2, -1);
+    ck_assert_msg((rc == 0 || rc == 1) && strstr(kit_out, "tributary: resumed from "), "resume of an older run: exit "
+                  "%d\n%s\n%s", rc, kit_out, kit_err);
     ck_assert_int_eq(chdir(cwd), 0);
     ck_assert_int_eq(kit_rm_rf(d), 0);
 }
