@@ -1,8 +1,10 @@
 /* Checkpoint sections of the agent and their compatibility check. */
+#define _GNU_SOURCE
 #include "agent/checkpoint.h"
 #include "agent/policy_store.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,16 @@ static int check_numbers(const struct ckpt *c, const struct rl_config *cfg)
     return saved_version(c, &v);
 }
 
+/* A run before issue 35 recorded its plug-in's path as typed
+ * ("./libmy.so"), now recorded absolute: the same file is the same env. */
+static bool same_plugin(const char *key, const cJSON *saved, const cJSON *now)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    return strcmp(key, "env") == 0 && cJSON_IsString(saved) && cJSON_IsString(now) &&
+           strchr(saved->valuestring, '/') && realpath(saved->valuestring, a) && realpath(now->valuestring, b) &&
+           strcmp(a, b) == 0;
+}
+
 struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg)
 {
     char dir[1024], warn[2048] = "";
@@ -152,7 +164,7 @@ struct ckpt *agent_ckpt_open(const char *logdir, const struct rl_config *cfg)
     for (int i = 0; !bad && must_match[i]; i++) {
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(saved, must_match[i]);
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(now, must_match[i]);
-        if (!a || !b || !cJSON_Compare(a, b, true)) bad = must_match[i];
+        if (!a || !b || !(cJSON_Compare(a, b, true) || same_plugin(must_match[i], a, b))) bad = must_match[i];
     }
     char *was = bad && saved ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(saved, bad)) : NULL;
     char *is = bad ? cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(now, bad)) : NULL;

@@ -74,7 +74,7 @@ static void *run_eval(void *arg)
     return NULL;
 }
 
-/* A copy of the policy as it is after `updates`, to evaluate; NULL (said
+/* A copy of the policy as it is now (its updates and env steps noted), to evaluate; NULL (said
  * on stderr) when it cannot be made. */
 static struct agent_eval *eval_new(struct agent *a)
 {
@@ -84,7 +84,7 @@ static struct agent_eval *eval_new(struct agent *a)
     e->env_steps = run_stats_env_steps(a->stats);
     int rc = policy_copy_new(a->policy, &e->c);
     pthread_mutex_unlock(&a->mu);
-    a->eval_updates = e->updates;
+    a->eval_env_steps = e->env_steps;
     if (rc != 0) {
         fprintf(stderr, PROG ": evaluation at update %lld failed, no more this run: %s\n", (long long)e->updates,
                 rl_last_error());
@@ -167,8 +167,9 @@ bool agent_maybe_evaluate(struct agent *a, bool wait)
 {
     bool logged = false;
     if (a->eval && (wait || atomic_load(&a->eval->done))) logged = eval_finish(a);
-    int64_t every = a->cfg.eval_every, updates = run_stats_updates(a->stats);
-    if (a->eval || every <= 0 || a->eval_failed || updates / every <= a->eval_updates / every) return logged;
+    /* at the end of the update whose env steps cross a multiple of --eval-every */
+    int64_t every = a->cfg.eval_every, steps = run_stats_env_steps(a->stats);
+    if (a->eval || every <= 0 || a->eval_failed || steps / every <= a->eval_env_steps / every) return logged;
     if (!(a->eval = eval_new(a))) return logged;
     if (!wait && pthread_create(&a->eval->thread, NULL, run_eval, a->eval) == 0) {
         a->eval->threaded = true;
@@ -194,7 +195,7 @@ static double best_bound(const struct agent *a)
 
 void agent_eval_resumed(struct agent *a)
 {
-    a->eval_updates = run_stats_updates(a->stats);   /* the next evaluation at the next multiple of --eval-every */
+    a->eval_env_steps = run_stats_env_steps(a->stats);   /* the next evaluation past the next multiple of --eval-every */
     if (!a->cfg.logdir[0]) return;
     char path[600];
     snprintf(path, sizeof path, "%s/policy_best.safetensors", a->cfg.logdir);

@@ -567,3 +567,4 @@ void policy_count_forward(struct policy *p, int64_t evaluate_calls, double secon
 const struct policy_arch *policy_shape(const struct policy *p) { return &p->shape; }
 struct nn_module *policy_actor(struct policy *p) { return p->actor; }
 const char *policy_env_name(const struct policy *p) { return p->cfg.env; }
+const char *policy_env_args(const struct policy *p) { return p->cfg.env_arg; }

@@ -117,5 +117,8 @@ void policy_count_forward(struct policy *p, int64_t evaluate_calls, double secon
 const struct policy_arch *policy_shape(const struct policy *p);
 struct nn_module *policy_actor(struct policy *p);
 const char *policy_env_name(const struct policy *p);
+/* The env's arguments as the run gave them (rl_config's env_arg: KEY=VALUE
+ * lines), "" when none. */
+const char *policy_env_args(const struct policy *p);
 
 #endif

@@ -18,8 +18,8 @@
 #include "tensor/nn.h"
 #include "tensor/ops.h"
 
-/* Writes n parameters of an architecture as a policy file: the env, its
- * action space, the obs side of the run's statistics, n_meta more
+/* Writes n parameters of an architecture as a policy file: the env (a
+ * plug-in's path and arguments too), its action space, the obs side of the run's statistics, n_meta more
  * metadata entries. */
 static int write_file(struct policy *p, const struct policy_arch *arch, const char *path, const struct env_spec *spec,
                       const struct rl_norm_stats *norm, int n, struct tensor *const *params,
@@ -28,8 +28,9 @@ static int write_file(struct policy *p, const struct policy_arch *arch, const ch
     struct policy_norm pn = rl_norm_stats_view(norm);
     const char *env = policy_env_name(p);
     bool plugin = strcmp(spec->id, env) != 0;   /* the env was named by its .so */
-    struct policy_info info = { .env_id = spec->id, .env_plugin = plugin ? env : NULL, .act = &spec->act,
-                                .norm = &pn, .n_meta = n_meta, .meta = meta };
+    struct policy_info info = { .env_id = spec->id, .env_plugin = plugin ? env : NULL,
+                                .env_args = plugin ? policy_env_args(p) : NULL, .act = &spec->act, .norm = &pn,
+                                .n_meta = n_meta, .meta = meta };
     return policy_file_write(path, arch, &info, n, params) == 0 ? 0 : rl_set_error("%s", runfiles_last_error());
 }
 

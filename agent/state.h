@@ -101,7 +101,7 @@ struct agent {
     bool resume_refused;            /* its restore failed: the run writes no file */
     int ckpt_failures;              /* checkpoints failed in a row; at AGENT_CKPT_MAX_FAILURES the run stops */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
-    int64_t eval_updates;           /* updates at the last evaluation (--eval-every) */
+    int64_t eval_env_steps;         /* env steps at the last evaluation (--eval-every) */
     bool eval_have_best;            /* an evaluation was kept as LOGDIR/policy_best.safetensors */
     double eval_best;               /* its mean return */
     bool eval_failed;               /* an evaluation failed (said once): no more */
@@ -197,8 +197,9 @@ void agent_write_checkpoint(struct agent *a, bool with_observers);
 void agent_maybe_checkpoint(struct agent *a, bool with_observers);
 /* eval_every.c (--eval-every). Main thread. */
 
-/* Once the updates crossed a multiple of --eval-every since the last
- * evaluation: makes a copy of the policy (under the agent's mu, the only
+/* Once the run's env steps crossed a multiple of --eval-every (env steps,
+ * as CleanRL's and SB3's eval_freq) since the last evaluation, at the end
+ * of the update that crossed it: makes a copy of the policy (under the agent's mu, the only
  * time it is held) and evaluates it with evaluate.h's runner:
  * --eval-episodes episodes, greedy, envs seeded AGENT_EVAL_SEED, the
  * normalisation frozen. wait (sync): here, at once; else (async) on a

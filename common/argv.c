@@ -3,6 +3,7 @@
 #include "common/argv.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +19,33 @@ void argv_choices(const char *(*choice)(int i), char *buf, size_t cap)
     for (int i = 0; choice(i) && n < cap; i++) n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", choice(i));
 }
 
-int argv_long(const char *name, const char *value, long lo, long hi, long *out)
+int argv_integer(const char *value, long long *out)
 {
     char *end = NULL;
     errno = 0;
-    long v = strtol(value, &end, 10);
-    if (errno || end == value || *end || v < lo || v > hi)
+    long long v = strtoll(value, &end, 10);
+    if (!errno && end != value && !*end) {
+        *out = v;
+        return 0;
+    }
+    /* 1e6, 2.5e5: a decimal with an exponent whose value is an integer
+     * (within 2^53, where every integer is a double); not 1.5, 1e-3, 0x10 */
+    if (end == value || (*end != '.' && *end != 'e' && *end != 'E')) return -1;
+    for (const char *p = value; *p; p++)
+        if (!strchr("0123456789+-.eE", *p)) return -1;
+    errno = 0;
+    double d = strtod(value, &end);
+    if (errno || end == value || *end || !(fabs(d) <= 9007199254740992.0) || d != floor(d)) return -1;
+    *out = (long long)d;
+    return 0;
+}
+
+int argv_long(const char *name, const char *value, long lo, long hi, long *out)
+{
+    long long v = 0;
+    if (argv_integer(value, &v) != 0 || v < lo || v > hi)
         return argv_set_error("--%s must be an integer in %ld..%ld, not '%s'", name, lo, hi, value);
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
@@ -76,9 +96,35 @@ static int apply(const char *prog, const struct argv_opt *o, const char *val)
     return usage_error(prog, "bad value '%s' for %s", val ? val : "", what);
 }
 
+/* A word the command line has where no positional argument is taken:
+ * "unexpected argument 'W'", and when it follows an option (prev), what
+ * that option takes instead: one comma-separated value (--hidden 256 256),
+ * or nothing, being a switch (--norm-obs false). 2 after printing it. */
+static int unexpected(const char *prog, const struct argv_opt *prev, const char *prev_val, const char *a)
+{
+    bool prev_valued = prev_val != NULL;
+    char why[400] = "";
+    static const char *const words[] = { "true", "false", "yes", "no", "on", "off", "0", "1" };
+    bool bool_word = false;
+    for (size_t k = 0; k < sizeof words / sizeof words[0]; k++) bool_word |= strcasecmp(a, words[k]) == 0;
+    if (prev && prev_valued && prev->arg && strchr(prev->arg, ','))
+        snprintf(why, sizeof why, ": --%s takes one comma-separated value, e.g. --%s %.100s,%.100s", prev->name,
+                 prev->name, prev_val, a);
+    else if (prev && prev_valued)
+        snprintf(why, sizeof why, ": --%s takes one value", prev->name);
+    else if (prev && !prev->arg && bool_word && prev->negatable)
+        snprintf(why, sizeof why, ": --%s is a switch and takes no value: --%s turns it on, --no-%s off", prev->name,
+                 prev->name, prev->name);
+    else if (prev && !prev->arg && bool_word)
+        snprintf(why, sizeof why, ": --%s is a switch and takes no value", prev->name);
+    return usage_error(prog, "unexpected argument '%s'%s", a, why);
+}
+
 /* The argument at argv[*i] (and its value, which may be the next one). 0,
- * or 2 after printing why. */
-static int one(const char *prog, const struct argv_opt *opts, int n, int argc, char **argv, int *i)
+ * or 2 after printing why. *prev: the option before it (NULL: none),
+ * *prev_val: the value it took (NULL: a switch); both set for the next. */
+static int one(const char *prog, const struct argv_opt *opts, int n, int argc, char **argv, int *i,
+               const struct argv_opt **prev, const char **prev_val)
 {
     const char *a = argv[*i], *val = NULL;
     const struct argv_opt *o = NULL;
@@ -97,18 +143,24 @@ static int one(const char *prog, const struct argv_opt *opts, int n, int argc, c
         val = eq ? eq + 1 : NULL;
     } else {
         const struct argv_opt *pos = find_other(opts, n, 0);
-        if (!pos) return usage_error(prog, "unexpected argument '%s'%s", a, "");
+        if (!pos) return unexpected(prog, *prev, *prev_val, a);
+        *prev = NULL;
         return apply(prog, pos, a);
     }
     if (!o) return usage_error(prog, "unknown option '%s'%s", a, "");
+    *prev = o;
+    *prev_val = NULL;
     if (!o->arg) {
-        if (val) return usage_error(prog, "option '--%s' takes no value%s", o->name, "");
+        char how[300] = "";
+        if (o->negatable) snprintf(how, sizeof how, ": --%s turns it on, --no-%s off", o->name, o->name);
+        if (val) return usage_error(prog, "option '--%s' takes no value%s", o->name, how);
         return apply(prog, o, negated ? "false" : NULL);
     }
     if (!val) {
         if (*i + 1 >= argc) return usage_error(prog, "option '--%s' needs a value%s", o->name, "");
         val = argv[++*i];
     }
+    *prev_val = val;
     return apply(prog, o, val);
 }
 
@@ -121,8 +173,10 @@ int argv_parse(const char *prog, const char *about, const struct argv_opt *opts,
             printf("  %-24s this text\n", "-h, --help");
             return 1;
         }
+    const struct argv_opt *prev = NULL;
+    const char *prev_val = NULL;
     for (int i = 1; i < argc; i++) {
-        int rc = one(prog, opts, n, argc, argv, &i);
+        int rc = one(prog, opts, n, argc, argv, &i, &prev, &prev_val);
         if (rc) return rc;
     }
     return 0;

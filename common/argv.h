@@ -51,7 +51,13 @@ void argv_choices(const char *(*choice)(int i), char *buf, size_t cap);
  * or false for --no-NAME. */
 int argv_set_flag(void *flag, const char *value);
 
-/* For setters: *out = value as an integer in lo..hi; else -1 with
+/* value as an integer into *out: decimal digits (strtoll's form), or a
+ * decimal with an exponent whose value is an integer of at most 2^53 in
+ * size (1e6, 2.5e5, as CleanRL's command lines write step counts; not 1.5,
+ * 1e-3, 0x10). 0, or -1 (no message set). */
+int argv_integer(const char *value, long long *out);
+
+/* For setters: *out = value as an integer in lo..hi (argv_integer's forms); else -1 with
  * argv_set_error("--NAME must be an integer in LO..HI, not 'VALUE'"). */
 int argv_long(const char *name, const char *value, long lo, long hi, long *out);
 

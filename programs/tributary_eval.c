@@ -40,7 +40,9 @@ static const char about[] =
     "observations) are applied, frozen; continuous actions are clipped to the env's box.\n"
     "LOGDIR/policy_best.safetensors (tributary-train --eval-every's best policy) records\n"
     "its evaluation: with --seed and --episodes set to its metadata's eval_seed and\n"
-    "eval_episodes, this prints its eval_return again.\n"
+    "eval_episodes, this prints its eval_return again.\n"    "A plug-in env is loaded only when --env names it (the file records its\n"
+    "absolute path and shows it); it is opened with the --env-arg arguments the\n"
+    "file records (a run's own), unless --env-arg is given.\n"
     "Episodes run " TRIB_STR(AGENT_EVAL_MAX_ENVS) " envs at a time at most (episode i's env seeded as env i of\n"
     "all of them). An episode ends at the env's max_episode_steps; an env that\n"
     "declares none (0) has its episodes cut at " TRIB_STR(AGENT_EVAL_MAX_STEPS) " steps.\n"
@@ -93,20 +95,39 @@ static int set_path(void *u, const char *v)
 
 /* The env to run: --env when given; else the one the file records, when
  * it is a built-in id. A file never chooses a plug-in (code) to load: a
- * recorded path is shown, and loaded only when --env names it. Opens it
- * into spec and plugin; -1 with rl_last_error(). */
-static int open_env(const char *path, const char *recorded, const char *env_arg, const struct rl_config *args,
-                    const struct env_spec **spec, struct env_plugin **plugin)
+ * recorded path is shown, and loaded only when --env names it. Its
+ * arguments: the command line's --env-arg when given, else the ones the
+ * file records (saved: a run's env_arg lines; none for a built-in).
+ * Opens it into spec and plugin; -1 with rl_last_error(). */
+static int open_env(const char *path, const char *recorded, const char *env_arg, const struct rl_config *cli,
+                    const char *saved, const struct env_spec **spec, struct env_plugin **plugin)
 {
     *plugin = NULL;
     if (!env_arg && !env_lookup(recorded))
         return rl_set_error("%s was trained on the env '%s', which is not a built-in: a policy file does not "
                             "choose code to run; to load that plug-in, pass --env %s", path, recorded, recorded);
+    const char *name = env_arg ? env_arg : recorded;
+    static struct rl_config own;   /* the file's arguments, each checked as --env-arg checks one */
+    own.env_arg[0] = '\0';
+    bool from_file = !cli->env_arg[0] && saved && saved[0] && !env_lookup(name);
+    for (const char *line = saved; from_file && *line;) {
+        char kv[sizeof own.env_arg];
+        size_t n = strcspn(line, "\n");
+        snprintf(kv, sizeof kv, "%.*s", (int)n, line);
+        if (rl_config_add_env_arg(&own, kv) != 0)
+            return rl_set_error("%s: the env arguments it records: %s", path, rl_last_error());
+        line += n + (line[n] == '\n');
+    }
     struct rl_env_args ea;
-    rl_config_env_args(args, &ea);
-    if (!(*spec = env_open_args(env_arg ? env_arg : recorded, &ea.args, plugin)))
-        return rl_set_error("%s", env_last_error());
-    return 0;
+    rl_config_env_args(from_file ? &own : cli, &ea);
+    if ((*spec = env_open_args(name, &ea.args, plugin))) return 0;
+    if (!from_file) return rl_set_error("%s", env_last_error());
+    char shown[sizeof own.env_arg];
+    snprintf(shown, sizeof shown, "%s", own.env_arg);
+    for (char *c = shown; *c; c++)
+        if (*c == '\n') *c = ' ';
+    return rl_set_error("%s (opened with the arguments %s records: %s; a relative path in one is taken from the "
+                        "current directory; --env-arg replaces them)", env_last_error(), path, shown);
 }
 
 /* The actor of a checkpoint (ckpt-*.trib): the architecture from its
@@ -157,7 +178,7 @@ static int load_checkpoint(const char *path, const char *env_arg, const struct r
     }
     snprintf(env, cap, "%s", cfg.env);
     /* the env's arguments: the command line's, else the run's */
-    if (open_env(path, cfg.env, env_arg, args->env_arg[0] ? args : &cfg, spec, plugin) != 0) goto out;
+    if (open_env(path, cfg.env, env_arg, args, cfg.env_arg, spec, plugin) != 0) goto out;
     char what[600];
     snprintf(what, sizeof what, "%s on %s", path, (*spec)->id);
     if (rl_arch_for_env(&cfg, *spec, what, arch) != 0) goto out;
@@ -247,7 +268,9 @@ static int parse(struct eval_args *a, int argc, char **argv)
           .help = "the env (default: the one the policy was trained on, when it is\n"
                   "a built-in; a plug-in is loaded only when --env names it)" },
         { .name = "env-arg", .arg = "K=V", .set = set_env_arg, .user = a,
-          .help = "an argument of a plug-in env (repeatable; default: a checkpoint's own)" },
+          .help = "an argument of a plug-in env (repeatable; default: the ones the\n"
+                  "policy file or checkpoint records, the run's own; a relative path\n"
+                  "in one is the plug-in's to resolve, from the current directory)" },
         { .name = "episodes", .arg = "N", .set = set_episodes, .user = a,
           .help = "episodes (default 10); each runs in its own env, " TRIB_STR(AGENT_EVAL_MAX_ENVS) " at once" },
         { .name = "sample", .set = argv_set_flag, .user = &a->sample,
@@ -262,6 +285,21 @@ static int parse(struct eval_args *a, int argc, char **argv)
         fprintf(stderr, PROG ": give one POLICY file (see " PROG " --help)\n");
         return 2;
     }
+    struct stat st;
+    size_t elen = a->env ? strlen(a->env) : 0;
+    bool plugin_path = a->env && (strchr(a->env, '/') || (elen > 3 && strcmp(a->env + elen - 3, ".so") == 0)) &&
+                       !env_lookup(a->env);
+    /* a plug-in without --env-arg may need the arguments the file records
+     * to load at all (model=PATH.xml): it must be there, and an entry
+     * point that refuses to load without them is opened again, with them,
+     * once the file is read (load) */
+    bool deferrable = plugin_path && !a->env_args.env_arg[0];
+    errno = 0;
+    if (deferrable && !(stat(a->env, &st) == 0 && S_ISREG(st.st_mode))) {
+        fprintf(stderr, PROG ": --env: plugin %s: %s (see " PROG " --help)\n", a->env,
+                errno ? strerror(errno) : "not a regular file");
+        return 2;
+    }
     if (a->env) {   /* an unknown --env is bad usage */
         struct env_plugin *probe = NULL;
         struct rl_env_args ea;
@@ -270,6 +308,7 @@ static int parse(struct eval_args *a, int argc, char **argv)
         crash_note_begin(PROG, "checking --env %s (its plug-in's entry point and unload run there)", a->env);
         if (!env_open_args(a->env, &ea.args, &probe)) {
             crash_note_end();
+            if (deferrable) return -1;
             fprintf(stderr, PROG ": --env: %s (see " PROG " --help)\n", env_last_error());
             return 2;
         }
@@ -333,16 +372,20 @@ static int load(const struct eval_args *a, struct loaded *l)
     const char *path = l->path;
     size_t plen = strlen(path);
     bool is_ckpt = plen > 5 && strcmp(path + plen - 5, ".trib") == 0;
+    /* a plug-in's entry point runs here (with the file's arguments): a crash in it says so */
+    if (a->env) crash_note_begin(PROG, "opening --env %s (its plug-in's entry point runs there)", a->env);
     int lrc = is_ckpt ? load_checkpoint(path, a->env, &a->env_args, &l->arch, trained_env, sizeof trained_env,
                                         &l->actor, &l->spec, &l->plugin, &l->extras.norm)
                       : policy_file_read(path, &l->arch, trained_env, sizeof trained_env, &l->actor, NULL,
                                          &l->extras);
     if (lrc != 0 && !is_ckpt) rl_set_error("%s", runfiles_last_error());
-    if (lrc == 0 && !is_ckpt && open_env(path, trained_env, a->env, &a->env_args, &l->spec, &l->plugin) != 0) {
+    if (lrc == 0 && !is_ckpt &&
+        open_env(path, trained_env, a->env, &a->env_args, l->extras.env_args, &l->spec, &l->plugin) != 0) {
         nn_module_free(l->actor);
         l->actor = NULL;
         lrc = -1;
     }
+    if (a->env) crash_note_end();
     if (lrc != 0) {
         fprintf(stderr, PROG ": %s\n", rl_last_error());
         return -1;

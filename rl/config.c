@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/argv.h"
 #include "optim/optim.h"
 #include "rl/rl.h"
 
@@ -88,12 +89,14 @@ static int set_int(void *p, const struct rl_field *f, const char *v)
     errno = 0;
     if (f->kind == RL_K_U64) {
         unsigned long long x = v[0] == '-' ? 0 : strtoull(v, &end, 10);
-        if (v[0] == '-' || errno || end == v || *end) return -1;
-        *(uint64_t *)p = x;
+        long long e = 0;
+        if (v[0] != '-' && !errno && end != v && !*end) *(uint64_t *)p = x;
+        else if (v[0] != '-' && argv_integer(v, &e) == 0 && e >= 0) *(uint64_t *)p = (uint64_t)e;   /* 1e6 */
+        else return -1;
         return 0;
     }
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end) return -1;
+    long long x = 0;
+    if (argv_integer(v, &x) != 0) return -1;   /* 1000000 or 1e6 */
     if (f->kind == RL_K_I64) *(int64_t *)p = x;
     else if (x < -2147483647LL || x > 2147483647LL) return -1;
     else *(int *)p = (int)x;

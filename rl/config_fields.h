@@ -115,7 +115,10 @@ struct rl_int_list {
       "or the path of a plug-in .so (envs/README.md)") \
     X(env_arg, ENVARGS, char, [1024], "", NULL, 0, "k=v", \
       "KEY=VALUE: an argument of a plug-in env (repeatable), handed to its\n" \
-      "entry point on the agent and on every observer, and saved with the run") \
+      "entry point on the agent and on every observer, and saved with the run\n" \
+      "as typed (tributary-eval and --resume reuse it): a relative path in a\n" \
+      "value is the plug-in's to open from the current directory, so give it\n" \
+      "absolute (model=$PWD/robot.xml) to evaluate or resume from elsewhere") \
     X(observers, INT, int, , 1, NULL, 0, "3", "observer processes (1..64)") \
     X(envs_per_observer, INT, int, , 4, NULL, 0, "6", "B: envs each observer steps in one vec_env") \
     X(steps_per_rollout, INT, int, , 128, NULL, 0, "12", "T: steps of each env per update (A2C: n of n-step)") \
@@ -195,11 +198,12 @@ struct rl_int_list {
       "with --logdir: a checkpoint every N updates into LOGDIR/checkpoints\n" \
       "(the newest 3 kept; one is always written at the end, Ctrl-C too)") \
     X(eval_every, I64, int64_t, , 0, NULL, 0, "3", \
-      "evaluate the policy every N updates (0: never), on the agent: greedy\n" \
-      "actions, normalisation frozen, --eval-episodes episodes of envs seeded\n" \
-      "--seed + 1000 (tributary-eval --seed SEED+1000 gives the same number);\n" \
-      "logs eval_return and, with --logdir, keeps the best policy so far in\n" \
-      "LOGDIR/policy_best.safetensors") \
+      "evaluate the policy every N env steps (0: never; as CleanRL's and SB3's\n" \
+      "eval_freq: at the end of the update whose steps cross a multiple of N),\n" \
+      "on the agent: greedy actions, normalisation frozen, --eval-episodes\n" \
+      "episodes of envs seeded --seed + 1000 (tributary-eval --seed SEED+1000\n" \
+      "gives the same number); logs eval_return and, with --logdir, keeps the\n" \
+      "best policy so far in LOGDIR/policy_best.safetensors") \
     X(eval_episodes, INT, int, , 10, NULL, 0, "4", \
       "episodes of each --eval-every evaluation (one env each, at most 64 at\n" \
       "once; an env without max_episode_steps is cut at 10000 steps; a stop\n" \

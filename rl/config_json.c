@@ -59,17 +59,55 @@ static int find_nul(const char *text, size_t len, char *key, size_t cap)
     return 0;
 }
 
+/* Where text + at is: "line L, column C" (1-based; a column in bytes). */
+static void line_column(const char *text, size_t at, char *out, size_t cap)
+{
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < at; i++) {
+        if (text[i] == '\n') line++, col = 1;
+        else col++;
+    }
+    snprintf(out, cap, "line %zu, column %zu", line, col);
+}
+
 /* One JSON object in text[0..len), white space around it and nothing
- * else. 0 with *root set; -1 when it is not an object; -2 with *at the
- * offset of the first byte after it; -3 when a string of it holds \u0000,
- * with why ("'KEY' holds ..."); *root NULL on failure. */
+ * else. 0 with *root set; -1 when it is not an object, with why (where
+ * cJSON stopped when it is not JSON: "not valid JSON at line 3, column 1
+ * (near '}')"); -2 with *at the offset of the first byte after it; -3 when
+ * a string of it holds \u0000, with why ("'KEY' holds ..."); *root NULL
+ * on failure. */
 static int parse_object(const char *text, size_t len, cJSON **root, size_t *at, char *why, size_t cap)
 {
     const char *end = NULL;
     *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!*root || !cJSON_IsObject(*root)) {
+        bool parsed = *root != NULL;
         cJSON_Delete(*root);
         *root = NULL;
+        if (parsed) {
+            snprintf(why, cap, "not a JSON object (valid JSON, but another kind of value)");
+            return -1;
+        }
+        /* cJSON's end on failure: where it stopped (its error position, at
+         * or just past the byte it could not take), backed up over white
+         * space and the end of the text to that byte */
+        size_t pos = end && end >= text && end <= text + len ? (size_t)(end - text) : len, last = len;
+        while (pos > 0 && (pos >= len || strchr(" \t\r\n", text[pos]))) pos--;
+        while (last > 0 && strchr(" \t\r\n", text[last - 1])) last--;
+        size_t before = pos;   /* the byte before it that is not white space */
+        while (before > 0 && strchr(" \t\r\n", text[before - 1])) before--;
+        char where[64], comma[64], near[TEXT_ESCAPED_CAP(12)];
+        line_column(text, pos, where, sizeof where);
+        text_escape(near, sizeof near, text + pos, len - pos < 12 ? len - pos : 12);
+        if (before > 0 && text[before - 1] == ',' && pos < len && (text[pos] == '}' || text[pos] == ']')) {
+            line_column(text, before - 1, comma, sizeof comma);
+            snprintf(why, cap, "not a JSON object: invalid JSON at %s: a comma before '%c' (at %s; JSON has no "
+                     "trailing commas)", where, text[pos], comma);
+        } else if (pos + 1 >= last && !(pos < len && text[pos] == '}')) {
+            snprintf(why, cap, "not a JSON object: the text ends at %s (near '%s') before the object does", where, near);
+        } else {
+            snprintf(why, cap, "not a JSON object: invalid JSON at %s (near '%s')", where, near);
+        }
         return -1;
     }
     const char *p = end;
@@ -108,9 +146,11 @@ int rl_config_load_json(const char *path, cJSON **root, const char *flag)
     size_t at = 0;
     char why[400];
     int rc = parse_object(buf, len, root, &at, why, sizeof why);
+    char where[64] = "";
+    if (rc == -2) line_column(buf, at, where, sizeof where);
     free(buf);
-    if (rc == -1) return rl_set_error("%s %s: not a JSON object", flag, path);
-    if (rc == -2) return rl_set_error("%s %s: bytes after the JSON object (from byte %zu)", flag, path, at);
+    if (rc == -1) return rl_set_error("%s %s: %s", flag, path, why);
+    if (rc == -2) return rl_set_error("%s %s: bytes after the JSON object (from byte %zu, %s)", flag, path, at, where);
     if (rc == -3) return rl_set_error("%s %s: %s", flag, path, why);
     return 0;
 }
@@ -251,7 +291,7 @@ int rl_config_from_json(const char *text, size_t len, struct rl_config *cfg)
     size_t at = 0;
     char why[400];
     int prc = parse_object(text, len, &root, &at, why, sizeof why);
-    if (prc == -1) return rl_set_error("config: not a JSON object");
+    if (prc == -1) return rl_set_error("config: %s", why);
     if (prc == -2) return rl_set_error("config: bytes after the JSON object (from byte %zu)", at);
     if (prc == -3) return rl_set_error("config: %s", why);
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "preset");

@@ -88,7 +88,13 @@ static int set_field(void *user, const char *v)
     /* the command line's --env-arg list replaces the one of a file */
     if (f->kind == RL_K_ENVARGS && !ps->cli_env_arg) ps->cfg->env_arg[0] = '\0';
     if (f->kind == RL_K_ENVARGS) ps->cli_env_arg = true;
-    if (rl_field_set(ps->cfg, f, v) != 0) return f->kind == RL_K_ENVARGS ? argv_set_error("%s", rl_last_error()) : -1;
+    if (rl_field_set(ps->cfg, f, v) != 0) {
+        if (f->kind == RL_K_ENVARGS) return argv_set_error("%s", rl_last_error());
+        if (f->kind == RL_K_INT || f->kind == RL_K_I64 || f->kind == RL_K_U64)   /* 1.5, 1e-3, 1e12 for an int */
+            return argv_set_error("--%s takes an integer%s (e.g. 1000000 or 1e6), not '%s'", flag,
+                                  f->kind == RL_K_INT ? " of at most 2147483647" : f->kind == RL_K_U64 ? " >= 0" : "", v);
+        return -1;
+    }
     ps->given[f - rl_fields] = ps->cli[f - rl_fields] = true;
     return 0;
 }
@@ -280,6 +286,24 @@ static int claim_logdir(struct rl_config *cfg, const char *prog)
 
 #define FIELD_INDEX(member) (rl_field_find(#member) - rl_fields)
 
+/* A plug-in's path (env_open_args' form: a '/' or a name ending in .so)
+ * made absolute (realpath), so config.json, the checkpoints, the policy
+ * files and the hints printed name one file from any directory. A path
+ * that does not resolve is left as typed, for the open to refuse. 0, or
+ * -1 with rl_last_error() when the absolute path does not fit. */
+static int absolute_plugin(struct rl_config *cfg)
+{
+    size_t len = strlen(cfg->env);
+    bool is_path = strchr(cfg->env, '/') || (len > 3 && strcmp(cfg->env + len - 3, ".so") == 0);
+    char abs[PATH_MAX];
+    if (!is_path || env_lookup(cfg->env) || !realpath(cfg->env, abs)) return 0;
+    if (strlen(abs) >= sizeof cfg->env)
+        return rl_set_error("--env %s: its absolute path %s is too long (%zu bytes, at most %zu)", cfg->env, abs,
+                            strlen(abs), sizeof cfg->env - 1);
+    snprintf(cfg->env, sizeof cfg->env, "%s", abs);
+    return 0;
+}
+
 /* After every layer: --resume, the defaults worked out from the rest, the
  * checks, the env opened once. -1 to go on, or 2 after printing why. */
 static int finish(const char *prog, struct parse *ps)
@@ -295,6 +319,7 @@ static int finish(const char *prog, struct parse *ps)
     if (!ps->given[FIELD_INDEX(device)]) cfg->device = tensor_cuda_available() ? RL_DEVICE_CUDA : RL_DEVICE_CPU;
     if (!ps->given[FIELD_INDEX(max_policy_lag)]) cfg->max_policy_lag = rl_default_max_policy_lag(cfg);
     if (rl_config_check(cfg) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
+    if (absolute_plugin(cfg) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
     /* an env that does not exist is bad usage, found before anything starts;
      * a plug-in's code runs here (its entry point, its unload): a crash in
      * it says so, naming it, rather than ending the program without a word */

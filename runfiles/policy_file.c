@@ -221,6 +221,7 @@ static int build_meta(const struct policy_arch *a, const struct policy_info *inf
     m[n++] = (struct safetensors_meta){ "dropout", t->dr };
     m[n++] = (struct safetensors_meta){ "init_log_std", t->ls };
     if (info->env_plugin) m[n++] = (struct safetensors_meta){ "env_plugin", info->env_plugin };
+    if (info->env_args && info->env_args[0]) m[n++] = (struct safetensors_meta){ "env_args", info->env_args };
     const struct env_space *s = info->act;
     if (s) m[n++] = (struct safetensors_meta){ "act_kind", s->kind == SPACE_BOX ? "box" : "discrete" };
     if (s && s->kind == SPACE_BOX) {
@@ -495,6 +496,19 @@ static int read_norm(const struct safetensors *st, const char *what, const struc
     return 0;
 }
 
+/* Metadata env_args (the plug-in's arguments; absent in files before
+ * issue 35) into x->env_args. */
+static int read_env_args(const struct safetensors *st, const char *what, struct policy_extras *x)
+{
+    const char *v = safetensors_meta_get(st, "env_args");
+    if (!v) return 0;
+    size_t n = strlen(v);
+    if (n >= sizeof x->env_args)
+        return runfiles_set_error("%s: env_args is %zu bytes (at most %zu)", what, n, sizeof x->env_args - 1);
+    memcpy(x->env_args, v, n + 1);
+    return 0;
+}
+
 int policy_file_read(const char *path, struct policy_arch *a, char *env, size_t cap, struct nn_module **actor,
                      struct nn_module **critic, struct policy_extras *x)
 {
@@ -509,6 +523,7 @@ int policy_file_read(const char *path, struct policy_arch *a, char *env, size_t 
     int n_norm = 0, rc = read_arch(st, path, a, env, cap);
     if (rc == 0) rc = read_act(st, what, a, &own);
     if (rc == 0) rc = read_norm(st, what, a, &own, &n_norm);
+    if (rc == 0) rc = read_env_args(st, what, &own);
     if (rc == 0 && policy_arch_build(a, 0, actor, critic ? &c : NULL) != 0)
         rc = runfiles_set_error("policy %s: %s", path, tensor_last_error());
     if (rc == 0) rc = copy_params(st, path, a, *actor, c, n_norm);

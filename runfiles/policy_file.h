@@ -99,8 +99,14 @@ struct policy_norm {
  * NULL or n->dim is 0. */
 void policy_norm_apply(const struct policy_norm *n, float *obs, int rows);
 
+/* The room of a file's env_args (rl/config_fields.h's env_arg is as large). */
+#define POLICY_ENV_ARGS_MAX 1024
+
 /* What a policy file records beside its nets. */
 struct policy_extras {
+    char env_args[POLICY_ENV_ARGS_MAX];   /* the plug-in's KEY=VALUE lines, '\n' between; "": none recorded
+                                           * (a built-in, a plug-in run without --env-arg, or a file written
+                                           * before issue 35) */
     bool has_act;               /* false: the file records no action space (written before issue 25) */
     struct env_space act;       /* the env's action space; a box's low/high are the extras' own */
     struct policy_norm norm;    /* dim 0: the run did not normalise its observations */
@@ -114,6 +120,7 @@ void policy_extras_free(struct policy_extras *x);
 struct policy_info {
     const char *env_id;                  /* "Hopper-v4" */
     const char *env_plugin;              /* a plug-in's path; NULL: a built-in */
+    const char *env_args;                /* its arguments, KEY=VALUE lines ('\n' between); NULL or "": none */
     const struct env_space *act;         /* the env's action space; NULL: not recorded */
     const struct policy_norm *norm;      /* NULL or dim 0: no normalisation */
     int n_meta;                          /* more metadata, after the policy's own */
@@ -122,7 +129,9 @@ struct policy_info {
 
 /* Writes the parameters (actor's then critic's, n of them, CPU or CUDA) as
  * a .safetensors file with the architecture, the env (its id, and for a
- * plug-in the path it was loaded from), the action space and the
+ * plug-in the path it was loaded from, metadata env_plugin, and the
+ * arguments it was opened with, metadata env_args: the KEY=VALUE lines as
+ * given, '\n' between, absent when none), the action space and the
  * normalisation statistics info gives. A norm whose dim is not the
  * policy's obs_dim, or whose numbers the reader would refuse, is refused
  * here. Atomic. 0, or -1 with runfiles_last_error(). */
@@ -137,7 +146,9 @@ int policy_file_save(const char *path, const struct policy_arch *a, const char *
  * open for it (into env, cap bytes: its plug-in's path when it was one,
  * else its id), a new actor (and critic if the file has one, when critic
  * is non-NULL) holding its parameters, on the CPU, and into x (when
- * non-NULL) the action space and statistics it records. Refused, naming
+ * non-NULL) the action space, statistics and env arguments it records
+ * (env_args longer than POLICY_ENV_ARGS_MAX - 1 bytes is refused; what
+ * the lines hold is the caller's to check). Refused, naming
  * the file and the problem: a parameter that is not finite, an action
  * space that does not fit the head (act_kind "box" for a Gaussian) or
  * act_dim, bounds that are NaN or low > high, statistics that are

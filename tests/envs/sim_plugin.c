@@ -8,8 +8,15 @@
  *   create_fail_at=K the K-th create of the process fails (0-based)
  *   abi=N            the spec claims ABI N
  *   saved_size=N     the spec claims saved_size N (a hostile plug-in's)
+ *   model=PATH       the observation size from a model file (its text: N),
+ *                    PATH opened as given (a relative one from the current
+ *                    directory, as a simulator's loader does)
+ * Built with SIM_NEEDS_MODEL (the sim_model_plugin target), it cannot load
+ * without model=PATH, like a simulator without its model.
  * sim_live() counts the envs created and not yet destroyed. */
+#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +171,7 @@ tributary_env_open(const struct env_args *args, char *err, size_t cap)
 {
     int dim = 3, fail_at = -1, abi = ENV_ABI_VERSION;
     unsigned long long saved = 0;   /* 0: its own */
+    bool has_model = false;
     for (int i = 0; i < args->n; i++) {
         const char *k = args->keys[i], *v = args->values[i];
         char *end;
@@ -179,11 +187,27 @@ tributary_env_open(const struct env_args *args, char *err, size_t cap)
             abi = (int)x;
         } else if (strcmp(k, "saved_size") == 0) {
             saved = strtoull(v, NULL, 10);
+        } else if (strcmp(k, "model") == 0) {
+            FILE *f = fopen(v, "r");
+            if (!f || fscanf(f, "%d", &dim) != 1 || dim < 1 || dim > 64) {
+                snprintf(err, cap, "model %s: %s", v, f ? "not a size in 1..64" : strerror(errno));
+                if (f) fclose(f);
+                return NULL;
+            }
+            fclose(f);
+            has_model = true;
         } else {
             snprintf(err, cap, "bad --env-arg %s=%s (takes dim=1..64, fail=load, create_fail_at=K, abi=N)", k, v);
             return NULL;
         }
     }
+#ifdef SIM_NEEDS_MODEL
+    if (!has_model) {
+        snprintf(err, cap, "needs --env-arg model=PATH");
+        return NULL;
+    }
+#endif
+    (void)has_model;
     if (abi != ENV_ABI_VERSION) {   /* as a plug-in built against another header would */
         static struct env_spec other;
         other.abi_version = abi;

@@ -431,7 +431,107 @@ START_TEST(test_argv_errors)
 }
 END_TEST
 
+/* ---- the command line's messages for what CleanRL users write (issue 35) ---- */
+
+/* An integer field takes 1e6 and 2.5e5 (CleanRL's --total-timesteps 1e6):
+ * was "bad value '1e6'". */
+START_TEST(test_cli_integer_exponent)
+{
+    struct rl_config c;
+    char *a[] = { "p", "--total-timesteps", "1e6", "--max-updates", "2.5e5", "--seed", "3E2", "--observers", "2e0",
+                  NULL };
+    ck_assert_int_eq(rl_config_parse(&c, "p", "", 9, a, NULL, 0), -1);
+    ck_assert_int_eq(c.max_steps, 1000000);
+    ck_assert_int_eq(c.max_updates, 250000);
+    ck_assert_int_eq(c.seed, 300);
+    ck_assert_int_eq(c.observers, 2);
+    long n = 0;   /* the programs' own integer options (common/argv) too */
+    ck_assert_int_eq(argv_long("episodes", "1e2", 1, 1000, &n), 0);
+    ck_assert_int_eq(n, 100);
+    ck_assert_int_eq(argv_long("episodes", "1.5", 1, 1000, &n), -1);
+    ck_assert_str_eq(argv_last_error(), "--episodes must be an integer in 1..1000, not '1.5'");
+    long long x = 0;
+    static const char *const refused[] = { "1.5", "1e-3", "0x10", "1e", "e6", "1e6x", "1e300", "nan", "inf", "" };
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        ck_assert_msg(argv_integer(refused[i], &x) == -1, "'%s' read as %lld", refused[i], x);
+}
+END_TEST
+
+/* Each message as tributary-train prints it. */
+START_TEST(test_cli_messages)
+{
+    static const struct {
+        const char *args[5], *want;
+    } cases[] = {
+        /* was: "unexpected argument '256'" */
+        { { "--hidden", "256", "256", NULL },
+          "tributary-train: unexpected argument '256': --hidden takes one comma-separated value, e.g. --hidden "
+          "256,256 (see tributary-train --help)\n" },
+        /* was: "unexpected argument 'false'" */
+        { { "--norm-obs", "false", NULL },
+          "tributary-train: unexpected argument 'false': --norm-obs is a switch and takes no value: --norm-obs turns "
+          "it on, --no-norm-obs off (see tributary-train --help)\n" },
+        { { "--norm-obs=false", NULL },
+          "tributary-train: option '--norm-obs' takes no value: --norm-obs turns it on, --no-norm-obs off (see "
+          "tributary-train --help)\n" },
+        { { "--lr", "1e-3", "3e-4", NULL },
+          "tributary-train: unexpected argument '3e-4': --lr takes one value (see tributary-train --help)\n" },
+        /* was: "bad value '1.5' for --max-steps" */
+        { { "--total-timesteps", "1.5", NULL },
+          "tributary-train: --max-steps takes an integer (e.g. 1000000 or 1e6), not '1.5' (see tributary-train "
+          "--help)\n" },
+        { { "--max-steps", "1e-3", NULL },
+          "tributary-train: --max-steps takes an integer (e.g. 1000000 or 1e6), not '1e-3' (see tributary-train "
+          "--help)\n" },
+        { { "--observers", "1e12", NULL },
+          "tributary-train: --observers takes an integer of at most 2147483647 (e.g. 1000000 or 1e6), not '1e12' (see "
+          "tributary-train --help)\n" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = kit_run(TRIB_TRAIN_BIN, cases[i].args, 60);
+        ck_assert_msg(rc == 2, "%s: exit %d\n%s", cases[i].args[0], rc, kit_err);
+        ck_assert_str_eq(kit_err, cases[i].want);
+    }
+}
+END_TEST
+
+/* --config's JSON errors say where (line and column): was "not a JSON
+ * object" alone. */
+START_TEST(test_config_json_position)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        { "{\"lr\": 0.001,\n \"epochs\": 3,\n}\n",
+          "not a JSON object: invalid JSON at line 3, column 1: a comma before '}' (at line 2, column 13; JSON has no "
+          "trailing commas)" },
+        { "{\"hidden\": [64, 64,], \"lr\": 1}",
+          "not a JSON object: invalid JSON at line 1, column 20: a comma before ']' (at line 1, column 19; JSON has "
+          "no trailing commas)" },
+        { "{\n  \"lr\": 0.001\n  \"epochs\": 3\n}", "not a JSON object: invalid JSON at line 3, column 3 (near "
+                                                      "'\"epochs\": 3\\x0a')" },
+        { "{\"lr\": 0.001", "not a JSON object: the text ends at line 1, column 12 (near '1') before the object does" },
+        { "[1, 2]", "not a JSON object (valid JSON, but another kind of value)" },
+    };
+    char path[] = "/tmp/test_rl_config_json_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(path, "w");
+        ck_assert(f && fputs(cases[i].text, f) >= 0 && fclose(f) == 0);
+        cJSON *root = NULL;
+        ck_assert_int_eq(rl_config_load_json(path, &root, "--config"), -1);
+        char want[600];
+        snprintf(want, sizeof want, "--config %s: %s", path, cases[i].want);
+        ck_assert_str_eq(rl_last_error(), want);
+    }
+    unlink(path);
+}
+END_TEST
+
 KIT_MAIN("rl_config",
          { "schema", 300, .tests = { test_round_trip, test_cli_config_json, test_old_keys, test_wire_enum_range,
            test_enum_errors_list_choices, test_lists_are_the_tables, test_help_lists_every_field,
-           test_preset_env_follow, test_argv_forms, test_argv_errors } })
+           test_preset_env_follow, test_argv_forms, test_argv_errors, test_cli_integer_exponent, test_cli_messages,
+           test_config_json_position } })

@@ -1,6 +1,7 @@
 /* Evaluation while training (--eval-every, issue 25): real tributary-train
  * runs whose agent evaluates its policy (greedy, envs seeded --seed + 1000)
- * every N updates. Asserted: the evaluations' rows in metrics.csv (and
+ * every N env steps (at the end of the update whose steps cross a multiple
+ * of N). Asserted: the evaluations' rows in metrics.csv (and
  * empty eval_return in the rows between them), their TensorBoard tags,
  * LOGDIR/policy_best.safetensors recording the best logged eval_return
  * and its update, tributary-eval on that file with the recorded seed and
@@ -44,7 +45,7 @@ static void rm_tree(const char *dir)
  * updates, in order. */
 struct evals {
     int rows, with, without;        /* rows; rows with an evaluation; rows without */
-    double ret[512], updates[512];
+    double ret[512], updates[512], steps[512];   /* eval_return, updates, env_steps */
     double best;                    /* the largest eval_return logged (NaN: none) */
     double best_updates;            /* the updates of its row */
 };
@@ -77,12 +78,14 @@ static void read_evals(const char *dir, struct evals *e)
     char *csv = kit_must_read_in(dir, "metrics.csv", NULL), f[64];
     memset(e, 0, sizeof *e);
     e->best = e->best_updates = NAN;
-    int ce = column(csv, "eval_return"), cu = column(csv, "updates");
+    int ce = column(csv, "eval_return"), cu = column(csv, "updates"), cs = column(csv, "env_steps");
     for (const char *line = strchr(csv, '\n') + 1; *line && e->rows < 512; line = strchr(line, '\n') + 1) {
         field(line, ce, f, sizeof f);
         e->ret[e->rows] = f[0] ? strtod(f, NULL) : NAN;
         field(line, cu, f, sizeof f);
         e->updates[e->rows] = strtod(f, NULL);
+        field(line, cs, f, sizeof f);
+        e->steps[e->rows] = strtod(f, NULL);
         if (isnan(e->ret[e->rows])) e->without++;
         else e->with++;
         if (!isnan(e->ret[e->rows]) && !(e->ret[e->rows] <= e->best)) {
@@ -163,15 +166,18 @@ static void assert_best(const char *dir, const struct evals *e, bool sync)
     ck_assert_msg(strcmp(a, b) == 0, "tributary-eval gives %s, the run logged %s", b, a);
 }
 
-/* Sync on a MuJoCo env (Gaussian head): ppo-fast makes 8 updates an
- * iteration, so --eval-every 16 evaluates every other iteration and the
- * rows between (--log-every 1 ms: one each iteration) have none. */
+/* Sync on a MuJoCo env (Gaussian head): 2 x 8 envs x 16 steps make 256
+ * env steps an iteration, so --eval-every 500 (env steps, issue 35: it
+ * counted updates, and evaluated every other 8-update iteration at 16)
+ * evaluates at the iterations whose steps cross a multiple of 500 (512,
+ * 1024, 1536, ...) and the rows between (--log-every 1 ms: one each
+ * iteration) have none. */
 START_TEST(test_eval_sync_best)
 {
     char dir[] = "/tmp/test_rl_eval_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *args[] = { "--preset", "ppo-fast", "--env", "InvertedPendulum-v4", "--observers", "2",
-                           "--envs-per-observer", "8", "--max-steps", "4000", "--eval-every", "16",
+                           "--envs-per-observer", "8", "--max-steps", "4000", "--eval-every", "500",
                            "--log-every", "0.001", "--logdir", dir, NULL };
     int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
     ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);   /* the budget */
@@ -180,9 +186,17 @@ START_TEST(test_eval_sync_best)
     struct evals e;
     read_evals(dir, &e);
     ck_assert_msg(e.with >= 4 && e.without >= 1, "%d rows with an evaluation, %d without", e.with, e.without);
-    for (int i = 0; i < e.rows; i++)   /* every multiple of 16 updates, and only there */
-        ck_assert_msg(isnan(e.ret[i]) == (fmod(e.updates[i], 16) != 0), "row %d: updates %.0f, eval_return %g", i,
-                      e.updates[i], e.ret[i]);
+    for (int i = 0; i < e.rows; i++) {   /* where the steps crossed a multiple of 500, and only there */
+        double prev = i ? e.steps[i - 1] : 0;
+        bool crossed = floor(e.steps[i] / 500) > floor(prev / 500);
+        ck_assert_msg(isnan(e.ret[i]) == !crossed, "row %d: env_steps %.0f (the row before: %.0f), eval_return %g", i,
+                      e.steps[i], prev, e.ret[i]);
+    }
+    char steps[32];
+    best_meta(dir, "eval_env_steps", steps, sizeof steps);
+    bool of_a_row = false;
+    for (int i = 0; i < e.rows; i++) of_a_row |= !isnan(e.ret[i]) && e.steps[i] == strtod(steps, NULL);
+    ck_assert_msg(of_a_row && fmod(strtod(steps, NULL), 256) == 0, "policy_best's eval_env_steps %s", steps);
     ck_assert(events_have(dir, "charts/eval_return") && events_have(dir, "charts/eval_length"));
     char *jsonl = kit_must_read_in(dir, "metrics.jsonl", NULL);
     ck_assert_msg(strstr(jsonl, "\"eval_return\":null") && strstr(jsonl, "\"eval_length\":"), "%.600s", jsonl);
@@ -199,7 +213,7 @@ START_TEST(test_eval_async)
     char dir[] = "/tmp/test_rl_eval_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *args[] = { "--preset", "ppo-fast", "--mode", "async", "--observers", "2", "--envs-per-observer",
-                           "8", "--max-updates", "64", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
+                           "8", "--max-updates", "64", "--eval-every", "256", "--logdir", dir, "--quiet", NULL };
     int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
     ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);
     struct evals e;
@@ -218,7 +232,7 @@ START_TEST(test_env_info_mujoco)
     char dir[] = "/tmp/test_rl_eval_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *args[] = { "--preset", "ppo-fast", "--env", "Hopper-v4", "--observers", "2", "--envs-per-observer",
-                           "4", "--max-steps", "3000", "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
+                           "4", "--max-steps", "3000", "--eval-every", "512", "--logdir", dir, "--quiet", NULL };
     int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
     ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);
     char *csv = kit_must_read_in(dir, "metrics.csv", NULL), f[64];
@@ -252,7 +266,7 @@ START_TEST(test_eval_normalised)
     char dir[] = "/tmp/test_rl_eval_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     const char *args[] = { "--preset", "mujoco-fast", "--env", "Hopper-v4", "--envs-per-observer", "4",
-                           "--steps-per-rollout", "64", "--max-steps", "6000", "--eval-every", "8", "--logdir", dir,
+                           "--steps-per-rollout", "64", "--max-steps", "6000", "--eval-every", "1024", "--logdir", dir,
                            "--quiet", NULL };
     int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
     ck_assert_msg(rc == 1, "exit %d\n%s\n%s", rc, kit_out, kit_err);
@@ -309,14 +323,14 @@ START_TEST(test_eval_sync_unchanged)
 END_TEST
 
 /* A first session into dir (ppo-fast, 2 x 8 envs, max_updates updates,
- * an evaluation every 8), then its best file's eval_return rewritten in
+ * an evaluation every 256 env steps: every 8-update iteration), then its best file's eval_return rewritten in
  * place by fill (its len characters: the same length, so the header stays
  * valid). path gets the best file's path. */
 static void first_session_best_rewritten(const char *dir, const char *max_updates, void (*fill)(char *v, size_t len),
                                          char *path, size_t cap)
 {
     const char *first[] = { "--preset", "ppo-fast", "--observers", "2", "--envs-per-observer", "8", "--max-updates",
-                            max_updates, "--eval-every", "8", "--logdir", dir, "--quiet", NULL };
+                            max_updates, "--eval-every", "256", "--logdir", dir, "--quiet", NULL };
     ck_assert_msg(kit_run(TRIB_TRAIN_BIN, first, -1) == 1, "%s\n%s", kit_out, kit_err);
     snprintf(path, cap, "%s/policy_best.safetensors", dir);
     size_t n;

@@ -657,12 +657,12 @@ START_TEST(test_config_file_refusals)
     /* was: accepted, the junk ignored */
     const char *junk = "{\"lr\": 0.001} junk";
     config_refused(junk, strlen(junk),
-                   "tributary-train: --config %s: bytes after the JSON object (from byte 14) (see tributary-train "
-                   "--help)\n");
+                   "tributary-train: --config %s: bytes after the JSON object (from byte 14, line 1, column 15) "
+                   "(see tributary-train --help)\n");
     const char nul[] = "{\"lr\": 0.001}\0{\"lr\": 5}";
     config_refused(nul, sizeof nul - 1,
-                   "tributary-train: --config %s: bytes after the JSON object (from byte 13) (see tributary-train "
-                   "--help)\n");
+                   "tributary-train: --config %s: bytes after the JSON object (from byte 13, line 1, column 14) "
+                   "(see tributary-train --help)\n");
     /* was: "must be a number or a string" */
     char text[6000];
     snprintf(text, sizeof text, "{\"env\": \"%0600d\"}", 0);
