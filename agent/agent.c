@@ -363,9 +363,11 @@ static void describe_budget(const struct rl_config *c, char *out, size_t cap)
 {
     size_t n = 0;
     out[0] = '\0';
-    if (c->max_steps > 0) n += (size_t)snprintf(out + n, cap - n, "%lld env steps", (long long)c->max_steps);
+    if (c->max_steps > 0)
+        n += (size_t)snprintf(out + n, cap - n, "%lld env step%s", (long long)c->max_steps, c->max_steps == 1 ? "" : "s");
     if (c->max_updates > 0 && n < cap)
-        n += (size_t)snprintf(out + n, cap - n, "%s%lld updates", n ? " or " : "", (long long)c->max_updates);
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld update%s", n ? " or " : "", (long long)c->max_updates,
+                              c->max_updates == 1 ? "" : "s");
     if (c->max_seconds > 0 && n < cap) n += (size_t)snprintf(out + n, cap - n, "%s%g s", n ? " or " : "", c->max_seconds);
     if (!out[0]) snprintf(out, cap, "none");
 }

@@ -482,10 +482,8 @@ static void piece(struct piece *p, int *n, int drop, const char *name, const cha
 int run_stats_line_width(FILE *f)
 {
     struct winsize ws;
-    int fds[2] = { fileno(f), STDERR_FILENO };
-    for (int i = 0; i < 2; i++)
-        if (fds[i] >= 0 && isatty(fds[i]) && ioctl(fds[i], TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
-            return ws.ws_col - 1;
+    int fd = fileno(f);   /* not stderr's: a line to a file is whole, whatever stderr is */
+    if (fd >= 0 && isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col - 1;
     const char *c = getenv("COLUMNS");
     char *end = NULL;
     long cols = c ? strtol(c, &end, 10) : 0;

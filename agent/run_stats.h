@@ -122,9 +122,10 @@ void run_stats_observer_steps(struct run_stats *s, int k, int64_t steps);
  * *out, starts the next interval and returns true. */
 bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct run_interval *out);
 
-/* The width a progress line must fit (the column count less one): the
- * terminal's, where f or stderr is one (TIOCGWINSZ), else $COLUMNS; 0 when
- * neither says (a file, a pipe: the whole line). */
+/* The width a progress line to f must fit (the column count less one):
+ * the terminal's where f is one (TIOCGWINSZ), else $COLUMNS (as tqdm);
+ * 0 when neither says (a file or a pipe without $COLUMNS, which a shell
+ * does not export: the whole line). */
 int run_stats_line_width(FILE *f);
 /* Prints the progress line of an interval (unless --quiet), fit to
  * run_stats_line_width: the least telling figures (the loss statistics,
