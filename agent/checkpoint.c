@@ -118,9 +118,6 @@ static int saved_version(const struct ckpt *c, int64_t *out)
     return 0;
 }
 
-/* The counters and the version checked before the run touches anything
- * (its logdir, its observers): a refused resume leaves every file as it
- * was. */
 int agent_ckpt_lr_schedule(const struct ckpt *c, struct agent_lr_from *from, int64_t *max_steps, bool *anneal,
                            double *lr)
 {
@@ -148,6 +145,9 @@ int agent_ckpt_lr_schedule(const struct ckpt *c, struct agent_lr_from *from, int
     return 0;
 }
 
+/* The counters and the version checked before the run touches anything
+ * (its logdir, its observers): a refused resume leaves every file as it
+ * was. */
 static int check_numbers(const struct ckpt *c, const struct rl_config *cfg)
 {
     size_t len;

@@ -497,7 +497,7 @@ static void print_wrapped(FILE *f, const char *text, int width)
 {
     size_t len = strlen(text), at = 0;
     int indent = 0;
-    while (width > 0 && len - at + (size_t)indent > (size_t)width) {
+    while (width > indent + 10 && len - at + (size_t)indent > (size_t)width) {   /* narrower: not worth breaking */
         size_t room = (size_t)(width - indent), cut = room;
         while (cut > 0 && text[at + cut] != ' ') cut--;
         if (cut == 0) cut = room;   /* one word longer than the line: cut it */
@@ -616,19 +616,23 @@ static void json_num(FILE *f, const char *key, double v)
  * stop reason; "budget" splits on whether the run had a target. */
 static const struct {
     const char *stopped_by, *outcome;
-    bool success;
 } outcomes[] = {
-    { "SIGINT", "interrupted", false },
-    { "SIGTERM", "interrupted", false },
-    { "budget", "target-missed", false },   /* with a target; without one: "completed" */
+    { "SIGINT", "interrupted" },
+    { "SIGTERM", "interrupted" },
+    { "budget", "target-missed" },   /* with a target; without one: "completed", a success */
 };
 
 const char *run_stats_outcome(struct run_stats *s, bool solved, const char *stopped_by, bool *success)
 {
     *success = true;
     if (solved) return "solved";
-    if (strcmp(stopped_by, "budget") == 0 && isnan(s->target)) return "completed";
+    pthread_mutex_lock(&s->mu);
+    bool ran = s->env_steps > 0 || s->updates > 0;   /* else the budget passed before the run met anyone */
+    pthread_mutex_unlock(&s->mu);
+    bool budget = strcmp(stopped_by, "budget") == 0;
+    if (budget && isnan(s->target) && ran) return "completed";
     *success = false;
+    if (budget && !ran) return "failed";
     for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
         if (strcmp(outcomes[i].stopped_by, stopped_by) == 0) return outcomes[i].outcome;
     return "failed";

@@ -135,8 +135,9 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
 /* How a run that stopped_by ("solved", "budget", "SIGINT", "SIGTERM",
  * "failure", "checkpoint-failures") ended: "solved"; "completed" (its
  * budget spent and no target: a success too); "target-missed" (its budget
- * spent short of its target); "interrupted"; "failed". *success: solved
- * or completed (exit status 0). */
+ * spent short of its target); "interrupted"; "failed" (a failure, or a
+ * budget spent before any env step: --max-seconds while waiting for the
+ * observers). *success: solved or completed (exit status 0). */
 const char *run_stats_outcome(struct run_stats *s, bool solved, const char *stopped_by, bool *success);
 /* The one-line JSON summary: its outcome (run_stats_outcome), counts, rates, what "solved" judged (target,
  * solved_when), with the mode's policy_lag the policy lag mean/p95/max and
