@@ -340,7 +340,7 @@ static int finish(struct agent *a, int rc, const char *why)
         if (agent_policy_savable(a, path) && policy_save(a->policy, path, a->spec, agent_norm(a)) != 0)
             fprintf(stderr, PROG ": %s\n", rl_last_error());
     }
-    if (rc != 0 && !agent_signal()) why = "failure";   /* whatever else was due: the run failed */
+    if (rc != 0 && !agent_signal()) run_stats_failed(a->stats);   /* whatever else stopped it: "failed" */
     run_stats_summary(a->stats, stdout, solved, a->n_lost, a->n_rejoined, why);
     rpc_shutdown(!a->abandoned);   /* not graceful: it would wait for the observers given up on */
     if (agent_signal()) return 128 + agent_signal();

@@ -51,6 +51,7 @@ struct run_stats {
     int64_t row_steps, row_updates;             /* env_steps and updates at the last row (-1: none yet) */
     double full_dt;                             /* the last full interval: its length, steps and updates */
     int64_t full_steps, full_updates, full_obs[RL_MAX_OBSERVERS];
+    bool failed;                                /* run_stats_failed */
 };
 
 /* *x += d, saturating (counts from peers are range-checked, but a run may
@@ -624,18 +625,25 @@ static const struct {
 
 const char *run_stats_outcome(struct run_stats *s, bool solved, const char *stopped_by, bool *success)
 {
-    *success = true;
-    if (solved) return "solved";
     pthread_mutex_lock(&s->mu);
     bool ran = s->env_steps > 0 || s->updates > 0;   /* else the budget passed before the run met anyone */
+    bool failed = s->failed;
     pthread_mutex_unlock(&s->mu);
     bool budget = strcmp(stopped_by, "budget") == 0;
-    if (budget && isnan(s->target) && ran) return "completed";
-    *success = false;
-    if (budget && !ran) return "failed";
+    *success = !failed && (solved || (budget && isnan(s->target) && ran));
+    if (failed || (budget && !ran && !solved)) return "failed";
+    if (solved) return "solved";
+    if (*success) return "completed";
     for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
         if (strcmp(outcomes[i].stopped_by, stopped_by) == 0) return outcomes[i].outcome;
     return "failed";
+}
+
+void run_stats_failed(struct run_stats *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->failed = true;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, int observers_rejoined,

@@ -137,8 +137,12 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
  * budget spent and no target: a success too); "target-missed" (its budget
  * spent short of its target); "interrupted"; "failed" (a failure, or a
  * budget spent before any env step: --max-seconds while waiting for the
- * observers). *success: solved or completed (exit status 0). */
+ * observers, or after run_stats_failed). *success: solved or completed
+ * (exit status 0). */
 const char *run_stats_outcome(struct run_stats *s, bool solved, const char *stopped_by, bool *success);
+/* The run's training failed, whatever stopped it: its outcome is "failed"
+ * (solved or not). */
+void run_stats_failed(struct run_stats *s);
 /* The one-line JSON summary: its outcome (run_stats_outcome), counts, rates, what "solved" judged (target,
  * solved_when), with the mode's policy_lag the policy lag mean/p95/max and
  * its histogram (lag_hist[i]: updates with lag i; the last bin collects
