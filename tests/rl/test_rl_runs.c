@@ -315,6 +315,10 @@ START_TEST(test_progress_pty)
     struct winsize ws = { .ws_row = 24, .ws_col = 60 };
     int master;
     pid_t pid = forkpty(&master, NULL, NULL, &ws);
+    if (pid < 0 && (errno == ENOENT || errno == ENODEV || errno == ENXIO)) {   /* a box without ptys */
+        fprintf(stderr, "test_progress_pty: skipped: forkpty: %s\n", strerror(errno));
+        return;
+    }
     ck_assert_msg(pid >= 0, "forkpty: %s", strerror(errno));
     if (pid == 0) {
         unsetenv("COLUMNS");
