@@ -49,6 +49,7 @@ static int agent_open(struct agent *a)
     if ((unsigned)cfg->mode >= RL_MODE_COUNT)
         return rl_set_error("no such mode: %d", (int)cfg->mode);
     a->mode = modes[cfg->mode];
+    a->lr_from = (struct agent_lr_from){ 0, 1.0 };   /* CleanRL's line: from --lr at the start */
     crash_note_begin(PROG, "opening --env %s", cfg->env);   /* a plug-in's code: a crash in it says so */
     a->spec = rl_config_open_env(cfg, &a->plugin);
     crash_note_end();
@@ -170,6 +171,7 @@ static int build_policy(struct agent *a)
     }
     a->ckpt_updates = run_stats_updates(a->stats);
     agent_eval_resumed(a);
+    if (agent_lr_resumed(a, a->resume) != 0) return -1;
     /* the saved optimizer state carries its lr: set the configured one
      * (maybe_anneal then sets the restored env steps' one) */
     if (dist_optim_set_lr(a->opt, a->cfg.lr) != 0) return rl_set_error("set lr: %s", rpc_last_error());
@@ -338,10 +340,36 @@ static int finish(struct agent *a, int rc, const char *why)
         if (agent_policy_savable(a, path) && policy_save(a->policy, path, a->spec, agent_norm(a)) != 0)
             fprintf(stderr, PROG ": %s\n", rl_last_error());
     }
+    if (rc != 0 && !agent_signal()) run_stats_failed(a->stats);   /* whatever else stopped it: "failed" */
     run_stats_summary(a->stats, stdout, solved, a->n_lost, a->n_rejoined, why);
     rpc_shutdown(!a->abandoned);   /* not graceful: it would wait for the observers given up on */
     if (agent_signal()) return 128 + agent_signal();
-    return rc == 0 && solved && strcmp(why, "checkpoint-failures") != 0 ? 0 : 1;
+    /* solved, or its budget spent without a target to miss: a success */
+    bool success = false;
+    run_stats_outcome(a->stats, solved, why, &success);
+    return success ? 0 : 1;
+}
+
+/* The first line's env: the env's id, and for a plug-in where its code
+ * came from. */
+static void describe_env(const struct agent *a, char *out, size_t cap)
+{
+    if (strcmp(a->spec->id, a->cfg.env) == 0) snprintf(out, cap, "%s", a->spec->id);
+    else snprintf(out, cap, "%.100s (plug-in %.380s)", a->spec->id, a->cfg.env);
+}
+
+/* The first line's budget: what stops the run if no target does. */
+static void describe_budget(const struct rl_config *c, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    if (c->max_steps > 0)
+        n += (size_t)snprintf(out + n, cap - n, "%lld env step%s", (long long)c->max_steps, c->max_steps == 1 ? "" : "s");
+    if (c->max_updates > 0 && n < cap)
+        n += (size_t)snprintf(out + n, cap - n, "%s%lld update%s", n ? " or " : "", (long long)c->max_updates,
+                              c->max_updates == 1 ? "" : "s");
+    if (c->max_seconds > 0 && n < cap) n += (size_t)snprintf(out + n, cap - n, "%s%g s", n ? " or " : "", c->max_seconds);
+    if (!out[0]) snprintf(out, cap, "none");
 }
 
 int agent_run(struct agent *a, const struct rpc_opts *opts)
@@ -350,9 +378,16 @@ int agent_run(struct agent *a, const struct rpc_opts *opts)
     int status = meet_observers(a, opts);
     if (status != 0) return status;
     a->rendezvous_done = true;
-    char desc[512];
-    rl_config_describe(&a->cfg, desc, sizeof desc);
-    printf("tributary: %s; target %g\n", desc, a->target);
+    char desc[1024], target[48], budget[128];
+    struct rl_config *shown = trib_xcalloc(1, sizeof *shown);   /* the config, naming the env by its id */
+    *shown = a->cfg;
+    describe_env(a, shown->env, sizeof shown->env);
+    rl_config_describe(shown, desc, sizeof desc);
+    free(shown);
+    if (isnan(a->target)) snprintf(target, sizeof target, "no target");
+    else snprintf(target, sizeof target, "target %g", a->target);
+    describe_budget(&a->cfg, budget, sizeof budget);
+    printf("tributary: %s; %s; budget %s\n", desc, target, budget);
     const char *why = "failure";
     struct notice *first_update = first_update_notice(a);
     int rc = setup(a);

@@ -39,6 +39,10 @@ int agent_ckpt_write(const char *logdir, int64_t updates, const struct agent_ckp
     int64_t version = dist_optim_local_version();
     sec[n++] = (struct ckpt_section){ "version", &version, sizeof version };
     if (in->norm) sec[n++] = (struct ckpt_section){ "norm", in->norm, in->norm_len };
+    unsigned char lr_from[16];
+    memcpy(lr_from, &in->lr_from.steps, 8);
+    memcpy(lr_from + 8, &in->lr_from.frac, 8);
+    sec[n++] = (struct ckpt_section){ "lr_schedule", lr_from, sizeof lr_from };
     for (int k = 0; k < in->n_observers && k < RL_MAX_OBSERVERS; k++) {
         if (in->obs_state[k].kind != RPC_BYTES) continue;
         snprintf(names[k], sizeof names[k], "observer%d", k);
@@ -116,6 +120,33 @@ static int saved_version(const struct ckpt *c, int64_t *out)
     return 0;
 }
 
+int agent_ckpt_lr_schedule(const struct ckpt *c, struct agent_lr_from *from, int64_t *max_steps, bool *anneal,
+                           double *lr)
+{
+    size_t len = 0;
+    const char *text = ckpt_get(c, "config", &len);
+    struct rl_config was;
+    if (!text || rl_config_from_json(text, len, &was) != 0)
+        return rl_set_error("checkpoint %s: its config: %s", c->path, text ? rl_last_error() : "missing");
+    *max_steps = was.max_steps;
+    *anneal = was.anneal_lr;
+    *lr = was.lr;
+    *from = (struct agent_lr_from){ 0, 1.0 };
+    bool has = false;
+    for (int i = 0; i < c->n_sections; i++) has |= strcmp(c->sections[i].name, "lr_schedule") == 0;
+    if (!has) return 0;   /* an older build's: its anneal started at the run's start */
+    const unsigned char *b = ckpt_get(c, "lr_schedule", &len);
+    if (!b || len != 16) return rl_set_error("checkpoint %s: lr_schedule is %zu bytes, not 16", c->path, len);
+    memcpy(&from->steps, b, 8);
+    memcpy(&from->frac, b + 8, 8);
+    if (from->steps < 0 || from->steps > RUN_STATS_MAX_COUNT)
+        return rl_set_error("checkpoint %s: lr_schedule: env step %lld outside 0..%lld", c->path,
+                            (long long)from->steps, (long long)RUN_STATS_MAX_COUNT);
+    if (!(from->frac >= 0 && from->frac <= 1))
+        return rl_set_error("checkpoint %s: lr_schedule: fraction %g of --lr outside 0..1", c->path, from->frac);
+    return 0;
+}
+
 /* The counters and the version checked before the run touches anything
  * (its logdir, its observers): a refused resume leaves every file as it
  * was. */
@@ -128,7 +159,11 @@ static int check_numbers(const struct ckpt *c, const struct rl_config *cfg)
     int rc = run_stats_load(scratch, b, len);
     run_stats_free(scratch);
     if (rc != 0) return rl_set_error("checkpoint %s: %s", c->path, rl_last_error());
-    int64_t v;
+    int64_t v, max_steps;
+    struct agent_lr_from from;
+    bool anneal;
+    double lr;
+    if (agent_ckpt_lr_schedule(c, &from, &max_steps, &anneal, &lr) != 0) return -1;
     return saved_version(c, &v);
 }
 

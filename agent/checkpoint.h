@@ -14,6 +14,23 @@
 
 #define AGENT_CKPT_KEEP 3
 
+/* Where --anneal-lr's line starts: at env step `steps`, at `frac` of --lr
+ * (a run's start: 0 and 1; agent_lr_resumed moves it when a resume
+ * changes the budget). The lr at env step t is --lr * frac * (max_steps -
+ * t) / (max_steps - steps). */
+struct agent_lr_from {
+    int64_t steps;
+    double frac;
+};
+
+/* The schedule a checkpoint's run had: where its anneal started (section
+ * "lr_schedule"; a checkpoint without one, from an older build: 0 and 1),
+ * and its --max-steps, --anneal-lr and --lr. 0, or -1 with rl_last_error()
+ * (steps outside 0..RUN_STATS_MAX_COUNT, frac outside [0, 1], no config);
+ * agent_ckpt_open checks it too. */
+int agent_ckpt_lr_schedule(const struct ckpt *c, struct agent_lr_from *from, int64_t *max_steps, bool *anneal,
+                           double *lr);
+
 /* What goes into a checkpoint. obs_state[k]: observer k's rl_get_state
  * bytes, or nil (async mode, or a lost observer). */
 struct agent_ckpt_in {
@@ -25,6 +42,7 @@ struct agent_ckpt_in {
     const struct rpc_value *obs_state;
     const void *norm;               /* the run's normalisation statistics (agent_norm_save), NULL: none */
     size_t norm_len;
+    struct agent_lr_from lr_from;   /* where the lr's linear anneal starts (section "lr_schedule") */
 };
 
 /* Writes LOGDIR/checkpoints/ckpt-<updates>.trib atomically, keeping the

@@ -3,6 +3,7 @@
  * the observers' states where the mode keeps them), why the run stops, and
  * the next update's lr. Above observers.c, below the modes. */
 #define _GNU_SOURCE
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -87,7 +88,8 @@ void agent_write_checkpoint(struct agent *a, bool with_observers)
     size_t norm_len = 0;
     unsigned char *norm = agent_norm_save(a, &norm_len);
     struct agent_ckpt_in in = { .cfg = &a->cfg, .policy = a->policy, .opt = a->opt, .stats = a->stats,
-                                .n_observers = a->n_peers, .obs_state = st, .norm = norm, .norm_len = norm_len };
+                                .n_observers = a->n_peers, .obs_state = st, .norm = norm, .norm_len = norm_len,
+                                .lr_from = a->lr_from };
     pthread_mutex_lock(&a->mu);
     if (agent_ckpt_save(a->cfg.logdir, updates, &in, &a->ckpt_failures) != 0) fprintf(stderr, PROG ": %s\n", rl_last_error());
     pthread_mutex_unlock(&a->mu);
@@ -106,6 +108,38 @@ void agent_maybe_checkpoint(struct agent *a, bool with_observers)
 int agent_maybe_anneal(struct agent *a)
 {
     if (!a->cfg.anneal_lr || a->cfg.max_steps <= 0) return 0;
-    double lr = optim_lr_linear(a->cfg.lr, 1.0, 0.0, a->cfg.max_steps, run_stats_env_steps(a->stats));
+    const struct agent_lr_from *f = &a->lr_from;   /* a run's start: 0, 1 (the lr as CleanRL's) */
+    double lr = optim_lr_linear(a->cfg.lr * f->frac, 1.0, 0.0, a->cfg.max_steps - f->steps,
+                                run_stats_env_steps(a->stats) - f->steps);
     return lr == dist_optim_lr(a->opt) ? 0 : dist_optim_set_lr(a->opt, lr);
+}
+
+int agent_lr_resumed(struct agent *a, const struct ckpt *c)
+{
+    struct agent_lr_from was;
+    int64_t was_max;
+    bool was_anneal;
+    double was_lr;
+    if (agent_ckpt_lr_schedule(c, &was, &was_max, &was_anneal, &was_lr) != 0) return -1;
+    a->lr_from = was;
+    const struct rl_config *cfg = &a->cfg;
+    if (!cfg->anneal_lr || cfg->max_steps <= 0) return 0;   /* no line to follow */
+    if (was_anneal && was_max == cfg->max_steps && was_lr == cfg->lr) return 0;   /* the same line */
+    int64_t t = run_stats_env_steps(a->stats);
+    if (t >= cfg->max_steps) return 0;   /* nothing left to train: said by the caller */
+    const char *why;
+    if (was_lr != cfg->lr) {   /* a new --lr: the line starts from it here */
+        a->lr_from = (struct agent_lr_from){ t, 1.0 };
+        why = "--lr";
+    } else {   /* the lr the old line gives here, on down to 0 at the new end */
+        double f = was.frac;
+        if (was_anneal && was_max > 0)
+            f = was_max > was.steps ? was.frac * fmin(fmax((double)(was_max - t) / (double)(was_max - was.steps), 0), 1) : 0;
+        a->lr_from = (struct agent_lr_from){ t, f };
+        why = "--max-steps";
+    }
+    printf("tributary: a new %s: the lr anneals from %g at env step %lld to 0 at %lld%s\n", why,
+           cfg->lr * a->lr_from.frac, (long long)t, (long long)cfg->max_steps,
+           a->lr_from.frac == 0 ? " (the run's anneal had ended; give --lr to train on from that lr)" : "");
+    return 0;
 }

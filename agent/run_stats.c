@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/check.h"
 #include "common/clock.h"
@@ -57,6 +59,10 @@ struct run_stats {
     struct episode_buf ep[2];
     int ep_fill;
     int64_t ep_unlogged;
+    int64_t row_steps, row_updates;             /* env_steps and updates at the last row (-1: none yet) */
+    double full_dt;                             /* the last full interval: its length, steps and updates */
+    int64_t full_steps, full_updates, full_obs[RL_MAX_OBSERVERS];
+    bool failed;                                /* run_stats_failed */
 };
 
 /* *x += d, saturating (counts from peers are range-checked, but a run may
@@ -79,6 +85,7 @@ struct run_stats *run_stats_new(const struct rl_config *cfg, double target)
     rl_window_init(&s->win, 100);
     rl_window_init(&s->len_win, 100);
     s->eval_return = s->eval_length = NAN;
+    s->row_steps = s->row_updates = -1;
     return s;
 }
 
@@ -372,6 +379,8 @@ int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len)
     memcpy(s->obs_steps, v.obs_steps, sizeof v.obs_steps);
     /* the run's clock goes on from where the checkpoint left it */
     if (v.wall_s >= 0 && v.wall_s < 1e9) s->t0 = trib_now_s() - v.wall_s;
+    s->row_steps = s->env_steps;   /* the checkpointed session's last row: not repeated */
+    s->row_updates = s->updates;
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -400,9 +409,10 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
 {
     pthread_mutex_lock(&s->mu);
     double t = trib_now_s(), dt = t - s->t_log;
-    /* a forced interval with nothing new would repeat the last row */
+    /* a forced interval with nothing new would repeat the last row (a
+     * resumed run's last row is the checkpointed session's) */
     if ((!force && dt < s->cfg.log_every) ||
-        (force && s->intervals > 0 && s->log_steps == 0 && s->log_updates == 0 && isnan(s->eval_return))) {
+        (force && s->env_steps == s->row_steps && s->updates == s->row_updates && isnan(s->eval_return))) {
         pthread_mutex_unlock(&s->mu);
         return false;
     }
@@ -413,8 +423,29 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     iv->episodes = s->episodes;
     iv->updates = s->updates;
     iv->version = version;
-    iv->sps = s->log_steps / dt;
-    iv->updates_per_s = s->log_updates / dt;
+    /* A forced row (an evaluation's, the last one) may come just after the
+     * last: its rates over so short a time would be noise (0 where no
+     * report fell in it). Before --log-every has passed, its rates are
+     * over the last full interval and the time since (NaN before any: "-",
+     * an empty cell, no scalar), and the next row's go on from the last
+     * full one's end. */
+    bool partial = force && dt < s->cfg.log_every;
+    double span = partial ? s->full_dt + dt : dt;
+    bool unmeasured = partial && s->full_dt == 0 && s->log_steps == 0 && s->log_updates == 0;
+    iv->sps = unmeasured ? NAN : (double)((partial ? s->full_steps : 0) + s->log_steps) / span;
+    iv->updates_per_s = unmeasured ? NAN : (double)((partial ? s->full_updates : 0) + s->log_updates) / span;
+    iv->n_observers = s->cfg.observers;
+    for (int k = 0; k < s->cfg.observers && k < RL_MAX_OBSERVERS; k++)
+        iv->observer_sps[k] = unmeasured ? NAN : (double)((partial ? s->full_obs[k] : 0) + s->obs_log_steps[k]) / span;
+    if (!partial) {
+        s->full_dt = dt;
+        s->full_steps = s->log_steps;
+        s->full_updates = s->log_updates;
+        for (int k = 0; k < s->cfg.observers && k < RL_MAX_OBSERVERS; k++) {
+            s->full_obs[k] = s->obs_log_steps[k];
+            s->obs_log_steps[k] = 0;
+        }
+    }
     iv->return_mean = s->win.n ? rl_window_mean(&s->win) : NAN;
     window_range(&s->win, &iv->return_min, &iv->return_max);
     iv->length_mean = s->len_win.n ? rl_window_mean(&s->len_win) : NAN;
@@ -431,11 +462,6 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     iv->first = s->intervals == 0;
     iv->lag_mean = s->log_lag_n ? s->log_lag_sum / (double)s->log_lag_n : NAN;
     iv->lag_max = s->log_lag_n ? (double)s->log_lag_max : NAN;
-    iv->n_observers = s->cfg.observers;
-    for (int k = 0; k < s->cfg.observers && k < RL_MAX_OBSERVERS; k++) {
-        iv->observer_sps[k] = s->obs_log_steps[k] / dt;
-        s->obs_log_steps[k] = 0;
-    }
     iv->n_info = s->spec ? s->spec->info_count : 0;
     for (int k = 0; k < iv->n_info; k++) {
         iv->info_mean[k] = s->iv_info_steps ? s->iv_info_sum[k] / (double)s->iv_info_steps : NAN;
@@ -451,9 +477,13 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     s->ep_fill ^= 1;
     s->ep[s->ep_fill].n = 0;
     s->ep_unlogged = 0;
-    s->t_log = t;
+    if (!partial) {
+        s->t_log = t;
+        s->log_steps = s->log_updates = 0;
+    }
+    s->row_steps = s->env_steps;
+    s->row_updates = s->updates;
     s->intervals++;
-    s->log_steps = s->log_updates = 0;
     s->log_lag_sum = 0;
     s->log_lag_n = s->log_lag_max = 0;
     s->iv_sum = (struct rl_update_stats){ 0 };
@@ -464,14 +494,56 @@ bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct
     return true;
 }
 
-/* " name value" into buf at *n, or " name -" for NaN. */
-static void field(char *buf, size_t cap, size_t *n, const char *name, const char *fmt, double v)
+/* ---- the progress line, fit to the terminal ---------------------------------- */
+
+/* One figure of the progress line: its text ("  name value") and how soon
+ * it goes when the line must be shorter (a higher drop goes first; 0:
+ * never). */
+struct piece {
+    char text[48];
+    int drop;
+    bool lead;                      /* text begins with the two spaces between figures */
+};
+
+/* A figure into p[*n] ("  name -" for NaN). */
+static void piece(struct piece *p, int *n, int drop, const char *name, const char *fmt, double v)
 {
-    if (*n >= cap) return;
-    *n += (size_t)snprintf(buf + *n, cap - *n, "  %s ", name);
-    if (*n >= cap) return;
-    if (isnan(v)) *n += (size_t)snprintf(buf + *n, cap - *n, "-");
-    else *n += (size_t)snprintf(buf + *n, cap - *n, fmt, v);
+    struct piece *q = &p[(*n)++];
+    q->drop = drop;
+    q->lead = true;
+    int k = snprintf(q->text, sizeof q->text, "  %s ", name);
+    if (isnan(v)) snprintf(q->text + k, sizeof q->text - (size_t)k, "-");
+    else snprintf(q->text + k, sizeof q->text - (size_t)k, fmt, v);
+}
+
+int run_stats_line_width(FILE *f)
+{
+    struct winsize ws;
+    int fd = fileno(f);   /* not stderr's: a line to a file is whole, whatever stderr is */
+    if (fd >= 0 && isatty(fd) && ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col - 1;
+    const char *c = getenv("COLUMNS");
+    char *end = NULL;
+    long cols = c ? strtol(c, &end, 10) : 0;
+    if (c && end != c && *end == '\0' && cols >= 2 && cols <= 100000) return (int)cols - 1;
+    return 0;
+}
+
+/* text to f, broken at spaces into lines of at most width (0: one line),
+ * the lines after the first indented by two spaces. */
+static void print_wrapped(FILE *f, const char *text, int width)
+{
+    size_t len = strlen(text), at = 0;
+    int indent = 0;
+    while (width > indent + 10 && len - at + (size_t)indent > (size_t)width) {   /* narrower: not worth breaking */
+        size_t room = (size_t)(width - indent), cut = room;
+        while (cut > 0 && text[at + cut] != ' ') cut--;
+        if (cut == 0) cut = room;   /* one word longer than the line: cut it */
+        fprintf(f, "%*s%.*s\n", indent, "", (int)cut, text + at);
+        at += cut;
+        while (text[at] == ' ') at++;
+        indent = 2;
+    }
+    fprintf(f, "%*s%s\n", indent, "", text + at);
 }
 
 void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interval *iv)
@@ -479,38 +551,83 @@ void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interv
     if (s->cfg.quiet) return;
     const struct rl_algo *algo = rl_algo_get(s->cfg.algo);
     bool lag = s->mode.policy_lag, ac = algo->stats & RL_STATS_VALUE, ppo = algo->stats & RL_STATS_CLIP;
+    int width = run_stats_line_width(f);
     if (iv->first) {
-        fprintf(f, "progress every %gs: return and len: mean of the last 100 episodes; sps and upd/s: over the "
-                   "interval;\n", s->cfg.log_every);
-        fprintf(f, "  %s: means over the interval's updates%s%s\n", algo->stats_legend,
-                ac ? "; ev: explained variance of the interval's rollouts" : "; running: the running reward",
-                lag ? "; lag: mean/max policy versions between a rollout and its updates" : "");
+        char legend[512];
+        snprintf(legend, sizeof legend,
+                 "progress every %gs: return and len: mean of the last 100 episodes; sps and upd/s: over the interval;",
+                 s->cfg.log_every);
+        print_wrapped(f, legend, width);
+        snprintf(legend, sizeof legend, "  %s: means over the interval's updates%s%s", algo->stats_legend,
+                 ac ? "; ev: explained variance of the interval's rollouts" : "; running: the running reward",
+                 lag ? "; lag: mean/max policy versions between a rollout and its updates" : "");
+        print_wrapped(f, legend, width);
         if (s->cfg.eval_every > 0)
-            fprintf(f, "  eval: mean return of the greedy evaluation (--eval-every) that ended in the interval\n");
-    }
-    char line[512];
-    size_t n = (size_t)snprintf(line, sizeof line, "%7.1fs  steps %9lld  sps %7.0f  ep %6lld", iv->wall_s,
-                                (long long)iv->env_steps, iv->sps, (long long)iv->episodes);
-    field(line, sizeof line, &n, "return", "%8.2f", iv->return_mean);
-    field(line, sizeof line, &n, "len", "%6.1f", iv->length_mean);
-    if (ac) {
-        field(line, sizeof line, &n, "pg", "%+.4f", iv->policy_loss);
-        field(line, sizeof line, &n, "vf", "%.4g", iv->value_loss);
-        field(line, sizeof line, &n, "ent", "%.4f", iv->entropy);
-        if (ppo) {
-            field(line, sizeof line, &n, "kl", "%.5f", iv->approx_kl);
-            field(line, sizeof line, &n, "clip", "%.3f", iv->clipfrac);
+            print_wrapped(f, "  eval: mean return of the greedy evaluation (--eval-every) that ended in the interval",
+                          width);
+        if (width > 0) {
+            snprintf(legend, sizeof legend,
+                     "  lines fit %d columns (the terminal's, else $COLUMNS): the least telling figures go first; "
+                     "--logdir's metrics keep them all", width + 1);
+            print_wrapped(f, legend, width);
         }
-        field(line, sizeof line, &n, "ev", "%+.3f", iv->explained_var);
-    } else {
-        field(line, sizeof line, &n, "loss", "%+.4g", iv->policy_loss);
-        if (s->cfg.running_reward) field(line, sizeof line, &n, "running", "%7.2f", iv->running_reward);
     }
-    field(line, sizeof line, &n, "upd/s", "%.1f", iv->updates_per_s);
-    if (!isnan(iv->eval_return)) field(line, sizeof line, &n, "eval", "%.2f", iv->eval_return);
-    if (lag && n < sizeof line)
-        snprintf(line + n, sizeof line - n, "  lag %.1f/%.0f", isnan(iv->lag_mean) ? 0.0 : iv->lag_mean,
+    /* in the line's order; drop: the order they go in to fit */
+    struct piece p[20];
+    int n = 0;
+    piece(p, &n, 3, "", "%7.1fs", iv->wall_s);
+    snprintf(p[0].text, sizeof p[0].text, "%7.1fs", iv->wall_s);   /* the first: no name */
+    p[0].lead = false;
+    piece(p, &n, 0, "steps", "%9.0f", (double)iv->env_steps);
+    piece(p, &n, 2, "sps", "%7.0f", iv->sps);
+    piece(p, &n, 7, "ep", "%6.0f", (double)iv->episodes);
+    piece(p, &n, 0, "return", "%8.2f", iv->return_mean);
+    piece(p, &n, 6, "len", "%6.1f", iv->length_mean);
+    if (ac) {
+        piece(p, &n, 12, "pg", "%+.4f", iv->policy_loss);
+        piece(p, &n, 11, "vf", "%.4g", iv->value_loss);
+        piece(p, &n, 13, "ent", "%.4f", iv->entropy);
+        if (ppo) {
+            piece(p, &n, 14, "kl", "%.5f", iv->approx_kl);
+            piece(p, &n, 15, "clip", "%.3f", iv->clipfrac);
+        }
+        piece(p, &n, 10, "ev", "%+.3f", iv->explained_var);
+    } else {
+        piece(p, &n, 9, "loss", "%+.4g", iv->policy_loss);
+        if (s->cfg.running_reward) piece(p, &n, 5, "running", "%7.2f", iv->running_reward);
+    }
+    piece(p, &n, 8, "upd/s", "%.1f", iv->updates_per_s);
+    if (!isnan(iv->eval_return)) piece(p, &n, 4, "eval", "%.2f", iv->eval_return);
+    if (lag) {
+        struct piece *q = &p[n++];
+        q->drop = 5;
+        q->lead = true;
+        snprintf(q->text, sizeof q->text, "  lag %.1f/%.0f", isnan(iv->lag_mean) ? 0.0 : iv->lag_mean,
                  isnan(iv->lag_max) ? 0.0 : iv->lag_max);
+    }
+    /* the figures that go first, until the line fits */
+    bool keep[20];
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        keep[i] = true;
+        total += strlen(p[i].text);
+    }
+    while (width > 0 && total > (size_t)width) {
+        int worst = -1;
+        for (int i = 0; i < n; i++)
+            if (keep[i] && p[i].drop > 0 && (worst < 0 || p[i].drop > p[worst].drop)) worst = i;
+        if (worst < 0) break;
+        keep[worst] = false;
+        total -= strlen(p[worst].text);
+    }
+    char line[20 * 48 + 1];
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        if (!keep[i]) continue;
+        const char *t = len == 0 && p[i].lead ? p[i].text + 2 : p[i].text;
+        len += (size_t)snprintf(line + len, sizeof line - len, "%s", t);
+    }
+    if (width > 0 && len > (size_t)width) line[width] = '\0';   /* what is never dropped, still too long: cut */
     fprintf(f, "%s\n", line);
     fflush(f);
 }
@@ -532,13 +649,48 @@ static void json_num(FILE *f, const char *key, double v)
     else fprintf(f, ",\"%s\":null", key);
 }
 
+/* How a run ended, by what stopped it (README's exit status): a row per
+ * stop reason; "budget" splits on whether the run had a target. */
+static const struct {
+    const char *stopped_by, *outcome;
+} outcomes[] = {
+    { "SIGINT", "interrupted" },
+    { "SIGTERM", "interrupted" },
+    { "budget", "target-missed" },   /* with a target; without one: "completed", a success */
+};
+
+const char *run_stats_outcome(struct run_stats *s, bool solved, const char *stopped_by, bool *success)
+{
+    pthread_mutex_lock(&s->mu);
+    bool ran = s->env_steps > 0 || s->updates > 0;   /* else the budget passed before the run met anyone */
+    bool failed = s->failed;
+    pthread_mutex_unlock(&s->mu);
+    bool budget = strcmp(stopped_by, "budget") == 0;
+    *success = !failed && (solved || (budget && isnan(s->target) && ran));
+    if (failed || (budget && !ran && !solved)) return "failed";
+    if (solved) return "solved";
+    if (*success) return "completed";
+    for (size_t i = 0; i < sizeof outcomes / sizeof outcomes[0]; i++)
+        if (strcmp(outcomes[i].stopped_by, stopped_by) == 0) return outcomes[i].outcome;
+    return "failed";
+}
+
+void run_stats_failed(struct run_stats *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->failed = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
 void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_lost, int observers_rejoined,
                        const char *stopped_by)
 {
+    bool success;
+    const char *outcome = run_stats_outcome(s, solved, stopped_by, &success);
     pthread_mutex_lock(&s->mu);
     double wall = trib_now_s() - s->t0;
-    fprintf(f, "{\"solved\":%s,\"stopped_by\":\"%s\",\"mode\":\"%s\",\"algo\":\"%s\",\"env\":\"", solved ? "true" : "false",
-            stopped_by, rl_mode_name(s->cfg.mode), rl_algo_name(s->cfg.algo));
+    fprintf(f, "{\"solved\":%s,\"outcome\":\"%s\",\"stopped_by\":\"%s\",\"mode\":\"%s\",\"algo\":\"%s\",\"env\":\"", solved ? "true" : "false",
+            outcome, stopped_by, rl_mode_name(s->cfg.mode), rl_algo_name(s->cfg.algo));
     json_chars(f, s->spec ? s->spec->id : s->cfg.env);
     if (s->spec && strcmp(s->spec->id, s->cfg.env) != 0) {   /* a plug-in: where its code came from */
         fprintf(f, "\",\"env_plugin\":\"");

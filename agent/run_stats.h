@@ -141,9 +141,28 @@ void run_stats_observer_steps(struct run_stats *s, int k, int64_t steps);
  * *out, starts the next interval and returns true. */
 bool run_stats_interval(struct run_stats *s, int64_t version, bool force, struct run_interval *out);
 
-/* Prints the progress line of an interval (unless --quiet). */
+/* The width a progress line to f must fit (the column count less one):
+ * the terminal's where f is one (TIOCGWINSZ), else $COLUMNS (as tqdm);
+ * 0 when neither says (a file or a pipe without $COLUMNS, which a shell
+ * does not export: the whole line). */
+int run_stats_line_width(FILE *f);
+/* Prints the progress line of an interval (unless --quiet), fit to
+ * run_stats_line_width: the least telling figures (the loss statistics,
+ * then upd/s, ep, len, lag, eval, the time, sps) are left out until it
+ * fits, env steps and the return never; the metrics files keep them all. */
 void run_stats_print(const struct run_stats *s, FILE *f, const struct run_interval *iv);
-/* The one-line JSON summary: counts, rates, what "solved" judged (target,
+/* How a run that stopped_by ("solved", "budget", "SIGINT", "SIGTERM",
+ * "failure", "checkpoint-failures") ended: "solved"; "completed" (its
+ * budget spent and no target: a success too); "target-missed" (its budget
+ * spent short of its target); "interrupted"; "failed" (a failure, or a
+ * budget spent before any env step: --max-seconds while waiting for the
+ * observers, or after run_stats_failed). *success: solved or completed
+ * (exit status 0). */
+const char *run_stats_outcome(struct run_stats *s, bool solved, const char *stopped_by, bool *success);
+/* The run's training failed, whatever stopped it: its outcome is "failed"
+ * (solved or not). */
+void run_stats_failed(struct run_stats *s);
+/* The one-line JSON summary: its outcome (run_stats_outcome), counts, rates, what "solved" judged (target,
  * solved_when), with the mode's policy_lag the policy lag mean/p95/max and
  * its histogram (lag_hist[i]: updates with lag i; the last bin collects
  * lags >= RUN_STATS_LAG_BINS - 1), agent_busy_frac. */

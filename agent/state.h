@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "agent/checkpoint.h"
 #include "agent/norm_stats.h"
 #include "agent/signals.h"
 #include "agent/run_stats.h"
@@ -102,6 +103,7 @@ struct agent {
     int ckpt_failures;              /* checkpoints failed in a row; at AGENT_CKPT_MAX_FAILURES the run stops */
     int64_t ckpt_updates;           /* updates at the last checkpoint */
     int64_t eval_env_steps;         /* env steps at the last evaluation (--eval-every) */
+    struct agent_lr_from lr_from;   /* where --anneal-lr's line starts (agent_lr_resumed) */
     bool eval_have_best;            /* an evaluation was kept as LOGDIR/policy_best.safetensors */
     double eval_best;               /* its mean return */
     bool eval_failed;               /* an evaluation failed (said once): no more */
@@ -180,11 +182,19 @@ const char *agent_stop_reason(struct agent *a);
  * one is due (force: now). A failed row closes the metrics, said once. */
 void agent_log_interval(struct agent *a, bool force);
 /* Sets the lr of the next update (--anneal-lr: CleanRL's linear decay to 0
- * over --max-steps of the run's env steps, optim_lr_linear's closed form)
- * on the optimizer, which owns the live lr (dist_optim_lr). A function of
- * the env steps alone, so a resumed run sets the same. 0, or -1 with
+ * at --max-steps of the run's env steps from where the line starts,
+ * a->lr_from: optim_lr_linear's closed form) on the optimizer, which owns
+ * the live lr (dist_optim_lr). A function of the env steps alone, so a
+ * resumed run with the same budget sets the same. 0, or -1 with
  * rpc_last_error(). Main thread (sync) or under agent.mu (async). */
 int agent_maybe_anneal(struct agent *a);
+/* Where a resumed run's anneal starts, from its checkpoint c: the
+ * checkpoint's line when the budget, --lr and --anneal-lr are the same;
+ * with another --max-steps, at the resumed env step from the lr the old
+ * line gives there (it goes on down, to 0 at the new end: never up); with
+ * another --lr, from that lr at the resumed env step. Said on stdout when
+ * the line changes. 0, or -1 with rl_last_error(). */
+int agent_lr_resumed(struct agent *a, const struct ckpt *c);
 /* Whether the policy may be saved (what: the file, for the message): every
  * parameter finite, else said on stderr. */
 bool agent_policy_savable(struct agent *a, const char *what);

@@ -57,7 +57,8 @@ static const char about[] =
     "one that is not loopback needs --keys DIR or --insecure (README \"Security\").\n"
     "--make-keys DIR writes a new run key to DIR/" RL_KEY_FILE " (DIR made mode 700, the\n"
     "file 600) and exits.\n"
-    "Exit status: 0 solved, 1 not solved or a failure, 2 bad usage, 130/143 interrupted.\n";
+    "Exit status: 0 solved or the budget spent without a target, 1 a target missed or a\n"
+    "failure, 2 bad usage, 130/143 interrupted (as tributary-train).\n";
 
 int main(int argc, char **argv)
 {

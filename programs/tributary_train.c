@@ -85,9 +85,11 @@ static const char about[] =
     "tributary-agent and tributary-observer yourself (or scripts/launch).\n"
     "Loopback needs no key; with --keys DIR the agent and its observers encrypt anyway.\n"
     "Progress lines go to stdout every --log-every seconds; the last line of stdout is a\n"
-    "JSON summary (solved, env_steps, wall_s, sps, updates, lag_mean, ...).\n"
-    "Exit status: 0 solved, 1 not solved within --max-steps/--max-seconds or a failure,\n"
-    "2 bad usage, 130/143 interrupted by SIGINT/SIGTERM.\n";
+    "JSON summary (solved, outcome, env_steps, wall_s, sps, updates, lag_mean, ...).\n"
+    "Exit status: 0 solved, or the budget (--max-steps/--max-updates/--max-seconds) spent\n"
+    "without a target (--no-stop-at-target, an env with none: outcome \"completed\"); 1 a\n"
+    "target missed within the budget (\"target-missed\") or a failure; 2 bad usage;\n"
+    "130/143 interrupted by SIGINT/SIGTERM.\n";
 
 int main(int argc, char **argv)
 {

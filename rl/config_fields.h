@@ -134,7 +134,10 @@ struct rl_int_list {
     X(optimizer, ENUM, int, , OPTIM_ADAM, choice_optimizer, 0, "adamw", "the optimizer") \
     X(opt_eps, DBL, double, , 1e-5, NULL, 0, "1e-7", "the optimizer's eps (Adam, RMSprop), in (0, 1)") \
     X(lr, DBL, double, , 2.5e-4, NULL, 0, "0.00123", "learning rate, in [1e-10, 1]") \
-    X(anneal_lr, BOOL, bool, , true, NULL, 0, "false", "decay the lr linearly to 0 over --max-steps") \
+    X(anneal_lr, BOOL, bool, , true, NULL, 0, "false", \
+      "decay the lr linearly to 0 over --max-steps (a --resume with another\n" \
+      "--max-steps goes on down from the lr it had there, one with another\n" \
+      "--lr from that lr, to 0 at the end)") \
     X(gamma, DBL, double, , 0.99, NULL, 0, "0.97", "discount") \
     X(gae_lambda, DBL, double, , 0.95, NULL, 0, "0.9", "GAE lambda (1: n-step returns)") \
     X(minibatches, INT, int, , 4, NULL, 0, "3", "minibatches per epoch: an update has observers x envs x steps /\n" \
@@ -171,11 +174,14 @@ struct rl_int_list {
     X(max_batch, INT, int, , 4096, NULL, 0, "999", "the agent merges concurrent act calls up to this many rows") \
     X(max_wait_us, INT, int, , 2000, NULL, 0, "123", "... waiting at most this long for more calls") \
     X(max_steps, I64, int64_t, , 500000, NULL, RLF_ENV, "4242", \
-      "stop (exit 1) after this many env steps of the whole run (0: no limit)") \
+      "stop after this many env steps of the whole run (0: no limit): exit 0\n" \
+      "without a target, 1 with one missed") \
     X(max_seconds, DBL, double, , 0.0, NULL, 0, "3.5", \
-      "stop (exit 1) after this many seconds of this process, the wait for\n" \
-      "the observers included (0: no limit; a resumed run gets this many more)") \
-    X(max_updates, I64, int64_t, , 0, NULL, 0, "17", "stop (exit 1) after this many optimizer updates (0: no limit)") \
+      "stop (exit as --max-steps) after this many seconds of this process,\n" \
+      "the wait for the observers included (0: no limit; a resumed run gets\n" \
+      "this many more; passed before they joined: exit 1)") \
+    X(max_updates, I64, int64_t, , 0, NULL, 0, "17", \
+      "stop (exit as --max-steps) after this many optimizer updates (0: no limit)") \
     X(target, DBL, double, , NAN, NULL, RLF_ENV, "-123.5", \
       "solved (exit 0) when the mean return of the last 100 episodes\n" \
       "reaches this, for every algorithm") \

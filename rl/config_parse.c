@@ -238,12 +238,15 @@ static int load_layers(const char *prog, struct parse *ps, bool *saved_plugin)
 
 /* A preset's env-specific fields (RLF_ENV) follow the env: where the run's
  * env is neither the preset's nor one of its suite, those not given take
- * their defaults (target: the env's own threshold). */
+ * their defaults (target: the env's own threshold). A plug-in under a
+ * preset with a suite (mujoco: a robot of one's own) is taken as one of
+ * it: its budget holds. */
 static void follow_env(struct parse *ps)
 {
     struct rl_config pre, base;
     if (rl_config_preset(&pre, ps->cfg->preset) != 0 || strcmp(pre.env, ps->cfg->env) == 0) return;
-    if (rl_preset_env_fits(rl_preset_find(ps->cfg->preset), ps->cfg->env)) return;
+    const struct rl_preset *p = rl_preset_find(ps->cfg->preset);
+    if (rl_preset_env_fits(p, ps->cfg->env) || (p->suite && !is_builtin_env(ps->cfg->env))) return;
     rl_config_base(&base);
     for (int k = 0; k < rl_n_fields; k++)
         if ((rl_fields[k].flags & RLF_ENV) && !ps->given[k])

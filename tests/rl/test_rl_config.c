@@ -140,7 +140,7 @@ START_TEST(test_cli_config_json)
     args[n++] = "--no-vtrace";
     args[n] = NULL;
     int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, kit_err);   /* --stop-at-target false: no target, its budget spent */
     char path[600];
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *root = NULL;
@@ -288,8 +288,9 @@ START_TEST(test_help_lists_every_field)
 }
 END_TEST
 
-/* The target a run stops at: its config.json's (absent: the env's own). */
-static bool run_target(const char *const *extra, double *target, int64_t *max_steps)
+/* The target a run stops at: its config.json's (absent: the env's own).
+ * want: its exit status (0 without a target: its budget spent). */
+static bool run_target(const char *const *extra, int want, double *target, int64_t *max_steps)
 {
     char dir[] = "/tmp/test_rl_config_env_XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -299,7 +300,7 @@ static bool run_target(const char *const *extra, double *target, int64_t *max_st
     for (int i = 0; extra[i]; i++) args[n++] = extra[i];
     args[n] = NULL;
     int rc = kit_run(TRIB_TRAIN_BIN, args, -1);
-    ck_assert_msg(rc == 1, "exit %d: %s", rc, kit_err);
+    ck_assert_msg(rc == want, "exit %d, not %d: %s", rc, want, kit_err);
     char path[600];
     snprintf(path, sizeof path, "%s/config.json", dir);
     cJSON *root = NULL;
@@ -320,13 +321,20 @@ START_TEST(test_preset_env_follow)
     double target;
     int64_t steps;
     const char *own[] = { "--preset", "pendulum", NULL };
-    ck_assert(run_target(own, &target, &steps));
+    ck_assert(run_target(own, 1, &target, &steps));
     ck_assert(target == -200 && steps == 200000);
     const char *other[] = { "--preset", "pendulum", "--env", POINT_REACH_SO, NULL };
-    ck_assert_msg(!run_target(other, &target, &steps), "--env %s kept the target %g", POINT_REACH_SO, target);
+    ck_assert_msg(!run_target(other, 0, &target, &steps), "--env %s kept the target %g", POINT_REACH_SO, target);
     ck_assert_int_eq(steps, 500000);
+    /* a plug-in under a preset with a suite (mujoco: one's own robot) is
+     * one of it: the suite's budget holds (it got 500k), and the run says
+     * so on its first line (issue 35) */
+    const char *suite[] = { "--preset", "mujoco-fast", "--env", POINT_REACH_SO, NULL };
+    ck_assert_msg(!run_target(suite, 0, &target, &steps), "mujoco-fast on a plug-in has the target %g", target);
+    ck_assert_msg(steps == 1000000, "mujoco-fast on a plug-in: --max-steps %lld", (long long)steps);
+    ck_assert_msg(strstr(kit_out, "; no target; budget 1000000 env steps or 1 update\n"), "%s", kit_out);
     const char *given[] = { "--preset", "pendulum", "--env", POINT_REACH_SO, "--target", "-150", "--max-steps", "9000", NULL };
-    ck_assert(run_target(given, &target, &steps));
+    ck_assert(run_target(given, 1, &target, &steps));
     ck_assert(target == -150 && steps == 9000);
     /* --env in a --config file counts as given too */
     char file[] = "/tmp/test_rl_config_cfg_XXXXXX";
@@ -337,7 +345,7 @@ START_TEST(test_preset_env_follow)
     ck_assert_int_eq(write(fd, text, (size_t)len), len);
     close(fd);
     const char *cfg[] = { "--config", file, NULL };
-    bool has = run_target(cfg, &target, &steps);
+    bool has = run_target(cfg, 0, &target, &steps);
     unlink(file);
     ck_assert_msg(!has, "--config's env kept the target %g", target);
 }

@@ -115,6 +115,9 @@ START_TEST(test_logdir_files)
     snprintf(cfgpath, sizeof cfgpath, "%s/config.json", dir);
     char first[512];
     snprintf(first, sizeof first, "%.*s", (int)(strchr(kit_out, '\n') - kit_out), kit_out);
+    char *budget = strstr(first, "; budget ");   /* the one flag the --config run changes */
+    ck_assert_ptr_nonnull(budget);
+    *budget = '\0';
     const char *args2[] = { "--config", cfgpath, "--max-steps", "10", "--logdir", "", NULL };
     ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, args2, -1), 1);
     ck_assert_msg(strncmp(kit_out, first, strlen(first)) == 0, "--config run:\n%s\nfirst run:\n%s", kit_out, first);

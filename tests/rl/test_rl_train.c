@@ -26,7 +26,9 @@ static cJSON *train(const char *const *args, int want_rc)
     ck_assert_msg(p.err_nowait[0] == '\0', "stderr:\n%s", tail(p.err));
     ck_assert_msg(strncmp(p.out, "tributary: ", 11) == 0, "first line:\n%s", p.out);
     char *nl = strchr(p.out, '\n');
-    ck_assert_msg(nl && memmem(p.out, (size_t)(nl - p.out), "; target ", 9), "first line:\n%s", p.out);
+    size_t n1 = nl ? (size_t)(nl - p.out) : 0;   /* the target (or none) and the budget */
+    ck_assert_msg(nl && (memmem(p.out, n1, "; target ", 9) || memmem(p.out, n1, "; no target; ", 13)) &&
+                      memmem(p.out, n1, "; budget ", 9), "first line:\n%s", p.out);
     cJSON *j = summary(&p);
     check_summary_shape(j);
     rl_free(&p);
@@ -167,7 +169,7 @@ START_TEST(test_cleanrl_aliases)
     char *fa = strndup(a.out, strcspn(a.out, "\n")), *fb = strndup(b.out, strcspn(b.out, "\n"));
     ck_assert_str_eq(fa, "tributary: sync ppo (preset ppo-fast) on CartPole-v1: 1 observer x 8 envs x 32 steps, "
                          "64-64 tanh, lr 0.001, gamma 0.99, lambda 0.95, 2 epochs x 2 minibatches, clip 0.1, policy "
-                         "on cpu, seed 1; target 475");
+                         "on cpu, seed 1; target 475; budget 1 env step");
     ck_assert_str_eq(fb, fa);
     free(fa);
     free(fb);
@@ -286,7 +288,7 @@ START_TEST(test_ppo_sync_learns)
     char *first = strndup(p.out, strcspn(p.out, "\n"));
     ck_assert_str_eq(first, "tributary: sync ppo (preset ppo-fast) on CartPole-v1: 2 observers x 16 envs x 32 steps, "
                             "64-64 tanh, lr 0.0025, gamma 0.99, lambda 0.95, 8 epochs x 4 minibatches, clip 0.2, "
-                            "policy on cpu, seed 1; target 400");
+                            "policy on cpu, seed 1; target 400; budget 150000 env steps");
     free(first);
     /* --quiet: the first line and the summary only */
     ck_assert_int_eq(last_progress_steps(p.out), -1);
@@ -648,9 +650,10 @@ START_TEST(test_plugin_env)
 {
     const char *args[] = { "--env", POINT_REACH_SO, "--observers", "2", "--envs-per-observer", "4",
                            "--steps-per-rollout", "64", "--max-steps", "2048", "--quiet", NULL };
-    cJSON *j = train(args, 1);
+    cJSON *j = train(args, 0);   /* no target: a run that spends its budget succeeds */
     ck_assert(!jbool(j, "solved"));
     ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_str_eq(jstr(j, "outcome"), "completed");
     ck_assert_str_eq(jstr(j, "env"), "PointReach-v0");   /* the env's id; where its code came from beside it */
     ck_assert_str_eq(jstr(j, "env_plugin"), POINT_REACH_SO);
     ck_assert_str_eq(jstr(j, "algo"), "ppo");
