@@ -498,10 +498,7 @@ static inline mjModel *env_mj_load_string(const char *name, const char *xml, cha
     struct env_mj_load_string_ a = { name, xml, mjerr, (int)sizeof mjerr, NULL };
     if (env_mj_call(env_mj_load_string_fn_, &a, err, err_size) != 0) return NULL;
     if (a.m) return a.m;
-    for (char *c = mjerr; *c; c++)   /* MuJoCo's message on one line, none at the end */
-        if (*c == '\n') *c = ' ';
-    for (size_t n = strlen(mjerr); n > 0 && mjerr[n - 1] == ' ';) mjerr[--n] = '\0';
-    env_mj_copy_(err, err_size, mjerr[0] ? mjerr : "mj_loadXML failed", "");
+    env_mj_load_error_(err, err_size, mjerr);
     return NULL;
 }
 

@@ -161,6 +161,16 @@ static inline int env_mj_check_file(const char *path, char *err, size_t err_size
     return -1;
 }
 
+/* mj_loadXML's message (mjerr, changed) into err: on one line, none at
+ * the end ("mj_loadXML failed" when it said nothing). */
+static inline void env_mj_load_error_(char *err, size_t err_size, char *mjerr)
+{
+    for (char *c = mjerr; *c; c++)
+        if (*c == '\n') *c = ' ';
+    for (size_t n = strlen(mjerr); n > 0 && mjerr[n - 1] == ' ';) mjerr[--n] = '\0';
+    env_mj_copy_(err, err_size, mjerr[0] ? mjerr : "mj_loadXML failed", "");
+}
+
 struct env_mj_load_ {
     const char *path;
     char *err;
@@ -187,10 +197,7 @@ static inline mjModel *env_mj_load_xml(const char *path, char *err, size_t err_s
     struct env_mj_load_ a = { path, mjerr, (int)sizeof mjerr, NULL };
     if (env_mj_call(env_mj_load_fn_, &a, err, err_size) != 0) return NULL;
     if (a.m) return a.m;
-    for (char *c = mjerr; *c; c++)   /* MuJoCo's message on one line, none at the end */
-        if (*c == '\n') *c = ' ';
-    for (size_t n = strlen(mjerr); n > 0 && mjerr[n - 1] == ' ';) mjerr[--n] = '\0';
-    env_mj_copy_(err, err_size, mjerr[0] ? mjerr : "mj_loadXML failed", "");
+    env_mj_load_error_(err, err_size, mjerr);
     return NULL;
 }
 
