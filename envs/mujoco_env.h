@@ -539,9 +539,18 @@ static inline const struct env_spec *env_mj_make_spec(const struct env_mj_def *d
         env_mj_say_(err, err_size, "%s has %d actuators, %s needs %d", where, m->nu, who, def->nu);
         goto fail;
     }
-    if (def->info_count < 0 || def->info_count > ENV_MJ_MAX_INFO || obs_dim < 1 || def->frame_skip < 1) {
-        env_mj_say_(err, err_size, "%s: %s's row has %d info values (at most %d), obs dim %d, frame_skip %d",
-                 where, def->id, def->info_count, ENV_MJ_MAX_INFO, obs_dim, def->frame_skip);
+    /* the row itself: the first thing wrong with it, by name */
+    const char *bad = !def->step                                  ? "has no step"
+                      : (def->obs_dim == NULL) != (def->observe == NULL) ? "gives one of obs_dim and observe"
+                      : def->frame_skip < 1                       ? "has frame_skip < 1"
+                      : def->info_count < 0 || def->info_count > ENV_MJ_MAX_INFO
+                          ? "has info_count outside 0..ENV_MJ_MAX_INFO"
+                      : def->info_count > 0 && !def->info_names   ? "has info_count but no info_names"
+                      : def->obs_qpos_skip < 0 || def->obs_qpos_skip > m->nq ? "skips more qpos than the model has"
+                      : obs_dim < 1                               ? "observes nothing"
+                                                                  : NULL;
+    if (bad) {
+        env_mj_say_(err, err_size, "%s: the row of %s %s", where, def->id, bad);
         goto fail;
     }
     if (def->check_model && def->check_model(m, params, why, sizeof why) != 0) {

@@ -513,17 +513,25 @@ START_TEST(load_errors)
 }
 END_TEST
 
-/* The base's errors by name: a model that does not parse, one with the
- * wrong number of actuators, one without a body the env reads. */
+/* The kit's errors by name: a model that does not parse, one with the
+ * wrong number of actuators, one without a body the env reads, a row that
+ * is not whole; a whole one loads and unloads. */
 MJ_MODEL(hopper);
 static int dim1(const mjModel *m) { (void)m; return 1; }
+static void observe1(const struct env_mj *e, float *obs) { obs[0] = (float)e->d->qpos[0]; }
+static void step0(struct env_mj *e, const float *action, double *reward, bool *terminated)
+{
+    env_mj_do_simulation(e, action);
+    *reward = 0;
+    *terminated = false;
+}
 START_TEST(load_errors_by_name)
 {
     static const char bad_xml[] = "<mujoco><worldbody><body name='a'></worldbody></mujoco>";
     static const char *const nose[] = {"nose", NULL};
     char err[512];
     struct env_mj_def def = {.id = "Test-v4", .xml_name = "test.xml", .xml = bad_xml,
-                             .frame_skip = 1, .nu = 3, .obs_dim = dim1};
+                             .frame_skip = 1, .nu = 3, .obs_dim = dim1, .observe = observe1, .step = step0};
     ck_assert_ptr_null(env_mj_make_spec(&def, NULL, NULL, err, sizeof err));
     ck_assert_msg(strncmp(err, "Test-v4: model: ", 16) == 0 && strlen(err) > 20, "%s", err);
     def.xml = mj_model_hopper;
@@ -534,6 +542,20 @@ START_TEST(load_errors_by_name)
     def.bodies = nose;
     ck_assert_ptr_null(env_mj_make_spec(&def, NULL, NULL, err, sizeof err));
     ck_assert_str_eq(err, "Test-v4: model has no body 'nose'");
+    /* a row that is not whole, by what it lacks */
+    def.bodies = NULL;
+    def.observe = NULL;
+    ck_assert_ptr_null(env_mj_make_spec(&def, NULL, NULL, err, sizeof err));
+    ck_assert_str_eq(err, "Test-v4: model: the row of Test-v4 gives one of obs_dim and observe");
+    def.observe = observe1;
+    def.step = NULL;
+    ck_assert_ptr_null(env_mj_make_spec(&def, NULL, NULL, err, sizeof err));
+    ck_assert_str_eq(err, "Test-v4: model: the row of Test-v4 has no step");
+    def.step = step0;
+    const struct env_spec *s = env_mj_make_spec(&def, NULL, NULL, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    ck_assert_int_eq(s->obs.dim, 1);
+    s->unload((struct env_spec *)s);   /* the model and the spec freed (ASan's leak check) */
 }
 END_TEST
 
