@@ -11,7 +11,7 @@
  *
  * Header-only, so a plug-in links only libmujoco (its host has Tributary);
  * installed beside env.h and mujoco_sdk.h when Tributary was built with
- * MuJoCo. The built-in v4 suite (envs/mujoco/: Hopper-v4, ...) is written
+ * MuJoCo. C (C11 or later; a C++ plug-in keeps its row in a C file). The built-in v4 suite (envs/mujoco/: Hopper-v4, ...) is written
  * with the same rows and this same code, so a plug-in written on the kit
  * steps as a built-in does. See docs/sdk.md "A MuJoCo plug-in"
  * (envs/examples/mj_hopper.c walks through one) and docs/design.md §3.
