@@ -15,7 +15,8 @@
  * never exit.
  *
  * Each copy of this header (each file of a program or plug-in that
- * includes it) installs its handlers once, chained to the ones it finds:
+ * includes it) installs its handlers once until it releases them, chained
+ * to the ones it finds:
  * an error that is not inside its own env_mj_call goes on to them. A
  * plug-in calls env_mj_release before it is unloaded (its unload, and the
  * entry point's failures), so MuJoCo never calls into unmapped code. */
@@ -47,7 +48,8 @@ extern "C" {
  * env_mj_call in progress (its jump and the message). */
 static void (*env_mj_prev_error_)(const char *);
 static void (*env_mj_prev_warning_)(const char *);
-static pthread_once_t env_mj_once_ = PTHREAD_ONCE_INIT;
+static pthread_mutex_t env_mj_lock_ = PTHREAD_MUTEX_INITIALIZER;
+static int env_mj_installed_;   /* under env_mj_lock_ */
 static ENV_MJ_TLS_ jmp_buf *env_mj_jump_;
 static ENV_MJ_TLS_ char env_mj_msg_[512];
 
@@ -76,27 +78,31 @@ static inline void env_mj_on_warning_(const char *msg)
     fprintf(stderr, "MuJoCo warning: %s\n", msg ? msg : "");
 }
 
-static inline void env_mj_install_once_(void)
-{
-    env_mj_prev_error_ = mju_user_error;
-    env_mj_prev_warning_ = mju_user_warning;
-    mju_user_error = env_mj_on_error_;
-    mju_user_warning = env_mj_on_warning_;
-}
-
-/* Installs this copy's handlers (once; any thread). Before the first
- * MuJoCo call. */
+/* Installs this copy's handlers (any thread; again after env_mj_release,
+ * for a plug-in opened again while its code stayed mapped). Before the
+ * first MuJoCo call. */
 static inline void env_mj_install(void)
 {
-    pthread_once(&env_mj_once_, env_mj_install_once_);
+    pthread_mutex_lock(&env_mj_lock_);
+    if (!env_mj_installed_) {
+        env_mj_prev_error_ = mju_user_error;
+        env_mj_prev_warning_ = mju_user_warning;
+        mju_user_error = env_mj_on_error_;
+        mju_user_warning = env_mj_on_warning_;
+        env_mj_installed_ = 1;
+    }
+    pthread_mutex_unlock(&env_mj_lock_);
 }
 
 /* Undoes env_mj_install where MuJoCo still has this copy's handlers (a
  * plug-in, before it is unloaded). Not while another thread is in MuJoCo. */
 static inline void env_mj_release(void)
 {
+    pthread_mutex_lock(&env_mj_lock_);
     if (mju_user_error == env_mj_on_error_) mju_user_error = env_mj_prev_error_;
     if (mju_user_warning == env_mj_on_warning_) mju_user_warning = env_mj_prev_warning_;
+    env_mj_installed_ = 0;
+    pthread_mutex_unlock(&env_mj_lock_);
 }
 
 /* fn(arg), with a MuJoCo error inside it caught: 0, or -1 with "MuJoCo:
@@ -161,6 +167,16 @@ static inline int env_mj_check_file(const char *path, char *err, size_t err_size
     return -1;
 }
 
+/* mj_loadXML's message (mjerr, changed) into err: on one line, none at
+ * the end ("mj_loadXML failed" when it said nothing). */
+static inline void env_mj_load_error_(char *err, size_t err_size, char *mjerr)
+{
+    for (char *c = mjerr; *c; c++)
+        if (*c == '\n') *c = ' ';
+    for (size_t n = strlen(mjerr); n > 0 && mjerr[n - 1] == ' ';) mjerr[--n] = '\0';
+    env_mj_copy_(err, err_size, mjerr[0] ? mjerr : "mj_loadXML failed", "");
+}
+
 struct env_mj_load_ {
     const char *path;
     char *err;
@@ -187,10 +203,7 @@ static inline mjModel *env_mj_load_xml(const char *path, char *err, size_t err_s
     struct env_mj_load_ a = { path, mjerr, (int)sizeof mjerr, NULL };
     if (env_mj_call(env_mj_load_fn_, &a, err, err_size) != 0) return NULL;
     if (a.m) return a.m;
-    for (char *c = mjerr; *c; c++)   /* MuJoCo's message on one line, none at the end */
-        if (*c == '\n') *c = ' ';
-    for (size_t n = strlen(mjerr); n > 0 && mjerr[n - 1] == ' ';) mjerr[--n] = '\0';
-    env_mj_copy_(err, err_size, mjerr[0] ? mjerr : "mj_loadXML failed", "");
+    env_mj_load_error_(err, err_size, mjerr);
     return NULL;
 }
 

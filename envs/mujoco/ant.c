@@ -26,7 +26,7 @@ static int obs_dim(const mjModel *m)
 }
 
 /* qpos[2:], qvel. */
-static void observe(const struct mj_env *e, float *obs)
+static void observe(const struct env_mj *e, float *obs)
 {
     for (int k = 2; k < e->m->nq; k++)
         *obs++ = (float)e->d->qpos[k];
@@ -34,7 +34,7 @@ static void observe(const struct mj_env *e, float *obs)
         *obs++ = (float)e->d->qvel[k];
 }
 
-static bool is_healthy(const struct mj_env *e)
+static bool is_healthy(const struct env_mj *e)
 {
     for (int k = 0; k < e->m->nq; k++)
         if (!isfinite(e->d->qpos[k])) return false;
@@ -44,18 +44,18 @@ static bool is_healthy(const struct mj_env *e)
     return 0.2 <= z && z <= 1.0;
 }
 
-static void step(struct mj_env *e, const float *action, double *reward, bool *terminated)
+static void step(struct env_mj *e, const float *action, double *reward, bool *terminated)
 {
     /* get_body_com("torso"): xpos as mjData holds it (stale mid-episode). */
     const double *torso = e->d->xpos + 3 * e->body[0];
     double x_before = torso[0], y_before = torso[1];
-    mj_env_do_simulation(e, action);
+    env_mj_do_simulation(e, action);
     double x_after = torso[0], y_after = torso[1];
     double x_velocity = (x_after - x_before) / e->dt;
     double y_velocity = (y_after - y_before) / e->dt;
     double forward_reward = x_velocity;
     double healthy_reward = HEALTHY_REWARD;   /* paid when unhealthy too */
-    double ctrl_cost = CTRL_COST_WEIGHT * mj_env_sum_sq(action, e->m->nu);
+    double ctrl_cost = CTRL_COST_WEIGHT * env_mj_sum_sq(action, e->m->nu);
     *terminated = !is_healthy(e);
     *reward = (forward_reward + healthy_reward) - ctrl_cost;
     e->info[I_REWARD_FORWARD] = forward_reward;
@@ -69,18 +69,17 @@ static void step(struct mj_env *e, const float *action, double *reward, bool *te
     e->info[I_FORWARD_REWARD] = forward_reward;
 }
 
-const struct mj_env_def mj_ant_def = {
+const struct env_mj_def mj_ant_def = {
     .id = "Ant-v4",
-    .model_file = "ant.xml",
+    .xml_name = "ant.xml",
     .xml = mj_model_ant,
-    .xml_size = &mj_model_ant_size,
     .frame_skip = 5,
     .max_episode_steps = 1000,
     .reward_threshold = 6000.0,
     .nu = 8,
     .obs_dim = obs_dim,
     .noise_scale = RESET_NOISE_SCALE,   /* qpos + U(-0.1, 0.1), then qvel + 0.1 N(0, 1). */
-    .qvel_noise = MJ_QVEL_NORMAL,
+    .qvel_noise = ENV_MJ_QVEL_NORMAL,
     .observe = observe,
     .step = step,
     .info_count = N_INFO,

@@ -13,13 +13,13 @@ enum { I_X_POSITION, I_X_VELOCITY, I_REWARD_RUN, I_REWARD_CTRL, N_INFO };
 static const char *const info_names[N_INFO] = {"x_position", "x_velocity", "reward_run",
                                                "reward_ctrl"};
 
-static void step(struct mj_env *e, const float *action, double *reward, bool *terminated)
+static void step(struct env_mj *e, const float *action, double *reward, bool *terminated)
 {
     double x_before = e->d->qpos[0];
-    mj_env_do_simulation(e, action);
+    env_mj_do_simulation(e, action);
     double x_after = e->d->qpos[0];
     double x_velocity = (x_after - x_before) / e->dt;
-    double ctrl_cost = CTRL_COST_WEIGHT * mj_env_sum_sq(action, e->m->nu);
+    double ctrl_cost = CTRL_COST_WEIGHT * env_mj_sum_sq(action, e->m->nu);
     double forward_reward = FORWARD_REWARD_WEIGHT * x_velocity;
     *reward = forward_reward - ctrl_cost;
     *terminated = false;
@@ -29,18 +29,17 @@ static void step(struct mj_env *e, const float *action, double *reward, bool *te
     e->info[I_REWARD_CTRL] = -ctrl_cost;
 }
 
-const struct mj_env_def mj_half_cheetah_def = {
+const struct env_mj_def mj_half_cheetah_def = {
     .id = "HalfCheetah-v4",
-    .model_file = "half_cheetah.xml",
+    .xml_name = "half_cheetah.xml",
     .xml = mj_model_half_cheetah,
-    .xml_size = &mj_model_half_cheetah_size,
     .frame_skip = 5,
     .max_episode_steps = 1000,
     .reward_threshold = 4800.0,
     .nu = 6,
     .obs_qpos_skip = 1,   /* observation: qpos[1:], qvel */
     .noise_scale = RESET_NOISE_SCALE,   /* qpos + U(-0.1, 0.1) per coordinate, then qvel + 0.1 N(0, 1). */
-    .qvel_noise = MJ_QVEL_NORMAL,
+    .qvel_noise = ENV_MJ_QVEL_NORMAL,
     .step = step,
     .info_count = N_INFO,
     .info_names = info_names,

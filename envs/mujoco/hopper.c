@@ -12,7 +12,7 @@ MJ_MODEL(hopper);
 enum { N_INFO = 2 };
 static const char *const info_names[N_INFO] = MJ_WALKER_INFO_NAMES;
 
-static bool is_healthy(const struct mj_env *e)
+static bool is_healthy(const struct env_mj *e)
 {
     const double *qpos = e->d->qpos, *qvel = e->d->qvel;
     for (int k = 2; k < e->m->nq; k++)
@@ -23,16 +23,15 @@ static bool is_healthy(const struct mj_env *e)
     return 0.7 < z && z < INFINITY && -0.2 < angle && angle < 0.2;
 }
 
-static void step(struct mj_env *e, const float *action, double *reward, bool *terminated)
+static void step(struct env_mj *e, const float *action, double *reward, bool *terminated)
 {
     mj_env_step_walker(e, action, reward, terminated, is_healthy);
 }
 
-const struct mj_env_def mj_hopper_def = {
+const struct env_mj_def mj_hopper_def = {
     .id = "Hopper-v4",
-    .model_file = "hopper.xml",
+    .xml_name = "hopper.xml",
     .xml = mj_model_hopper,
-    .xml_size = &mj_model_hopper_size,
     .frame_skip = 4,
     .max_episode_steps = 1000,
     .reward_threshold = 3800.0,
@@ -40,7 +39,7 @@ const struct mj_env_def mj_hopper_def = {
     .obs_qpos_skip = 1,   /* observation: qpos[1:], qvel clipped to +-10 */
     .obs_qvel_clip = 10.0,
     .noise_scale = RESET_NOISE_SCALE,   /* qpos + U(-5e-3, 5e-3), then qvel + U(-5e-3, 5e-3). */
-    .qvel_noise = MJ_QVEL_UNIFORM,
+    .qvel_noise = ENV_MJ_QVEL_UNIFORM,
     .step = step,
     .info_count = N_INFO,
     .info_names = info_names,

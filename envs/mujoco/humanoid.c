@@ -28,7 +28,7 @@ static int obs_dim(const mjModel *m)
 
 /* qpos[2:], qvel, cinert, cvel, qfrc_actuator, cfrc_ext (mjData as the last
  * step left it). */
-static void observe(const struct mj_env *e, float *obs)
+static void observe(const struct env_mj *e, float *obs)
 {
     const mjModel *m = e->m;
     const mjData *d = e->d;
@@ -47,7 +47,7 @@ static void observe(const struct mj_env *e, float *obs)
 }
 
 /* mass_center: sum(body_mass * xipos, axis=0) / sum(body_mass), x and y. */
-static void mass_center(const struct mj_env *e, double *x, double *y)
+static void mass_center(const struct env_mj *e, double *x, double *y)
 {
     const mjModel *m = e->m;
     double sx = 0.0, sy = 0.0, sm = 0.0;
@@ -60,11 +60,11 @@ static void mass_center(const struct mj_env *e, double *x, double *y)
     *y = sy / sm;
 }
 
-static void step(struct mj_env *e, const float *action, double *reward, bool *terminated)
+static void step(struct env_mj *e, const float *action, double *reward, bool *terminated)
 {
     double x_before, y_before, x_after, y_after;
     mass_center(e, &x_before, &y_before);   /* stale mid-episode, as Gymnasium's */
-    mj_env_do_simulation(e, action);
+    env_mj_do_simulation(e, action);
     mass_center(e, &x_after, &y_after);
     double x_velocity = (x_after - x_before) / e->dt;
     double y_velocity = (y_after - y_before) / e->dt;
@@ -88,18 +88,17 @@ static void step(struct mj_env *e, const float *action, double *reward, bool *te
     e->info[I_FORWARD_REWARD] = forward_reward;
 }
 
-const struct mj_env_def mj_humanoid_def = {
+const struct env_mj_def mj_humanoid_def = {
     .id = "Humanoid-v4",
-    .model_file = "humanoid.xml",
+    .xml_name = "humanoid.xml",
     .xml = mj_model_humanoid,
-    .xml_size = &mj_model_humanoid_size,
     .frame_skip = 5,
     .max_episode_steps = 1000,
     .reward_threshold = NAN,   /* none registered */
     .nu = 17,
     .obs_dim = obs_dim,
     .noise_scale = RESET_NOISE_SCALE,   /* qpos + U(-1e-2, 1e-2), then qvel + U(-1e-2, 1e-2). */
-    .qvel_noise = MJ_QVEL_UNIFORM,
+    .qvel_noise = ENV_MJ_QVEL_UNIFORM,
     .observe = observe,
     .step = step,
     .info_count = N_INFO,

@@ -1,5 +1,5 @@
 /* InvertedDoublePendulum-v4: Gymnasium 0.29.1's
- * inverted_double_pendulum_v4.py over the shared base (mj_env.h).
+ * inverted_double_pendulum_v4.py over the MuJoCo env kit (envs/mujoco_env.h).
  *
  * frame_skip 5 (what the env passes to MujocoEnv; the model's custom
  * numeric says 2 and is not read). Observation: qpos[0], sin(qpos[1:]),
@@ -24,7 +24,7 @@ static double clip10(double x)
     return x < -10.0 ? -10.0 : x > 10.0 ? 10.0 : x;   /* np.clip(x, -10, 10) */
 }
 
-static void idp_observe(const struct mj_env *e, float *obs)
+static void idp_observe(const struct env_mj *e, float *obs)
 {
     const mjData *d = e->d;
     int nq = e->m->nq, nv = e->m->nv, i = 0;
@@ -39,9 +39,9 @@ static void idp_observe(const struct mj_env *e, float *obs)
         obs[i++] = (float)clip10(d->qfrc_constraint[k]);
 }
 
-static void idp_step(struct mj_env *e, const float *action, double *reward, bool *terminated)
+static void idp_step(struct env_mj *e, const float *action, double *reward, bool *terminated)
 {
-    mj_env_do_simulation(e, action);
+    env_mj_do_simulation(e, action);
     const mjData *d = e->d;
     double x = d->site_xpos[0], y = d->site_xpos[2];
     double dist_penalty = 0.01 * (x * x) + (y - 2) * (y - 2);
@@ -52,18 +52,17 @@ static void idp_step(struct mj_env *e, const float *action, double *reward, bool
     *terminated = y <= 1;
 }
 
-const struct mj_env_def mj_inverted_double_pendulum_def = {
+const struct env_mj_def mj_inverted_double_pendulum_def = {
     .id = "InvertedDoublePendulum-v4",
-    .model_file = "inverted_double_pendulum.xml",
+    .xml_name = "inverted_double_pendulum.xml",
     .xml = mj_model_inverted_double_pendulum,
-    .xml_size = &mj_model_inverted_double_pendulum_size,
     .frame_skip = 5,
     .max_episode_steps = 1000,
     .reward_threshold = 9100.0,
     .nu = 1,
     .obs_dim = idp_obs_dim,
     .noise_scale = 0.1,   /* qpos = init_qpos + U(-0.1, 0.1)^nq, qvel = init_qvel + 0.1 N(0, 1)^nv. */
-    .qvel_noise = MJ_QVEL_NORMAL,
+    .qvel_noise = ENV_MJ_QVEL_NORMAL,
     .observe = idp_observe,
     .step = idp_step,
 };

@@ -1,5 +1,5 @@
 /* Reacher-v4: Gymnasium 0.29.1's reacher_v4.py over the shared base
- * (mj_env.h).
+ * (the MuJoCo env kit, envs/mujoco_env.h).
  *
  * frame_skip 2. The whole reward is computed before the step, from mjData
  * as it stands then (the previous step's, or fresh after reset/set_state):
@@ -24,7 +24,7 @@ static int reacher_obs_dim(const mjModel *m)
 /* qpos = U(-0.1, 0.1)^nq + init_qpos; then the goal, drawn as U(-0.2, 0.2)^2
  * until its norm is < 0.2, replaces qpos[-2:]; qvel = init_qvel +
  * U(-0.005, 0.005)^nv with qvel[-2:] = 0. */
-static void reacher_reset_noise(struct mj_env *e, uint64_t *rng)
+static void reacher_reset_noise(struct env_mj *e, uint64_t *rng)
 {
     mjData *d = e->d;
     int nq = e->m->nq, nv = e->m->nv;
@@ -43,7 +43,7 @@ static void reacher_reset_noise(struct mj_env *e, uint64_t *rng)
     d->qvel[nv - 1] = 0.0;
 }
 
-static void reacher_observe(const struct mj_env *e, float *obs)
+static void reacher_observe(const struct env_mj *e, float *obs)
 {
     const mjData *d = e->d;
     const double *tip = d->xpos + 3 * e->body[FINGERTIP], *target = d->xpos + 3 * e->body[TARGET];
@@ -60,15 +60,15 @@ static void reacher_observe(const struct mj_env *e, float *obs)
         obs[i++] = (float)(tip[k] - target[k]);
 }
 
-static void reacher_step(struct mj_env *e, const float *action, double *reward, bool *terminated)
+static void reacher_step(struct env_mj *e, const float *action, double *reward, bool *terminated)
 {
     const mjData *d = e->d;
     const double *tip = d->xpos + 3 * e->body[FINGERTIP], *target = d->xpos + 3 * e->body[TARGET];
     double v0 = tip[0] - target[0], v1 = tip[1] - target[1], v2 = tip[2] - target[2];
     double reward_dist = -sqrt(v0 * v0 + v1 * v1 + v2 * v2);
-    double reward_ctrl = -mj_env_sum_sq(action, e->m->nu);
+    double reward_ctrl = -env_mj_sum_sq(action, e->m->nu);
     *reward = reward_dist + reward_ctrl;
-    mj_env_do_simulation(e, action);
+    env_mj_do_simulation(e, action);
     *terminated = false;
     e->info[0] = reward_dist;
     e->info[1] = reward_ctrl;
@@ -77,11 +77,10 @@ static void reacher_step(struct mj_env *e, const float *action, double *reward, 
 static const char *const reacher_info[] = {"reward_dist", "reward_ctrl"};
 static const char *const reacher_bodies[] = {"fingertip", "target", NULL};
 
-const struct mj_env_def mj_reacher_def = {
+const struct env_mj_def mj_reacher_def = {
     .id = "Reacher-v4",
-    .model_file = "reacher.xml",
+    .xml_name = "reacher.xml",
     .xml = mj_model_reacher,
-    .xml_size = &mj_model_reacher_size,
     .frame_skip = 2,
     .max_episode_steps = 50,
     .reward_threshold = -3.75,

@@ -1,5 +1,7 @@
 /* env_mujoco_spec: the suite's table, in MJ_SUITE_IDS order, each env's
- * model loaded on its first lookup (once per process, under a mutex). */
+ * model loaded on its first lookup (once per process, under a mutex) by
+ * the MuJoCo env kit (envs/mujoco_env.h: env_mj_make_spec, its model the
+ * row's embedded XML; never unloaded). */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,13 +10,13 @@
 #include "envs/mujoco/mj_env.h"
 #include "envs/mujoco/mujoco_envs.h"
 
-extern const struct mj_env_def mj_half_cheetah_def, mj_hopper_def, mj_walker2d_def, mj_ant_def,
+extern const struct env_mj_def mj_half_cheetah_def, mj_hopper_def, mj_walker2d_def, mj_ant_def,
     mj_humanoid_def;
-extern const struct mj_env_def mj_inverted_pendulum_def, mj_inverted_double_pendulum_def,
+extern const struct env_mj_def mj_inverted_pendulum_def, mj_inverted_double_pendulum_def,
     mj_reacher_def, mj_swimmer_def;
 
 /* One row per env; NULL: not built yet (the message says so). */
-static const struct mj_env_def *const suite[MJ_SUITE_COUNT] = {
+static const struct env_mj_def *const suite[MJ_SUITE_COUNT] = {
     &mj_half_cheetah_def,
     &mj_hopper_def,
     &mj_walker2d_def,
@@ -28,7 +30,7 @@ static const struct mj_env_def *const suite[MJ_SUITE_COUNT] = {
 static const char *const suite_ids[MJ_SUITE_COUNT] = { MJ_SUITE_IDS };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct mj_loaded *loaded[MJ_SUITE_COUNT];
+static const struct env_spec *loaded[MJ_SUITE_COUNT];
 static char failed[MJ_SUITE_COUNT][512];   /* the first load's error, kept */
 
 const struct env_spec *env_mujoco_spec(int k)
@@ -44,13 +46,13 @@ const struct env_spec *env_mujoco_spec(int k)
     char err[512];
     pthread_mutex_lock(&lock);
     if (!loaded[k] && !failed[k][0])
-        loaded[k] = mj_env_load(suite[k], failed[k], sizeof failed[k]);
-    struct mj_loaded *L = loaded[k];
+        loaded[k] = env_mj_make_spec(suite[k], NULL, NULL, failed[k], sizeof failed[k]);
+    const struct env_spec *L = loaded[k];
     if (!L) memcpy(err, failed[k], sizeof err);
     pthread_mutex_unlock(&lock);
     if (!L) {
         env_set_error("%s", err);
         return NULL;
     }
-    return &L->spec;
+    return L;
 }

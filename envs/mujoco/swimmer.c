@@ -1,7 +1,7 @@
 /* Swimmer-v4: Gymnasium 0.29.1's swimmer_v4.py with its default arguments
  * (forward_reward_weight 1, ctrl_cost_weight 1e-4, reset_noise_scale 0.1,
  * exclude_current_positions_from_observation True) over the shared base
- * (mj_env.h).
+ * (the MuJoCo env kit, envs/mujoco_env.h).
  *
  * frame_skip 4. Reward: (x after - x before) / dt - 1e-4 sum(action^2),
  * with x = qpos[0] and dt = timestep * frame_skip. Observation: qpos[2:],
@@ -14,16 +14,16 @@
 
 MJ_MODEL(swimmer);
 
-static void swimmer_step(struct mj_env *e, const float *action, double *reward, bool *terminated)
+static void swimmer_step(struct env_mj *e, const float *action, double *reward, bool *terminated)
 {
     const mjData *d = e->d;
     double x_before = d->qpos[0], y_before = d->qpos[1];
-    mj_env_do_simulation(e, action);
+    env_mj_do_simulation(e, action);
     double x_after = d->qpos[0], y_after = d->qpos[1];
     double x_velocity = (x_after - x_before) / e->dt;
     double y_velocity = (y_after - y_before) / e->dt;
     double forward_reward = 1.0 * x_velocity;
-    double ctrl_cost = 1e-4 * mj_env_sum_sq(action, e->m->nu);
+    double ctrl_cost = 1e-4 * env_mj_sum_sq(action, e->m->nu);
     *reward = forward_reward - ctrl_cost;
     *terminated = false;
     double *info = e->info;
@@ -42,18 +42,17 @@ static const char *const swimmer_info[] = {
     "distance_from_origin", "x_velocity", "y_velocity", "forward_reward",
 };
 
-const struct mj_env_def mj_swimmer_def = {
+const struct env_mj_def mj_swimmer_def = {
     .id = "Swimmer-v4",
-    .model_file = "swimmer.xml",
+    .xml_name = "swimmer.xml",
     .xml = mj_model_swimmer,
-    .xml_size = &mj_model_swimmer_size,
     .frame_skip = 4,
     .max_episode_steps = 1000,
     .reward_threshold = 360.0,
     .nu = 2,
     .obs_qpos_skip = 2,   /* observation: qpos[2:], qvel */
     .noise_scale = 0.1,   /* qpos = init_qpos + U(-0.1, 0.1)^nq, then qvel = init_qvel + U(-0.1, 0.1)^nv. */
-    .qvel_noise = MJ_QVEL_UNIFORM,
+    .qvel_noise = ENV_MJ_QVEL_UNIFORM,
     .step = swimmer_step,
     .info_count = 8,
     .info_names = swimmer_info,

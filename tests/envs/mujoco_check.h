@@ -38,7 +38,7 @@ static inline struct mjc_env mjc_open(const char *id, uint64_t seed)
     e.state = calloc(1, e.spec->state_size);
     char err[256] = "";
     ck_assert_msg(e.spec->create(e.spec, e.state, err, sizeof err) == 0, "create: %s", err);
-    e.d = ((struct mj_env *)e.state)->d;
+    e.d = ((struct env_mj *)e.state)->d;
     e.rng = env_rng_seed(seed, 0);
     e.obs = calloc((size_t)e.spec->obs.dim, sizeof(float));
     e.spec->reset(e.state, &e.rng, e.obs);
@@ -138,7 +138,7 @@ static inline void mjc_check_save_load(const char *id, int warm, int steps, int 
     uint64_t rng = 77;
     void *saved = malloc(s->saved_size);
     double *ga = malloc(sizeof(double) * (size_t)N), *gb = malloc(sizeof(double) * (size_t)N);
-    double ia[MJ_MAX_INFO], ib[MJ_MAX_INFO];
+    double ia[ENV_MJ_MAX_INFO], ib[ENV_MJ_MAX_INFO];
     for (int round = 0; round < rounds; round++) {
         mjc_step_random(&a, &rng, act, warm + 7 * round);
         mjc_step_random(&b, &rng, act, warm + 3 * round);

@@ -490,7 +490,7 @@ static inline void ref_check_reset_data(const struct env_spec *s, const double *
     const mjModel *m = s->model;
     int n = m->nq + m->nv;
     void *env = ref_env_new(s);
-    mjData *d = ((struct mj_env *)env)->d;
+    mjData *d = ((struct env_mj *)env)->d;
     uint64_t rng = 17;
     float obs[REF_MAX_OBS], act[8], r;
     bool term;

@@ -21,7 +21,7 @@
 struct ref {
     double reward;
     bool terminated;
-    double info[MJ_MAX_INFO];
+    double info[ENV_MJ_MAX_INFO];
 };
 
 static bool all_finite(const mjModel *m, const mjData *d)
@@ -211,8 +211,8 @@ START_TEST(model_constants)
     ck_assert_int_eq(m->opt.solver, c->solver);
     ck_assert_int_eq(m->opt.iterations, c->iterations);
     ck_assert_double_eq(m->opt.gravity[2], -9.81);
-    ck_assert_int_eq(((struct mj_env *)e.state)->frame_skip, c->frame_skip);
-    ck_assert_double_eq(((struct mj_env *)e.state)->dt, c->timestep * c->frame_skip);
+    ck_assert_int_eq(((struct env_mj *)e.state)->frame_skip, c->frame_skip);
+    ck_assert_double_eq(((struct env_mj *)e.state)->dt, c->timestep * c->frame_skip);
     ck_assert_int_eq(s->obs.dim, c->obs_dim);
     ck_assert_int_eq(s->act.kind, SPACE_BOX);
     ck_assert_int_eq(s->act.dim, c->nu);
@@ -312,7 +312,7 @@ START_TEST(step_matches_reference)
     struct mjc_env e = mjc_open(c->id, 4);
     const struct env_spec *s = e.spec;
     uint64_t rng = 5;
-    double qpos[32], qvel[32], info[MJ_MAX_INFO];
+    double qpos[32], qvel[32], info[ENV_MJ_MAX_INFO];
     float act[17];
     int checked = 0, terminations = 0;
     for (int ep = 0; ep < 12; ep++) {
@@ -471,7 +471,7 @@ START_TEST(reset_noise_statistics)
         mjc_assert_uniform(&st, c->nq, c->nq + c->nv, c->noise, n);
     /* reset reports zeros as info and starts a fresh episode */
     struct mjc_env e = mjc_open(c->id, 9);
-    double info[MJ_MAX_INFO];
+    double info[ENV_MJ_MAX_INFO];
     e.spec->info(e.spec, e.state, info);
     for (int k = 0; k < c->info_count; k++) ck_assert_double_eq(info[k], 0.0);
     mjc_close(&e);
@@ -497,14 +497,14 @@ START_TEST(load_errors)
     s->get_state(e.state, g0, 64);
     double nan = NAN;
     /* qpos[1] lies 8 bytes into the arrays, which follow the header */
-    size_t head = s->saved_size - ((struct mj_loaded *)s)->saved_arrays;
-    memcpy(buf + head + ((struct mj_loaded *)s)->qpos_at + 8, &nan, 8);
+    size_t head = s->saved_size - ((struct env_mj_loaded *)s)->saved_arrays;
+    memcpy(buf + head + ((struct env_mj_loaded *)s)->qpos_at + 8, &nan, 8);
     ck_assert_int_eq(s->load(s, e.state, buf, err, sizeof err), -1);
-    snprintf(msg, sizeof msg, "%s: saved qpos[1] is nan", c->id);
+    snprintf(msg, sizeof msg, "saved qpos[1] is nan");
     ck_assert_str_eq(err, msg);
     buf[0] ^= 1;
     ck_assert_int_eq(s->load(s, e.state, buf, err, sizeof err), -1);
-    snprintf(msg, sizeof msg, "%s: saved state is not a MuJoCo env's (bad magic)", c->id);
+    snprintf(msg, sizeof msg, "saved state is not a MuJoCo env's (bad magic)");
     ck_assert_str_eq(err, msg);
     s->get_state(e.state, g1, 64);
     ck_assert_mem_eq(g0, g1, sizeof(double) * (size_t)(c->nq + c->nv));
@@ -513,29 +513,49 @@ START_TEST(load_errors)
 }
 END_TEST
 
-/* The base's errors by name: a model that does not parse, one with the
- * wrong number of actuators, one without a body the env reads. */
+/* The kit's errors by name: a model that does not parse, one with the
+ * wrong number of actuators, one without a body the env reads, a row that
+ * is not whole; a whole one loads and unloads. */
 MJ_MODEL(hopper);
 static int dim1(const mjModel *m) { (void)m; return 1; }
+static void observe1(const struct env_mj *e, float *obs) { obs[0] = (float)e->d->qpos[0]; }
+static void step0(struct env_mj *e, const float *action, double *reward, bool *terminated)
+{
+    env_mj_do_simulation(e, action);
+    *reward = 0;
+    *terminated = false;
+}
 START_TEST(load_errors_by_name)
 {
     static const char bad_xml[] = "<mujoco><worldbody><body name='a'></worldbody></mujoco>";
-    static const int bad_size = sizeof bad_xml - 1;
     static const char *const nose[] = {"nose", NULL};
     char err[512];
-    struct mj_env_def def = {.id = "Test-v4", .model_file = "test.xml", .xml = bad_xml,
-                             .xml_size = &bad_size, .frame_skip = 1, .nu = 3, .obs_dim = dim1};
-    ck_assert_ptr_null(mj_env_load(&def, err, sizeof err));
+    struct env_mj_def def = {.id = "Test-v4", .xml_name = "test.xml", .xml = bad_xml,
+                             .frame_skip = 1, .nu = 3, .obs_dim = dim1, .observe = observe1, .step = step0};
+    ck_assert_ptr_null(env_mj_make_spec(&def, NULL, NULL, err, sizeof err));
     ck_assert_msg(strncmp(err, "Test-v4: model: ", 16) == 0 && strlen(err) > 20, "%s", err);
     def.xml = mj_model_hopper;
-    def.xml_size = &mj_model_hopper_size;
     def.nu = 2;
-    ck_assert_ptr_null(mj_env_load(&def, err, sizeof err));
+    ck_assert_ptr_null(env_mj_make_spec(&def, NULL, NULL, err, sizeof err));
     ck_assert_str_eq(err, "Test-v4: model has 3 actuators, the env needs 2");
     def.nu = 3;
     def.bodies = nose;
-    ck_assert_ptr_null(mj_env_load(&def, err, sizeof err));
+    ck_assert_ptr_null(env_mj_make_spec(&def, NULL, NULL, err, sizeof err));
     ck_assert_str_eq(err, "Test-v4: model has no body 'nose'");
+    /* a row that is not whole, by what it lacks */
+    def.bodies = NULL;
+    def.observe = NULL;
+    ck_assert_ptr_null(env_mj_make_spec(&def, NULL, NULL, err, sizeof err));
+    ck_assert_str_eq(err, "Test-v4: model: the row of Test-v4 gives one of obs_dim and observe");
+    def.observe = observe1;
+    def.step = NULL;
+    ck_assert_ptr_null(env_mj_make_spec(&def, NULL, NULL, err, sizeof err));
+    ck_assert_str_eq(err, "Test-v4: model: the row of Test-v4 has no step");
+    def.step = step0;
+    const struct env_spec *s = env_mj_make_spec(&def, NULL, NULL, err, sizeof err);
+    ck_assert_msg(s != NULL, "%s", err);
+    ck_assert_int_eq(s->obs.dim, 1);
+    s->unload((struct env_spec *)s);   /* the model and the spec freed (ASan's leak check) */
 }
 END_TEST
 

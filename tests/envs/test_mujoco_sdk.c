@@ -134,6 +134,29 @@ START_TEST(error_in_call)
 }
 END_TEST
 
+/* install, release, install again: the handlers are this copy's again (a
+ * plug-in closed and opened again while its code stayed mapped, as when
+ * another handle holds it, must not run without them); release gives back
+ * what it found. Before: installed once per copy (pthread_once), so after
+ * a release MuJoCo's own "Press Enter" and exit came back for good. */
+START_TEST(install_after_release)
+{
+    void (*before)(const char *) = mju_user_error;
+    env_mj_install();
+    void (*ours)(const char *) = mju_user_error;
+    ck_assert_ptr_ne((void *)ours, (void *)before);
+    env_mj_release();
+    ck_assert_ptr_eq((void *)mju_user_error, (void *)before);
+    env_mj_install();
+    ck_assert_msg(mju_user_error == ours, "env_mj_install after env_mj_release installed nothing");
+    char err[200];
+    ck_assert_int_eq(env_mj_call(raise_error, NULL, err, sizeof err), -1);
+    ck_assert_str_eq(err, "MuJoCo: deliberate error");
+    env_mj_release();
+    ck_assert_ptr_eq((void *)mju_user_error, (void *)before);
+}
+END_TEST
+
 /* MuJoCo runs out of memory in mj_makeData (an address-space limit set in
  * the child: Hopper-v4's mjData is megabytes; the plug-in's model asks an
  * 800 MB stack an env): trib-env says so on stderr and exits 1, nothing on stdout
@@ -183,6 +206,6 @@ START_TEST(num_envs_bounded)
 END_TEST
 
 KIT_MAIN("mujoco_sdk",
-         { "sdk", 120, .setup = setup, .teardown = teardown, .tests = { model_path_not_regular, error_in_call,
+         { "sdk", 120, .setup = setup, .teardown = teardown, .tests = { model_path_not_regular, error_in_call, install_after_release,
            out_of_memory_is_an_error,
            num_envs_bounded } })

@@ -46,8 +46,8 @@ esac
 for h in $(cd "$inc" && find . -name '*.h' | sed 's|^\./||' | sort); do
   echo "#include \"$h\"" | "$CC" -fsyntax-only -Wall -Wextra -Werror $(pkg-config --cflags tributary) -x c - \
     >"$work/header.out" 2>&1 || fail "$h does not compile on its own"
-  # envs/mujoco_sdk.h (with MuJoCo only) stays out of the umbrella, which needs no MuJoCo
-  [ "$h" = tributary.h ] || [ "$h" = envs/mujoco_sdk.h ] || grep -qx "#include \"$h\"" "$inc/tributary.h" ||
+  # envs/mujoco_sdk.h and mujoco_env.h (with MuJoCo only) stay out of the umbrella, which needs no MuJoCo
+  [ "$h" = tributary.h ] || [ "$h" = envs/mujoco_sdk.h ] || [ "$h" = envs/mujoco_env.h ] || grep -qx "#include \"$h\"" "$inc/tributary.h" ||
     fail "tributary.h misses $h"
 done
 
@@ -146,6 +146,39 @@ case ${TRIB_WITH_MUJOCO:-OFF} in
       case " $(pkg-config --static --libs $pc) " in *" -lmujoco "*) ;; *) fail "pkg-config --static --libs $pc lacks -lmujoco" ;; esac
     done
     [ -f "$inc/envs/mujoco_sdk.h" ] || fail "not installed: include/tributary/envs/mujoco_sdk.h"
+    [ -f "$inc/envs/mujoco_env.h" ] || fail "not installed: include/tributary/envs/mujoco_env.h"
+    # The MuJoCo env kit's examples, built out of tree against the installed
+    # headers alone (pkg-config's tributary-envs; libmujoco, nothing of
+    # Tributary linked), run by the installed trib-env: MjHopper-v0 with the
+    # built-in's model steps as Hopper-v4 (the same episodes from one seed).
+    for ex in mj_pendulum mj_hopper; do
+      (cd "$work" && "$CC" -shared -fPIC -std=gnu11 -ffp-contract=off $(pkg-config --cflags tributary-envs) \
+        "$src/envs/examples/$ex.c" -o "$work/lib$ex.so" -lmujoco -lm) >"$work/kit.out" 2>&1 ||
+        fail "cc -shared \$(pkg-config --cflags tributary-envs) envs/examples/$ex.c -lmujoco"
+      deps=$("$CC" -M -std=gnu11 $(pkg-config --cflags tributary-envs) "$src/envs/examples/$ex.c" 2>&1)
+      case "$deps" in *"$src/envs/mujoco_env.h"*|*"$src/envs/env.h"*) fail "envs/examples/$ex.c built against the source tree's headers" ;;
+                      *mujoco_env.h*) ;; *) fail "envs/examples/$ex.c did not include the installed envs/mujoco_env.h" ;; esac
+    done
+    # docs/sdk.md's walk through MjHopper-v0 quotes the file it built: each
+    # C block of its "A new robot" section is in envs/examples/mj_hopper.c as it stands.
+    python3 - "$src/docs/sdk.md" "$src/envs/examples/mj_hopper.c" >"$work/walk.out" 2>&1 <<'PY' ||
+import re, sys
+doc, code = (open(p).read() for p in sys.argv[1:])
+walk = doc.split("### A new robot", 1)[1].split("\n## ", 1)[0]
+blocks = re.findall(r"```c\n(.*?)```", walk, re.S)
+bad = [b for b in blocks if b not in code]
+print(f"{len(blocks)} blocks, {len(bad)} not in mj_hopper.c:", *bad, sep="\n")
+sys.exit(1 if bad or len(blocks) < 4 else 0)
+PY
+      fail "docs/sdk.md's walk-through quotes what envs/examples/mj_hopper.c no longer says"
+    case "$(timeout 60 "$prefix/bin/trib-env" --json -e 3 "$work/libmj_pendulum.so")" in
+      '{"env":"MjPendulum-v0","num_envs":1,"seed":0,"episodes":3,'*) ;; *) fail "installed trib-env on libmj_pendulum.so" ;;
+    esac
+    kit=$(timeout 60 "$prefix/bin/trib-env" --json -e 5 -s 2 --env-arg "model=$src/envs/mujoco/models/hopper.xml" "$work/libmj_hopper.so")
+    builtin=$(timeout 60 "$prefix/bin/trib-env" --json -e 5 -s 2 Hopper-v4)
+    case "$kit" in '{"env":"MjHopper-v0","num_envs":1,"seed":2,"episodes":5,'*) ;; *) fail "installed trib-env on libmj_hopper.so: $kit" ;; esac
+    [ "$(sed 's/.*"num_envs"//; s/"steps_per_s".*//' <<<"$kit")" = "$(sed 's/.*"num_envs"//; s/"steps_per_s".*//' <<<"$builtin")" ] ||
+      fail "MjHopper-v0 built against the SDK is not Hopper-v4: $kit / $builtin"
     grep -q "find_dependency(mujoco)" "$prefix/lib/cmake/Tributary/tributary-config.cmake" ||
       grep -q "IMPORTED_TARGET mujoco" "$prefix/lib/cmake/Tributary/tributary-config.cmake" ||
       fail "tributary-config.cmake does not find MuJoCo" ;;
