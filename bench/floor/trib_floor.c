@@ -10,7 +10,9 @@
  * A benchmark, not a trainer: no checkpoints, metrics or plug-in loading
  * rules beyond tributary-train's. The last stdout line is tributary-train's
  * JSON summary. TRIB_DEBUG_DUMP writes the first update's files as the
- * distributed run does (tests/rl/test_rl_equiv compares them). */
+ * distributed run does (tests/rl/test_rl_equiv compares them). With sync
+ * mode's --overlap it collects rollout k+1 with the policy before rollout
+ * k's updates, as the agent does (docs/design.md §8). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -53,6 +55,15 @@ struct floor {
     bool dumped;
     bool norm_on;                   /* --norm-obs / --norm-reward: the run's one set of statistics */
     struct rl_norm_stats norm, delta;
+    /* sync mode's overlap (cfg.overlap; agent/sync.c's `ahead`): the next
+     * rollout is collected, with the policy before this one's updates,
+     * before them, and counted when the next iteration collects it */
+    bool overlap;
+    bool ahead;                     /* the next rollout is collected, its reports in ahead_rep */
+    int64_t rollouts_done;          /* handed over (rl_learner_hand_over's slot: this % 2) */
+    int64_t ahead_version, lag;
+    int64_t ckpt_updates;           /* where the agent's last checkpoint would be (agent_maybe_checkpoint) */
+    struct rl_report ahead_rep[RL_MAX_OBSERVERS];
 };
 
 /* Before the rollouts: every observer takes the run's set (the agent's
@@ -118,8 +129,9 @@ static int bootstrap(struct floor *f, struct rl_learner *l, int t, int n)
 }
 
 /* Every observer's rollout in lockstep, their act rows in one forward per
- * step (observer order, as the agent merges them). */
-static int rollouts(struct floor *f)
+ * step (observer order, as the agent merges them); with overlap handed
+ * over (rl_learner_hand_over). Not yet counted: rollouts_count. */
+static int rollouts_collect(struct floor *f)
 {
     const int B = f->cfg.envs_per_observer, D = f->spec->obs.dim, T = f->ln[0].ro.T;
     bool was = autograd_set_enabled(false);
@@ -151,12 +163,29 @@ static int rollouts(struct floor *f)
         rl_policy_out_clear(&all);
     }
     autograd_set_enabled(was);
-    for (int k = 0; k < f->n && rc == 0; k++) {
-        run_stats_report(f->stats, &f->ln[k].report);
-        run_stats_observer_steps(f->stats, k, f->ln[k].report.steps);
-    }
-    if (rc == 0) norm_merge(f);
+    for (int k = 0; k < f->n && rc == 0 && f->overlap; k++) rc = rl_learner_hand_over(&f->ln[k], (int)(f->rollouts_done % 2));
+    f->rollouts_done += rc == 0 && f->overlap;
     return rc;
+}
+
+/* The agent's collection of a rollout: the reports reps[k] counted in
+ * observer order, the statistics' deltas merged. */
+static void rollouts_count(struct floor *f, const struct rl_report *reps)
+{
+    for (int k = 0; k < f->n; k++) {
+        run_stats_report(f->stats, &reps[k]);
+        run_stats_observer_steps(f->stats, k, reps[k].steps);
+    }
+    norm_merge(f);
+}
+
+static int rollouts(struct floor *f)
+{
+    struct rl_report reps[RL_MAX_OBSERVERS];
+    if (rollouts_collect(f) != 0) return -1;
+    for (int k = 0; k < f->n; k++) reps[k] = f->ln[k].report;
+    rollouts_count(f, reps);
+    return 0;
 }
 
 static void dump_first(struct floor *f, int k, double weight)
@@ -251,7 +280,7 @@ static int update(struct floor *f, int e, int mb, int64_t version0)
         mean.approx_kl += st[k].approx_kl / f->n;
         mean.clipfrac += st[k].clipfrac / f->n;
     }
-    run_stats_update(f->stats, f->version - 1 - version0, &mean);
+    run_stats_update(f->stats, f->overlap ? f->lag : f->version - 1 - version0, &mean);
     return 0;
 }
 
@@ -348,14 +377,52 @@ static int episodes_iteration(void *u)
 
 /* A rollouts algorithm: rollouts everywhere, then epochs x minibatches of
  * one update each. */
+/* Overlap: agent/sync.c's boundary_is_still (the run stops after this
+ * iteration's `updates`, or checkpoints). */
+static bool boundary_is_still(struct floor *f, int updates)
+{
+    int64_t after = run_stats_updates(f->stats) + updates;
+    if (run_stats_solved(f->stats) || run_stats_out_of_budget(f->stats)) return true;
+    if (f->cfg.max_updates > 0 && after >= f->cfg.max_updates) return true;
+    return f->cfg.logdir[0] && f->cfg.checkpoint_every > 0 && after - f->ckpt_updates >= f->cfg.checkpoint_every;
+}
+
+/* Overlap, as agent/sync.c: the rollout collected ahead counted (or a fresh
+ * one collected and counted), the next one collected ahead with the
+ * policy as it is now (unless the boundary after this iteration is still),
+ * then this one's updates from its slot. */
+static int overlapped_rollouts(struct floor *f, int64_t version0)
+{
+    int total = f->cfg.epochs * f->cfg.minibatches;
+    if (f->ahead) {
+        f->ahead = false;
+        rollouts_count(f, f->ahead_rep);
+    } else {
+        f->ahead_version = f->version;
+        if (rollouts(f) != 0) return -1;
+    }
+    f->lag = version0 - f->ahead_version;
+    for (int k = 0; k < f->n; k++) f->ln[k].learn_slot = (int)((f->rollouts_done - 1) % 2);
+    if (!boundary_is_still(f, total)) {
+        f->ahead_version = f->version;
+        if (rollouts_collect(f) != 0) return -1;
+        for (int k = 0; k < f->n; k++) f->ahead_rep[k] = f->ln[k].report;
+        f->ahead = true;
+    }
+    return 0;
+}
+
 static int rollouts_iteration(void *u)
 {
     struct floor *f = u;
     int64_t version0 = f->version;
-    if (rollouts(f) != 0) return -1;
+    if ((f->overlap ? overlapped_rollouts(f, version0) : rollouts(f)) != 0) return -1;
     for (int e = 0; e < f->cfg.epochs; e++)
         for (int mb = 0; mb < f->cfg.minibatches; mb++)
             if (update(f, e, mb, version0) != 0) return -1;
+    int64_t done = run_stats_updates(f->stats);   /* the boundary's checkpoint, which the floor does not write */
+    if (f->cfg.logdir[0] && f->cfg.checkpoint_every > 0 && done - f->ckpt_updates >= f->cfg.checkpoint_every)
+        f->ckpt_updates = done;
     return 0;
 }
 
@@ -394,8 +461,16 @@ static int setup(struct floor *f)
     f->ln = calloc((size_t)f->n, sizeof *f->ln);
     f->idx = calloc((size_t)f->cfg.envs_per_observer, sizeof *f->idx);
     CHECK(f->ln && f->idx);
-    for (int k = 0; k < f->n; k++)
+    const struct rl_algo *algo = rl_algo_of(&f->cfg);
+    f->overlap = f->cfg.overlap && f->cfg.mode == RL_MODE_SYNC && algo && algo->shape == RL_SHAPE_ROLLOUTS;
+    if (f->overlap) {   /* its updates' lag is recorded, as the agent's */
+        struct run_stats_mode m = { .policy_lag = true };
+        run_stats_set_mode(f->stats, &m);
+    }
+    for (int k = 0; k < f->n; k++) {
         if (rl_learner_init(&f->ln[k], &f->cfg, s, k, 0) != 0) return -1;
+        f->ln[k].overlap = f->overlap;
+    }
     f->norm_on = rl_norm_on(&f->ln[0].norm);
     int nd = f->cfg.norm_obs ? s->obs.dim : 0;
     if (f->norm_on && (rl_norm_stats_init(&f->norm, nd, f->cfg.norm_reward, f->cfg.clip_obs, f->cfg.clip_reward) != 0 ||
