@@ -6,7 +6,8 @@
  *     one rollout behind (the lag recorded: epochs x minibatches versions),
  *     and it is not the run without overlap (whose summary has no lag);
  *   - a boundary that writes a checkpoint is drained (no rollout asked for
- *     ahead across it): the lag histogram says which rollouts were fresh;
+ *     ahead across it): the lag histogram says which rollouts were fresh,
+ *     and a run resumed there is the uninterrupted run, bit for bit;
  *   - an observer that crashes while it collects ahead is dropped and the
  *     run goes on with the other;
  *   - trib-floor, emulating the overlap in one process, makes the same
@@ -136,6 +137,40 @@ START_TEST(test_overlap_drains_at_checkpoints)
 }
 END_TEST
 
+/* A run stopped at a drained boundary (--max-updates 8, a checkpoint every
+ * 8) and resumed to 24 updates writes the policy the uninterrupted run of
+ * 24 writes, bit for bit: the checkpoint holds every observer at a still
+ * point, and the uninterrupted run drained at the same boundary. */
+START_TEST(test_overlap_resume_same)
+{
+    const char *dir = scratch();
+    const char *whole[] = { SMALL, "--overlap", "--checkpoint-every", "8", "--max-updates", "24", NULL };
+    const char *first[] = { SMALL, "--overlap", "--checkpoint-every", "8", "--max-updates", "8", NULL };
+    cJSON *a = train(dir, "whole", whole, NULL), *b = train(dir, "parts", first, NULL);
+    ck_assert_int_eq((int)jnum(b, "updates"), 8);
+    char logdir[256];
+    snprintf(logdir, sizeof logdir, "%s/parts", dir);
+    const char *resume[] = { "--resume", logdir, "--max-updates", "24", "--quiet", NULL };
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, resume, NULL);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "resume: exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    cJSON *c = summary(&p);
+    ck_assert_int_eq((int)jnum(c, "updates"), 24);
+    size_t na, nb;
+    char *pa = policy_bytes(dir, "whole", &na), *pb = policy_bytes(dir, "parts", &nb);
+    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "the resumed run's policy is not the uninterrupted run's");
+    ck_assert_msg(jnum(a, "return_mean") == jnum(c, "return_mean"), "return_mean %.17g, resumed %.17g",
+                  jnum(a, "return_mean"), jnum(c, "return_mean"));
+    free(pa);
+    free(pb);
+    rl_free(&p);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cJSON_Delete(c);
+}
+END_TEST
+
 /* One observer crashes (SIGSEGV in its env) at its 40th step of each env:
  * in its second rollout, the one collected ahead while the agent learns the
  * first. It is dropped; the other goes on to the budget. */
@@ -261,5 +296,5 @@ START_TEST(test_floor_same_updates_gaussian)
 END_TEST
 
 KIT_MAIN("rl_overlap", { "overlap", 300, .teardown = teardown, .tests = { test_overlap_reproducible,
-          test_overlap_drains_at_checkpoints, test_overlap_observer_lost, test_overlap_floor_same_updates,
+          test_overlap_drains_at_checkpoints, test_overlap_observer_lost, test_overlap_resume_same, test_overlap_floor_same_updates,
           test_floor_same_updates_gaussian } })
