@@ -353,16 +353,17 @@ static int sync_rollouts_iteration(void *u)
     } else n_in = sync_rollouts(a, in, obs);
     if (n_in < 0) return -1;
     ahead.lag = version0 - ahead.version;
+    int rc = 0;
     if (ahead.on && n_in > 0) {
         n_in = 0;   /* those still in: one lost since would end every update */
         for (int k = 0; k < a->n_peers; k++) n_in += in[k] && a->peers[k].alive && obs[k];
         /* the next rollout, acted on by the policy as it is now, while this one is learnt */
         if (n_in > 0 && !boundary_is_still(a, total)) {
-            if (rollouts_send(a, ahead.futs) != 0) return -1;
-            ahead.pending = true;
+            rc = rollouts_send(a, ahead.futs);
+            ahead.pending = rc == 0;
         }
     }
-    int rc = n_in == 0 ? agent_none_left(a) : 0;
+    if (rc == 0 && n_in == 0) rc = agent_none_left(a);
     for (int u = 0; u < total && rc == 0; u++) {
         /* each update's calls may be quick while the iteration is long (many
          * epochs, a large network): the stop's grace bounds it too */
