@@ -119,7 +119,8 @@ END_TEST
 /* --checkpoint-every 8 (two iterations): the boundary after every second
  * iteration writes a checkpoint, so the rollout after it is not asked for
  * ahead: iterations 1 and 3 learn fresh rollouts (lag 0), 2 and 4 ones
- * collected ahead (lag 4); the checkpoint holds both observers' states. */
+ * collected ahead (lag 4); checkpoints are written (that they hold the
+ * observers at a still point, test_overlap_resume_same shows). */
 START_TEST(test_overlap_drains_at_checkpoints)
 {
     const char *dir = scratch();
