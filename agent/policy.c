@@ -65,6 +65,13 @@ struct policy {
     int sync_done;                  /* less those whose `last` call of the rollout was served */
     bool sync_in[MAX_CALLERS];      /* lockstep: the rollout's callers whose `last` call is not served yet */
     struct policy_stats stats;
+    /* sync mode's overlap (policy_freeze): once frozen, act calls are
+     * answered by this copy of the parameters, so that they never wait on
+     * an update nor see one half applied */
+    bool frozen;                    /* under mu: act forwards use the copy */
+    pthread_mutex_t act_mu;         /* the copy: one act forward, or a freeze, at a time */
+    struct nn_module *act_actor, *act_critic;
+    int64_t act_version;            /* the optimizer's version the copy was taken at */
 };
 
 /* ---- the module ---------------------------------------------------------------- */
@@ -95,9 +102,16 @@ static void fail_pending(struct pending *pd, const char *why)
     tensor_free(pd->obs);
 }
 
-/* Runs one merged forward over n pending calls and answers each; the
- * caller holds fwd_mu when `locked` (the I/O thread's inline serve). */
-static void serve_batch(struct policy *p, struct pending *batch, int n, bool locked)
+/* The lock an act forward takes: the copy's once frozen, else the module's. */
+static pthread_mutex_t *act_lock(struct policy *p, bool frozen)
+{
+    return frozen ? &p->act_mu : &p->fwd_mu;
+}
+
+/* Runs one merged forward over n pending calls and answers each, with the
+ * frozen copy when `frozen`; the caller holds act_lock(p, frozen) when
+ * `locked` (the I/O thread's inline serve). */
+static void serve_batch(struct policy *p, struct pending *batch, int n, bool locked, bool frozen)
 {
     struct tensor *xs[QUEUE_CAP];
     int64_t rows = 0;
@@ -108,11 +122,14 @@ static void serve_batch(struct policy *p, struct pending *batch, int n, bool loc
     struct tensor *x = n == 1 ? tensor_retain(xs[0]) : tensor_cat(n, xs, 0);
     struct rl_policy_out o = { 0 };
     bool was = autograd_set_enabled(false);
-    if (!locked) pthread_mutex_lock(&p->fwd_mu);
+    if (!locked) pthread_mutex_lock(act_lock(p, frozen));
     double t0 = trib_now_s();
-    int rc = x ? policy_forward(p, x, &o) : -1;
+    int rc = -1;
+    if (x && !frozen) rc = policy_forward(p, x, &o);
+    else if (x && (rc = rl_arch_forward(&p->shape, p->act_actor, p->act_critic, p->dev, x, &o)) == 0)
+        o.version = p->act_version;
     double dt = trib_now_s() - t0;
-    pthread_mutex_unlock(&p->fwd_mu);
+    pthread_mutex_unlock(act_lock(p, frozen));
     autograd_set_enabled(was);
     tensor_free(x);
     char err[512];
@@ -219,9 +236,10 @@ static void *serve_main(void *arg)
         if (p->stopping) break;
         int n = take_batch(p, batch);
         if (n == 0) continue;           /* the I/O thread served them (serve_inline) */
+        bool frozen = p->frozen;
         pthread_mutex_unlock(&p->mu);
         if (p->lockstep) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
-        serve_batch(p, batch, n, false);
+        serve_batch(p, batch, n, false, frozen);
         pthread_mutex_lock(&p->mu);
     }
     while (p->q_len > 0) {
@@ -252,7 +270,9 @@ static void serve_inline(struct policy *p)
     while (p->q_len > 0) {
         int want = p->lockstep ? p->sync_callers - p->sync_done : p->n_active;
         bool complete = p->q_len >= want || p->q_rows >= p->cfg.max_batch;
-        if (!complete || p->dev != DEVICE_CPU || p->q_rows > INLINE_ROWS || pthread_mutex_trylock(&p->fwd_mu) != 0) {
+        bool frozen = p->frozen;
+        if (!complete || p->dev != DEVICE_CPU || p->q_rows > INLINE_ROWS ||
+            pthread_mutex_trylock(act_lock(p, frozen)) != 0) {
             pthread_cond_signal(&p->cv);
             break;
         }
@@ -260,7 +280,7 @@ static void serve_inline(struct policy *p)
         p->stats.inline_forwards++;
         pthread_mutex_unlock(&p->mu);
         if (p->lockstep) qsort(batch, (size_t)n, sizeof batch[0], by_caller);
-        serve_batch(p, batch, n, true);
+        serve_batch(p, batch, n, true, frozen);
         pthread_mutex_lock(&p->mu);
     }
     pthread_mutex_unlock(&p->mu);
@@ -399,6 +419,7 @@ static void *policy_ctor(struct rpc_request *req, const struct rpc_value *args, 
     }
     collect_params(p);
     pthread_mutex_init(&p->fwd_mu, NULL);
+    pthread_mutex_init(&p->act_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     return p;
@@ -469,7 +490,10 @@ void policy_free(struct policy *p)
     struct rref *r = p->rref;
     nn_module_free(p->actor);
     nn_module_free(p->critic);
+    nn_module_free(p->act_actor);
+    nn_module_free(p->act_critic);
     pthread_mutex_destroy(&p->fwd_mu);
+    pthread_mutex_destroy(&p->act_mu);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     free(p);
@@ -542,6 +566,53 @@ int policy_sync_laggards(struct policy *p, double wait_s, int *ids, int cap)
     }
     pthread_mutex_unlock(&p->mu);
     return n;
+}
+
+int policy_freeze(struct policy *p)
+{
+    pthread_mutex_lock(&p->act_mu);
+    int rc = 0;
+    if (!p->act_actor) {
+        struct nn_module *a = NULL, *c = NULL;
+        if (policy_arch_build(&p->shape, 0, &a, p->critic ? &c : NULL) != 0 ||
+            (p->dev != DEVICE_CPU && (nn_module_to(a, p->dev) != 0 || (c && nn_module_to(c, p->dev) != 0)))) {
+            nn_module_free(a);
+            nn_module_free(c);
+            pthread_mutex_unlock(&p->act_mu);
+            return rpc_set_error("policy: the acting copy: %s", tensor_last_error());
+        }
+        p->act_actor = a;
+        p->act_critic = c;
+        CHECK(a->n_params + (c ? c->n_params : 0) == p->n_params);   /* one architecture */
+    }
+    pthread_mutex_lock(&p->fwd_mu);
+    int na = p->act_actor->n_params;
+    for (int i = 0; i < p->n_params && rc == 0; i++) {
+        struct tensor *dst = i < na ? p->act_actor->params[i] : p->act_critic->params[i - na];
+        struct tensor *snap = tensor_snapshot(p->params[i]);
+        void *host = snap ? malloc(tensor_nbytes(snap)) : NULL;
+        if (!host) rc = rpc_set_error("policy: the acting copy: out of memory");
+        else {
+            tensor_copy_to_host(snap, host);
+            if (tensor_write_from_host(dst, host, tensor_nbytes(snap)) != 0)
+                rc = rpc_set_error("policy: the acting copy: %s", tensor_last_error());
+        }
+        free(host);
+        tensor_free(snap);
+    }
+    /* dropout: the copy draws its masks from the live module's state, which
+     * moves on, so that the next rollout's masks are new ones */
+    p->act_actor->training = p->actor->training;
+    p->act_actor->rng = p->actor->rng;
+    p->actor->rng = mix64(p->actor->rng + 0x9E3779B97F4A7C15ull);
+    p->act_version = dist_optim_local_version();
+    pthread_mutex_unlock(&p->fwd_mu);
+    pthread_mutex_unlock(&p->act_mu);
+    if (rc != 0) return -1;
+    pthread_mutex_lock(&p->mu);
+    p->frozen = true;
+    pthread_mutex_unlock(&p->mu);
+    return 0;
 }
 
 void policy_get_stats(struct policy *p, struct policy_stats *out)

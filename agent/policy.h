@@ -84,6 +84,14 @@ int policy_sync_laggards(struct policy *p, double wait_s, int *ids, int cap);
  * sync run stays reproducible). Any thread. 0, or -1 with rpc_last_error(). */
 int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *out, int caller);
 
+/* Sync mode's overlap (cfg.overlap, docs/design.md §6): copies the
+ * parameters (and the optimizer's version) into the acting copy, which
+ * answers every act call from then on, so that observers act while the
+ * learner updates the live parameters. With dropout the copy takes the
+ * live module's mask state, which moves on. Main thread, with no act call
+ * in flight (between rollouts). 0, or -1 with rpc_last_error(). */
+int policy_freeze(struct policy *p);
+
 /* Sync mode, at the start of each iteration: advances the dropout state
  * (saved in checkpoints) and restarts every caller's stream. */
 void policy_dropout_epoch(struct policy *p);

@@ -5,7 +5,11 @@
  * with their loss's gradients for it and the agent runs the backward (PPO,
  * A2C: one round trip an update); or one episode per observer
  * (REINFORCE); each update one dist_optim_step. Between iterations: rejoins,
- * the progress line, checkpoints with the observers' states. */
+ * the progress line, checkpoints with the observers' states. With overlap
+ * (cfg.overlap, a rollouts algorithm; docs/design.md §6 "Overlap") the
+ * next rollout is asked for before this one's updates, acted on by the
+ * policy's frozen copy (policy_freeze): it is collected while the agent
+ * learns. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +30,17 @@
 #include "rl/messages.h"
 #include "rl/rl.h"
 #include "rpc/dist_autograd.h"
+
+/* Sync mode's overlap, on the main thread (one agent per process): the
+ * rollout asked for ahead while the agent learns, and the policy lag of the
+ * rollout being learnt from. */
+static struct {
+    bool on;                        /* cfg.overlap with a rollouts algorithm */
+    bool pending;                   /* futs are the next rollout's calls */
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    int64_t version;                /* the acting copy's version the pending rollout is collected with */
+    int64_t lag;                    /* versions between the behaviour policy and the learning's start */
+} ahead;
 
 /* Calls fn(args) on every live observer; futs[k] NULL for lost ones. */
 static void call_live(struct agent *a, const char *fn, const struct rpc_value *args, struct rpc_future **futs)
@@ -85,7 +100,9 @@ static void note_update(struct agent *a, const struct rl_update_stats *st, const
         mean.approx_kl += st[k].approx_kl / n;
         mean.clipfrac += st[k].clipfrac / n;
     }
-    run_stats_update(a->stats, dist_optim_local_version() - 1 - version0, &mean);
+    /* with overlap: how far the rollout's behaviour policy is behind the
+     * learning's start (0, or one rollout's updates) */
+    run_stats_update(a->stats, ahead.on ? ahead.lag : dist_optim_local_version() - 1 - version0, &mean);
 }
 
 /* The optimizer step of ctx, timed as busy time; refused when a gradient
@@ -130,26 +147,36 @@ static int drop_laggards(struct agent *a, struct rpc_future **futs)
     return n;
 }
 
-/* Sync rollouts: every live observer's, collected as they finish (a lost
- * observer must be forgotten at once, or the merged act calls of the others
- * would keep waiting for it: policy_set_sync_callers; so must one that
- * does not act: drop_laggards); statistics in observer order. in[k] and
- * obs[k] (its first minibatch's observations) for those that delivered.
- * Returns how many did. */
-static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
+/* Asks every live observer for a rollout (futs), with the statistics they
+ * roll out with; with overlap, acted on by a fresh frozen copy of the
+ * policy. 0, or -1 with rl_last_error() (no call made). */
+static int rollouts_send(struct agent *a, struct rpc_future **futs)
 {
-    struct rpc_future *futs[RL_MAX_OBSERVERS];
-    static _Thread_local struct rl_rollout_reply reps[RL_MAX_OBSERVERS];
-    int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
     int ids[RL_MAX_OBSERVERS], n_ids = 0;
     for (int k = 0; k < a->n_peers; k++)
         if (a->peers[k].alive) ids[n_ids++] = a->peers[k].id;
+    if (ahead.on && policy_freeze(a->policy) != 0) return rl_set_error("%s", rpc_last_error());
+    ahead.version = dist_optim_local_version();
     policy_set_sync_callers(a->policy, ids, n_ids);
     struct rpc_value set = agent_norm_pack(a);   /* the statistics every observer rolls out with */
     struct rpc_value args = rl_rollout_req_pack(&set);
     call_live(a, RL_FN_ROLLOUT, &args, futs);
     rpc_value_clear(&args);
     rpc_value_clear(&set);
+    return 0;
+}
+
+/* Sync rollouts (asked for by rollouts_send): every live observer's,
+ * collected as they finish (a lost observer must be forgotten at once, or
+ * the merged act calls of the others would keep waiting for it:
+ * policy_set_sync_callers; so must one that does not act: drop_laggards);
+ * statistics in observer order. in[k] and obs[k] (its first minibatch's
+ * observations) for those that delivered. Returns how many did; futs are
+ * freed. */
+static int rollouts_collect(struct agent *a, struct rpc_future **futs, bool *in, struct tensor **obs)
+{
+    static _Thread_local struct rl_rollout_reply reps[RL_MAX_OBSERVERS];
+    int rows = a->cfg.steps_per_rollout * a->cfg.envs_per_observer / a->cfg.minibatches;
     int n_in = 0, left = 0;
     for (int k = 0; k < a->n_peers; k++) {
         in[k] = false;
@@ -200,6 +227,44 @@ static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
             run_stats_observer_steps(a->stats, k, reps[k].report.steps);
         }
     return n_in;
+}
+
+/* Asks for a rollout and collects it: rollouts_collect's result. */
+static int sync_rollouts(struct agent *a, bool *in, struct tensor **obs)
+{
+    struct rpc_future *futs[RL_MAX_OBSERVERS];
+    for (int k = 0; k < a->n_peers; k++) {
+        in[k] = false;
+        obs[k] = NULL;
+    }
+    if (rollouts_send(a, futs) != 0) return -1;
+    return rollouts_collect(a, futs, in, obs);
+}
+
+/* Overlap: whether the boundary after this iteration's `updates` updates
+ * will stop the run or write a checkpoint; then the next rollout is not
+ * asked for ahead (drained), so that a checkpoint holds every observer at
+ * a still point and nothing collected goes unlearnt. */
+static bool boundary_is_still(struct agent *a, int updates)
+{
+    int64_t after = run_stats_updates(a->stats) + updates;
+    if (agent_stop_reason(a) || atomic_load(&a->stop)) return true;
+    if (a->cfg.max_updates > 0 && after >= a->cfg.max_updates) return true;
+    return a->cfg.logdir[0] && a->cfg.checkpoint_every > 0 && after - a->ckpt_updates >= a->cfg.checkpoint_every;
+}
+
+/* Overlap: collects the rollout asked for ahead and learns nothing from it
+ * (the run stops, or failed, during the updates before it): its steps and
+ * episodes are counted, the observers are still again. */
+static void drain_ahead(struct agent *a)
+{
+    if (!ahead.pending) return;
+    bool in[RL_MAX_OBSERVERS];
+    struct tensor *obs[RL_MAX_OBSERVERS];
+    ahead.pending = false;
+    rollouts_collect(a, ahead.futs, in, obs);
+    for (int k = 0; k < a->n_peers; k++)
+        if (in[k]) tensor_free(obs[k]);
 }
 
 /* One sync PPO/A2C update, one round trip: the agent evaluates every
@@ -298,9 +363,29 @@ static int sync_rollouts_iteration(void *u)
     struct tensor *obs[RL_MAX_OBSERVERS];
     if (agent_maybe_anneal(a) != 0) return rl_set_error("set lr: %s", rpc_last_error());
     int64_t version0 = dist_optim_local_version();
-    int n_in = sync_rollouts(a, in, obs);
-    int rc = n_in == 0 ? agent_none_left(a) : 0;
     int total = a->cfg.epochs * a->cfg.minibatches;
+    int n_in;
+    if (ahead.pending) {   /* asked for during the last iteration's updates */
+        for (int k = 0; k < a->n_peers; k++) {
+            in[k] = false;
+            obs[k] = NULL;
+        }
+        ahead.pending = false;
+        n_in = rollouts_collect(a, ahead.futs, in, obs);
+    } else n_in = sync_rollouts(a, in, obs);
+    if (n_in < 0) return -1;
+    ahead.lag = version0 - ahead.version;
+    int rc = 0;
+    if (ahead.on && n_in > 0) {
+        n_in = 0;   /* those still in: one lost since would end every update */
+        for (int k = 0; k < a->n_peers; k++) n_in += in[k] && a->peers[k].alive && obs[k];
+        /* the next rollout, acted on by the policy as it is now, while this one is learnt */
+        if (n_in > 0 && !boundary_is_still(a, total)) {
+            rc = rollouts_send(a, ahead.futs);
+            ahead.pending = rc == 0;
+        }
+    }
+    if (rc == 0 && n_in == 0) rc = agent_none_left(a);
     for (int u = 0; u < total && rc == 0; u++) {
         /* each update's calls may be quick while the iteration is long (many
          * epochs, a large network): the stop's grace bounds it too */
@@ -389,21 +474,51 @@ static int sync_iteration(struct agent *a)
     return rl_algo_drive(rl_algo_of(&a->cfg), &d);
 }
 
+/* Gives up the rollout asked for ahead (a failed run ends). */
+static void abandon_ahead(struct agent *a)
+{
+    if (!ahead.pending) return;
+    ahead.pending = false;
+    for (int k = 0; k < a->n_peers; k++) {
+        if (ahead.futs[k] && !rpc_future_done(ahead.futs[k])) a->abandoned = true;
+        rpc_future_free(ahead.futs[k]);
+        ahead.futs[k] = NULL;
+    }
+}
+
 static int train_sync(struct agent *a, const char **why)
 {
+    const struct rl_algo *algo = rl_algo_of(&a->cfg);
+    ahead.on = a->cfg.overlap && algo && algo->shape == RL_SHAPE_ROLLOUTS;
+    ahead.pending = false;
+    ahead.lag = 0;
+    if (a->cfg.overlap && !ahead.on)
+        fprintf(stderr, PROG ": --overlap has no effect for %s (an episodes algorithm)\n", algo ? algo->name : "?");
+    if (ahead.on) {   /* updates learn from a rollout one behind: the lag is recorded */
+        struct run_stats_mode m = a->mode->stats;
+        m.policy_lag = true;
+        run_stats_set_mode(a->stats, &m);
+    }
     while (!(*why = agent_stop_reason(a))) {
-        agent_tend_rejoins(a, true);   /* a rejoined observer takes part from this iteration */
-        agent_tend_gone(a, NULL);
+        agent_tend_rejoins(a, true);   /* a rejoined observer takes part from this iteration (or the next, with overlap) */
+        agent_tend_gone(a, ahead.pending ? ahead.futs : NULL);
         int rc = agent_live_peers(a) ? sync_iteration(a) : agent_none_left(a);
-        if (rc != 0 && a->stop_due > 0 && (*why = agent_stop_reason(a))) return 0;   /* gave up on every observer */
+        if (rc != 0 && a->stop_due > 0 && (*why = agent_stop_reason(a))) {   /* gave up on every observer */
+            abandon_ahead(a);
+            return 0;
+        }
         if (rc != 0) {
+            abandon_ahead(a);
             agent_say_error();
             *why = "failure";
             return -1;
         }
-        agent_log_interval(a, agent_maybe_evaluate(a, true));   /* between iterations: the observers are still */
+        /* a stop that came during the updates finds the next rollout asked for */
+        if (agent_stop_reason(a)) drain_ahead(a);
+        agent_log_interval(a, agent_maybe_evaluate(a, true));   /* between iterations: the observers are still, or collecting ahead */
         agent_maybe_checkpoint(a, a->mode->observer_states);
     }
+    drain_ahead(a);
     return 0;
 }
 

@@ -48,6 +48,7 @@ struct observer *observer_new(void)
     if (!getenv("OPENBLAS_NUM_THREADS")) tensor_set_cpu_threads(1);
     struct observer *o = trib_xcalloc(1, sizeof *o);
     pthread_mutex_init(&o->mu, NULL);
+    pthread_mutex_init(&o->roll_mu, NULL);
     pthread_mutex_init(&o->end_mu, NULL);
     pthread_cond_init(&o->end_cv, NULL);
     observer_serve_setup(o);   /* the mode's own functions at set-up */
@@ -60,6 +61,7 @@ void observer_free(struct observer *o)
     if (!o) return;
     observer_release(o);
     pthread_mutex_destroy(&o->mu);
+    pthread_mutex_destroy(&o->roll_mu);
     pthread_mutex_destroy(&o->end_mu);
     pthread_cond_destroy(&o->end_cv);
     free(o);

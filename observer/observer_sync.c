@@ -3,7 +3,8 @@
  * observer serves its calls: a rollout (the report and minibatch 0's
  * observations back), each minibatch's loss and its gradients for the
  * agent's evaluation (a local backward), or an episodes algorithm's
- * episode. */
+ * episode. With overlap (cfg.overlap) a rollout runs while the previous
+ * rollout's loss calls are served. */
 #define _GNU_SOURCE
 #include "observer/state.h"
 
@@ -78,6 +79,71 @@ static int loss_gradient(struct observer *o, struct rl_policy_out *out, double w
     return !g->a || (out->log_std && !g->log_std) || (out->value && !g->value) ? -1 : 0;
 }
 
+/* Sync with overlap (cfg.overlap; docs/design.md §6 "Overlap"): the same
+ * call, but the rollout runs under roll_mu only, so that fn_loss (under mu)
+ * serves the previous rollout's minibatches meanwhile. The rollout just
+ * collected is handed over to slot (its number % 2), under mu: the agent
+ * asks for rollout j only after every loss call of rollout j-2 was
+ * answered, so that slot is free. */
+static int fn_rollout_overlap(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    struct observer *o = u;
+    const struct rpc_value *set;
+    if (rl_rollout_req_unpack(args, &set) != 0) return rpc_request_fail(req, "%s", rl_last_error());
+    pthread_mutex_lock(&o->roll_mu);
+    pthread_mutex_lock(&o->mu);
+    int rc = !o->ready ? rl_set_error("not set up") : 0;
+    int64_t j = o->rollouts_done;
+    /* every rollout before j-1 has been learnt from, or never will be */
+    if (o->next_learn < j - 1) o->next_learn = j - 1;
+    pthread_mutex_unlock(&o->mu);
+    if (rc == 0) rc = observer_norm_adopt(o, set, "rollout");
+    if (rc == 0) rc = observer_rollout(o);
+    struct tensor *first = NULL;
+    if (rc == 0) {
+        int slot = (int)(j % 2);
+        pthread_mutex_lock(&o->mu);
+        rc = rl_learner_hand_over(&o->ln, slot);
+        if (rc == 0) {
+            o->slot_seq[slot] = j;
+            o->rollouts_done = j + 1;
+            first = rl_learner_first_obs(&o->ln, slot);
+            if (!first) rc = -1;
+        }
+        pthread_mutex_unlock(&o->mu);
+    }
+    if (rc == 0) {
+        struct rl_rollout_reply rep = { .report = o->ln.report, .obs = first, .norm = observer_norm_take_delta(o) };
+        *res = rl_rollout_reply_pack(&rep);
+        rpc_value_clear(&rep.norm);
+    }
+    tensor_free(first);
+    pthread_mutex_unlock(&o->roll_mu);
+    return rc == 0 ? 0 : rpc_request_fail(req, "%s", rl_last_error());
+}
+
+/* Overlap, under mu, before fn_loss looks at the minibatch: a loss call
+ * for minibatch 0 of epoch 0 starts the next rollout's updates, which
+ * come from its slot (its first minibatch gathered again, as it was sent
+ * in the rollout's reply). 0, or -1 with rl_last_error(). */
+static int learn_turn(struct observer *o, const struct rpc_value *args)
+{
+    if (!o->ln.overlap) return 0;
+    struct rl_loss_req m = { 0 };
+    int rows = o->ln.ro.T * o->B / o->cfg.minibatches;
+    if (rl_loss_req_unpack(args, rows, o->A, !o->discrete, o->value_head, &m) != 0) return -1;
+    bool first = m.epoch == 0 && m.minibatch == 0;
+    rl_loss_req_clear(&m);
+    if (!first) return 0;
+    int64_t j = o->next_learn;
+    int slot = (int)(j % 2);
+    if (o->slot_seq[slot] != j)
+        return rl_set_error("loss: rollout %lld has not been collected (a loss call before its rollout)", (long long)j);
+    o->ln.learn_slot = slot;
+    o->next_learn = j + 1;
+    return rl_learner_minibatch(&o->ln, 0, 0);
+}
+
 /* Sync: loss(epoch, mb, weight, the agent's evaluation of the minibatch
  * this observer sent last), outside any context: the loss, a local
  * backward, and its gradients for the evaluation sent back with the next
@@ -96,6 +162,7 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
     struct rl_minibatch_reply rep = { 0 };
     int rc = 0;
     if (!o->ready) rc = rl_set_error("not set up");
+    else if (learn_turn(o, args) != 0) rc = -1;
     else if (!o->ln.mb_obs) rc = rl_set_error("loss: no minibatch is waiting (no rollout since the last update)");
     else if (rl_loss_req_unpack(args, o->ln.mb_rows, o->A, !o->discrete, o->value_head, &m) != 0) rc = -1;
     else if (m.epoch != o->ln.mb_epoch || m.minibatch != o->ln.mb_index)
@@ -145,7 +212,11 @@ static int fn_episode(struct rpc_request *req, const struct rpc_value *args, str
 static int serve_rollouts(void *u)
 {
     struct observer *o = u;
-    rpc_register(RL_FN_ROLLOUT, fn_rollout, o);
+    /* with overlap the rollout and the previous rollout's losses run at once */
+    o->ln.overlap = o->cfg.overlap && o->cfg.mode == RL_MODE_SYNC;
+    o->rollouts_done = o->next_learn = 0;
+    o->slot_seq[0] = o->slot_seq[1] = -1;
+    rpc_register(RL_FN_ROLLOUT, o->ln.overlap ? fn_rollout_overlap : fn_rollout, o);
     rpc_register(RL_FN_LOSS, fn_loss, o);
     return 0;
 }

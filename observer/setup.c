@@ -111,10 +111,12 @@ static int restore_state(struct observer *o, const unsigned char *b, size_t n)
 static int fn_get_state(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct observer *o = u;
+    pthread_mutex_lock(&o->roll_mu);   /* no rollout in progress (sync mode's overlap) */
     pthread_mutex_lock(&o->mu);
     if (o->ready) *res = save_state(o);
     bool ready = o->ready;
     pthread_mutex_unlock(&o->mu);
+    pthread_mutex_unlock(&o->roll_mu);
     return ready ? 0 : rpc_request_fail(req, "not set up");
 }
 
@@ -180,11 +182,13 @@ static int fn_setup(struct rpc_request *req, const struct rpc_value *args, struc
     struct observer *o = u;
     struct rl_setup_msg m;
     if (rl_setup_unpack(args, &m) != 0) return rpc_request_fail(req, "%s", rl_last_error());
+    pthread_mutex_lock(&o->roll_mu);
     pthread_mutex_lock(&o->mu);
     observer_release(o);
     int rc = setup_env(o, &m);
     if (rc != 0) observer_release(o);
     pthread_mutex_unlock(&o->mu);
+    pthread_mutex_unlock(&o->roll_mu);
     rl_setup_clear(&m);
     if (rc != 0) return rpc_request_fail(req, "%s", rl_last_error());
     *res = rpc_nil();

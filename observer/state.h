@@ -33,9 +33,20 @@ struct env_plugin;
 struct observer_mode;
 
 /* One observer. o->mu is held by whichever RPC function is serving (one
- * job at a time); end_mu guards agent_gone. */
+ * job at a time); end_mu guards agent_gone. With sync mode's overlap
+ * (cfg.overlap, observer_sync.c) a rollout holds roll_mu instead, for the
+ * collecting side (ln.ro, the envs, ln.rng, ln.norm, ln.report, ln.cur_obs,
+ * obs_t, trunc_idx, env_steps, the watchdog), while a loss call holds mu
+ * for the learning side (ln.done[ln.learn_slot], ln.perms, ln.mb_*,
+ * dumped, next_learn); the hand-over of a finished rollout (and
+ * rollouts_done, slot_seq) takes both, roll_mu first, as set-up and
+ * get_state do. */
 struct observer {
-    pthread_mutex_t mu;             /* one job at a time */
+    pthread_mutex_t mu;             /* one job at a time (with overlap: the learning side) */
+    pthread_mutex_t roll_mu;        /* overlap: the collecting side; taken before mu */
+    int64_t rollouts_done;          /* overlap: rollouts collected and handed over since set-up */
+    int64_t next_learn;             /* overlap: the rollout the next minibatch 0 of epoch 0 is of */
+    int64_t slot_seq[2];            /* overlap: the rollout in each of ln.done (-1: none) */
     pthread_mutex_t end_mu;         /* guards agent_gone; with end_cv, wakes observer_run */
     pthread_cond_t end_cv;
     int agent_gone;                 /* 0, or RPC_EVENT_FAILED / RPC_EVENT_LEAVE of the agent */

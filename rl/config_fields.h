@@ -173,6 +173,9 @@ struct rl_int_list {
     X(c_bar, DBL, double, , 1.0, NULL, 0, "0.9", "V-trace: truncation of the traces") \
     X(max_batch, INT, int, , 4096, NULL, 0, "999", "the agent merges concurrent act calls up to this many rows") \
     X(max_wait_us, INT, int, , 2000, NULL, 0, "123", "... waiting at most this long for more calls") \
+    X(overlap, BOOL, bool, , false, NULL, 0, "true", \
+      "sync mode, a rollouts algorithm: observers collect the next rollout while the agent learns from this one " \
+      "(a policy lag of one rollout); no effect in async mode or for an episodes algorithm") \
     X(max_steps, I64, int64_t, , 500000, NULL, RLF_ENV, "4242", \
       "stop after this many env steps of the whole run (0: no limit): exit 0\n" \
       "without a target, 1 with one missed") \

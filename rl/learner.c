@@ -107,6 +107,10 @@ void rl_learner_deinit(struct rl_learner *l)
     free(l->mb_ret);
     free(l->mb_val);
     free(l->vt_logp);
+    for (int i = 0; i < 2; i++) {
+        rl_rollout_deinit(&l->done[i]);
+        free(l->perms[i]);
+    }
     if (l->env_obs != l->cur_obs) free(l->env_obs);
     free(l->cur_obs);
     free(l->norm_rew);
@@ -119,7 +123,7 @@ const float *rl_learner_obs(struct rl_learner *l, int t)
 {
     if (t == 0) {
         memset(&l->report, 0, sizeof l->report);
-        drop_minibatch(l);
+        if (!l->overlap) drop_minibatch(l);   /* with overlap it is the learning side's */
     }
     if (t < l->ro.T)
         memcpy(l->ro.obs + (size_t)t * l->B * l->D, l->cur_obs, (size_t)l->B * l->D * sizeof(float));
@@ -218,15 +222,48 @@ void rl_learner_correct(struct rl_learner *l, const float *a, const float *log_s
     l->report.explained_var = ro->explained_var;
 }
 
+int rl_learner_hand_over(struct rl_learner *l, int slot)
+{
+    struct rl_rollout *d = &l->done[slot];
+    int N = l->ro.T * l->ro.B;
+    if (!d->obs && rl_rollout_init(d, l->ro.T, l->B, l->D, l->discrete, l->A) != 0) return -1;
+    if (!l->perms[slot] && !(l->perms[slot] = calloc((size_t)l->cfg.epochs * N, sizeof(int))))
+        return rl_set_error("out of memory for %d permutations of %d rows", l->cfg.epochs, N);
+    struct rl_rollout spare = *d;
+    *d = l->ro;
+    l->ro = spare;
+    for (int e = 0; e < l->cfg.epochs; e++) rl_permutation(N, &l->rng, l->perms[slot] + (size_t)e * N);
+    return 0;
+}
+
+struct tensor *rl_learner_first_obs(struct rl_learner *l, int slot)
+{
+    struct rl_rollout *d = &l->done[slot];
+    int N = d->T * d->B, M = N / l->cfg.minibatches;
+    float *scratch = calloc((size_t)4 * M, sizeof(float));
+    struct tensor *obs = NULL, *act = NULL;
+    if (!scratch) {
+        rl_set_error("out of memory for a minibatch of %d rows", M);
+        return NULL;
+    }
+    memcpy(d->perm, l->perms[slot], (size_t)N * sizeof(int));   /* epoch 0's */
+    if (rl_rollout_gather(d, 0, M, &obs, &act, scratch, scratch + M, scratch + 2 * M, scratch + 3 * M) != 0) obs = NULL;
+    tensor_free(act);
+    free(scratch);
+    return obs;
+}
+
 int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb)
 {
-    struct rl_rollout *ro = &l->ro;
+    struct rl_rollout *ro = l->overlap ? &l->done[l->learn_slot] : &l->ro;
     int per_epoch = rl_observer_minibatches(&l->cfg);
     int N = ro->T * ro->B, M = N / per_epoch;
     if (mb < 0 || epoch < 0 || mb >= per_epoch || epoch >= l->cfg.epochs)
         return rl_set_error("minibatch %d of epoch %d is out of range", mb, epoch);
+    if (l->overlap && !l->perms[l->learn_slot]) return rl_set_error("minibatch: no rollout was handed over");
     drop_minibatch(l);
-    if (mb == 0) rl_permutation(N, &l->rng, ro->perm);
+    if (mb == 0 && l->overlap) memcpy(ro->perm, l->perms[l->learn_slot] + (size_t)epoch * N, (size_t)N * sizeof(int));
+    else if (mb == 0) rl_permutation(N, &l->rng, ro->perm);
     if (rl_rollout_gather(ro, mb * M, M, &l->mb_obs, &l->mb_act, l->mb_logp, l->mb_adv, l->mb_ret, l->mb_val) != 0)
         return -1;
     l->mb_epoch = epoch;

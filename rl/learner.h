@@ -52,6 +52,17 @@ struct rl_learner {
     float *mb_logp, *mb_adv, *mb_ret, *mb_val;
     struct rl_report report;        /* of the rollout in progress or last finished */
     float *vt_logp;                 /* [T*B] the target policy's log-probs (an estimator with `correct` only) */
+    /* Sync mode's overlap (cfg.overlap, observer/observer_sync.c): a
+     * finished rollout is handed over (rl_learner_hand_over) to one of two
+     * slots and learnt from there while the next one is collected into ro.
+     * The collecting side (ro, the envs, rng, norm, report, cur_obs) and
+     * the learning side (done[learn_slot], perms, mb_*) share no field, so
+     * two threads may run them at once; the hand-over is the one step that
+     * touches both (the caller serialises it with the learning side). */
+    bool overlap;                   /* set by the owner after init: minibatches come from done[learn_slot] */
+    struct rl_rollout done[2];      /* the finished rollouts (allocated at their first hand-over) */
+    int *perms[2];                  /* [epochs * T*B]: each epoch's permutation, drawn at the hand-over */
+    int learn_slot;                 /* the slot rl_learner_minibatch gathers from */
 };
 
 /* Sets up observer `index` of a run (its envs and RNG seeded from cfg->seed,
@@ -104,10 +115,25 @@ void rl_learner_correct(struct rl_learner *l, const float *a, const float *log_s
 
 /* Gathers minibatch mb (of rl_observer_minibatches(&l->cfg) per epoch:
  * --minibatches in sync mode, --minibatches / --observers in async) of
- * epoch `epoch` of the last rollout (a fresh permutation at mb 0) into l->mb_*: observations f32 [M,D] and actions
+ * epoch `epoch` of the last rollout (a fresh permutation at mb 0; with
+ * overlap: of done[learn_slot], with the permutation drawn at its
+ * hand-over) into l->mb_*: observations f32 [M,D] and actions
  * (i64 [M] or f32 [M,A]) as tensors, old log-probs, advantages, returns and
  * old values. 0, or -1 with rl_last_error() (out of range). */
 int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb);
+
+/* Overlap (l->overlap): ends the collecting side's part of the rollout just
+ * finished: it moves into done[slot] (whose old contents, learnt from
+ * already, become the buffer the next rollout fills) and every epoch's
+ * permutation of it is drawn from l->rng now, so that the RNG's draws come
+ * in the order they do without overlap (a rollout's sampling, then its
+ * permutations, then the next rollout's sampling). 0, or -1 with
+ * rl_last_error() (out of memory). */
+int rl_learner_hand_over(struct rl_learner *l, int slot);
+/* Overlap: minibatch 0 of epoch 0 of done[slot], its observations only (a
+ * new f32 [M,D] tensor, for the rollout's reply), touching no field of the
+ * learning side. NULL with rl_last_error(). */
+struct tensor *rl_learner_first_obs(struct rl_learner *l, int slot);
 
 /* The loss of the gathered minibatch (the algorithm's mb_loss) times weight,
  * from the policy's recorded answer for l->mb_obs; stats gets the unweighted

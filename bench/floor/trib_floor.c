@@ -2,15 +2,19 @@
  * algorithm, network, envs, seeds, rollout shape, minibatches and epochs as
  * tributary-train with the same flags, run in one process with no RPC:
  * observer k's envs and RNG (rl/learner), the policy's forward
- * (rl_arch_forward) and the same merging of rows (every observer's act
- * rows in one forward, every observer's minibatch in one recorded forward,
- * one backward, one clipped optimizer step). Its wall time and env steps/s
+ * (rl_arch_forward) and the same merging of rows (every observer's pending
+ * act call in one forward, as the agent's lockstep server merges them,
+ * every observer's minibatch in one recorded forward, one backward with
+ * the gradients grouped as the agent sums them, one clipped optimizer
+ * step): the same updates, bit for bit (docs/design.md §8). Its wall time and env steps/s
  * are what the distributed run is measured against (x_floor in
  * scripts/bench rl). Sync order only: an async run's floor is the sync one.
  * A benchmark, not a trainer: no checkpoints, metrics or plug-in loading
  * rules beyond tributary-train's. The last stdout line is tributary-train's
  * JSON summary. TRIB_DEBUG_DUMP writes the first update's files as the
- * distributed run does (tests/rl/test_rl_equiv compares them). */
+ * distributed run does (tests/rl/test_rl_equiv compares them). With sync
+ * mode's --overlap it collects rollout k+1 with the policy before rollout
+ * k's updates, as the agent does (docs/design.md §8). */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -47,12 +51,21 @@ struct floor {
     struct run_stats *stats;
     int n;                          /* observers */
     struct rl_learner *ln;
-    int *idx;                       /* [B] truncated envs of one learner */
+    int *idx;                       /* [n*B] each learner's truncated envs (B from k*B) */
     struct tensor *x;               /* [n*B, D] the act rows */
     int64_t version;                /* optimizer steps */
     bool dumped;
     bool norm_on;                   /* --norm-obs / --norm-reward: the run's one set of statistics */
     struct rl_norm_stats norm, delta;
+    /* sync mode's overlap (cfg.overlap; agent/sync.c's `ahead`): the next
+     * rollout is collected, with the policy before this one's updates,
+     * before them, and counted when the next iteration collects it */
+    bool overlap;
+    bool ahead;                     /* the next rollout is collected, its reports in ahead_rep */
+    int64_t rollouts_done;          /* handed over (rl_learner_hand_over's slot: this % 2) */
+    int64_t ahead_version, lag;
+    int64_t ckpt_updates;           /* where the agent's last checkpoint would be (agent_maybe_checkpoint) */
+    struct rl_report ahead_rep[RL_MAX_OBSERVERS];
 };
 
 /* Before the rollouts: every observer takes the run's set (the agent's
@@ -77,13 +90,15 @@ static int die(const char *what)
     return 1;
 }
 
-/* Observer k's rows [k*rows, (k+1)*rows) of a merged answer, as views. */
-static int part_of(const struct rl_policy_out *all, int k, int64_t rows, struct rl_policy_out *part)
+/* Observer k's rows [k*rows, (k+1)*rows) of a merged answer, as views;
+ * log_std (a Gaussian head's, shared by every row: NULL otherwise) its own
+ * node of it (update()). */
+static int part_of(const struct rl_policy_out *all, int k, int64_t rows, struct tensor *log_std, struct rl_policy_out *part)
 {
     memset(part, 0, sizeof *part);
     part->a = tensor_slice(all->a, k * rows, (k + 1) * rows);
     part->value = all->value ? tensor_slice(all->value, k * rows, (k + 1) * rows) : NULL;
-    part->log_std = all->log_std ? tensor_retain(all->log_std) : NULL;
+    part->log_std = tensor_retain(log_std);
     part->version = all->version;
     if (!part->a || (all->value && !part->value)) {
         rl_policy_out_clear(part);
@@ -99,64 +114,117 @@ static int forward(struct floor *f, struct tensor *obs, struct rl_policy_out *ou
     return 0;
 }
 
-/* The values of learner l's n truncated envs of step t (the observer's
- * extra act call). */
-static int bootstrap(struct floor *f, struct rl_learner *l, int t, int n)
+/* Rows [start, start+rows) of a merged answer, as views. */
+static int rows_of(const struct rl_policy_out *all, int64_t start, int64_t rows, struct rl_policy_out *part)
 {
-    int64_t s[2] = { n, l->D };
-    struct tensor *x = tensor_new(DTYPE_F32, DEVICE_CPU, 2, s);
-    if (!x) return -1;
-    for (int i = 0; i < n; i++)
-        memcpy((float *)tensor_data(x) + (size_t)i * l->D, rl_learner_final_obs(l, f->idx[i]), (size_t)l->D * sizeof(float));
-    struct rl_policy_out out;
-    int rc = forward(f, x, &out);
-    tensor_free(x);
-    if (rc != 0) return -1;
-    rl_learner_bootstrap(l, t, n, f->idx, tensor_data(out.value));
-    rl_policy_out_clear(&out);
+    memset(part, 0, sizeof *part);
+    part->a = tensor_slice(all->a, start, start + rows);
+    part->value = all->value ? tensor_slice(all->value, start, start + rows) : NULL;
+    part->log_std = tensor_retain(all->log_std);
+    part->version = all->version;
+    if (!part->a || (all->value && !part->value)) {
+        rl_policy_out_clear(part);
+        return -1;
+    }
     return 0;
 }
 
-/* Every observer's rollout in lockstep, their act rows in one forward per
- * step (observer order, as the agent merges them). */
-static int rollouts(struct floor *f)
+/* Every observer's rollout in lockstep, merged as the agent's act server
+ * merges the observers' calls (agent/policy.c, lockstep): each observer
+ * has one call pending at a time (its step t's act call; after a step that
+ * truncated n envs, the act call for their final observations' values; at
+ * t == T its last call, for the bootstrap values), and each forward serves
+ * every pending call, in observer order. So a truncation's call is merged
+ * with the other observers' calls of the moment, as in the distributed run
+ * (a forward's rows do not come out the same bits in every batch size).
+ * With overlap handed over (rl_learner_hand_over). Not yet counted:
+ * rollouts_count. */
+static int rollouts_collect(struct floor *f)
 {
     const int B = f->cfg.envs_per_observer, D = f->spec->obs.dim, T = f->ln[0].ro.T;
+    int t[RL_MAX_OBSERVERS], boot[RL_MAX_OBSERVERS];   /* the pending call's step; > 0: step t's truncation call */
+    int64_t at[RL_MAX_OBSERVERS], rows[RL_MAX_OBSERVERS];
     bool was = autograd_set_enabled(false);
-    int rc = 0;
+    int rc = 0, left = f->n;
     norm_adopt(f);
-    for (int t = 0; t <= T && rc == 0; t++) {
-        for (int k = 0; k < f->n; k++)
-            memcpy((float *)tensor_data(f->x) + (size_t)k * B * D, rl_learner_obs(&f->ln[k], t),
-                   (size_t)B * D * sizeof(float));
-        struct rl_policy_out all;
-        if (forward(f, f->x, &all) != 0) {
+    for (int k = 0; k < f->n; k++) t[k] = boot[k] = 0;
+    while (left > 0 && rc == 0) {
+        int64_t n_rows = 0;
+        for (int k = 0; k < f->n; k++) {
+            at[k] = n_rows;
+            rows[k] = t[k] > T ? 0 : boot[k] > 0 ? boot[k] : B;
+            n_rows += rows[k];
+        }
+        int64_t xs[2] = { n_rows, D };
+        struct tensor *x = n_rows == f->x->shape[0] ? tensor_retain(f->x) : tensor_new(DTYPE_F32, DEVICE_CPU, 2, xs);
+        if (!x) {
             rc = -1;
             break;
         }
+        for (int k = 0; k < f->n; k++) {
+            float *dst = (float *)tensor_data(x) + (size_t)at[k] * D;
+            if (rows[k] == 0) continue;
+            if (boot[k] == 0) memcpy(dst, rl_learner_obs(&f->ln[k], t[k]), (size_t)B * D * sizeof(float));
+            else
+                for (int i = 0; i < boot[k]; i++)
+                    memcpy(dst + (size_t)i * D, rl_learner_final_obs(&f->ln[k], f->idx[(size_t)k * B + i]),
+                           (size_t)D * sizeof(float));
+        }
+        struct rl_policy_out all;
+        rc = forward(f, x, &all);
+        tensor_free(x);
+        if (rc != 0) break;
         for (int k = 0; k < f->n && rc == 0; k++) {
             struct rl_policy_out part;
-            if (part_of(&all, k, B, &part) != 0) {
+            if (rows[k] == 0) continue;
+            if (rows_of(&all, at[k], rows[k], &part) != 0) {
                 rc = -1;
                 break;
             }
-            if (t == T) {
-                rl_learner_finish(&f->ln[k], tensor_data(part.value));
+            struct rl_learner *l = &f->ln[k];
+            int *idx = f->idx + (size_t)k * B;
+            if (boot[k] > 0) {   /* the values of step t's truncated envs */
+                rl_learner_bootstrap(l, t[k], boot[k], idx, tensor_data(part.value));
+                boot[k] = 0;
+                t[k]++;
+            } else if (t[k] == T) {
+                rl_learner_finish(l, tensor_data(part.value));
+                t[k]++;
+                left--;
             } else {
-                int m = rl_learner_step(&f->ln[k], t, &part, f->idx);
-                if (m < 0 || (m > 0 && bootstrap(f, &f->ln[k], t, m) != 0)) rc = -1;
+                int m = rl_learner_step(l, t[k], &part, idx);
+                if (m < 0) rc = -1;
+                else if (m > 0) boot[k] = m;
+                else t[k]++;
             }
             rl_policy_out_clear(&part);
         }
         rl_policy_out_clear(&all);
     }
     autograd_set_enabled(was);
-    for (int k = 0; k < f->n && rc == 0; k++) {
-        run_stats_report(f->stats, &f->ln[k].report);
-        run_stats_observer_steps(f->stats, k, f->ln[k].report.steps);
-    }
-    if (rc == 0) norm_merge(f);
+    for (int k = 0; k < f->n && rc == 0 && f->overlap; k++) rc = rl_learner_hand_over(&f->ln[k], (int)(f->rollouts_done % 2));
+    f->rollouts_done += rc == 0 && f->overlap;
     return rc;
+}
+
+/* The agent's collection of a rollout: the reports reps[k] counted in
+ * observer order, the statistics' deltas merged. */
+static void rollouts_count(struct floor *f, const struct rl_report *reps)
+{
+    for (int k = 0; k < f->n; k++) {
+        run_stats_report(f->stats, &reps[k]);
+        run_stats_observer_steps(f->stats, k, reps[k].steps);
+    }
+    norm_merge(f);
+}
+
+static int rollouts(struct floor *f)
+{
+    struct rl_report reps[RL_MAX_OBSERVERS];
+    if (rollouts_collect(f) != 0) return -1;
+    for (int k = 0; k < f->n; k++) reps[k] = f->ln[k].report;
+    rollouts_count(f, reps);
+    return 0;
 }
 
 static void dump_first(struct floor *f, int k, double weight)
@@ -222,11 +290,20 @@ static int update(struct floor *f, int e, int mb, int64_t version0)
         return -1;
     }
     tensor_free(x);
+    /* The Gaussian head's one log_std: a node of its own per observer (a
+     * reshape to its own shape), so that its gradient is summed within each
+     * observer's loss first and then over the observers in observer order,
+     * as agent/policy_batch.c sums what each observer's backward sends (a
+     * float sum in another grouping parts in the last bit). The backward
+     * runs the latest node first, so they are made last observer first. */
+    struct tensor *ls[RL_MAX_OBSERVERS] = { 0 };
     int rc = 0;
+    for (int k = f->n - 1; k >= 0 && all.log_std && rc == 0; k--)
+        if (!(ls[k] = tensor_reshape(all.log_std, all.log_std->ndim, all.log_std->shape))) rc = -1;
     for (int k = 0; k < f->n && rc == 0; k++) {
         struct rl_policy_out part;
         struct tensor *loss = NULL;
-        if (part_of(&all, k, f->ln[k].mb_rows, &part) == 0) {
+        if (part_of(&all, k, f->ln[k].mb_rows, ls[k], &part) == 0) {
             loss = rl_learner_loss(&f->ln[k], &part, 1.0 / f->n, &st[k]);
             rl_policy_out_clear(&part);
         }
@@ -237,6 +314,7 @@ static int update(struct floor *f, int e, int mb, int64_t version0)
         if (!total) rc = -1;
     }
     rl_policy_out_clear(&all);
+    for (int k = 0; k < f->n; k++) tensor_free(ls[k]);
     if (rc == 0) rc = tensor_backward(total, NULL, false);
     tensor_free(total);
     if (dump && rc == 0) dump_params(f, "params_before.bin");
@@ -251,7 +329,7 @@ static int update(struct floor *f, int e, int mb, int64_t version0)
         mean.approx_kl += st[k].approx_kl / f->n;
         mean.clipfrac += st[k].clipfrac / f->n;
     }
-    run_stats_update(f->stats, f->version - 1 - version0, &mean);
+    run_stats_update(f->stats, f->overlap ? f->lag : f->version - 1 - version0, &mean);
     return 0;
 }
 
@@ -348,14 +426,52 @@ static int episodes_iteration(void *u)
 
 /* A rollouts algorithm: rollouts everywhere, then epochs x minibatches of
  * one update each. */
+/* Overlap: agent/sync.c's boundary_is_still (the run stops after this
+ * iteration's `updates`, or checkpoints). */
+static bool boundary_is_still(struct floor *f, int updates)
+{
+    int64_t after = run_stats_updates(f->stats) + updates;
+    if (run_stats_solved(f->stats) || run_stats_out_of_budget(f->stats)) return true;
+    if (f->cfg.max_updates > 0 && after >= f->cfg.max_updates) return true;
+    return f->cfg.logdir[0] && f->cfg.checkpoint_every > 0 && after - f->ckpt_updates >= f->cfg.checkpoint_every;
+}
+
+/* Overlap, as agent/sync.c: the rollout collected ahead counted (or a fresh
+ * one collected and counted), the next one collected ahead with the
+ * policy as it is now (unless the boundary after this iteration is still),
+ * then this one's updates from its slot. */
+static int overlapped_rollouts(struct floor *f, int64_t version0)
+{
+    int total = f->cfg.epochs * f->cfg.minibatches;
+    if (f->ahead) {
+        f->ahead = false;
+        rollouts_count(f, f->ahead_rep);
+    } else {
+        f->ahead_version = f->version;
+        if (rollouts(f) != 0) return -1;
+    }
+    f->lag = version0 - f->ahead_version;
+    for (int k = 0; k < f->n; k++) f->ln[k].learn_slot = (int)((f->rollouts_done - 1) % 2);
+    if (!boundary_is_still(f, total)) {
+        f->ahead_version = f->version;
+        if (rollouts_collect(f) != 0) return -1;
+        for (int k = 0; k < f->n; k++) f->ahead_rep[k] = f->ln[k].report;
+        f->ahead = true;
+    }
+    return 0;
+}
+
 static int rollouts_iteration(void *u)
 {
     struct floor *f = u;
     int64_t version0 = f->version;
-    if (rollouts(f) != 0) return -1;
+    if ((f->overlap ? overlapped_rollouts(f, version0) : rollouts(f)) != 0) return -1;
     for (int e = 0; e < f->cfg.epochs; e++)
         for (int mb = 0; mb < f->cfg.minibatches; mb++)
             if (update(f, e, mb, version0) != 0) return -1;
+    int64_t done = run_stats_updates(f->stats);   /* the boundary's checkpoint, which the floor does not write */
+    if (f->cfg.logdir[0] && f->cfg.checkpoint_every > 0 && done - f->ckpt_updates >= f->cfg.checkpoint_every)
+        f->ckpt_updates = done;
     return 0;
 }
 
@@ -392,14 +508,22 @@ static int setup(struct floor *f)
     if (!f->opt) return rl_set_error("optimizer: %s", optim_last_error());
     f->n = f->cfg.observers;
     f->ln = calloc((size_t)f->n, sizeof *f->ln);
-    f->idx = calloc((size_t)f->cfg.envs_per_observer, sizeof *f->idx);
+    f->idx = calloc((size_t)f->n * f->cfg.envs_per_observer, sizeof *f->idx);
     CHECK(f->ln && f->idx);
+    const struct rl_algo *algo = rl_algo_of(&f->cfg);
+    f->overlap = f->cfg.overlap && f->cfg.mode == RL_MODE_SYNC && algo && algo->shape == RL_SHAPE_ROLLOUTS;
+    if (f->overlap) {   /* its updates' lag is recorded, as the agent's */
+        struct run_stats_mode m = { .policy_lag = true };
+        run_stats_set_mode(f->stats, &m);
+    }
     /* sync order only: every observer splits its rollout into --minibatches
      * (an async observer's own split, rl_observer_minibatches, is not the floor's) */
     struct rl_config sync_cfg = f->cfg;
     sync_cfg.mode = RL_MODE_SYNC;
-    for (int k = 0; k < f->n; k++)
+    for (int k = 0; k < f->n; k++) {
         if (rl_learner_init(&f->ln[k], &sync_cfg, s, k, 0) != 0) return -1;
+        f->ln[k].overlap = f->overlap;
+    }
     f->norm_on = rl_norm_on(&f->ln[0].norm);
     int nd = f->cfg.norm_obs ? s->obs.dim : 0;
     if (f->norm_on && (rl_norm_stats_init(&f->norm, nd, f->cfg.norm_reward, f->cfg.clip_obs, f->cfg.clip_reward) != 0 ||

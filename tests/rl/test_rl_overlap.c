@@ -1,0 +1,301 @@
+/* Sync mode's overlap (--overlap, docs/design.md §6 "Overlap"): observers
+ * collect the next rollout, acted on by a frozen copy of the policy, while
+ * the agent learns from this one. Real tributary-train runs on loopback:
+ *   - an overlapped run is bit-reproducible (the policy file's bytes and the
+ *     summary's figures twice the same), it learns from a behaviour policy
+ *     one rollout behind (the lag recorded: epochs x minibatches versions),
+ *     and it is not the run without overlap (whose summary has no lag);
+ *   - a boundary that writes a checkpoint is drained (no rollout asked for
+ *     ahead across it): the lag histogram says which rollouts were fresh,
+ *     and a run resumed there is the uninterrupted run, bit for bit;
+ *   - an observer that crashes while it collects ahead is dropped and the
+ *     run goes on with the other;
+ *   - trib-floor, emulating the overlap in one process, makes the same
+ *     updates as the distributed run: every progress row the same (a
+ *     discrete policy, 2 observers: docs/design.md §8). */
+#define _GNU_SOURCE
+#include "rl_harness.h"
+
+#include <sys/stat.h>
+
+#include "kit.h"
+
+#define SMALL "--observers", "2", "--envs-per-observer", "4", "--steps-per-rollout", "32", "--epochs", "2", \
+              "--minibatches", "2", "--hidden", "16,16", "--seed", "5", "--device", "cpu", "--quiet"
+
+static char scratch_dir[64];        /* a test's directory under /tmp, removed by the teardown */
+
+static const char *scratch(void)
+{
+    return kit_must_scratch(scratch_dir, sizeof scratch_dir, "trib_overlap_");
+}
+
+static void teardown(void)
+{
+    rl_kill_all();
+    if (scratch_dir[0]) kit_rm_rf(scratch_dir);
+    scratch_dir[0] = '\0';
+}
+
+/* Runs tributary-train with args and --logdir DIR/name; its summary (the
+ * caller deletes it). The run must end by its budget (exit 1). */
+static cJSON *train(const char *dir, const char *name, const char *const *args, const char *const *env)
+{
+    char logdir[256];
+    snprintf(logdir, sizeof logdir, "%s/%s", dir, name);
+    const char *argv[MAX_ARGS] = { 0 };
+    int n = 0;
+    while (args[n]) {
+        argv[n] = args[n];
+        n++;
+    }
+    argv[n++] = "--logdir";
+    argv[n++] = logdir;
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, argv, env);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "%s: exit %d\nstdout:\n%s\nstderr:\n%s", name, rc, tail(p.out), tail(p.err));
+    cJSON *j = summary(&p);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    rl_free(&p);
+    return j;
+}
+
+/* The bytes of DIR/name/policy.safetensors (caller frees; *n its size). */
+static char *policy_bytes(const char *dir, const char *name, size_t *n)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s/policy.safetensors", dir, name);
+    return kit_must_read(path, n);
+}
+
+/* lag_hist of summary j: bins[i] for i < cap (0 past its end). */
+static void lag_hist(const cJSON *j, long long *bins, int cap)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(j, "lag_hist");
+    ck_assert_msg(cJSON_IsArray(h), "summary: no lag_hist");
+    for (int i = 0; i < cap; i++) {
+        const cJSON *x = cJSON_GetArrayItem(h, i);
+        bins[i] = x ? (long long)x->valuedouble : 0;
+    }
+}
+
+/* 5 iterations of 2 x 2 updates: the first rollout is fresh (lag 0), each
+ * later one was collected during the updates before it (lag 4 = one
+ * rollout's updates); run twice, bit for bit; without --overlap another
+ * policy, and no lag in the summary. */
+START_TEST(test_overlap_reproducible)
+{
+    const char *dir = scratch();
+    const char *on[] = { SMALL, "--max-updates", "20", "--overlap", NULL };
+    const char *off[] = { SMALL, "--max-updates", "20", NULL };
+    cJSON *a = train(dir, "a", on, NULL), *b = train(dir, "b", on, NULL), *c = train(dir, "off", off, NULL);
+    size_t na, nb, nc;
+    char *pa = policy_bytes(dir, "a", &na), *pb = policy_bytes(dir, "b", &nb), *pc = policy_bytes(dir, "off", &nc);
+    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "two overlapped runs of one seed wrote different policies");
+    ck_assert_msg(na != nc || memcmp(pa, pc, na) != 0, "the overlapped run's policy is the run without overlap's");
+    static const char *const same[] = { "env_steps", "episodes", "updates", "return_mean", "lag_mean", "lag_max", NULL };
+    for (int i = 0; same[i]; i++)
+        ck_assert_msg(jnum(a, same[i]) == jnum(b, same[i]), "%s: %.17g then %.17g", same[i], jnum(a, same[i]),
+                      jnum(b, same[i]));
+    ck_assert_int_eq((int)jnum(a, "updates"), 20);
+    ck_assert_int_eq((int)jnum(a, "lag_max"), 4);   /* one rollout: epochs x minibatches versions */
+    long long bins[6];
+    lag_hist(a, bins, 6);
+    ck_assert_msg(bins[0] == 4 && bins[1] == 0 && bins[2] == 0 && bins[3] == 0 && bins[4] == 16 && bins[5] == 0,
+                  "lag_hist %lld,%lld,%lld,%lld,%lld,%lld: want the first rollout's 4 updates at 0, the others' 16 at 4",
+                  bins[0], bins[1], bins[2], bins[3], bins[4], bins[5]);
+    ck_assert_msg(!cJSON_GetObjectItemCaseSensitive(c, "lag_max"), "a sync run without overlap reports a lag");
+    ck_assert_int_eq((int)jnum(c, "updates"), 20);
+    free(pa);
+    free(pb);
+    free(pc);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cJSON_Delete(c);
+}
+END_TEST
+
+/* --checkpoint-every 8 (two iterations): the boundary after every second
+ * iteration writes a checkpoint, so the rollout after it is not asked for
+ * ahead: iterations 1 and 3 learn fresh rollouts (lag 0), 2 and 4 ones
+ * collected ahead (lag 4); checkpoints are written (that they hold the
+ * observers at a still point, test_overlap_resume_same shows). */
+START_TEST(test_overlap_drains_at_checkpoints)
+{
+    const char *dir = scratch();
+    const char *args[] = { SMALL, "--max-updates", "16", "--overlap", "--checkpoint-every", "8", NULL };
+    cJSON *j = train(dir, "ck", args, NULL);
+    long long bins[6];
+    lag_hist(j, bins, 6);
+    ck_assert_msg(bins[0] == 8 && bins[4] == 8, "lag_hist %lld,%lld,%lld,%lld,%lld: want 8 updates at 0 and 8 at 4",
+                  bins[0], bins[1], bins[2], bins[3], bins[4]);
+    char path[300];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/ck/checkpoints", dir);
+    ck_assert_msg(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "no checkpoints directory in %s", path);
+    cJSON_Delete(j);
+}
+END_TEST
+
+/* A run stopped at a drained boundary (--max-updates 8, a checkpoint every
+ * 8) and resumed to 24 updates writes the policy the uninterrupted run of
+ * 24 writes, bit for bit: the checkpoint holds every observer at a still
+ * point, and the uninterrupted run drained at the same boundary. */
+START_TEST(test_overlap_resume_same)
+{
+    const char *dir = scratch();
+    const char *whole[] = { SMALL, "--overlap", "--checkpoint-every", "8", "--max-updates", "24", NULL };
+    const char *first[] = { SMALL, "--overlap", "--checkpoint-every", "8", "--max-updates", "8", NULL };
+    cJSON *a = train(dir, "whole", whole, NULL), *b = train(dir, "parts", first, NULL);
+    ck_assert_int_eq((int)jnum(b, "updates"), 8);
+    char logdir[256];
+    snprintf(logdir, sizeof logdir, "%s/parts", dir);
+    const char *resume[] = { "--resume", logdir, "--max-updates", "24", "--quiet", NULL };
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, resume, NULL);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "resume: exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    cJSON *c = summary(&p);
+    ck_assert_int_eq((int)jnum(c, "updates"), 24);
+    size_t na, nb;
+    char *pa = policy_bytes(dir, "whole", &na), *pb = policy_bytes(dir, "parts", &nb);
+    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "the resumed run's policy is not the uninterrupted run's");
+    ck_assert_msg(jnum(a, "return_mean") == jnum(c, "return_mean"), "return_mean %.17g, resumed %.17g",
+                  jnum(a, "return_mean"), jnum(c, "return_mean"));
+    free(pa);
+    free(pb);
+    rl_free(&p);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    cJSON_Delete(c);
+}
+END_TEST
+
+/* One observer crashes (SIGSEGV in its env) at its 40th step of each env:
+ * in its second rollout, the one collected ahead while the agent learns the
+ * first. It is dropped; the other goes on to the budget. */
+START_TEST(test_overlap_observer_lost)
+{
+    const char *dir = scratch();
+    char once[200];
+    snprintf(once, sizeof once, "TRIB_FAULT_ONCE=%s/once", dir);
+    const char *env[] = { "TRIB_FAULT=segv", "TRIB_FAULT_AT=40", once, NULL };
+    const char *args[] = { "--env", FAULTY_SO, SMALL, "--max-updates", "16", "--overlap", "--heartbeat-timeout", "3000",
+                           NULL };
+    char logdir[256];
+    snprintf(logdir, sizeof logdir, "%s/lost", dir);
+    const char *argv[MAX_ARGS] = { 0 };
+    int n = 0;
+    while (args[n]) {
+        argv[n] = args[n];
+        n++;
+    }
+    argv[n++] = "--logdir";
+    argv[n++] = logdir;
+    struct rl_proc p;
+    rl_start(&p, TRIB_TRAIN_BIN, argv, env);
+    int rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    cJSON *j = summary(&p);
+    ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
+    ck_assert_int_eq((int)jnum(j, "observers_lost"), 1);
+    /* the iteration it was lost in may end early: the budget is met at a boundary */
+    ck_assert_msg(jnum(j, "updates") >= 16 && jnum(j, "updates") < 20, "updates %g", jnum(j, "updates"));
+    ck_assert_msg(strstr(p.err, "agent: lost observer"), "no observer lost on stderr:\n%s", p.err);
+    cJSON_Delete(j);
+    rl_free(&p);
+}
+END_TEST
+
+/* The progress rows of out (the lines with "steps"), without the columns
+ * the clock makes (the time, sps, upd/s), one per line. */
+static char *rows_of(const char *out)
+{
+    size_t cap = strlen(out) + 1, n = 0;
+    char *r = calloc(cap, 1), *copy = strdup(out);
+    ck_assert(r && copy);
+    for (char *save = NULL, *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *from = strstr(line, "steps ");
+        if (!from || line[0] != ' ') continue;
+        char *save2 = NULL;
+        bool skip = false;
+        for (char *tok = strtok_r(from, " ", &save2); tok; tok = strtok_r(NULL, " ", &save2)) {
+            if (skip) {
+                skip = false;
+                continue;
+            }
+            if (!strcmp(tok, "sps") || !strcmp(tok, "upd/s")) {
+                skip = true;
+                continue;
+            }
+            n += (size_t)snprintf(r + n, cap - n, "%s ", tok);
+        }
+        n += (size_t)snprintf(r + n, cap - n, "\n");
+    }
+    free(copy);
+    return r;
+}
+
+/* trib-floor's progress rows are the distributed run's with args, row for
+ * row (losses, KL, returns, the lag when overlapped): the same updates. */
+static void check_floor_same(const char *const *args, bool overlapped)
+{
+    const char *argv[MAX_ARGS] = { 0 };
+    int n = 0;
+    for (; args[n]; n++) argv[n] = strcmp(args[n], "--quiet") ? args[n] : "--no-quiet";
+    argv[n] = NULL;
+    struct rl_proc run, floor;
+    rl_start(&run, TRIB_TRAIN_BIN, argv, NULL);
+    int rc = rl_wait(&run, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "exit %d\nstderr:\n%s", rc, tail(run.err));
+    rl_start(&floor, TRIB_FLOOR_BIN, argv, NULL);
+    rc = rl_wait(&floor, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 1, "trib-floor: exit %d\nstderr:\n%s", rc, tail(floor.err));
+    char *a = rows_of(run.out), *b = rows_of(floor.out);
+    int rows = 0;
+    for (const char *c = a; *c; c++) rows += *c == '\n';
+    ck_assert_msg(rows >= 8, "%d progress rows:\n%s", rows, run.out);
+    ck_assert_msg((strstr(a, " lag ") != NULL) == overlapped, "lag column:\n%s", a);
+    ck_assert_msg(strcmp(a, b) == 0, "the floor's rows differ from the run's:\nrun:\n%s\nfloor:\n%s", a, b);
+    cJSON *ja = summary(&run), *jb = summary(&floor);
+    ck_assert_msg(jnum(ja, "return_mean") == jnum(jb, "return_mean"), "summaries differ:\n%s\n%s", run.out, floor.out);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+    free(a);
+    free(b);
+    rl_free(&run);
+    rl_free(&floor);
+}
+
+/* CartPole-v1, 2 observers, overlapped: the run learns from the rollout
+ * collected with the policy before the previous rollout's updates, exactly
+ * as the floor does it in one process. */
+START_TEST(test_overlap_floor_same_updates)
+{
+    const char *args[] = { SMALL, "--max-updates", "40", "--overlap", "--log-every", "0.0000001", NULL };
+    check_floor_same(args, true);
+}
+END_TEST
+
+/* The floor an exact reference beyond the first update (test_rl_equiv's):
+ * a Gaussian policy (one log_std for every observer's rows) and 3
+ * observers whose envs hit their time limit (each truncation's extra act
+ * call merged with the others' calls of the moment), without and with
+ * overlap. */
+START_TEST(test_floor_same_updates_gaussian)
+{
+    const char *off[] = { "--preset", "pendulum", "--observers", "3", "--envs-per-observer", "4", "--steps-per-rollout",
+                          "64", "--epochs", "4", "--max-steps", "9000", "--seed", "3", "--device", "cpu", "--log-every", "0.0000001",
+                          "--no-overlap", NULL };
+    check_floor_same(off, false);
+    const char *on[] = { "--preset", "pendulum", "--observers", "3", "--envs-per-observer", "4", "--steps-per-rollout",
+                         "64", "--epochs", "4", "--max-steps", "9000", "--seed", "3", "--device", "cpu", "--log-every", "0.0000001",
+                         "--overlap", "--norm-obs", "--norm-reward", NULL };
+    check_floor_same(on, true);
+}
+END_TEST
+
+KIT_MAIN("rl_overlap", { "overlap", 300, .teardown = teardown, .tests = { test_overlap_reproducible,
+          test_overlap_drains_at_checkpoints, test_overlap_observer_lost, test_overlap_resume_same, test_overlap_floor_same_updates,
+          test_floor_same_updates_gaussian } })
