@@ -771,8 +771,8 @@ START_TEST(test_hostile_gradients_sync)
         const char *margs[] = { ep, rank, "4", kinds[i][0], NULL };
         rl_start(&member[i], NORM_MEMBER_BIN, margs, NULL);
     }
-    int rc = rl_wait(&agent, RUN_TIMEOUT_S);
-    ck_assert_msg(rc == 1, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
+    int rc = rl_wait(&agent, RUN_TIMEOUT_S);   /* Pendulum has no target: its budget spent is a success */
+    ck_assert_msg(rc == 0, "agent exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(agent.out), tail(agent.err));
     for (int i = 0; i < 2; i++) {
         char line[512];
         snprintf(line, sizeof line, "agent: dropping observer%d (alive): its loss reply: %s (this update is refused: the "
