@@ -302,7 +302,8 @@ void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
     char hid[64], shape[128], update[256];
     format_list(&c->hidden, "-", hid, sizeof hid);
     rl_algo_get(c->algo)->describe(c, shape, sizeof shape, update, sizeof update);
-    snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s, lr %g, %s, policy on %s, seed %llu", rl_mode_name(c->mode),
-             rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid,
-             rl_activation_choice(c->activation), c->lr, update, rl_device_choice(c->device), (unsigned long long)c->seed);
+    snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s%s, lr %g, %s, policy on %s, seed %llu",
+             rl_mode_name(c->mode), rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid,
+             rl_activation_choice(c->activation), c->init == RL_INIT_ORTHOGONAL ? " (orthogonal init)" : "", c->lr,
+             update, rl_device_choice(c->device), (unsigned long long)c->seed);
 }
