@@ -186,7 +186,7 @@ START_TEST(test_train_bad_usage)
         { { "--bogus", NULL }, "tributary-train: unknown option '--bogus'" SEE("tributary-train") },
         { { "extra", NULL }, "tributary-train: unexpected argument 'extra'" SEE("tributary-train") },
         { { "--preset", "nope", NULL },
-          "tributary-train: unknown preset 'nope' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example, mujoco, mujoco-fast)"
+          "tributary-train: unknown preset 'nope' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example, mujoco, mujoco-fast, zoo)"
           SEE("tributary-train") },
         { { "--observers", "0", NULL }, "tributary-train: --observers must be in 1..64, not 0" SEE("tributary-train") },
         { { "--observers=65", NULL }, "tributary-train: --observers must be in 1..64, not 65" SEE("tributary-train") },
