@@ -206,7 +206,7 @@ void rl_field_format(const struct rl_config *c, const struct rl_field *f, char *
 /* ---- the presets: rows of field=value over rl_config_base ----------------- */
 
 const char *const rl_preset_names[] = { "ppo-fast", "ppo", "a2c", "pendulum", "pytorch-rl-example", "mujoco", "mujoco-fast",
-                                        NULL };
+                                        "zoo", NULL };
 
 /* Gymnasium's MuJoCo v4 suite (envs/mujoco/): the mujoco presets' budget
  * (1M steps, no target) holds for each of them, as CleanRL runs them. */
@@ -221,6 +221,91 @@ static const char *const mujoco_suite[] = { "Ant-v4",     "HalfCheetah-v4", "Hop
 #define MUJOCO_ROWS                                                                                                \
     "env=Hopper-v4", "lr=3e-4", "gamma=0.99", "epochs=10", "ent_coef=0", "norm_obs=true", "norm_reward=true",      \
         "max_steps=1000000", "stop_at_target=false"
+
+/* RL Baselines3 Zoo's tuned PPO settings for the MuJoCo suite, one row per
+ * env: hyperparams/ppo.yml of github.com/DLR-RM/rl-baselines3-zoo at commit
+ * 00128b5d46d497b772f3bd891ae9f520919e8971 (its "-v3" rows, Reacher's
+ * "-v2"; Ant and Swimmer are its untuned &mujoco-defaults rows, the
+ * commented-out 1e7-step Ant row left out). Each row writes out every
+ * setting of its yml entry, SB3's PPO defaults where the entry has none
+ * (n_envs 1 in the zoo, n_steps 2048, batch_size 64, n_epochs 10, gamma
+ * 0.99, gae_lambda 0.95, learning_rate 3e-4, clip_range 0.2, ent_coef 0,
+ * vf_coef 0.5, max_grad_norm 0.5; MlpPolicy: 64,64 Tanh, log_std_init 0,
+ * ortho_init True). What each setting is here:
+ *   n_envs x n_steps     observers=1 x envs_per_observer=n_envs x
+ *                        steps_per_rollout=n_steps (ZOO_ROWS: one process)
+ *   batch_size           minibatches = n_envs x n_steps / batch_size; 1 where
+ *                        batch_size exceeds the rollout (SB3's RolloutBuffer
+ *                        then yields the rollout whole; the run says so)
+ *   n_epochs             epochs
+ *   gamma, gae_lambda    gamma, gae_lambda (VecNormalize's discount too: the
+ *                        zoo hands it gamma, as rl/norm.c takes --gamma)
+ *   learning_rate        lr, constant (anneal_lr=false: no row has lin_)
+ *   clip_range           clip, constant (no row has lin_); clip_range_vf
+ *                        None: clip_vloss=false
+ *   ent_coef, vf_coef, max_grad_norm   the same names
+ *   normalize: true      norm_obs, norm_reward (VecNormalize: clip_obs and
+ *                        clip_reward 10, eps 1e-8, as the base's)
+ *   n_timesteps          max_steps (no target: stop_at_target=false)
+ *   net_arch pi=[256, 256], vf=[256, 256]   hidden=256,256 (the actor and
+ *                        the critic are separate nets here as there)
+ *   activation_fn        activation (nn.ReLU: relu; SB3's default Tanh)
+ *   log_std_init         init_log_std
+ *   ortho_init           init (True, SB3's default: orthogonal, its gains
+ *                        CleanRL's; False: pytorch)
+ * SB3's remaining defaults are the base's: Adam with eps 1e-5, advantages
+ * normalised per minibatch, bootstrapped at truncation. No row uses gSDE or
+ * a schedule. The notes are what the run prints at load. */
+#define ZOO_ROWS                                                                                                   \
+    "observers=1", "envs_per_observer=1", "norm_obs=true", "norm_reward=true", "anneal_lr=false",              \
+        "clip_vloss=false", "stop_at_target=false"
+#define ZOO_TUNED_NET "hidden=256,256", "activation=relu", "init_log_std=-2", "init=pytorch"   /* ortho_init=False */
+#define ZOO_SB3_NET "hidden=64,64", "activation=tanh", "init_log_std=0", "init=orthogonal"      /* MlpPolicy's */
+static const struct rl_preset_row zoo_rows[] = {
+    { "HalfCheetah-v4", "HalfCheetah-v3",
+      { "env=HalfCheetah-v4", "steps_per_rollout=512", "minibatches=8", "epochs=20", "gamma=0.98", "gae_lambda=0.92",
+        "lr=2.0633e-05", "clip=0.1", "ent_coef=0.000401762", "vf_coef=0.58096", "max_grad_norm=0.8",
+        "max_steps=1000000", ZOO_TUNED_NET, NULL }, { NULL } },
+    { "Hopper-v4", "Hopper-v3",
+      { "env=Hopper-v4", "steps_per_rollout=512", "minibatches=16", "epochs=5", "gamma=0.999", "gae_lambda=0.99",
+        "lr=9.80828e-05", "clip=0.2", "ent_coef=0.00229519", "vf_coef=0.835671", "max_grad_norm=0.7",
+        "max_steps=1000000", ZOO_TUNED_NET, NULL }, { NULL } },
+    { "Walker2d-v4", "Walker2d-v3",
+      { "env=Walker2d-v4", "steps_per_rollout=512", "minibatches=16", "epochs=20", "gamma=0.99", "gae_lambda=0.95",
+        "lr=5.05041e-05", "clip=0.1", "ent_coef=0.000585045", "vf_coef=0.871923", "max_grad_norm=1",
+        "max_steps=1000000", ZOO_SB3_NET, NULL }, { NULL } },
+    { "Ant-v4", "Ant-v3",
+      { "env=Ant-v4", "steps_per_rollout=2048", "minibatches=32", "epochs=10", "gamma=0.99", "gae_lambda=0.95",
+        "lr=3e-4", "clip=0.2", "ent_coef=0", "vf_coef=0.5", "max_grad_norm=0.5", "max_steps=1000000", ZOO_SB3_NET,
+        NULL },
+      { "Ant-v3 also observed 84 contact forces and charged a contact cost (both 0 under mujoco-py >= 2.0, as "
+        "Gymnasium's docs say); Ant-v4 here leaves both out (use_contact_forces=False, its default)", NULL } },
+    { "Swimmer-v4", "Swimmer-v3",
+      { "env=Swimmer-v4", "steps_per_rollout=2048", "minibatches=32", "epochs=10", "gamma=0.9999", "gae_lambda=0.95",
+        "lr=3e-4", "clip=0.2", "ent_coef=0", "vf_coef=0.5", "max_grad_norm=0.5", "max_steps=1000000", ZOO_SB3_NET,
+        NULL }, { NULL } },
+    { "Humanoid-v4", "Humanoid-v3",
+      { "env=Humanoid-v4", "steps_per_rollout=512", "minibatches=2", "epochs=5", "gamma=0.95", "gae_lambda=0.9",
+        "lr=3.56987e-05", "clip=0.3", "ent_coef=0.00238306", "vf_coef=0.431892", "max_grad_norm=2",
+        "max_steps=10000000", ZOO_TUNED_NET, NULL }, { NULL } },
+    { "InvertedPendulum-v4", "InvertedPendulum-v3",
+      { "env=InvertedPendulum-v4", "steps_per_rollout=32", "minibatches=1", "epochs=5", "gamma=0.999",
+        "gae_lambda=0.9", "lr=0.000222425", "clip=0.4", "ent_coef=1.37976e-07", "vf_coef=0.19816",
+        "max_grad_norm=0.3", "max_steps=1000000", ZOO_SB3_NET, NULL },
+      { "batch_size 64 exceeds the rollout (1 env x 32 steps): SB3 takes the rollout whole, so --minibatches 1",
+        NULL } },
+    { "InvertedDoublePendulum-v4", "InvertedDoublePendulum-v3",
+      { "env=InvertedDoublePendulum-v4", "steps_per_rollout=128", "minibatches=1", "epochs=10", "gamma=0.98",
+        "gae_lambda=0.8", "lr=0.000155454", "clip=0.4", "ent_coef=1.05057e-06", "vf_coef=0.695929",
+        "max_grad_norm=0.5", "max_steps=1000000", ZOO_SB3_NET, NULL },
+      { "batch_size 512 exceeds the rollout (1 env x 128 steps): SB3 takes the rollout whole, so --minibatches 1",
+        NULL } },
+    { "Reacher-v4", "Reacher-v2",
+      { "env=Reacher-v4", "steps_per_rollout=512", "minibatches=16", "epochs=5", "gamma=0.9", "gae_lambda=1.0",
+        "lr=0.000104019", "clip=0.3", "ent_coef=7.52585e-08", "vf_coef=0.950368", "max_grad_norm=0.9",
+        "max_steps=1000000", ZOO_SB3_NET, NULL }, { NULL } },
+    { NULL, NULL, { NULL }, { NULL } },
+};
 
 static const struct rl_preset presets[] = {
     /* CleanRL ppo.py's defaults for CartPole-v1 (one observer = its one process) */
@@ -262,7 +347,19 @@ static const struct rl_preset presets[] = {
     { "mujoco-fast", "mujoco with 2 observers x 8 envs x 128 steps, minibatches of 256",
       { MUJOCO_ROWS, "observers=2", "envs_per_observer=8", "steps_per_rollout=128", "minibatches=8", "overlap=true", NULL },
       mujoco_suite },
+    { "zoo", "RL Baselines3 Zoo's tuned PPO (hyperparams/ppo.yml), one row per env: --env picks it",
+      { ZOO_ROWS, NULL }, NULL },
 };
+
+/* The families: presets with a row per env. */
+static const struct { const char *preset; const struct rl_preset_row *rows; } families[] = { { "zoo", zoo_rows } };
+
+const struct rl_preset_row *rl_preset_rows(const struct rl_preset *p)
+{
+    for (size_t i = 0; p && i < sizeof families / sizeof families[0]; i++)
+        if (strcmp(families[i].preset, p->name) == 0) return families[i].rows;
+    return NULL;
+}
 
 const struct rl_preset *rl_preset_find(const char *name)
 {
@@ -278,24 +375,65 @@ bool rl_preset_env_fits(const struct rl_preset *p, const char *env)
     return false;
 }
 
-int rl_preset_apply(struct rl_config *c, const struct rl_preset *p)
+const struct rl_preset_row *rl_preset_row(const struct rl_preset *p, const char *env)
 {
-    for (int i = 0; p->set[i]; i++) {
+    const struct rl_preset_row *rows = rl_preset_rows(p);
+    for (int i = 0; rows && rows[i].env; i++)
+        if (strcmp(rows[i].env, env) == 0) return &rows[i];
+    return NULL;
+}
+
+static int apply_set(struct rl_config *c, const char *name, const char *const *set)
+{
+    for (int i = 0; set[i]; i++) {
         char key[64];
-        const char *eq = strchr(p->set[i], '=');
-        snprintf(key, sizeof key, "%.*s", (int)(eq - p->set[i]), p->set[i]);
+        const char *eq = strchr(set[i], '=');
+        snprintf(key, sizeof key, "%.*s", (int)(eq - set[i]), set[i]);
         const struct rl_field *f = rl_field_find(key);
-        if (!f || rl_field_set(c, f, eq + 1) != 0) return rl_set_error("preset %s: bad row '%s'", p->name, p->set[i]);
+        if (!f || rl_field_set(c, f, eq + 1) != 0) return rl_set_error("preset %s: bad row '%s'", name, set[i]);
     }
     return 0;
+}
+
+int rl_preset_apply(struct rl_config *c, const struct rl_preset *p)
+{
+    if (apply_set(c, p->name, p->set) != 0) return -1;
+    return rl_preset_rows(p) ? apply_set(c, p->name, rl_preset_rows(p)[0].set) : 0;
 }
 
 int rl_config_preset(struct rl_config *c, const char *name)
 {
     rl_config_base(c);
     const struct rl_preset *p = rl_preset_find(name);
-    if (!p) return rl_set_error("unknown preset '%s' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example, mujoco, mujoco-fast)", name);
+    if (!p)
+        return rl_set_error("unknown preset '%s' (known: ppo-fast, ppo, a2c, pendulum, pytorch-rl-example, mujoco, "
+                            "mujoco-fast, zoo)", name);
     if (rl_preset_apply(c, p) != 0) return -1;
+    snprintf(c->preset, sizeof c->preset, "%s", name);
+    return 0;
+}
+
+int rl_config_preset_env(struct rl_config *c, const char *name, const char *env)
+{
+    if (rl_config_preset(c, name) != 0) return -1;
+    const struct rl_preset *p = rl_preset_find(name);
+    const struct rl_preset_row *rows = rl_preset_rows(p);
+    if (!rows) {
+        if (strlen(env) >= sizeof c->env) return rl_set_error("--env %s: too long", env);
+        snprintf(c->env, sizeof c->env, "%s", env);
+        return 0;
+    }
+    const struct rl_preset_row *row = rl_preset_row(p, env);
+    if (!row) {
+        char known[512];
+        size_t n = 0;
+        known[0] = '\0';
+        for (int i = 0; rows[i].env && n < sizeof known; i++)
+            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", rows[i].env);
+        return rl_set_error("--preset %s has no row for --env %s (its rows: %s)", name, env, known);
+    }
+    rl_config_base(c);
+    if (apply_set(c, name, p->set) != 0 || apply_set(c, name, row->set) != 0) return -1;
     snprintf(c->preset, sizeof c->preset, "%s", name);
     return 0;
 }
@@ -305,7 +443,8 @@ void rl_config_describe(const struct rl_config *c, char *out, size_t cap)
     char hid[64], shape[128], update[256];
     format_list(&c->hidden, "-", hid, sizeof hid);
     rl_algo_get(c->algo)->describe(c, shape, sizeof shape, update, sizeof update);
-    snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s, lr %g, %s, policy on %s, seed %llu", rl_mode_name(c->mode),
-             rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid,
-             rl_activation_choice(c->activation), c->lr, update, rl_device_choice(c->device), (unsigned long long)c->seed);
+    snprintf(out, cap, "%s %s (preset %s) on %s: %s, %s %s%s, lr %g, %s, policy on %s, seed %llu",
+             rl_mode_name(c->mode), rl_algo_name(c->algo), c->preset[0] ? c->preset : "-", c->env, shape, hid,
+             rl_activation_choice(c->activation), c->init == RL_INIT_ORTHOGONAL ? " (orthogonal init)" : "", c->lr,
+             update, rl_device_choice(c->device), (unsigned long long)c->seed);
 }

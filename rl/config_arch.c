@@ -19,7 +19,8 @@ struct policy_arch rl_arch_for(const struct rl_config *cfg, int obs_dim, bool di
     struct policy_arch a = { .obs_dim = obs_dim, .act_dim = act_n_or_dim, .gaussian = !discrete,
                              .value_head = rl_algo_get(cfg->algo) && rl_algo_get(cfg->algo)->value_head,
                              .n_hidden = cfg->hidden.n, .tanh = cfg->activation == RL_ACT_TANH,
-                             .dropout = cfg->dropout, .init_log_std = cfg->init_log_std };
+                             .dropout = cfg->dropout, .init_log_std = cfg->init_log_std,
+                             .orthogonal = cfg->init == RL_INIT_ORTHOGONAL };
     for (int i = 0; i < cfg->hidden.n; i++) a.hidden[i] = cfg->hidden.v[i];
     return a;
 }

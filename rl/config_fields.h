@@ -73,6 +73,8 @@ static inline bool rl_mode_lags(enum rl_mode m)
 
 #define RL_ACTIVATIONS(X, P) X(P, TANH, tanh) X(P, RELU, relu)
 RL_ENUM(rl_activation, RL_ACT, RL_ACTIVATIONS)    /* between hidden layers */
+#define RL_INITS(X, P) X(P, PYTORCH, pytorch) X(P, ORTHOGONAL, orthogonal)
+RL_ENUM(rl_init, RL_INIT, RL_INITS)                /* how a new policy's layers are drawn */
 #define RL_DEVICES(X, P) X(P, CPU, cpu) X(P, CUDA, cuda)
 RL_ENUM(rl_device, RL_DEVICE, RL_DEVICES)          /* where the agent keeps the policy */
 
@@ -128,6 +130,10 @@ struct rl_int_list {
       "the nonlinearity between hidden layers") \
     X(dropout, DBL, double, , 0.0, NULL, 0, "0.25", "dropout after each hidden layer") \
     X(init_log_std, DBL, double, , 0.0, NULL, 0, "-0.5", "a Gaussian head's initial log standard deviation") \
+    X(init, ENUM, enum rl_init, , RL_INIT_PYTORCH, rl_init_choice, 0, "orthogonal", \
+      "a new policy's weights: pytorch (nn.Linear's default, U(+-1/sqrt(in)))\n" \
+      "or orthogonal (CleanRL's layer_init, SB3's ortho_init: hidden layers\n" \
+      "gain sqrt(2), the actor's output 0.01, the critic's 1, biases 0)") \
     X(device, ENUM, enum rl_device, , RL_DEVICE_CPU, rl_device_choice, RLF_OWN_DEFAULT, "cpu", \
       "where the agent keeps the policy (default: cuda when a GPU is present\n" \
       "and the binary has the CUDA backend, else cpu)") \

@@ -27,6 +27,16 @@ struct rl_field {
 extern const struct rl_field rl_fields[];
 extern const int rl_n_fields;
 
+/* One env's row of a preset family (zoo): "name=value" overrides over the
+ * family's own set (NULL-terminated, "env=ID" among them), the source's
+ * name for it ("Hopper-v3") and what the run is told at load, one line a
+ * setting of the source that is not the same here (NULL-terminated). */
+struct rl_preset_row {
+    const char *env, *source;
+    const char *set[24];
+    const char *notes[4];
+};
+
 /* A preset: its name, one line about it, and its fields' values as
  * "name=value" overrides of rl_config_base's (NULL-terminated). */
 struct rl_preset {
@@ -36,6 +46,15 @@ struct rl_preset {
      * env fields (RLF_ENV) hold as set, where --env names one */
     const char *const *suite;
 };
+/* A family's rows (env NULL ends them; the first is the preset's own, and
+ * --env picks one: rl_config_preset_env), or NULL: p is no family. */
+const struct rl_preset_row *rl_preset_rows(const struct rl_preset *p);
+/* The row of family p for env, or NULL (none, or p is no family). */
+const struct rl_preset_row *rl_preset_row(const struct rl_preset *p, const char *env);
+/* Sets *c to preset `name` on env: a family's row for env over its set
+ * (-1 with rl_last_error() naming the rows when it has none), another
+ * preset as rl_config_preset with env. 0, or -1. */
+int rl_config_preset_env(struct rl_config *c, const char *name, const char *env);
 /* Whether p's env fields hold for env (its own, or one of its suite). */
 bool rl_preset_env_fits(const struct rl_preset *p, const char *env);
 /* The preset named `name`, or NULL. */

@@ -48,7 +48,7 @@ struct parse {
     struct slot slots[MAX_FIELDS + 1];
     struct argv_opt opts[MAX_OPTS];
     int n_opts;
-    char names[MAX_FIELDS][48], aliases[MAX_FIELDS][48], notes[MAX_FIELDS][400], preset_help[1024], about[4096];
+    char names[MAX_FIELDS][48], aliases[MAX_FIELDS][48], notes[MAX_FIELDS][400], preset_help[2048], about[4096];
 };
 
 static int noop(void *user, const char *v)
@@ -120,9 +120,17 @@ static void field_note(struct parse *ps, int k, const struct rl_config *pre, int
 static void preset_help(struct parse *ps)
 {
     size_t n = (size_t)snprintf(ps->preset_help, sizeof ps->preset_help, "start from a preset:");
-    for (int p = 0; rl_preset_names[p] && n < sizeof ps->preset_help; p++)
+    for (int p = 0; rl_preset_names[p] && n < sizeof ps->preset_help; p++) {
+        const struct rl_preset *pr = rl_preset_find(rl_preset_names[p]);
+        const struct rl_preset_row *rows = rl_preset_rows(pr);
         n += (size_t)snprintf(ps->preset_help + n, sizeof ps->preset_help - n, "\n%-19s %s", rl_preset_names[p],
-                              rl_preset_find(rl_preset_names[p])->about);
+                              pr->about);
+        /* a family's rows, the first its default env */
+        for (int r = 0; rows && rows[r].env && n < sizeof ps->preset_help; r++)
+            n += (size_t)snprintf(ps->preset_help + n, sizeof ps->preset_help - n, "%s%s%s",
+                                  r == 0 ? "\n                    rows (--env): " : r % 4 == 0 ? ",\n                    " : ", ",
+                                  rows[r].env, r == 0 ? " (the default)" : "");
+    }
 }
 
 static void add_field_opt(struct parse *ps, int k, const struct rl_config *pre, int np)
@@ -244,6 +252,7 @@ static int load_layers(const char *prog, struct parse *ps, bool *saved_plugin)
 static void follow_env(struct parse *ps)
 {
     struct rl_config pre, base;
+    if (rl_preset_rows(rl_preset_find(ps->cfg->preset))) return;   /* follow_row's */
     if (rl_config_preset(&pre, ps->cfg->preset) != 0 || strcmp(pre.env, ps->cfg->env) == 0) return;
     const struct rl_preset *p = rl_preset_find(ps->cfg->preset);
     if (rl_preset_env_fits(p, ps->cfg->env) || (p->suite && !is_builtin_env(ps->cfg->env))) return;
@@ -251,6 +260,26 @@ static void follow_env(struct parse *ps)
     for (int k = 0; k < rl_n_fields; k++)
         if ((rl_fields[k].flags & RLF_ENV) && !ps->given[k])
             memcpy((char *)ps->cfg + rl_fields[k].off, (const char *)&base + rl_fields[k].off, rl_fields[k].size);
+}
+
+/* A preset family's (zoo's) row follows the env: every field not given in
+ * a file or on the command line takes the row's value for the run's env;
+ * an env the family has no row for is refused. Then the row's notes (the
+ * source's settings that are not the same here) are printed. 0, or 2 after
+ * printing why. */
+static int follow_row(const char *prog, struct parse *ps)
+{
+    const struct rl_preset *p = rl_preset_find(ps->cfg->preset);
+    if (!rl_preset_rows(p)) return 0;
+    struct rl_config row;
+    if (rl_config_preset_env(&row, p->name, ps->cfg->env) != 0) return usage_error(prog, "%s%s", rl_last_error(), "");
+    for (int k = 0; k < rl_n_fields; k++)
+        if (!ps->given[k])
+            memcpy((char *)ps->cfg + rl_fields[k].off, (const char *)&row + rl_fields[k].off, rl_fields[k].size);
+    const struct rl_preset_row *r = rl_preset_row(p, ps->cfg->env);
+    fprintf(stderr, "%s: --preset %s on %s: rl-baselines3-zoo's %s row\n", prog, p->name, r->env, r->source);
+    for (int i = 0; r->notes[i]; i++) fprintf(stderr, "%s: --preset %s on %s: %s\n", prog, p->name, r->env, r->notes[i]);
+    return 0;
 }
 
 /* Whether a and b name the same directory (the same path when either is
@@ -362,6 +391,7 @@ static int parse_run(struct parse *ps, const char *prog, int argc, char **argv, 
     if (saved_plugin && !ps->cli[FIELD_INDEX(env)])
         return usage_error(prog, "--resume: the run's env is the plug-in %s; name it with --env to load it%s", ps->cfg->env, "");
     if (ps->cli[FIELD_INDEX(env)] || (ps->config_file && ps->given[FIELD_INDEX(env)])) follow_env(ps);
+    if (follow_row(prog, ps) != 0) return 2;
     return finish(prog, ps);
 }
 

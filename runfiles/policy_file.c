@@ -74,11 +74,20 @@ int policy_arch_build(const struct policy_arch *a, uint64_t seed, struct nn_modu
         *actor = nn_policy_new(&pc, &init_rng);
     }
     if (!*actor) return -1;
+    if (a->orthogonal && nn_module_init_orthogonal(*actor, 1.41421356f, 0.01f, &init_rng) != 0) {
+        nn_module_free(*actor);
+        *actor = NULL;
+        return -1;
+    }
     (*actor)->training = a->dropout > 0;
     (*actor)->rng = env_rng_seed(seed, 1000);
     if (a->value_head && critic) {
         sizes[a->n_hidden + 1] = 1;
         *critic = nn_mlp_new(a->n_hidden + 2, sizes, a->tanh ? NN_TANH : NN_RELU, 0.0f, &init_rng);
+        if (*critic && a->orthogonal && nn_module_init_orthogonal(*critic, 1.41421356f, 1.0f, &init_rng) != 0) {
+            nn_module_free(*critic);
+            *critic = NULL;
+        }
         if (!*critic) {
             nn_module_free(*actor);
             *actor = NULL;

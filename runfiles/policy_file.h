@@ -44,6 +44,10 @@ struct policy_arch {
     int n_hidden, hidden[POLICY_MAX_HIDDEN];
     bool tanh;
     double dropout, init_log_std;
+    /* how policy_arch_build initialises the nets: false PyTorch's default,
+     * true CleanRL's layer_init (orthogonal; not in the file: a loaded
+     * policy's weights are the file's) */
+    bool orthogonal;
 };
 
 /* Parameters (floats) of the actor and, with a value head, the critic. */
@@ -59,7 +63,9 @@ int policy_arch_check(const struct policy_arch *a, const char *what, uint64_t ha
 
 /* Builds the actor (obs -> logits, or mean and log_std: nn_mlp / nn_policy)
  * and, with a value head, the critic (obs -> [N,1]), initialised from seed
- * (PyTorch's default initialisation). 0, or -1 with tensor_last_error(). */
+ * (PyTorch's default initialisation; a->orthogonal: then every weight redrawn
+ * orthogonal as CleanRL's layer_init, hidden layers gain sqrt(2), the
+ * actor's output 0.01, the critic's 1, biases 0). 0, or -1 with tensor_last_error(). */
 int policy_arch_build(const struct policy_arch *a, uint64_t seed, struct nn_module **actor,
                       struct nn_module **critic);
 

@@ -230,6 +230,98 @@ static struct nn_impl *impl_new(const struct nn_module_ops *ops, const char *who
     return m;
 }
 
+/* LAPACK's QR (OpenBLAS exports it; tensor/CMakeLists.txt checks that at
+ * configure time): the Fortran entry points, 32-bit integers as Debian's
+ * libopenblas has them. */
+void dgeqrf_(const int *m, const int *n, double *a, const int *lda, double *tau, double *work, const int *lwork,
+             int *info);
+void dorgqr_(const int *m, const int *n, const int *k, double *a, const int *lda, const double *tau, double *work,
+             const int *lwork, int *info);
+
+/* A standard normal by Box-Muller from the caller's RNG (as the embedding
+ * table's init). */
+static double normal_draw(uint64_t *rng)
+{
+    double u1 = (double)(rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
+    double u2 = (double)(rng_next(rng) >> 11) * (1.0 / 9007199254740992.0);
+    return sqrt(-2.0 * log(1.0 - u1)) * cos(6.28318530717958647692 * u2);
+}
+
+/* torch.nn.init.orthogonal_'s algorithm: A (max x min of the weight's
+ * shape) Gaussian, A = QR, Q's columns times sign(diag R), transposed back
+ * when the weight is wide, times gain. */
+int nn_init_orthogonal(struct tensor *w, float gain, uint64_t *rng)
+{
+    const char *who = "nn_init_orthogonal";
+    if (!w || !rng) return tensor_set_error("%s: %s is NULL", who, !w ? "the weight" : "rng");
+    if (w->ndim != 2 || w->dtype != DTYPE_F32 || w->device != DEVICE_CPU || w->shape[0] < 1 || w->shape[1] < 1)
+        return tensor_set_error("%s: the weight must be a CPU f32 [out,in] matrix", who);
+    if (w->shape[0] > INT32_MAX || w->shape[1] > INT32_MAX)
+        return tensor_set_error("%s: a %lld x %lld weight is too large for LAPACK", who, (long long)w->shape[0],
+                            (long long)w->shape[1]);
+    int rows = (int)w->shape[0], cols = (int)w->shape[1];
+    int m = rows > cols ? rows : cols, n = rows > cols ? cols : rows, info = 0, query = -1;
+    double *a = malloc((size_t)m * (size_t)n * sizeof *a), *tau = malloc((size_t)n * sizeof *tau), wq = 0;
+    if (!a || !tau) {
+        free(a);
+        free(tau);
+        return tensor_set_error("%s: out of memory for a %d x %d matrix", who, m, n);
+    }
+    for (size_t i = 0; i < (size_t)m * (size_t)n; i++) a[i] = normal_draw(rng);   /* column-major m x n */
+    dgeqrf_(&m, &n, a, &m, tau, &wq, &query, &info);
+    int lwork = info == 0 && wq >= n ? (int)wq : n;
+    double *work = malloc((size_t)lwork * sizeof *work);
+    if (work && info == 0) dgeqrf_(&m, &n, a, &m, tau, work, &lwork, &info);
+    double *sign = work && info == 0 ? malloc((size_t)n * sizeof *sign) : NULL;
+    for (int j = 0; sign && j < n; j++) sign[j] = a[(size_t)j * (size_t)m + (size_t)j] > 0 ? 1.0
+                                                  : a[(size_t)j * (size_t)m + (size_t)j] < 0 ? -1.0 : 0.0;
+    if (sign) dorgqr_(&m, &n, &n, a, &m, tau, work, &lwork, &info);
+    if (sign && info == 0) {
+        float *p = tensor_f32(w);
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < cols; c++) {
+                /* Q is m x n column-major; W = Q (tall) or Q^T (wide) */
+                size_t qi = rows >= cols ? (size_t)c * (size_t)m + (size_t)r : (size_t)r * (size_t)m + (size_t)c;
+                int col = rows >= cols ? c : r;
+                p[(size_t)r * (size_t)cols + (size_t)c] = (float)(a[qi] * sign[col] * (double)gain);
+            }
+    }
+    int ok = sign && info == 0;
+    const char *why = !work || (info == 0 && !sign) ? "out of memory" : "dgeqrf/dorgqr";
+    free(a);
+    free(tau);
+    free(work);
+    free(sign);
+    if (!ok) return tensor_set_error("%s: LAPACK's QR of a %d x %d matrix failed (%s, info %d)", who, m, n, why, info);
+    return 0;
+}
+
+static int init_layer(struct nn_impl *m, struct layer l, float gain, uint64_t *rng)
+{
+    if (l.w < 0) return 0;
+    if (nn_init_orthogonal(m->m.params[l.w], gain, rng) != 0) return -1;
+    if (l.b >= 0) memset(tensor_f32(m->m.params[l.b]), 0, (size_t)m->m.params[l.b]->numel * sizeof(float));
+    return 0;
+}
+
+int nn_module_init_orthogonal(struct nn_module *mod, float hidden_gain, float out_gain, uint64_t *rng)
+{
+    const char *who = "nn_module_init_orthogonal";
+    if (!mod || !rng) return tensor_set_error("%s: %s is NULL", who, !mod ? "module" : "rng");
+    if (mod->ops != &linear_ops && mod->ops != &mlp_ops && mod->ops != &policy_ops)
+        return tensor_set_error("%s: a %s module has no linear layers", who, mod->ops->kind);
+    struct nn_impl *m = (struct nn_impl *)mod;
+    for (int i = 0; i < m->m.n_params; i++)
+        if (m->m.params[i]->device != DEVICE_CPU) return tensor_set_error("%s: the parameters must be on the CPU", who);
+    for (int i = 0; i < m->n_trunk; i++) {
+        bool out = m->mlp && i == m->n_trunk - 1;   /* an mlp's last layer is its output */
+        if (init_layer(m, m->trunk[i], out ? out_gain : hidden_gain, rng) != 0) return -1;
+    }
+    if (m->policy && init_layer(m, m->head, out_gain, rng) != 0) return -1;
+    if (m->policy && m->cfg.value_head && init_layer(m, m->value, 1.0f, rng) != 0) return -1;
+    return 0;
+}
+
 /* ---- public ------------------------------------------------------------------------ */
 
 int nn_forward(struct nn_module *m, int n_in, struct tensor **in, int *n_out, struct tensor **out)

@@ -3,7 +3,8 @@
  * reached through `struct nn_module` so layers above (RemoteModule, the
  * agent) can drive any of them the same way. Initialisation follows
  * PyTorch's defaults (Linear: U(-1/sqrt(in), 1/sqrt(in)) for weight and
- * bias) from a caller-owned RNG state. */
+ * bias) from a caller-owned RNG state; nn_module_init_orthogonal redraws a
+ * built module's layers as CleanRL's layer_init. */
 #ifndef TRIB_TENSOR_NN_H
 #define TRIB_TENSOR_NN_H
 
@@ -58,6 +59,20 @@ struct nn_module *nn_mlp_new(int n, const int *sizes, enum nn_activation act,
  * drawn from N(0,1); forward(indices int64 [L], offsets int64 [B]) -> [B,dim]
  * (tensor_embedding_bag). */
 struct nn_module *nn_embedding_bag_new(int num, int dim, enum tensor_bag_mode mode, uint64_t *rng);
+
+/* torch.nn.init.orthogonal_(w, gain) on a CPU f32 weight [out,in]: a
+ * Gaussian matrix from rng (max x min of the shape), its QR by LAPACK
+ * (dgeqrf, dorgqr), Q's columns times the signs of R's diagonal, Q^T for a
+ * wide weight, times gain: W W^T = gain^2 I (out <= in) or W^T W = gain^2 I
+ * (out > in). 0, or -1 with tensor_last_error(). */
+int nn_init_orthogonal(struct tensor *w, float gain, uint64_t *rng);
+/* CleanRL's layer_init (SB3's ortho_init) over a linear, mlp or policy
+ * module still on the CPU: every weight nn_init_orthogonal, hidden layers
+ * with hidden_gain, the output layer (an mlp's last, a policy's head) with
+ * out_gain, a policy's value head with 1; biases 0; a Gaussian head's
+ * log-std is left as built. The draws follow the layers' order. 0, or -1
+ * with tensor_last_error(). */
+int nn_module_init_orthogonal(struct nn_module *m, float hidden_gain, float out_gain, uint64_t *rng);
 
 enum nn_head { NN_HEAD_CATEGORICAL, NN_HEAD_GAUSSIAN };
 

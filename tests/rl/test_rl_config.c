@@ -17,6 +17,8 @@
 
 #include "common/argv.h"
 #include "common/proc.h"
+#include "envs/env.h"
+#include "optim/optim.h"
 #include "rl/algo.h"
 #include "rl/config.h"
 #include "rl/config_internal.h"
@@ -281,7 +283,7 @@ START_TEST(test_help_lists_every_field)
                    rl_fields[k].off == offsetof(struct rl_config, preset);
         ck_assert_msg(own || strstr(body, "(default "), "%s without its default: %s", flag, body);
     }
-    ck_assert_ptr_nonnull(strstr(kit_out, "(default 4; ppo 1, a2c 2, pendulum 2, mujoco 1, mujoco-fast 2)"));   /* --observers, presets' values */
+    ck_assert_ptr_nonnull(strstr(kit_out, "(default 4; ppo 1, a2c 2, pendulum 2, mujoco 1, mujoco-fast 2, zoo 1)"));   /* --observers, presets' values */
     ck_assert_ptr_nonnull(strstr(kit_out, "(choices: sync, async)"));
     ck_assert_ptr_nonnull(strstr(kit_out, "(also --num-envs)"));
     ck_assert_ptr_nonnull(strstr(kit_out, "pytorch-rl-example  REINFORCE as PyTorch's RPC RL example"));
@@ -348,6 +350,123 @@ START_TEST(test_preset_env_follow)
     bool has = run_target(cfg, 0, &target, &steps);
     unlink(file);
     ck_assert_msg(!has, "--config's env kept the target %g", target);
+}
+END_TEST
+
+/* ---- the zoo's rows -------------------------------------------------------------- */
+
+/* rl-baselines3-zoo's hyperparams/ppo.yml (commit 00128b5d46d4), its MuJoCo
+ * rows in the yml's own terms, SB3's PPO defaults filled in where a row has
+ * none; -1: "not in the row" for n_envs (the zoo's default 1). tuned: the
+ * row's policy_kwargs (log_std_init -2, ortho_init False, nn.ReLU,
+ * pi=vf=[256, 256]); otherwise MlpPolicy's (64,64 Tanh, 0, ortho_init True). */
+static const struct zoo_yml {
+    const char *env;
+    int n_envs, n_steps, batch_size, n_epochs;
+    double gamma, gae_lambda, learning_rate, clip_range, ent_coef, vf_coef, max_grad_norm, n_timesteps;
+    bool tuned;
+} zoo_yml[] = {
+    { "HalfCheetah-v4", 1, 512, 64, 20, 0.98, 0.92, 2.0633e-05, 0.1, 0.000401762, 0.58096, 0.8, 1e6, true },
+    { "Hopper-v4", 1, 512, 32, 5, 0.999, 0.99, 9.80828e-05, 0.2, 0.00229519, 0.835671, 0.7, 1e6, true },
+    { "Walker2d-v4", 1, 512, 32, 20, 0.99, 0.95, 5.05041e-05, 0.1, 0.000585045, 0.871923, 1, 1e6, false },
+    { "Ant-v4", -1, 2048, 64, 10, 0.99, 0.95, 3e-4, 0.2, 0.0, 0.5, 0.5, 1e6, false },
+    { "Swimmer-v4", -1, 2048, 64, 10, 0.9999, 0.95, 3e-4, 0.2, 0.0, 0.5, 0.5, 1e6, false },
+    { "Humanoid-v4", 1, 512, 256, 5, 0.95, 0.9, 3.56987e-05, 0.3, 0.00238306, 0.431892, 2, 1e7, true },
+    { "InvertedPendulum-v4", 1, 32, 64, 5, 0.999, 0.9, 0.000222425, 0.4, 1.37976e-07, 0.19816, 0.3, 1e6, false },
+    { "InvertedDoublePendulum-v4", 1, 128, 512, 10, 0.98, 0.8, 0.000155454, 0.4, 1.05057e-06, 0.695929, 0.5, 1e6,
+      false },
+    { "Reacher-v4", 1, 512, 32, 5, 0.9, 1.0, 0.000104019, 0.3, 7.52585e-08, 0.950368, 0.9, 1e6, false },
+};
+
+/* Each row of --preset zoo is its yml entry, mapped as rl/config.c says;
+ * every env of the family has a row and the first is the preset's own. */
+START_TEST(test_zoo_rows)
+{
+    const struct rl_preset *p = rl_preset_find("zoo");
+    ck_assert_ptr_nonnull(p);
+    const struct rl_preset_row *rows = rl_preset_rows(p);
+    ck_assert_ptr_nonnull(rows);
+    int n = 0;
+    while (rows[n].env) n++;
+    ck_assert_int_eq(n, (int)(sizeof zoo_yml / sizeof zoo_yml[0]));
+    struct rl_config own, first;
+    ck_assert_int_eq(rl_config_preset(&own, "zoo"), 0);
+    for (size_t i = 0; i < sizeof zoo_yml / sizeof zoo_yml[0]; i++) {
+        const struct zoo_yml *y = &zoo_yml[i];
+        struct rl_config c;
+        ck_assert_msg(rl_config_preset_env(&c, "zoo", y->env) == 0, "%s: %s", y->env, rl_last_error());
+        ck_assert_msg(rl_config_check(&c) == 0, "%s: %s", y->env, rl_last_error());
+        if (i == 0) first = c;
+        ck_assert_str_eq(c.env, y->env);
+        ck_assert_str_eq(c.preset, "zoo");
+        int envs = y->n_envs < 0 ? 1 : y->n_envs, rollout = envs * y->n_steps;
+        ck_assert_int_eq(c.observers, 1);
+        ck_assert_int_eq(c.envs_per_observer, envs);
+        ck_assert_int_eq(c.steps_per_rollout, y->n_steps);
+        ck_assert_int_eq(c.minibatches, y->batch_size >= rollout ? 1 : rollout / y->batch_size);
+        ck_assert_int_eq(c.epochs, y->n_epochs);
+        ck_assert_double_eq(c.gamma, y->gamma);
+        ck_assert_double_eq(c.gae_lambda, y->gae_lambda);
+        ck_assert_double_eq(c.lr, y->learning_rate);
+        ck_assert(!c.anneal_lr);   /* constant: no lin_ in these rows */
+        ck_assert_double_eq(c.clip, y->clip_range);
+        ck_assert(!c.clip_vloss);   /* clip_range_vf None */
+        ck_assert_double_eq(c.ent_coef, y->ent_coef);
+        ck_assert_double_eq(c.vf_coef, y->vf_coef);
+        ck_assert_double_eq(c.max_grad_norm, y->max_grad_norm);
+        ck_assert_int_eq(c.max_steps, (int64_t)y->n_timesteps);
+        ck_assert(c.norm_obs && c.norm_reward && c.clip_obs == 10 && c.clip_reward == 10);   /* normalize: true */
+        ck_assert(!c.stop_at_target);
+        ck_assert(c.norm_adv && c.opt_eps == 1e-5 && c.optimizer == OPTIM_ADAM && c.algo == RL_ALGO_PPO);
+        ck_assert_int_eq(c.hidden.n, 2);
+        ck_assert_int_eq(c.hidden.v[0], y->tuned ? 256 : 64);
+        ck_assert_int_eq(c.hidden.v[1], y->tuned ? 256 : 64);
+        ck_assert_int_eq(c.activation, y->tuned ? RL_ACT_RELU : RL_ACT_TANH);
+        ck_assert_double_eq(c.init_log_std, y->tuned ? -2.0 : 0.0);
+        ck_assert_int_eq(c.init, y->tuned ? RL_INIT_PYTORCH : RL_INIT_ORTHOGONAL);
+    }
+    same(&own, &first, "zoo and zoo on its first row");
+    struct rl_config c;
+    ck_assert_int_eq(rl_config_preset_env(&c, "zoo", "CartPole-v1"), -1);
+    ck_assert_str_eq(rl_last_error(), "--preset zoo has no row for --env CartPole-v1 (its rows: HalfCheetah-v4, "
+                                      "Hopper-v4, Walker2d-v4, Ant-v4, Swimmer-v4, Humanoid-v4, InvertedPendulum-v4, "
+                                      "InvertedDoublePendulum-v4, Reacher-v4)");
+}
+END_TEST
+
+/* The command line: --env picks the row (a flag given wins over it), the
+ * run prints the row's source and its notes at load, an env without a row
+ * is refused, --help lists the rows. */
+START_TEST(test_zoo_cli)
+{
+    const char *help[] = { "--help", NULL };
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, help, -1), 0);
+    ck_assert_msg(strstr(kit_out, "rows (--env): HalfCheetah-v4 (the default), Hopper-v4, Walker2d-v4, Ant-v4,\n") &&
+                      strstr(kit_out, "InvertedDoublePendulum-v4,\n") && strstr(kit_out, "Reacher-v4\n"),
+                  "%s", kit_out);
+    const char *cartpole[] = { "--preset", "zoo", "--env", "CartPole-v1", NULL };
+    ck_assert_int_eq(kit_run(TRIB_TRAIN_BIN, cartpole, -1), 2);
+    ck_assert_msg(strstr(kit_err, "tributary-train: --preset zoo has no row for --env CartPole-v1 (its rows: "), "%s",
+                  kit_err);
+    if (!env_mujoco_available()) {
+        fprintf(stderr, "test_zoo_cli: the runs skipped: built without MuJoCo\n");
+        return;
+    }
+    const char *ip[] = { "--preset", "zoo", "--env", "InvertedPendulum-v4", "--max-updates", "1", "--quiet", NULL };
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, ip, -1) == 0, "%s", kit_err);
+    ck_assert_str_eq(kit_err, "tributary-train: --preset zoo on InvertedPendulum-v4: rl-baselines3-zoo's "
+                              "InvertedPendulum-v3 row\n"
+                              "tributary-train: --preset zoo on InvertedPendulum-v4: batch_size 64 exceeds the rollout "
+                              "(1 env x 32 steps): SB3 takes the rollout whole, so --minibatches 1\n");
+    ck_assert_msg(strstr(kit_out, "on InvertedPendulum-v4: 1 observer x 1 env x 32 steps, 64-64 tanh (orthogonal init), "
+                                  "lr 0.000222425, gamma 0.999, lambda 0.9, 5 epochs x 1 minibatch, clip 0.4"),
+                  "%s", kit_out);
+    const char *hop[] = { "--preset", "zoo", "--env", "Hopper-v4", "--lr", "1e-3", "--max-updates", "1", "--quiet", NULL };
+    ck_assert_msg(kit_run(TRIB_TRAIN_BIN, hop, -1) == 0, "%s", kit_err);
+    ck_assert_str_eq(kit_err, "tributary-train: --preset zoo on Hopper-v4: rl-baselines3-zoo's Hopper-v3 row\n");
+    ck_assert_msg(strstr(kit_out, "on Hopper-v4: 1 observer x 1 env x 512 steps, 256-256 relu, lr 0.001, gamma 0.999, "
+                                  "lambda 0.99, 5 epochs x 16 minibatches, clip 0.2"),
+                  "%s", kit_out);
 }
 END_TEST
 
@@ -541,5 +660,5 @@ END_TEST
 KIT_MAIN("rl_config",
          { "schema", 300, .tests = { test_round_trip, test_cli_config_json, test_old_keys, test_wire_enum_range,
            test_enum_errors_list_choices, test_lists_are_the_tables, test_help_lists_every_field,
-           test_preset_env_follow, test_argv_forms, test_argv_errors, test_cli_integer_exponent, test_cli_messages,
+           test_preset_env_follow, test_zoo_rows, test_zoo_cli, test_argv_forms, test_argv_errors, test_cli_integer_exponent, test_cli_messages,
            test_config_json_position } })
