@@ -10,6 +10,7 @@
  *     observer's call of the same half (forwards = calls / observers);
  *   - with --overlap too, CartPole-v1 learns (return over 100);
  *   - async mode runs it to its budget;
+ *   - trib-floor makes the same updates (its emulation of the halves);
  *   - an odd --envs-per-observer is refused, naming it. */
 #define _GNU_SOURCE
 #include "rl_harness.h"
@@ -127,6 +128,24 @@ START_TEST(test_dbuf_async)
 }
 END_TEST
 
+/* trib-floor emulates the halves and the lockstep merge of each
+ * observer's next call: the same updates, every progress row the same (a
+ * discrete policy, 2 observers; a Gaussian one, 3 observers whose envs hit
+ * their time limit, overlapped and normalised: docs/design.md §8). */
+START_TEST(test_dbuf_floor_same_updates)
+{
+    const char *discrete[] = { "--observers", "2", "--envs-per-observer", "4", "--steps-per-rollout", "32", "--epochs",
+                               "2", "--minibatches", "2", "--hidden", "16,16", "--seed", "5", "--device", "cpu",
+                               "--max-updates", "40", "--log-every", "0.0000001", "--double-buffer", NULL };
+    rl_check_floor_same(TRIB_TRAIN_BIN, TRIB_FLOOR_BIN, discrete, false);
+    const char *gaussian[] = { "--preset", "pendulum", "--observers", "3", "--envs-per-observer", "4",
+                               "--steps-per-rollout", "64", "--epochs", "4", "--max-steps", "9000", "--seed", "3",
+                               "--device", "cpu", "--log-every", "0.0000001", "--overlap", "--norm-obs",
+                               "--norm-reward", "--double-buffer", NULL };
+    rl_check_floor_same(TRIB_TRAIN_BIN, TRIB_FLOOR_BIN, gaussian, true);
+}
+END_TEST
+
 START_TEST(test_dbuf_odd_refused)
 {
     const char *args[] = { "--envs-per-observer", "3", "--double-buffer", "--device", "cpu", "--quiet", NULL };
@@ -141,4 +160,4 @@ START_TEST(test_dbuf_odd_refused)
 END_TEST
 
 KIT_MAIN("rl_dbuf", { "dbuf", 300, .teardown = teardown, .tests = { test_dbuf_reproducible, test_dbuf_learns,
-          test_dbuf_async, test_dbuf_odd_refused } })
+          test_dbuf_async, test_dbuf_floor_same_updates, test_dbuf_odd_refused } })
