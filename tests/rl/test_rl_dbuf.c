@@ -11,7 +11,8 @@
  *   - with --overlap too, CartPole-v1 learns (return over 100);
  *   - async mode runs it to its budget;
  *   - trib-floor makes the same updates (its emulation of the halves);
- *   - an odd --envs-per-observer is refused, naming it. */
+ *   - an odd --envs-per-observer is refused, naming it, and so is an
+ *     episodes algorithm (REINFORCE: one env). */
 #define _GNU_SOURCE
 #include "rl_harness.h"
 
@@ -155,6 +156,13 @@ START_TEST(test_dbuf_odd_refused)
     ck_assert_msg(rc == 2, "exit %d, want 2 (a usage error)\nstderr:\n%s", rc, tail(p.err));
     ck_assert_msg(strstr(p.err, "--envs-per-observer must be even, not 3") && strstr(p.err, "--double-buffer"),
                   "the refusal does not name the flags:\n%s", tail(p.err));
+    rl_free(&p);
+    const char *episodes[] = { "--algo", "reinforce", "--envs-per-observer", "1", "--double-buffer", "--device", "cpu", "--quiet", NULL };
+    rl_start(&p, TRIB_TRAIN_BIN, episodes, NULL);
+    rc = rl_wait(&p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == 2, "reinforce: exit %d, want 2 (a usage error)\nstderr:\n%s", rc, tail(p.err));
+    ck_assert_msg(strstr(p.err, "--double-buffer") && strstr(p.err, "--algo reinforce runs episodes of one env"),
+                  "the refusal does not say why:\n%s", tail(p.err));
     rl_free(&p);
 }
 END_TEST
