@@ -168,7 +168,8 @@ int rl_learner_step_rows(struct rl_learner *l, int t, int first, int rows, const
         }
     }
     memcpy(ro->values + base, tensor_data(out->value), (size_t)rows * sizeof(float));
-    const void *acts = l->discrete ? (const void *)(ro->act_i + base) : (const void *)(l->env_act_f + (size_t)first * A);
+    const float *act_f = l->env_act_f + (size_t)first * A;
+    const void *acts = l->discrete ? (const void *)(ro->act_i + base) : (const void *)act_f;
     size_t at = (size_t)first * l->D;
     if (vec_env_step_range(l->venv, first, rows, acts, l->env_obs + at, l->reward + first, l->term + first,
                            l->trunc + first, l->final_obs + at) != 0)

@@ -252,7 +252,8 @@ static int rollouts_collect_halves(struct floor *f)
             if (o[k].have[i]) rl_policy_out_clear(&o[k].ans[i]);
     free(o);
     free(nv);
-    for (int k = 0; k < f->n && rc == 0 && f->overlap; k++) rc = rl_learner_hand_over(&f->ln[k], (int)(f->rollouts_done % 2));
+    for (int k = 0; k < f->n && rc == 0 && f->overlap; k++)
+        rc = rl_learner_hand_over(&f->ln[k], (int)(f->rollouts_done % 2));
     f->rollouts_done += rc == 0 && f->overlap;
     return rc;
 }

@@ -112,8 +112,9 @@ START_TEST(ranges_match_whole)
         const int first[2] = { H, 0 }, n[2] = { B - H, H };   /* the second range first: order is free */
         for (int r = 0; r < 2; r++) {
             int b = first[r];
-            ck_assert_int_eq(vec_env_step_range(parts, b, n[r], (const char *)a + (size_t)b * as, g.obs + (size_t)b * g.D,
-                                                g.reward + b, g.term + b, g.trunc + b, g.final_obs + (size_t)b * g.D),
+            const void *ab = (const char *)a + (size_t)b * as;
+            ck_assert_int_eq(vec_env_step_range(parts, b, n[r], ab, g.obs + (size_t)b * g.D, g.reward + b, g.term + b,
+                                                g.trunc + b, g.final_obs + (size_t)b * g.D),
                              0);
         }
         ck_assert_mem_eq(f.obs, g.obs, sizeof(float) * (size_t)B * f.D);

@@ -70,7 +70,8 @@ static char *policy_bytes(const char *dir, const char *name, size_t *n)
 START_TEST(test_dbuf_reproducible)
 {
     const char *dir = scratch();
-    const char *args[] = { "--env", "Pendulum-v1", "--observers", "2", "--envs-per-observer", "4", "--steps-per-rollout",
+    const char *args[] = { "--env", "Pendulum-v1", "--observers", "2", "--envs-per-observer", "4",
+                           "--steps-per-rollout",
                            "64", "--epochs", "2", "--minibatches", "2", "--hidden", "16,16", "--seed", "5", "--device",
                            "cpu", "--quiet", "--max-steps", "4096", "--norm-obs", "--norm-reward", "--double-buffer",
                            NULL };
@@ -157,7 +158,8 @@ START_TEST(test_dbuf_odd_refused)
     ck_assert_msg(strstr(p.err, "--envs-per-observer must be even, not 3") && strstr(p.err, "--double-buffer"),
                   "the refusal does not name the flags:\n%s", tail(p.err));
     rl_free(&p);
-    const char *episodes[] = { "--algo", "reinforce", "--envs-per-observer", "1", "--double-buffer", "--device", "cpu", "--quiet", NULL };
+    const char *episodes[] = { "--algo", "reinforce", "--envs-per-observer", "1", "--double-buffer", "--device", "cpu",
+                               "--quiet", NULL };
     rl_start(&p, TRIB_TRAIN_BIN, episodes, NULL);
     rc = rl_wait(&p, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 2, "reinforce: exit %d, want 2 (a usage error)\nstderr:\n%s", rc, tail(p.err));
