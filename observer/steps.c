@@ -170,8 +170,11 @@ static int rollout_halves(struct observer *o)
             int n = rl_learner_step_rows(&o->ln, t, h * H, H, &out, o->trunc_idx);
             watchdog_disarm(o->dog);
             rl_policy_out_clear(&out);
-            if (n >= 0 && observer_check_step(o, o->ln.reward, o->ln.final_obs) != 0) n = -1;
-            if (h == 0) o->env_steps--;   /* a step of the envs is both halves' (its number for messages) */
+            if (n >= 0) {
+                bool bad = observer_check_step(o, o->ln.reward, o->ln.final_obs) != 0;
+                if (h == 0) o->env_steps--;   /* a step of the envs is both halves' (its number for messages) */
+                if (bad) n = -1;
+            }
             if (n < 0 || (n > 0 && bootstrap_truncated(o, t, n) != 0)) rc = -1;
             else f[h] = act_half(o, t + 1, h);
         }
