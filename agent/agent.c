@@ -323,6 +323,7 @@ static int finish(struct agent *a, int rc, const char *why)
         struct policy_stats ps;
         policy_get_stats(a->policy, &ps);
         run_stats_busy(a->stats, ps.forward_s);
+        run_stats_acting(a->stats, ps.act_calls, ps.act_forwards);
     }
     agent_eval_join(a);   /* an async evaluation in flight: its row is the last */
     agent_log_interval(a, true);

@@ -58,6 +58,9 @@ struct policy {
     bool thread_started, stopping;
     struct pending q[QUEUE_CAP];
     int q_head, q_len, q_rows;
+    int q_count[MAX_CALLERS];       /* queued calls per caller */
+    int q_callers;                  /* callers with a call queued */
+    struct pending kept[QUEUE_CAP]; /* take_batch's scratch (under mu) */
     bool active[MAX_CALLERS];       /* callers between their first act and their `last` one */
     int n_active;
     bool lockstep;                  /* policy_new's: merged act calls wait for every sync caller */
@@ -173,6 +176,24 @@ static int by_caller(const void *x, const void *y)
     return (a->caller > b->caller) - (a->caller < b->caller);
 }
 
+/* Under p->mu: a caller's call joins the queue, or leaves it. */
+static void count_queued(struct policy *p, int caller, int d)
+{
+    if (caller < 0 || caller >= MAX_CALLERS) return;
+    if (d > 0 && p->q_count[caller]++ == 0) p->q_callers++;
+    if (d < 0 && --p->q_count[caller] == 0) p->q_callers--;
+}
+
+/* Under p->mu: whether the queue holds the merge the serving thread waits
+ * for: in lockstep a call of every sync caller still in the rollout (each
+ * one's next: a double-buffered observer, cfg.double_buffer, has two in
+ * flight), else as many calls as active callers; or the row bound. */
+static bool batch_complete(const struct policy *p, bool lockstep)
+{
+    if (p->q_rows >= p->cfg.max_batch) return true;
+    return lockstep ? p->q_callers >= p->sync_callers - p->sync_done : p->q_len >= p->n_active;
+}
+
 /* Waits, under p->mu, for the other active callers' calls, bounded in rows
  * and (but in lockstep) time. In lockstep (the mode's, policy_new) it waits
  * for all of them: observers step in lockstep there, and a merge of the
@@ -182,11 +203,9 @@ static int by_caller(const void *x, const void *y)
 static void wait_for_callers(struct policy *p, bool lockstep)
 {
     double deadline = trib_now_s() + p->cfg.max_wait_us * 1e-6;
-    int want = lockstep ? p->sync_callers - p->sync_done : p->n_active;
-    while (!p->stopping && p->q_len < want && p->q_rows < p->cfg.max_batch) {
+    while (!p->stopping && !batch_complete(p, lockstep)) {
         if (lockstep) {
             pthread_cond_wait(&p->cv, &p->mu);
-            want = p->sync_callers - p->sync_done;
             continue;
         }
         double left = deadline - trib_now_s();
@@ -201,19 +220,30 @@ static void wait_for_callers(struct policy *p, bool lockstep)
 }
 
 /* Takes the queued calls into batch, under p->mu, up to the row bound (at
- * least one); a caller's last call ends its turn. Returns how many. */
+ * least one); in lockstep only each caller's first queued call (a merge is
+ * every observer's next call: the same calls whichever arrives first), the
+ * others staying queued in order. A caller's last call ends its turn.
+ * Returns how many. */
 static int take_batch(struct policy *p, struct pending *batch)
 {
-    int n = 0, rows = 0;
-    while (p->q_len > 0) {
-        struct pending *pd = &p->q[p->q_head];
+    struct pending *kept = p->kept;
+    int n = 0, rows = 0, nk = 0, len = p->q_len;
+    bool taken[MAX_CALLERS] = { 0 }, full = false;
+    for (int i = 0; i < len; i++) {
+        struct pending *pd = &p->q[(p->q_head + i) % QUEUE_CAP];
         int r = (int)pd->obs->shape[0];
-        if (n > 0 && rows + r > p->cfg.max_batch) break;
+        bool mine = pd->caller >= 0 && pd->caller < MAX_CALLERS;
+        full = full || (n > 0 && rows + r > p->cfg.max_batch);
+        if (full || (p->lockstep && mine && taken[pd->caller])) {
+            kept[nk++] = *pd;
+            continue;
+        }
+        if (mine) taken[pd->caller] = true;
         batch[n++] = *pd;
         rows += r;
-        p->q_head = (p->q_head + 1) % QUEUE_CAP;
         p->q_len--;
         p->q_rows -= r;
+        count_queued(p, pd->caller, -1);
         if (pd->last) p->sync_done++;
         if (pd->last && pd->caller >= 0 && pd->caller < MAX_CALLERS) p->sync_in[pd->caller] = false;
         if (pd->last && pd->caller >= 0 && pd->caller < MAX_CALLERS && p->active[pd->caller]) {
@@ -221,6 +251,8 @@ static int take_batch(struct policy *p, struct pending *batch)
             p->n_active--;
         }
     }
+    for (int i = 0; i < nk; i++) p->q[(p->q_head + n + i) % QUEUE_CAP] = kept[i];
+    p->q_head = (p->q_head + n) % QUEUE_CAP;
     return n;
 }
 
@@ -246,6 +278,7 @@ static void *serve_main(void *arg)
         struct pending pd = p->q[p->q_head];
         p->q_head = (p->q_head + 1) % QUEUE_CAP;
         p->q_len--;
+        count_queued(p, pd.caller, -1);
         pthread_mutex_unlock(&p->mu);
         fail_pending(&pd, "act: the agent is shutting down");
         pthread_mutex_lock(&p->mu);
@@ -268,8 +301,7 @@ static void serve_inline(struct policy *p)
 {
     struct pending batch[QUEUE_CAP];
     while (p->q_len > 0) {
-        int want = p->lockstep ? p->sync_callers - p->sync_done : p->n_active;
-        bool complete = p->q_len >= want || p->q_rows >= p->cfg.max_batch;
+        bool complete = batch_complete(p, p->lockstep);
         bool frozen = p->frozen;
         if (!complete || p->dev != DEVICE_CPU || p->q_rows > INLINE_ROWS ||
             pthread_mutex_trylock(act_lock(p, frozen)) != 0) {
@@ -315,6 +347,7 @@ static int m_act(struct rpc_request *req, void *obj, const struct rpc_value *arg
     p->q[(p->q_head + p->q_len) % QUEUE_CAP] = pd;
     p->q_len++;
     p->q_rows += (int)pd.obs->shape[0];
+    count_queued(p, pd.caller, +1);
     if (pd.caller >= 0 && pd.caller < MAX_CALLERS && !p->active[pd.caller]) {
         p->active[pd.caller] = true;
         p->n_active++;

@@ -49,6 +49,7 @@ struct run_stats {
     int64_t lag_n, lag_max;
     int64_t lag_hist[RUN_STATS_LAG_BINS];   /* last bin: >= RUN_STATS_LAG_BINS - 1 */
     double busy_s;                          /* agent time in forward/backward/optimizer */
+    int64_t act_calls, act_forwards;        /* the policy's act calls, and the forwards they were merged into */
     int64_t dropped_updates, dropped_samples;   /* --max-policy-lag */
     const struct env_spec *spec;                /* run_stats_set_env; NULL: cfg.env names it */
     double iv_info_sum[ENV_INFO_MAX];           /* this interval's reports: info sums and steps */
@@ -222,6 +223,14 @@ void run_stats_busy(struct run_stats *s, double seconds)
 {
     pthread_mutex_lock(&s->mu);
     s->busy_s += seconds;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void run_stats_acting(struct run_stats *s, int64_t calls, int64_t forwards)
+{
+    pthread_mutex_lock(&s->mu);
+    s->act_calls = calls;
+    s->act_forwards = forwards;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -724,6 +733,8 @@ void run_stats_summary(struct run_stats *s, FILE *f, bool solved, int observers_
         fprintf(f, ",\"vtrace\":%s", s->corrected ? "true" : "false");
     }
     json_num(f, "agent_busy_frac", s->busy_s / fmax(wall, 1e-9));
+    /* --double-buffer's cost: two act calls per observer step, merged in two forwards */
+    fprintf(f, ",\"act_calls\":%lld,\"act_forwards\":%lld", (long long)s->act_calls, (long long)s->act_forwards);
     /* The agent's own sockets: every observer's traffic passes through them
      * (observers call only the agent), their heartbeats to each other not. */
     struct rpc_stats rs;

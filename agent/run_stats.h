@@ -58,6 +58,9 @@ void run_stats_dropped(struct run_stats *s, int64_t samples);
 
 /* Adds agent time spent computing (forward, backward, optimizer step). */
 void run_stats_busy(struct run_stats *s, double seconds);
+/* The policy's act calls and the merged forwards that answered them (this
+ * session's), for the summary. */
+void run_stats_acting(struct run_stats *s, int64_t calls, int64_t forwards);
 
 /* Solved by the configured criterion. */
 bool run_stats_solved(struct run_stats *s);

@@ -462,12 +462,22 @@ static void finish_episode(struct vec_env *v, int i)
 int vec_env_step(struct vec_env *v, const void *actions, float *obs, float *reward,
                  bool *terminated, bool *truncated, float *final_obs)
 {
+    return vec_env_step_range(v, 0, v->n, actions, obs, reward, terminated, truncated, final_obs);
+}
+
+int vec_env_step_range(struct vec_env *v, int first, int n, const void *actions, float *obs, float *reward,
+                       bool *terminated, bool *truncated, float *final_obs)
+{
     if (!v->was_reset) {
         env_set_error("vec_env_step: called before vec_env_reset");
         return -1;
     }
+    if (first < 0 || n < 1 || first > v->n - n) {
+        env_set_error("vec_env_step: envs %d..%d of %d", first, first + n - 1, v->n);
+        return -1;
+    }
     const struct env_spec *spec = v->spec;
-    const int n = v->n, d = v->obs_dim;
+    const int d = v->obs_dim;
     if (spec->act.kind == SPACE_DISCRETE) {
         const int *a = actions;
         const unsigned na = (unsigned)spec->act.n;
@@ -478,36 +488,36 @@ int vec_env_step(struct vec_env *v, const void *actions, float *obs, float *rewa
             for (int i = 0; i < n; i++)
                 if ((unsigned)a[i] >= na) {
                     env_set_error("vec_env_step: action %d of env %d is out of range [0, %d)",
-                                  a[i], i, spec->act.n);
+                                  a[i], first + i, spec->act.n);
                     return -1;
                 }
     }
     if (v->batch_step) {
-        v->batch_step(v->states, actions, obs, reward, terminated, n);
+        v->batch_step(v->states + (size_t)first * v->stride, actions, obs, reward, terminated, n);
     } else {
         const unsigned char *a = actions;
         for (int i = 0; i < n; i++)
-            spec->step(vec_env_state(v, i), a + (size_t)i * v->act_stride,
+            spec->step(vec_env_state(v, first + i), a + (size_t)i * v->act_stride,
                        obs + (size_t)i * d, &reward[i], &terminated[i]);
     }
     for (int i = 0, k = v->info_count; k > 0 && i < n; i++) {
-        double *run = v->info_run + (size_t)i * (size_t)k;
-        spec->info(spec, vec_env_state(v, i), v->info_step);
+        double *run = v->info_run + (size_t)(first + i) * (size_t)k;
+        spec->info(spec, vec_env_state(v, first + i), v->info_step);
         for (int j = 0; j < k; j++)
             run[j] += v->info_step[j];
     }
     const int max_steps = spec->max_episode_steps > 0 ? spec->max_episode_steps : INT32_MAX;
     for (int i = 0; i < n; i++) {
-        v->ret[i] += reward[i];
-        int e = ++v->elapsed[i];
+        v->ret[first + i] += reward[i];
+        int e = ++v->elapsed[first + i];
         bool trunc = e >= max_steps;
         truncated[i] = trunc;
         if (__builtin_expect(terminated[i] | trunc, 0)) {
             float *o = obs + (size_t)i * d;
             if (final_obs)
                 memcpy(final_obs + (size_t)i * d, o, (size_t)d * sizeof(float));
-            finish_episode(v, i);
-            spec->reset(vec_env_state(v, i), &v->rng[i], o);
+            finish_episode(v, first + i);
+            spec->reset(vec_env_state(v, first + i), &v->rng[first + i], o);
         }
     }
     v->stats.steps += (uint64_t)n;

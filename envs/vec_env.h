@@ -71,6 +71,12 @@ void vec_env_reset(struct vec_env *v, float *obs);
 int vec_env_step(struct vec_env *v, const void *actions, float *obs, float *reward,
                  bool *terminated, bool *truncated, float *final_obs);
 
+/* vec_env_step of envs first..first+n-1 only (the others wait): actions
+ * and the outputs hold those n envs' rows (env first's first). Stepping
+ * every env once in ranges is a vec_env_step of them all. -1 with
+ * env_last_error() as vec_env_step, or for a range out of 0..num_envs-1. */
+int vec_env_step_range(struct vec_env *v, int first, int n, const void *actions, float *obs, float *reward,
+                       bool *terminated, bool *truncated, float *final_obs);
 /* Statistics of the finished episodes; clear starts them again (the info
  * sums too). */
 void vec_env_get_stats(const struct vec_env *v, struct vec_env_stats *out);

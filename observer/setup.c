@@ -31,6 +31,12 @@ void observer_release(struct observer *o)
     env_plugin_close(o->plugin);
     tensor_free(o->obs_t);
     free(o->trunc_idx);
+    for (int h = 0; h < 2; h++) {
+        tensor_free(o->half_obs[h]);
+        o->half_obs[h] = NULL;
+    }
+    free(o->next_values);
+    o->next_values = NULL;
     free(o->ep_logp);
     free(o->ep_rew);
     rref_free(o->policy);
@@ -162,6 +168,13 @@ static int setup_env(struct observer *o, const struct rl_setup_msg *m)
     o->trunc_idx = calloc((size_t)o->B, sizeof *o->trunc_idx);
     o->max_len = o->spec->max_episode_steps > 0 ? o->spec->max_episode_steps : RL_DEFAULT_MAX_EPISODE;
     if (!o->obs_t || !o->trunc_idx) return rl_set_error("out of memory for %d envs", o->B);
+    if (o->cfg.double_buffer) {   /* the rollout's halves (steps.c) */
+        int64_t hs[2] = { o->B / 2, o->D };
+        for (int h = 0; h < 2; h++) o->half_obs[h] = tensor_new(DTYPE_F32, DEVICE_CPU, 2, hs);
+        o->next_values = calloc((size_t)o->B, sizeof *o->next_values);
+        if (!o->half_obs[0] || !o->half_obs[1] || !o->next_values)
+            return rl_set_error("out of memory for %d envs", o->B);
+    }
     if (rl_algo_drive(o->algo, &(struct rl_drivers){ .drive = { [RL_SHAPE_EPISODES] = setup_episodes,
                                                                  [RL_SHAPE_ROLLOUTS] = setup_rollouts },
                                                       .ctx = o }) != 0)

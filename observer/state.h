@@ -62,6 +62,8 @@ struct observer {
     bool discrete, value_head;
     struct tensor *obs_t;           /* [B,D] reused for act calls */
     int *trunc_idx;                 /* [B] envs to bootstrap after a step */
+    struct tensor *half_obs[2];     /* cfg.double_buffer: [B/2,D] each half's act call */
+    float *next_values;             /* cfg.double_buffer: [B] the values at T, both halves' */
     /* an episodes algorithm's episode (RL_SHAPE_EPISODES) */
     int max_len;
     struct tensor **ep_logp;

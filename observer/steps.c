@@ -125,9 +125,79 @@ static int bootstrap_truncated(struct observer *o, int t, int n)
     return 0;
 }
 
+/* Double buffering (cfg.double_buffer): half h's act call on the rows of
+ * rl_learner_obs_rows(t), sent without waiting; last marks the rollout's
+ * final call (half 1's at t == T). */
+static struct rpc_future *act_half(struct observer *o, int t, int h)
+{
+    int H = o->B / 2;
+    memcpy(tensor_data(o->half_obs[h]), rl_learner_obs_rows(&o->ln, t, h * H, H), (size_t)H * o->D * sizeof(float));
+    struct rpc_value a = rl_obs_pack(o->half_obs[h], t == o->ln.ro.T && h == 1);
+    struct rpc_future *f = rref_rpc_async(o->policy, RL_METHOD_ACT, &a, 0);
+    rpc_value_clear(&a);
+    return f;
+}
+
+/* Waits for half h's act call (*f freed and cleared) and unpacks its answer. */
+static int wait_half(struct observer *o, struct rpc_future **f, struct rl_policy_out *out)
+{
+    struct rpc_value r = rpc_nil();
+    int rc = rpc_future_wait(*f, &r);
+    rpc_future_free(*f);
+    *f = NULL;
+    if (rc != 0) return rl_set_error("%s: %s", RL_METHOD_ACT, rpc_last_error());
+    rc = rl_policy_out_unpack(&r, o->B / 2, o->A, !o->discrete, o->value_head, out);
+    rpc_value_clear(&r);
+    return rc;
+}
+
+/* The rollout with the envs in two halves (Sample Factory's double-buffered
+ * sampling, docs/design.md §6): while half h steps, the other half's act
+ * call is in flight. Each observer's calls come in one order (half 0's,
+ * half 1's, with a truncated env's bootstrap call after its half's step),
+ * so the agent's lockstep merge (agent/policy.c: each observer's next
+ * call) stays reproducible. */
+static int rollout_halves(struct observer *o)
+{
+    const int T = o->ln.ro.T, H = o->B / 2;
+    struct rpc_future *f[2] = { act_half(o, 0, 0), act_half(o, 0, 1) };
+    int rc = 0;
+    for (int t = 0; t < T && rc == 0; t++)
+        for (int h = 0; h < 2 && rc == 0; h++) {
+            struct rl_policy_out out;
+            if ((rc = wait_half(o, &f[h], &out)) != 0) break;
+            watchdog_arm(o->dog);
+            int n = rl_learner_step_rows(&o->ln, t, h * H, H, &out, o->trunc_idx);
+            watchdog_disarm(o->dog);
+            rl_policy_out_clear(&out);
+            if (n >= 0) {
+                bool bad = observer_check_step(o, o->ln.reward, o->ln.final_obs) != 0;
+                if (h == 0) o->env_steps--;   /* a step of the envs is both halves' (its number for messages) */
+                if (bad) n = -1;
+            }
+            if (n < 0 || (n > 0 && bootstrap_truncated(o, t, n) != 0)) rc = -1;
+            else f[h] = act_half(o, t + 1, h);
+        }
+    for (int h = 0; h < 2 && rc == 0; h++) {
+        struct rl_policy_out out;
+        if ((rc = wait_half(o, &f[h], &out)) == 0) {
+            memcpy(o->next_values + (size_t)h * H, tensor_data(out.value), (size_t)H * sizeof(float));
+            rl_policy_out_clear(&out);
+        }
+    }
+    for (int h = 0; h < 2; h++)
+        if (f[h]) {   /* a failed rollout: the call in flight is waited for, not left behind */
+            rpc_future_wait(f[h], NULL);
+            rpc_future_free(f[h]);
+        }
+    if (rc == 0) rl_learner_finish(&o->ln, o->next_values);
+    return rc;
+}
+
 /* T steps of every env into the rollout buffer, then advantages. */
 int observer_rollout(struct observer *o)
 {
+    if (o->cfg.double_buffer) return rollout_halves(o);
     for (int t = 0; t < o->ln.ro.T; t++) {
         struct rl_policy_out out;
         if (act(o, t, &out) != 0) return -1;

@@ -125,6 +125,13 @@ static int check_run(const struct rl_config *c)
     if (c->max_batch < c->envs_per_observer)
         return rl_set_error("--max-batch (%d) must be at least --envs-per-observer (%d): one act call has that many rows",
                             c->max_batch, c->envs_per_observer);
+    const struct rl_algo *algo = rl_algo_of(c);
+    if (c->double_buffer && algo && algo->shape == RL_SHAPE_EPISODES)
+        return rl_set_error("--double-buffer splits a rollout's envs in two halves: --algo %s runs episodes of one env",
+                            rl_algo_name(c->algo));
+    if (c->double_buffer && c->envs_per_observer % 2 != 0)
+        return rl_set_error("--double-buffer splits each observer's envs in two halves: --envs-per-observer must be "
+                            "even, not %d", c->envs_per_observer);
     if (c->max_batch < 1 || c->max_wait_us < 0 || c->max_wait_us > 1000000)
         return rl_set_error("--max-batch must be >= 1 and --max-wait-us in 0..1000000");
     if (c->checkpoint_every < 0) return rl_set_error("--checkpoint-every must be >= 0");

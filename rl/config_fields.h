@@ -182,6 +182,13 @@ struct rl_int_list {
     X(overlap, BOOL, bool, , false, NULL, 0, "true", \
       "sync mode, a rollouts algorithm: observers collect the next rollout while the agent learns from this one " \
       "(a policy lag of one rollout); no effect in async mode or for an episodes algorithm") \
+    X(double_buffer, BOOL, bool, , false, NULL, 0, "true", \
+      "a rollouts algorithm: each observer's envs in two halves, one\n" \
+      "stepping while the other's act call is in flight (Sample Factory's\n" \
+      "double buffering); costs two act calls and forwards of half the rows\n" \
+      "per step instead of one; results may differ from the single-buffer\n" \
+      "run's, still bit-reproducible per seed in sync mode; needs an even\n" \
+      "--envs-per-observer, not an episodes algorithm") \
     X(max_steps, I64, int64_t, , 500000, NULL, RLF_ENV, "4242", \
       "stop after this many env steps of the whole run (0: no limit): exit 0\n" \
       "without a target, 1 with one missed") \

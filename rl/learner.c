@@ -32,12 +32,14 @@ static int init_norm(struct rl_learner *l)
     return 0;
 }
 
-/* The envs' new observations (env_obs) become the ones acted on. */
-static void take_obs(struct rl_learner *l)
+/* The new observations (env_obs) of envs first..first+rows-1 become the
+ * ones acted on. */
+static void take_obs(struct rl_learner *l, int first, int rows)
 {
     if (l->env_obs == l->cur_obs) return;
-    memcpy(l->cur_obs, l->env_obs, (size_t)l->B * l->D * sizeof(float));
-    rl_norm_obs(&l->norm, l->cur_obs, l->B);
+    size_t at = (size_t)first * l->D;
+    memcpy(l->cur_obs + at, l->env_obs + at, (size_t)rows * l->D * sizeof(float));
+    rl_norm_obs(&l->norm, l->cur_obs + at, rows);
 }
 
 int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const struct env_spec *spec, int index,
@@ -80,7 +82,7 @@ int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const str
         return rl_set_error("out of memory for %d envs", l->B);
     if (init_norm(l) != 0) return -1;
     vec_env_reset(l->venv, l->env_obs);
-    take_obs(l);
+    take_obs(l, 0, l->B);
     return 0;
 }
 
@@ -119,15 +121,18 @@ void rl_learner_deinit(struct rl_learner *l)
     memset(l, 0, sizeof *l);
 }
 
-const float *rl_learner_obs(struct rl_learner *l, int t)
+const float *rl_learner_obs(struct rl_learner *l, int t) { return rl_learner_obs_rows(l, t, 0, l->B); }
+
+const float *rl_learner_obs_rows(struct rl_learner *l, int t, int first, int rows)
 {
-    if (t == 0) {
+    if (t == 0 && first == 0) {
         memset(&l->report, 0, sizeof l->report);
         if (!l->overlap) drop_minibatch(l);   /* with overlap it is the learning side's */
     }
+    size_t at = (size_t)first * l->D;
     if (t < l->ro.T)
-        memcpy(l->ro.obs + (size_t)t * l->B * l->D, l->cur_obs, (size_t)l->B * l->D * sizeof(float));
-    return l->cur_obs;
+        memcpy(l->ro.obs + (size_t)t * l->B * l->D + at, l->cur_obs + at, (size_t)rows * l->D * sizeof(float));
+    return l->cur_obs + at;
 }
 
 static void note_finished(struct rl_learner *l, int b)
@@ -139,38 +144,47 @@ static void note_finished(struct rl_learner *l, int b)
 
 int rl_learner_step(struct rl_learner *l, int t, const struct rl_policy_out *out, int *idx)
 {
+    return rl_learner_step_rows(l, t, 0, l->B, out, idx);
+}
+
+int rl_learner_step_rows(struct rl_learner *l, int t, int first, int rows, const struct rl_policy_out *out, int *idx)
+{
     struct rl_rollout *ro = &l->ro;
     const int B = l->B, A = l->A;
-    size_t base = (size_t)t * B;
-    if (t == 0) l->report.version0 = out->version;
+    size_t base = (size_t)t * B + first;
+    if (t == 0 && first == 0) l->report.version0 = out->version;
     const float *a = tensor_data(out->a);
     if (l->discrete) {
-        rl_sample_categorical(B, A, a, &l->rng, false, ro->act_i + base, ro->logp + base);
+        rl_sample_categorical(rows, A, a, &l->rng, false, ro->act_i + base, ro->logp + base);
     } else {
-        rl_sample_gaussian(B, A, a, tensor_data(out->log_std), &l->rng, false, ro->act_f + base * A,
+        float *act = l->env_act_f + (size_t)first * A;
+        rl_sample_gaussian(rows, A, a, tensor_data(out->log_std), &l->rng, false, ro->act_f + base * A,
                            ro->logp + base);
-        for (int i = 0; i < B * A; i++) {
+        for (int i = 0; i < rows * A; i++) {
             int d = i % A;
             double x = ro->act_f[base * A + i];
             x = fmin(fmax(x, l->spec->act.low[d]), l->spec->act.high[d]);
-            l->env_act_f[i] = (float)x;
+            act[i] = (float)x;
         }
     }
-    memcpy(ro->values + base, tensor_data(out->value), (size_t)B * sizeof(float));
-    const void *acts = l->discrete ? (const void *)(ro->act_i + base) : (const void *)l->env_act_f;
-    if (vec_env_step(l->venv, acts, l->env_obs, l->reward, l->term, l->trunc, l->final_obs) != 0)
+    memcpy(ro->values + base, tensor_data(out->value), (size_t)rows * sizeof(float));
+    const float *act_f = l->env_act_f + (size_t)first * A;
+    const void *acts = l->discrete ? (const void *)(ro->act_i + base) : (const void *)act_f;
+    size_t at = (size_t)first * l->D;
+    if (vec_env_step_range(l->venv, first, rows, acts, l->env_obs + at, l->reward + first, l->term + first,
+                           l->trunc + first, l->final_obs + at) != 0)
         return rl_set_error("env step: %s", env_last_error());
-    take_obs(l);
+    take_obs(l, first, rows);
     const float *rew = l->reward;
     if (rl_norm_on(&l->norm)) {
-        rl_norm_reward(&l->norm, l->reward, l->term, l->norm_rew);
+        rl_norm_reward_rows(&l->norm, first, rows, l->reward + first, l->term + first, l->norm_rew + first);
         rew = l->norm_rew;
     }
     int n = 0;
-    for (int b = 0; b < B; b++) {
-        ro->rewards[base + b] = (float)(rew[b] * l->cfg.reward_scale);
-        ro->terminated[base + b] = l->term[b];
-        ro->truncated[base + b] = l->trunc[b];
+    for (int b = first; b < first + rows; b++) {
+        ro->rewards[(size_t)t * B + b] = (float)(rew[b] * l->cfg.reward_scale);
+        ro->terminated[(size_t)t * B + b] = l->term[b];
+        ro->truncated[(size_t)t * B + b] = l->trunc[b];
         if (l->term[b] || l->trunc[b]) note_finished(l, b);
         if (l->trunc[b] && !l->term[b]) idx[n++] = b;
     }

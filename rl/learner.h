@@ -90,6 +90,14 @@ const float *rl_learner_obs(struct rl_learner *l, int t);
  * whose final observations (rl_learner_final_obs) need values, and returns
  * their count; -1 with rl_last_error() when the envs fail. */
 int rl_learner_step(struct rl_learner *l, int t, const struct rl_policy_out *out, int *idx);
+/* Double buffering (cfg.double_buffer, observer/steps.c): the same for
+ * envs first..first+rows-1 only, out->a holding their rows; the rows of
+ * step t are sampled (and drawn from rng) in env order, one range after
+ * the other, so each range of a step comes once, in order. idx gets env
+ * numbers (0..B-1). rl_learner_obs_rows stores and returns those rows of
+ * rl_learner_obs(l, t) (t == 0 with first 0 starts the report). */
+const float *rl_learner_obs_rows(struct rl_learner *l, int t, int first, int rows);
+int rl_learner_step_rows(struct rl_learner *l, int t, int first, int rows, const struct rl_policy_out *out, int *idx);
 /* Row b's final observation of the last step (D floats, borrowed),
  * normalised frozen (the statistics of the step) for a truncated env b. */
 const float *rl_learner_final_obs(const struct rl_learner *l, int b);

@@ -366,15 +366,21 @@ void rl_norm_obs(struct rl_norm *n, float *obs, int rows)
 
 void rl_norm_reward(struct rl_norm *n, const float *r, const bool *terminated, float *out)
 {
+    rl_norm_reward_rows(n, 0, n->B, r, terminated, out);
+}
+
+void rl_norm_reward_rows(struct rl_norm *n, int first, int rows, const float *r, const bool *terminated, float *out)
+{
     if (!n->now.ret.dim) {
-        memcpy(out, r, (size_t)n->B * sizeof *out);
+        memcpy(out, r, (size_t)rows * sizeof *out);
         return;
     }
-    for (int b = 0; b < n->B; b++) n->ret[b] = n->ret[b] * n->gamma * (terminated[b] ? 0.0 : 1.0) + (double)r[b];
-    rl_rms_update_d(&n->delta.ret, n->ret, n->B);
+    double *ret = n->ret + first;
+    for (int b = 0; b < rows; b++) ret[b] = ret[b] * n->gamma * (terminated[b] ? 0.0 : 1.0) + (double)r[b];
+    rl_rms_update_d(&n->delta.ret, ret, rows);
     refresh(&n->now.ret, &n->global.ret, &n->delta.ret);
     double sd = sqrt(n->now.ret.var[0] + RL_NORM_EPS);
-    for (int b = 0; b < n->B; b++) out[b] = clipf((double)r[b] / sd, n->now.clip_reward);
+    for (int b = 0; b < rows; b++) out[b] = clipf((double)r[b] / sd, n->now.clip_reward);
 }
 
 void rl_norm_take_delta(struct rl_norm *n, struct rl_norm_stats *out)

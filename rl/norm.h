@@ -149,6 +149,9 @@ void rl_norm_obs(struct rl_norm *n, float *obs, int rows);
 /* A step's B raw rewards and terminations -> the rewards to learn from
  * (scaled and clipped; a copy when the reward side is off). */
 void rl_norm_reward(struct rl_norm *n, const float *r, const bool *terminated, float *out);
+/* The same for envs first..first+rows-1 only (r, terminated and out hold
+ * their rows): each env's discounted return is its own. */
+void rl_norm_reward_rows(struct rl_norm *n, int first, int rows, const float *r, const bool *terminated, float *out);
 /* Copies the delta out for the agent (into a set made by
  * rl_norm_stats_init with the same dims) and clears it. */
 void rl_norm_take_delta(struct rl_norm *n, struct rl_norm_stats *out);

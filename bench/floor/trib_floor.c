@@ -129,6 +129,135 @@ static int rows_of(const struct rl_policy_out *all, int64_t start, int64_t rows,
     return 0;
 }
 
+/* --double-buffer (observer/steps.c's rollout_halves): observer k's
+ * program, run as far as its answered calls let it. It sends half 0's and
+ * half 1's act calls of step 0, then for each step and half in turn waits
+ * for the half's answer, steps the half, calls for the values of its
+ * truncated envs (and waits), and sends the half's next act call; its
+ * calls reach the agent in that order, and a merge serves each observer's
+ * oldest unanswered call (agent/policy.c, lockstep). */
+enum { FC_ACT, FC_BOOT };
+struct fcall { int kind, h, t, rows; };
+struct fprog {
+    struct fcall q[3];              /* sent and not answered, in sending order */
+    int qn;
+    struct rl_policy_out ans[3];    /* answered, not yet used: half 0's act, half 1's, the truncation call */
+    bool have[3];
+    int kind, h, t, boot;           /* the call it waits for (boot: its truncated envs) */
+    bool done;
+};
+
+static void fprog_send(struct fprog *o, int kind, int h, int t, int rows)
+{
+    CHECK(o->qn < 3);
+    o->q[o->qn++] = (struct fcall){ kind, h, t, rows };
+}
+
+/* Runs observer k's program while the call it waits for is answered: 0, or
+ * -1 (its envs failed). nv: its [B] values at T; left counts the programs
+ * not done. */
+static int fprog_run(struct floor *f, int k, struct fprog *o, float *nv, int *left)
+{
+    struct rl_learner *l = &f->ln[k];
+    const int H = f->cfg.envs_per_observer / 2, T = l->ro.T;
+    while (!o->done) {
+        int slot = o->kind == FC_BOOT ? 2 : o->h, h = o->h, t = o->t;
+        if (!o->have[slot]) return 0;
+        o->have[slot] = false;
+        struct rl_policy_out *a = &o->ans[slot];
+        int *idx = f->idx + (size_t)k * f->cfg.envs_per_observer + (size_t)h * H, m = 0;
+        if (o->kind == FC_BOOT) rl_learner_bootstrap(l, t, o->boot, idx, tensor_data(a->value));
+        else if (t == T) memcpy(nv + (size_t)h * H, tensor_data(a->value), (size_t)H * sizeof(float));
+        else m = rl_learner_step_rows(l, t, h * H, H, a, idx);
+        rl_policy_out_clear(a);
+        if (m < 0) return -1;
+        if (o->kind == FC_ACT && t == T) {
+            o->h = 1;
+            if (h == 1) {
+                rl_learner_finish(l, nv);
+                o->done = true;
+                (*left)--;
+            }
+        } else if (m > 0) {
+            fprog_send(o, FC_BOOT, h, t, m);
+            o->kind = FC_BOOT;
+            o->boot = m;
+        } else {
+            fprog_send(o, FC_ACT, h, t + 1, H);
+            o->kind = FC_ACT;
+            o->h = 1 - h;
+            o->t = t + (h == 1);
+        }
+    }
+    return 0;
+}
+
+/* The lockstep collection of rollouts_collect (below) for --double-buffer. */
+static int rollouts_collect_halves(struct floor *f)
+{
+    const int B = f->cfg.envs_per_observer, H = B / 2, D = f->spec->obs.dim;
+    struct fprog *o = calloc((size_t)f->n, sizeof *o);
+    float *nv = calloc((size_t)f->n * B, sizeof *nv);
+    int64_t at[RL_MAX_OBSERVERS], rows[RL_MAX_OBSERVERS];
+    CHECK(o && nv);
+    bool was = autograd_set_enabled(false);
+    int rc = 0, left = f->n;
+    norm_adopt(f);
+    for (int k = 0; k < f->n; k++) {
+        fprog_send(&o[k], FC_ACT, 0, 0, H);
+        fprog_send(&o[k], FC_ACT, 1, 0, H);
+    }
+    while (left > 0 && rc == 0) {
+        int64_t n_rows = 0;
+        for (int k = 0; k < f->n; k++) {
+            at[k] = n_rows;
+            rows[k] = o[k].qn ? o[k].q[0].rows : 0;
+            n_rows += rows[k];
+        }
+        int64_t xs[2] = { n_rows, D };
+        struct tensor *x = tensor_new(DTYPE_F32, DEVICE_CPU, 2, xs);
+        if (!x) {
+            rc = -1;
+            break;
+        }
+        for (int k = 0; k < f->n; k++) {
+            if (rows[k] == 0) continue;
+            float *dst = (float *)tensor_data(x) + (size_t)at[k] * D;
+            const struct fcall *c = &o[k].q[0];
+            const int *idx = f->idx + (size_t)k * B + (size_t)c->h * H;
+            if (c->kind == FC_ACT)
+                memcpy(dst, rl_learner_obs_rows(&f->ln[k], c->t, c->h * H, H), (size_t)H * D * sizeof(float));
+            else
+                for (int i = 0; i < c->rows; i++)
+                    memcpy(dst + (size_t)i * D, rl_learner_final_obs(&f->ln[k], idx[i]), (size_t)D * sizeof(float));
+        }
+        struct rl_policy_out all;
+        rc = forward(f, x, &all);
+        tensor_free(x);
+        if (rc != 0) break;
+        for (int k = 0; k < f->n && rc == 0; k++) {
+            if (rows[k] == 0) continue;
+            struct fcall c = o[k].q[0];
+            int slot = c.kind == FC_BOOT ? 2 : c.h;
+            if (rows_of(&all, at[k], rows[k], &o[k].ans[slot]) != 0) rc = -1;
+            o[k].have[slot] = rc == 0;
+            memmove(o[k].q, o[k].q + 1, (size_t)--o[k].qn * sizeof o[k].q[0]);
+        }
+        rl_policy_out_clear(&all);
+        for (int k = 0; k < f->n && rc == 0; k++) rc = fprog_run(f, k, &o[k], nv + (size_t)k * B, &left);
+    }
+    autograd_set_enabled(was);
+    for (int k = 0; k < f->n; k++)
+        for (int i = 0; i < 3; i++)
+            if (o[k].have[i]) rl_policy_out_clear(&o[k].ans[i]);
+    free(o);
+    free(nv);
+    for (int k = 0; k < f->n && rc == 0 && f->overlap; k++)
+        rc = rl_learner_hand_over(&f->ln[k], (int)(f->rollouts_done % 2));
+    f->rollouts_done += rc == 0 && f->overlap;
+    return rc;
+}
+
 /* Every observer's rollout in lockstep, merged as the agent's act server
  * merges the observers' calls (agent/policy.c, lockstep): each observer
  * has one call pending at a time (its step t's act call; after a step that
@@ -141,6 +270,7 @@ static int rows_of(const struct rl_policy_out *all, int64_t start, int64_t rows,
  * rollouts_count. */
 static int rollouts_collect(struct floor *f)
 {
+    if (f->cfg.double_buffer) return rollouts_collect_halves(f);
     const int B = f->cfg.envs_per_observer, D = f->spec->obs.dim, T = f->ln[0].ro.T;
     int t[RL_MAX_OBSERVERS], boot[RL_MAX_OBSERVERS];   /* the pending call's step; > 0: step t's truncation call */
     int64_t at[RL_MAX_OBSERVERS], rows[RL_MAX_OBSERVERS];

@@ -90,6 +90,56 @@ START_TEST(fast_matches_generic)
 }
 END_TEST
 
+/* Stepping the envs in two ranges (vec_env_step_range, as a double-buffered
+ * observer does) is one vec_env_step of them all, bit for bit (the
+ * statistics' sums aside, whose order differs): the other range's envs
+ * wait, their episodes' counters untouched. Out-of-range ranges refused. */
+START_TEST(ranges_match_whole)
+{
+    const struct env_spec *s = env_lookup(ids[_i]);
+    const int B = 10, H = 4;   /* ranges 0..3 and 4..9 */
+    struct vec_env *whole = vec_env_new(s, B, 7, 0), *parts = vec_env_new(s, B, 7, 0);
+    struct bufs f, g;
+    bufs_init(&f, s, B);
+    bufs_init(&g, s, B);
+    vec_env_reset(whole, f.obs);
+    vec_env_reset(parts, g.obs);
+    uint64_t rng = 99;
+    const size_t as = s->act.kind == SPACE_DISCRETE ? sizeof(int) : sizeof(float) * (size_t)f.A;
+    for (int t = 0; t < 700; t++) {
+        const void *a = random_actions(s, &f, &rng);
+        ck_assert_int_eq(vec_env_step(whole, a, f.obs, f.reward, f.term, f.trunc, f.final_obs), 0);
+        const int first[2] = { H, 0 }, n[2] = { B - H, H };   /* the second range first: order is free */
+        for (int r = 0; r < 2; r++) {
+            int b = first[r];
+            const void *ab = (const char *)a + (size_t)b * as;
+            ck_assert_int_eq(vec_env_step_range(parts, b, n[r], ab, g.obs + (size_t)b * g.D, g.reward + b, g.term + b,
+                                                g.trunc + b, g.final_obs + (size_t)b * g.D),
+                             0);
+        }
+        ck_assert_mem_eq(f.obs, g.obs, sizeof(float) * (size_t)B * f.D);
+        ck_assert_mem_eq(f.final_obs, g.final_obs, sizeof(float) * (size_t)B * f.D);
+        ck_assert_mem_eq(f.reward, g.reward, sizeof(float) * B);
+        ck_assert_mem_eq(f.term, g.term, B);
+        ck_assert_mem_eq(f.trunc, g.trunc, B);
+    }
+    struct vec_env_stats sf, sg;
+    vec_env_get_stats(whole, &sf);
+    vec_env_get_stats(parts, &sg);
+    ck_assert_int_eq(sf.steps, sg.steps);
+    ck_assert_int_eq(sf.episodes, sg.episodes);
+    ck_assert_int_eq(sf.length_sum, sg.length_sum);
+    ck_assert_int_gt(sf.episodes, 0);
+    for (int i = 0; i < B; i++) ck_assert_int_eq(vec_env_episode_length(whole, i), vec_env_episode_length(parts, i));
+    ck_assert_int_eq(vec_env_step_range(parts, 8, 3, f.iact, g.obs, g.reward, g.term, g.trunc, NULL), -1);
+    ck_assert_ptr_nonnull(strstr(env_last_error(), "envs 8..10 of 10"));
+    ck_assert_int_eq(vec_env_step_range(parts, -1, 2, f.iact, g.obs, g.reward, g.term, g.trunc, NULL), -1);
+    ck_assert_int_eq(vec_env_step_range(parts, 0, 0, f.iact, g.obs, g.reward, g.term, g.trunc, NULL), -1);
+    vec_env_free(whole), vec_env_free(parts);
+    bufs_free(&f), bufs_free(&g);
+}
+END_TEST
+
 /* Every env of a vec_env behaves as one env driven by hand: same RNG stream,
  * same step results, final observation in final_obs, reset observation in
  * obs, truncation at max_episode_steps; and the statistics add up. */
@@ -469,6 +519,7 @@ static Suite *vec_env_suite(void)
     TCase *tc = tcase_create("paths");
     tcase_add_loop_test(tc, fast_matches_generic, 0, 4);
     tcase_add_loop_test(tc, autoreset_matches_reference, 0, 4);
+    tcase_add_loop_test(tc, ranges_match_whole, 0, 4);
     suite_add_tcase(s, tc);
     tc = tcase_create("semantics");
     tcase_add_test(tc, terminated_and_truncated_together);

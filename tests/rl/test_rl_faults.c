@@ -872,13 +872,15 @@ static void leave_member(struct rl_proc *agent, bool graceful)
 /* A sync member that takes its rollout and never acts: the merged act
  * calls of the honest observer wait for it --step-timeout (2 s) and the
  * grace (2 s), then it is dropped naming why, and the honest one trains to the budget. Was: no
- * step in 30 s, no timeout, never dropped. */
-START_TEST(test_sync_member_never_acts)
+ * step in 30 s, no timeout, never dropped. With --double-buffer (dbuf)
+ * the honest observer has two calls queued, its halves': still one
+ * observer's, so the member is still the one named. */
+static void check_member_never_acts(const char *dbuf)
 {
     struct rl_proc agent, obs;
     const char *args[] = { "--master", "tcp://127.0.0.1:0", "--observers", "2", "--mode", "sync", "--heartbeat-timeout",
                            HB_MS, "--step-timeout", "2", "--envs-per-observer", "4", "--steps-per-rollout", "32",
-                           "--minibatches", "1", "--max-steps", "2048", "--max-seconds", "60", "--quiet", NULL };
+                           "--minibatches", "1", "--max-steps", "2048", "--max-seconds", "60", "--quiet", dbuf, NULL };
     rl_start(&agent, TRIB_AGENT_BIN, args, NULL);
     char ep[128];
     rl_agent_endpoint(&agent, ep, sizeof ep, WAIT_S);
@@ -903,6 +905,11 @@ START_TEST(test_sync_member_never_acts)
     rl_free(&obs);
     rl_free(&agent);
 }
+
+START_TEST(test_sync_member_never_acts) { check_member_never_acts(NULL); }
+END_TEST
+
+START_TEST(test_sync_member_never_acts_dbuf) { check_member_never_acts("--double-buffer"); }
 END_TEST
 
 /* No byte of a member's text reaches the agent's stderr raw: no forged
@@ -1131,7 +1138,7 @@ int main(void)
              { "gone", 600, .teardown = teardown, .tests = { test_all_crashed_sync, test_all_crashed_async,
                test_all_gave_up_sync, test_all_gave_up_async, test_separate_crashed_sync,
                test_separate_crashed_async } },
-             { "hostile", 600, .teardown = teardown, .tests = { test_sync_member_never_acts,
+             { "hostile", 600, .teardown = teardown, .tests = { test_sync_member_never_acts, test_sync_member_never_acts_dbuf,
                test_gave_up_text_escaped, test_error_reply_escaped, test_killed_in_setup_sync,
                test_killed_in_setup_async, test_plugin_unload_crash } });
 }

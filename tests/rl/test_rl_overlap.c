@@ -208,65 +208,6 @@ START_TEST(test_overlap_observer_lost)
 }
 END_TEST
 
-/* The progress rows of out (the lines with "steps"), without the columns
- * the clock makes (the time, sps, upd/s), one per line. */
-static char *rows_of(const char *out)
-{
-    size_t cap = strlen(out) + 1, n = 0;
-    char *r = calloc(cap, 1), *copy = strdup(out);
-    ck_assert(r && copy);
-    for (char *save = NULL, *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *from = strstr(line, "steps ");
-        if (!from || line[0] != ' ') continue;
-        char *save2 = NULL;
-        bool skip = false;
-        for (char *tok = strtok_r(from, " ", &save2); tok; tok = strtok_r(NULL, " ", &save2)) {
-            if (skip) {
-                skip = false;
-                continue;
-            }
-            if (!strcmp(tok, "sps") || !strcmp(tok, "upd/s")) {
-                skip = true;
-                continue;
-            }
-            n += (size_t)snprintf(r + n, cap - n, "%s ", tok);
-        }
-        n += (size_t)snprintf(r + n, cap - n, "\n");
-    }
-    free(copy);
-    return r;
-}
-
-/* trib-floor's progress rows are the distributed run's with args, row for
- * row (losses, KL, returns, the lag when overlapped): the same updates. */
-static void check_floor_same(const char *const *args, bool overlapped)
-{
-    const char *argv[MAX_ARGS] = { 0 };
-    int n = 0;
-    for (; args[n]; n++) argv[n] = strcmp(args[n], "--quiet") ? args[n] : "--no-quiet";
-    argv[n] = NULL;
-    struct rl_proc run, floor;
-    rl_start(&run, TRIB_TRAIN_BIN, argv, NULL);
-    int rc = rl_wait(&run, RUN_TIMEOUT_S);
-    ck_assert_msg(rc == 1, "exit %d\nstderr:\n%s", rc, tail(run.err));
-    rl_start(&floor, TRIB_FLOOR_BIN, argv, NULL);
-    rc = rl_wait(&floor, RUN_TIMEOUT_S);
-    ck_assert_msg(rc == 1, "trib-floor: exit %d\nstderr:\n%s", rc, tail(floor.err));
-    char *a = rows_of(run.out), *b = rows_of(floor.out);
-    int rows = 0;
-    for (const char *c = a; *c; c++) rows += *c == '\n';
-    ck_assert_msg(rows >= 8, "%d progress rows:\n%s", rows, run.out);
-    ck_assert_msg((strstr(a, " lag ") != NULL) == overlapped, "lag column:\n%s", a);
-    ck_assert_msg(strcmp(a, b) == 0, "the floor's rows differ from the run's:\nrun:\n%s\nfloor:\n%s", a, b);
-    cJSON *ja = summary(&run), *jb = summary(&floor);
-    ck_assert_msg(jnum(ja, "return_mean") == jnum(jb, "return_mean"), "summaries differ:\n%s\n%s", run.out, floor.out);
-    cJSON_Delete(ja);
-    cJSON_Delete(jb);
-    free(a);
-    free(b);
-    rl_free(&run);
-    rl_free(&floor);
-}
 
 /* CartPole-v1, 2 observers, overlapped: the run learns from the rollout
  * collected with the policy before the previous rollout's updates, exactly
@@ -274,7 +215,7 @@ static void check_floor_same(const char *const *args, bool overlapped)
 START_TEST(test_overlap_floor_same_updates)
 {
     const char *args[] = { SMALL, "--max-updates", "40", "--overlap", "--log-every", "0.0000001", NULL };
-    check_floor_same(args, true);
+    rl_check_floor_same(TRIB_TRAIN_BIN, TRIB_FLOOR_BIN, args, true);
 }
 END_TEST
 
@@ -288,11 +229,11 @@ START_TEST(test_floor_same_updates_gaussian)
     const char *off[] = { "--preset", "pendulum", "--observers", "3", "--envs-per-observer", "4", "--steps-per-rollout",
                           "64", "--epochs", "4", "--max-steps", "9000", "--seed", "3", "--device", "cpu", "--log-every", "0.0000001",
                           "--no-overlap", NULL };
-    check_floor_same(off, false);
+    rl_check_floor_same(TRIB_TRAIN_BIN, TRIB_FLOOR_BIN, off, false);
     const char *on[] = { "--preset", "pendulum", "--observers", "3", "--envs-per-observer", "4", "--steps-per-rollout",
                          "64", "--epochs", "4", "--max-steps", "9000", "--seed", "3", "--device", "cpu", "--log-every", "0.0000001",
                          "--overlap", "--norm-obs", "--norm-reward", NULL };
-    check_floor_same(on, true);
+    rl_check_floor_same(TRIB_TRAIN_BIN, TRIB_FLOOR_BIN, on, true);
 }
 END_TEST
 
