@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +32,15 @@ struct shm_seg {
 _Static_assert(sizeof(struct shm_seg) <= SHM_DATA_OFF, "segment header fits its page");
 
 struct shm_offer { uint64_t magic, cap; };
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 static uint64_t align8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
 
@@ -252,7 +262,8 @@ static int wait_until(struct shm_link *l, bool (*ready)(struct shm_link *), _Ato
     for (unsigned k = 0;; k++) {
         if (ready(l)) return 1;
         if ((k & 63) == 63 && trib_now_us() >= spin_end) break;
-        __builtin_ia32_pause();
+        if ((k & 63) == 63) sched_yield();  /* a busy box: let the peer run */
+        else cpu_relax();
     }
     int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + (int64_t)timeout_ms * 1000;
     for (;;) {
