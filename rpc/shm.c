@@ -31,7 +31,7 @@ struct shm_seg {
 };
 _Static_assert(sizeof(struct shm_seg) <= SHM_DATA_OFF, "segment header fits its page");
 
-struct shm_offer { uint64_t magic, cap; };
+struct shm_offer { uint64_t magic, cap; uint32_t tag_len; unsigned char tag[SHM_TAG_MAX]; };
 
 static inline void cpu_relax(void)
 {
@@ -93,8 +93,13 @@ static void link_map(struct shm_link *l, unsigned char *map, size_t len, uint64_
     l->spin_us = s && *s ? atoi(s) : SHM_SPIN_US_DEFAULT;
 }
 
-int shm_link_offer(int sock, size_t ring_bytes, struct shm_link *l, char *err, size_t cap)
+int shm_link_offer(int sock, size_t ring_bytes, const void *tag, size_t tag_len, struct shm_link *l, char *err,
+                   size_t cap)
 {
+    if (tag_len > SHM_TAG_MAX) {
+        snprintf(err, cap, "shm: a tag of %zu bytes (at most %d)", tag_len, SHM_TAG_MAX);
+        return -1;
+    }
     uint64_t rc = SHM_RING_MIN;
     if (ring_bytes == 0) ring_bytes = SHM_RING_DEFAULT;
     while (rc < ring_bytes && rc <= SHM_RING_MAX) rc <<= 1;
@@ -114,7 +119,8 @@ int shm_link_offer(int sock, size_t ring_bytes, struct shm_link *l, char *err, s
         struct shm_seg *seg = (struct shm_seg *)map;
         seg->magic = SHM_MAGIC;
         seg->cap = rc;
-        struct shm_offer offer = { SHM_MAGIC, rc };
+        struct shm_offer offer = { .magic = SHM_MAGIC, .cap = rc, .tag_len = (uint32_t)tag_len };
+        if (tag_len) memcpy(offer.tag, tag, tag_len);
         struct iovec iov = { &offer, sizeof offer };
         union { struct cmsghdr h; char buf[CMSG_SPACE(3 * sizeof(int))]; } ctl;
         memset(&ctl, 0, sizeof ctl);
@@ -161,7 +167,8 @@ int shm_link_take(int sock, int timeout_ms, struct shm_link *l, char *err, size_
         snprintf(err, cap, "shm: no link offered within %d ms", timeout_ms);
         return -1;
     }
-    struct shm_offer offer = { 0, 0 };
+    struct shm_offer offer;
+    memset(&offer, 0, sizeof offer);
     struct iovec iov = { &offer, sizeof offer };
     union { struct cmsghdr h; char buf[CMSG_SPACE(8 * sizeof(int))]; } ctl;
     struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof ctl.buf };
@@ -180,7 +187,8 @@ int shm_link_take(int sock, int timeout_ms, struct shm_link *l, char *err, size_
     size_t len = SHM_DATA_OFF + 2 * (size_t)(offer.cap <= SHM_RING_MAX ? offer.cap : 0);
     if (r < 0) snprintf(why, sizeof why, "reading the offer: %s", strerror(errno)), bad = why;
     else if (r == 0) bad = "the peer closed the socket before offering";
-    else if (r != (ssize_t)sizeof offer || offer.magic != SHM_MAGIC) bad = "the offer is not a link's";
+    else if (r != (ssize_t)sizeof offer || offer.magic != SHM_MAGIC || offer.tag_len > SHM_TAG_MAX)
+        bad = "the offer is not a link's";
     else if (mh.msg_flags & MSG_CTRUNC) bad = "the offer carries too many descriptors";
     else if (nfds != 3) snprintf(why, sizeof why, "the offer carries %d descriptors, not 3", nfds), bad = why;
     else if (offer.cap < SHM_RING_MIN || offer.cap > SHM_RING_MAX || (offer.cap & (offer.cap - 1)))
@@ -210,6 +218,8 @@ int shm_link_take(int sock, int timeout_ms, struct shm_link *l, char *err, size_
     }
     close(fds[0]);
     link_map(l, map, len, offer.cap, false, fds[2], fds[1], sock);
+    l->tag_len = offer.tag_len;
+    memcpy(l->tag, offer.tag, offer.tag_len);
     return 0;
 }
 
@@ -252,12 +262,15 @@ static bool peer_ended(struct shm_link *l)
     return false;
 }
 
+bool shm_link_check_peer(struct shm_link *l) { return l->dead || peer_ended(l); }
+
 /* Waits until ready(l) (1), timeout (0) or the link's end (-1): spins
  * spin_us, then sleeps on the eventfd with *flag set. */
 static int wait_until(struct shm_link *l, bool (*ready)(struct shm_link *), _Atomic uint32_t *flag, int timeout_ms)
 {
     if (ready(l)) return 1;
     if (l->dead) return -1;
+    if (timeout_ms == 0) return 0;
     int64_t start = trib_now_us(), spin_end = start + l->spin_us;
     for (unsigned k = 0;; k++) {
         if (ready(l)) return 1;
@@ -310,7 +323,7 @@ int shm_link_send(struct shm_link *l, zmq_msg_t *frames, int n, int timeout_ms, 
     uint64_t body = 4 + 4 * (uint64_t)n, bytes = 0;
     for (int i = 0; i < n; i++) bytes += zmq_msg_size(&frames[i]);
     body += bytes;
-    uint64_t need = align8(4 + body);
+    uint64_t need = align8(12 + body);
     if (need > l->cap || body > UINT32_MAX) {
         snprintf(err, cap, "shm: a message of %llu bytes does not fit the link's ring (%llu bytes)",
                  (unsigned long long)body, (unsigned long long)l->cap);
@@ -323,12 +336,14 @@ int shm_link_send(struct shm_link *l, zmq_msg_t *frames, int n, int timeout_ms, 
         else snprintf(err, cap, "shm: no room in the ring for %d ms (the peer does not read)", timeout_ms);
         return -1;
     }
-    unsigned char hdr[8];
-    wr32(hdr, (uint32_t)body);
-    wr32(hdr + 4, (uint32_t)n);
+    unsigned char hdr[16];
+    uint64_t ts = (uint64_t)trib_now_ns();
+    for (int i = 0; i < 8; i++) hdr[i] = (unsigned char)(ts >> (8 * i));
+    wr32(hdr + 8, (uint32_t)body);
+    wr32(hdr + 12, (uint32_t)n);
     uint64_t pos = l->head;
-    put(l, pos, hdr, 8);
-    pos += 8;
+    put(l, pos, hdr, 16);
+    pos += 16;
     for (int i = 0; i < n; i++, pos += 4) {
         unsigned char b[4];
         wr32(b, (uint32_t)zmq_msg_size(&frames[i]));
@@ -407,19 +422,31 @@ bool shm_link_arm(struct shm_link *l)
 
 int shm_link_wake_fd(const struct shm_link *l) { return l->wake_self; }
 
+int64_t shm_link_next_ts(struct shm_link *l)
+{
+    uint64_t head = atomic_load_explicit(&l->rx->head, memory_order_acquire), avail = head - l->tail;
+    if (avail == 0 || l->dead) return -1;
+    if (avail < 16 || avail > l->cap) return 0;     /* shm_link_recv says what is wrong */
+    unsigned char b[8];
+    get(l, l->tail, b, 8);
+    uint64_t ts = 0;
+    for (int i = 0; i < 8; i++) ts |= (uint64_t)b[i] << (8 * i);
+    return (int64_t)(ts >> 1);
+}
+
 int shm_link_recv(struct shm_link *l, zmq_msg_t *frames, int max, int timeout_ms)
 {
     int w = wait_until(l, has_record, &l->rx->reader_sleeps, timeout_ms);
     if (w <= 0) return w;
     uint64_t head = atomic_load_explicit(&l->rx->head, memory_order_acquire), avail = head - l->tail;
-    if (avail > l->cap || avail < 8 || (avail & 7)) {
+    if (avail > l->cap || avail < 16 || (avail & 7)) {
         link_dead(l, "the peer wrote its write position out of bounds (%llu bytes ahead of ours, the ring has %llu)",
                   (unsigned long long)avail, (unsigned long long)l->cap);
         return -1;
     }
-    unsigned char hdr[8];
-    get(l, l->tail, hdr, 8);
-    uint64_t len = rd32(hdr), need = align8(4 + len);
+    unsigned char hdr[16];
+    get(l, l->tail, hdr, 16);
+    uint64_t len = rd32(hdr + 8), need = align8(12 + len);
     if (need > avail) {
         link_dead(l, "the peer wrote a bad record: it announces %llu bytes, %llu are published",
                   (unsigned long long)len, (unsigned long long)avail);
@@ -427,20 +454,20 @@ int shm_link_recv(struct shm_link *l, zmq_msg_t *frames, int max, int timeout_ms
     }
     /* the table copied out once, then checked: the peer may rewrite it */
     if (max > SHM_MAX_FRAMES) max = SHM_MAX_FRAMES;
-    uint32_t n0 = rd32(hdr + 4);
+    uint32_t n0 = rd32(hdr + 12);
     size_t tlen = 4 + 4 * (size_t)(n0 >= 1 && n0 <= (uint32_t)max ? n0 : 0);
     if (tlen > len) tlen = 4;
     static _Thread_local unsigned char tbl[4 + 4 * SHM_MAX_FRAMES];
     static _Thread_local uint32_t lens[SHM_MAX_FRAMES];
-    memcpy(tbl, hdr + 4, 4);
-    if (tlen > 4) get(l, l->tail + 8, tbl + 4, tlen - 4);
+    memcpy(tbl, hdr + 12, 4);
+    if (tlen > 4) get(l, l->tail + 16, tbl + 4, tlen - 4);
     char err[200];
     int n = parse_table(tbl, tlen, (size_t)len, lens, max, err, sizeof err);
     if (n < 0) {
         link_dead(l, "the peer wrote a bad record: %s", err);
         return -1;
     }
-    uint64_t pos = l->tail + 4 + tlen, bytes = 0;
+    uint64_t pos = l->tail + 12 + tlen, bytes = 0;
     for (int i = 0; i < n; i++) {
         ZMQ_CHECK(zmq_msg_init_size(&frames[i], lens[i]));
         if (lens[i]) get(l, pos, zmq_msg_data(&frames[i]), lens[i]);

@@ -15,9 +15,10 @@
  * (kill -9 included). No third process can open or map the segment: it
  * has no name, and its descriptor exists only in the two processes.
  *
- * A message is a record in the ring: u32 body length, then the body:
- * u32 frame count, u32 length of each frame, the frames' bytes; records
- * start 8-byte aligned. The writer publishes its position (head) only
+ * A message is a record in the ring: u64 send time (CLOCK_MONOTONIC ns,
+ * one clock for every process of the host), u32 body length, then the
+ * body: u32 frame count, u32 length of each frame, the frames' bytes;
+ * records start 8-byte aligned. The writer publishes its position (head) only
  * after the whole record is in, so a reader never sees half a record
  * from an honest writer. Each side keeps its own positions privately and
  * reads only the other's from the segment, checking it: a member can
@@ -51,6 +52,7 @@
 #define SHM_RING_MIN ((size_t)4096)
 #define SHM_RING_MAX ((size_t)1 << 30)
 #define SHM_MAX_FRAMES (2 + WIRE_MAX_TENSORS)
+#define SHM_TAG_MAX 32
 
 /* One direction's positions, in the segment (each on its own cache line). */
 struct shm_ring {
@@ -75,6 +77,8 @@ struct shm_link {
     int spin_us;
     uint64_t want;                  /* the sender: room it waits for */
     bool dead;
+    unsigned char tag[SHM_TAG_MAX]; /* what the offer said it is for (shm_link_take) */
+    size_t tag_len;
     char why[256];                  /* why the link ended (dead) */
     /* traffic (this side's): whole messages and their frames' bytes */
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
@@ -82,8 +86,11 @@ struct shm_link {
 
 /* Creates a link with rings of ring_bytes (0: SHM_RING_DEFAULT; rounded up
  * to a power of two) and passes it over the connected Unix socket sock,
- * which the link then owns. 0, or -1 with err (sock left open). */
-int shm_link_offer(int sock, size_t ring_bytes, struct shm_link *l, char *err, size_t cap);
+ * which the link then owns, with tag (at most SHM_TAG_MAX bytes: what the
+ * link is for, which the taker reads in l->tag). 0, or -1 with err (sock
+ * left open). */
+int shm_link_offer(int sock, size_t ring_bytes, const void *tag, size_t tag_len, struct shm_link *l, char *err,
+                   size_t cap);
 /* Takes the link offered over sock (waiting up to timeout_ms), checking the
  * segment: sealed against shrinking and growing, its size and header as
  * announced. 0, or -1 with err naming what is wrong (sock left open). */
@@ -97,14 +104,24 @@ void shm_link_close(struct shm_link *l);
 int shm_link_send(struct shm_link *l, zmq_msg_t *frames, int n, int timeout_ms, char *err, size_t cap);
 /* Reads one message into frames[0..max) (each initialised here; the caller
  * closes them), waiting up to timeout_ms (< 0: no limit). Returns its
- * frame count, 0 if none came in time, or -1: the link ended (the peer
+ * frame count, 0 if none came in time (timeout 0: none waiting; no spin),
+ * or -1: the link ended (the peer
  * ended, or it wrote a record that is out of bounds), l->why says why. */
 int shm_link_recv(struct shm_link *l, zmq_msg_t *frames, int max, int timeout_ms);
+/* Whether the link has ended (its peer's end of the socket closed, or an
+ * earlier violation): for a poll loop whose poll saw the socket readable. */
+bool shm_link_check_peer(struct shm_link *l);
 /* For a poll loop: says this side is about to sleep on
  * shm_link_wake_fd; false if a message is already waiting (then do not
  * sleep). */
 bool shm_link_arm(struct shm_link *l);
 int shm_link_wake_fd(const struct shm_link *l);
+/* The send time of the next record (ns, halved so it fits), 0 if the ring
+ * is out of bounds (shm_link_recv then says why), -1 if none waits. A
+ * reader of several links takes the oldest first: messages caused by one
+ * another on different links are read in that order (an RRef's fork
+ * registered with its owner before the fetch that needs it). */
+int64_t shm_link_next_ts(struct shm_link *l);
 
 /* Parses a record's body (body[0..len), a private copy) into frames
  * (initialised here only on success). The frame count, lengths and their

@@ -1,4 +1,4 @@
-/* RPC benchmark, once over tcp:// and once over ipc:// (each forced): rpc_sync
+/* RPC benchmark, over tcp://, ipc:// and shared-memory links (each forced): rpc_sync
  * round trips against a bare libzmq DEALER/ROUTER round trip of the same
  * payload over the same transport between two processes in the same run,
  * pipelined rpc_async throughput (rounds of 1024 calls, and a sliding
@@ -186,9 +186,10 @@ static double rref_round_trips(struct rref *r, const struct rpc_value *args, int
  * main's, so each transport gets a fresh agent). */
 static int bench_transport(const struct world_opts *w)
 {
-    const char *tname = w->transport == RPC_TRANSPORT_IPC ? "ipc" : "tcp";
+    const char *tname = w->transport == RPC_TRANSPORT_IPC ? "ipc" : w->transport == RPC_TRANSPORT_SHM ? "shm" : "tcp";
     char zep[128];
-    if (w->transport == RPC_TRANSPORT_IPC) snprintf(zep, sizeof zep, "ipc:///tmp/trib-bench-zmq-%d", (int)getpid());
+    /* shm's bare reference is libzmq over ipc, what it replaces */
+    if (w->transport != RPC_TRANSPORT_TCP) snprintf(zep, sizeof zep, "ipc:///tmp/trib-bench-zmq-%d", (int)getpid());
     else snprintf(zep, sizeof zep, "tcp://127.0.0.1:*");
     struct zclient z;
     zmq_start(&z, zep);
@@ -370,7 +371,7 @@ static int bench_shm_pingpong(void)
     close(sv[1]);
     struct shm_link l;
     char err[256];
-    if (shm_link_offer(sv[0], 0, &l, err, sizeof err) < 0) {
+    if (shm_link_offer(sv[0], 0, NULL, 0, &l, err, sizeof err) < 0) {
         fprintf(stderr, "bench_rpc: %s\n", err);
         return 1;
     }
@@ -397,8 +398,8 @@ static int bench_shm_pingpong(void)
 }
 
 /* usage: bench_rpc [spin_us [tcp|ipc|shm [sync|async|rref]]]   (rpc_opts.spin_us,
- * 0: the default; the transport to measure, all by default (shm: the bare
- * ping-pong of the shared-memory link); the one part to measure, all by
+ * 0: the default; the transport to measure, all by default (shm: calls
+ * over shared-memory links, then the bare ping-pong of one link); the one part to measure, all by
  * default: for profiling one) */
 int main(int argc, char **argv)
 {
@@ -407,10 +408,11 @@ int main(int argc, char **argv)
     rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
     rpc_register_ctor("echo_obj", &ECHO_TYPE, ctor_echo, NULL);
     rpc_register_method_ex("Echo", "echo", m_echo, NULL, RPC_FN_INLINE);
-    static const enum rpc_transport ts[] = { RPC_TRANSPORT_TCP, RPC_TRANSPORT_IPC };
+    static const enum rpc_transport ts[] = { RPC_TRANSPORT_TCP, RPC_TRANSPORT_IPC, RPC_TRANSPORT_SHM };
+    static const char *const names[] = { "tcp", "ipc", "shm" };
     int rc = 0;
-    for (int k = 0; k < 2; k++) {
-        if (only && strcmp(only, ts[k] == RPC_TRANSPORT_IPC ? "ipc" : "tcp") != 0) continue;
+    for (int k = 0; k < 3; k++) {
+        if (only && strcmp(only, names[k]) != 0) continue;
         struct world_opts w = { spin_us, ts[k], argc > 3 ? argv[3] : NULL };
         fflush(stdout);
         pid_t pid = fork();

@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int sv[2];
         char err[256];
         if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0 ||
-            shm_link_offer(sv[0], RING, &reader, err, sizeof err) < 0 ||
+            shm_link_offer(sv[0], RING, NULL, 0, &reader, err, sizeof err) < 0 ||
             shm_link_take(sv[1], 1000, &writer, err, sizeof err) < 0) {
             fprintf(stderr, "fuzz_shm: cannot make a link\n");
             abort();

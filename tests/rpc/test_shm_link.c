@@ -48,7 +48,7 @@ static pid_t spawn(child_fn body, struct shm_link *l)
     }
     close(sv[1]);
     char err[256];
-    ck_assert_msg(shm_link_offer(sv[0], RING, l, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(shm_link_offer(sv[0], RING, NULL, 0, l, err, sizeof err) == 0, "%s", err);
     return pid;
 }
 
@@ -185,11 +185,11 @@ END_TEST
  * the ring, its head not yet published. */
 static void child_killed_mid_write(struct shm_link *l)
 {
-    unsigned char rec[8 + 4 + 1000];
+    unsigned char rec[16 + 4 + 1000];
     memset(rec, 0xab, sizeof rec);
     uint32_t body = 4 + 4 + 1000, n = 1;
-    memcpy(rec, &body, 4);
-    memcpy(rec + 4, &n, 4);
+    memcpy(rec + 8, &body, 4);
+    memcpy(rec + 12, &n, 4);
     memcpy(l->tx_data, rec, 500);
     raise(SIGKILL);
 }
@@ -237,9 +237,9 @@ static void child_head_out_of_bounds(struct shm_link *l)
 /* announces more frames than a message may have */
 static void child_too_many_frames(struct shm_link *l)
 {
-    uint32_t w[2] = { 4 + 4 * 5000, 5000 };
+    uint32_t w[4] = { 0, 0, 4 + 4 * 5000, 5000 };        /* time, length, frame count */
     memcpy(l->tx_data, w, sizeof w);
-    atomic_store(&l->tx->head, 8 + 4 * 5000 + 8);
+    atomic_store(&l->tx->head, 16 + 4 * 5000 + 8);
     pause();
 }
 
@@ -328,7 +328,7 @@ START_TEST(test_shm_hostile_offer)
     int fd = memfd_create("trib-shm-unsealed", MFD_CLOEXEC);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(ftruncate(fd, 4096 + 2 * 4096), 0);
-    struct { uint64_t magic, cap; } offer = { 0x31304d5342495254ULL, 4096 };
+    struct { uint64_t magic, cap; uint32_t tag_len; unsigned char tag[SHM_TAG_MAX]; } offer = { 0x31304d5342495254ULL, 4096, 0, { 0 } };
     struct iovec iov = { &offer, sizeof offer };
     union { struct cmsghdr h; char buf[CMSG_SPACE(3 * sizeof(int))]; } ctl;
     memset(&ctl, 0, sizeof ctl);
