@@ -35,7 +35,8 @@
  * member that writes or drains them delays nothing but its own traffic.
  *
  * One thread per direction at a time (a link's sender and its receiver may
- * be two threads). Not yet wired into io.c (rpc/README.md "Transports"). */
+ * be two threads). shm_links.c drives this worker's links from the I/O
+ * thread (rpc/README.md "Transports"). */
 #ifndef TRIB_RPC_SHM_H
 #define TRIB_RPC_SHM_H
 
