@@ -217,28 +217,40 @@ static void dlink_offered(int id)
     d->state = D_OPEN;
 }
 
-/* Sends m into d's link; false if there is no room (or the link ended:
- * then d->l.dead). */
-static bool dlink_put(struct dlink *d, struct outmsg *m)
+/* Sends m into d's link (1), or, when it is bigger than the ring, on the
+ * dealer once everything sent into the link has been read (1; the peer
+ * has taken those first: order kept); 0: not now (no room, or not yet
+ * drained; or the link ended: then d->l.dead). */
+static int dlink_put(int id, struct dlink *d, struct outmsg *m)
 {
+    size_t body = 4 + 4 * (size_t)m->nframes + msg_bytes(m);
+    if (((12 + body + 7) & ~(size_t)7) > d->l.cap) {
+        if (atomic_load_explicit(&d->l.tx->tail, memory_order_acquire) != d->l.head) {
+            atomic_store(&d->l.tx->writer_sleeps, 1);   /* woken when it is read */
+            return 0;
+        }
+        sh.cfg.send_dealer(id, m);  /* takes m */
+        return 2;
+    }
     char err[300];
-    if (shm_link_send(&d->l, m->frames, m->nframes, 0, err, sizeof err) < 0) return false;
+    if (shm_link_send(&d->l, m->frames, m->nframes, 0, err, sizeof err) < 0) return 0;
     count_sent(msg_bytes(m));
-    return true;
+    return 1;
 }
 
 static void dlink_flush(int id)
 {
     struct dlink *d = sh.d[id];
     while (d->bl_head) {
-        struct outmsg *m = d->bl_head;
-        if (!dlink_put(d, m)) {
+        struct outmsg *m = d->bl_head, *next = m->next;
+        int r = dlink_put(id, d, m);
+        if (!r) {
             if (d->l.dead) dlink_ended(id);
             return;
         }
-        d->bl_head = m->next;
+        d->bl_head = next;
         if (!d->bl_head) d->bl_tail = NULL;
-        rpc_outmsg_free(m);
+        if (r == 1) rpc_outmsg_free(m);
     }
 }
 
@@ -253,8 +265,9 @@ bool rpc_shm_send_dealer(struct outmsg *m)
         rpc_pending_add(m->fut);
         m->fut = NULL;
     }
-    if (!d->bl_head && dlink_put(d, m)) {
-        rpc_outmsg_free(m);
+    int r = d->bl_head ? 0 : dlink_put(m->peer, d, m);
+    if (r) {
+        if (r == 1) rpc_outmsg_free(m);
         return true;
     }
     m->next = NULL;
@@ -401,10 +414,14 @@ int rpc_shm_poll_items(zmq_pollitem_t *items, int n, int cap, bool *waiting)
         if (n + 2 > cap) break;
         if (!shm_link_arm(&d->l)) *waiting = true;
         if (d->bl_head) {
+            /* woken by the reader once it takes something; go on now if
+             * the first waiting message can be sent already */
             atomic_store(&d->l.tx->writer_sleeps, 1);
             atomic_thread_fence(memory_order_seq_cst);
+            const struct outmsg *m = d->bl_head;
+            uint64_t need = (12 + 4 + 4 * (uint64_t)m->nframes + msg_bytes(m) + 7) & ~(uint64_t)7;
             uint64_t used = d->l.head - atomic_load(&d->l.tx->tail);
-            if (used > d->l.cap || d->l.cap - used >= 64) *waiting = true;
+            if (used > d->l.cap || (need > d->l.cap ? used == 0 : d->l.cap - used >= need)) *waiting = true;
         }
         d->item = n;
         items[n++] = (zmq_pollitem_t){ .fd = d->l.wake_self, .events = ZMQ_POLLIN };

@@ -432,6 +432,14 @@ START_TEST(test_transport_forced_shm)
         tensor_free(t);
         echo_check("w2", rpc_int(k));
     }
+    /* bigger than a link's ring (8 MiB): it goes over the socket, once what
+     * was sent into the link before it has been read, then the link again */
+    struct tensor *big = random_f32(3 << 20, 5);
+    for (int k = 0; k < 3; k++) {
+        echo_check("w1", rpc_tensor(big));
+        echo_check("w1", rpc_int(k));
+    }
+    tensor_free(big);
     check_reachable("w2", "w1 to w2", 0);
     rpc_get_stats(&after);
     /* the calls above went through the links (heartbeats stay on the sockets) */
