@@ -65,6 +65,8 @@ enum rpc_stat {
      * their frames' bytes, routing-id frames not counted. */
     RPC_STAT_MSGS_SENT, RPC_STAT_MSGS_RECV, RPC_STAT_BYTES_SENT, RPC_STAT_BYTES_RECV,
     RPC_STAT_IO_WAKEUPS,            /* passes of the I/O thread's loop */
+    /* The part of the traffic above that went through shared-memory links. */
+    RPC_STAT_SHM_MSGS_SENT, RPC_STAT_SHM_MSGS_RECV, RPC_STAT_SHM_BYTES_SENT, RPC_STAT_SHM_BYTES_RECV,
     RPC_STAT_N
 };
 /* Adds n to counter s (relaxed; any thread). rpc_get_stats reads them. */

@@ -128,7 +128,7 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
 static void io_send(struct outmsg *m)
 {
     if (m->peer < 0) {
-        send_frames(io.cfg.router, m, true);
+        if (!rpc_shm_send_reply(m)) send_frames(io.cfg.router, m, true);
     } else {
         struct peer *p = rpc_peer(m->peer);
         const char *refused = m->peer == 0 && m->fut ? rpc_rdv_refused() : NULL;
@@ -143,6 +143,8 @@ static void io_send(struct outmsg *m)
                 else rpc_future_fail(m->fut, "rpc: worker %d is not reachable calling %s", m->peer, m->fut->fn);
                 rpc_pending_done(m->fut);
             }
+        } else if (rpc_shm_send_dealer(m)) {
+            return;                             /* taken: sent or queued in order */
         } else {
             send_frames(p->dealer, m, false);   /* fails m->fut on error */
             if (m->fut) rpc_pending_add(m->fut);
@@ -203,8 +205,12 @@ static void drain_socket(void *sock, bool router, int peer)
         int n = recv_one(sock, router, rid, &rid_len);
         if (n == 0) return;
         if (n < 0) continue;
-        if (!router) io.cfg.on_dealer(peer, rx_frames, n);
-        else if (n > 1) io.cfg.on_router(rid, rid_len, rx_frames + 1, n - 1);
+        if (!router) {
+            io.cfg.on_dealer(peer, rx_frames, n);
+            rpc_shm_heard(peer);
+        } else if (n > 1 && !rpc_shm_marker(rid, rid_len, rx_frames + 1, n - 1)) {
+            io.cfg.on_router(rid, rid_len, rx_frames + 1, n - 1);
+        }
         for (int i = 0; i < n; i++) ZMQ_CHECK(zmq_msg_close(&rx_frames[i]));
     }
 }
@@ -286,9 +292,14 @@ static bool readable(void *sock)
  * it was asked, and no operation: nothing runs between). zmq_poll asks
  * every socket before and after (a poll and a getpid in libzmq's mailbox
  * each time): two thirds of the I/O thread's system calls. */
+/* Poll items: the router, the eventfd, ZAP and two monitors, a dealer per
+ * peer, and the shared-memory links (a listening socket, two descriptors a
+ * link, a link per peer each way). */
+#define IO_MAX_ITEMS (5 + MAX_WORKERS + 1 + 4 * MAX_WORKERS)
+
 static int io_poll(zmq_pollitem_t *items, int n, long timeout)
 {
-    static struct pollfd fds[5 + MAX_WORKERS];
+    static struct pollfd fds[IO_MAX_ITEMS];
     int ready = 0;
     for (int i = 0; i < n; i++) {
         items[i].revents = 0;
@@ -326,8 +337,8 @@ static void *io_main(void *arg)
     (void)arg;
     on_io_thread = true;
     rpc_future_mark_completer(true);
-    zmq_pollitem_t items[5 + MAX_WORKERS];
-    int map[5 + MAX_WORKERS];
+    static zmq_pollitem_t items[IO_MAX_ITEMS];
+    static int map[IO_MAX_ITEMS];
     int nitems = 0, first_dealer = 2, i_zap = -1, i_mon = -1, i_rdv = -1;
     rpc_peers_changed(true);
     bool changed = true;
@@ -359,7 +370,9 @@ static void *io_main(void *arg)
                     items[nitems++] = (zmq_pollitem_t){ .socket = rpc_peer(i)->dealer, .events = ZMQ_POLLIN };
                 }
         }
-        int rc = io_poll(items, nitems, poll_timeout());
+        bool waiting = false;
+        int total = rpc_shm_poll_items(items, nitems, IO_MAX_ITEMS, &waiting);
+        int rc = io_poll(items, total, waiting ? 0 : poll_timeout());
         if (rc < 0) {
             CHECK(zmq_errno() == EINTR);
             continue;
@@ -381,6 +394,7 @@ static void *io_main(void *arg)
                 drain_socket(rpc_peer(map[i])->dealer, false, map[i]);
                 changed = rpc_peers_changed(false);
             }
+        rpc_shm_service(items);
         io_timers();
         io.cfg.after_poll();
         changed = rpc_peers_changed(true);
@@ -389,12 +403,26 @@ static void *io_main(void *arg)
     /* Flush what is queued (replies, byes) before the sockets close. */
     flush_out(true);
     rpc_fail_pending_to(-1, "shut down");
+    rpc_shm_stop();
     return NULL;
+}
+
+/* A link's marker, on the dealer to peer (shm_links.c). */
+static bool send_on_dealer(int peer, struct outmsg *m)
+{
+    struct peer *p = rpc_peer(peer);
+    bool ok = p && p->dealer;
+    if (ok) send_frames(p->dealer, m, false);
+    rpc_outmsg_free(m);
+    return ok;
 }
 
 void rpc_io_start(const struct rpc_io_cfg *cfg)
 {
     io.cfg = *cfg;
+    rpc_shm_start(&(struct rpc_shm_cfg){ .listen_fd = cfg->shm_listen_fd, .conn_worker = cfg->conn_worker,
+                                         .on_router = cfg->on_router, .on_dealer = cfg->on_dealer,
+                                         .send_dealer = send_on_dealer });
     atomic_store(&io.stop, false);
     io.last_hb = 0;
     rpc_out_open();

@@ -90,8 +90,10 @@ struct rpc_event { enum rpc_event_kind kind; int id; char name[64]; };
 
 /* How this process reaches the others: AUTO uses ipc:// (a Unix domain
  * socket) to a worker on this host and tcp:// to the others; TCP and IPC
- * force one (IPC fails to reach a worker on another host). */
-enum rpc_transport { RPC_TRANSPORT_AUTO, RPC_TRANSPORT_TCP, RPC_TRANSPORT_IPC };
+ * force one (IPC fails to reach a worker on another host). SHM: as AUTO,
+ * and then a shared-memory link to each worker on this host, under its
+ * ipc:// connection (rpc/README.md "Transports"). */
+enum rpc_transport { RPC_TRANSPORT_AUTO, RPC_TRANSPORT_TCP, RPC_TRANSPORT_IPC, RPC_TRANSPORT_SHM };
 
 struct rpc_opts {
     const char *name;          /* unique worker name (required, < 64 bytes) */
@@ -140,7 +142,7 @@ struct rpc_opts {
      * like any other rank outside the world ("rank -2 out of range 1..N"). */
     bool allow_dynamic;
     /* RPC_TRANSPORT_AUTO (0): the environment variable TRIB_RPC_TRANSPORT
-     * (tcp, ipc or auto) decides, auto if unset. Every worker listens on
+     * (tcp, ipc, shm or auto) decides, auto if unset. Every worker listens on
      * its TCP endpoint (the one in the directory) and, unless TCP is
      * forced, on an ipc:// twin of it in /tmp/trib-rpc-UID/ (a private
      * directory); a caller in the same network namespace finds the twin
@@ -241,6 +243,9 @@ struct rpc_stats {
      * itself goes through its own sockets and counts twice: sent and
      * received, request and reply. */
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv;
+    /* The part of them that went through shared-memory links
+     * (RPC_TRANSPORT_SHM); the rest went through the sockets. */
+    uint64_t shm_msgs_sent, shm_msgs_recv, shm_bytes_sent, shm_bytes_recv;
     /* Times the I/O thread woke up (passes of its loop): about one per
      * message sent or received, and one per heartbeat otherwise, however
      * long a call takes to be answered. */

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/check.h"
@@ -24,12 +26,16 @@ static struct {
     bool offline;
     struct rpc_opts opts;
     int rank, world_size;
-    enum rpc_transport transport;   /* resolved: AUTO, TCP or IPC */
+    enum rpc_transport transport;   /* resolved: AUTO, TCP, IPC or SHM */
     void *zctx;
     void *router;
     int efd;
     char endpoint[128];
     char ipc_endpoint[160];         /* the router's ipc:// twin ("": none) */
+    /* RPC_TRANSPORT_SHM: the Unix socket shared-memory links are offered on,
+     * beside the twin ("": none; then shm_fd means nothing) */
+    int shm_fd;
+    char shm_path[170];
 } ag;
 
 /* ---- links: how the directory reaches a peer --------------------------------
@@ -145,9 +151,33 @@ static void fini_parts(void)
     rpc_requests_drain();
 }
 
+/* RPC_TRANSPORT_SHM: listens for shared-memory links on the twin's path +
+ * ".shm" (in the private directory of the twin). -1 with error. */
+static int shm_listen(void)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (snprintf(sa.sun_path, sizeof sa.sun_path, "%s.shm", ag.ipc_endpoint + 6) >= (int)sizeof sa.sun_path)
+        return rpc_set_error("rpc_init: the shared-memory link socket's path is too long (%s.shm)", ag.ipc_endpoint + 6);
+    unlink(sa.sun_path);            /* a killed worker's on this port */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        return rpc_set_error("rpc_init: cannot listen for shared-memory links at %s: %s", sa.sun_path, strerror(e));
+    }
+    ag.shm_fd = fd;
+    snprintf(ag.shm_path, sizeof ag.shm_path, "%s", sa.sun_path);
+    return 0;
+}
+
 /* Closes the sockets rpc_init made (the router first: its monitor then stops). */
 static void close_sockets(void)
 {
+    if (ag.shm_path[0]) {
+        close(ag.shm_fd);
+        unlink(ag.shm_path);
+        ag.shm_path[0] = '\0';
+    }
     rpc_ipc_unbind(ag.ipc_endpoint);
     ZMQ_CHECK(zmq_close(ag.router));
     rpc_curve_close();
@@ -204,6 +234,8 @@ int rpc_init(const struct rpc_opts *opts)
     apply_defaults(o);
     o->name = NULL;
     ag.transport = rpc_transport_resolve(o->transport);
+    ag.shm_path[0] = '\0';
+    ag.shm_fd = -1;
     ag.zctx = zmq_ctx_new();
     CHECK(ag.zctx != NULL);
     ag.router = zmq_socket(ag.zctx, ZMQ_ROUTER);
@@ -236,6 +268,7 @@ int rpc_init(const struct rpc_opts *opts)
     if (rpc_ipc_bind(ag.router, ag.endpoint, ag.transport, ag.ipc_endpoint, sizeof ag.ipc_endpoint) < 0)
         return init_failed();
     rpc_peers_set_self(-1, ag.endpoint, ag.ipc_endpoint[0] ? ag.ipc_endpoint : ag.endpoint);
+    if (ag.transport == RPC_TRANSPORT_SHM && ag.ipc_endpoint[0] && shm_listen() < 0) return init_failed();
     ag.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     CHECK(ag.efd >= 0);
 
@@ -253,6 +286,7 @@ int rpc_init(const struct rpc_opts *opts)
         .heartbeat_ms = o->heartbeat_ms, .heartbeat_timeout_ms = o->heartbeat_timeout_ms,
         .on_router = on_router, .on_dealer = rpc_handle_dealer,
         .on_heartbeat = on_heartbeat, .after_poll = rpc_conn_poll,
+        .shm_listen_fd = ag.shm_path[0] ? ag.shm_fd : -1, .conn_worker = rpc_conn_worker,
     };
     rpc_io_start(&io);
     rpc_pool_start(o->num_handler_threads);

@@ -87,6 +87,10 @@ void rpc_get_stats(struct rpc_stats *out)
     out->handshakes_failed = get(RPC_STAT_HANDSHAKES_FAILED);
     out->held_messages = (int)get(RPC_STAT_HELD);
     out->msgs_sent = get(RPC_STAT_MSGS_SENT);
+    out->shm_msgs_sent = get(RPC_STAT_SHM_MSGS_SENT);
+    out->shm_msgs_recv = get(RPC_STAT_SHM_MSGS_RECV);
+    out->shm_bytes_sent = get(RPC_STAT_SHM_BYTES_SENT);
+    out->shm_bytes_recv = get(RPC_STAT_SHM_BYTES_RECV);
     out->msgs_recv = get(RPC_STAT_MSGS_RECV);
     out->bytes_sent = get(RPC_STAT_BYTES_SENT);
     out->bytes_recv = get(RPC_STAT_BYTES_RECV);

@@ -30,12 +30,13 @@ enum rpc_transport rpc_transport_resolve(enum rpc_transport t)
     const char *e = getenv("TRIB_RPC_TRANSPORT");
     if (e && strcmp(e, "tcp") == 0) return RPC_TRANSPORT_TCP;
     if (e && strcmp(e, "ipc") == 0) return RPC_TRANSPORT_IPC;
+    if (e && strcmp(e, "shm") == 0) return RPC_TRANSPORT_SHM;
     return RPC_TRANSPORT_AUTO;
 }
 
 const char *rpc_transport_name(enum rpc_transport t)
 {
-    return t == RPC_TRANSPORT_TCP ? "tcp" : t == RPC_TRANSPORT_IPC ? "ipc" : "auto";
+    return t == RPC_TRANSPORT_TCP ? "tcp" : t == RPC_TRANSPORT_IPC ? "ipc" : t == RPC_TRANSPORT_SHM ? "shm" : "auto";
 }
 
 /* The directory of this user's twins: created 0700 if missing; false if it
@@ -106,7 +107,8 @@ static bool tcp_listening(unsigned port)
 
 /* Removes the twins in dir, of this network namespace, whose TCP port no
  * process listens on any more (their worker was killed: nobody unlinked
- * them), so that the directory does not fill up with dead sockets. */
+ * them), and their shared-memory link sockets (TWIN.shm), so that the
+ * directory does not fill up with dead sockets. */
 static void remove_stale_twins(const char *dir)
 {
     DIR *d = opendir(dir);
@@ -119,7 +121,8 @@ static void remove_stale_twins(const char *dir)
         const char *dash = strrchr(e->d_name, '-');
         char *end;
         unsigned long port = strtoul(dash + 1, &end, 10);
-        if (*end || port == 0 || port > 65535 || tcp_listening((unsigned)port)) continue;
+        /* NAME.shm: the socket shared-memory links are offered on (shm_links.c) */
+        if ((*end && strcmp(end, ".shm") != 0) || port == 0 || port > 65535 || tcp_listening((unsigned)port)) continue;
         char path[320];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (is_socket(path)) unlink(path);

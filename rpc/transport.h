@@ -187,6 +187,10 @@ struct rpc_io_cfg {
     /* a message on the dealer to worker peer (responses) */
     void (*on_dealer)(int peer, zmq_msg_t *frames, int n);
     void (*on_heartbeat)(int64_t now_ms);
+    /* shared-memory links (shm_links.c): the listening Unix socket (-1:
+     * off) and the worker a router connection is bound to (-1: none) */
+    int shm_listen_fd;
+    int (*conn_worker)(const unsigned char *rid, size_t len);
     void (*after_poll)(void);       /* after each round of receiving and timers */
 };
 void rpc_io_start(const struct rpc_io_cfg *cfg);
@@ -202,5 +206,36 @@ void rpc_out_push(struct outmsg *m);
 void rpc_out_open(void);
 void rpc_out_reset(void);
 void rpc_wake_io(void);
+
+/* shm_links.c: this worker's shared-memory links (TRIB_RPC_TRANSPORT=shm),
+ * I/O thread only; the file says how one is set up. */
+struct rpc_shm_cfg {
+    int listen_fd;                  /* -1: no links */
+    int (*conn_worker)(const unsigned char *rid, size_t len);
+    void (*on_router)(const unsigned char *rid, size_t rid_len, zmq_msg_t *frames, int n);
+    void (*on_dealer)(int peer, zmq_msg_t *frames, int n);
+    /* sends m (taken) on the dealer to peer; false if it cannot */
+    bool (*send_dealer)(int peer, struct outmsg *m);
+};
+void rpc_shm_start(const struct rpc_shm_cfg *cfg);
+bool rpc_shm_on(void);
+/* A message came on the dealer to peer: offers it a link if it has none. */
+void rpc_shm_heard(int peer);
+/* A message on the router from rid: true if it was a link's marker (taken). */
+bool rpc_shm_marker(const unsigned char *rid, size_t len, zmq_msg_t *frames, int n);
+/* m to a peer whose link is open: sent or queued in order, m taken (its
+ * call registered as pending); false: not linked, m untouched. */
+bool rpc_shm_send_dealer(struct outmsg *m);
+/* A reply for a linked routing id: true if it went into the link (m not
+ * taken); false: the router must carry it. */
+bool rpc_shm_send_reply(struct outmsg *m);
+/* Appends the links' descriptors to items[n..cap) for POLLIN; *waiting
+ * set when a link has something to do without waiting. New count. */
+int rpc_shm_poll_items(zmq_pollitem_t *items, int n, int cap, bool *waiting);
+/* After the poll: takes offered links, reads the links, flushes backlogs,
+ * ends links whose peer ended. */
+void rpc_shm_service(const zmq_pollitem_t *items);
+/* Closes every link (after the loop ended). */
+void rpc_shm_stop(void);
 
 #endif

@@ -1,15 +1,19 @@
-/* RPC benchmark, once over tcp:// and once over ipc:// (each forced): rpc_sync
+/* RPC benchmark, over tcp://, ipc:// and shared-memory links (each forced): rpc_sync
  * round trips against a bare libzmq DEALER/ROUTER round trip of the same
  * payload over the same transport between two processes in the same run,
  * pipelined rpc_async throughput (rounds of 1024 calls, and a sliding
  * window of 1024 in flight), and an RRef method call (rref_rpc_sync)
- * against a plain rpc_sync. Prints JSON lines, each naming its transport. */
+ * against a plain rpc_sync. Then the shared-memory link's floor
+ * (rpc/shm.h, issue 32): a bare ping-pong of one frame through its rings
+ * and wake-ups between two processes, no RPC ("shm_pingpong"). Prints JSON
+ * lines, each naming its transport. */
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -17,6 +21,7 @@
 #include "common/clock.h"
 #include "common/proc.h"
 #include "rpc/rpc.h"
+#include "rpc/shm.h"
 
 static const int64_t SIZES[] = { 16, 65536, 1048576 };
 
@@ -181,9 +186,10 @@ static double rref_round_trips(struct rref *r, const struct rpc_value *args, int
  * main's, so each transport gets a fresh agent). */
 static int bench_transport(const struct world_opts *w)
 {
-    const char *tname = w->transport == RPC_TRANSPORT_IPC ? "ipc" : "tcp";
+    const char *tname = w->transport == RPC_TRANSPORT_IPC ? "ipc" : w->transport == RPC_TRANSPORT_SHM ? "shm" : "tcp";
     char zep[128];
-    if (w->transport == RPC_TRANSPORT_IPC) snprintf(zep, sizeof zep, "ipc:///tmp/trib-bench-zmq-%d", (int)getpid());
+    /* shm's bare reference is libzmq over ipc, what it replaces */
+    if (w->transport != RPC_TRANSPORT_TCP) snprintf(zep, sizeof zep, "ipc:///tmp/trib-bench-zmq-%d", (int)getpid());
     else snprintf(zep, sizeof zep, "tcp://127.0.0.1:*");
     struct zclient z;
     zmq_start(&z, zep);
@@ -306,9 +312,95 @@ static int bench_transport(const struct world_opts *w)
     return 0;
 }
 
-/* usage: bench_rpc [spin_us [tcp|ipc [sync|async|rref]]]   (rpc_opts.spin_us,
- * 0: the default; the transport to measure, both by default; the one part
- * to measure, all by default: for profiling one) */
+/* ---- the shared-memory link's floor ------------------------------------------- */
+
+static const int64_t SHM_SIZES[] = { 16, 4096, 65536, 1048576 };
+
+static void shm_echo(int sock)
+{
+    struct shm_link l;
+    char err[256];
+    if (shm_link_take(sock, 30000, &l, err, sizeof err) < 0) _exit(2);
+    static zmq_msg_t f[SHM_MAX_FRAMES];
+    for (;;) {
+        int n = shm_link_recv(&l, f, SHM_MAX_FRAMES, 30000);
+        if (n <= 0) _exit(3);
+        bool bye = zmq_msg_size(&f[0]) == 0;
+        if (!bye && shm_link_send(&l, f, n, 30000, err, sizeof err) < 0) _exit(4);
+        for (int i = 0; i < n; i++) zmq_msg_close(&f[i]);
+        if (bye) break;
+    }
+    shm_link_close(&l);
+    _exit(0);
+}
+
+/* Mean round trip of iters ping-pongs of one n-byte frame, in us. */
+static double shm_round_trips(struct shm_link *l, int64_t n, int iters)
+{
+    zmq_msg_t f, in[SHM_MAX_FRAMES];
+    char err[256];
+    int64_t t0 = trib_now_ns();
+    for (int i = 0; i < iters; i++) {
+        zmq_msg_init_size(&f, (size_t)n);
+        if (shm_link_send(l, &f, 1, 30000, err, sizeof err) < 0) {
+            fprintf(stderr, "bench_rpc: shm: %s\n", err);
+            exit(1);
+        }
+        zmq_msg_close(&f);
+        int got = shm_link_recv(l, in, SHM_MAX_FRAMES, 30000);
+        if (got != 1) {
+            fprintf(stderr, "bench_rpc: shm: no echo: %s\n", l->why);
+            exit(1);
+        }
+        zmq_msg_close(&in[0]);
+    }
+    return (double)(trib_now_ns() - t0) / 1e3 / iters;
+}
+
+static int bench_shm_pingpong(void)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) return 1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid < 0) return 1;
+    if (pid == 0) {
+        close(sv[0]);
+        shm_echo(sv[1]);
+    }
+    close(sv[1]);
+    struct shm_link l;
+    char err[256];
+    if (shm_link_offer(sv[0], 0, NULL, 0, &l, err, sizeof err) < 0) {
+        fprintf(stderr, "bench_rpc: %s\n", err);
+        return 1;
+    }
+    enum { ROUNDS = 7 };
+    for (int k = 0; k < 4; k++) {
+        int64_t n = SHM_SIZES[k];
+        int iters = iters_for(n) / ROUNDS;
+        shm_round_trips(&l, n, iters / 5 + 5);
+        double r[ROUNDS];
+        for (int i = 0; i < ROUNDS; i++) r[i] = shm_round_trips(&l, n, iters);
+        qsort(r, ROUNDS, sizeof r[0], cmp_double);
+        printf("{\"bench\":\"shm_pingpong\",\"transport\":\"shm\",\"payload_bytes\":%lld,\"us\":%.2f}\n",
+               (long long)n, r[ROUNDS / 2]);
+        fflush(stdout);
+    }
+    zmq_msg_t bye;
+    zmq_msg_init_size(&bye, 0);
+    shm_link_send(&l, &bye, 1, 30000, err, sizeof err);
+    zmq_msg_close(&bye);
+    int st;
+    waitpid(pid, &st, 0);
+    shm_link_close(&l);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1;
+}
+
+/* usage: bench_rpc [spin_us [tcp|ipc|shm [sync|async|rref]]]   (rpc_opts.spin_us,
+ * 0: the default; the transport to measure, all by default (shm: calls
+ * over shared-memory links, then the bare ping-pong of one link); the one part to measure, all by
+ * default: for profiling one) */
 int main(int argc, char **argv)
 {
     int spin_us = argc > 1 ? atoi(argv[1]) : 0;
@@ -316,10 +408,11 @@ int main(int argc, char **argv)
     rpc_register_ex("echo", fn_echo, NULL, RPC_FN_INLINE);
     rpc_register_ctor("echo_obj", &ECHO_TYPE, ctor_echo, NULL);
     rpc_register_method_ex("Echo", "echo", m_echo, NULL, RPC_FN_INLINE);
-    static const enum rpc_transport ts[] = { RPC_TRANSPORT_TCP, RPC_TRANSPORT_IPC };
+    static const enum rpc_transport ts[] = { RPC_TRANSPORT_TCP, RPC_TRANSPORT_IPC, RPC_TRANSPORT_SHM };
+    static const char *const names[] = { "tcp", "ipc", "shm" };
     int rc = 0;
-    for (int k = 0; k < 2; k++) {
-        if (only && strcmp(only, ts[k] == RPC_TRANSPORT_IPC ? "ipc" : "tcp") != 0) continue;
+    for (int k = 0; k < 3; k++) {
+        if (only && strcmp(only, names[k]) != 0) continue;
         struct world_opts w = { spin_us, ts[k], argc > 3 ? argv[3] : NULL };
         fflush(stdout);
         pid_t pid = fork();
@@ -329,5 +422,7 @@ int main(int argc, char **argv)
         waitpid(pid, &st, 0);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) rc = 1;
     }
+    if (!only || strcmp(only, "shm") == 0)
+        if (bench_shm_pingpong() != 0) rc = 1;
     return rc;
 }

@@ -10,6 +10,7 @@
 #define TRIB_TESTS_RPC_WORLD_H
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <arpa/inet.h>
 #include <check.h>
 #include <msgpack.h>
@@ -414,6 +415,58 @@ static inline int fn_events(struct rpc_request *req, const struct rpc_value *arg
 
 /* This process's rpc_get_stats: [spoofed, unverified, malformed, cut
  * connections, forks expired]. */
+/* A hostile member (issue 32): moves both positions of every ring in every
+ * shared-memory link segment this process maps three rings ahead, as a
+ * process writing into its own half of a link can. It does so 200 ms after
+ * its reply is on its way (a position it writes itself would otherwise be
+ * set right again by the reply), and answers how many segments it maps. */
+static inline int shm_segments(bool scribble)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo;
+        if (!strstr(line, "memfd:trib-shm") || sscanf(line, "%lx-", &lo) != 1) continue;
+        n++;
+        if (!scribble) continue;
+        /* through /proc/self/mem: the link may be unmapped meanwhile (an
+         * error then, not a fault) */
+        int mem = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+        uint64_t cap = 0;
+        if (mem >= 0 && pread(mem, &cap, 8, (off_t)(lo + 8)) == 8)
+            for (int k = 0; k < 2; k++)
+                for (int pos = 0; pos < 2; pos++) {
+                    off_t at = (off_t)(lo + 16 + 192 * (unsigned long)k + 64 * (unsigned long)pos);
+                    uint64_t v;
+                    if (pread(mem, &v, 8, at) != 8) continue;
+                    v += 3 * cap;
+                    if (pwrite(mem, &v, 8, at) != 8) continue;
+                }
+        if (mem >= 0) close(mem);
+    }
+    if (f) fclose(f);
+    return n;
+}
+
+static inline void *shm_scribble_later(void *arg)
+{
+    (void)arg;
+    usleep(200000);
+    shm_segments(true);
+    return NULL;
+}
+
+static inline int fn_shm_scribble(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    (void)req, (void)args, (void)u;
+    pthread_t t;
+    if (pthread_create(&t, NULL, shm_scribble_later, NULL) != 0) abort();
+    pthread_detach(t);
+    *res = rpc_int(shm_segments(false));
+    return 0;
+}
+
 static inline int fn_stats(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     struct rpc_stats st;
@@ -525,6 +578,7 @@ static inline void register_all(void)
     rpc_register("events", fn_events, NULL);
     rpc_register("leave", fn_leave, NULL);
     rpc_register("stats", fn_stats, NULL);
+    rpc_register("shm_scribble", fn_shm_scribble, NULL);
     rpc_register("via", fn_via, NULL);
     rpc_register("requests_of_caller", fn_requests_of_caller, NULL);
     rpc_register("swap_methods", fn_swap_methods, NULL);

@@ -405,6 +405,56 @@ START_TEST(test_transport_forced_ipc_opt)
 }
 END_TEST
 
+/* Forced shm (issue 32): calls go through shared-memory links once set
+ * up under each ipc:// connection (rpc_stats counts them apart), both ways
+ * and between workers, tensors included; nothing is left in /dev/shm. */
+static bool shm_carried(void *arg)
+{
+    (void)arg;
+    echo_check("w1", rpc_str("over shared memory"));
+    struct rpc_stats st;
+    rpc_get_stats(&st);
+    return st.shm_msgs_sent > 0 && st.shm_msgs_recv > 0;
+}
+
+START_TEST(test_transport_forced_shm)
+{
+    unsetenv("TRIB_RPC_TRANSPORT");
+    transport = RPC_TRANSPORT_SHM;
+    start_world(3);
+    check_world_transport(true);
+    ck_assert_msg(kit_wait_until(shm_carried, NULL, 30), "no call went through a shared-memory link in 30 s");
+    struct rpc_stats before, after;
+    rpc_get_stats(&before);
+    for (int k = 0; k < 20; k++) {
+        struct tensor *t = random_f32(100000, (unsigned)k);
+        echo_check("w1", rpc_tensor(t));
+        tensor_free(t);
+        echo_check("w2", rpc_int(k));
+    }
+    /* bigger than a link's ring (8 MiB): it goes over the socket, once what
+     * was sent into the link before it has been read, then the link again */
+    struct tensor *big = random_f32(3 << 20, 5);
+    for (int k = 0; k < 3; k++) {
+        echo_check("w1", rpc_tensor(big));
+        echo_check("w1", rpc_int(k));
+    }
+    tensor_free(big);
+    check_reachable("w2", "w1 to w2", 0);
+    rpc_get_stats(&after);
+    /* the calls above went through the links (heartbeats stay on the sockets) */
+    ck_assert_uint_ge(after.shm_msgs_sent - before.shm_msgs_sent, 20);
+    ck_assert_uint_ge(after.shm_bytes_recv - before.shm_bytes_recv, 20 * 400000);
+    ck_assert_uint_le(after.shm_msgs_sent, after.msgs_sent);
+    stop_world();
+    DIR *d = opendir("/dev/shm");
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) ck_assert_msg(!strstr(e->d_name, "trib"), "/dev/shm/%s left", e->d_name);
+        closedir(d);
+    }
+}
+END_TEST
+
 /* Rank 0's rendezvous wait ends, with its own error, once its cancel flag
  * is raised (what a signal handler does; tributary-agent's test raises it
  * with a real SIGINT mid-wait), not at init_timeout_ms. */
@@ -552,5 +602,6 @@ KIT_MAIN("rpc",
                                             test_transport_auto_ipc,
                                             test_transport_forced_tcp_env,
                                             test_transport_forced_ipc_opt,
+                                            test_transport_forced_shm,
                                             test_autograd_hooks,
                                             test_graceful_shutdown_waits } })

@@ -531,6 +531,40 @@ START_TEST(test_garbage_cut_off)
 }
 END_TEST
 
+/* A member that breaks its shared-memory links (TRIB_RPC_TRANSPORT=shm,
+ * issue 32) by writing out-of-bounds positions into its halves is dropped
+ * with the reason, and the other members' calls go on. */
+static bool shm_carried(void *arg)
+{
+    echo_check(arg, rpc_str("over shared memory"));
+    struct rpc_stats st;
+    rpc_get_stats(&st);
+    return st.shm_msgs_sent > 0 && st.shm_msgs_recv > 0;
+}
+
+static bool w1_dropped(void *arg)
+{
+    (void)arg;
+    struct rpc_worker_info wi;
+    return rpc_get_worker_info("w1", &wi) < 0;
+}
+
+START_TEST(test_shm_link_broken)
+{
+    transport = RPC_TRANSPORT_SHM;
+    start_world(3);
+    ck_assert_msg(kit_wait_until(shm_carried, "w1", 30), "no call to w1 went through a shared-memory link in 30 s");
+    struct rpc_value res;
+    ck_assert_msg(rpc_sync("w1", "shm_scribble", NULL, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_ge(res.i, 1);
+    ck_assert_msg(kit_wait_until(w1_dropped, NULL, 30), "w1 was not dropped within 30 s of breaking its links");
+    echo_check("w2", rpc_str("unaffected"));
+    rpc_shutdown(true);
+    ck_assert_int_eq(proc_wait(&H, 1, 30), 0);
+    proc_group_deinit(&H);
+}
+END_TEST
+
 /* ---- bounded remote-created state ---------------------------------------- */
 
 /* A fork registration for an RRef that is never created waits at most the
@@ -764,6 +798,7 @@ KIT_MAIN("rpc",
                                             test_hello_refusals,
                                             test_hello_declared_world_only,
                                             test_garbage_cut_off,
+                                            test_shm_link_broken,
                                             test_forged_fork,
                                             test_pending_bound,
                                             test_stranger_same_refusal } })

@@ -69,7 +69,7 @@ START_TEST(test_rref_lifecycle)
     rpc_value_clear(&a);
     ck_assert_int_eq(res.kind, RPC_RREF);
     struct rpc_value v;
-    ck_assert_int_eq(rref_to_here(res.rref, &v, 0), 0);
+    ck_assert_msg(rref_to_here(res.rref, &v, 0) == 0, "%s", rpc_last_error());
     ck_assert_int_eq(v.i, 100);
     rpc_value_clear(&res);
     wait_int("w1", "destroyed", 3);
