@@ -143,8 +143,9 @@ START_TEST(test_train_help)
     check_help(TRIB_TRAIN_BIN, "-h", "Usage: tributary-train [options]\n", mentions);
     /* defaults and the presets' values; CleanRL's names */
     static const char *const values[] = {
-        "(default 4; ppo 1, a2c 2, pendulum 2, mujoco 1, mujoco-fast 2)",
-        "(default 0.005; ppo 0.00025, a2c 0.0007, pendulum 0.001, pytorch-rl-example 0.01, mujoco 0.0003, mujoco-fast 0.0003)",
+        "(default 4; ppo 1, a2c 2, pendulum 2, mujoco 1, mujoco-fast 2, zoo 1)",
+        "(default 0.005; ppo 0.00025, a2c 0.0007, pendulum 0.001, pytorch-rl-example 0.01, mujoco 0.0003, mujoco-fast 0.0003, "
+        "zoo 2.0633e-05)",
         "(also --total-timesteps)", "(also --num-envs)", "(also --num-steps)", "(also --learning-rate)",
         "(also --num-minibatches)", "(also --update-epochs)", "(choices: sync, async)", NULL };
     check_help(TRIB_TRAIN_BIN, "--help", "Usage: tributary-train [options]\n", values);
