@@ -374,6 +374,28 @@ static inline char *rl_progress_rows(const char *out)
     return r;
 }
 
+/* Starts bin with args, --logdir DIR/name and env, and waits for it: it
+ * must exit `want` (the failure names `name`). *p keeps its output
+ * (rl_free it). */
+static inline void rl_run_logdir(struct rl_proc *p, const char *bin, const char *dir, const char *name,
+                                 const char *const *args, const char *const *env, int want)
+{
+    char logdir[256];
+    snprintf(logdir, sizeof logdir, "%s/%s", dir, name);
+    const char *argv[MAX_ARGS] = { 0 };
+    int n = 0;
+    while (args[n]) {
+        argv[n] = args[n];
+        n++;
+    }
+    argv[n++] = "--logdir";
+    argv[n++] = logdir;
+    rl_start(p, bin, argv, env);
+    int rc = rl_wait(p, RUN_TIMEOUT_S);
+    ck_assert_msg(rc == want, "%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", name, rc, want, tail(p->out),
+                  tail(p->err));
+}
+
 /* trib-floor's (floor_bin) progress rows are the distributed run's
  * (train_bin) with args, row for row (losses, KL, returns, the lag when overlapped): the same updates. */
 static inline void rl_check_floor_same(const char *train_bin, const char *floor_bin, const char *const *args,

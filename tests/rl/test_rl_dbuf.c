@@ -36,21 +36,8 @@ static void teardown(void)
  * caller deletes it). The run must exit `want`. */
 static cJSON *train(const char *dir, const char *name, const char *const *args, int want)
 {
-    char logdir[256];
-    snprintf(logdir, sizeof logdir, "%s/%s", dir, name);
-    const char *argv[MAX_ARGS] = { 0 };
-    int n = 0;
-    while (args[n]) {
-        argv[n] = args[n];
-        n++;
-    }
-    argv[n++] = "--logdir";
-    argv[n++] = logdir;
     struct rl_proc p;
-    rl_start(&p, TRIB_TRAIN_BIN, argv, NULL);
-    int rc = rl_wait(&p, RUN_TIMEOUT_S);
-    ck_assert_msg(rc == want, "%s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", name, rc, want, tail(p.out),
-                  tail(p.err));
+    rl_run_logdir(&p, TRIB_TRAIN_BIN, dir, name, args, NULL, want);
     cJSON *j = summary(&p);
     rl_free(&p);
     return j;

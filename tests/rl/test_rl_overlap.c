@@ -41,20 +41,8 @@ static void teardown(void)
  * caller deletes it). The run must end by its budget (exit 1). */
 static cJSON *train(const char *dir, const char *name, const char *const *args, const char *const *env)
 {
-    char logdir[256];
-    snprintf(logdir, sizeof logdir, "%s/%s", dir, name);
-    const char *argv[MAX_ARGS] = { 0 };
-    int n = 0;
-    while (args[n]) {
-        argv[n] = args[n];
-        n++;
-    }
-    argv[n++] = "--logdir";
-    argv[n++] = logdir;
     struct rl_proc p;
-    rl_start(&p, TRIB_TRAIN_BIN, argv, env);
-    int rc = rl_wait(&p, RUN_TIMEOUT_S);
-    ck_assert_msg(rc == 1, "%s: exit %d\nstdout:\n%s\nstderr:\n%s", name, rc, tail(p.out), tail(p.err));
+    rl_run_logdir(&p, TRIB_TRAIN_BIN, dir, name, args, env, 1);
     cJSON *j = summary(&p);
     ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
     rl_free(&p);
@@ -183,20 +171,8 @@ START_TEST(test_overlap_observer_lost)
     const char *env[] = { "TRIB_FAULT=segv", "TRIB_FAULT_AT=40", once, NULL };
     const char *args[] = { "--env", FAULTY_SO, SMALL, "--max-updates", "16", "--overlap", "--heartbeat-timeout", "3000",
                            NULL };
-    char logdir[256];
-    snprintf(logdir, sizeof logdir, "%s/lost", dir);
-    const char *argv[MAX_ARGS] = { 0 };
-    int n = 0;
-    while (args[n]) {
-        argv[n] = args[n];
-        n++;
-    }
-    argv[n++] = "--logdir";
-    argv[n++] = logdir;
     struct rl_proc p;
-    rl_start(&p, TRIB_TRAIN_BIN, argv, env);
-    int rc = rl_wait(&p, RUN_TIMEOUT_S);
-    ck_assert_msg(rc == 1, "exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
+    rl_run_logdir(&p, TRIB_TRAIN_BIN, dir, "lost", args, env, 1);
     cJSON *j = summary(&p);
     ck_assert_str_eq(jstr(j, "stopped_by"), "budget");
     ck_assert_int_eq((int)jnum(j, "observers_lost"), 1);
