@@ -407,6 +407,21 @@ START_TEST(test_mujoco_resume_exact)
 END_TEST
 
 #ifdef MJ_PENDULUM_SO
+/* A small cart-pole MJCF model (the example plug-in's kind) at path. */
+static void write_cart_pole_xml(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("<mujoco><option timestep=\"0.02\" integrator=\"RK4\"/><worldbody><body name=\"cart\">"
+          "<joint name=\"slider\" type=\"slide\" axis=\"1 0 0\" range=\"-1 1\" limited=\"true\"/>"
+          "<geom type=\"box\" size=\"0.1 0.1 0.1\" mass=\"1\"/><body name=\"pole\">"
+          "<joint name=\"hinge\" type=\"hinge\" axis=\"0 1 0\"/>"
+          "<geom type=\"capsule\" fromto=\"0 0 0 0 0 0.6\" size=\"0.05\" mass=\"0.1\"/></body></body></worldbody>"
+          "<actuator><motor joint=\"slider\" gear=\"100\" ctrlrange=\"-3 3\" ctrllimited=\"true\"/></actuator>"
+          "</mujoco>\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
 /* A resumed run of the example MuJoCo plug-in whose config.json names a
  * model path that is now a FIFO (no writer): --resume refuses it at once,
  * naming it (envs/mujoco_sdk.h's env_mj_load_xml). Before, mj_loadXML
@@ -418,16 +433,7 @@ START_TEST(test_mujoco_resume_fifo_model)
     char model[128], arg[160];
     snprintf(model, sizeof model, "%s/pendulum.xml", d);
     snprintf(arg, sizeof arg, "model=%s", model);
-    FILE *f = fopen(model, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("<mujoco><option timestep=\"0.02\" integrator=\"RK4\"/><worldbody><body name=\"cart\">"
-          "<joint name=\"slider\" type=\"slide\" axis=\"1 0 0\" range=\"-1 1\" limited=\"true\"/>"
-          "<geom type=\"box\" size=\"0.1 0.1 0.1\" mass=\"1\"/><body name=\"pole\">"
-          "<joint name=\"hinge\" type=\"hinge\" axis=\"0 1 0\"/>"
-          "<geom type=\"capsule\" fromto=\"0 0 0 0 0 0.6\" size=\"0.05\" mass=\"0.1\"/></body></body></worldbody>"
-          "<actuator><motor joint=\"slider\" gear=\"100\" ctrlrange=\"-3 3\" ctrllimited=\"true\"/></actuator>"
-          "</mujoco>\n", f);
-    ck_assert_int_eq(fclose(f), 0);
+    write_cart_pole_xml(model);
     char logdir[128];
     snprintf(logdir, sizeof logdir, "%s/run", d);
     const char *a[] = { "--env", MJ_PENDULUM_SO, "--env-arg", arg, "--observers", "1", "--envs-per-observer", "2",
@@ -463,16 +469,7 @@ START_TEST(test_mujoco_plugin_eval_elsewhere)
     kit_must_scratch(d, sizeof d, "test_rl_envs_mjwhere_");
     snprintf(model, sizeof model, "%s/pendulum.xml", d);
     snprintf(arg, sizeof arg, "model=%s", model);
-    FILE *f = fopen(model, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("<mujoco><option timestep=\"0.02\" integrator=\"RK4\"/><worldbody><body name=\"cart\">"
-          "<joint name=\"slider\" type=\"slide\" axis=\"1 0 0\" range=\"-1 1\" limited=\"true\"/>"
-          "<geom type=\"box\" size=\"0.1 0.1 0.1\" mass=\"1\"/><body name=\"pole\">"
-          "<joint name=\"hinge\" type=\"hinge\" axis=\"0 1 0\"/>"
-          "<geom type=\"capsule\" fromto=\"0 0 0 0 0 0.6\" size=\"0.05\" mass=\"0.1\"/></body></body></worldbody>"
-          "<actuator><motor joint=\"slider\" gear=\"100\" ctrlrange=\"-3 3\" ctrllimited=\"true\"/></actuator>"
-          "</mujoco>\n", f);
-    ck_assert_int_eq(fclose(f), 0);
+    write_cart_pole_xml(model);
     snprintf(logdir, sizeof logdir, "%s/run", d);
     snprintf(rel_logdir, sizeof rel_logdir, "%s/run_rel", d);
     ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
