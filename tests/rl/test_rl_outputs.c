@@ -28,6 +28,22 @@ static const char *const columns =
     "eval_return,eval_length,"
     "sps_observer1,sps_observer2";
 
+/* Every scalar of the run's event file in dir (there must be one), in
+ * the file's order; their count (the caller frees *sc). */
+static int run_scalars(const char *dir, struct tfevents_scalar **sc)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char events[600] = "";
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0) snprintf(events, sizeof events, "%s/%s", dir, e->d_name);
+    closedir(d);
+    ck_assert_msg(events[0], "no event file in %s", dir);
+    int n = 0;
+    ck_assert_msg(tfevents_read_scalars(events, sc, &n) == 0, "%s", runfiles_last_error());
+    return n;
+}
+
 START_TEST(test_logdir_files)
 {
     char dir[] = "/tmp/test_rl_logdir_XXXXXX";
@@ -78,16 +94,8 @@ START_TEST(test_logdir_files)
     }
     ck_assert_int_eq(jrows, rows);
     /* the event file: every record's CRCs, and return_mean equal to the CSV's */
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char events[600] = "";
-    while ((e = readdir(d)))
-        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0) snprintf(events, sizeof events, "%s/%s", dir, e->d_name);
-    closedir(d);
-    ck_assert_msg(events[0], "no event file in %s", dir);
     struct tfevents_scalar *sc = NULL;
-    int n = 0;
-    ck_assert_msg(tfevents_read_scalars(events, &sc, &n) == 0, "%s", runfiles_last_error());
+    int n = run_scalars(dir, &sc);
     int found = 0;
     for (int i = 0; i < n; i++)
         if (strcmp(sc[i].tag, "charts/episodic_return_mean100") == 0 && sc[i].step == (int64_t)csv_steps) {
@@ -574,16 +582,8 @@ START_TEST(test_episode_tags)
         line = nl + 1;
     }
     ck_assert_msg(rows >= 2 && episodes[rows - 1] >= 100, "%d rows, %g episodes", rows, episodes[rows - 1]);
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char events[600] = "";
-    while ((e = readdir(d)))
-        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0) snprintf(events, sizeof events, "%s/%s", dir, e->d_name);
-    closedir(d);
-    ck_assert_msg(events[0], "no event file in %s", dir);
     struct tfevents_scalar *sc = NULL;
-    int n = 0;
-    ck_assert_msg(tfevents_read_scalars(events, &sc, &n) == 0, "%s", runfiles_last_error());
+    int n = run_scalars(dir, &sc);
     /* the points, in the file's order: returns and lengths pair up */
     double *ret = calloc((size_t)n, sizeof *ret), *len = calloc((size_t)n, sizeof *len);
     int64_t *at = calloc((size_t)n, sizeof *at);
