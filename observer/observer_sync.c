@@ -123,18 +123,12 @@ static int fn_rollout_overlap(struct rpc_request *req, const struct rpc_value *a
 }
 
 /* Overlap, under mu, before fn_loss looks at the minibatch: a loss call
- * for minibatch 0 of epoch 0 starts the next rollout's updates, which
+ * m for minibatch 0 of epoch 0 starts the next rollout's updates, which
  * come from its slot (its first minibatch gathered again, as it was sent
  * in the rollout's reply). 0, or -1 with rl_last_error(). */
-static int learn_turn(struct observer *o, const struct rpc_value *args)
+static int learn_turn(struct observer *o, const struct rl_loss_req *m)
 {
-    if (!o->ln.overlap) return 0;
-    struct rl_loss_req m = { 0 };
-    int rows = o->ln.ro.T * o->B / o->cfg.minibatches;
-    if (rl_loss_req_unpack(args, rows, o->A, !o->discrete, o->value_head, &m) != 0) return -1;
-    bool first = m.epoch == 0 && m.minibatch == 0;
-    rl_loss_req_clear(&m);
-    if (!first) return 0;
+    if (m->epoch != 0 || m->minibatch != 0) return 0;
     int64_t j = o->next_learn;
     int slot = (int)(j % 2);
     if (o->slot_seq[slot] != j)
@@ -162,9 +156,14 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
     struct rl_minibatch_reply rep = { 0 };
     int rc = 0;
     if (!o->ready) rc = rl_set_error("not set up");
-    else if (learn_turn(o, args) != 0) rc = -1;
+    /* with overlap the request says which rollout it is for, so it is read
+     * first (a minibatch's rows: the slot's minibatches are sync's) */
+    else if (o->ln.overlap && (rl_loss_req_unpack(args, o->ln.ro.T * o->B / o->cfg.minibatches, o->A, !o->discrete,
+                                                  o->value_head, &m) != 0 || learn_turn(o, &m) != 0))
+        rc = -1;
     else if (!o->ln.mb_obs) rc = rl_set_error("loss: no minibatch is waiting (no rollout since the last update)");
-    else if (rl_loss_req_unpack(args, o->ln.mb_rows, o->A, !o->discrete, o->value_head, &m) != 0) rc = -1;
+    else if (!o->ln.overlap && rl_loss_req_unpack(args, o->ln.mb_rows, o->A, !o->discrete, o->value_head, &m) != 0)
+        rc = -1;
     else if (m.epoch != o->ln.mb_epoch || m.minibatch != o->ln.mb_index)
         rc = rl_set_error("loss: minibatch %d of epoch %d asked, %d of epoch %d was sent", m.minibatch, m.epoch,
                           o->ln.mb_index, o->ln.mb_epoch);
