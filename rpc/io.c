@@ -117,6 +117,10 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
         const char *refused = m->peer == 0 ? rpc_rdv_refused() : NULL;
         if (refused)
             rpc_future_fail(m->fut, "rpc: %s calling %s.%s", refused, name, m->fut->fn);
+        else if (err == EAGAIN && m->peer != 0)    /* a local dealer that lost its connection does not
+                                                       reconnect (rpc_agent.c zmq_link_open) */
+            rpc_future_fail(m->fut, "rpc: cannot send to %s (its connection has closed: the process is gone; "
+                            "or %d messages wait unsent) calling %s.%s", name, HWM, name, m->fut->fn);
         else
             rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, zmq_strerror(err), name,
                             m->fut->fn);

@@ -83,11 +83,13 @@ static int fn_stop(struct rpc_request *req, const struct rpc_value *args, struct
 }
 
 /* A failed call whose callee may simply have died (killed while the call
- * waited, or gone from this worker's directory): not a dropped message. */
+ * waited, gone from this worker's directory, or its connection closed
+ * before it was declared lost: a dealer on this host does not reconnect,
+ * rpc_agent.c): not a dropped message. */
 static bool callee_gone(const char *err)
 {
     static const char *const gone[] = { "no heartbeat", "was replaced by a new process", "is not reachable",
-                                        "unknown worker", "left" };
+                                        "unknown worker", "left", "its connection has closed" };
     for (size_t i = 0; i < sizeof gone / sizeof *gone; i++)
         if (strstr(err, gone[i])) return true;
     return false;

@@ -2,7 +2,7 @@
  * Failures of the world itself: a peer killed, members that join late, leave
  * or rejoin under their rank, a worker that waits for its rendezvous, a
  * dead worker's pings, forks and ids, a response that fails its call, ipc
- * refused. */
+ * refused, a dead worker's address taken by a stranger. */
 #include "rpc_world.h"
 
 START_TEST(test_kill9_peer)
@@ -582,6 +582,69 @@ START_TEST(test_ping_for_dead_worker)
 }
 END_TEST
 
+/* A process that binds a dead worker's address (its TCP port, or the ipc://
+ * twin named after it) hears nothing in the dead worker's name: a dealer on
+ * this host does not reconnect once its worker has gone, so neither the
+ * call queued for it nor a heartbeat reaches whoever took the address (CI
+ * saw rank 0's call to a killed worker answered by another test's rank 0
+ * that had bound the freed port; the answer was dropped as "a response in
+ * the name of worker 0"). The call fails at once: nothing is connected to
+ * send it to. */
+START_TEST(test_dead_workers_address_taken_by_stranger)
+{
+    hb_timeout_ms = 2000;
+    start_world(2);
+    struct rpc_worker_info info;
+    ck_assert_int_eq(rpc_get_worker_info("w1", &info), 0);
+    check_reachable("w1", "before", 0);
+    kill(H.p[0].pid, SIGKILL);
+    ck_assert_int_eq(proc_wait(&H, 0, 10), 128 + SIGKILL);
+    /* the stranger takes both of w1's addresses at once */
+    void *zctx = zmq_ctx_new();
+    void *s = zmq_socket(zctx, ZMQ_ROUTER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    ck_assert_msg(zmq_bind(s, info.endpoint) == 0, "bind %s: %s", info.endpoint, zmq_strerror(zmq_errno()));
+    if (strncmp(info.via, "ipc://", 6) == 0) {
+        unlink(info.via + 6);
+        ck_assert_msg(zmq_bind(s, info.via) == 0, "bind %s: %s", info.via, zmq_strerror(zmq_errno()));
+    }
+    struct rpc_value args = rpc_list(1);
+    args.list.items[0] = rpc_str("for w1 only");
+    struct rpc_future *f = rpc_async("w1", "echo", &args, 60000);
+    rpc_value_clear(&args);
+    struct rpc_event ev;
+    int heard = 0, got = 0;
+    double t0 = trib_now_s();
+    while (!got && trib_now_s() - t0 < 30) {
+        zmq_pollitem_t it = { s, 0, ZMQ_POLLIN, 0 };
+        if (zmq_poll(&it, 1, 20) > 0) {
+            zmq_msg_t m;
+            zmq_msg_init(&m);
+            while (zmq_msg_recv(&m, s, ZMQ_DONTWAIT) >= 0)
+                if (!zmq_msg_more(&m)) heard++;
+            zmq_msg_close(&m);
+        }
+        got = rpc_next_event(&ev, 0);
+    }
+    ck_assert_msg(got, "w1 was not declared lost");
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_str_eq(ev.name, "w1");
+    ck_assert_msg(heard == 0, "the process at w1's old address (%s, %s) heard %d message(s) meant for w1", info.endpoint,
+                  info.via, heard);
+    ck_assert_int_eq(rpc_future_wait(f, NULL), -1);
+    ck_assert_str_eq(rpc_last_error(), "rpc: cannot send to w1 (its connection has closed: the process is gone; or "
+                                       "100000 messages wait unsent) calling w1.echo");
+    rpc_future_free(f);
+    struct rpc_stats st;
+    rpc_get_stats(&st);
+    ck_assert_int_eq(st.dropped_malformed, 0);
+    zmq_close(s);
+    zmq_ctx_term(zctx);
+    rpc_shutdown(true);
+}
+END_TEST
+
 KIT_MAIN("rpc",
          { "failures", 120, .tests = { test_kill9_peer,
                                             test_membership,
@@ -592,4 +655,5 @@ KIT_MAIN("rpc",
                                             test_transport_forced_ipc_refused,
                                             test_static_rank_rejoins,
                                             test_worker_waits_for_rendezvous,
-                                            test_ping_for_dead_worker } })
+                                            test_ping_for_dead_worker,
+                                            test_dead_workers_address_taken_by_stranger } })
