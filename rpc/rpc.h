@@ -116,7 +116,8 @@ struct rpc_opts {
     int max_pending_per_worker;
     size_t max_pending_bytes_per_worker;
     int spin_us;               /* a thread waiting on a call of up to 256 KiB yields the CPU
-                                  (sched_yield) up to this long before sleeping; 0: 200, <0: never */
+                                  (sched_yield) up to this long before sleeping; 0: the
+                                  environment's TRIB_RPC_SPIN_US, else 200; <0: never */
     /* CURVE encryption (all workers must agree): this worker's keypair (Z85,
      * 40 characters; zmq_curve_keypair makes one), the public key of the
      * workers it connects to (NULL: its own, i.e. one cluster keypair), and

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -137,7 +138,10 @@ static void apply_defaults(struct rpc_opts *o)
     if (o->max_pending_per_worker <= 0) o->max_pending_per_worker = 16384;
     if (!o->max_pending_bytes_per_worker)
         o->max_pending_bytes_per_worker = 2 * o->max_frame_bytes > (1ull << 30) ? 2 * o->max_frame_bytes : 1ull << 30;
-    if (!o->spin_us) o->spin_us = 200;
+    if (!o->spin_us) {     /* the option wins; then TRIB_RPC_SPIN_US; then 200 */
+        const char *e = getenv("TRIB_RPC_SPIN_US");
+        o->spin_us = e && *e && atoi(e) != 0 ? atoi(e) : 200;
+    }
     o->bind_host = o->bind_host ? o->bind_host : "127.0.0.1";
 }
 
