@@ -415,8 +415,10 @@ static const struct rl_field loss_req_fields[] = {
     { .name = "weight", .desc = "weight", .kind = RL_FK_DOUBLE, .off = OFF(rl_loss_req, weight), .check = weight_check },
     { .name = "policy output", .desc = "policy output", .kind = RL_FK_NESTED, .off = OFF(rl_loss_req, out),
       .nested = &policy_out_schema },
+    { .name = "proximal policy output", .desc = "prox output or nil", .kind = RL_FK_NESTED, .off = OFF(rl_loss_req, prox),
+      .flags = RL_FF_NIL_OK, .present_off = OFF(rl_loss_req, has_prox), .nested = &policy_out_schema },
 };
-static const struct rl_msg_schema loss_req_schema = { "loss", RL_WIRE_LIST, sizeof(struct rl_loss_req), 4, loss_req_fields,
+static const struct rl_msg_schema loss_req_schema = { "loss", RL_WIRE_LIST, sizeof(struct rl_loss_req), 5, loss_req_fields,
                                                       NULL };
 
 /* d(loss)/d(policy output): hostile input the agent carries into its

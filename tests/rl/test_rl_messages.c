@@ -357,7 +357,7 @@ START_TEST(test_messages_wire_pinned)
         { "report", "[IIIYYDDYI]" },
         { "rollout", "[M]" },
         { "rollout reply", "[[IIIYYDDYI]TM]" },
-        { "loss", "[IID[TTTI]]" },
+        { "loss", "[IID[TTTI][TTTI]]" },
         { "stats", "Y" },
         { "gradient", "[TTT]" },
         { "loss reply", "[YT[TTT]]" },
