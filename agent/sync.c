@@ -9,7 +9,8 @@
  * (cfg.overlap, a rollouts algorithm; docs/design.md §6 "Overlap") the
  * next rollout is asked for before this one's updates, acted on by the
  * policy's frozen copy (policy_freeze): it is collected while the agent
- * learns. */
+ * learns; with --overlap-correction decoupled that copy is also the
+ * proximal policy a lagged rollout's losses learn against. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
