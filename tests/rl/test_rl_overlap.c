@@ -17,7 +17,7 @@
  *     against the policy at its updates' start, the agent's acting copy,
  *     frozen anew at a drained boundary) and none;
  *   - the correction changes what is learnt: decoupled's policy is not
- *     none's. */
+ *     none's; A2C (no ratio) ignores it. */
 #define _GNU_SOURCE
 #include "rl_harness.h"
 
@@ -117,6 +117,29 @@ START_TEST(test_overlap_reproducible)
     cJSON_Delete(b);
     cJSON_Delete(c);
     cJSON_Delete(d);
+}
+END_TEST
+
+/* A2C has no ratio to centre a clip on (its table's prox is false): an
+ * overlapped A2C run learns the same with either correction, bit for bit,
+ * and is still overlapped (its lag recorded). */
+START_TEST(test_overlap_a2c_ignores_correction)
+{
+    const char *dir = scratch();
+    const char *dec[] = { "--preset", "a2c", SMALL, "--max-updates", "12", "--overlap", "--overlap-correction", "decoupled",
+                          NULL };
+    const char *none[] = { "--preset", "a2c", SMALL, "--max-updates", "12", "--overlap", "--overlap-correction", "none",
+                           NULL };
+    cJSON *a = train(dir, "dec", dec, NULL), *b = train(dir, "none", none, NULL);
+    size_t na, nb;
+    char *pa = policy_bytes(dir, "dec", &na), *pb = policy_bytes(dir, "none", &nb);
+    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "A2C's policy depends on --overlap-correction");
+    ck_assert_int_eq((int)jnum(a, "updates"), 12);
+    ck_assert_msg(jnum(a, "lag_max") > 0, "an overlapped A2C run with no lag");
+    free(pa);
+    free(pb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
 }
 END_TEST
 
@@ -239,5 +262,6 @@ START_TEST(test_floor_same_updates_gaussian)
 END_TEST
 
 KIT_MAIN("rl_overlap", { "overlap", 300, .teardown = teardown, .tests = { test_overlap_reproducible,
+          test_overlap_a2c_ignores_correction,
           test_overlap_drains_at_checkpoints, test_overlap_observer_lost, test_overlap_resume_same, test_overlap_floor_same_updates,
           test_floor_same_updates_gaussian } })
