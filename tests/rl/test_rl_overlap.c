@@ -120,6 +120,29 @@ START_TEST(test_overlap_reproducible)
 }
 END_TEST
 
+/* With dropout the acting copy's proximal forwards (one per update, on the
+ * agent's main thread) draw their masks from a stream of their own, so the
+ * act calls of the rollout collected meanwhile draw theirs as they would
+ * without them, in whatever order the two interleave: run twice, bit for
+ * bit (the proximal forwards drawing from the act calls' stream made every
+ * run another policy). */
+START_TEST(test_overlap_dropout_reproducible)
+{
+    const char *dir = scratch();
+    const char *args[] = { SMALL, "--max-updates", "24", "--overlap", "--dropout", "0.25", NULL };
+    cJSON *a = train(dir, "a", args, NULL), *b = train(dir, "b", args, NULL);
+    size_t na, nb;
+    char *pa = policy_bytes(dir, "a", &na), *pb = policy_bytes(dir, "b", &nb);
+    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "two overlapped runs with dropout wrote different policies");
+    ck_assert_msg(jnum(a, "return_mean") == jnum(b, "return_mean"), "return_mean %.17g then %.17g",
+                  jnum(a, "return_mean"), jnum(b, "return_mean"));
+    free(pa);
+    free(pb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+END_TEST
+
 /* A2C has no ratio to centre a clip on (its table's prox is false): an
  * overlapped A2C run learns the same with either correction, bit for bit,
  * and is still overlapped (its lag recorded). */
@@ -262,6 +285,6 @@ START_TEST(test_floor_same_updates_gaussian)
 END_TEST
 
 KIT_MAIN("rl_overlap", { "overlap", 300, .teardown = teardown, .tests = { test_overlap_reproducible,
-          test_overlap_a2c_ignores_correction,
+          test_overlap_a2c_ignores_correction, test_overlap_dropout_reproducible,
           test_overlap_drains_at_checkpoints, test_overlap_observer_lost, test_overlap_resume_same, test_overlap_floor_same_updates,
           test_floor_same_updates_gaussian } })
