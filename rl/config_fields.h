@@ -183,8 +183,10 @@ struct rl_int_list {
     X(max_batch, INT, int, , 4096, NULL, 0, "999", "the agent merges concurrent act calls up to this many rows") \
     X(max_wait_us, INT, int, , 2000, NULL, 0, "123", "... waiting at most this long for more calls") \
     X(overlap, BOOL, bool, , false, NULL, 0, "true", \
-      "sync mode, a rollouts algorithm: observers collect the next rollout while the agent learns from this one " \
-      "(a policy lag of one rollout); no effect in async mode or for an episodes algorithm") \
+      "sync mode, a rollouts algorithm: observers collect the next rollout\n" \
+      "while the agent learns from this one (a policy lag of one rollout,\n" \
+      "corrected as --overlap-correction says); no effect in async mode or\n" \
+      "for an episodes algorithm") \
     X(overlap_correction, ENUM, enum rl_overlap_correction, , RL_OVERLAP_CORR_DECOUPLED, rl_overlap_correction_choice, \
       0, "none", \
       "--overlap only: how PPO learns from a rollout collected one rollout\n" \
