@@ -127,6 +127,7 @@ int policy_freeze(struct policy *p)
      * moves on, so that the next rollout's masks are new ones */
     p->act_actor->training = p->actor->training;
     p->act_actor->rng = p->actor->rng;
+    p->prox_rng = mix64(p->actor->rng ^ 0xD1B54A32D192ED03ull);
     p->actor->rng = mix64(p->actor->rng + 0x9E3779B97F4A7C15ull);
     p->act_version = dist_optim_local_version();
     pthread_mutex_unlock(&p->fwd_mu);
@@ -135,6 +136,29 @@ int policy_freeze(struct policy *p)
     pthread_mutex_lock(&p->mu);
     p->frozen = true;
     pthread_mutex_unlock(&p->mu);
+    return 0;
+}
+
+int policy_forward_frozen(struct policy *p, struct tensor *obs, struct rl_policy_out *out)
+{
+    pthread_mutex_lock(&p->act_mu);
+    if (!p->act_actor) {
+        pthread_mutex_unlock(&p->act_mu);
+        return rpc_set_error("policy: no acting copy to evaluate (policy_freeze was not called)");
+    }
+    bool was = autograd_set_enabled(false);
+    uint64_t act_rng = p->act_actor->rng;   /* the act calls' stream, left where it was */
+    p->act_actor->rng = p->prox_rng;
+    double t0 = trib_now_s();
+    int rc = rl_arch_forward(&p->shape, p->act_actor, p->act_critic, p->dev, obs, out);
+    double dt = trib_now_s() - t0;
+    p->prox_rng = p->act_actor->rng;
+    p->act_actor->rng = act_rng;
+    out->version = p->act_version;
+    autograd_set_enabled(was);
+    pthread_mutex_unlock(&p->act_mu);
+    if (rc != 0) return rpc_set_error("policy: the acting copy's forward: %s", tensor_last_error());
+    policy_count_forward(p, 0, dt);
     return 0;
 }
 

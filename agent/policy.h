@@ -92,6 +92,15 @@ int policy_evaluate(struct policy *p, struct tensor *obs, struct rl_policy_out *
  * in flight (between rollouts). 0, or -1 with rpc_last_error(). */
 int policy_freeze(struct policy *p);
 
+/* Sync mode's overlap, --overlap-correction decoupled: a forward of obs
+ * (CPU) by the acting copy (policy_freeze's parameters, its version in
+ * out->version), without graph, into *out: the proximal policy's answer.
+ * With dropout its masks come from a stream of its own, started at the
+ * freeze, so that act calls draw what they would without it. Main thread
+ * (between freezes); waits for an act forward in progress. 0, or -1 with
+ * rpc_last_error() (no copy yet: policy_freeze was never called). */
+int policy_forward_frozen(struct policy *p, struct tensor *obs, struct rl_policy_out *out);
+
 /* Sync mode, at the start of each iteration: advances the dropout state
  * (saved in checkpoints) and restarts every caller's stream. */
 void policy_dropout_epoch(struct policy *p);

@@ -2,7 +2,9 @@
  * one recorded forward of every observer's minibatch (policy_evaluate_batch),
  * each observer's rows sent as plain data, and the backward through that
  * one forward of the gradients the observers' losses gave them, which
- * came back with their replies (policy_batch_backward). */
+ * came back with their replies (policy_batch_backward); with --overlap's
+ * decoupled correction, the acting copy's answer for the same rows
+ * (policy_evaluate_frozen_batch). */
 #define _GNU_SOURCE
 #include "agent/policy.h"
 #include "agent/policy_batch.h"
@@ -30,14 +32,42 @@ static struct tensor *part_of(struct tensor *x, int64_t start, int64_t end)
     return end < 0 ? tensor_detach(x) : tensor_slice(x, start, end);
 }
 
+/* The n observers' observations as one [rows, D] tensor, in observer
+ * order (a new reference), or NULL with rpc_last_error(). */
+static struct tensor *merged_obs(int n, struct tensor *const *obs)
+{
+    struct tensor *x = n == 1 ? tensor_retain(obs[0]) : tensor_cat(n, (struct tensor **)obs, 0);
+    if (!x) rpc_set_error("evaluate: %s", tensor_last_error());
+    return x;
+}
+
+/* Observer k's part of the merged answer into outs[k] (no graph), for the
+ * n observers of obs; -1 with rpc_last_error() (outs then cleared). */
+static int split_out(const struct rl_policy_out *merged, int n, struct tensor *const *obs, struct rl_policy_out *outs)
+{
+    int rc = 0;
+    bool was = autograd_set_enabled(false);
+    int64_t start = 0;
+    for (int k = 0; k < n && rc == 0; k++) {
+        int64_t r = obs[k]->shape[0];
+        outs[k].a = part_of(merged->a, start, start + r);
+        outs[k].log_std = merged->log_std ? part_of(merged->log_std, 0, -1) : NULL;
+        outs[k].value = merged->value ? part_of(merged->value, start, start + r) : NULL;
+        outs[k].version = merged->version;
+        if (!outs[k].a || (merged->log_std && !outs[k].log_std) || (merged->value && !outs[k].value)) rc = -1;
+        start += r;
+    }
+    autograd_set_enabled(was);
+    if (rc == 0) return 0;
+    for (int k = 0; k < n; k++) rl_policy_out_clear(&outs[k]);
+    return rpc_set_error("evaluate: %s", tensor_last_error());
+}
+
 struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tensor *const *obs,
                                            struct rl_policy_out *outs)
 {
-    struct tensor *x = n == 1 ? tensor_retain(obs[0]) : tensor_cat(n, (struct tensor **)obs, 0);
-    if (!x) {
-        rpc_set_error("evaluate: %s", tensor_last_error());
-        return NULL;
-    }
+    struct tensor *x = merged_obs(n, obs);
+    if (!x) return NULL;
     struct policy_batch *b = trib_xcalloc(1, sizeof *b);
     b->p = p;
     b->n = n;
@@ -54,25 +84,25 @@ struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tenso
         free(b);
         return NULL;
     }
-    bool was = autograd_set_enabled(false);
-    int64_t start = 0;
-    for (int k = 0; k < n && rc == 0; k++) {
-        int64_t r = obs[k]->shape[0];
-        outs[k].a = part_of(b->merged.a, start, start + r);
-        outs[k].log_std = b->merged.log_std ? part_of(b->merged.log_std, 0, -1) : NULL;
-        outs[k].value = b->merged.value ? part_of(b->merged.value, start, start + r) : NULL;
-        outs[k].version = b->merged.version;
-        if (!outs[k].a || (b->merged.log_std && !outs[k].log_std) || (b->merged.value && !outs[k].value)) rc = -1;
-        start += r;
-    }
-    autograd_set_enabled(was);
-    if (rc != 0) {
-        rpc_set_error("evaluate: %s", tensor_last_error());
+    if (split_out(&b->merged, n, obs, outs) != 0) {
         policy_batch_free(b);
         return NULL;
     }
     policy_count_forward(p, n, dt);
     return b;
+}
+
+int policy_evaluate_frozen_batch(struct policy *p, int n, struct tensor *const *obs, struct rl_policy_out *outs)
+{
+    memset(outs, 0, (size_t)n * sizeof *outs);
+    struct tensor *x = merged_obs(n, obs);
+    if (!x) return -1;
+    struct rl_policy_out merged = { 0 };
+    int rc = policy_forward_frozen(p, x, &merged);
+    tensor_free(x);
+    if (rc == 0) rc = split_out(&merged, n, obs, outs);
+    rl_policy_out_clear(&merged);
+    return rc;
 }
 
 /* *g moved to x's device (the wire brings host copies; the forward may

@@ -1,6 +1,7 @@
 /* Sync mode's update on the agent (docs/design.md §6 "Sync on-policy"):
  * one recorded forward over every observer's minibatch and one backward
- * through it of the gradients the observers sent back (agent/policy_batch.c). */
+ * through it of the gradients the observers sent back, and with --overlap
+ * the acting copy's answer for the same rows (agent/policy_batch.c). */
 #ifndef TRIB_AGENT_POLICY_BATCH_H
 #define TRIB_AGENT_POLICY_BATCH_H
 
@@ -25,5 +26,12 @@ struct policy_batch *policy_evaluate_batch(struct policy *p, int n, struct tenso
                                            struct rl_policy_out *outs);
 int policy_batch_backward(struct policy_batch *b, const struct rl_policy_grad *grads, int64_t ctx);
 void policy_batch_free(struct policy_batch *b);
+
+/* Sync --overlap's decoupled correction: the proximal policy's answer for
+ * the same n minibatches, one forward of the acting copy
+ * (policy_forward_frozen) over the rows in observer order, outs[k]
+ * observer k's part (no graph; rl_policy_out_clear each). Main thread.
+ * 0, or -1 with rpc_last_error() (outs then hold nothing). */
+int policy_evaluate_frozen_batch(struct policy *p, int n, struct tensor *const *obs, struct rl_policy_out *outs);
 
 #endif

@@ -60,6 +60,7 @@ struct policy {
     pthread_mutex_t act_mu;         /* the copy: one act forward, or a freeze, at a time */
     struct nn_module *act_actor, *act_critic;
     int64_t act_version;            /* the optimizer's version the copy was taken at */
+    uint64_t prox_rng;              /* under act_mu: the copy's dropout stream for policy_forward_frozen */
 };
 
 #endif

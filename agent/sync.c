@@ -9,7 +9,8 @@
  * (cfg.overlap, a rollouts algorithm; docs/design.md §6 "Overlap") the
  * next rollout is asked for before this one's updates, acted on by the
  * policy's frozen copy (policy_freeze): it is collected while the agent
- * learns. */
+ * learns; with --overlap-correction decoupled that copy is also the
+ * proximal policy a lagged rollout's losses learn against. */
 #define _GNU_SOURCE
 #include <math.h>
 #include <stdio.h>
@@ -33,9 +34,11 @@
 
 /* Sync mode's overlap, on the main thread (one agent per process): the
  * rollout asked for ahead while the agent learns, and the policy lag of the
- * rollout being learnt from. */
+ * rollout being learnt from (with the decoupled correction, a lagged
+ * rollout's loss calls carry the acting copy's answer too). */
 static struct {
     bool on;                        /* cfg.overlap with a rollouts algorithm */
+    bool prox;                      /* a lagged rollout's updates send the acting copy's answer (rl_algo_overlap_prox) */
     bool pending;                   /* futs are the next rollout's calls */
     struct rpc_future *futs[RL_MAX_OBSERVERS];
     int64_t version;                /* the acting copy's version the pending rollout is collected with */
@@ -269,16 +272,19 @@ static void drain_ahead(struct agent *a)
 
 /* One sync PPO/A2C update, one round trip: the agent evaluates every
  * observer's minibatch in one forward and sends each its part (plain data,
- * outside any context); each computes its loss, runs a local backward and
+ * outside any context), with `prox` also the acting copy's answer for it
+ * (the proximal policy: the one at the start of this rollout's updates);
+ * each computes its loss, runs a local backward and
  * answers with d(loss)/d(its part), its statistics and its next minibatch;
  * one backward of those gradients through the forward into a context of
  * the agent's own (no message: the optimizer's step reads it there), one
  * step. 0; 1 when an observer was lost or its reply refused (no step: the
  * policy is unchanged); -1. */
-static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor **obs, int n_in, int64_t version0)
+static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor **obs, int n_in, int64_t version0,
+                       bool prox)
 {
     struct rpc_future *futs[RL_MAX_OBSERVERS] = { 0 };
-    struct rl_policy_out outs[RL_MAX_OBSERVERS];
+    struct rl_policy_out outs[RL_MAX_OBSERVERS], proxs[RL_MAX_OBSERVERS] = { 0 };
     struct rl_policy_grad grads[RL_MAX_OBSERVERS] = { 0 };
     struct tensor *xs[RL_MAX_OBSERVERS];
     struct rl_update_stats st[RL_MAX_OBSERVERS];
@@ -293,12 +299,17 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
     if (n != n_in) return 1;
     struct policy_batch *b = policy_evaluate_batch(a->policy, n, xs, outs);
     if (!b) return rl_set_error("%s", rpc_last_error());
+    if (prox && policy_evaluate_frozen_batch(a->policy, n, xs, proxs) != 0) {
+        policy_batch_free(b);
+        return rl_set_error("%s", rpc_last_error());
+    }
     /* the calls carry no context: the observers keep none, and no gradient
      * comes back through distributed autograd */
     int64_t outer = dist_autograd_current();
     dist_autograd_set_current(0);
     for (int i = 0; i < n; i++) {
-        struct rl_loss_req lr = { .epoch = e, .minibatch = mb, .weight = 1.0 / n_in, .out = outs[i] };
+        struct rl_loss_req lr = { .epoch = e, .minibatch = mb, .weight = 1.0 / n_in, .out = outs[i],
+                                  .has_prox = prox, .prox = proxs[i] };
         struct rpc_value args = rl_loss_req_pack(&lr);
         futs[who[i]] = rpc_async(a->peers[who[i]].name, RL_FN_LOSS, &args, 0);
         rpc_value_clear(&args);
@@ -347,6 +358,7 @@ static int sync_update(struct agent *a, int e, int mb, bool *in, struct tensor *
         tensor_free(grads[i].a);
         tensor_free(grads[i].log_std);
         tensor_free(grads[i].value);
+        rl_policy_out_clear(&proxs[i]);
     }
     policy_batch_free(b);
     return rc;
@@ -375,6 +387,10 @@ static int sync_rollouts_iteration(void *u)
     } else n_in = sync_rollouts(a, in, obs);
     if (n_in < 0) return -1;
     ahead.lag = version0 - ahead.version;
+    /* a lagged rollout learns against the policy as it is now (the
+     * proximal policy): the acting copy, frozen below from the parameters
+     * these updates start from */
+    bool prox = ahead.prox && ahead.lag > 0;
     int rc = 0;
     if (ahead.on && n_in > 0) {
         n_in = 0;   /* those still in: one lost since would end every update */
@@ -383,6 +399,8 @@ static int sync_rollouts_iteration(void *u)
         if (n_in > 0 && !boundary_is_still(a, total)) {
             rc = rollouts_send(a, ahead.futs);
             ahead.pending = rc == 0;
+        } else if (n_in > 0 && prox && policy_freeze(a->policy) != 0) {   /* drained: no rollout froze it */
+            rc = rl_set_error("%s", rpc_last_error());
         }
     }
     if (rc == 0 && n_in == 0) rc = agent_none_left(a);
@@ -394,7 +412,7 @@ static int sync_rollouts_iteration(void *u)
                     u, total, AGENT_STOP_GRACE_S);
             break;
         }
-        rc = sync_update(a, u / a->cfg.minibatches, u % a->cfg.minibatches, in, obs, n_in, version0);
+        rc = sync_update(a, u / a->cfg.minibatches, u % a->cfg.minibatches, in, obs, n_in, version0, prox);
     }
     for (int k = 0; k < a->n_peers; k++) tensor_free(obs[k]);
     if (rc < 0) return -1;
@@ -490,6 +508,7 @@ static int train_sync(struct agent *a, const char **why)
 {
     const struct rl_algo *algo = rl_algo_of(&a->cfg);
     ahead.on = a->cfg.overlap && algo && algo->shape == RL_SHAPE_ROLLOUTS;
+    ahead.prox = ahead.on && rl_algo_overlap_prox(algo, &a->cfg);
     ahead.pending = false;
     ahead.lag = 0;
     if (a->cfg.overlap && !ahead.on)

@@ -146,7 +146,7 @@ static int async_updates(struct observer *o, bool *stop)
                 return rc;
             }
             struct rl_update_stats st;
-            struct tensor *loss = observer_learner_loss(o, &out, 1.0, &st);
+            struct tensor *loss = observer_learner_loss(o, &out, NULL, 1.0, &st);
             rl_policy_out_clear(&out);
             u = (struct rl_update_req){ .stats = st };
             if (backward_into(o, loss, ctx, e == 0 && mb == 0, &u) != 0) return -1;

@@ -61,15 +61,16 @@ static struct tensor *grad_of(struct tensor *t)
 }
 
 /* The loss of the current minibatch from the agent's evaluation out (its
- * tensors made leaves here), a local backward, and d(loss)/d(out) into
- * *g. Statistics into *st. 0 or -1. */
-static int loss_gradient(struct observer *o, struct rl_policy_out *out, double weight, struct rl_update_stats *st,
-                         struct rl_policy_grad *g)
+ * tensors made leaves here; prox, the proximal policy's answer or NULL,
+ * stays constant), a local backward, and d(loss)/d(out) into *g.
+ * Statistics into *st. 0 or -1. */
+static int loss_gradient(struct observer *o, struct rl_policy_out *out, const struct rl_policy_out *prox, double weight,
+                         struct rl_update_stats *st, struct rl_policy_grad *g)
 {
     struct tensor *leaves[3] = { out->a, out->log_std, out->value };
     for (int i = 0; i < 3; i++)
         if (leaves[i]) tensor_set_requires_grad(leaves[i], true);
-    struct tensor *loss = observer_learner_loss(o, out, weight, st);
+    struct tensor *loss = observer_learner_loss(o, out, prox, weight, st);
     int rc = !loss ? -1 : tensor_backward(loss, NULL, false) != 0 ? rl_set_error("backward: %s", tensor_last_error()) : 0;
     tensor_free(loss);
     if (rc != 0) return -1;
@@ -139,7 +140,7 @@ static int learn_turn(struct observer *o, const struct rl_loss_req *m)
 }
 
 /* Sync: loss(epoch, mb, weight, the agent's evaluation of the minibatch
- * this observer sent last), outside any context: the loss, a local
+ * this observer sent last[, the proximal policy's]), outside any context: the loss, a local
  * backward, and its gradients for the evaluation sent back with the next
  * minibatch's observations (one round trip an update). */
 static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
@@ -169,7 +170,7 @@ static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct
                           o->ln.mb_index, o->ln.mb_epoch);
     if (rc == 0) {
         if (rl_debug_dump_dir() && !o->dumped) observer_dump_minibatch(o, m.weight);
-        rc = loss_gradient(o, &m.out, m.weight, &rep.stats, &rep.grad);
+        rc = loss_gradient(o, &m.out, m.has_prox ? &m.prox : NULL, m.weight, &rep.stats, &rep.grad);
     }
     int e = m.epoch, mb = m.minibatch;
     if (rc == 0 && next_minibatch(o, &e, &mb)) {

@@ -93,9 +93,10 @@ void observer_step_overdue(void *u, double seconds);
 /* Refuses a non-finite observation or reward of the vec_env step just
  * taken (reward NULL: a reset). 0 or -1 with rl_last_error(). */
 int observer_check_step(struct observer *o, const float *reward, const float *final_obs);
-/* rl_learner_loss of the current minibatch, refused when not finite. */
-struct tensor *observer_learner_loss(struct observer *o, const struct rl_policy_out *out, double weight,
-                                     struct rl_update_stats *st);
+/* rl_learner_loss of the current minibatch (prox: NULL, or the proximal
+ * policy's answer), refused when not finite. */
+struct tensor *observer_learner_loss(struct observer *o, const struct rl_policy_out *out,
+                                     const struct rl_policy_out *prox, double weight, struct rl_update_stats *st);
 /* The policy's `method` (RL_METHOD_ACT/EVALUATE) on obs (borrowed) through
  * the RRef; last marks a rollout's bootstrap call. 0 or -1. */
 int observer_call_policy(struct observer *o, const char *method, struct tensor *obs, bool last, struct rl_policy_out *out);

@@ -78,12 +78,12 @@ static struct tensor *finite_loss(struct observer *o, struct tensor *loss, const
 }
 
 /* rl_learner_loss, refused when it is not finite. */
-struct tensor *observer_learner_loss(struct observer *o, const struct rl_policy_out *out, double weight,
-                                   struct rl_update_stats *st)
+struct tensor *observer_learner_loss(struct observer *o, const struct rl_policy_out *out,
+                                     const struct rl_policy_out *prox, double weight, struct rl_update_stats *st)
 {
     char what[64];
     snprintf(what, sizeof what, "minibatch %d of epoch %d", o->ln.mb_index, o->ln.mb_epoch);
-    return finite_loss(o, rl_learner_loss(&o->ln, out, weight, st), what);
+    return finite_loss(o, rl_learner_loss(&o->ln, out, prox, weight, st), what);
 }
 
 /* method on obs (borrowed), unpacking the answer for `rows` rows. */

@@ -12,8 +12,8 @@ static struct tensor *minibatch_loss(const struct rl_mb_loss_in *in, struct rl_l
     const struct rl_config *c = in->cfg;
     struct rl_ppo_hyper h = { .clip = c->clip, .ent_coef = c->ent_coef, .vf_coef = c->vf_coef,
                               .clip_vloss = c->clip_vloss, .norm_adv = c->norm_adv };
-    return rl_ppo_loss(in->logp, in->entropy, in->values, in->old_logp, in->adv, in->ret, in->old_values, in->n, &h,
-                       in->weight, st);
+    return rl_ppo_loss(in->logp, in->entropy, in->values, in->old_logp, in->prox_logp, in->adv, in->ret, in->old_values,
+                       in->n, &h, in->weight, st);
 }
 
 /* the rollouts' description, the update's with its epochs, minibatches and clip */
@@ -34,6 +34,7 @@ const struct rl_algo rl_algo_ppo = {
     .stats = RL_STATS_VALUE | RL_STATS_CLIP,
     .stats_legend = "pg (policy loss), vf (value loss), ent (entropy), kl (approx KL), clip (clip fraction)",
     .estimator = "gae",
+    .prox = true,
     .mb_loss = minibatch_loss,
     .describe = describe,
 };

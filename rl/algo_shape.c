@@ -145,3 +145,8 @@ int rl_algo_check_env(const struct rl_algo *a, const struct env_spec *spec)
     return 0;
 }
 
+bool rl_algo_overlap_prox(const struct rl_algo *a, const struct rl_config *cfg)
+{
+    return a && a->shape == RL_SHAPE_ROLLOUTS && a->prox && cfg->overlap && cfg->mode == RL_MODE_SYNC &&
+           cfg->overlap_correction == RL_OVERLAP_CORR_DECOUPLED;
+}

@@ -8,6 +8,7 @@
 #ifndef TRIB_RL_ALGO_SHAPE_H
 #define TRIB_RL_ALGO_SHAPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +38,11 @@ void rl_algo_first_update(const struct rl_algo *a, const struct rl_config *cfg, 
  * too, --vtrace, a known estimator). 0, or -1 with
  * rl_last_error() naming the flag. */
 int rl_algo_check(const struct rl_algo *a, const struct rl_config *cfg);
+/* Whether sync --overlap's updates from a lagged rollout learn against a
+ * proximal policy (--overlap-correction decoupled, rl/losses.h's
+ * prox_logp): overlap in sync mode, a rollouts algorithm whose loss takes
+ * one (its table's `prox`), and the correction asked for. */
+bool rl_algo_overlap_prox(const struct rl_algo *a, const struct rl_config *cfg);
 /* Refuses an env the algorithm cannot drive: 0, or -1 with rl_last_error(). */
 int rl_algo_check_env(const struct rl_algo *a, const struct env_spec *spec);
 

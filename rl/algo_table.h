@@ -27,10 +27,13 @@ enum {
 /* A minibatch's loss inputs (RL_SHAPE_ROLLOUTS): the policy's recorded
  * answer for the minibatch's observations (logp and entropy of the taken
  * actions, values: NULL without a value head) and the rollout's constants
- * (old log-probs, advantages, returns, old values; n rows each). */
+ * (old log-probs, advantages, returns, old values; n rows each).
+ * prox_logp: NULL, or (an algorithm whose table sets `prox`) the log-probs
+ * of the taken actions under the proximal policy (sync --overlap's
+ * decoupled correction: the policy at the start of this rollout's updates). */
 struct rl_mb_loss_in {
     struct tensor *logp, *entropy, *values;
-    const float *old_logp, *adv, *ret, *old_values;
+    const float *old_logp, *prox_logp, *adv, *ret, *old_values;
     int n;
     double weight;                  /* the caller's share of the update */
     const struct rl_config *cfg;
@@ -46,6 +49,8 @@ struct rl_algo {
     unsigned stats;                 /* RL_STATS_* its updates report */
     const char *stats_legend;       /* what the progress line's loss columns mean */
     const char *estimator;          /* RL_SHAPE_ROLLOUTS: its advantage estimator's name (rl/estimators.h) */
+    bool prox;                      /* its mb_loss takes in->prox_logp (a ratio whose clip can be centred on a
+                                     * proximal policy): sync --overlap's --overlap-correction decoupled applies */
     /* its loss: RL_SHAPE_ROLLOUTS a minibatch's (stats: unweighted terms);
      * RL_SHAPE_EPISODES an episode's from its n steps' log-probs [n,1] and
      * rewards. A new scalar tensor, or NULL with rl_last_error(). */

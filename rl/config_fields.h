@@ -77,6 +77,9 @@ RL_ENUM(rl_activation, RL_ACT, RL_ACTIVATIONS)    /* between hidden layers */
 RL_ENUM(rl_init, RL_INIT, RL_INITS)                /* how a new policy's layers are drawn */
 #define RL_DEVICES(X, P) X(P, CPU, cpu) X(P, CUDA, cuda)
 RL_ENUM(rl_device, RL_DEVICE, RL_DEVICES)          /* where the agent keeps the policy */
+/* sync --overlap's correction of a lagged rollout (docs/design.md §6 "Overlap") */
+#define RL_OVERLAP_CORRECTIONS(X, P) X(P, DECOUPLED, decoupled) X(P, NONE, none)
+RL_ENUM(rl_overlap_correction, RL_OVERLAP_CORR, RL_OVERLAP_CORRECTIONS)
 
 /* The built-in algorithms, X(ID, name), in their registry order: cfg->algo's
  * numbers since before the registry (config.json, checkpoints), so a row
@@ -180,8 +183,18 @@ struct rl_int_list {
     X(max_batch, INT, int, , 4096, NULL, 0, "999", "the agent merges concurrent act calls up to this many rows") \
     X(max_wait_us, INT, int, , 2000, NULL, 0, "123", "... waiting at most this long for more calls") \
     X(overlap, BOOL, bool, , false, NULL, 0, "true", \
-      "sync mode, a rollouts algorithm: observers collect the next rollout while the agent learns from this one " \
-      "(a policy lag of one rollout); no effect in async mode or for an episodes algorithm") \
+      "sync mode, a rollouts algorithm: observers collect the next rollout\n" \
+      "while the agent learns from this one (a policy lag of one rollout,\n" \
+      "corrected as --overlap-correction says); no effect in async mode or\n" \
+      "for an episodes algorithm") \
+    X(overlap_correction, ENUM, enum rl_overlap_correction, , RL_OVERLAP_CORR_DECOUPLED, rl_overlap_correction_choice, \
+      0, "none", \
+      "--overlap only: how PPO learns from a rollout collected one rollout\n" \
+      "behind: decoupled (decoupled PPO, Hilton et al. 2021: the ratio's clip\n" \
+      "centred on the policy at the start of the rollout's updates, each\n" \
+      "sample weighted by its probability under that policy over the\n" \
+      "behaviour policy's) or none (the clip centred on the behaviour policy,\n" \
+      "as without overlap); ignored by an algorithm without a ratio (A2C)") \
     X(double_buffer, BOOL, bool, , false, NULL, 0, "true", \
       "a rollouts algorithm: each observer's envs in two halves, one\n" \
       "stepping while the other's act call is in flight (Sample Factory's\n" \

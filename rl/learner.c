@@ -73,12 +73,13 @@ int rl_learner_init(struct rl_learner *l, const struct rl_config *cfg, const str
     l->term = calloc(B, sizeof(bool));
     l->trunc = calloc(B, sizeof(bool));
     l->mb_logp = calloc(n, sizeof(float));
+    l->mb_prox_logp = calloc(n, sizeof(float));
     l->mb_adv = calloc(n, sizeof(float));
     l->mb_ret = calloc(n, sizeof(float));
     l->mb_val = calloc(n, sizeof(float));
     if (l->est && l->est->correct && !(l->vt_logp = calloc(n, sizeof(float)))) return rl_set_error("out of memory for V-trace");
     if (!l->cur_obs || !l->env_act_f || !l->reward || !l->final_obs || !l->term || !l->trunc || !l->mb_logp ||
-        !l->mb_adv || !l->mb_ret || !l->mb_val)
+        !l->mb_prox_logp || !l->mb_adv || !l->mb_ret || !l->mb_val)
         return rl_set_error("out of memory for %d envs", l->B);
     if (init_norm(l) != 0) return -1;
     vec_env_reset(l->venv, l->env_obs);
@@ -105,6 +106,7 @@ void rl_learner_deinit(struct rl_learner *l)
     free(l->term);
     free(l->trunc);
     free(l->mb_logp);
+    free(l->mb_prox_logp);
     free(l->mb_adv);
     free(l->mb_ret);
     free(l->mb_val);
@@ -286,20 +288,37 @@ int rl_learner_minibatch(struct rl_learner *l, int epoch, int mb)
     return 0;
 }
 
-struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out *out, double weight,
-                               struct rl_update_stats *st)
+/* The log-probs of the minibatch's actions under the proximal policy's
+ * answer prox, as the loss computes the learner's own (rl_dist_eval; prox
+ * has no graph), into l->mb_prox_logp. 0, or -1 with rl_last_error(). */
+static int prox_logp(struct rl_learner *l, const struct rl_policy_out *prox)
+{
+    if (!l->algo->prox)
+        return rl_set_error("loss: a proximal policy's answer for %s, whose loss takes none", l->algo->title);
+    struct tensor *logp = NULL, *ent = NULL;
+    int rc = rl_dist_eval(l->discrete ? RL_DIST_CATEGORICAL : RL_DIST_GAUSSIAN, prox->a, prox->log_std, l->mb_act,
+                          &logp, &ent);
+    if (rc == 0) tensor_copy_to_host(logp, l->mb_prox_logp);
+    tensor_free(logp);
+    tensor_free(ent);
+    return rc == 0 ? 0 : rl_set_error("loss: the proximal policy: %s", rl_last_error());
+}
+
+struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out *out, const struct rl_policy_out *prox,
+                               double weight, struct rl_update_stats *st)
 {
     if (!l->mb_obs) {
         rl_set_error("loss: no minibatch gathered");
         return NULL;
     }
+    if (prox && prox_logp(l, prox) != 0) return NULL;
     int M = l->mb_rows;
     struct tensor *loss = NULL, *logp = NULL, *ent = NULL;
     if (rl_dist_eval(l->discrete ? RL_DIST_CATEGORICAL : RL_DIST_GAUSSIAN, out->a, out->log_std, l->mb_act, &logp,
                      &ent) == 0) {
         struct rl_mb_loss_in in = { .logp = logp, .entropy = ent, .values = out->value, .old_logp = l->mb_logp,
-                                    .adv = l->mb_adv, .ret = l->mb_ret, .old_values = l->mb_val, .n = M,
-                                    .weight = weight, .cfg = &l->cfg };
+                                    .prox_logp = prox ? l->mb_prox_logp : NULL, .adv = l->mb_adv, .ret = l->mb_ret,
+                                    .old_values = l->mb_val, .n = M, .weight = weight, .cfg = &l->cfg };
         struct rl_loss_stats ls = { 0 };
         loss = l->algo->mb_loss(&in, &ls);
         *st = (struct rl_update_stats){ ls.policy_loss, ls.value_loss, ls.entropy, ls.approx_kl, ls.clipfrac };

@@ -50,6 +50,7 @@ struct rl_learner {
     int mb_epoch, mb_index, mb_rows;
     struct tensor *mb_obs, *mb_act;
     float *mb_logp, *mb_adv, *mb_ret, *mb_val;
+    float *mb_prox_logp;            /* rl_learner_loss's scratch: the minibatch's log-probs under a proximal policy */
     struct rl_report report;        /* of the rollout in progress or last finished */
     float *vt_logp;                 /* [T*B] the target policy's log-probs (an estimator with `correct` only) */
     /* Sync mode's overlap (cfg.overlap, observer/observer_sync.c): a
@@ -145,9 +146,14 @@ struct tensor *rl_learner_first_obs(struct rl_learner *l, int slot);
 
 /* The loss of the gathered minibatch (the algorithm's mb_loss) times weight,
  * from the policy's recorded answer for l->mb_obs; stats gets the unweighted
- * terms. A new scalar tensor, or NULL with rl_last_error(). */
-struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out *out, double weight,
-                               struct rl_update_stats *st);
+ * terms. prox (NULL: none) is a proximal policy's answer for the same
+ * observations (sync --overlap's decoupled correction; no graph): the
+ * loss gets the log-probs of the minibatch's actions under it (its
+ * prox_logp, computed as the learner's own, rl_dist_eval); an algorithm
+ * whose table does not set `prox` refuses one. A new scalar tensor, or
+ * NULL with rl_last_error(). */
+struct tensor *rl_learner_loss(struct rl_learner *l, const struct rl_policy_out *out, const struct rl_policy_out *prox,
+                               double weight, struct rl_update_stats *st);
 
 /* TRIB_DEBUG_DUMP (rl/debug_dump.h): the gathered minibatch as file `name`
  * in the dump directory: weight, observations, actions (as floats), old

@@ -278,25 +278,47 @@ static void negated_advantages(const float *adv, int n, bool norm, float *out)
 
 /* ---- losses ---------------------------------------------------------------------------------- */
 
+/* Decoupled PPO's importance weights pi_prox / pi_behav = exp(prox - old)
+ * multiplied into out[n] (the negated advantages); 0, or -1 naming the
+ * first weight that is not finite. */
+static int weigh_by_prox(const char *who, const float *old_logp, const float *prox_logp, int n, float *out)
+{
+    for (int i = 0; i < n; i++) {
+        float w = (float)exp((double)prox_logp[i] - (double)old_logp[i]);
+        if (!isfinite(w))
+            return rl_set_error("%s: the importance weight of sample %d, exp(prox_logp - old_logp) = exp(%g), is not "
+                                "finite", who, i, (double)prox_logp[i] - (double)old_logp[i]);
+        out[i] *= w;   /* w == 1 (prox == old) leaves it as it was, bit for bit */
+    }
+    return 0;
+}
+
 struct tensor *rl_ppo_loss(struct tensor *new_logp, struct tensor *entropy, struct tensor *new_values,
-                           const float *old_logp, const float *adv, const float *returns, const float *old_values,
-                           int n, const struct rl_ppo_hyper *h, double weight, struct rl_loss_stats *stats)
+                           const float *old_logp, const float *prox_logp, const float *adv, const float *returns,
+                           const float *old_values, int n, const struct rl_ppo_hyper *h, double weight,
+                           struct rl_loss_stats *stats)
 {
     const char *who = "rl_ppo_loss";
     if (check_actor_critic(who, new_logp, entropy, new_values, adv, returns, n, h, weight, true) < 0 ||
         check_array(who, "old_logp", old_logp, n) < 0 ||
+        (prox_logp && check_array(who, "prox_logp", prox_logp, n) < 0) ||
         (h->clip_vloss && check_array(who, "old_values", old_values, n) < 0))
         return NULL;
     enum device dev = new_logp->device;
     int64_t len = n;
-    float *host = trib_xmalloc(3 * (size_t)n * sizeof *host);   /* -adv | ratio | logratio */
+    float *host = trib_xmalloc(3 * (size_t)n * sizeof *host);   /* -adv (x w) | ratio | logratio */
     negated_advantages(adv, n, h->norm_adv, host);
+    if (prox_logp && weigh_by_prox(who, old_logp, prox_logp, n, host) < 0) {
+        free(host);
+        return NULL;
+    }
 
     struct scratch s = {.who = who};
     struct tensor *lp = OP(&s, tensor_reshape(new_logp, 1, &len));
     struct tensor *ent = OP(&s, tensor_reshape(entropy, 1, &len));
     struct tensor *v = OP(&s, tensor_reshape(new_values, 1, &len));
-    struct tensor *old = OP(&s, constant(old_logp, n, dev));
+    /* the clip's centre: the proximal policy when given, else the behaviour */
+    struct tensor *old = OP(&s, constant(prox_logp ? prox_logp : old_logp, n, dev));
     struct tensor *logratio = OP(&s, tensor_sub(lp, old));
     struct tensor *ratio = OP(&s, tensor_exp(logratio));
     struct tensor *na = OP(&s, constant(host, n, dev));

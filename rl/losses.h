@@ -53,14 +53,27 @@ struct rl_loss_stats {
  *   v = clip_vloss ? 0.5*mean(max((V-R)^2, (oldV + clamp(V-oldV, -clip, clip) - R)^2))
  *                  : 0.5*mean((V-R)^2);
  *   loss = weight * (pg - ent_coef*mean(entropy) + vf_coef*v).
+ * prox_logp (may be NULL: the loss above, bit for bit) makes it decoupled
+ * PPO (Hilton, Cobbe, Schulman 2021, "Batch size-invariance for policy
+ * optimization"): the clip is centred on a proximal policy, not on the
+ * behaviour policy that collected the samples (old_logp), and each sample
+ * is weighted by the constant pi_prox / pi_behav:
+ *   logratio = new_logp - prox_logp; ratio = exp(logratio);
+ *   w = exp(prox_logp - old_logp) (float, no gradient);
+ *   pg = mean(max(-adv*w*ratio, -adv*w*clamp(ratio, 1-clip, 1+clip)))
+ * (adv normalised first); approx_kl and clipfrac are then of this ratio
+ * (against the proximal policy). prox_logp == old_logp gives w = 1 and
+ * the loss without it, bit for bit. A weight that is not finite (prox_logp
+ * - old_logp past ~88) is refused, naming the sample.
  * new_logp, entropy, new_values: f32 [n] or [n,1] on one device (with grad);
- * old_logp, adv, returns, old_values: n floats, borrowed, not modified
- * (old_values may be NULL when !clip_vloss). stats (may be NULL) gets the
- * unweighted terms; filling it copies the ratios to the host.
+ * old_logp, prox_logp, adv, returns, old_values: n floats, borrowed, not
+ * modified (old_values may be NULL when !clip_vloss). stats (may be NULL)
+ * gets the unweighted terms; filling it copies the ratios to the host.
  * Returns a scalar tensor (new reference) or NULL with rl_last_error(). */
 struct tensor *rl_ppo_loss(struct tensor *new_logp, struct tensor *entropy, struct tensor *new_values,
-                           const float *old_logp, const float *adv, const float *returns, const float *old_values,
-                           int n, const struct rl_ppo_hyper *h, double weight, struct rl_loss_stats *stats);
+                           const float *old_logp, const float *prox_logp, const float *adv, const float *returns,
+                           const float *old_values, int n, const struct rl_ppo_hyper *h, double weight,
+                           struct rl_loss_stats *stats);
 
 /* A2C: weight * (-mean(logp * adv) + vf_coef * 0.5 * mean((V - R)^2)
  *                - ent_coef * mean(entropy)),

@@ -361,6 +361,9 @@ static const struct rl_field policy_out_fields[] = {
 };
 static const struct rl_msg_schema policy_out_schema = { "policy output", RL_WIRE_LIST, sizeof(struct rl_policy_out), 4,
                                                         policy_out_fields, NULL };
+/* the same for the proximal policy's answer in a loss request, its errors named so */
+static const struct rl_msg_schema prox_out_schema = { "proximal policy output", RL_WIRE_LIST, sizeof(struct rl_policy_out),
+                                                      4, policy_out_fields, NULL };
 
 static const struct rl_field setup_fields[] = {
     { .name = "config", .desc = "config map", .kind = RL_FK_VALUE, .off = OFF(rl_setup_msg, config), .kinds = 1u << RPC_MAP },
@@ -415,8 +418,10 @@ static const struct rl_field loss_req_fields[] = {
     { .name = "weight", .desc = "weight", .kind = RL_FK_DOUBLE, .off = OFF(rl_loss_req, weight), .check = weight_check },
     { .name = "policy output", .desc = "policy output", .kind = RL_FK_NESTED, .off = OFF(rl_loss_req, out),
       .nested = &policy_out_schema },
+    { .name = "proximal policy output", .desc = "prox output or nil", .kind = RL_FK_NESTED, .off = OFF(rl_loss_req, prox),
+      .flags = RL_FF_NIL_OK, .present_off = OFF(rl_loss_req, has_prox), .nested = &prox_out_schema },
 };
-static const struct rl_msg_schema loss_req_schema = { "loss", RL_WIRE_LIST, sizeof(struct rl_loss_req), 4, loss_req_fields,
+static const struct rl_msg_schema loss_req_schema = { "loss", RL_WIRE_LIST, sizeof(struct rl_loss_req), 5, loss_req_fields,
                                                       NULL };
 
 /* d(loss)/d(policy output): hostile input the agent carries into its
@@ -476,7 +481,7 @@ static const struct rl_msg_schema update_reply_schema = { "update reply", RL_WIR
 const struct rl_msg_schema *const rl_msg_schemas[] = {
     &setup_schema,    &obs_schema,      &policy_out_schema, &report_schema,     &rollout_req_schema,  &rollout_reply_schema,
     &loss_req_schema, &stats_schema,    &policy_grad_schema, &minibatch_reply_schema, &loss_reply_schema, &update_req_schema,
-    &update_reply_schema, NULL,
+    &update_reply_schema, &prox_out_schema, NULL,
 };
 
 /* ---- the messages' functions: their tables applied ----------------------------- */

@@ -113,7 +113,7 @@ int rl_report_fits(const struct rl_report *r, const struct rl_config *cfg, int m
 /* Sync PPO/A2C. The agent evaluates every observer's next minibatch in one
  * recorded forward and pushes each its part: one round trip per update.
  *   rollout() -> (report, obs of minibatch 0 of epoch 0 [M,D]);
- *   loss(epoch, minibatch, weight, policy_out), outside any context ->
+ *   loss(epoch, minibatch, weight, policy_out[, prox]), outside any context ->
  *     (stats, obs of the next minibatch or nil after the last, gradient);
  * the observer computes its loss from policy_out (plain data: it makes the
  * tensors local leaves), runs a local backward and answers with
@@ -129,10 +129,22 @@ void rl_rollout_reply_clear(struct rl_rollout_reply *m);
 struct rpc_value rl_rollout_req_pack(const struct rpc_value *norm);
 int rl_rollout_req_unpack(const struct rpc_value *args, const struct rpc_value **norm);
 
-struct rl_loss_req { int epoch, minibatch; double weight; struct rl_policy_out out; };
+/* loss(epoch, minibatch, weight, policy_out, prox): prox (has_prox) is
+ * the proximal policy's answer for the same observations (sync
+ * --overlap's decoupled correction, a rollout collected with lag: the
+ * agent's acting copy, no graph; docs/design.md §6 "Overlap"), nil when
+ * absent (a fresh rollout, or no correction): the loss is then PPO's own. */
+struct rl_loss_req {
+    int epoch, minibatch;
+    double weight;
+    struct rl_policy_out out;
+    bool has_prox;
+    struct rl_policy_out prox;
+};
 struct rpc_value rl_loss_req_pack(const struct rl_loss_req *m);
-/* out is checked as rl_policy_out_unpack does (rows, act_dim, gaussian,
- * value_head). Tensors are new references: rl_loss_req_clear. */
+/* out, and prox when present, are checked as rl_policy_out_unpack does
+ * (rows, act_dim, gaussian, value_head). Tensors are new references:
+ * rl_loss_req_clear. */
 int rl_loss_req_unpack(const struct rpc_value *args, int rows, int act_dim, bool gaussian, bool value_head,
                        struct rl_loss_req *m);
 void rl_loss_req_clear(struct rl_loss_req *m);

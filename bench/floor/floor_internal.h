@@ -45,6 +45,12 @@ struct floor {
     int64_t rollouts_done;          /* handed over (rl_learner_hand_over's slot: this % 2) */
     int64_t ahead_version, lag;
     int64_t ckpt_updates;           /* where the agent's last checkpoint would be (agent_maybe_checkpoint) */
+    /* --overlap-correction decoupled (rl_algo_overlap_prox): a lagged
+     * rollout's updates learn against the policy at their start, a copy of
+     * the parameters taken then (the agent's acting copy, policy_freeze) */
+    bool prox;                      /* the correction is on */
+    bool prox_now;                  /* this iteration's rollout is lagged: update() evaluates the copy */
+    struct nn_module *prox_actor, *prox_critic;
     struct rl_report ahead_rep[RL_MAX_OBSERVERS];
 };
 

@@ -14,7 +14,9 @@
  * JSON summary. TRIB_DEBUG_DUMP writes the first update's files as the
  * distributed run does (tests/rl/test_rl_equiv compares them). With sync
  * mode's --overlap it collects rollout k+1 with the policy before rollout
- * k's updates, as the agent does (docs/design.md §8). This file makes and
+ * k's updates, as the agent does, and with --overlap-correction decoupled
+ * learns from it against a copy of the parameters taken before its updates
+ * (the agent's acting copy) (docs/design.md §8). This file makes and
  * frees the floor's state (setup, main) and runs its updates; floor_collect.c
  * collects the rollouts. */
 #define _GNU_SOURCE
@@ -107,8 +109,50 @@ static int part_of(const struct rl_policy_out *all, int k, int64_t rows, struct 
     return 0;
 }
 
-/* One update: every observer's minibatch (e, mb) in one recorded forward,
- * each observer's loss weighted 1/n, one backward, one step. */
+/* The proximal policy (--overlap-correction decoupled): the parameters
+ * as they are now copied into prox_actor/prox_critic (made at the first
+ * call), as the agent's policy_freeze copies them into its acting copy.
+ * 0 or -1. */
+static int prox_take(struct floor *f)
+{
+    if (!f->prox_actor) {
+        if (policy_arch_build(&f->shape, 0, &f->prox_actor, f->critic ? &f->prox_critic : NULL) != 0) return -1;
+        if (f->dev != DEVICE_CPU &&
+            (nn_module_to(f->prox_actor, f->dev) != 0 || (f->prox_critic && nn_module_to(f->prox_critic, f->dev) != 0)))
+            return -1;
+        CHECK(f->prox_actor->n_params + (f->prox_critic ? f->prox_critic->n_params : 0) == f->n_params);
+    }
+    int na = f->prox_actor->n_params, rc = 0;
+    for (int i = 0; i < f->n_params && rc == 0; i++) {
+        struct tensor *dst = i < na ? f->prox_actor->params[i] : f->prox_critic->params[i - na];
+        void *host = malloc(tensor_nbytes(f->params[i]));
+        CHECK(host != NULL);
+        tensor_copy_to_host(f->params[i], host);
+        rc = tensor_write_from_host(dst, host, tensor_nbytes(f->params[i]));
+        free(host);
+    }
+    f->prox_actor->training = f->actor->training;
+    return rc;
+}
+
+/* The proximal policy's answer for the merged minibatch x, split per
+ * observer into prox[k] (no graph), as the agent's acting copy answers
+ * (policy_evaluate_frozen_batch). 0 or -1. */
+static int prox_answer(struct floor *f, struct tensor *x, struct rl_policy_out *prox)
+{
+    struct rl_policy_out all = { 0 };
+    bool was = autograd_set_enabled(false);
+    int rc = rl_arch_forward(&f->shape, f->prox_actor, f->prox_critic, f->dev, x, &all);
+    for (int k = 0; k < f->n && rc == 0; k++)
+        rc = part_of(&all, k, f->ln[k].mb_rows, all.log_std, &prox[k]);
+    autograd_set_enabled(was);
+    rl_policy_out_clear(&all);
+    return rc;
+}
+
+/* One update: every observer's minibatch (e, mb) in one recorded forward
+ * (and, prox_now, the proximal policy's answer for it), each observer's
+ * loss weighted 1/n, one backward, one step. */
 static int update(struct floor *f, int e, int mb, int64_t version0)
 {
     struct tensor *xs[RL_MAX_OBSERVERS], *total = NULL;
@@ -121,8 +165,14 @@ static int update(struct floor *f, int e, int mb, int64_t version0)
     if (dump)
         for (int k = 0; k < f->n; k++) dump_first(f, k, 1.0 / f->n);
     struct tensor *x = f->n == 1 ? tensor_retain(xs[0]) : tensor_cat(f->n, xs, 0);
-    struct rl_policy_out all;
+    struct rl_policy_out all, prox[RL_MAX_OBSERVERS] = { 0 };
     if (!x || floor_forward(f, x, &all) != 0) {
+        tensor_free(x);
+        return -1;
+    }
+    if (f->prox_now && prox_answer(f, x, prox) != 0) {
+        for (int k = 0; k < f->n; k++) rl_policy_out_clear(&prox[k]);
+        rl_policy_out_clear(&all);
         tensor_free(x);
         return -1;
     }
@@ -141,7 +191,7 @@ static int update(struct floor *f, int e, int mb, int64_t version0)
         struct rl_policy_out part;
         struct tensor *loss = NULL;
         if (part_of(&all, k, f->ln[k].mb_rows, ls[k], &part) == 0) {
-            loss = rl_learner_loss(&f->ln[k], &part, 1.0 / f->n, &st[k]);
+            loss = rl_learner_loss(&f->ln[k], &part, f->prox_now ? &prox[k] : NULL, 1.0 / f->n, &st[k]);
             rl_policy_out_clear(&part);
         }
         struct tensor *sum = !loss ? NULL : total ? tensor_add(total, loss) : tensor_retain(loss);
@@ -151,7 +201,10 @@ static int update(struct floor *f, int e, int mb, int64_t version0)
         if (!total) rc = -1;
     }
     rl_policy_out_clear(&all);
-    for (int k = 0; k < f->n; k++) tensor_free(ls[k]);
+    for (int k = 0; k < f->n; k++) {
+        tensor_free(ls[k]);
+        rl_policy_out_clear(&prox[k]);
+    }
     if (rc == 0) rc = tensor_backward(total, NULL, false);
     tensor_free(total);
     if (dump && rc == 0) dump_params(f, "params_before.bin");
@@ -288,6 +341,8 @@ static int overlapped_rollouts(struct floor *f, int64_t version0)
         if (floor_rollouts(f) != 0) return -1;
     }
     f->lag = version0 - f->ahead_version;
+    f->prox_now = f->prox && f->lag > 0;
+    if (f->prox_now && prox_take(f) != 0) return -1;
     for (int k = 0; k < f->n; k++) f->ln[k].learn_slot = (int)((f->rollouts_done - 1) % 2);
     if (!boundary_is_still(f, total)) {
         f->ahead_version = f->version;
@@ -349,6 +404,7 @@ static int setup(struct floor *f)
     CHECK(f->ln && f->idx);
     const struct rl_algo *algo = rl_algo_of(&f->cfg);
     f->overlap = f->cfg.overlap && f->cfg.mode == RL_MODE_SYNC && algo && algo->shape == RL_SHAPE_ROLLOUTS;
+    f->prox = f->overlap && rl_algo_overlap_prox(algo, &f->cfg);
     if (f->overlap) {   /* its updates' lag is recorded, as the agent's */
         struct run_stats_mode m = { .policy_lag = true };
         run_stats_set_mode(f->stats, &m);
@@ -419,6 +475,8 @@ int main(int argc, char **argv)
     free(f.params);
     nn_module_free(f.actor);
     nn_module_free(f.critic);
+    nn_module_free(f.prox_actor);
+    nn_module_free(f.prox_critic);
     run_stats_free(f.stats);
     env_plugin_close(plugin);
     return status;

@@ -397,18 +397,30 @@ static inline void rl_run_logdir(struct rl_proc *p, const char *bin, const char 
 }
 
 /* trib-floor's (floor_bin) progress rows are the distributed run's
- * (train_bin) with args, row for row (losses, KL, returns, the lag when overlapped): the same updates. */
-static inline void rl_check_floor_same(const char *train_bin, const char *floor_bin, const char *const *args,
-                                       bool overlapped)
+ * (train_bin) with args, row for row (losses, KL, returns, the lag when overlapped): the same updates.
+ * dir (NULL: none): the run gets --logdir DIR/run (its checkpoints, with
+ * --checkpoint-every) and the floor --logdir DIR/floor, which it never
+ * writes (it keeps the run's checkpoint boundaries, where an overlapped
+ * run drains). */
+static inline void rl_check_floor_same_in(const char *train_bin, const char *floor_bin, const char *const *args,
+                                          const char *dir, bool overlapped)
 {
     const char *argv[MAX_ARGS] = { 0 };
+    char logdir[2][256];
     int n = 0;
     for (; args[n]; n++) argv[n] = strcmp(args[n], "--quiet") ? args[n] : "--no-quiet";
+    if (dir) {
+        snprintf(logdir[0], sizeof logdir[0], "%s/run", dir);
+        snprintf(logdir[1], sizeof logdir[1], "%s/floor", dir);
+        argv[n++] = "--logdir";
+        argv[n++] = logdir[0];
+    }
     argv[n] = NULL;
     struct rl_proc run, floor;
     rl_start(&run, train_bin, argv, NULL);
     int rc = rl_wait(&run, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "exit %d\nstderr:\n%s", rc, tail(run.err));
+    if (dir) argv[n - 1] = logdir[1];
     rl_start(&floor, floor_bin, argv, NULL);
     rc = rl_wait(&floor, RUN_TIMEOUT_S);
     ck_assert_msg(rc == 1, "trib-floor: exit %d\nstderr:\n%s", rc, tail(floor.err));
@@ -426,6 +438,12 @@ static inline void rl_check_floor_same(const char *train_bin, const char *floor_
     free(b);
     rl_free(&run);
     rl_free(&floor);
+}
+
+static inline void rl_check_floor_same(const char *train_bin, const char *floor_bin, const char *const *args,
+                                       bool overlapped)
+{
+    rl_check_floor_same_in(train_bin, floor_bin, args, NULL, overlapped);
 }
 
 #endif

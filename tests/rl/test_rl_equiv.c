@@ -111,7 +111,7 @@ static void compare_update(const char *dir, double max_grad_norm, enum optim_kin
         struct tensor *logp, *ent;
         ck_assert_int_eq(rl_dist_eval(RL_DIST_CATEGORICAL, logits, NULL, acts, &logp, &ent), 0);
         struct rl_ppo_hyper h = { .clip = 0.2, .ent_coef = 0.01, .vf_coef = 0.5, .clip_vloss = true, .norm_adv = true };
-        struct tensor *loss = rl_ppo_loss(logp, ent, v, m->data[3], m->data[4], m->data[5], m->data[6], M, &h,
+        struct tensor *loss = rl_ppo_loss(logp, ent, v, m->data[3], NULL, m->data[4], m->data[5], m->data[6], M, &h,
                                           0.5 /* each observer's share of the samples */, NULL);
         ck_assert_msg(loss, "%s", tensor_last_error());
         struct tensor *sum = total ? tensor_add(total, loss) : tensor_retain(loss);

@@ -649,7 +649,7 @@ START_TEST(test_ppo_fixtures)
         assert_tensor(cname, "entropy", p.ent, c, "entropy");
         struct rl_loss_stats st;
         memset(&st, 0xff, sizeof st);
-        struct tensor *loss = rl_ppo_loss(p.logp, p.ent, p.values, p.old_logp, p.adv, p.returns, p.old_values, p.n,
+        struct tensor *loss = rl_ppo_loss(p.logp, p.ent, p.values, p.old_logp, NULL, p.adv, p.returns, p.old_values, p.n,
                                           &p.h, num(c, "weight"), &st);
         ck_assert_msg(loss != NULL, "%s: %s", cname, rl_last_error());
         ck_assert_int_eq(loss->ndim, 0);
@@ -682,7 +682,7 @@ START_TEST(test_ppo_weights_split_the_batch)
     struct ppo_in p;
     ppo_load(c, &p);
     int n = p.n, k = 3;
-    struct tensor *whole = rl_ppo_loss(p.logp, p.ent, p.values, p.old_logp, p.adv, p.returns, p.old_values, n, &p.h,
+    struct tensor *whole = rl_ppo_loss(p.logp, p.ent, p.values, p.old_logp, NULL, p.adv, p.returns, p.old_values, n, &p.h,
                                        1.0, NULL);
     ck_assert_ptr_nonnull(whole);
     struct tensor *lp[2], *en[2], *va[2];
@@ -692,9 +692,9 @@ START_TEST(test_ppo_weights_split_the_batch)
         en[s] = tensor_slice(p.ent, lo, hi);
         va[s] = tensor_slice(p.values, lo, hi);
     }
-    struct tensor *a = rl_ppo_loss(lp[0], en[0], va[0], p.old_logp, p.adv, p.returns, p.old_values, k, &p.h,
+    struct tensor *a = rl_ppo_loss(lp[0], en[0], va[0], p.old_logp, NULL, p.adv, p.returns, p.old_values, k, &p.h,
                                    (double)k / n, NULL);
-    struct tensor *b = rl_ppo_loss(lp[1], en[1], va[1], p.old_logp + k, p.adv + k, p.returns + k, p.old_values + k,
+    struct tensor *b = rl_ppo_loss(lp[1], en[1], va[1], p.old_logp + k, NULL, p.adv + k, p.returns + k, p.old_values + k,
                                    n - k, &p.h, (double)(n - k) / n, NULL);
     ck_assert_msg(a && b, "%s", rl_last_error());
     assert_scalar("split", "loss", (double)scalar_of(a) + scalar_of(b), scalar_of(whole));
@@ -726,7 +726,7 @@ START_TEST(test_ppo_constants_off_graph)
     struct tensor *lp = to_dev(tensor_from_f32(1, &n, logp_v)), *en = to_dev(tensor_from_f32(1, &n, ent_v)),
                   *va = to_dev(tensor_from_f32(1, &n, val_v));
     struct rl_ppo_hyper h = {.clip = 0.2, .ent_coef = 0.01, .vf_coef = 0.5, .clip_vloss = true, .norm_adv = true};
-    struct tensor *loss = rl_ppo_loss(lp, en, va, old, adv, ret, oldv, 2, &h, 1.0, NULL);
+    struct tensor *loss = rl_ppo_loss(lp, en, va, old, NULL, adv, ret, oldv, 2, &h, 1.0, NULL);
     ck_assert_ptr_nonnull(loss);
     ck_assert(!loss->requires_grad);
     ck_assert_int_eq(loss->device, test_dev);
@@ -735,12 +735,150 @@ START_TEST(test_ppo_constants_off_graph)
     tensor_free(loss);
     /* old_values may be NULL without clip_vloss */
     h.clip_vloss = false;
-    loss = rl_ppo_loss(lp, en, va, old, adv, ret, NULL, 2, &h, 1.0, NULL);
+    loss = rl_ppo_loss(lp, en, va, old, NULL, adv, ret, NULL, 2, &h, 1.0, NULL);
     ck_assert_msg(loss != NULL, "%s", rl_last_error());
     tensor_free(loss);
     tensor_free(lp);
     tensor_free(en);
     tensor_free(va);
+}
+END_TEST
+
+/* ---- decoupled PPO (a proximal policy: rl_ppo_loss's prox_logp) ---------------------------- */
+
+/* prox_logp == old_logp is the loss without one, bit for bit: the loss, its
+ * statistics and every leaf's gradient, on every PPO fixture case. */
+START_TEST(test_ppo_prox_is_old_same_bytes)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, section("ppo")) {
+        const char *cname = case_name(c);
+        struct ppo_in p[2];
+        struct rl_loss_stats st[2];
+        float loss_v[2], grads[2][4][MAXV];
+        memset(grads, 0, sizeof grads);
+        for (int run = 0; run < 2; run++) {
+            ppo_load(c, &p[run]);
+            float prox[MAXV];
+            memcpy(prox, p[run].old_logp, sizeof prox);   /* a copy: equal values, another array */
+            struct tensor *loss = rl_ppo_loss(p[run].logp, p[run].ent, p[run].values, p[run].old_logp,
+                                              run ? prox : NULL, p[run].adv, p[run].returns, p[run].old_values,
+                                              p[run].n, &p[run].h, num(c, "weight"), &st[run]);
+            ck_assert_msg(loss != NULL, "%s: %s", cname, rl_last_error());
+            loss_v[run] = scalar_of(loss);
+            backward(loss);
+            struct tensor *leaves[4] = { p[run].values, p[run].logits ? p[run].logits : p[run].mean,
+                                         p[run].log_std, p[run].logits || p[run].mean ? NULL : p[run].logp };
+            for (int i = 0; i < 4; i++)
+                if (leaves[i]) tensor_copy_to_host(leaves[i]->grad, grads[run][i]);
+            tensor_free(loss);
+        }
+        ck_assert_msg(memcmp(&loss_v[0], &loss_v[1], sizeof loss_v[0]) == 0, "%s: loss %.9g, with prox == old %.9g",
+                      cname, (double)loss_v[0], (double)loss_v[1]);
+        ck_assert_msg(memcmp(&st[0], &st[1], sizeof st[0]) == 0, "%s: statistics differ with prox == old", cname);
+        ck_assert_msg(memcmp(grads[0], grads[1], sizeof grads[0]) == 0, "%s: gradients differ with prox == old", cname);
+        ppo_free(&p[0]);
+        ppo_free(&p[1]);
+    }
+}
+END_TEST
+
+/* Decoupled PPO written out in float64 plain loops (rl/losses.h's
+ * formula): the reference the f32 loss and its gradient are checked
+ * against. x = new_logp | entropy | values, n each. */
+struct prox_case {
+    int n;
+    const double *old, *prox, *adv, *ret, *oldv;
+    double clip, ent_coef, vf_coef, weight;
+};
+
+static double prox_ref(const struct prox_case *k, const double *x, double *kl, double *clipfrac)
+{
+    int n = k->n;
+    const double *lp = x, *ent = x + n, *v = x + 2 * n;
+    double mean = 0, var = 0, pg = 0, vl = 0, em = 0;
+    for (int i = 0; i < n; i++) mean += k->adv[i] / n;
+    for (int i = 0; i < n; i++) var += (k->adv[i] - mean) * (k->adv[i] - mean) / (n - 1);
+    *kl = *clipfrac = 0;
+    for (int i = 0; i < n; i++) {
+        double a = (k->adv[i] - mean) / (sqrt(var) + 1e-8), w = exp(k->prox[i] - k->old[i]);
+        double r = exp(lp[i] - k->prox[i]), rc = fmin(fmax(r, 1 - k->clip), 1 + k->clip);
+        pg += fmax(-a * w * r, -a * w * rc) / n;
+        *kl += ((r - 1) - (lp[i] - k->prox[i])) / n;
+        *clipfrac += (fabs(r - 1) > k->clip) / (double)n;
+        double d = v[i] - k->ret[i], dc = k->oldv[i] + fmin(fmax(v[i] - k->oldv[i], -k->clip), k->clip) - k->ret[i];
+        vl += 0.5 * fmax(d * d, dc * dc) / n;
+        em += ent[i] / n;
+    }
+    return k->weight * (pg - k->ent_coef * em + k->vf_coef * vl);
+}
+
+/* The loss with a proximal policy (samples whose ratio to it lies inside
+ * the clip and outside on both sides, advantages of both signs, weights
+ * pi_prox / pi_behav on both sides of 1) against the float64 reference:
+ * its value and statistics, and its gradient for new_logp, entropy and
+ * values against central differences of the reference. Without prox the
+ * loss is another number (the weights and the clip's centre matter). */
+START_TEST(test_ppo_prox_finite_differences)
+{
+    enum { N = 8 };
+    static const double old[N] = { -0.60, -1.10, -0.10, -2.20, -1.30, -1.25, -0.40, -1.45 };
+    static const double prox[N] = { -0.55, -1.00, -0.30, -2.40, -0.85, -1.20, -0.72, -1.40 };
+    static const double adv[N] = { 1.0, -0.5, 0.3, 2.0, -1.5, 0.8, -0.2, -1.0 };
+    static const double ret[N] = { 0.5, 0.2, 0.1, 1.5, -0.3, 0.2, 0.6, -0.5 };
+    static const double oldv[N] = { 0.0, 0.9, -0.1, 0.5, 0.35, -0.45, 0.2, 0.3 };
+    /* new_logp (ratios to prox 1.05, 0.82, 1, 1.49, 0.95, 0.74, 1.02, 1.35), entropy, values */
+    double x[3 * N] = { -0.50, -1.20, -0.30, -2.00, -0.90, -1.50, -0.70, -1.10,
+                        0.9, 1.1, 0.7, 1.3, 0.8, 1.0, 1.2, 0.6,
+                        0.1, 0.5, -0.2, 1.0, 0.3, -0.4, 0.7, 0.0 };
+    const struct prox_case k = { N, old, prox, adv, ret, oldv, 0.2, 0.01, 0.5, 0.5 };
+    float f_old[N], f_prox[N], f_adv[N], f_ret[N], f_oldv[N], f_x[3 * N];
+    for (int i = 0; i < N; i++) {
+        f_old[i] = (float)old[i], f_prox[i] = (float)prox[i], f_adv[i] = (float)adv[i];
+        f_ret[i] = (float)ret[i], f_oldv[i] = (float)oldv[i];
+    }
+    for (int i = 0; i < 3 * N; i++) {
+        f_x[i] = (float)x[i];
+        x[i] = f_x[i];   /* the reference at the f32 inputs the loss sees */
+    }
+    int64_t n = N;
+    struct tensor *leaf[3];
+    for (int j = 0; j < 3; j++) {
+        leaf[j] = to_dev(tensor_from_f32(1, &n, f_x + j * N));
+        tensor_set_requires_grad(leaf[j], true);
+    }
+    struct rl_ppo_hyper h = { .clip = 0.2, .ent_coef = 0.01, .vf_coef = 0.5, .clip_vloss = true, .norm_adv = true };
+    struct rl_loss_stats st;
+    struct tensor *loss = rl_ppo_loss(leaf[0], leaf[1], leaf[2], f_old, f_prox, f_adv, f_ret, f_oldv, N, &h, 0.5, &st);
+    ck_assert_msg(loss != NULL, "%s", rl_last_error());
+    double kl, clipfrac, want = prox_ref(&k, x, &kl, &clipfrac);
+    assert_scalar("prox", "loss", scalar_of(loss), want);
+    assert_scalar("prox", "approx_kl", st.approx_kl, kl);
+    ck_assert_double_eq(st.clipfrac, 3.0 / N);   /* 1.49, 0.74 and 1.35 lie outside [0.8, 1.2] */
+    ck_assert_double_eq(clipfrac, 3.0 / N);
+    backward(loss);
+    for (int j = 0; j < 3; j++) {
+        float g[N];
+        tensor_copy_to_host(leaf[j]->grad, g);
+        for (int i = 0; i < N; i++) {
+            double e = 1e-4, keep = x[j * N + i], d0, d1;
+            x[j * N + i] = keep + e;
+            double up = prox_ref(&k, x, &d0, &d1);
+            x[j * N + i] = keep - e;
+            double down = prox_ref(&k, x, &d0, &d1);
+            x[j * N + i] = keep;
+            double fd = (up - down) / (2 * e);
+            ck_assert_msg(close_to(g[i], fd, 1e-5, 1e-4), "input %d of leaf %d: gradient %.9g, central difference %.9g",
+                          i, j, (double)g[i], fd);
+        }
+    }
+    struct tensor *plain = rl_ppo_loss(leaf[0], leaf[1], leaf[2], f_old, NULL, f_adv, f_ret, f_oldv, N, &h, 0.5, NULL);
+    ck_assert_ptr_nonnull(plain);
+    ck_assert_msg(fabs(scalar_of(plain) - scalar_of(loss)) > 1e-3, "the loss without prox is the loss with it: %.9g",
+                  (double)scalar_of(loss));
+    tensor_free(plain);
+    tensor_free(loss);
+    for (int j = 0; j < 3; j++) tensor_free(leaf[j]);
 }
 END_TEST
 
@@ -831,28 +969,33 @@ START_TEST(test_loss_errors)
     struct tensor *ints = tensor_new(DTYPE_I64, DEVICE_CPU, 1, &n4);
     struct rl_ppo_hyper h = {.clip = 0.2, .ent_coef = 0.01, .vf_coef = 0.5, .clip_vloss = true};
 
-    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, z, z, z, 0, &h, 1, NULL), "rl_ppo_loss: n = 0 (need at least 1 sample)");
-    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, z, z, z, 4, NULL, 1, NULL), "rl_ppo_loss: hyperparameters are NULL");
-    ASSERT_FAILS(rl_ppo_loss(NULL, en, va, z, z, z, z, 4, &h, 1, NULL), "rl_ppo_loss: new_logp is NULL");
-    ASSERT_FAILS(rl_ppo_loss(ints, en, va, z, z, z, z, 4, &h, 1, NULL),
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, NULL, z, z, z, 0, &h, 1, NULL), "rl_ppo_loss: n = 0 (need at least 1 sample)");
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, NULL, z, z, z, 4, NULL, 1, NULL), "rl_ppo_loss: hyperparameters are NULL");
+    ASSERT_FAILS(rl_ppo_loss(NULL, en, va, z, NULL, z, z, z, 4, &h, 1, NULL), "rl_ppo_loss: new_logp is NULL");
+    ASSERT_FAILS(rl_ppo_loss(ints, en, va, z, NULL, z, z, z, 4, &h, 1, NULL),
                  "rl_ppo_loss: new_logp has dtype i64 (expected f32)");
-    ASSERT_FAILS(rl_ppo_loss(lp, five, va, z, z, z, z, 4, &h, 1, NULL),
+    ASSERT_FAILS(rl_ppo_loss(lp, five, va, z, NULL, z, z, z, 4, &h, 1, NULL),
                  "rl_ppo_loss: entropy has shape [5] (expected [4] or [4,1])");
-    ASSERT_FAILS(rl_ppo_loss(lp, en, wide, z, z, z, z, 4, &h, 1, NULL),
+    ASSERT_FAILS(rl_ppo_loss(lp, en, wide, z, NULL, z, z, z, 4, &h, 1, NULL),
                  "rl_ppo_loss: new_values has shape [4,2] (expected [4] or [4,1])");
-    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, bad, z, z, 4, &h, 1, NULL), "rl_ppo_loss: adv[3] is not finite (inf)");
-    ASSERT_FAILS(rl_ppo_loss(lp, en, va, bad, z, z, z, 4, &h, 1, NULL),
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, NULL, bad, z, z, 4, &h, 1, NULL), "rl_ppo_loss: adv[3] is not finite (inf)");
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, bad, NULL, z, z, z, 4, &h, 1, NULL),
                  "rl_ppo_loss: old_logp[3] is not finite (inf)");
-    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, z, NULL, z, 4, &h, 1, NULL), "rl_ppo_loss: returns is NULL");
-    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, z, z, NULL, 4, &h, 1, NULL), "rl_ppo_loss: old_values is NULL");
-    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, z, z, z, 4, &h, INFINITY, NULL),
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, bad, z, z, z, 4, &h, 1, NULL),
+                 "rl_ppo_loss: prox_logp[3] is not finite (inf)");
+    float far[4] = { 0, 0, 100, 0 }, below[4] = { 0, 0, -1, 0 };
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, below, far, z, z, z, 4, &h, 1, NULL),
+                 "rl_ppo_loss: the importance weight of sample 2, exp(prox_logp - old_logp) = exp(101), is not finite");
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, NULL, z, NULL, z, 4, &h, 1, NULL), "rl_ppo_loss: returns is NULL");
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, NULL, z, z, NULL, 4, &h, 1, NULL), "rl_ppo_loss: old_values is NULL");
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, NULL, z, z, z, 4, &h, INFINITY, NULL),
                  "rl_ppo_loss: weight is not finite (inf)");
     h.clip = -0.1;
-    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, z, z, z, 4, &h, 1, NULL),
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, NULL, z, z, z, 4, &h, 1, NULL),
                  "rl_ppo_loss: clip -0.1 must be finite and >= 0");
     h.clip = 0.2;
     h.vf_coef = NAN;
-    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, z, z, z, 4, &h, 1, NULL), "rl_ppo_loss: vf_coef is not finite (nan)");
+    ASSERT_FAILS(rl_ppo_loss(lp, en, va, z, NULL, z, z, z, 4, &h, 1, NULL), "rl_ppo_loss: vf_coef is not finite (nan)");
     h.vf_coef = 0.5;
 
     ASSERT_FAILS(rl_a2c_loss(NULL, en, va, z, z, 4, &h, 1, NULL), "rl_a2c_loss: logp is NULL");
@@ -927,7 +1070,7 @@ START_TEST(test_device_mismatch)
     float z[4] = {0};
     struct tensor *gpu = to_dev(tensor_from_f32(1, &n4, z)), *cpu = tensor_from_f32(1, &n4, z);
     struct rl_ppo_hyper h = {.clip = 0.2, .ent_coef = 0.01, .vf_coef = 0.5};
-    ASSERT_FAILS(rl_ppo_loss(gpu, cpu, gpu, z, z, z, z, 4, &h, 1, NULL),
+    ASSERT_FAILS(rl_ppo_loss(gpu, cpu, gpu, z, NULL, z, z, z, 4, &h, 1, NULL),
                  "rl_ppo_loss: device mismatch: new_logp on cuda, entropy on cpu");
     ASSERT_FAILS(rl_a2c_loss(gpu, gpu, cpu, z, z, 4, &h, 1, NULL),
                  "rl_a2c_loss: device mismatch: logp on cuda, values on cpu");
@@ -968,6 +1111,8 @@ static Suite *rl_math_suite(void)
     tcase_add_test(tc, test_ppo_fixtures);
     tcase_add_test(tc, test_ppo_weights_split_the_batch);
     tcase_add_test(tc, test_ppo_constants_off_graph);
+    tcase_add_test(tc, test_ppo_prox_is_old_same_bytes);
+    tcase_add_test(tc, test_ppo_prox_finite_differences);
     tcase_add_test(tc, test_a2c_fixtures);
     tcase_add_test(tc, test_reinforce_fixtures);
     tcase_add_test(tc, test_reinforce_single_step);

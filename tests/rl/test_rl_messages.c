@@ -357,13 +357,14 @@ START_TEST(test_messages_wire_pinned)
         { "report", "[IIIYYDDYI]" },
         { "rollout", "[M]" },
         { "rollout reply", "[[IIIYYDDYI]TM]" },
-        { "loss", "[IID[TTTI]]" },
+        { "loss", "[IID[TTTI][TTTI]]" },
         { "stats", "Y" },
         { "gradient", "[TTT]" },
         { "loss reply", "[YT[TTT]]" },
         { "loss reply", "[TY[IIIYYDDYI]]" },
         { "update", "[IIB[IIIYYDDYI]YTM]" },
         { "update reply", "[B[TTTI]BM]" },
+        { "proximal policy output", "[TTTI]" },
     };
     struct rpc_opts o = { .name = "msgs", .rank = 0, .world_size = 1, .master = "tcp://127.0.0.1:0" };
     ck_assert_msg(rpc_init(&o) == 0, "rpc_init: %s", rpc_last_error());
@@ -458,6 +459,39 @@ START_TEST(test_messages_texts)
     tensor_free(r.grad.a);
     tensor_free(r.grad.log_std);
     tensor_free(r.grad.value);
+    /* a loss request's proximal policy output (sync --overlap's decoupled
+     * correction): absent (nil) or checked as the policy output is, its
+     * errors naming it */
+    float oa[6] = { 0 }, ov[3] = { 0 }, pa[15] = { 0 };
+    int64_t s_p[2] = { 3, 5 };
+    struct rl_loss_req q = { .epoch = 1, .minibatch = 0, .weight = 0.5,
+                             .out = { tensor_from_f32(2, s_a, oa), NULL, tensor_from_f32(1, s_v, ov), 7 } }, qg;
+    v = rl_loss_req_pack(&q);
+    ck_assert_int_eq(rl_loss_req_unpack(&v, 3, 2, false, true, &qg), 0);
+    ck_assert(!qg.has_prox && qg.prox.a == NULL && qg.out.a == q.out.a);
+    rl_loss_req_clear(&qg);
+    rpc_value_clear(&v);
+    q.has_prox = true;
+    q.prox = (struct rl_policy_out){ tensor_from_f32(2, s_p, pa), NULL, tensor_from_f32(1, s_v, ov), 6 };
+    v = rl_loss_req_pack(&q);
+    ck_assert_int_eq(rl_loss_req_unpack(&v, 3, 2, false, true, &qg), -1);
+    ck_assert_str_eq(rl_last_error(), "proximal policy output: a must be f32 [3,2], not f32 [3,5]");
+    ck_assert(!qg.has_prox && qg.out.a == NULL);
+    rpc_value_clear(&v);
+    tensor_free(q.prox.a);
+    q.prox.a = tensor_from_f32(2, s_a, oa);
+    v = rl_loss_req_pack(&q);
+    ck_assert_int_eq(rl_loss_req_unpack(&v, 3, 2, false, true, &qg), 0);
+    ck_assert(qg.has_prox && qg.prox.a == q.prox.a && qg.prox.value == q.prox.value && qg.prox.version == 6);
+    rl_loss_req_clear(&qg);
+    ck_assert(!qg.has_prox && qg.prox.a == NULL);
+    rpc_value_clear(&v);
+    v = rpc_list(4);
+    ck_assert_int_eq(rl_loss_req_unpack(&v, 3, 2, false, true, &qg), -1);
+    ck_assert_str_eq(rl_last_error(), "loss: expected (epoch, minibatch, weight, policy output, prox output or nil)");
+    rpc_value_clear(&v);
+    rl_policy_out_clear(&q.out);
+    rl_policy_out_clear(&q.prox);
 }
 END_TEST
 

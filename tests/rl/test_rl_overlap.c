@@ -12,7 +12,12 @@
  *     run goes on with the other;
  *   - trib-floor, emulating the overlap in one process, makes the same
  *     updates as the distributed run: every progress row the same (a
- *     discrete policy, 2 observers: docs/design.md §8). */
+ *     discrete policy, 2 observers: docs/design.md §8), with
+ *     --overlap-correction decoupled (the default: a lagged rollout learnt
+ *     against the policy at its updates' start, the agent's acting copy,
+ *     frozen anew at a drained boundary) and none;
+ *   - the correction changes what is learnt: decoupled's policy is not
+ *     none's; A2C (no ratio) ignores it. */
 #define _GNU_SOURCE
 #include "rl_harness.h"
 
@@ -71,17 +76,26 @@ static void lag_hist(const cJSON *j, long long *bins, int cap)
 /* 5 iterations of 2 x 2 updates: the first rollout is fresh (lag 0), each
  * later one was collected during the updates before it (lag 4 = one
  * rollout's updates); run twice, bit for bit; without --overlap another
- * policy, and no lag in the summary. */
+ * policy, and no lag in the summary; with --overlap-correction none
+ * another policy again (the lagged rollouts' loss calls carry no proximal
+ * policy: an observer ignoring the one it is sent would write this one). */
 START_TEST(test_overlap_reproducible)
 {
     const char *dir = scratch();
-    const char *on[] = { SMALL, "--max-updates", "20", "--overlap", NULL };
+    const char *on[] = { SMALL, "--max-updates", "20", "--overlap", "--overlap-correction", "decoupled", NULL };
+    const char *none[] = { SMALL, "--max-updates", "20", "--overlap", "--overlap-correction", "none", NULL };
     const char *off[] = { SMALL, "--max-updates", "20", NULL };
     cJSON *a = train(dir, "a", on, NULL), *b = train(dir, "b", on, NULL), *c = train(dir, "off", off, NULL);
-    size_t na, nb, nc;
+    cJSON *d = train(dir, "none", none, NULL);
+    size_t na, nb, nc, nd;
     char *pa = policy_bytes(dir, "a", &na), *pb = policy_bytes(dir, "b", &nb), *pc = policy_bytes(dir, "off", &nc);
+    char *pd = policy_bytes(dir, "none", &nd);
     ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "two overlapped runs of one seed wrote different policies");
     ck_assert_msg(na != nc || memcmp(pa, pc, na) != 0, "the overlapped run's policy is the run without overlap's");
+    ck_assert_msg(na != nd || memcmp(pa, pd, na) != 0,
+                  "--overlap-correction decoupled wrote --overlap-correction none's policy");
+    ck_assert_msg(nd != nc || memcmp(pd, pc, nd) != 0, "the overlapped run without correction is the run without overlap");
+    ck_assert_int_eq((int)jnum(d, "lag_max"), 4);
     static const char *const same[] = { "env_steps", "episodes", "updates", "return_mean", "lag_mean", "lag_max", NULL };
     for (int i = 0; same[i]; i++)
         ck_assert_msg(jnum(a, same[i]) == jnum(b, same[i]), "%s: %.17g then %.17g", same[i], jnum(a, same[i]),
@@ -98,9 +112,57 @@ START_TEST(test_overlap_reproducible)
     free(pa);
     free(pb);
     free(pc);
+    free(pd);
     cJSON_Delete(a);
     cJSON_Delete(b);
     cJSON_Delete(c);
+    cJSON_Delete(d);
+}
+END_TEST
+
+/* With dropout the acting copy's proximal forwards (one per update, on the
+ * agent's main thread) draw their masks from a stream of their own, so the
+ * act calls of the rollout collected meanwhile draw theirs as they would
+ * without them, in whatever order the two interleave: run twice, bit for
+ * bit (the proximal forwards drawing from the act calls' stream made every
+ * run another policy). */
+START_TEST(test_overlap_dropout_reproducible)
+{
+    const char *dir = scratch();
+    const char *args[] = { SMALL, "--max-updates", "24", "--overlap", "--dropout", "0.25", NULL };
+    cJSON *a = train(dir, "a", args, NULL), *b = train(dir, "b", args, NULL);
+    size_t na, nb;
+    char *pa = policy_bytes(dir, "a", &na), *pb = policy_bytes(dir, "b", &nb);
+    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "two overlapped runs with dropout wrote different policies");
+    ck_assert_msg(jnum(a, "return_mean") == jnum(b, "return_mean"), "return_mean %.17g then %.17g",
+                  jnum(a, "return_mean"), jnum(b, "return_mean"));
+    free(pa);
+    free(pb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+}
+END_TEST
+
+/* A2C has no ratio to centre a clip on (its table's prox is false): an
+ * overlapped A2C run learns the same with either correction, bit for bit,
+ * and is still overlapped (its lag recorded). */
+START_TEST(test_overlap_a2c_ignores_correction)
+{
+    const char *dir = scratch();
+    const char *dec[] = { "--preset", "a2c", SMALL, "--max-updates", "12", "--overlap", "--overlap-correction", "decoupled",
+                          NULL };
+    const char *none[] = { "--preset", "a2c", SMALL, "--max-updates", "12", "--overlap", "--overlap-correction", "none",
+                           NULL };
+    cJSON *a = train(dir, "dec", dec, NULL), *b = train(dir, "none", none, NULL);
+    size_t na, nb;
+    char *pa = policy_bytes(dir, "dec", &na), *pb = policy_bytes(dir, "none", &nb);
+    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "A2C's policy depends on --overlap-correction");
+    ck_assert_int_eq((int)jnum(a, "updates"), 12);
+    ck_assert_msg(jnum(a, "lag_max") > 0, "an overlapped A2C run with no lag");
+    free(pa);
+    free(pb);
+    cJSON_Delete(a);
+    cJSON_Delete(b);
 }
 END_TEST
 
@@ -187,11 +249,20 @@ END_TEST
 
 /* CartPole-v1, 2 observers, overlapped: the run learns from the rollout
  * collected with the policy before the previous rollout's updates, exactly
- * as the floor does it in one process. */
+ * as the floor does it in one process: with --overlap-correction none (the
+ * behaviour policy the clip's centre) and decoupled (the policy at the
+ * updates' start), this one with a checkpoint every 3 iterations, whose
+ * boundary is drained: the lagged rollout before it learns against an
+ * acting copy frozen for it (no rollout asked for ahead froze one), the
+ * one after it is fresh (no proximal policy). */
 START_TEST(test_overlap_floor_same_updates)
 {
-    const char *args[] = { SMALL, "--max-updates", "40", "--overlap", "--log-every", "0.0000001", NULL };
-    rl_check_floor_same(TRIB_TRAIN_BIN, TRIB_FLOOR_BIN, args, true);
+    const char *none[] = { SMALL, "--max-updates", "40", "--overlap", "--overlap-correction", "none", "--log-every",
+                           "0.0000001", NULL };
+    rl_check_floor_same(TRIB_TRAIN_BIN, TRIB_FLOOR_BIN, none, true);
+    const char *decoupled[] = { SMALL, "--max-updates", "36", "--overlap", "--overlap-correction", "decoupled",
+                                "--checkpoint-every", "12", "--log-every", "0.0000001", NULL };
+    rl_check_floor_same_in(TRIB_TRAIN_BIN, TRIB_FLOOR_BIN, decoupled, scratch(), true);
 }
 END_TEST
 
@@ -214,5 +285,6 @@ START_TEST(test_floor_same_updates_gaussian)
 END_TEST
 
 KIT_MAIN("rl_overlap", { "overlap", 300, .teardown = teardown, .tests = { test_overlap_reproducible,
+          test_overlap_a2c_ignores_correction, test_overlap_dropout_reproducible,
           test_overlap_drains_at_checkpoints, test_overlap_observer_lost, test_overlap_resume_same, test_overlap_floor_same_updates,
           test_floor_same_updates_gaussian } })
