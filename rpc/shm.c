@@ -91,6 +91,7 @@ static void link_map(struct shm_link *l, unsigned char *map, size_t len, uint64_
     l->sock = sock;
     const char *s = getenv("TRIB_SHM_SPIN_US");
     l->spin_us = s && *s ? atoi(s) : SHM_SPIN_US_DEFAULT;
+    l->reset_at = SHM_RESET_AT;
 }
 
 int shm_link_offer(int sock, size_t ring_bytes, const void *tag, size_t tag_len, struct shm_link *l, char *err,
@@ -339,6 +340,19 @@ int shm_link_send(struct shm_link *l, zmq_msg_t *frames, int n, int timeout_ms, 
     unsigned char hdr[16];
     uint64_t ts = (uint64_t)trib_now_ns();
     for (int i = 0; i < 8; i++) hdr[i] = (unsigned char)(ts >> (8 * i));
+    /* The reader has taken everything and we are past reset_at: a pad to
+     * the ring's end, the record at its start. Traffic that never fills
+     * the ring cycles through its first reset_at bytes (those pages stay
+     * hot), not through all of them (each page would be touched, and
+     * counted in both processes' RSS, once the ring had gone round). */
+    uint64_t off = l->head & (l->cap - 1);
+    if (l->reset_at && off >= l->reset_at && off >= need && l->cap - off >= 16 &&
+        atomic_load_explicit(&l->tx->tail, memory_order_acquire) == l->head) {
+        wr32(hdr + 8, (uint32_t)(l->cap - off));
+        wr32(hdr + 12, 0);
+        put(l, l->head, hdr, 16);
+        l->head += l->cap - off;
+    }
     wr32(hdr + 8, (uint32_t)body);
     wr32(hdr + 12, (uint32_t)n);
     uint64_t pos = l->head;
@@ -434,18 +448,41 @@ int64_t shm_link_next_ts(struct shm_link *l)
     return (int64_t)(ts >> 1);
 }
 
-int shm_link_recv(struct shm_link *l, zmq_msg_t *frames, int max, int timeout_ms)
+/* The published bytes ahead of our tail, checked: 0 and l->dead when the
+ * peer's head is out of bounds. */
+static uint64_t published(struct shm_link *l)
 {
-    int w = wait_until(l, has_record, &l->rx->reader_sleeps, timeout_ms);
-    if (w <= 0) return w;
     uint64_t head = atomic_load_explicit(&l->rx->head, memory_order_acquire), avail = head - l->tail;
     if (avail > l->cap || avail < 16 || (avail & 7)) {
         link_dead(l, "the peer wrote its write position out of bounds (%llu bytes ahead of ours, the ring has %llu)",
                   (unsigned long long)avail, (unsigned long long)l->cap);
-        return -1;
+        return 0;
     }
+    return avail;
+}
+
+int shm_link_recv(struct shm_link *l, zmq_msg_t *frames, int max, int timeout_ms)
+{
+    int w = wait_until(l, has_record, &l->rx->reader_sleeps, timeout_ms);
+    if (w <= 0) return w;
+    uint64_t avail = published(l);
+    if (!avail) return -1;
     unsigned char hdr[16];
     get(l, l->tail, hdr, 16);
+    if (rd32(hdr + 12) == 0) {
+        /* a pad (shm_link_send): exactly to the ring's end, from anywhere
+         * but its start (so never two in a row), the record after it */
+        uint64_t off = l->tail & (l->cap - 1), len = rd32(hdr + 8);
+        if (off == 0 || len != l->cap - off || len >= avail) {
+            link_dead(l, "the peer wrote a bad record: a pad of %llu bytes at offset %llu (the ring's end is %llu "
+                      "bytes away, %llu are published)", (unsigned long long)len, (unsigned long long)off,
+                      (unsigned long long)(l->cap - off), (unsigned long long)avail);
+            return -1;
+        }
+        l->tail += len;
+        if (!(avail = published(l))) return -1;
+        get(l, l->tail, hdr, 16);
+    }
     uint64_t len = rd32(hdr + 8), need = align8(12 + len);
     if (need > avail) {
         link_dead(l, "the peer wrote a bad record: it announces %llu bytes, %llu are published",

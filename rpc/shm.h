@@ -18,7 +18,11 @@
  * A message is a record in the ring: u64 send time (CLOCK_MONOTONIC ns,
  * one clock for every process of the host), u32 body length, then the
  * body: u32 frame count, u32 length of each frame, the frames' bytes;
- * records start 8-byte aligned. The writer publishes its position (head) only
+ * records start 8-byte aligned. A record with frame count 0 is a pad: its
+ * length runs exactly to the ring's end, where the next record starts (a
+ * writer that finds its ring empty past SHM_RESET_AT starts again at the
+ * start; the pad and that record are published together, and carry the
+ * same send time). The writer publishes its position (head) only
  * after the whole record is in, so a reader never sees half a record
  * from an honest writer. Each side keeps its own positions privately and
  * reads only the other's from the segment, checking it: a member can
@@ -53,6 +57,11 @@
 #define SHM_RING_MIN ((size_t)4096)
 #define SHM_RING_MAX ((size_t)1 << 30)
 #define SHM_MAX_FRAMES (2 + WIRE_MAX_TENSORS)
+/* A writer that finds its ring empty past this offset pads to the ring's
+ * end and starts again at its start: the pages a link touches (and that
+ * count in both processes' RSS) are bounded by this plus the deepest
+ * backlog, not by the ring's size (rpc/README.md "Transports"). */
+#define SHM_RESET_AT ((uint64_t)64 << 10)
 #define SHM_TAG_MAX 32
 
 /* One direction's positions, in the segment (each on its own cache line). */
@@ -76,6 +85,7 @@ struct shm_link {
     int wake_self, wake_peer;       /* eventfds: ours to sleep on, the peer's to wake */
     int sock;                       /* the Unix socket the link came over (its end: the peer ended) */
     int spin_us;
+    uint64_t reset_at;              /* our writes: SHM_RESET_AT (0: never pad; tests) */
     uint64_t want;                  /* the sender: room it waits for */
     bool dead;
     unsigned char tag[SHM_TAG_MAX]; /* what the offer said it is for (shm_link_take) */

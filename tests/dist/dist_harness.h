@@ -54,6 +54,9 @@ static void (*dh_extra_register)(void);
 /* Rank 0's default RPC timeout (the others keep 30 s, which also bounds
  * their graceful shutdown); set before dh_start. */
 static int dh_w0_timeout_ms = 30000;
+/* Every process's rpc_opts.transport (AUTO: TRIB_RPC_TRANSPORT decides);
+ * set before dh_start. */
+static enum rpc_transport dh_transport = RPC_TRANSPORT_AUTO;
 
 /* ---- query functions every process registers ------------------------------ */
 
@@ -135,7 +138,8 @@ static inline struct rpc_opts dh_opts(int rank, int world, const char *master)
 {
     struct rpc_opts o = { .name = DH_NAMES[rank], .rank = rank, .world_size = world, .master = master,
                           .heartbeat_ms = DH_HEARTBEAT_MS, .heartbeat_timeout_ms = DH_HEARTBEAT_TIMEOUT_MS,
-                          .default_timeout_ms = rank == 0 ? dh_w0_timeout_ms : 30000, .init_timeout_ms = 30000 };
+                          .default_timeout_ms = rank == 0 ? dh_w0_timeout_ms : 30000, .init_timeout_ms = 30000,
+                          .transport = dh_transport };
     return o;
 }
 

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -26,8 +27,9 @@
 
 typedef void (*child_fn)(struct shm_link *l);
 
-/* A child process that takes the link this process offers and runs body. */
-static pid_t spawn(child_fn body, struct shm_link *l)
+/* A child process that takes the link this process offers (rings of
+ * ring bytes) and runs body. */
+static pid_t spawn_ring(child_fn body, struct shm_link *l, size_t ring)
 {
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
@@ -48,9 +50,11 @@ static pid_t spawn(child_fn body, struct shm_link *l)
     }
     close(sv[1]);
     char err[256];
-    ck_assert_msg(shm_link_offer(sv[0], RING, NULL, 0, l, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(shm_link_offer(sv[0], ring, NULL, 0, l, err, sizeof err) == 0, "%s", err);
     return pid;
 }
+
+static pid_t spawn(child_fn body, struct shm_link *l) { return spawn_ring(body, l, RING); }
 
 static int reap(pid_t pid)
 {
@@ -181,6 +185,44 @@ START_TEST(test_shm_round_trips)
 }
 END_TEST
 
+/* Pages of the segment in memory (mincore: the memfd's page cache, whoever
+ * touched them; each counts in the RSS of both processes that map it). */
+static size_t resident_bytes(const struct shm_link *l)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), np = (l->map_len + page - 1) / page, n = 0;
+    unsigned char *v = malloc(np);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(mincore(l->map, l->map_len, v), 0);
+    for (size_t i = 0; i < np; i++) n += v[i] & 1;
+    free(v);
+    return n * page;
+}
+
+/* Ping-pong traffic through the default 8 MiB rings, 12 MiB each way:
+ * each writer finds its ring empty and starts again at its start past
+ * SHM_RESET_AT, so the link touches its first 64 KiB and a record, not all
+ * 16 MiB (test_dist_contexts' RSS grew 4.7 MiB per process over 10000
+ * contexts with shm forced when the writers went round the whole ring). */
+START_TEST(test_shm_pages_bounded)
+{
+    struct shm_link l;
+    pid_t pid = spawn_ring(child_echo, &l, 0);
+    ck_assert_uint_eq(l.cap, (uint64_t)8 << 20);
+    for (unsigned k = 0; k < 2048; k++) round_trip(&l, 2000 + k % 64, k);
+    size_t res = resident_bytes(&l);
+    ck_assert_msg(res <= 2 * (SHM_RESET_AT + 8192) + 4096,
+                  "the link's segment holds %zu KiB in memory after 2048 round trips of 6 KB (at most %llu KiB)",
+                  res >> 10, (unsigned long long)(2 * (SHM_RESET_AT + 8192) + 4096) >> 10);
+    /* messages bigger than the reset point go on through the ring */
+    for (unsigned k = 0; k < 20; k++) round_trip(&l, 100000 + 999 * k, k);
+    ck_assert_uint_eq(l.msgs_recv, 2068);
+    say_bye(&l);
+    ck_assert_int_eq(reap(pid), 0);
+    shm_link_close(&l);
+    ck_assert_int_eq(segments_left(), 0);
+}
+END_TEST
+
 /* kill -9 halfway through a record: its header and half its bytes are in
  * the ring, its head not yet published. */
 static void child_killed_mid_write(struct shm_link *l)
@@ -243,6 +285,16 @@ static void child_too_many_frames(struct shm_link *l)
     pause();
 }
 
+/* a pad (frame count 0) at the ring's start: it must run to the end from
+ * anywhere but the start */
+static void child_bad_pad(struct shm_link *l)
+{
+    uint32_t w[4] = { 0, 0, 100, 0 };                     /* time, length, frame count 0 */
+    memcpy(l->tx_data, w, sizeof w);
+    atomic_store(&l->tx->head, 128);
+    pause();
+}
+
 /* moves the other side's read position of its own sending ring */
 static void child_tail_out_of_bounds(struct shm_link *l)
 {
@@ -266,6 +318,7 @@ START_TEST(test_shm_hostile_writer)
         { child_garbage, "the peer wrote a bad record: it announces " },
         { child_head_out_of_bounds, "the peer wrote its write position out of bounds (196608 bytes ahead of ours, the ring has 65536)" },
         { child_too_many_frames, "the peer wrote a bad record: a record announces 5000 frames (1..1026)" },
+        { child_bad_pad, "the peer wrote a bad record: a pad of 100 bytes at offset 0 (the ring's end is 65536 bytes away, 128 are published)" },
     };
     struct shm_link honest;
     pid_t ph = spawn(child_echo, &honest);
@@ -398,6 +451,7 @@ END_TEST
 
 KIT_MAIN("rpc",
          { "shm_link", 120, .tests = { test_shm_round_trips,
+                                       test_shm_pages_bounded,
                                        test_shm_kill9_mid_write,
                                        test_shm_hostile_writer,
                                        test_shm_hostile_offer,
