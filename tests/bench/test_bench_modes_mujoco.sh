@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench modes --mujoco end to end with the binaries of $BUILD_DIR, tiny:
 # PRESET (the argument) on Hopper-v4, 2 observers, one seed, runs of 5 s, in
-# the three modes. Checks the rows (one per mode, each run's summary naming
+# the four modes (sync, sync with --overlap, async, async with V-trace).
+# Checks the rows (one per mode, each run's summary naming
 # Hopper-v4), the step times (env_step_times.json), and that summary.md names
 # the env and answers in words from the figures: the step cost against
 # 0.1-0.3 ms, each mode's return for the observer count and, with one seed,
@@ -24,8 +25,17 @@ msg=$("$bm" --env Hopper-v4 --no-build --out "$tmp/x" 2>&1) && fail "--env witho
 out=$tmp/out
 "$bm" --mujoco --preset "$preset" --observers 2 --seeds 1 --max-seconds 5 --no-build --out "$out" >"$tmp/log" 2>&1 ||
   { cat "$tmp/log"; fail "scripts/bench modes --mujoco exited non-zero"; }
-[ "$(($(wc -l <"$out/results.csv") - 1))" -eq 3 ] || { cat "$tmp/log"; fail "results.csv: want 3 rows"; }
-[ "$(awk -F, 'NR > 1 { print $6 }' "$out/results.csv" | tr '\n' ' ')" = "sync async async-vtrace " ] || fail "results.csv: the modes"
+[ "$(($(wc -l <"$out/results.csv") - 1))" -eq 4 ] || { cat "$tmp/log"; fail "results.csv: want 4 rows"; }
+[ "$(awk -F, 'NR > 1 { print $6 }' "$out/results.csv" | tr '\n' ' ')" = "sync sync-overlap async async-vtrace " ] ||
+  fail "results.csv: the modes"
+# sync-overlap ran sync with --overlap (its legend has the lag, which a sync
+# run without overlap does not report)
+for m in sync sync-overlap; do
+  log=$(awk -F, -v m=$m 'NR > 1 && $6 == m { print $39 }' "$out/results.csv")
+  grep '^{' "$out/$log" | tail -n 1 | grep -q '"mode":"sync"' || fail "$log: not a sync run"
+  lag=0; grep -q 'lag: mean/max policy versions between a rollout and its updates' "$out/$log" && lag=1
+  [ $lag = "$([ $m = sync-overlap ] && echo 1 || echo 0)" ] || fail "$log: lag legend $lag for mode $m"
+done
 awk -F, 'NR > 1 && ($5 != "'"$preset"'" || $13 == "no-summary") { bad = 1 } END { exit bad }' "$out/results.csv" ||
   { cat "$out/results.csv"; fail "results.csv: a row without its preset or summary"; }
 while IFS=, read -r log; do
@@ -40,7 +50,7 @@ grep -qxF "## Which mode wins when env steps cost 0.1-0.3 ms and vary (Hopper-v4
 grep -Eq '^Measured here .*a step costs [0-9.]+ ms on average.* That is (below|inside|above) the 0.1-0.3 ms of the question' \
   "$out/summary.md" || { cat "$out/summary.md"; fail "summary.md: no step cost in words"; }
 # one seed: no spread, so no winner is named (issue 35: one seed's "winner" was noise)
-grep -Eq '^- \*\*2 observers: no verdict\*\* \(one seed: no spread to judge a difference by\): sync -?[0-9]+, async -?[0-9]+, async-vtrace -?[0-9]+; .*updates per 1,000 env steps sync [0-9.]+, async [0-9.]+' \
+grep -Eq '^- \*\*2 observers: no verdict\*\* \(one seed: no spread to judge a difference by\): sync -?[0-9]+, sync-overlap -?[0-9]+, async -?[0-9]+, async-vtrace -?[0-9]+; .*updates per 1,000 env steps sync [0-9.]+, async [0-9.]+' \
   "$out/summary.md" || { cat "$out/summary.md"; fail "summary.md: no line for 2 observers"; }
 grep -Eq '^\*\*No verdict at this step cost\*\*: 1 seed per configuration gives no spread to judge a difference by; run with --seeds 3 or more' \
   "$out/summary.md" || { cat "$out/summary.md"; fail "summary.md: no verdict line"; }

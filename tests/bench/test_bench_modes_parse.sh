@@ -183,12 +183,29 @@ expect_eq "MuJoCo: async wins everywhere" \
 **At this step cost, async wins**: a higher mean return at equal wall time than every other mode beyond the seeds' spread (Welch's t-test, 95%, over 3 seeds) at all 2 observer counts; async stepped 1.00x the steady env steps/s of sync on average over the observer counts." \
   "$(verdicts "$tmp/mj-async")"
 
+# sync with --overlap (the MuJoCo configuration's fourth mode) above the
+# others beyond the spread: the verdict names it, its steps/s beside sync's
+mj_dir "$tmp/mj-overlap" "sync 2 1000 31.25" "sync 2 1010 31.25" "sync 2 990 31.25" \
+  "sync-overlap 2 2000 31.25" "sync-overlap 2 2010 31.25" "sync-overlap 2 1990 31.25" \
+  "async 2 1000 31.25" "async 2 1010 31.25" "async 2 990 31.25"
+expect_eq "MuJoCo: sync-overlap wins" \
+"- **2 observers: sync-overlap** ended highest beyond the seeds' spread: sync 1000 ± 10, sync-overlap 2000 ± 10, async 1000 ± 10 (over sync t 122.5, df 4.0, critical 2.78; over async t 122.5, df 4.0, critical 2.78); steady env steps/s sync 4100, async 4100 (async 1.00x sync), sync-overlap 4100 (1.00x sync); updates/s sync 31.2, async 31.2; updates per 1,000 env steps sync 7.81, async 7.81.
+**At this step cost, sync-overlap wins**: a higher mean return at equal wall time than every other mode beyond the seeds' spread (Welch's t-test, 95%, over 3 seeds) at the one observer count; async stepped 1.00x the steady env steps/s of sync on average over the observer counts." \
+  "$(verdicts "$tmp/mj-overlap")"
+
 # one seed: no spread, no verdict (was: whichever escaped Hopper's plateau first "won")
 mj_dir "$tmp/mj-one" "sync 2 1000 31.25" "async 2 1200 31.25" "async-vtrace 2 900 31.25"
 expect_eq "MuJoCo: one seed" \
 "- **2 observers: no verdict** (one seed: no spread to judge a difference by): sync 1000, async 1200, async-vtrace 900; steady env steps/s sync 4100, async 4100 (async 1.00x sync); updates/s sync 31.2, async 31.2; updates per 1,000 env steps sync 7.81, async 7.81.
 **No verdict at this step cost**: 1 seed per configuration gives no spread to judge a difference by; run with --seeds 3 or more; async stepped 1.00x the steady env steps/s of sync on average over the observer counts." \
   "$(verdicts "$tmp/mj-one")"
+
+# ---- --modes: a subset of the configuration's modes; another is refused, naming them
+msg=$("$bm" --mujoco --modes "sync foo" --no-build --out "$tmp/modes-bad" 2>&1) && fail "--modes foo accepted"
+expect_eq "--modes refused" "scripts/bench modes: --modes: 'foo' is not a mode of this configuration (sync sync-overlap async async-vtrace)" "$msg"
+msg=$("$bm" --modes sync-overlap --no-build --out "$tmp/modes-bad" 2>&1) && fail "--modes sync-overlap accepted for CartPole"
+expect_eq "--modes sync-overlap without --mujoco" "scripts/bench modes: --modes: 'sync-overlap' is not a mode of this configuration (sync async async-vtrace)" "$msg"
+[ -e "$tmp/modes-bad" ] && fail "a refused --modes left its --out folder"
 
 # ---- PPO's --minibatches per observer count: equal update budgets in both modes
 for c in "2 512 1=" "2 512 2=" "2 512 4=4" "2 512 8=8" "8 1024 4=" "3 12 2=4" "8 1024 3=" "4 96 8=8"; do
