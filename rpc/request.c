@@ -109,13 +109,16 @@ void rpc_reply(struct rpc_request *req, struct rpc_value *result, const char *er
 {
     if (req->req_id == 0 || req->rid_len == 0) return;       /* one-way */
     struct outmsg *m = NULL;
+    char buf[1024];
     if (!err) {
         m = rpc_build_msg(WIRE_RESP, req->req_id, NULL, req->caller, true, req->ac_ctx, req->ac_msg, 0, result, NULL);
-        if (!m) err = rpc_last_error();
+        if (!m) {   /* the answer cannot go (too big, or not encodable): say so, naming who could not answer */
+            snprintf(buf, sizeof buf, "rpc: %s: %s: its answer: %s", rpc_self_name(), req->fn, rpc_last_error());
+            err = buf;
+        }
     }
     if (err) {
-        char buf[1024];
-        snprintf(buf, sizeof buf, "%s", err);
+        if (err != buf) snprintf(buf, sizeof buf, "%s", err);
         m = rpc_build_msg(WIRE_ERR, req->req_id, NULL, req->caller, true, 0, 0, 0, NULL, buf);
     }
     memcpy(m->rid, req->rid, req->rid_len);

@@ -157,6 +157,7 @@ static void init_parts(const char *name, const char *master, const struct rpc_li
     rpc_call_init(o->default_timeout_ms);
     rpc_peers_init(links, name, o->heartbeat_timeout_ms, rpc_membership_lost);
     wire_set_self_id(dynamic ? RPC_UNASSIGNED_ID : ag.rank);
+    wire_set_max_frame(o->max_frame_bytes);
     rpc_membership_init(o, ag.rank, ag.world_size, master);
     rpc_conn_init(o->heartbeat_timeout_ms, o->max_frame_bytes, rpc_handle_router);
     rpc_msg_init(o->max_pending_per_worker, o->max_pending_bytes_per_worker);

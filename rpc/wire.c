@@ -20,11 +20,37 @@
 static struct rpc_autograd_hooks rpc_hooks;
 static atomic_int self_id;
 static atomic_uint_fast64_t next_gid = 1;    /* rpc_gen_id's counter */
+static atomic_size_t max_frame;              /* rpc_opts.max_frame_bytes (0: no bound; wire_set_max_frame) */
 
 const struct rpc_autograd_hooks *wire_hooks(void) { return &rpc_hooks; }
 void rpc_set_autograd_hooks(const struct rpc_autograd_hooks *h) { rpc_hooks = h ? *h : (struct rpc_autograd_hooks){ 0 }; }
 int rpc_self_id(void) { return atomic_load(&self_id); }
 void wire_set_self_id(int id) { atomic_store(&self_id, id); }
+void wire_set_max_frame(size_t bytes) { atomic_store(&max_frame, bytes); }
+
+/* The header's bound (10 small fields and the function's name). */
+#define HDR_MAX_BYTES 96
+
+/* Whether a message of this payload, function name and tensors keeps every
+ * frame within max_frame; else the error, naming the frame. */
+static bool frames_fit(size_t payload, const char *fn, const struct wire_tensors *tl)
+{
+    size_t cap = atomic_load(&max_frame);
+    if (!cap) return true;
+    size_t first = payload + HDR_MAX_BYTES + (fn ? strlen(fn) : 0);
+    if (first > cap) {
+        rpc_set_error("rpc: a message of %zu bytes (its first frame) is over max_frame_bytes %zu: the receiver "
+                      "would drop the connection", first, cap);
+        return false;
+    }
+    for (int i = 0; i < tl->n; i++)
+        if (tensor_nbytes(tl->t[i]) > cap) {
+            rpc_set_error("rpc: tensor %d of a message is %zu bytes, over max_frame_bytes %zu: the receiver would "
+                          "drop the connection", i, tensor_nbytes(tl->t[i]), cap);
+            return false;
+        }
+    return true;
+}
 
 /* rpc_gen_id's low 48 bits: its counter through a keyed permutation (an
  * 8-round Feistel network on 24-bit halves, each round splitmix64's
@@ -163,6 +189,12 @@ struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, 
         }
     } else {
         msgpack_pack_nil(&pk);
+    }
+    /* Before the autograd hook records a send that would not happen. */
+    if (!frames_fit(pb.size, fn, tl)) {
+        for (int i = 0; i < tl->n; i++) tensor_free(tl->t[i]);
+        obuf_fini(&pb);
+        return NULL;
     }
     /* Every request and answer, tensors or not, so a context propagates;
      * the hook gets the payload's own tensors (they carry the grad_fn). */

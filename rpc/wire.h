@@ -131,7 +131,8 @@ void rpc_outmsg_free(struct outmsg *m);
 /* Frees the pooled messages (at shutdown). */
 void rpc_outmsg_drain(void);
 /* Builds a message. payload may be NULL (nil); err non-NULL makes an error
- * payload (a string). NULL with error if the payload cannot be encoded. */
+ * payload (a string). NULL with error if the payload cannot be encoded or
+ * a frame would be over max_frame_bytes (wire_set_max_frame). */
 struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, bool is_response,
                              int64_t ac_ctx, int64_t ac_msg, int64_t timeout_ms,
                              const struct rpc_value *payload, const char *err);
@@ -140,6 +141,11 @@ struct outmsg *rpc_build_msg(int type, uint64_t req_id, const char *fn, int to, 
  * membership set it: the rank, or the id rank 0 assigned). */
 int rpc_self_id(void);
 void wire_set_self_id(int id);
+/* Every frame's bound (rpc_opts.max_frame_bytes, set by rpc_agent.c; 0:
+ * none): rpc_build_msg refuses a message with a bigger frame, naming it,
+ * rather than send what the receiver's ZMQ_MAXMSGSIZE would answer by
+ * dropping the connection (a dealer on this host does not reconnect). */
+void wire_set_max_frame(size_t bytes);
 /* A process-unique id, never 0: the worker id in the top 16 bits, the low
  * 48 a keyed permutation of a counter (unpredictable without this
  * process's random key; the checks of who may use an id come first). */

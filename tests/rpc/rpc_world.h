@@ -40,6 +40,20 @@ static inline int fn_echo(struct rpc_request *req, const struct rpc_value *args,
     return 0;
 }
 
+/* [n] -> n bytes (a big answer to a small request) */
+static inline int fn_big(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
+{
+    (void)u;
+    if (args->list.len != 1 || args->list.items[0].kind != RPC_INT || args->list.items[0].i < 0 ||
+        args->list.items[0].i > (1 << 26))
+        return rpc_request_fail(req, "expected a size up to 64 MiB");
+    size_t n = (size_t)args->list.items[0].i;
+    char *p = calloc(n ? n : 1, 1);
+    *res = rpc_bytes(p, n);
+    free(p);
+    return 0;
+}
+
 static inline int fn_add(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     if (args->list.len != 2) return rpc_request_fail(req, "expected 2 arguments");
@@ -561,6 +575,7 @@ static inline void register_all(void)
     rpc_set_autograd_hooks(&hooks);
     rpc_register("hook_log", fn_hook_log, NULL);
     rpc_register("echo", fn_echo, NULL);
+    rpc_register("big", fn_big, NULL);
     rpc_register_ex("add", fn_add, NULL, RPC_FN_INLINE);
     rpc_register("slow", fn_slow, NULL);
     rpc_register("chain", fn_chain, NULL);
@@ -604,6 +619,7 @@ static int hb_timeout_ms = 10000;
 static int w0_timeout_ms = 20000;
 static int max_pending;
 static size_t max_pending_bytes;
+static size_t max_frame_bytes;      /* every worker's rpc_opts.max_frame_bytes (0: the default) */
 /* Every worker's rpc_opts.transport. */
 static enum rpc_transport transport;
 /* Rank 0 admits RPC_RANK_DYNAMIC workers (the tests of late joiners). */
@@ -615,6 +631,7 @@ static inline struct rpc_opts opts_for(int rank, int world, const char *master)
                           .heartbeat_ms = 100, .heartbeat_timeout_ms = hb_timeout_ms,
                           .default_timeout_ms = rank == 0 ? w0_timeout_ms : 20000, .on_event = on_event,
                           .max_pending_per_worker = max_pending, .max_pending_bytes_per_worker = max_pending_bytes,
+                          .max_frame_bytes = max_frame_bytes,
                           .allow_dynamic = rank == 0 && allow_dynamic, .transport = transport };
     if (use_curve) {
         o.curve = true;

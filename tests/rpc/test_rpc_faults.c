@@ -2,7 +2,8 @@
  * Failures of the world itself: a peer killed, members that join late, leave
  * or rejoin under their rank, a worker that waits for its rendezvous, a
  * dead worker's pings, forks and ids, a response that fails its call, ipc
- * refused, a dead worker's address taken by a stranger. */
+ * refused, a dead worker's address taken by a stranger, a frame over the
+ * bound refused with the connection kept. */
 #include "rpc_world.h"
 
 START_TEST(test_kill9_peer)
@@ -645,6 +646,41 @@ START_TEST(test_dead_workers_address_taken_by_stranger)
 }
 END_TEST
 
+/* A message with a frame over max_frame_bytes is refused where it is built,
+ * naming the sizes: sent, the receiver's ZMQ_MAXMSGSIZE would drop the
+ * connection, and a dealer on this host does not reconnect (the next call
+ * would fail "its connection has closed" though the worker lives). Both
+ * ways: a request too big, and an answer too big (the caller gets the error
+ * instead). The connection serves the next call. */
+START_TEST(test_frame_over_max_refused_connection_kept)
+{
+    max_frame_bytes = 4096;
+    start_world(2);
+    check_reachable("w1", "before", 0);
+    char blob[8192] = { 0 };
+    struct rpc_value args = rpc_list(1), res;
+    args.list.items[0] = rpc_bytes(blob, sizeof blob);
+    ck_assert_int_eq(rpc_sync("w1", "echo", &args, &res, 0), -1);
+    ck_assert_msg(strstr(rpc_last_error(), "is over max_frame_bytes 4096: the receiver would drop the connection"),
+                  "%s", rpc_last_error());
+    rpc_value_clear(&args);
+    check_reachable("w1", "after a request too big", 0);
+    args = rpc_list(1);
+    args.list.items[0] = rpc_int(8192);
+    ck_assert_int_eq(rpc_sync("w1", "big", &args, &res, 0), -1);
+    ck_assert_msg(strstr(rpc_last_error(), "rpc: w1: big: its answer: rpc: a message of ") &&
+                      strstr(rpc_last_error(), "is over max_frame_bytes 4096: the receiver would drop the connection"),
+                  "%s", rpc_last_error());
+    args.list.items[0] = rpc_int(1000);
+    ck_assert_msg(rpc_sync("w1", "big", &args, &res, 0) == 0, "%s", rpc_last_error());
+    ck_assert_int_eq((int)res.str.len, 1000);
+    rpc_value_clear(&res);
+    rpc_value_clear(&args);
+    check_reachable("w1", "after an answer too big", 0);
+    stop_world();
+}
+END_TEST
+
 KIT_MAIN("rpc",
          { "failures", 120, .tests = { test_kill9_peer,
                                             test_membership,
@@ -656,4 +692,5 @@ KIT_MAIN("rpc",
                                             test_static_rank_rejoins,
                                             test_worker_waits_for_rendezvous,
                                             test_ping_for_dead_worker,
-                                            test_dead_workers_address_taken_by_stranger } })
+                                            test_dead_workers_address_taken_by_stranger,
+                                            test_frame_over_max_refused_connection_kept } })
