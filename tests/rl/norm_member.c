@@ -146,7 +146,8 @@ static int fn_rollout(struct rpc_request *req, const struct rpc_value *args, str
 static int fn_loss(struct rpc_request *req, const struct rpc_value *args, struct rpc_value *res, void *u)
 {
     (void)u;
-    if (args->kind != RPC_LIST || args->list.len != 4 || args->list.items[3].kind != RPC_LIST ||
+    /* [epoch, minibatch, weight, out, prox or nil] (rl/messages.h) */
+    if (args->kind != RPC_LIST || args->list.len != 5 || args->list.items[3].kind != RPC_LIST ||
         args->list.items[3].list.len != 4 || args->list.items[3].list.items[0].kind != RPC_TENSOR)
         return rpc_request_fail(req, "norm_member: not a loss call it knows");
     const struct rpc_value *out = args->list.items[3].list.items;
