@@ -94,6 +94,16 @@ void rpc_out_reset(void)
 
 /* ---- sending (I/O thread) ------------------------------------------------- */
 
+/* Whether a send to worker peer that failed with err failed for good: a
+ * dealer that does not reconnect (rpc_link_reconnects: a worker on this
+ * host) has no connection left, or HWM messages wait unsent on it. */
+static bool closed_for_good(int peer, int err)
+{
+    if (err != EAGAIN || peer < 0) return false;
+    struct peer *p = rpc_peer(peer);
+    return p && p->alive && !rpc_link_reconnects(peer, p->via);
+}
+
 static void send_frames(void *sock, struct outmsg *m, bool with_rid)
 {
     int rc = 0;
@@ -107,7 +117,21 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
         rpc_stat_add(RPC_STAT_MSGS_SENT, 1);
         rpc_stat_add(RPC_STAT_BYTES_SENT, bytes);
     }
-    if (rc < 0 && m->fut) {
+    if (rc < 0 && closed_for_good(m->peer, zmq_errno())) {
+        /* Declared lost before m's call fails, so that whoever waits on it
+         * finds the worker gone, not alive (the agent says "lost observer2") */
+        char name[64], why[192];
+        rpc_peer_name(m->peer, name, sizeof name);
+        snprintf(why, sizeof why, "lost %s (its connection has closed: the process is gone; or %d messages wait unsent)",
+                 name, HWM);
+        rpc_peer_lost(m->peer, why);
+        if (m->fut) {
+            rpc_future_fail(m->fut, "rpc: cannot send to %s (its connection has closed: the process is gone; "
+                            "or %d messages wait unsent) calling %s.%s", name, HWM, name, m->fut->fn);
+            rpc_pending_done(m->fut);
+            m->fut = NULL;
+        }
+    } else if (rc < 0 && m->fut) {
         char name[64];
         rpc_peer_name(m->peer, name, sizeof name);
         int err = zmq_errno();
@@ -117,10 +141,6 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
         const char *refused = m->peer == 0 ? rpc_rdv_refused() : NULL;
         if (refused)
             rpc_future_fail(m->fut, "rpc: %s calling %s.%s", refused, name, m->fut->fn);
-        else if (err == EAGAIN && m->peer != 0)    /* a local dealer that lost its connection does not
-                                                       reconnect (rpc_agent.c zmq_link_open) */
-            rpc_future_fail(m->fut, "rpc: cannot send to %s (its connection has closed: the process is gone; "
-                            "or %d messages wait unsent) calling %s.%s", name, HWM, name, m->fut->fn);
         else
             rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, zmq_strerror(err), name,
                             m->fut->fn);
@@ -401,8 +421,11 @@ static void *io_main(void *arg)
         rpc_shm_service(items);
         io_timers();
         io.cfg.after_poll();
-        changed = rpc_peers_changed(true);
         flush_out(false);               /* replies of inline handlers, pings */
+        /* last: anything above may have closed a dealer (a send that finds
+         * its connection gone loses the peer), and the next poll must not
+         * ask a closed socket */
+        changed = rpc_peers_changed(true);
     }
     /* Flush what is queued (replies, byes) before the sockets close. */
     flush_out(true);

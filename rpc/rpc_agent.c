@@ -44,13 +44,6 @@ static struct {
  * the offline agent (fuzz targets) links to nothing: a stand-in handle
  * that sends nowhere, so the rest of the agent runs unchanged. */
 
-/* Whether a dealer connects through a Unix socket or to a loopback address. */
-static bool link_on_this_host(const char *via)
-{
-    return strncmp(via, "ipc://", 6) == 0 || strncmp(via, "tcp://127.", 10) == 0 ||
-           strncmp(via, "tcp://localhost:", 16) == 0 || strncmp(via, "tcp://[::1]:", 12) == 0;
-}
-
 static void *zmq_link_open(int id, const char *endpoint, const unsigned char *rid, char *via, size_t cap)
 {
     if (rpc_connect_endpoint(endpoint, ag.transport, via, cap) < 0) return NULL;
@@ -63,16 +56,7 @@ static void *zmq_link_open(int id, const char *endpoint, const unsigned char *ri
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RCVHWM, &hwm, sizeof hwm));
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_MAXMSGSIZE, &maxsz, sizeof maxsz));
     ZMQ_CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, rid, RPC_RID_LEN));
-    if (id != 0 && link_on_this_host(via)) {
-        /* Once a worker on this host drops its connection, its process is
-         * gone, and whoever binds its freed port (or the ipc:// twin named
-         * after it) next is someone else: a reconnect would hand that one
-         * the calls and heartbeats queued for the dead worker. So no
-         * reconnect; the queued calls fail when the heartbeat timeout
-         * declares the worker lost, and a restarted worker gets a new
-         * dealer (rpc_add_peer). Rank 0's dealer keeps reconnecting (a
-         * worker may start before its rendezvous binds), and so do links to
-         * other hosts (a connection there can break and come back). */
+    if (!rpc_link_reconnects(id, via)) {   /* why not: transport.c */
         int never = -1;
         ZMQ_CHECK(zmq_setsockopt(d, ZMQ_RECONNECT_IVL, &never, sizeof never));
     }

@@ -154,6 +154,13 @@ int rpc_ipc_bind(void *router, const char *tcp_ep, enum rpc_transport t, char *i
     return 0;
 }
 
+bool rpc_link_reconnects(int id, const char *via)
+{
+    bool on_this_host = strncmp(via, "ipc://", 6) == 0 || strncmp(via, "tcp://127.", 10) == 0 ||
+                        strncmp(via, "tcp://localhost:", 16) == 0 || strncmp(via, "tcp://[::1]:", 12) == 0;
+    return id == 0 || !on_this_host;
+}
+
 int rpc_connect_endpoint(const char *ep, enum rpc_transport t, char *via, size_t cap)
 {
     char twin[160];

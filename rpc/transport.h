@@ -27,6 +27,16 @@ void rpc_ipc_unbind(const char *ipc_ep);
 /* What to connect to for endpoint ep: its ipc:// twin when t allows it and
  * the twin exists, else ep. -1 with error when t is IPC and there is no twin. */
 int rpc_connect_endpoint(const char *ep, enum rpc_transport t, char *via, size_t cap);
+/* Whether the dealer to worker id, connected through via, reconnects once
+ * its connection closes: not to a worker on this host (via is ipc:// or a
+ * loopback address) other than rank 0. There a closed connection means
+ * the worker's process is gone (io.c then declares it lost at once), and
+ * a reconnect would hand whoever binds its freed port or twin next the
+ * calls and heartbeats queued for the dead one; a restarted worker gets a
+ * new dealer (rpc_add_peer). Rank 0's dealer reconnects (a worker may
+ * start before its rendezvous binds), and so do links to other hosts (a
+ * connection there can break and come back). */
+bool rpc_link_reconnects(int id, const char *via);
 
 /* The peer of socket fd, as a log names it: "ip:port" (TCP), "ipc pid N"
  * (a Unix socket, from SO_PEERCRED), into buf; false if it has none. */

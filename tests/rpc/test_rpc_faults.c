@@ -646,6 +646,43 @@ START_TEST(test_dead_workers_address_taken_by_stranger)
 }
 END_TEST
 
+/* A worker on this host that dies is declared lost by the first send that
+ * finds its connection closed (a call or a heartbeat), long before its
+ * heartbeat timeout, and before that call fails: whoever the failure wakes
+ * finds the worker gone, not alive (an agent says "lost observer2", not
+ * "dropping observer2 (alive)": test_launch_lost). A call sent before
+ * libzmq has seen the connection close waits out its own timeout. */
+START_TEST(test_dead_local_worker_lost_at_first_send)
+{
+    hb_timeout_ms = 60000;
+    start_world(2);
+    check_reachable("w1", "before", 0);
+    kill(H.p[0].pid, SIGKILL);
+    ck_assert_int_eq(proc_wait(&H, 0, 10), 128 + SIGKILL);
+    double t0 = trib_now_s();
+    for (bool lost = false; !lost;) {
+        ck_assert_msg(trib_now_s() - t0 < 20, "w1 was not declared lost 20 s after it died (heartbeat timeout 60 s)");
+        struct rpc_value args = rpc_list(1), res;
+        args.list.items[0] = rpc_int(1);
+        int rc = rpc_sync("w1", "echo", &args, &res, 200);
+        rpc_value_clear(&args);
+        ck_assert_int_eq(rc, -1);
+        char err[512];
+        snprintf(err, sizeof err, "%s", rpc_last_error());
+        lost = strstr(err, "its connection has closed") || strstr(err, "is not reachable") ||
+               strstr(err, "unknown worker");
+        struct rpc_worker_info info;
+        if (lost) ck_assert_msg(rpc_get_worker_info("w1", &info) != 0, "a call failed (%s) while w1 was held alive", err);
+        else ck_assert_msg(strstr(err, "timed out"), "%s", err);
+    }
+    struct rpc_event ev;
+    ck_assert_int_eq(rpc_next_event(&ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, RPC_EVENT_FAILED);
+    ck_assert_str_eq(ev.name, "w1");
+    rpc_shutdown(true);
+}
+END_TEST
+
 /* A message with a frame over max_frame_bytes is refused where it is built,
  * naming the sizes: sent, the receiver's ZMQ_MAXMSGSIZE would drop the
  * connection, and a dealer on this host does not reconnect (the next call
@@ -693,4 +730,5 @@ KIT_MAIN("rpc",
                                             test_worker_waits_for_rendezvous,
                                             test_ping_for_dead_worker,
                                             test_dead_workers_address_taken_by_stranger,
+                                            test_dead_local_worker_lost_at_first_send,
                                             test_frame_over_max_refused_connection_kept } })
