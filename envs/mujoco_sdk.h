@@ -1,7 +1,7 @@
-/* MuJoCo for env code: MuJoCo's errors made Tributary's error path, and a
- * model file opened without blocking. Header-only (a plug-in links only
- * libmujoco), installed beside env.h when Tributary was built with MuJoCo;
- * used by the built-in v4 suite (envs/mujoco/) and by plug-ins
+/* MuJoCo for env code: MuJoCo's errors made Tributary's error path, a
+ * model file opened without blocking, and a model from MJCF text in
+ * memory. Header-only (a plug-in links only libmujoco), installed beside
+ * env.h when Tributary was built with MuJoCo; used by the built-in v4 suite (envs/mujoco/) and by plug-ins
  * (envs/examples/mj_pendulum.c). See envs/README.md "MuJoCo".
  *
  * MuJoCo reports an error (out of memory in mj_makeData, ...) through its
@@ -202,6 +202,48 @@ static inline mjModel *env_mj_load_xml(const char *path, char *err, size_t err_s
     char mjerr[1000] = "";
     struct env_mj_load_ a = { path, mjerr, (int)sizeof mjerr, NULL };
     if (env_mj_call(env_mj_load_fn_, &a, err, err_size) != 0) return NULL;
+    if (a.m) return a.m;
+    env_mj_load_error_(err, err_size, mjerr);
+    return NULL;
+}
+
+struct env_mj_load_string_ {
+    const char *name, *xml;
+    char *err;
+    int cap;
+    mjModel *m;
+};
+
+static inline void env_mj_load_string_fn_(void *arg)
+{
+    struct env_mj_load_string_ *a = (struct env_mj_load_string_ *)arg;
+    mjVFS *vfs = (mjVFS *)malloc(sizeof *vfs);   /* ~2 MB: not on the stack */
+    if (!vfs) {
+        snprintf(a->err, (size_t)a->cap, "out of memory for MuJoCo's VFS");
+        return;
+    }
+    mj_defaultVFS(vfs);
+    int size = (int)strlen(a->xml);
+    int rc = mj_makeEmptyFileVFS(vfs, a->name, size);
+    int i = rc == 0 ? mj_findFileVFS(vfs, a->name) : -1;
+    if (i < 0) {
+        snprintf(a->err, (size_t)a->cap, "cannot make %s in MuJoCo's VFS (%d)", a->name, rc);
+    } else {
+        memcpy(vfs->filedata[i], a->xml, (size_t)size);
+        a->m = mj_loadXML(a->name, vfs, a->err, a->cap);
+    }
+    mj_deleteVFS(vfs);
+    free(vfs);
+}
+
+/* The model from MJCF text in memory (xml, NUL-terminated), loaded as the
+ * file `name` through MuJoCo's VFS, inside env_mj_call (the handlers
+ * installed). NULL with err (MuJoCo's message on one line). */
+static inline mjModel *env_mj_load_string(const char *name, const char *xml, char *err, size_t err_size)
+{
+    char mjerr[1000] = "";
+    struct env_mj_load_string_ a = { name, xml, mjerr, (int)sizeof mjerr, NULL };
+    if (env_mj_call(env_mj_load_string_fn_, &a, err, err_size) != 0) return NULL;
     if (a.m) return a.m;
     env_mj_load_error_(err, err_size, mjerr);
     return NULL;

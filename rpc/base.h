@@ -71,6 +71,12 @@ enum rpc_stat {
 };
 /* Adds n to counter s (relaxed; any thread). rpc_get_stats reads them. */
 void rpc_stat_add(enum rpc_stat s, int64_t n);
+/* Why messages were dropped (conn.c), each kind with its counter
+ * (rpc_drop_stat). GONE: held requests whose claimed worker died or was
+ * replaced before it vouched for them (a dead process's last calls: nobody
+ * waits for them). */
+enum rpc_drop { RPC_DROP_SPOOFED, RPC_DROP_UNVERIFIED, RPC_DROP_MALFORMED, RPC_DROP_BUSY, RPC_DROP_GONE };
+enum rpc_stat rpc_drop_stat(enum rpc_drop kind);
 /* A line on stderr, at most 10 a second (the next line printed says how
  * many were suppressed). I/O thread only. */
 void rpc_drop_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -112,10 +112,7 @@ void rpc_send_oneway(int to, const char *fn, const struct rpc_value *args);
  * (__conn_check, asked through our dealer to W's registered endpoint) or,
  * on rank 0, when W says hello on it. */
 struct conn;
-/* Why messages were dropped: each kind has its counter (conn.c counter()).
- * GONE: held requests whose claimed worker died or was replaced before it
- * vouched for them (a dead process's last calls: nobody waits for them). */
-enum rpc_drop { RPC_DROP_SPOOFED, RPC_DROP_UNVERIFIED, RPC_DROP_MALFORMED, RPC_DROP_BUSY, RPC_DROP_GONE };
+/* Why messages were dropped: enum rpc_drop, base.h. */
 enum { CONN_ACCEPT, CONN_HOLD, CONN_REFUSE };
 /* The connection of routing id rid, created on its first message (`first`:
  * a frame it sent, for its address); NULL if the table is full. */

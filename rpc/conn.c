@@ -28,7 +28,6 @@
 #include "common/check.h"
 #include "rpc/calls.h"
 
-
 enum conn_state {
     CONN_NEW,           /* nothing known, nothing held */
     CONN_WAITING,       /* holds requests; the claimed worker is not (yet) a live peer */
@@ -154,18 +153,6 @@ static void conn_log_flush(struct conn *c, int64_t now)
     if (rpc_drop_lines_due(&c->lines, now)) conn_log_write(c);
 }
 
-static enum rpc_stat counter(enum rpc_drop kind)
-{
-    switch (kind) {
-    case RPC_DROP_GONE: return RPC_STAT_GONE;
-    case RPC_DROP_SPOOFED: return RPC_STAT_SPOOFED;
-    case RPC_DROP_UNVERIFIED: return RPC_STAT_UNVERIFIED;
-    case RPC_DROP_MALFORMED: return RPC_STAT_MALFORMED;
-    case RPC_DROP_BUSY: return RPC_STAT_BUSY;
-    }
-    return RPC_STAT_MALFORMED;
-}
-
 /* ---- the table ---------------------------------------------------------- */
 
 static void held_free(struct held *m)
@@ -184,7 +171,7 @@ static void refuse_held(struct conn *c, enum rpc_drop kind, const char *why)
         struct held *m = c->held;
         c->held = m->next;
         if (m->req_id) rpc_reply_error_to(c->rid, c->rid_len, m->req_id, why);
-        rpc_stat_add(counter(kind), 1);
+        rpc_stat_add(rpc_drop_stat(kind), 1);
         held_free(m);
     }
     c->held_tail = NULL;
@@ -317,7 +304,7 @@ static void note_bad(struct conn *c, uint32_t n, const char *why)
 
 void rpc_conn_bad(struct conn *c, enum rpc_drop kind, const char *fmt, ...)
 {
-    rpc_stat_add(counter(kind), 1);
+    rpc_stat_add(rpc_drop_stat(kind), 1);
     char why[512];
     va_list ap;
     va_start(ap, fmt);

@@ -103,3 +103,13 @@ void rpc_counters_reset(void)
     drop_log.window = 0;
     drop_log.lines = drop_log.suppressed = 0;
 }
+
+enum rpc_stat rpc_drop_stat(enum rpc_drop kind)
+{
+    static const enum rpc_stat stat[] = { [RPC_DROP_SPOOFED] = RPC_STAT_SPOOFED,
+                                          [RPC_DROP_UNVERIFIED] = RPC_STAT_UNVERIFIED,
+                                          [RPC_DROP_MALFORMED] = RPC_STAT_MALFORMED,
+                                          [RPC_DROP_BUSY] = RPC_STAT_BUSY,
+                                          [RPC_DROP_GONE] = RPC_STAT_GONE };
+    return (unsigned)kind < sizeof stat / sizeof *stat ? stat[kind] : RPC_STAT_MALFORMED;
+}
