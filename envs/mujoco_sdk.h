@@ -2,7 +2,8 @@
  * model file opened without blocking, and a model from MJCF text in
  * memory. Header-only (a plug-in links only libmujoco), installed beside
  * env.h when Tributary was built with MuJoCo; used by the built-in v4
- * suite (envs/mujoco/) and by plug-ins (envs/examples/mj_pendulum.c). See envs/README.md "MuJoCo".
+ * suite (envs/mujoco/) and by plug-ins (envs/examples/mj_pendulum.c).
+ * See envs/README.md "MuJoCo".
  *
  * MuJoCo reports an error (out of memory in mj_makeData, ...) through its
  * global mju_user_error and, when none is set, prints "ERROR: ... Press
