@@ -10,6 +10,7 @@
 
 #include "rl/config.h"
 #include "rl/messages.h"
+#include "rl/rl_math.h"
 
 struct run_stats;
 
@@ -89,6 +90,22 @@ int64_t run_stats_updates(struct run_stats *s);
  * non-finite returns), before anything of s changes. */
 void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len);
 int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len);
+/* What run_stats_save writes (a checkpoint's counters section), field for
+ * field: the one layout the agent, the fuzz seeds and the tests that craft
+ * checkpoints share. */
+struct run_stats_saved {
+    uint64_t magic;                 /* RUN_STATS_SAVED_MAGIC */
+    int64_t env_steps, episodes, updates;
+    struct rl_window win, len_win;
+    double running;
+    bool have_running;
+    double lag_sum;
+    int64_t lag_n, lag_max;
+    int64_t lag_hist[RUN_STATS_LAG_BINS];
+    int64_t obs_steps[RL_MAX_OBSERVERS];
+    double wall_s;
+};
+#define RUN_STATS_SAVED_MAGIC 0x5452494253544132ull   /* "TRIBSTA2" */
 
 /* One finished episode, as CleanRL logs it (charts/episodic_return and
  * charts/episodic_length): its return and length, and the run's env-step

@@ -231,29 +231,15 @@ int64_t run_stats_env_steps(struct run_stats *s)
     return r;
 }
 
-/* The part of struct run_stats a checkpoint keeps, in one plain struct. */
-struct saved_stats {
-    uint64_t magic;
-    int64_t env_steps, episodes, updates;
-    struct rl_window win, len_win;
-    double running;
-    bool have_running;
-    double lag_sum;
-    int64_t lag_n, lag_max;
-    int64_t lag_hist[RUN_STATS_LAG_BINS];
-    int64_t obs_steps[RL_MAX_OBSERVERS];
-    double wall_s;
-};
-#define SAVED_MAGIC 0x5452494253544132ull   /* "TRIBSTA2" */
-
 void run_stats_save(struct run_stats *s, unsigned char **out, size_t *len)
 {
-    struct saved_stats *v = trib_xcalloc(1, sizeof *v);
+    struct run_stats_saved *v = trib_xcalloc(1, sizeof *v);
     pthread_mutex_lock(&s->mu);
-    *v = (struct saved_stats){ .magic = SAVED_MAGIC, .env_steps = s->env_steps, .episodes = s->episodes,
-                               .updates = s->updates, .win = s->win, .len_win = s->len_win, .running = s->running,
-                               .have_running = s->have_running, .lag_sum = s->lag_sum, .lag_n = s->lag_n,
-                               .lag_max = s->lag_max, .wall_s = trib_now_s() - s->t0 };
+    *v = (struct run_stats_saved){ .magic = RUN_STATS_SAVED_MAGIC, .env_steps = s->env_steps,
+                                   .episodes = s->episodes, .updates = s->updates, .win = s->win,
+                                   .len_win = s->len_win, .running = s->running, .have_running = s->have_running,
+                                   .lag_sum = s->lag_sum, .lag_n = s->lag_n, .lag_max = s->lag_max,
+                                   .wall_s = trib_now_s() - s->t0 };
     memcpy(v->lag_hist, s->lag_hist, sizeof v->lag_hist);
     memcpy(v->obs_steps, s->obs_steps, sizeof v->obs_steps);
     pthread_mutex_unlock(&s->mu);
@@ -286,12 +272,12 @@ static int check_count(const char *what, int64_t v)
 }
 
 /* Every number of a saved struct checked before any is used. */
-static int check_saved(struct saved_stats *v, const unsigned char *buf, const struct run_stats *s)
+static int check_saved(struct run_stats_saved *v, const unsigned char *buf, const struct run_stats *s)
 {
-    if (v->magic != SAVED_MAGIC) return rl_set_error("counters: not valid saved counters (bad magic)");
+    if (v->magic != RUN_STATS_SAVED_MAGIC) return rl_set_error("counters: not valid saved counters (bad magic)");
     /* read the bool as a byte: a value other than 0 or 1 is not a bool */
     unsigned char hr;
-    memcpy(&hr, buf + offsetof(struct saved_stats, have_running), 1);
+    memcpy(&hr, buf + offsetof(struct run_stats_saved, have_running), 1);
     if (hr > 1) return rl_set_error("counters: have_running byte %u is not 0 or 1", hr);
     if (check_count("env_steps", v->env_steps) || check_count("episodes", v->episodes) ||
         check_count("updates", v->updates) || check_count("lag_n", v->lag_n) || check_count("lag_max", v->lag_max))
@@ -309,7 +295,7 @@ static int check_saved(struct saved_stats *v, const unsigned char *buf, const st
 
 int run_stats_load(struct run_stats *s, const unsigned char *buf, size_t len)
 {
-    struct saved_stats v;
+    struct run_stats_saved v;
     if (len != sizeof v) return rl_set_error("counters: %zu bytes, expected %zu", len, sizeof v);
     memcpy(&v, buf, sizeof v);
     if (check_saved(&v, buf, s) != 0) return -1;

@@ -49,22 +49,9 @@ static void seed(const char *dir, const char *name, int mode, const void *data, 
     fclose(f);
 }
 
-/* agent/run_stats.c's saved counters, field for field */
-struct saved_stats {
-    uint64_t magic;
-    int64_t env_steps, episodes, updates;
-    struct rl_window win, len_win;
-    double running;
-    bool have_running;
-    double lag_sum;
-    int64_t lag_n, lag_max;
-    int64_t lag_hist[RUN_STATS_LAG_BINS];
-    int64_t obs_steps[RL_MAX_OBSERVERS];
-    double wall_s;
-};
-
-/* A checkpoint of a ppo-fast run with these counters and version. */
-static void ckpt_seed(const char *dir, const char *name, const struct saved_stats *v, int64_t version, int mode)
+/* A checkpoint of a ppo-fast run with these counters (agent/run_stats.h's
+ * struct run_stats_saved) and version. */
+static void ckpt_seed(const char *dir, const char *name, const struct run_stats_saved *v, int64_t version, int mode)
 {
     struct rl_config cfg;
     rl_config_preset(&cfg, "ppo-fast");
@@ -102,8 +89,8 @@ static void ckpt_seeds(const char *dir)
     size_t n;
     run_stats_save(s, &b, &n);
     run_stats_free(s);
-    if (n != sizeof(struct saved_stats)) die("saved counters changed size");
-    struct saved_stats good, v;
+    if (n != sizeof(struct run_stats_saved)) die("saved counters changed size");
+    struct run_stats_saved good, v;
     memcpy(&good, b, sizeof good);
     free(b);
     ckpt_seed(dir, "valid", &good, 8, 1);

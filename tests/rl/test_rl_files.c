@@ -63,22 +63,9 @@ static char *snapshot(const char *dir)
     return buf;
 }
 
-/* ---- crafted checkpoints ------------------------------------------------------ */
-
-/* agent/run_stats.c's saved counters, field for field (the section's size is
- * checked against it below). */
-struct saved_stats {
-    uint64_t magic;
-    int64_t env_steps, episodes, updates;
-    struct rl_window win, len_win;
-    double running;
-    bool have_running;
-    double lag_sum;
-    int64_t lag_n, lag_max;
-    int64_t lag_hist[RUN_STATS_LAG_BINS];
-    int64_t obs_steps[RL_MAX_OBSERVERS];
-    double wall_s;
-};
+/* ---- crafted checkpoints ------------------------------------------------------
+ * Their counters section: agent/run_stats.h's struct run_stats_saved (its
+ * size is checked against a real run's below). */
 
 /* The base run's newest checkpoint (ckpt_free it). */
 static struct ckpt *base_ckpt(void)
@@ -119,14 +106,14 @@ static char *craft(const char *name, const void *data, size_t size, char *ckpt_p
 }
 
 /* The base checkpoint's counters, to be altered. */
-static struct saved_stats base_counters(void)
+static struct run_stats_saved base_counters(void)
 {
     struct ckpt *c = base_ckpt();
     size_t len = 0;
     const void *b = ckpt_get(c, "counters", &len);
     ck_assert_ptr_nonnull(b);
-    ck_assert_uint_eq(len, sizeof(struct saved_stats));
-    struct saved_stats v;
+    ck_assert_uint_eq(len, sizeof(struct run_stats_saved));
+    struct run_stats_saved v;
     memcpy(&v, b, sizeof v);
     ckpt_free(c);
     return v;
@@ -156,7 +143,7 @@ static void resume_refused(const char *section, const void *data, size_t size, c
 
 START_TEST(test_resume_counters_out_of_range)
 {
-    struct saved_stats v = base_counters();
+    struct run_stats_saved v = base_counters();
     v.win.head = -1000;   /* was an index: UBSan "index -1000 out of bounds", heap corruption */
     resume_refused("counters", &v, sizeof v, "counters: return window head -1000 outside 0..99");
     v = base_counters();
@@ -332,7 +319,7 @@ START_TEST(test_counters_fields)
     struct rl_config cfg;
     ck_assert_int_eq(rl_config_preset(&cfg, "ppo-fast"), 0);
     struct run_stats *s = run_stats_new(&cfg, 10);
-    const struct saved_stats good = base_counters();
+    const struct run_stats_saved good = base_counters();
     static const char *const want[] = {
         "counters: length window head 100 outside 0..99",
         "counters: return window count -1 outside 0..100",
@@ -349,7 +336,7 @@ START_TEST(test_counters_fields)
         "counters: not valid saved counters (bad magic)",
     };
     for (int i = 0; i < (int)(sizeof want / sizeof want[0]); i++) {
-        struct saved_stats v = good;
+        struct run_stats_saved v = good;
         switch (i) {
         case 0: v.len_win.head = 100; break;
         case 1: v.win.n = -1; break;
@@ -372,7 +359,7 @@ START_TEST(test_counters_fields)
     /* a bool byte other than 0 or 1 (UBSan: "not a valid value for type 'bool'") */
     unsigned char raw[sizeof good];
     memcpy(raw, &good, sizeof raw);
-    raw[offsetof(struct saved_stats, have_running)] = 7;
+    raw[offsetof(struct run_stats_saved, have_running)] = 7;
     ck_assert_int_eq(run_stats_load(s, raw, sizeof raw), -1);
     ck_assert_str_eq(rl_last_error(), "counters: have_running byte 7 is not 0 or 1");
     ck_assert_int_eq(run_stats_load(s, (const unsigned char *)&good, sizeof good), 0);
@@ -932,7 +919,7 @@ START_TEST(test_run_files_links_and_fifos)
 {
     char path[256], elsewhere[] = "/tmp/test_rl_files_else_XXXXXX", p[400], q[700];
     ck_assert_ptr_nonnull(mkdtemp(elsewhere));
-    struct saved_stats v = base_counters();
+    struct run_stats_saved v = base_counters();
     char *dir = craft("counters", &v, sizeof v, path, sizeof path);
     /* checkpoints/ a link to another directory holding checkpoints: was
      * resumed from there, new checkpoints written and old ones deleted there */
