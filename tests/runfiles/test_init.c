@@ -234,6 +234,91 @@ START_TEST(test_orthogonal_matches_torch)
 }
 END_TEST
 
+/* Every parameter of two builds byte for byte equal (same: true) or every
+ * weight different (same: false). */
+static void compare_builds(struct nn_module *a, struct nn_module *b, bool same, const char *what)
+{
+    ck_assert_int_eq(a->n_params, b->n_params);
+    for (int i = 0; i < a->n_params; i++) {
+        const struct tensor *x = a->params[i], *y = b->params[i];
+        ck_assert_int_eq(x->numel, y->numel);
+        bool eq = memcmp(tensor_f32((struct tensor *)x), tensor_f32((struct tensor *)y),
+                         (size_t)x->numel * sizeof(float)) == 0;
+        if (same) ck_assert_msg(eq, "%s: parameter %d differs", what, i);
+        else if (x->ndim == 2) ck_assert_msg(!eq, "%s: weight %d is the same", what, i);
+    }
+}
+
+/* The layers of policy_arch_build's orthogonal Hopper nets (11 -> 64 -> 64,
+ * heads 64 -> 3 and 64 -> 1) with CleanRL's gains, their Gram matrices
+ * gain^2 I; biases 0, the log-std the config's 0; the seed reproduces
+ * them and another seed does not. */
+START_TEST(test_arch_orthogonal_follows_the_seed)
+{
+    struct policy_arch a = { .obs_dim = 11, .act_dim = 3, .gaussian = true, .value_head = true, .n_hidden = 2,
+                             .hidden = { 64, 64 }, .tanh = true, .orthogonal = true };
+    struct nn_module *actor[3], *critic[3];
+    const uint64_t seeds[3] = { 3, 3, 4 };
+    for (int k = 0; k < 3; k++) ck_assert_int_eq(policy_arch_build(&a, seeds[k], &actor[k], &critic[k]), 0);
+    char names[POLICY_MAX_TENSORS][64];
+    int np = policy_arch_param_names(&a, POLICY_MAX_TENSORS, names), weights = 0;
+    for (int i = 0; i < np; i++) {
+        const struct tensor *t = i < actor[0]->n_params ? actor[0]->params[i] : critic[0]->params[i - actor[0]->n_params];
+        const float *p = tensor_f32((struct tensor *)t);
+        if (t->ndim != 2) {   /* a bias or the log-std: all 0 */
+            for (int j = 0; j < t->numel; j++) ck_assert_msg(p[j] == 0.0f, "%s[%d] = %g", names[i], j, p[j]);
+            continue;
+        }
+        bool head = strcmp(names[i], "actor.4.weight") == 0, value = strcmp(names[i], "critic.4.weight") == 0;
+        double gain = head ? 0.01 : value ? 1.0 : sqrt(2.0);
+        ck_assert_int_eq(t->shape[0], head ? 3 : value ? 1 : 64);
+        ck_assert_int_eq(t->shape[1], strstr(names[i], ".0.") ? 11 : 64);
+        double e = gram_error(t, gain);
+        ck_assert_msg(e < 1e-5 * (1 + gain * gain), "%s: Gram matrix off gain^2 I (gain %g) by %g", names[i], gain, e);
+        weights++;
+    }
+    ck_assert_int_eq(weights, 6);
+    compare_builds(actor[0], actor[1], true, "seed 3 twice, actor");
+    compare_builds(critic[0], critic[1], true, "seed 3 twice, critic");
+    compare_builds(actor[0], actor[2], false, "seeds 3 and 4, actor");
+    compare_builds(critic[0], critic[2], false, "seeds 3 and 4, critic");
+    for (int k = 0; k < 3; k++) {
+        nn_module_free(actor[k]);
+        nn_module_free(critic[k]);
+    }
+}
+END_TEST
+
+/* --init pytorch is the construction alone, byte for byte: the nets
+ * nn_policy_new and nn_mlp_new draw from the seed, as policy_arch_build
+ * made them before the row (actor first, then the critic from the same
+ * RNG state), for a Gaussian and a categorical net. */
+START_TEST(test_arch_pytorch_is_the_construction)
+{
+    for (int g = 0; g < 2; g++) {
+        struct policy_arch a = { .obs_dim = 11, .act_dim = 3, .gaussian = g == 1, .value_head = true, .n_hidden = 2,
+                                 .hidden = { 64, 32 }, .tanh = true };
+        struct nn_module *actor = NULL, *critic = NULL;
+        ck_assert_int_eq(policy_arch_build(&a, 12345, &actor, &critic), 0);
+        uint64_t rng = 12345;
+        int sizes[] = { 11, 64, 32, 3 };
+        struct nn_policy_config pc = { .obs_dim = 11, .act_dim = 3, .n_hidden = 2, .hidden = { 64, 32 },
+                                       .act = NN_TANH, .head = NN_HEAD_GAUSSIAN };
+        struct nn_module *want_actor = g ? nn_policy_new(&pc, &rng) : nn_mlp_new(4, sizes, NN_TANH, 0.0f, &rng);
+        sizes[3] = 1;
+        struct nn_module *want_critic = nn_mlp_new(4, sizes, NN_TANH, 0.0f, &rng);
+        ck_assert_ptr_nonnull(want_actor);
+        ck_assert_ptr_nonnull(want_critic);
+        compare_builds(actor, want_actor, true, g ? "pytorch Gaussian actor" : "pytorch categorical actor");
+        compare_builds(critic, want_critic, true, "pytorch critic");
+        nn_module_free(actor);
+        nn_module_free(critic);
+        nn_module_free(want_actor);
+        nn_module_free(want_critic);
+    }
+}
+END_TEST
+
 /* Without orthogonal, the nets are PyTorch's default as before: biases
  * drawn (not 0), and the two inits differ from the same seed. */
 START_TEST(test_arch_default_unchanged)
@@ -263,5 +348,6 @@ int main(void)
 {
     return KIT_RUN("init", { "orthogonal", 0, .tests = { test_orthogonal_shapes_and_gains,
                              test_orthogonal_follows_the_seed, test_orthogonal_refusals, test_orthogonal_matches_torch,
-                             test_arch_matches_cleanrl, test_arch_default_unchanged } });
+                             test_arch_matches_cleanrl, test_arch_default_unchanged,
+                             test_arch_orthogonal_follows_the_seed, test_arch_pytorch_is_the_construction } });
 }
