@@ -54,12 +54,20 @@ static cJSON *train(const char *dir, const char *name, const char *const *args, 
     return j;
 }
 
-/* The bytes of DIR/name/policy.safetensors (caller frees; *n its size). */
-static char *policy_bytes(const char *dir, const char *name, size_t *n)
+/* Whether runs a and b (under dir) wrote the same policy.safetensors, byte
+ * for byte. */
+static bool same_policy(const char *dir, const char *a, const char *b)
 {
     char path[300];
-    snprintf(path, sizeof path, "%s/%s/policy.safetensors", dir, name);
-    return kit_must_read(path, n);
+    size_t na, nb;
+    snprintf(path, sizeof path, "%s/%s/policy.safetensors", dir, a);
+    char *pa = kit_must_read(path, &na);
+    snprintf(path, sizeof path, "%s/%s/policy.safetensors", dir, b);
+    char *pb = kit_must_read(path, &nb);
+    bool same = na == nb && memcmp(pa, pb, na) == 0;
+    free(pa);
+    free(pb);
+    return same;
 }
 
 /* lag_hist of summary j: bins[i] for i < cap (0 past its end). */
@@ -87,14 +95,11 @@ START_TEST(test_overlap_reproducible)
     const char *off[] = { SMALL, "--max-updates", "20", NULL };
     cJSON *a = train(dir, "a", on, NULL), *b = train(dir, "b", on, NULL), *c = train(dir, "off", off, NULL);
     cJSON *d = train(dir, "none", none, NULL);
-    size_t na, nb, nc, nd;
-    char *pa = policy_bytes(dir, "a", &na), *pb = policy_bytes(dir, "b", &nb), *pc = policy_bytes(dir, "off", &nc);
-    char *pd = policy_bytes(dir, "none", &nd);
-    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "two overlapped runs of one seed wrote different policies");
-    ck_assert_msg(na != nc || memcmp(pa, pc, na) != 0, "the overlapped run's policy is the run without overlap's");
-    ck_assert_msg(na != nd || memcmp(pa, pd, na) != 0,
+    ck_assert_msg(same_policy(dir, "a", "b"), "two overlapped runs of one seed wrote different policies");
+    ck_assert_msg(!same_policy(dir, "a", "off"), "the overlapped run's policy is the run without overlap's");
+    ck_assert_msg(!same_policy(dir, "a", "none"),
                   "--overlap-correction decoupled wrote --overlap-correction none's policy");
-    ck_assert_msg(nd != nc || memcmp(pd, pc, nd) != 0, "the overlapped run without correction is the run without overlap");
+    ck_assert_msg(!same_policy(dir, "none", "off"), "the overlapped run without correction is the run without overlap");
     ck_assert_int_eq((int)jnum(d, "lag_max"), 4);
     static const char *const same[] = { "env_steps", "episodes", "updates", "return_mean", "lag_mean", "lag_max", NULL };
     for (int i = 0; same[i]; i++)
@@ -109,10 +114,6 @@ START_TEST(test_overlap_reproducible)
                   bins[0], bins[1], bins[2], bins[3], bins[4], bins[5]);
     ck_assert_msg(!cJSON_GetObjectItemCaseSensitive(c, "lag_max"), "a sync run without overlap reports a lag");
     ck_assert_int_eq((int)jnum(c, "updates"), 20);
-    free(pa);
-    free(pb);
-    free(pc);
-    free(pd);
     cJSON_Delete(a);
     cJSON_Delete(b);
     cJSON_Delete(c);
@@ -131,13 +132,9 @@ START_TEST(test_overlap_dropout_reproducible)
     const char *dir = scratch();
     const char *args[] = { SMALL, "--max-updates", "24", "--overlap", "--dropout", "0.25", NULL };
     cJSON *a = train(dir, "a", args, NULL), *b = train(dir, "b", args, NULL);
-    size_t na, nb;
-    char *pa = policy_bytes(dir, "a", &na), *pb = policy_bytes(dir, "b", &nb);
-    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "two overlapped runs with dropout wrote different policies");
+    ck_assert_msg(same_policy(dir, "a", "b"), "two overlapped runs with dropout wrote different policies");
     ck_assert_msg(jnum(a, "return_mean") == jnum(b, "return_mean"), "return_mean %.17g then %.17g",
                   jnum(a, "return_mean"), jnum(b, "return_mean"));
-    free(pa);
-    free(pb);
     cJSON_Delete(a);
     cJSON_Delete(b);
 }
@@ -154,13 +151,9 @@ START_TEST(test_overlap_a2c_ignores_correction)
     const char *none[] = { "--preset", "a2c", SMALL, "--max-updates", "12", "--overlap", "--overlap-correction", "none",
                            NULL };
     cJSON *a = train(dir, "dec", dec, NULL), *b = train(dir, "none", none, NULL);
-    size_t na, nb;
-    char *pa = policy_bytes(dir, "dec", &na), *pb = policy_bytes(dir, "none", &nb);
-    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "A2C's policy depends on --overlap-correction");
+    ck_assert_msg(same_policy(dir, "dec", "none"), "A2C's policy depends on --overlap-correction");
     ck_assert_int_eq((int)jnum(a, "updates"), 12);
     ck_assert_msg(jnum(a, "lag_max") > 0, "an overlapped A2C run with no lag");
-    free(pa);
-    free(pb);
     cJSON_Delete(a);
     cJSON_Delete(b);
 }
@@ -208,13 +201,9 @@ START_TEST(test_overlap_resume_same)
     ck_assert_msg(rc == 1, "resume: exit %d\nstdout:\n%s\nstderr:\n%s", rc, tail(p.out), tail(p.err));
     cJSON *c = summary(&p);
     ck_assert_int_eq((int)jnum(c, "updates"), 24);
-    size_t na, nb;
-    char *pa = policy_bytes(dir, "whole", &na), *pb = policy_bytes(dir, "parts", &nb);
-    ck_assert_msg(na == nb && memcmp(pa, pb, na) == 0, "the resumed run's policy is not the uninterrupted run's");
+    ck_assert_msg(same_policy(dir, "whole", "parts"), "the resumed run's policy is not the uninterrupted run's");
     ck_assert_msg(jnum(a, "return_mean") == jnum(c, "return_mean"), "return_mean %.17g, resumed %.17g",
                   jnum(a, "return_mean"), jnum(c, "return_mean"));
-    free(pa);
-    free(pb);
     rl_free(&p);
     cJSON_Delete(a);
     cJSON_Delete(b);
