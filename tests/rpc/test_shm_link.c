@@ -133,6 +133,16 @@ static int segments_left(void)
     return n;
 }
 
+/* The end of a link with a live child: bye, the child exits 0, the link
+ * closes, and no segment is left mapped or named. */
+static void end_link(struct shm_link *l, pid_t pid)
+{
+    say_bye(l);
+    ck_assert_int_eq(reap(pid), 0);
+    shm_link_close(l);
+    ck_assert_int_eq(segments_left(), 0);
+}
+
 START_TEST(test_shm_round_trips)
 {
     struct shm_link l;
@@ -178,10 +188,7 @@ START_TEST(test_shm_round_trips)
     round_trip(&l, 16, 3);
     ck_assert_uint_eq(l.msgs_sent, 403);
     ck_assert_uint_eq(l.msgs_recv, 403);
-    say_bye(&l);
-    ck_assert_int_eq(reap(pid), 0);
-    shm_link_close(&l);
-    ck_assert_int_eq(segments_left(), 0);
+    end_link(&l, pid);
 }
 END_TEST
 
@@ -216,10 +223,7 @@ START_TEST(test_shm_pages_bounded)
     /* messages bigger than the reset point go on through the ring */
     for (unsigned k = 0; k < 20; k++) round_trip(&l, 100000 + 999 * k, k);
     ck_assert_uint_eq(l.msgs_recv, 2068);
-    say_bye(&l);
-    ck_assert_int_eq(reap(pid), 0);
-    shm_link_close(&l);
-    ck_assert_int_eq(segments_left(), 0);
+    end_link(&l, pid);
 }
 END_TEST
 
@@ -443,9 +447,7 @@ START_TEST(test_shm_stopped_peer)
         close_frames(in, n);
     }
     round_trip(&l, 10, 2);
-    say_bye(&l);
-    ck_assert_int_eq(reap(pid), 0);
-    shm_link_close(&l);
+    end_link(&l, pid);
 }
 END_TEST
 
