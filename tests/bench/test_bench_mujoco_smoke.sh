@@ -33,9 +33,14 @@ want+=",\"env_steps\":($re_num),\"return_mean\":($re_num),\"return_std\":0,\"epi
 want+=",\"eval_return_mean\":($re_num),\"eval_return_std\":0,\"eval_episodes\":3,\"eval_best_return_mean\":null,\"wall_s\":($re_num),\"sps\":($re_num)"
 want+=",\"floor_sps_per_core\":($re_num),\"floor_sps_wall\":($re_num),\"floor_x\":($re_num)"
 want+=",\"algo_floor_steps\":([0-9]+),\"algo_floor_cpu_s_per_1m\":($re_num),\"x_limit\":($re_num),\"cpu_x\":($re_num),\"cores\":([0-9]+)"
-want+=",\"load\":\\[($re_num),($re_num)\\],\"cleanrl_return_mean\":2383,\"cleanrl_return_std\":272,\"cleanrl_wall_s\":1542\\}$"
+want+=",\"load\":\\[($re_num),($re_num)\\],\"cleanrl_return_mean\":2383,\"cleanrl_return_std\":272,\"cleanrl_wall_s\":1542"
+want+=",\"returns\":\\[($re_num)\\],\"eval_returns\":\\[($re_num)\\],\"eval_best_returns\":\\[null\\]\\}$"
 [[ $line =~ $want ]] || fail "the line does not have the fields wanted: $line"
 m=("${BASH_REMATCH[@]}")
+# one seed: its own figures are the means (printed to 6 significant digits)
+same6() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; m = a < 0 ? -a : a; exit !(d <= 1e-5 * m + 1e-9) }'; }
+same6 "${m[17]}" "${m[2]}" || fail "returns [${m[17]}] is not the one seed's return_mean ${m[2]}"
+same6 "${m[18]}" "${m[4]}" || fail "eval_returns [${m[18]}] is not the one seed's eval_return_mean ${m[4]}"
 awk -v steps="${m[1]}" -v ret="${m[2]}" -v judged="${m[3]}" -v ev="${m[4]}" -v wall="${m[5]}" -v sps="${m[6]}" -v floor="${m[7]}" -v fx="${m[9]}" \
     -v afs="${m[10]}" -v afc="${m[11]}" -v xl="${m[12]}" -v cx="${m[13]}" \
     -v cores="${m[14]}" -v l0="${m[15]}" -v l1="${m[16]}" -v np="$(nproc)" 'BEGIN {
