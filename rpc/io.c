@@ -116,37 +116,32 @@ static void send_frames(void *sock, struct outmsg *m, bool with_rid)
     if (rc >= 0) {
         rpc_stat_add(RPC_STAT_MSGS_SENT, 1);
         rpc_stat_add(RPC_STAT_BYTES_SENT, bytes);
+        return;
     }
-    if (rc < 0 && closed_for_good(m->peer, zmq_errno())) {
+    int err = zmq_errno();
+    char name[64], why[160];
+    rpc_peer_name(m->peer, name, sizeof name);
+    if (closed_for_good(m->peer, err)) {
         /* Declared lost before m's call fails, so that whoever waits on it
          * finds the worker gone, not alive (the agent says "lost observer2") */
-        char name[64], why[192];
-        rpc_peer_name(m->peer, name, sizeof name);
-        snprintf(why, sizeof why, "lost %s (its connection has closed: the process is gone; or %d messages wait unsent)",
-                 name, HWM);
-        rpc_peer_lost(m->peer, why);
-        if (m->fut) {
-            rpc_future_fail(m->fut, "rpc: cannot send to %s (its connection has closed: the process is gone; "
-                            "or %d messages wait unsent) calling %s.%s", name, HWM, name, m->fut->fn);
-            rpc_pending_done(m->fut);
-            m->fut = NULL;
-        }
-    } else if (rc < 0 && m->fut) {
-        char name[64];
-        rpc_peer_name(m->peer, name, sizeof name);
-        int err = zmq_errno();
-        /* A refused handshake with the rendezvous makes libzmq drop the
-         * connection (nothing left to send to): its event is already in. */
-        if (m->peer == 0) rpc_watch_rendezvous();      /* its event may be waiting */
-        const char *refused = m->peer == 0 ? rpc_rdv_refused() : NULL;
-        if (refused)
-            rpc_future_fail(m->fut, "rpc: %s calling %s.%s", refused, name, m->fut->fn);
-        else
-            rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, zmq_strerror(err), name,
-                            m->fut->fn);
-        rpc_pending_done(m->fut);
-        m->fut = NULL;
+        snprintf(why, sizeof why, "its connection has closed: the process is gone; or %d messages wait unsent", HWM);
+        char lost[256];
+        snprintf(lost, sizeof lost, "lost %s (%s)", name, why);
+        rpc_peer_lost(m->peer, lost);
+    } else {
+        snprintf(why, sizeof why, "%s", zmq_strerror(err));
     }
+    if (!m->fut) return;
+    /* A refused handshake with the rendezvous makes libzmq drop the
+     * connection (nothing left to send to): its event is already in. */
+    if (m->peer == 0) rpc_watch_rendezvous();      /* its event may be waiting */
+    const char *refused = m->peer == 0 ? rpc_rdv_refused() : NULL;
+    if (refused)
+        rpc_future_fail(m->fut, "rpc: %s calling %s.%s", refused, name, m->fut->fn);
+    else
+        rpc_future_fail(m->fut, "rpc: cannot send to %s (%s) calling %s.%s", name, why, name, m->fut->fn);
+    rpc_pending_done(m->fut);
+    m->fut = NULL;
 }
 
 static void io_send(struct outmsg *m)
